@@ -1,0 +1,281 @@
+/**
+ * The specification of one endpoint version, its defaults, and the rules that
+ * create and update requests must follow. REST bodies are read here as they
+ * arrive (the `advanced` object keeps the documented snake_case keys); the
+ * GraphQL surface converts its input to the same shape first, so every rule
+ * exists once.
+ */
+import { FieldChecker, isObject } from './field-checker.js';
+import { findInstanceOption, INSTANCE_OPTIONS } from './instance-catalog.js';
+import { invalidArgument, ok, fail, type Result } from './result.js';
+
+export interface AutoscalingPolicy {
+  minReplica: number;
+  maxReplica: number;
+  /** Seconds without a request before scaling down. */
+  cooldownPeriod: number;
+}
+
+export interface AdvancedConfig {
+  tokenizerSkipSpecialTokens: boolean;
+  tokenizerAddSpecialTokens: boolean;
+  maxBatchSize: number;
+  maxTokenCount: number;
+  maxInputLength: number;
+  enableContentLogging: boolean;
+}
+
+/** Everything a version fixes about an endpoint. */
+export interface EndpointSpec {
+  name: string;
+  instanceId: string;
+  hfModelRepo: string;
+  hfModelRepoRevision: string | null;
+  autoscaling: AutoscalingPolicy;
+  advanced: AdvancedConfig;
+}
+
+export const LIMITS = {
+  maxReplicas: 10,
+  maxCooldownSeconds: 7 * 24 * 3600,
+  maxBatchSize: 1024,
+  maxTokens: 1 << 20,
+  nameLength: 128,
+  commentLength: 1000,
+  revisionLength: 255,
+} as const;
+
+export const DEFAULT_AUTOSCALING: AutoscalingPolicy = { minReplica: 0, maxReplica: 1, cooldownPeriod: 300 };
+
+export const DEFAULT_ADVANCED: AdvancedConfig = {
+  tokenizerSkipSpecialTokens: true,
+  tokenizerAddSpecialTokens: false,
+  maxBatchSize: 8,
+  maxTokenCount: 4096,
+  maxInputLength: 2048,
+  enableContentLogging: false,
+};
+
+/** The documented snake_case keys of `advanced`, and the spec field each sets. */
+const ADVANCED_KEYS = {
+  tokenizer_skip_special_tokens: 'tokenizerSkipSpecialTokens',
+  tokenizer_add_special_tokens: 'tokenizerAddSpecialTokens',
+  max_batch_size: 'maxBatchSize',
+  max_token_count: 'maxTokenCount',
+  enable_content_logging: 'enableContentLogging',
+  max_input_length: 'maxInputLength',
+} as const satisfies Record<string, keyof AdvancedConfig>;
+
+// Hub repository ids: `name` or `owner/name`, letters, digits, '-', '_', '.', at most 96 each.
+const REPO_PART = '[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?';
+const HF_REPO_PATTERN = new RegExp(`^(?:${REPO_PART}/)?${REPO_PART}$`);
+const REVISION_PATTERN = /^[^\s~^:?*[\\]+$/;
+
+export interface CreateEndpointInput {
+  projectId: string;
+  comment: string | null;
+  spec: EndpointSpec;
+}
+
+export interface UpdateEndpointInput {
+  comment: string | null;
+  /** Applies the requested changes to the current spec, checking the merged result. */
+  apply(current: EndpointSpec): Result<EndpointSpec>;
+}
+
+function readName(check: FieldChecker, body: Record<string, unknown>, required: boolean): string | undefined {
+  const name = check.string(body, 'name', { required, maxLength: LIMITS.nameLength });
+  return name?.trim();
+}
+
+function readInstance(check: FieldChecker, body: Record<string, unknown>, required: boolean): string | undefined {
+  const id = check.string(body, 'instanceOptionId', { required, maxLength: 64 });
+  if (id !== undefined && !findInstanceOption(id)) {
+    check.fail('instanceOptionId', `must be one of the instance option ids (${INSTANCE_OPTIONS.map((o) => o.id).join(', ')})`);
+    return undefined;
+  }
+  return id;
+}
+
+function readRepo(check: FieldChecker, body: Record<string, unknown>, required: boolean): string | undefined {
+  return check.string(body, 'hfModelRepo', {
+    required,
+    maxLength: 193,
+    pattern: HF_REPO_PATTERN,
+    patternRule: "must be a model id such as 'org/model' (letters, digits, '-', '_', '.')",
+  });
+}
+
+function readRevision(check: FieldChecker, body: Record<string, unknown>): string | undefined {
+  return check.string(body, 'hfModelRepoRevision', {
+    maxLength: LIMITS.revisionLength,
+    pattern: REVISION_PATTERN,
+    patternRule: 'must be a branch, tag or commit hash without spaces',
+  });
+}
+
+function readComment(check: FieldChecker, body: Record<string, unknown>, field: string): string | null {
+  const value = body[field];
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string') return check.fail(field, 'must be a string') ?? null;
+  if (value.length > LIMITS.commentLength) return check.fail(field, `must be at most ${LIMITS.commentLength} characters`) ?? null;
+  return value;
+}
+
+type PartialPolicy = Partial<AutoscalingPolicy>;
+
+/** Reads `autoscalingPolicy` or `simplescale`; the two are alternatives. */
+function readScaling(check: FieldChecker, body: Record<string, unknown>): PartialPolicy | undefined {
+  const policy = check.object(body, 'autoscalingPolicy');
+  const simple = check.object(body, 'simplescale');
+  if (policy && simple) {
+    check.fail('simplescale', 'cannot be given together with autoscalingPolicy');
+    return undefined;
+  }
+  if (simple) {
+    const c = check.nested('simplescale');
+    c.onlyKnown(simple, ['replicas']);
+    const replicas = c.integer(simple, 'replicas', { required: true, min: 0, max: LIMITS.maxReplicas });
+    return replicas === undefined ? undefined : { minReplica: replicas, maxReplica: replicas };
+  }
+  if (!policy) return undefined;
+  const c = check.nested('autoscalingPolicy');
+  c.onlyKnown(policy, ['minReplica', 'maxReplica', 'cooldownPeriod']);
+  const out: PartialPolicy = {};
+  const min = c.integer(policy, 'minReplica', { min: 0, max: LIMITS.maxReplicas });
+  const max = c.integer(policy, 'maxReplica', { min: 0, max: LIMITS.maxReplicas });
+  const cooldown = c.integer(policy, 'cooldownPeriod', { min: 0, max: LIMITS.maxCooldownSeconds });
+  if (min !== undefined) out.minReplica = min;
+  if (max !== undefined) out.maxReplica = max;
+  if (cooldown !== undefined) out.cooldownPeriod = cooldown;
+  return out;
+}
+
+function readAdvanced(check: FieldChecker, body: Record<string, unknown>, required: boolean): Partial<AdvancedConfig> | undefined {
+  const raw = check.object(body, 'advanced', { required });
+  if (!raw) return undefined;
+  const c = check.nested('advanced');
+  c.onlyKnown(raw, Object.keys(ADVANCED_KEYS));
+  const out: Partial<AdvancedConfig> = {};
+  const set = <K extends keyof AdvancedConfig>(key: K, value: AdvancedConfig[K] | undefined) => {
+    if (value !== undefined) out[key] = value;
+  };
+  set('tokenizerSkipSpecialTokens', c.boolean(raw, 'tokenizer_skip_special_tokens'));
+  set('tokenizerAddSpecialTokens', c.boolean(raw, 'tokenizer_add_special_tokens'));
+  set('enableContentLogging', c.boolean(raw, 'enable_content_logging'));
+  set('maxBatchSize', c.integer(raw, 'max_batch_size', { min: 1, max: LIMITS.maxBatchSize }));
+  set('maxTokenCount', c.integer(raw, 'max_token_count', { min: 1, max: LIMITS.maxTokens }));
+  set('maxInputLength', c.integer(raw, 'max_input_length', { min: 1, max: LIMITS.maxTokens }));
+  return out;
+}
+
+/** Rules that involve several fields, checked on the merged spec and reported against the request's field names. */
+function checkConsistency(check: FieldChecker, spec: EndpointSpec): void {
+  const { autoscaling, advanced } = spec;
+  if (autoscaling.minReplica > autoscaling.maxReplica) {
+    check.fail(
+      'autoscalingPolicy.minReplica',
+      `must not exceed maxReplica (${autoscaling.minReplica} > ${autoscaling.maxReplica})`,
+    );
+  }
+  if (advanced.maxInputLength > advanced.maxTokenCount) {
+    check.fail(
+      'advanced.max_input_length',
+      `must not exceed max_token_count (${advanced.maxInputLength} > ${advanced.maxTokenCount})`,
+    );
+  }
+}
+
+function notAnObject(): Result<never> {
+  return fail(invalidArgument([{ field: 'body', message: 'must be a JSON object' }]));
+}
+
+export const CREATE_FIELDS = [
+  'projectId',
+  'name',
+  'instanceOptionId',
+  'advanced',
+  'hfModelRepo',
+  'autoscalingPolicy',
+  'simplescale',
+  'hfModelRepoRevision',
+  'initialVersionComment',
+] as const;
+
+export function parseCreateEndpoint(body: unknown): Result<CreateEndpointInput> {
+  if (!isObject(body)) return notAnObject();
+  const check = new FieldChecker();
+  check.onlyKnown(body, CREATE_FIELDS);
+  const projectId = check.string(body, 'projectId', { required: true, maxLength: 64 });
+  const name = readName(check, body, true);
+  const instanceId = readInstance(check, body, true);
+  const advanced = readAdvanced(check, body, true);
+  const hfModelRepo = readRepo(check, body, true);
+  const scaling = readScaling(check, body);
+  const revision = readRevision(check, body);
+  const comment = readComment(check, body, 'initialVersionComment');
+  if (check.violations.length > 0) return fail(invalidArgument(check.violations));
+
+  const maxTokenCount = advanced?.maxTokenCount ?? DEFAULT_ADVANCED.maxTokenCount;
+  const spec: EndpointSpec = {
+    name: name!,
+    instanceId: instanceId!,
+    hfModelRepo: hfModelRepo!,
+    hfModelRepoRevision: revision ?? null,
+    autoscaling: { ...DEFAULT_AUTOSCALING, ...scaling },
+    advanced: {
+      ...DEFAULT_ADVANCED,
+      // An unset input limit follows a smaller total limit down.
+      maxInputLength: Math.min(DEFAULT_ADVANCED.maxInputLength, maxTokenCount),
+      ...advanced,
+    },
+  };
+  checkConsistency(check, spec);
+  if (check.violations.length > 0) return fail(invalidArgument(check.violations));
+  return ok({ projectId: projectId!, comment, spec });
+}
+
+export const UPDATE_FIELDS = [
+  'name',
+  'advanced',
+  'autoscalingPolicy',
+  'simplescale',
+  'hfModelRepo',
+  'hfModelRepoRevision',
+  'newVersionComment',
+  'instanceOptionId',
+] as const;
+
+export function parseUpdateEndpoint(body: unknown): Result<UpdateEndpointInput> {
+  if (!isObject(body)) return notAnObject();
+  const check = new FieldChecker();
+  check.onlyKnown(body, UPDATE_FIELDS);
+  const name = readName(check, body, false);
+  const instanceId = readInstance(check, body, false);
+  const advanced = readAdvanced(check, body, false);
+  const hfModelRepo = readRepo(check, body, false);
+  const scaling = readScaling(check, body);
+  const revision = readRevision(check, body);
+  const clearsRevision = body.hfModelRepoRevision === null;
+  const comment = readComment(check, body, 'newVersionComment');
+  if (check.violations.length > 0) return fail(invalidArgument(check.violations));
+
+  return ok({
+    comment,
+    apply(current: EndpointSpec): Result<EndpointSpec> {
+      // A new model without a revision means the new model's default branch.
+      const repoChanged = hfModelRepo !== undefined && hfModelRepo !== current.hfModelRepo;
+      const next: EndpointSpec = {
+        name: name ?? current.name,
+        instanceId: instanceId ?? current.instanceId,
+        hfModelRepo: hfModelRepo ?? current.hfModelRepo,
+        hfModelRepoRevision: revision ?? (clearsRevision || repoChanged ? null : current.hfModelRepoRevision),
+        autoscaling: { ...current.autoscaling, ...scaling },
+        advanced: { ...current.advanced, ...advanced },
+      };
+      const merged = new FieldChecker();
+      checkConsistency(merged, next);
+      return merged.violations.length > 0 ? fail(invalidArgument(merged.violations)) : ok(next);
+    },
+  });
+}

@@ -1,0 +1,68 @@
+/**
+ * Cursor pagination shared by every list: `limit` (or GraphQL `first`) is an
+ * integer from 1 to 100, 20 when omitted, and a cursor is an opaque token
+ * that encodes the position after which the next page starts.
+ */
+import { invalidArgument, ok, fail, type Result } from './result.js';
+
+export const PAGE_LIMIT = { min: 1, max: 100, default: 20 } as const;
+
+export interface PageRequest {
+  /** The position after which the page starts (a version index or an endpoint sequence number). */
+  after: number;
+  limit: number;
+}
+
+export interface Page<T> {
+  items: T[];
+  /** The cursor of each item: a page that starts after it. */
+  cursors: string[];
+  nextCursor: string | null;
+}
+
+export function encodeCursor(kind: string, position: number): string {
+  return Buffer.from(`${kind}:${position}`, 'utf8').toString('base64url');
+}
+
+function decodeCursor(kind: string, cursor: string): number | undefined {
+  const text = Buffer.from(cursor, 'base64url').toString('utf8');
+  const [k, n] = text.split(':');
+  if (k !== kind || n === undefined || !/^-?\d{1,15}$/.test(n)) return undefined;
+  return Number(n);
+}
+
+/**
+ * Reads a page request. `limit` may be a number (GraphQL) or a query-string
+ * value (REST); the field names in errors are the caller's.
+ */
+export function parsePageRequest(
+  kind: string,
+  raw: { cursor?: unknown; limit?: unknown },
+  names: { cursor: string; limit: string } = { cursor: 'cursor', limit: 'limit' },
+  start = -1,
+): Result<PageRequest> {
+  const fields = [];
+  let limit: number = PAGE_LIMIT.default;
+  if (raw.limit !== undefined && raw.limit !== null) {
+    const n = typeof raw.limit === 'string' && /^-?\d+$/.test(raw.limit) ? Number(raw.limit) : raw.limit;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < PAGE_LIMIT.min || n > PAGE_LIMIT.max) {
+      fields.push({ field: names.limit, message: `must be an integer from ${PAGE_LIMIT.min} to ${PAGE_LIMIT.max}` });
+    } else {
+      limit = n;
+    }
+  }
+  let after = start;
+  if (raw.cursor !== undefined && raw.cursor !== null && raw.cursor !== '') {
+    const position = typeof raw.cursor === 'string' ? decodeCursor(kind, raw.cursor) : undefined;
+    if (position === undefined) fields.push({ field: names.cursor, message: 'is not a cursor returned by this list' });
+    else after = position;
+  }
+  return fields.length > 0 ? fail(invalidArgument(fields)) : ok({ after, limit });
+}
+
+/** Builds a page from up to limit + 1 fetched rows: the extra row only tells that more exist. */
+export function toPage<T>(kind: string, rows: T[], limit: number, positionOf: (row: T) => number): Page<T> {
+  const items = rows.slice(0, limit);
+  const cursors = items.map((item) => encodeCursor(kind, positionOf(item)));
+  return { items, cursors, nextCursor: rows.length > limit ? (cursors[cursors.length - 1] ?? null) : null };
+}

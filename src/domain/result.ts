@@ -1,0 +1,49 @@
+/**
+ * Business outcomes are values, not exceptions. A service returns
+ * `{ type: 'ok', value }` or `{ type: 'error', error }`; each surface maps the
+ * error to its own shape (the REST error body, a GraphQL error type). A thrown
+ * exception means a bug or an outage.
+ */
+import type { EndpointStatus, LifecycleAction } from './lifecycle.js';
+
+export interface FieldViolation {
+  /** Path of the field in the request, such as `autoscalingPolicy.maxReplica`. */
+  field: string;
+  /** The rule it breaks, in words. */
+  message: string;
+}
+
+export type DomainError =
+  | { type: 'UNAUTHENTICATED'; message: string }
+  | { type: 'NOT_FOUND'; message: string }
+  | { type: 'INVALID_ARGUMENT'; message: string; fields: FieldViolation[] }
+  | { type: 'INVALID_TRANSITION'; message: string; status: EndpointStatus; action: LifecycleAction }
+  | { type: 'FORBIDDEN'; message: string }
+  | { type: 'CONFLICT'; message: string };
+
+export type Result<T> = { type: 'ok'; value: T } | { type: 'error'; error: DomainError };
+
+export const ok = <T>(value: T): Result<T> => ({ type: 'ok', value });
+export const fail = <T = never>(error: DomainError): Result<T> => ({ type: 'error', error });
+
+export function notFound(resource: string, id: string): DomainError {
+  return { type: 'NOT_FOUND', message: `${resource} '${id}' not found` };
+}
+
+export function invalidArgument(fields: FieldViolation[]): DomainError {
+  const summary = fields.map((f) => `${f.field}: ${f.message}`).join('; ');
+  return { type: 'INVALID_ARGUMENT', message: `invalid request: ${summary}`, fields };
+}
+
+export function invalidTransition(action: LifecycleAction, status: EndpointStatus): DomainError {
+  return {
+    type: 'INVALID_TRANSITION',
+    message: `cannot ${action} an endpoint whose status is ${status}`,
+    status,
+    action,
+  };
+}
+
+export function forbidden(message: string): DomainError {
+  return { type: 'FORBIDDEN', message };
+}

@@ -1,0 +1,49 @@
+/**
+ * Per-request GraphQL state: the caller, the shared services, and dataloaders
+ * made fresh for each request (and each WebSocket subscription), so that
+ * nested fields batch their reads and no cache outlives a request.
+ */
+import DataLoader from 'dataloader';
+import type { Services } from '../../services/index.js';
+import type { Principal } from '../../services/principal.js';
+import { findEndpoints, type EndpointRecord } from '../../storage/endpoints-repository.js';
+import { findTeams, findUsers, listTeamMembers, type MembershipRecord, type TeamRecord, type UserRecord } from '../../storage/identity-repository.js';
+import { findProjects, listProjectsOfTeams, type ProjectRecord } from '../../storage/projects-repository.js';
+
+function byId<T extends { id: string }>(load: (ids: readonly string[]) => Promise<T[]>) {
+  return new DataLoader<string, T | undefined>(async (ids) => {
+    const rows = new Map((await load(ids)).map((row) => [row.id, row]));
+    return ids.map((id) => rows.get(id));
+  });
+}
+
+function groupedBy<T>(load: (keys: readonly string[]) => Promise<T[]>, keyOf: (row: T) => string) {
+  return new DataLoader<string, T[]>(async (keys) => {
+    const groups = new Map<string, T[]>();
+    for (const row of await load(keys)) {
+      const key = keyOf(row);
+      groups.set(key, [...(groups.get(key) ?? []), row]);
+    }
+    return keys.map((key) => groups.get(key) ?? []);
+  });
+}
+
+export function createLoaders(services: Services) {
+  const { db } = services;
+  return {
+    endpoint: byId<EndpointRecord>((ids) => findEndpoints(db, ids)),
+    project: byId<ProjectRecord>((ids) => findProjects(db, ids)),
+    team: byId<TeamRecord>((ids) => findTeams(db, ids)),
+    user: byId<UserRecord>((ids) => findUsers(db, ids)),
+    projectsOfTeam: groupedBy<ProjectRecord>((ids) => listProjectsOfTeams(db, ids), (p) => p.teamId),
+    membersOfTeam: groupedBy<MembershipRecord>((ids) => listTeamMembers(db, ids), (m) => m.teamId),
+  };
+}
+
+export type Loaders = ReturnType<typeof createLoaders>;
+
+export interface GraphQLContext {
+  principal: Principal;
+  services: Services;
+  loaders: Loaders;
+}

@@ -1,0 +1,100 @@
+/**
+ * Expected failures as GraphQL types. Every mutation returns a union of its
+ * success type and the errors it can meet (`<Verb><Noun>Result`), so clients
+ * handle them with `__typename` instead of parsing error strings.
+ */
+import { GraphQLError } from 'graphql';
+import type { ObjectRef, UnionRef } from '@pothos/core';
+import type { DomainError, FieldViolation, Result } from '../../../domain/result.js';
+import { builder } from '../builder.js';
+import { EndpointStatusValue } from './enums.js';
+
+type SchemaTypesOf = typeof builder extends PothosSchemaTypes.SchemaBuilder<infer T> ? T : never;
+
+type ErrorOf<T extends DomainError['type']> = Extract<DomainError, { type: T }>;
+
+/** GraphQL names fields in camelCase; the shared validators speak the REST names. */
+export function graphqlFieldName(field: string): string {
+  return field.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+}
+
+export const ErrorInterface = builder.interfaceRef<DomainError>('Error').implement({
+  description: 'An expected failure: the request was understood but cannot be carried out.',
+  fields: (t) => ({ message: t.exposeString('message') }),
+});
+
+const FieldErrorRef = builder.objectRef<FieldViolation>('FieldError').implement({
+  description: 'One invalid input field and the rule it breaks.',
+  fields: (t) => ({
+    field: t.string({ resolve: (v) => graphqlFieldName(v.field) }),
+    message: t.exposeString('message'),
+  }),
+});
+
+function errorType<T extends DomainError['type']>(name: string, type: T, description: string, extra?: (t: any) => object) {
+  return builder.objectRef<ErrorOf<T>>(name).implement({
+    description,
+    interfaces: [ErrorInterface],
+    isTypeOf: (value) => (value as DomainError).type === type,
+    fields: (t) => ({ ...(extra ? extra(t) : {}) }),
+  });
+}
+
+export const NotFoundError = errorType('NotFoundError', 'NOT_FOUND', 'The resource does not exist, or is not visible to the caller.');
+export const ForbiddenError = errorType('ForbiddenError', 'FORBIDDEN', 'The caller may see the resource but not do this.');
+export const ConflictError = errorType('ConflictError', 'CONFLICT', 'The request conflicts with the current state.');
+export const InvalidArgumentError = errorType(
+  'InvalidArgumentError',
+  'INVALID_ARGUMENT',
+  'Some input fields break their rules; `fields` names each.',
+  (t) => ({ fields: t.field({ type: [FieldErrorRef], resolve: (e: ErrorOf<'INVALID_ARGUMENT'>) => e.fields }) }),
+);
+
+export const InvalidTransitionError = errorType(
+  'InvalidTransitionError',
+  'INVALID_TRANSITION',
+  'The action is not allowed from the endpoint\'s current status.',
+  (t) => ({
+    status: t.field({ type: EndpointStatusValue, resolve: (e: ErrorOf<'INVALID_TRANSITION'>) => e.status }),
+    action: t.exposeString('action'),
+  }),
+);
+
+const ERROR_TYPE_NAMES: Record<DomainError['type'], string> = {
+  UNAUTHENTICATED: 'UnauthenticatedError',
+  NOT_FOUND: 'NotFoundError',
+  FORBIDDEN: 'ForbiddenError',
+  CONFLICT: 'ConflictError',
+  INVALID_ARGUMENT: 'InvalidArgumentError',
+  INVALID_TRANSITION: 'InvalidTransitionError',
+};
+
+function isDomainError(value: unknown): value is DomainError {
+  return typeof value === 'object' && value !== null && 'type' in value && 'message' in value && (value as DomainError).type in ERROR_TYPE_NAMES;
+}
+
+/** A `<Verb><Noun>Result` union of a success type and the error types it can meet. */
+export function resultUnion<S extends object>(
+  name: string,
+  success: ObjectRef<any, S>,
+  errors: ObjectRef<any, any>[],
+): UnionRef<SchemaTypesOf, S | DomainError> {
+  return builder.unionType(name, {
+    types: [success, ...errors],
+    resolveType: (value) => (isDomainError(value) ? ERROR_TYPE_NAMES[value.type] : success.name),
+  }) as unknown as UnionRef<SchemaTypesOf, S | DomainError>;
+}
+
+/** The payload of a result union: the success object, or the error value. */
+export function payload<T, S>(result: Result<T>, wrap: (value: T) => S): S | DomainError {
+  return result.type === 'ok' ? wrap(result.value) : result.error;
+}
+
+/** For queries, where an expected failure is a GraphQL error with a code rather than a result type. */
+export function unwrapOrThrow<T>(result: Result<T>): T {
+  if (result.type === 'ok') return result.value;
+  const { error } = result;
+  throw new GraphQLError(error.message, {
+    extensions: { code: error.type, ...(error.type === 'INVALID_ARGUMENT' ? { fields: error.fields.map((f) => ({ ...f, field: graphqlFieldName(f.field) })) } : {}) },
+  });
+}

@@ -1,0 +1,180 @@
+/** Users, API keys, teams, members and projects, with their queries and mutations. */
+import type { CreatedApiKey } from '../../../services/identity-service.js';
+import { canAccessTeam } from '../../../services/principal.js';
+import type { ApiKeyRecord, MembershipRecord, TeamRecord, UserRecord } from '../../../storage/identity-repository.js';
+import type { ProjectRecord } from '../../../storage/projects-repository.js';
+import { builder } from '../builder.js';
+import { TeamRole } from './enums.js';
+import { ConflictError, ForbiddenError, InvalidArgumentError, NotFoundError, payload, resultUnion } from './errors.js';
+
+export const User = builder.objectRef<UserRecord>('User');
+export const Team = builder.objectRef<TeamRecord>('Team');
+export const Project = builder.objectRef<ProjectRecord>('Project');
+const ApiKey = builder.objectRef<ApiKeyRecord>('ApiKey');
+const TeamMember = builder.objectRef<MembershipRecord>('TeamMember');
+
+User.implement({
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    email: t.exposeString('email'),
+    name: t.exposeString('name'),
+    isAdmin: t.exposeBoolean('isAdmin'),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+  }),
+});
+
+ApiKey.implement({
+  description: 'An API key. The key itself is shown only once, by createApiKey; `prefix` tells keys apart.',
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    name: t.exposeString('name'),
+    prefix: t.exposeString('prefix'),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    lastUsedAt: t.expose('lastUsedAt', { type: 'DateTime', nullable: true }),
+    revokedAt: t.expose('revokedAt', { type: 'DateTime', nullable: true }),
+  }),
+});
+
+TeamMember.implement({
+  fields: (t) => ({
+    role: t.expose('role', { type: TeamRole }),
+    joinedAt: t.expose('createdAt', { type: 'DateTime' }),
+    user: t.field({ type: User, resolve: async (m, _, { loaders }) => (await loaders.user.load(m.userId))! }),
+  }),
+});
+
+Team.implement({
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    name: t.exposeString('name'),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    myRole: t.field({ type: TeamRole, nullable: true, resolve: (team, _, { principal }) => principal.memberships.get(team.id) ?? null }),
+    members: t.field({ type: [TeamMember], resolve: (team, _, { loaders }) => loaders.membersOfTeam.load(team.id) }),
+    projects: t.field({ type: [Project], resolve: (team, _, { loaders }) => loaders.projectsOfTeam.load(team.id) }),
+  }),
+});
+
+Project.implement({
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    name: t.exposeString('name'),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    team: t.field({ type: Team, resolve: async (p, _, { loaders }) => (await loaders.team.load(p.teamId))! }),
+  }),
+});
+
+const Me = builder.objectRef<UserRecord>('Me').implement({
+  description: 'The caller.',
+  fields: (t) => ({
+    user: t.field({ type: User, resolve: (u) => u }),
+    defaultTeam: t.field({
+      type: Team,
+      nullable: true,
+      resolve: (_, __, { principal, loaders }) => (principal.actingTeamId ? loaders.team.load(principal.actingTeamId) : null),
+    }),
+    apiKeys: t.field({ type: [ApiKey], resolve: (_, __, { principal, services }) => services.identity.listApiKeys(principal) }),
+  }),
+});
+
+builder.queryFields((t) => ({
+  me: t.field({ type: Me, resolve: (_, __, { principal }) => principal.user }),
+  teams: t.field({
+    type: [Team],
+    description: 'The teams the caller belongs to.',
+    resolve: async (_, __, { principal, loaders }) =>
+      (await loaders.team.loadMany([...principal.memberships.keys()])).filter((t): t is TeamRecord => !!t && !(t instanceof Error)),
+  }),
+  team: t.field({
+    type: Team,
+    nullable: true,
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (_, { id }, { principal, loaders }) => (canAccessTeam(principal, String(id)) ? loaders.team.load(String(id)) : null),
+  }),
+  project: t.field({
+    type: Project,
+    nullable: true,
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (_, { id }, { principal, loaders }) => {
+      const project = await loaders.project.load(String(id));
+      return project && canAccessTeam(principal, project.teamId) ? project : null;
+    },
+  }),
+}));
+
+const success = <T extends object>(name: string, fields: (t: any) => object) =>
+  builder.objectRef<T>(name).implement({ fields: fields as never });
+
+const CreateUserSuccess = success<{ user: UserRecord }>('CreateUserSuccess', (t) => ({ user: t.field({ type: User, resolve: (p: { user: UserRecord }) => p.user }) }));
+const CreateTeamSuccess = success<{ team: TeamRecord }>('CreateTeamSuccess', (t) => ({ team: t.field({ type: Team, resolve: (p: { team: TeamRecord }) => p.team }) }));
+const AddTeamMemberSuccess = success<{ member: MembershipRecord }>('AddTeamMemberSuccess', (t) => ({
+  member: t.field({ type: TeamMember, resolve: (p: { member: MembershipRecord }) => p.member }),
+}));
+const RemoveTeamMemberSuccess = success<{ teamId: string; userId: string }>('RemoveTeamMemberSuccess', (t) => ({
+  teamId: t.exposeID('teamId'),
+  userId: t.exposeID('userId'),
+}));
+const CreateProjectSuccess = success<{ project: ProjectRecord }>('CreateProjectSuccess', (t) => ({
+  project: t.field({ type: Project, resolve: (p: { project: ProjectRecord }) => p.project }),
+}));
+const CreateApiKeySuccess = success<CreatedApiKey>('CreateApiKeySuccess', (t) => ({
+  apiKey: t.field({ type: ApiKey, resolve: (p: CreatedApiKey) => p.record }),
+  secret: t.string({ description: 'The key. It is shown only here; store it now.', resolve: (p: CreatedApiKey) => p.secret }),
+}));
+const RevokeApiKeySuccess = success<{ apiKey: ApiKeyRecord }>('RevokeApiKeySuccess', (t) => ({
+  apiKey: t.field({ type: ApiKey, resolve: (p: { apiKey: ApiKeyRecord }) => p.apiKey }),
+}));
+
+builder.mutationFields((t) => ({
+  createUser: t.field({
+    type: resultUnion('CreateUserResult', CreateUserSuccess, [ForbiddenError, InvalidArgumentError, ConflictError]),
+    description: 'Admins only. The new user gets a personal team; give them a key with createApiKey.',
+    args: { email: t.arg.string({ required: true }), name: t.arg.string({ required: true }), isAdmin: t.arg.boolean() },
+    resolve: async (_, args, { principal, services }) =>
+      payload(await services.identity.createUser(principal, { email: args.email, name: args.name, isAdmin: args.isAdmin ?? false }), (user) => ({ user })),
+  }),
+  createTeam: t.field({
+    type: resultUnion('CreateTeamResult', CreateTeamSuccess, [InvalidArgumentError]),
+    args: { name: t.arg.string({ required: true }) },
+    resolve: async (_, args, { principal, services }) => payload(await services.identity.createTeam(principal, args), (team) => ({ team })),
+  }),
+  addTeamMember: t.field({
+    type: resultUnion('AddTeamMemberResult', AddTeamMemberSuccess, [NotFoundError, ForbiddenError]),
+    description: 'Adds a user (by id or email) to a team, or changes their role. Team owners and admins only.',
+    args: { teamId: t.arg.id({ required: true }), user: t.arg.string({ required: true }), role: t.arg({ type: TeamRole }) },
+    resolve: async (_, args, { principal, services }) =>
+      payload(
+        await services.identity.addTeamMember(principal, { teamId: String(args.teamId), user: args.user, role: args.role ?? 'MEMBER' }),
+        (member) => ({ member }),
+      ),
+  }),
+  removeTeamMember: t.field({
+    type: resultUnion('RemoveTeamMemberResult', RemoveTeamMemberSuccess, [NotFoundError, ForbiddenError, ConflictError]),
+    args: { teamId: t.arg.id({ required: true }), userId: t.arg.id({ required: true }) },
+    resolve: async (_, args, { principal, services }) => {
+      const input = { teamId: String(args.teamId), userId: String(args.userId) };
+      return payload(await services.identity.removeTeamMember(principal, input), () => input);
+    },
+  }),
+  createProject: t.field({
+    type: resultUnion('CreateProjectResult', CreateProjectSuccess, [NotFoundError, InvalidArgumentError]),
+    description: 'Creates a project in the given team, or in the acting team.',
+    args: { name: t.arg.string({ required: true }), teamId: t.arg.id() },
+    resolve: async (_, args, { principal, services }) =>
+      payload(await services.identity.createProject(principal, { name: args.name, teamId: args.teamId ? String(args.teamId) : null }), (project) => ({
+        project,
+      })),
+  }),
+  createApiKey: t.field({
+    type: resultUnion('CreateApiKeyResult', CreateApiKeySuccess, [NotFoundError, ForbiddenError, InvalidArgumentError]),
+    description: 'A new key for the caller, or (admins only) for the user given by id or email.',
+    args: { name: t.arg.string({ required: true }), user: t.arg.string() },
+    resolve: async (_, args, { principal, services }) =>
+      payload(await services.identity.createApiKey(principal, { name: args.name, user: args.user ?? null }), (key) => key),
+  }),
+  revokeApiKey: t.field({
+    type: resultUnion('RevokeApiKeyResult', RevokeApiKeySuccess, [NotFoundError]),
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (_, args, { principal, services }) =>
+      payload(await services.identity.revokeApiKey(principal, String(args.id)), (apiKey) => ({ apiKey })),
+  }),
+}));

@@ -1,0 +1,7 @@
+import { builder } from '../builder.js';
+import './enums.js';
+import './errors.js';
+import './identity.js';
+import './endpoints.js';
+
+export const schema = builder.toSchema({ sortSchema: true });

@@ -1,0 +1,99 @@
+/**
+ * graphql-yoga over HTTP (and SSE), plus graphql-ws over WebSocket, sharing
+ * one context factory: a request's principal comes from its Authorization
+ * header, a socket's from its `connection_init` payload.
+ */
+import type { IncomingMessage, Server } from 'node:http';
+import { GraphQLError, type ExecutionArgs } from 'graphql';
+import { CloseCode } from 'graphql-ws';
+import { useServer } from 'graphql-ws/use/ws';
+import { createYoga, type YogaServerInstance } from 'graphql-yoga';
+import { WebSocketServer } from 'ws';
+import type { DomainError } from '../../domain/result.js';
+import type { Services } from '../../services/index.js';
+import { authenticate, type Principal } from '../../services/principal.js';
+import { teamHeaderOf } from '../rest/endpoint-routes.js';
+import { createLoaders, type GraphQLContext } from './context.js';
+import { schema } from './schema/index.js';
+
+export const GRAPHQL_PATH = '/graphql';
+
+interface ServerContext {
+  req?: IncomingMessage;
+  /** Set for WebSocket operations, authenticated once in `onConnect`. */
+  principal?: Principal;
+}
+
+function authError(error: DomainError): GraphQLError {
+  const status = error.type === 'FORBIDDEN' ? 403 : 401;
+  return new GraphQLError(error.message, { extensions: { code: error.type, http: { status } } });
+}
+
+export function createGraphQL(services: Services): YogaServerInstance<ServerContext, GraphQLContext> {
+  return createYoga<ServerContext, GraphQLContext>({
+    schema,
+    graphqlEndpoint: GRAPHQL_PATH,
+    logging: false,
+    maskedErrors: true,
+    landingPage: false,
+    context: async ({ request, principal }) => {
+      if (!principal) {
+        const result = await authenticate(services.db, request.headers.get('authorization'), teamHeaderOf((n) => request.headers.get(n)));
+        if (result.type === 'error') throw authError(result.error);
+        principal = result.value;
+      }
+      return { principal, services, loaders: createLoaders(services) };
+    },
+  });
+}
+
+/** Serves graphql-ws on the same path. Auth failures close the socket with 4401 or 4403 and a reason. */
+export function attachWebSocket(server: Server, yoga: YogaServerInstance<ServerContext, GraphQLContext>, services: Services) {
+  const wss = new WebSocketServer({ server, path: GRAPHQL_PATH });
+  const principals = new WeakMap<object, Principal>();
+  type Run = (args: ExecutionArgs) => unknown;
+  const disposable = useServer<Record<string, unknown>>(
+    {
+      onConnect: async (ctx) => {
+        const params = ctx.connectionParams ?? {};
+        const authorization = typeof params.authorization === 'string' ? params.authorization : undefined;
+        const team = ['x-friendli-team', 'x-team-id', 'teamId'].map((k) => params[k]).find((v) => typeof v === 'string') as string | undefined;
+        const result = await authenticate(services.db, authorization, team);
+        if (result.type === 'error') {
+          const code = result.error.type === 'FORBIDDEN' ? CloseCode.Forbidden : CloseCode.Unauthorized;
+          ctx.extra.socket.close(code, result.error.message.slice(0, 120));
+          return false;
+        }
+        principals.set(ctx.extra, result.value);
+        return true;
+      },
+      onSubscribe: async (ctx, _id, params) => {
+        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+          ...ctx,
+          req: ctx.extra.request,
+          principal: principals.get(ctx.extra),
+          params,
+        });
+        const args: ExecutionArgs = {
+          schema,
+          operationName: params.operationName,
+          document: parse(params.query),
+          variableValues: params.variables,
+          contextValue: await contextFactory(),
+          rootValue: { execute, subscribe },
+        };
+        const errors = validate(args.schema, args.document);
+        return errors.length > 0 ? errors : args;
+      },
+      execute: (args) => (args.rootValue as { execute: Run }).execute(args) as never,
+      subscribe: (args) => (args.rootValue as { subscribe: Run }).subscribe(args) as never,
+    },
+    wss,
+  );
+  return {
+    close: async () => {
+      await disposable.dispose();
+      wss.close();
+    },
+  };
+}

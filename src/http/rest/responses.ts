@@ -1,0 +1,106 @@
+/**
+ * The REST wire shapes: the documented error body, and the status and spec
+ * objects of the contract, built from the stored records.
+ */
+import type { ServerResponse } from 'node:http';
+import { findInstanceOption } from '../../domain/instance-catalog.js';
+import type { DomainError } from '../../domain/result.js';
+import type { EndpointRecord, VersionRecord } from '../../storage/endpoints-repository.js';
+
+export type ErrorCode =
+  | 'UNAUTHENTICATED'
+  | 'FORBIDDEN'
+  | 'NOT_FOUND'
+  | 'INVALID_ARGUMENT'
+  | 'INVALID_TRANSITION'
+  | 'CONFLICT'
+  | 'RESOURCE_EXHAUSTED'
+  | 'INTERNAL';
+
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: Record<string, unknown>,
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+    this.name = 'HttpError';
+  }
+}
+
+export function httpErrorOf(error: DomainError): HttpError {
+  switch (error.type) {
+    case 'UNAUTHENTICATED':
+      return new HttpError(401, 'UNAUTHENTICATED', error.message, undefined, { 'www-authenticate': 'Bearer' });
+    case 'FORBIDDEN':
+      return new HttpError(403, 'FORBIDDEN', error.message);
+    case 'NOT_FOUND':
+      return new HttpError(404, 'NOT_FOUND', error.message);
+    case 'INVALID_ARGUMENT':
+      return new HttpError(400, 'INVALID_ARGUMENT', error.message, { fields: error.fields });
+    case 'INVALID_TRANSITION':
+      return new HttpError(409, 'INVALID_TRANSITION', error.message, { status: error.status, action: error.action });
+    case 'CONFLICT':
+      return new HttpError(409, 'CONFLICT', error.message);
+  }
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const payload = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(payload),
+    ...headers,
+  });
+  res.end(payload);
+}
+
+export function sendError(res: ServerResponse, error: HttpError): void {
+  const body = { error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) } };
+  sendJson(res, error.status, body, error.headers);
+}
+
+/** The status object; `phase` is left out of the sleep and terminate answers, as documented. */
+export function statusObject(endpoint: EndpointRecord, options: { withPhase: boolean } = { withPhase: true }) {
+  return {
+    endpointId: endpoint.id,
+    status: endpoint.status,
+    ...(options.withPhase ? { phase: endpoint.phase } : {}),
+    errorCode: endpoint.errorCode,
+    createdAt: endpoint.createdAt.toISOString(),
+    updatedAt: endpoint.updatedAt.toISOString(),
+  };
+}
+
+/** The spec object of one version of the endpoint (the current one by default). */
+export function specObject(endpoint: EndpointRecord, version: VersionRecord = endpoint.current) {
+  const { spec } = version;
+  const option = findInstanceOption(spec.instanceId);
+  return {
+    name: spec.name,
+    gpuType: option?.gpuType ?? null,
+    numGpu: option?.numGpu ?? null,
+    instanceId: spec.instanceId,
+    projectId: endpoint.projectId,
+    creatorId: endpoint.creatorId,
+    teamId: endpoint.teamId,
+    autoscalingMin: spec.autoscaling.minReplica,
+    autoscalingMax: spec.autoscaling.maxReplica,
+    autoscalingCooldown: spec.autoscaling.cooldownPeriod,
+    maxBatchSize: spec.advanced.maxBatchSize,
+    maxInputLength: spec.advanced.maxInputLength,
+    tokenizerSkipSpecialTokens: spec.advanced.tokenizerSkipSpecialTokens,
+    tokenizerAddSpecialTokens: spec.advanced.tokenizerAddSpecialTokens,
+    currReplicaCnt: endpoint.currReplicaCnt,
+    desiredReplicaCnt: endpoint.desiredReplicaCnt,
+    updatedReplicaCnt: endpoint.updatedReplicaCnt,
+    endpointId: endpoint.id,
+    hfModelRepo: spec.hfModelRepo,
+    hfModelRepoRevision: spec.hfModelRepoRevision,
+    versionIndex: version.versionIndex,
+    versionComment: version.comment,
+    createdAt: version.createdAt.toISOString(),
+  };
+}

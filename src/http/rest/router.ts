@@ -1,0 +1,114 @@
+/**
+ * A small router for the REST routes: method and path patterns with `:param`
+ * segments, JSON bodies with a size limit, and one place that turns errors
+ * into the documented error body.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Result } from '../../domain/result.js';
+import { HttpError, httpErrorOf, sendError, sendJson } from './responses.js';
+
+export interface RouteRequest {
+  req: IncomingMessage;
+  params: Record<string, string>;
+  query: URLSearchParams;
+  /** Reads the JSON body; an empty body reads as `undefined`. */
+  body(): Promise<unknown>;
+}
+
+/** What a handler answers: a status and a JSON body, or nothing for 204. */
+export interface RouteResponse {
+  status: number;
+  body?: unknown;
+}
+
+export type RouteHandler = (request: RouteRequest) => Promise<RouteResponse>;
+
+interface Route {
+  method: string;
+  pattern: RegExp;
+  names: string[];
+  handler: RouteHandler;
+}
+
+const MAX_BODY_BYTES = 1 << 20;
+
+export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) throw new HttpError(413, 'INVALID_ARGUMENT', `request body exceeds ${MAX_BODY_BYTES} bytes`);
+    chunks.push(chunk as Buffer);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text.trim() === '') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new HttpError(400, 'INVALID_ARGUMENT', 'request body is not valid JSON', {
+      fields: [{ field: 'body', message: 'must be valid JSON' }],
+    });
+  }
+}
+
+/** Unwraps a service result, throwing the documented error for a failure. */
+export function unwrap<T>(result: Result<T>): T {
+  if (result.type === 'error') throw httpErrorOf(result.error);
+  return result.value;
+}
+
+export class Router {
+  private readonly routes: Route[] = [];
+
+  add(method: string, path: string, handler: RouteHandler): this {
+    const names: string[] = [];
+    const source = path.replace(/:(\w+)/g, (_, name: string) => {
+      names.push(name);
+      return '([^/]+)';
+    });
+    this.routes.push({ method, pattern: new RegExp(`^${source}/?$`), names, handler });
+    return this;
+  }
+
+  /** Whether some route has this path, whatever its method. */
+  match(method: string, pathname: string): { handler: RouteHandler; params: Record<string, string> } | 'wrong-method' | undefined {
+    let pathMatched = false;
+    for (const route of this.routes) {
+      const m = route.pattern.exec(pathname);
+      if (!m) continue;
+      pathMatched = true;
+      if (route.method !== method) continue;
+      const params: Record<string, string> = {};
+      route.names.forEach((name, i) => {
+        params[name] = decodeURIComponent(m[i + 1]!);
+      });
+      return { handler: route.handler, params };
+    }
+    return pathMatched ? 'wrong-method' : undefined;
+  }
+
+  async handle(req: IncomingMessage, res: ServerResponse, url: URL, log: (error: unknown) => void): Promise<void> {
+    try {
+      const method = req.method ?? 'GET';
+      const found = this.match(method, url.pathname);
+      if (found === undefined) throw new HttpError(404, 'NOT_FOUND', `no route for ${method} ${url.pathname}`);
+      if (found === 'wrong-method') throw new HttpError(404, 'NOT_FOUND', `${url.pathname} does not accept ${method}`);
+      const response = await found.handler({
+        req,
+        params: found.params,
+        query: url.searchParams,
+        body: () => readJsonBody(req),
+      });
+      if (response.body === undefined) {
+        res.writeHead(response.status);
+        res.end();
+      } else {
+        sendJson(res, response.status, response.body);
+      }
+    } catch (error) {
+      if (error instanceof HttpError) return sendError(res, error);
+      log(error);
+      sendError(res, new HttpError(500, 'INTERNAL', 'internal error'));
+    }
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * The one HTTP server: GraphQL (HTTP, SSE and WebSocket) at /graphql, the REST
+ * routes under /dedicated, and unauthenticated health checks.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Services } from '../services/index.js';
+import { attachWebSocket, createGraphQL, GRAPHQL_PATH } from './graphql/yoga.js';
+import { endpointRoutes } from './rest/endpoint-routes.js';
+import { sendJson } from './rest/responses.js';
+
+export interface Gateway {
+  server: http.Server;
+  /** e.g. `http://127.0.0.1:8080` */
+  url: string;
+  close(): Promise<void>;
+}
+
+export interface GatewayOptions {
+  port: number;
+  host: string;
+  log?: (message: string, error?: unknown) => void;
+}
+
+export async function startGateway(services: Services, options: GatewayOptions): Promise<Gateway> {
+  const log = options.log ?? ((message, error) => console.error(message, error));
+  const yoga = createGraphQL(services);
+  const rest = endpointRoutes(services);
+
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://gateway');
+    if (url.pathname === GRAPHQL_PATH || url.pathname.startsWith(`${GRAPHQL_PATH}/`)) {
+      void yoga(req, res);
+    } else if (url.pathname.startsWith('/dedicated/')) {
+      void rest.handle(req, res, url, (error) => log(`${req.method} ${url.pathname} failed`, error));
+    } else if (url.pathname === '/healthz') {
+      sendJson(res, 200, { status: 'ok' });
+    } else if (url.pathname === '/readyz') {
+      services.db`SELECT 1`.then(
+        () => sendJson(res, 200, { status: 'ready' }),
+        () => sendJson(res, 503, { status: 'database unavailable' }),
+      );
+    } else {
+      sendJson(res, 404, { error: { code: 'NOT_FOUND', message: `no route for ${req.method} ${url.pathname}` } });
+    }
+  });
+  server.keepAliveTimeout = 65_000;
+  const ws = attachWebSocket(server, yoga, services);
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
+  return {
+    server,
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    close: async () => {
+      await ws.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,54 @@
+/**
+ * `npm start`: opens the database (embedded unless DATABASE_URL is set),
+ * creates the admin and their first API key on an empty database, and serves
+ * the gateway until SIGINT or SIGTERM.
+ */
+import { ConfigError, loadConfig } from './config.js';
+import { startGateway } from './http/server.js';
+import { createServices } from './services/index.js';
+import { openDatabase } from './storage/open-database.js';
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const database = await openDatabase(config);
+  const services = createServices(database.sql);
+
+  const bootstrap = await services.identity.bootstrap(config.adminApiKey);
+  if (bootstrap) {
+    const shown = config.adminApiKey ? '(the value of ADMIN_API_KEY)' : bootstrap.key.secret;
+    console.log(
+      [
+        'First start: created the admin user, a default team and project, and an API key.',
+        `  user     ${bootstrap.user.email} (${bootstrap.user.id})`,
+        `  team     ${bootstrap.team.name} (${bootstrap.team.id})`,
+        `  project  ${bootstrap.project.name} (${bootstrap.project.id})`,
+        `  API key  ${shown}`,
+        'The key is shown only this once: store it now. `npm run admin -- create-key` makes more.',
+      ].join('\n'),
+    );
+  }
+
+  const gateway = await startGateway(services, { port: config.port, host: config.host });
+  console.log(`Serving on ${gateway.url} (GraphQL at /graphql, REST under /dedicated); database: ${database.description}`);
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    console.log(`${signal}: shutting down`);
+    await gateway.close();
+    await database.close();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof ConfigError) {
+    console.error(`Configuration error: ${error.message}`);
+  } else {
+    console.error('Start-up failed:', error);
+  }
+  process.exit(1);
+});

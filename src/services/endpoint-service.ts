@@ -1,0 +1,250 @@
+/**
+ * The endpoint rules: create, read, list, update (a new version each time),
+ * the lifecycle actions, rollback and delete. REST routes and GraphQL
+ * resolvers both call these functions. Each change runs in one transaction
+ * that locks the endpoint row, so concurrent writers serialize, and writes
+ * the status change and its event together.
+ */
+import { parseCreateEndpoint, parseUpdateEndpoint, type EndpointSpec } from '../domain/endpoint-spec.js';
+import { newId } from '../domain/ids.js';
+import { isAllowed, transitionTarget, type LifecycleAction } from '../domain/lifecycle.js';
+import { parsePageRequest, toPage, type Page } from '../domain/pagination.js';
+import { fail, invalidArgument, invalidTransition, notFound, ok, type Result } from '../domain/result.js';
+import type { Sql, TransactionSql } from '../storage/database.js';
+import {
+  findEndpoints,
+  findVersion,
+  insertEndpoint,
+  insertEvent,
+  insertVersion,
+  listEndpoints,
+  listVersions,
+  lockEndpoint,
+  markEndpointDeleted,
+  updateEndpointState,
+  type EndpointRecord,
+  type VersionRecord,
+} from '../storage/endpoints-repository.js';
+import { findProjects } from '../storage/projects-repository.js';
+import { canAccessTeam, type Principal } from './principal.js';
+
+export type EndpointAction = Extract<LifecycleAction, 'sleep' | 'wake' | 'restart' | 'terminate'>;
+
+interface NewVersion {
+  spec: EndpointSpec;
+  comment: string | null;
+  rolledBackFrom?: number;
+}
+
+const ENDPOINT_CURSOR = 'ep';
+const VERSION_CURSOR = 'ver';
+
+export class EndpointService {
+  constructor(private readonly db: Sql) {}
+
+  async get(principal: Principal, id: string): Promise<Result<EndpointRecord>> {
+    const [endpoint] = await findEndpoints(this.db, [id]);
+    if (!endpoint || !canAccessTeam(principal, endpoint.teamId)) return fail(notFound('endpoint', id));
+    return ok(endpoint);
+  }
+
+  async create(principal: Principal, body: unknown): Promise<Result<EndpointRecord>> {
+    const parsed = parseCreateEndpoint(body);
+    if (parsed.type === 'error') return parsed;
+    const { projectId, spec, comment } = parsed.value;
+    const [project] = await findProjects(this.db, [projectId]);
+    if (!project || !canAccessTeam(principal, project.teamId)) return fail(notFound('project', projectId));
+
+    const id = newId('ep');
+    await this.db.begin(async (tx) => {
+      const status = 'INITIALIZING';
+      const phase = 'REQUESTING_VIRTUAL_MACHINE';
+      await insertEndpoint(tx, { id, projectId, teamId: project.teamId, creatorId: principal.user.id, status, phase, desiredState: 'RUNNING' });
+      await insertVersion(tx, { endpointId: id, versionIndex: 0, spec, comment, creatorId: principal.user.id });
+      await insertEvent(tx, {
+        endpointId: id,
+        projectId,
+        teamId: project.teamId,
+        type: 'CREATED',
+        status,
+        phase,
+        errorCode: null,
+        versionIndex: 0,
+        cause: 'api:create',
+        actorId: principal.user.id,
+      });
+    });
+    return this.get(principal, id);
+  }
+
+  /** Endpoints of one project, or of the acting team when no project is given. */
+  async list(
+    principal: Principal,
+    query: { projectId?: string | null; cursor?: unknown; limit?: unknown },
+    names?: { cursor: string; limit: string },
+  ): Promise<Result<Page<EndpointRecord>>> {
+    const page = parsePageRequest(ENDPOINT_CURSOR, query, names);
+    if (page.type === 'error') return page;
+    let scope: { projectIds: string[] } | { teamIds: string[] };
+    if (query.projectId) {
+      const [project] = await findProjects(this.db, [query.projectId]);
+      if (!project || !canAccessTeam(principal, project.teamId)) return fail(notFound('project', query.projectId));
+      scope = { projectIds: [project.id] };
+    } else {
+      scope = { teamIds: principal.actingTeamId ? [principal.actingTeamId] : [] };
+    }
+    const { after, limit } = page.value;
+    const rows = await listEndpoints(this.db, scope, { afterSeq: after, limit: limit + 1 });
+    return ok(toPage(ENDPOINT_CURSOR, rows, limit, (e) => e.seq));
+  }
+
+  async versions(
+    principal: Principal,
+    id: string,
+    query: { cursor?: unknown; limit?: unknown },
+    names?: { cursor: string; limit: string },
+  ): Promise<Result<{ endpoint: EndpointRecord; page: Page<VersionRecord> }>> {
+    const page = parsePageRequest(VERSION_CURSOR, query, names);
+    if (page.type === 'error') return page;
+    const endpoint = await this.get(principal, id);
+    if (endpoint.type === 'error') return endpoint;
+    return ok({ endpoint: endpoint.value, page: await this.versionPage(id, page.value) });
+  }
+
+  /** A page of versions of an endpoint already known to be visible (used by GraphQL field resolvers). */
+  async versionPage(endpointId: string, page: { after: number; limit: number }): Promise<Page<VersionRecord>> {
+    const rows = await listVersions(this.db, endpointId, { afterIndex: page.after, limit: page.limit + 1 });
+    return toPage(VERSION_CURSOR, rows, page.limit, (v) => v.versionIndex);
+  }
+
+  async update(principal: Principal, id: string, body: unknown): Promise<Result<EndpointRecord>> {
+    const parsed = parseUpdateEndpoint(body);
+    if (parsed.type === 'error') return parsed;
+    const { comment, apply } = parsed.value;
+    return this.appendVersion(principal, id, 'update', (current) => {
+      const spec = apply(current.spec);
+      return spec.type === 'ok' ? ok({ spec: spec.value, comment }) : spec;
+    });
+  }
+
+  async rollback(principal: Principal, id: string, versionIndex: number): Promise<Result<EndpointRecord>> {
+    if (!Number.isInteger(versionIndex) || versionIndex < 0) {
+      return fail(invalidArgument([{ field: 'versionIndex', message: 'must be a non-negative integer' }]));
+    }
+    const target = await findVersion(this.db, id, versionIndex);
+    return this.appendVersion(principal, id, 'rollback', () =>
+      target
+        ? ok({ spec: target.spec, comment: `Rollback to version ${versionIndex}`, rolledBackFrom: versionIndex })
+        : fail(notFound('version', `${versionIndex} of endpoint ${id}`)),
+    );
+  }
+
+  /**
+   * Appends exactly one version under the endpoint's row lock, so concurrent
+   * updates get distinct, consecutive indexes.
+   */
+  private async appendVersion(
+    principal: Principal,
+    id: string,
+    action: 'update' | 'rollback',
+    next: (current: VersionRecord) => Result<NewVersion>,
+  ): Promise<Result<EndpointRecord>> {
+    const outcome = await this.db.begin(async (tx): Promise<Result<null>> => {
+      const endpoint = await lockEndpoint(tx, id);
+      if (!endpoint || !canAccessTeam(principal, endpoint.teamId)) return fail(notFound('endpoint', id));
+      if (!isAllowed(action, endpoint.status)) return fail(invalidTransition(action, endpoint.status));
+      const proposed = next(endpoint.current);
+      if (proposed.type === 'error') return proposed;
+      const change = proposed.value;
+      const versionIndex = endpoint.current.versionIndex + 1;
+      await insertVersion(tx, {
+        endpointId: id,
+        versionIndex,
+        spec: change.spec,
+        comment: change.comment,
+        creatorId: principal.user.id,
+        rolledBackFrom: change.rolledBackFrom ?? null,
+      });
+      await this.transition(tx, endpoint, action, principal.user.id, versionIndex);
+      await insertEvent(tx, {
+        ...eventScope(endpoint),
+        type: 'VERSION_ADDED',
+        status: null,
+        phase: null,
+        errorCode: null,
+        versionIndex,
+        cause: `api:${action}`,
+        actorId: principal.user.id,
+      });
+      return ok(null);
+    });
+    return outcome.type === 'error' ? outcome : this.get(principal, id);
+  }
+
+  async act(principal: Principal, id: string, action: EndpointAction): Promise<Result<EndpointRecord>> {
+    const outcome = await this.db.begin(async (tx): Promise<Result<null>> => {
+      const endpoint = await lockEndpoint(tx, id);
+      if (!endpoint || !canAccessTeam(principal, endpoint.teamId)) return fail(notFound('endpoint', id));
+      if (!isAllowed(action, endpoint.status)) return fail(invalidTransition(action, endpoint.status));
+      await this.transition(tx, endpoint, action, principal.user.id);
+      return ok(null);
+    });
+    return outcome.type === 'error' ? outcome : this.get(principal, id);
+  }
+
+  async delete(principal: Principal, id: string): Promise<Result<null>> {
+    return this.db.begin(async (tx): Promise<Result<null>> => {
+      const endpoint = await lockEndpoint(tx, id);
+      if (!endpoint || !canAccessTeam(principal, endpoint.teamId)) return fail(notFound('endpoint', id));
+      await markEndpointDeleted(tx, id);
+      await insertEvent(tx, {
+        ...eventScope(endpoint),
+        type: 'DELETED',
+        status: endpoint.status,
+        phase: null,
+        errorCode: null,
+        versionIndex: null,
+        cause: 'api:delete',
+        actorId: principal.user.id,
+      });
+      return ok(null);
+    });
+  }
+
+  /** Applies the lifecycle table's target and records a status event when anything visible changed. */
+  private async transition(
+    tx: TransactionSql,
+    endpoint: EndpointRecord,
+    action: LifecycleAction,
+    actorId: string,
+    currentVersion?: number,
+  ): Promise<void> {
+    const target = transitionTarget(action, endpoint.status);
+    const errorCode = target.clearsError ? null : endpoint.errorCode;
+    // An action that keeps the status (an update of a sleeping endpoint) keeps its phase too.
+    const phase = target.status === endpoint.status && target.phase === null ? endpoint.phase : target.phase;
+    await updateEndpointState(tx, endpoint.id, {
+      status: target.status,
+      phase,
+      errorCode,
+      desiredState: target.desiredState,
+      ...(currentVersion !== undefined ? { currentVersion } : {}),
+    });
+    if (target.status !== endpoint.status || phase !== endpoint.phase || errorCode !== endpoint.errorCode) {
+      await insertEvent(tx, {
+        ...eventScope(endpoint),
+        type: 'STATUS_CHANGED',
+        status: target.status,
+        phase,
+        errorCode,
+        versionIndex: currentVersion ?? null,
+        cause: `api:${action}`,
+        actorId,
+      });
+    }
+  }
+}
+
+function eventScope(endpoint: EndpointRecord) {
+  return { endpointId: endpoint.id, projectId: endpoint.projectId, teamId: endpoint.teamId };
+}

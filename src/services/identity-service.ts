@@ -1,0 +1,194 @@
+/**
+ * Users, teams, membership, projects and API keys: who may do what. The
+ * admin CLI, the GraphQL mutations and the first-start bootstrap all call
+ * these functions.
+ */
+import { FieldChecker } from '../domain/field-checker.js';
+import { hashApiKey, newApiKey, newId } from '../domain/ids.js';
+import { fail, forbidden, invalidArgument, notFound, ok, type Result } from '../domain/result.js';
+import type { Queryable, Sql } from '../storage/database.js';
+import {
+  countUsers,
+  deleteMember,
+  findApiKey,
+  findTeams,
+  findUserByIdOrEmail,
+  insertApiKey,
+  insertTeam,
+  insertUser,
+  listApiKeys,
+  lockTeamOwners,
+  revokeApiKey,
+  setDefaultTeam,
+  upsertMember,
+  type ApiKeyRecord,
+  type MembershipRecord,
+  type TeamRecord,
+  type TeamRole,
+  type UserRecord,
+} from '../storage/identity-repository.js';
+import { findProjects, insertProject, type ProjectRecord } from '../storage/projects-repository.js';
+import { canAccessTeam, isTeamOwner, type Principal } from './principal.js';
+
+export interface CreatedApiKey {
+  record: ApiKeyRecord;
+  /** The key itself; it is shown once and never stored. */
+  secret: string;
+}
+
+export interface Bootstrap {
+  user: UserRecord;
+  team: TeamRecord;
+  project: ProjectRecord;
+  key: CreatedApiKey;
+}
+
+const EMAIL = /^[^\s@]+@[^\s@]+$/;
+
+function readName(field: string, value: unknown): Result<string> {
+  const check = new FieldChecker();
+  const name = check.string({ [field]: value }, field, { required: true, maxLength: 128 });
+  return name === undefined ? fail(invalidArgument(check.violations)) : ok(name.trim());
+}
+
+async function createKey(db: Queryable, userId: string, name: string, secret = newApiKey()): Promise<CreatedApiKey> {
+  const record = await insertApiKey(db, {
+    id: newId('key'),
+    userId,
+    name,
+    prefix: secret.slice(0, 12),
+    keyHash: hashApiKey(secret),
+  });
+  return { record, secret };
+}
+
+/** A team with its creator as owner; it becomes the creator's default team when they have none. */
+async function createTeamFor(db: Queryable, user: UserRecord, name: string): Promise<TeamRecord> {
+  const team = await insertTeam(db, { id: newId('team'), name });
+  await upsertMember(db, { teamId: team.id, userId: user.id, role: 'OWNER' });
+  if (!user.defaultTeamId) await setDefaultTeam(db, user.id, team.id);
+  return team;
+}
+
+export class IdentityService {
+  constructor(private readonly db: Sql) {}
+
+  /**
+   * On an empty database, creates the admin user with a default team, a
+   * default project and an API key (the given one, or a new one). Several
+   * processes may call it at once: a transaction-level advisory lock lets
+   * exactly one of them do it.
+   */
+  async bootstrap(adminKey?: string): Promise<Bootstrap | undefined> {
+    return this.db.begin(async (tx) => {
+      await tx`SELECT pg_advisory_xact_lock(7266431002)`;
+      if ((await countUsers(tx)) > 0) return undefined;
+      const user = (await insertUser(tx, { id: newId('usr'), email: 'admin@localhost', name: 'Admin', isAdmin: true }))!;
+      const team = await createTeamFor(tx, user, 'Default team');
+      const project = await insertProject(tx, { id: newId('prj'), teamId: team.id, name: 'Default project' });
+      const key = await createKey(tx, user.id, 'bootstrap', adminKey);
+      return { user: { ...user, defaultTeamId: team.id }, team, project, key };
+    });
+  }
+
+  async createUser(principal: Principal | 'system', input: { email: string; name: string; isAdmin?: boolean }): Promise<Result<UserRecord>> {
+    if (principal !== 'system' && !principal.user.isAdmin) return fail(forbidden('only an admin can create users'));
+    const check = new FieldChecker();
+    const email = check.string(input, 'email', { required: true, maxLength: 254, pattern: EMAIL, patternRule: 'must be an email address' });
+    const name = check.string(input, 'name', { required: true, maxLength: 128 });
+    if (check.violations.length > 0) return fail(invalidArgument(check.violations));
+    const user = await this.db.begin(async (tx) => {
+      const created = await insertUser(tx, { id: newId('usr'), email: email!, name: name!.trim(), isAdmin: input.isAdmin ?? false });
+      if (!created) return undefined;
+      // Every user starts with a personal team, so that they can create projects at once.
+      const team = await createTeamFor(tx, created, `${created.name}'s team`);
+      return { ...created, defaultTeamId: team.id };
+    });
+    return user ? ok(user) : fail({ type: 'CONFLICT', message: `a user with email '${email}' already exists` });
+  }
+
+  async findUser(idOrEmail: string): Promise<UserRecord | undefined> {
+    return findUserByIdOrEmail(this.db, idOrEmail);
+  }
+
+  async createTeam(principal: Principal, input: { name: string }): Promise<Result<TeamRecord>> {
+    const name = readName('name', input.name);
+    if (name.type === 'error') return name;
+    return ok(await this.db.begin((tx) => createTeamFor(tx, principal.user, name.value)));
+  }
+
+  async addTeamMember(
+    principal: Principal | 'system',
+    input: { teamId: string; user: string; role?: TeamRole },
+  ): Promise<Result<MembershipRecord>> {
+    const [team] = await findTeams(this.db, [input.teamId]);
+    if (!team || (principal !== 'system' && !canAccessTeam(principal, team.id) && !principal.user.isAdmin)) {
+      return fail(notFound('team', input.teamId));
+    }
+    if (principal !== 'system' && !isTeamOwner(principal, team.id)) return fail(forbidden('only a team owner can add members'));
+    const user = await findUserByIdOrEmail(this.db, input.user);
+    if (!user) return fail(notFound('user', input.user));
+    return this.db.begin(async (tx) => {
+      const membership = await upsertMember(tx, { teamId: team.id, userId: user.id, role: input.role ?? 'MEMBER' });
+      if (!user.defaultTeamId) await setDefaultTeam(tx, user.id, team.id);
+      return ok(membership);
+    });
+  }
+
+  async removeTeamMember(principal: Principal, input: { teamId: string; userId: string }): Promise<Result<null>> {
+    if (!canAccessTeam(principal, input.teamId) && !principal.user.isAdmin) return fail(notFound('team', input.teamId));
+    if (!isTeamOwner(principal, input.teamId) && principal.user.id !== input.userId) {
+      return fail(forbidden('only a team owner can remove other members'));
+    }
+    return this.db.begin(async (tx): Promise<Result<null>> => {
+      const owners = await lockTeamOwners(tx, input.teamId);
+      if (owners.length === 1 && owners[0] === input.userId) {
+        return fail({ type: 'CONFLICT', message: 'a team keeps at least one owner: add another owner first' });
+      }
+      return (await deleteMember(tx, input.teamId, input.userId)) ? ok(null) : fail(notFound('member', input.userId));
+    });
+  }
+
+  async createProject(principal: Principal, input: { teamId?: string | null; name: string }): Promise<Result<ProjectRecord>> {
+    const name = readName('name', input.name);
+    if (name.type === 'error') return name;
+    const teamId = input.teamId ?? principal.actingTeamId;
+    if (!teamId) return fail(invalidArgument([{ field: 'teamId', message: 'is required: you belong to no team' }]));
+    if (!canAccessTeam(principal, teamId)) return fail(notFound('team', teamId));
+    return ok(await insertProject(this.db, { id: newId('prj'), teamId, name: name.value }));
+  }
+
+  async getProject(principal: Principal, id: string): Promise<Result<ProjectRecord>> {
+    const [project] = await findProjects(this.db, [id]);
+    return project && canAccessTeam(principal, project.teamId) ? ok(project) : fail(notFound('project', id));
+  }
+
+  /** A key for oneself, or, for an admin, for any user. */
+  async createApiKey(principal: Principal | 'system', input: { name: string; user?: string | null }): Promise<Result<CreatedApiKey>> {
+    const name = readName('name', input.name);
+    if (name.type === 'error') return name;
+    let userId: string;
+    if (input.user && (principal === 'system' || input.user !== principal.user.id)) {
+      if (principal !== 'system' && !principal.user.isAdmin) return fail(forbidden('only an admin can create keys for other users'));
+      const user = await findUserByIdOrEmail(this.db, input.user);
+      if (!user) return fail(notFound('user', input.user));
+      userId = user.id;
+    } else if (principal === 'system') {
+      return fail(invalidArgument([{ field: 'user', message: 'is required' }]));
+    } else {
+      userId = principal.user.id;
+    }
+    return ok(await createKey(this.db, userId, name.value));
+  }
+
+  async listApiKeys(principal: Principal): Promise<ApiKeyRecord[]> {
+    return listApiKeys(this.db, principal.user.id);
+  }
+
+  async revokeApiKey(principal: Principal | 'system', id: string): Promise<Result<ApiKeyRecord>> {
+    const key = await findApiKey(this.db, id);
+    const allowed = key && (principal === 'system' || principal.user.isAdmin || key.userId === principal.user.id);
+    if (!allowed) return fail(notFound('API key', id));
+    return ok((await revokeApiKey(this.db, id))!);
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * Who is calling, and on behalf of which team. Built once per request from the
+ * API key and the team header; every visibility rule asks `canAccessTeam`.
+ */
+import { hashApiKey } from '../domain/ids.js';
+import { fail, forbidden, ok, type Result } from '../domain/result.js';
+import type { Queryable } from '../storage/database.js';
+import { findKeyHolder, touchApiKey, type TeamRole, type UserRecord } from '../storage/identity-repository.js';
+
+export interface Principal {
+  user: UserRecord;
+  /** Team id to the caller's role in it. */
+  memberships: ReadonlyMap<string, TeamRole>;
+  /** The team named by the team header, or the caller's default team. */
+  actingTeamId: string | null;
+}
+
+/** The team header of the API we are compatible with, and a neutral alias. */
+export const TEAM_HEADERS = ['x-friendli-team', 'x-team-id'] as const;
+
+const KEY_TOUCH_INTERVAL_MS = 60_000;
+
+export function canAccessTeam(principal: Principal, teamId: string): boolean {
+  return principal.memberships.has(teamId);
+}
+
+export function isTeamOwner(principal: Principal, teamId: string): boolean {
+  return principal.user.isAdmin || principal.memberships.get(teamId) === 'OWNER';
+}
+
+function bearerToken(authorization: string | null | undefined): string | undefined {
+  if (!authorization) return undefined;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+  return match?.[1];
+}
+
+/**
+ * Resolves the caller. A missing or unknown key is UNAUTHENTICATED; a team
+ * header naming a team the caller does not belong to is FORBIDDEN.
+ */
+export async function authenticate(
+  db: Queryable,
+  authorization: string | null | undefined,
+  teamHeader: string | null | undefined,
+): Promise<Result<Principal>> {
+  const token = bearerToken(authorization);
+  if (!token) {
+    return fail({ type: 'UNAUTHENTICATED', message: 'missing API key: send "Authorization: Bearer <API_KEY>"' });
+  }
+  const holder = await findKeyHolder(db, hashApiKey(token));
+  if (!holder) return fail({ type: 'UNAUTHENTICATED', message: 'invalid or revoked API key' });
+  const { user } = holder;
+  // `lastUsedAt` is kept to the minute, so that reads do not each cost a write.
+  if (!holder.keyLastUsedAt || Date.now() - holder.keyLastUsedAt.getTime() > KEY_TOUCH_INTERVAL_MS) {
+    touchApiKey(db, holder.keyId).catch(() => {});
+  }
+  const memberships = new Map(holder.memberships.map((m) => [m.teamId, m.role]));
+  const team = teamHeader?.trim();
+  if (team) {
+    if (!memberships.has(team)) return fail(forbidden(`you are not a member of team '${team}'`));
+    return ok({ user, memberships, actingTeamId: team });
+  }
+  const fallback = user.defaultTeamId && memberships.has(user.defaultTeamId) ? user.defaultTeamId : [...memberships.keys()][0];
+  return ok({ user, memberships, actingTeamId: fallback ?? null });
+}

