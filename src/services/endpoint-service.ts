@@ -56,7 +56,7 @@ export class EndpointService {
     if (!project || !canAccessTeam(principal, project.teamId)) return fail(notFound('project', projectId));
 
     const id = newId('ep');
-    await this.db.begin(async (tx) => {
+    return this.db.begin(async (tx) => {
       const status = 'INITIALIZING';
       const phase = 'REQUESTING_VIRTUAL_MACHINE';
       await insertEndpoint(tx, { id, projectId, teamId: project.teamId, creatorId: principal.user.id, status, phase, desiredState: 'RUNNING' });
@@ -73,8 +73,8 @@ export class EndpointService {
         cause: 'api:create',
         actorId: principal.user.id,
       });
+      return ok(await readLocked(tx, id));
     });
-    return this.get(principal, id);
   }
 
   /** Endpoints of one project, or of the acting team when no project is given. */
@@ -149,7 +149,7 @@ export class EndpointService {
     action: 'update' | 'rollback',
     next: (current: VersionRecord) => Result<NewVersion>,
   ): Promise<Result<EndpointRecord>> {
-    const outcome = await this.db.begin(async (tx): Promise<Result<null>> => {
+    return this.db.begin(async (tx): Promise<Result<EndpointRecord>> => {
       const endpoint = await lockEndpoint(tx, id);
       if (!endpoint || !canAccessTeam(principal, endpoint.teamId)) return fail(notFound('endpoint', id));
       if (!isAllowed(action, endpoint.status)) return fail(invalidTransition(action, endpoint.status));
@@ -176,20 +176,18 @@ export class EndpointService {
         cause: `api:${action}`,
         actorId: principal.user.id,
       });
-      return ok(null);
+      return ok(await readLocked(tx, id));
     });
-    return outcome.type === 'error' ? outcome : this.get(principal, id);
   }
 
   async act(principal: Principal, id: string, action: EndpointAction): Promise<Result<EndpointRecord>> {
-    const outcome = await this.db.begin(async (tx): Promise<Result<null>> => {
+    return this.db.begin(async (tx): Promise<Result<EndpointRecord>> => {
       const endpoint = await lockEndpoint(tx, id);
       if (!endpoint || !canAccessTeam(principal, endpoint.teamId)) return fail(notFound('endpoint', id));
       if (!isAllowed(action, endpoint.status)) return fail(invalidTransition(action, endpoint.status));
       await this.transition(tx, endpoint, action, principal.user.id);
-      return ok(null);
+      return ok(await readLocked(tx, id));
     });
-    return outcome.type === 'error' ? outcome : this.get(principal, id);
   }
 
   async delete(principal: Principal, id: string): Promise<Result<null>> {
@@ -243,6 +241,12 @@ export class EndpointService {
       });
     }
   }
+}
+
+/** The endpoint as this transaction left it: the lock keeps other writers out until commit. */
+async function readLocked(tx: TransactionSql, id: string): Promise<EndpointRecord> {
+  const [endpoint] = await findEndpoints(tx, [id]);
+  return endpoint!;
 }
 
 function eventScope(endpoint: EndpointRecord) {

@@ -213,13 +213,18 @@ export async function findEndpoints(db: Queryable, ids: readonly string[]): Prom
   return rows.map(toEndpoint);
 }
 
-/** Reads and row-locks one live endpoint for the rest of the transaction. */
+/**
+ * Row-locks one live endpoint for the rest of the transaction, then reads it.
+ * The lock is taken alone first: a locking read that joins the current
+ * version would, after waiting on a concurrent writer, re-check the join
+ * against a version row its snapshot cannot see, and find nothing. The read
+ * that follows is a new statement with a fresh snapshot.
+ */
 export async function lockEndpoint(db: Queryable, id: string): Promise<EndpointRecord | undefined> {
-  const rows = await db<EndpointRow[]>`
-    SELECT ${db.unsafe(ENDPOINT_COLUMNS)} FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
-    WHERE e.id = ${id} AND e.deleted_at IS NULL
-    FOR UPDATE OF e`;
-  return rows[0] && toEndpoint(rows[0]);
+  const locked = await db`SELECT 1 FROM endpoints WHERE id = ${id} AND deleted_at IS NULL FOR UPDATE`;
+  if (locked.length === 0) return undefined;
+  const [endpoint] = await findEndpoints(db, [id]);
+  return endpoint;
 }
 
 /** One page of live endpoints in creation order, in the given projects or teams. */

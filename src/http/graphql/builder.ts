@@ -8,7 +8,8 @@ export const builder = new SchemaBuilder<{
     DateTime: { Input: Date; Output: Date };
     JSON: { Input: unknown; Output: unknown };
   };
-}>({});
+  DefaultFieldNullability: false;
+}>({ defaultFieldNullability: false });
 
 builder.scalarType('DateTime', {
   description: 'An ISO 8601 timestamp in UTC.',

@@ -48,7 +48,12 @@ Team.implement({
     id: t.exposeID('id'),
     name: t.exposeString('name'),
     createdAt: t.expose('createdAt', { type: 'DateTime' }),
-    myRole: t.field({ type: TeamRole, nullable: true, resolve: (team, _, { principal }) => principal.memberships.get(team.id) ?? null }),
+    myRole: t.field({
+      type: TeamRole,
+      nullable: true,
+      resolve: async (team, _, { principal, loaders }) =>
+        (await loaders.membersOfTeam.load(team.id)).find((m) => m.userId === principal.user.id)?.role ?? null,
+    }),
     members: t.field({ type: [TeamMember], resolve: (team, _, { loaders }) => loaders.membersOfTeam.load(team.id) }),
     projects: t.field({ type: [Project], resolve: (team, _, { loaders }) => loaders.projectsOfTeam.load(team.id) }),
   }),

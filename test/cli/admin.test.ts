@@ -1,0 +1,110 @@
+/** The admin CLI and the first-start bootstrap, run as real processes against a real database. */
+import { execFile, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { createServices } from '../../src/services/index.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { restClient } from '../support/gateway.js';
+
+const run = promisify(execFile);
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(() => db.close());
+
+async function admin(...args: string[]) {
+  return run(process.execPath, ['--import', 'tsx', 'src/cli/admin.ts', ...args], {
+    env: { ...process.env, DATABASE_URL: db.url },
+  }).catch((error: { stdout: string; stderr: string; code: number }) => error);
+}
+
+describe('npm run admin', () => {
+  test('creates a user, a key that authenticates, a team, a member and a project', async () => {
+    const user = await admin('create-user', '--email', 'ops@example.com', '--name', 'Ops');
+    expect(user.stdout).toMatch(/^user usr_\w+ ops@example.com; personal team team_\w+/);
+    const key = await admin('create-key', '--user', 'ops@example.com', '--name', 'deploy');
+    const secret = key.stdout.trim().split('\n')[1]!;
+    expect(secret).toMatch(/^dek_[\w-]{43}$/);
+
+    const services = createServices(db.sql);
+    const listed = await admin('list-keys', '--user', 'ops@example.com');
+    expect(listed.stdout).toContain(secret.slice(0, 12));
+    expect(listed.stdout).not.toContain(secret);
+
+    const team = await admin('create-team', '--name', 'Platform', '--owner', 'ops@example.com');
+    const teamId = /team (team_\w+)/.exec(team.stdout)![1]!;
+    await admin('create-user', '--email', 'dev@example.com', '--name', 'Dev');
+    expect((await admin('add-member', '--team', teamId, '--user', 'dev@example.com')).stdout).toContain(`is MEMBER of team ${teamId}`);
+    const project = await admin('create-project', '--team', teamId, '--name', 'inference');
+    expect(project.stdout).toMatch(/^project prj_\w+ inference in team team_\w+/);
+
+    const user2 = await services.identity.findUser('dev@example.com');
+    expect(user2).toBeDefined();
+    const keyId = /key (key_\w+)/.exec(key.stdout)![1]!;
+    expect((await admin('revoke-key', '--id', keyId)).stdout).toContain(`revoked ${keyId}`);
+  });
+
+  test('bad usage exits 1 with a clear message', async () => {
+    const missing = (await admin('create-key')) as { stderr: string; code: number };
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('--user is required');
+    const unknown = (await admin('frobnicate')) as { stderr: string; code: number };
+    expect(unknown.stderr).toContain("unknown command 'frobnicate'");
+    const invalid = (await admin('create-user', '--email', 'bad', '--name', 'X')) as { stderr: string };
+    expect(invalid.stderr).toContain('email: must be an email address');
+  });
+});
+
+describe('npm start', () => {
+  test('first start creates the admin with ADMIN_API_KEY, prints ids once, and serves; a second start creates nothing', async () => {
+    const fresh = await createTestDatabase();
+    const adminKey = 'test_admin_key_0123456789abcdef';
+    const start = () =>
+      new Promise<{ output: string; stop: () => Promise<void> }>((resolve, reject) => {
+        const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+          env: { ...process.env, DATABASE_URL: fresh.url, PORT: '0', HOST: '127.0.0.1', ADMIN_API_KEY: adminKey },
+        });
+        let output = '';
+        child.stdout.on('data', (chunk: Buffer) => {
+          output += chunk.toString();
+          if (output.includes('Serving on')) {
+            resolve({
+              output,
+              stop: () =>
+                new Promise((done) => {
+                  child.once('exit', () => done());
+                  child.kill('SIGTERM');
+                }),
+            });
+          }
+        });
+        child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        child.once('exit', (code) => reject(new Error(`exited ${code}: ${output}`)));
+      });
+    const first = await start();
+    expect(first.output).toContain('First start: created the admin user');
+    expect(first.output).toContain('(the value of ADMIN_API_KEY)');
+    expect(first.output).not.toContain(adminKey);
+    const url = /Serving on (http:\/\/[\d.:]+)/.exec(first.output)![1]!;
+    const res = await restClient(url, adminKey)('GET', '/dedicated/beta/endpoint');
+    expect(res.status).toBe(200);
+    await first.stop();
+
+    const second = await start();
+    expect(second.output).not.toContain('First start');
+    await second.stop();
+    const users = await fresh.sql`SELECT count(*)::int AS n FROM users`;
+    expect(users[0]!.n).toBe(1);
+    await fresh.close();
+  });
+
+  test('a malformed variable stops start-up with a message naming it', async () => {
+    const result = await run(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: 'eighty' } }).catch(
+      (e: { stderr: string; code: number }) => e,
+    );
+    expect((result as { code: number }).code).toBe(1);
+    expect((result as { stderr: string }).stderr).toContain('Configuration error: PORT must be an integer from 0 to 65535 (got "eighty")');
+  });
+});

@@ -1,0 +1,39 @@
+/** Per-request dataloaders: listing many endpoints with nested fields costs a constant number of statements. */
+import { beforeAll, expect, test } from 'vitest';
+import { startTestGateway, type SeededUser, type TestGateway } from '../support/gateway.js';
+
+let t: TestGateway;
+let alice: SeededUser;
+
+beforeAll(async () => {
+  t = await startTestGateway();
+  alice = await t.seed.user();
+});
+
+const QUERY = `query($projectId: ID!) {
+  endpoints(projectId: $projectId, first: 100) {
+    nodes { id name status { status phase } spec { gpuType maxBatchSize } project { id name team { id name } } team { name } creator { email } }
+  }
+}`;
+
+async function statementsFor(projectId: string, expected: number): Promise<number> {
+  t.queries.reset();
+  const res = await alice.rest('POST', '/graphql', { query: QUERY, variables: { projectId } });
+  expect(res.body.errors).toBeUndefined();
+  expect(res.body.data.endpoints.nodes).toHaveLength(expected);
+  return t.queries.count;
+}
+
+test('50 endpoints with project, team and status cost as many statements as 2', async () => {
+  const small = await alice.project('small');
+  for (let i = 0; i < 2; i++) await small.endpoint();
+  const large = await alice.project('large');
+  for (let i = 0; i < 50; i++) await large.endpoint({ name: `e${i}` });
+
+  await statementsFor(small.id, 2); // the first request also records the key's last use
+  const forTwo = await statementsFor(small.id, 2);
+  const forFifty = await statementsFor(large.id, 50);
+  expect(forFifty).toBe(forTwo);
+  // auth (1) + project check (1) + endpoint page (1) + projects (1) + teams (1) + users (1)
+  expect(forFifty).toBeLessThanOrEqual(6);
+});

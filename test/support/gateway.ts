@@ -1,0 +1,140 @@
+/**
+ * A real gateway for a test file: its own database, the real services, and the
+ * HTTP server on a free port, plus fluent seeds (`seed.user().project().endpoint()`)
+ * and clients that speak to it over real sockets.
+ */
+import { afterAll } from 'vitest';
+import type { GraphQLClient } from 'graphql-request';
+import type { EndpointStatus } from '../../src/domain/lifecycle.js';
+import { startGateway, type Gateway } from '../../src/http/server.js';
+import { createClient } from '../../src/sdk/client.js';
+import { createServices, type Services } from '../../src/services/index.js';
+import { updateEndpointState } from '../../src/storage/endpoints-repository.js';
+import type { UserRecord } from '../../src/storage/identity-repository.js';
+import { desiredStateOf } from '../../src/domain/lifecycle.js';
+import { createTestDatabase, type TestDatabase } from './database.js';
+
+export interface RestResponse<T = any> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+export type RestClient = (method: string, path: string, body?: unknown, headers?: Record<string, string>) => Promise<RestResponse>;
+
+export function restClient(baseUrl: string, apiKey?: string): RestClient {
+  return async (method, path, body, headers = {}) => {
+    const response = await fetch(new URL(path, baseUrl), {
+      method,
+      headers: {
+        ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}),
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...headers,
+      },
+      ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
+    });
+    const text = await response.text();
+    return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : undefined };
+  };
+}
+
+export const H100_X1 = 'TwD5AqnBSVN0';
+
+export function createBody(projectId: string, overrides: Record<string, unknown> = {}) {
+  return { projectId, name: 'demo', instanceOptionId: H100_X1, advanced: {}, hfModelRepo: 'org/tiny-model', ...overrides };
+}
+
+export interface SeededProject {
+  id: string;
+  teamId: string;
+  /** Creates an endpoint through the REST route; returns its id. */
+  endpoint(overrides?: Record<string, unknown>): Promise<string>;
+}
+
+export interface SeededUser {
+  user: UserRecord;
+  key: string;
+  /** The user's personal (default) team. */
+  teamId: string;
+  rest: RestClient;
+  graphql: GraphQLClient;
+  project(name?: string, teamId?: string): Promise<SeededProject>;
+}
+
+export interface TestGateway extends TestDatabase {
+  gateway: Gateway;
+  url: string;
+  services: Services;
+  /** SQL statements sent since the last reset. */
+  queries: { count: number; reset(): void };
+  seed: { user(options?: { admin?: boolean }): Promise<SeededUser> };
+  /** Stands in for the controller (a later issue): forces an endpoint's status. */
+  setStatus(endpointId: string, status: EndpointStatus): Promise<void>;
+}
+
+let userCounter = 0;
+
+export async function startTestGateway(): Promise<TestGateway> {
+  const queries = {
+    count: 0,
+    reset() {
+      this.count = 0;
+    },
+  };
+  const db = await createTestDatabase({ onQuery: () => queries.count++ });
+  const services = createServices(db.sql);
+  const gateway = await startGateway(services, { port: 0, host: '127.0.0.1', log: () => {} });
+  afterAll(async () => {
+    await gateway.close();
+    await db.close();
+  });
+
+  const seedUser = async (options: { admin?: boolean } = {}): Promise<SeededUser> => {
+    const n = ++userCounter;
+    const created = await services.identity.createUser('system', {
+      email: `user${n}-${process.pid}@example.com`,
+      name: `User ${n}`,
+      isAdmin: options.admin ?? false,
+    });
+    if (created.type === 'error') throw new Error(created.error.message);
+    const user = created.value;
+    const key = await services.identity.createApiKey('system', { name: 'test', user: user.id });
+    if (key.type === 'error') throw new Error(key.error.message);
+    const secret = key.value.secret;
+    const rest = restClient(gateway.url, secret);
+    return {
+      user,
+      key: secret,
+      teamId: user.defaultTeamId!,
+      rest,
+      graphql: createClient(gateway.url, secret),
+      async project(name = 'project', teamId = user.defaultTeamId!) {
+        const project = (await rest('POST', '/graphql', {
+          query: 'mutation($name: String!, $teamId: ID) { createProject(name: $name, teamId: $teamId) { ... on CreateProjectSuccess { project { id } } } }',
+          variables: { name, teamId },
+        })).body.data.createProject.project as { id: string };
+        return {
+          id: project.id,
+          teamId,
+          async endpoint(overrides = {}) {
+            const response = await rest('POST', '/dedicated/beta/endpoint', createBody(project.id, overrides));
+            if (response.status !== 200) throw new Error(`seed endpoint failed: ${JSON.stringify(response.body)}`);
+            return response.body.endpointId as string;
+          },
+        };
+      },
+    };
+  };
+
+  return {
+    ...db,
+    gateway,
+    url: gateway.url,
+    services,
+    queries,
+    seed: { user: seedUser },
+    async setStatus(endpointId, status) {
+      await updateEndpointState(db.sql, endpointId, { status, phase: null, errorCode: null, desiredState: desiredStateOf(status) });
+    },
+  };
+}
