@@ -1,0 +1,265 @@
+/**
+ * Client for a Hugging Face-compatible hub, speaking the same wire protocol as `huggingface_hub`:
+ *   GET  /api/models/{repo}/revision/{rev}           -> { sha, ... }   (model_info with a revision)
+ *   GET  /api/models/{repo}/tree/{sha}?recursive=true -> [{ type, path, size, oid, lfs? }], paged by `Link: rel="next"`
+ *   HEAD /{repo}/resolve/{sha}/{path}                 -> 200, or 302 to a CDN with X-Linked-Size / X-Linked-Etag
+ * Failures are told apart by status plus the `X-Error-Code` / `X-Error-Message` headers, as `hf_raise_for_status` does.
+ */
+import { ModelSourceError } from './errors.js';
+
+export const DEFAULT_HUB_ENDPOINT = 'https://huggingface.co';
+
+/** Most to least preferred: good quality per byte first, full precision last. */
+export const DEFAULT_QUANT_PREFERENCE: readonly string[] = [
+  'Q4_K_M', 'Q4_K_S', 'Q5_K_M', 'Q5_K_S', 'Q6_K', 'Q8_0', 'Q4_0', 'IQ4_XS', 'F16', 'BF16', 'F32',
+];
+
+export interface HubFile {
+  path: string;
+  size: number;
+  /** sha256 of the content; known for LFS files (tree `lfs.oid`), absent for plain git files. */
+  sha256?: string;
+}
+
+export interface ResolvedHubModel {
+  repo: string;
+  revision: string;
+  commitSha: string;
+  file: HubFile;
+}
+
+export interface HubAccessOptions {
+  /** Hub base URL; defaults to $HF_ENDPOINT, then https://huggingface.co. */
+  endpoint?: string;
+  /** Access token; defaults to $HF_TOKEN. */
+  token?: string;
+  signal?: AbortSignal;
+}
+
+export interface ResolveHubModelOptions extends HubAccessOptions {
+  repo: string;
+  revision?: string;
+  quantPreference?: readonly string[];
+}
+
+interface TreeEntry {
+  type: 'file' | 'directory';
+  path: string;
+  size: number;
+  lfs?: { oid: string; size: number };
+}
+
+interface HubContext {
+  repo: string;
+  revision?: string;
+  file?: string;
+  tokenSent: boolean;
+}
+
+const API_ERROR = 'WORKLOAD_INIT_HF_WANDB_API_ERROR';
+const NO_ACCESS = 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR';
+const INVALID_CREDENTIALS = 'Invalid credentials in Authorization header';
+const REPO_ID = /^(?:[\w.-]+\/)?[\w.-]+$/;
+const SHA256 = /^[0-9a-f]{64}$/;
+const COMMIT_SHA = /^[0-9a-f]{40}$/;
+const SPLIT_SHARD = /-\d{5}-of-\d{5}\.gguf$/i;
+const OTHER_WEIGHT_FORMATS: ReadonlyArray<[RegExp, string]> = [
+  [/\.safetensors$/i, 'safetensors'],
+  [/\.(bin|pt|pth|ckpt)$/i, 'PyTorch'],
+  [/\.onnx$/i, 'ONNX'],
+  [/\.(h5|msgpack)$/i, 'TensorFlow/Flax'],
+];
+
+export function hubEndpoint(endpoint?: string): string {
+  return (endpoint ?? process.env.HF_ENDPOINT ?? DEFAULT_HUB_ENDPOINT).replace(/\/+$/, '');
+}
+
+export function hubToken(token?: string): string | undefined {
+  return token ?? (process.env.HF_TOKEN || undefined);
+}
+
+export function hubHeaders(token: string | undefined, extra: Record<string, string> = {}): Record<string, string> {
+  return { 'user-agent': 'dedicated-endpoints', ...(token ? { authorization: `Bearer ${token}` } : {}), ...extra };
+}
+
+/** `/{repo}/resolve/{revision}/{path}`: the revision is one encoded segment, the path keeps its slashes. */
+export function hubResolveUrl(endpoint: string, repo: string, revision: string, path: string): string {
+  const encodedPath = path.split('/').map(encodeURIComponent).join('/');
+  return `${endpoint}/${repo}/resolve/${encodeURIComponent(revision)}/${encodedPath}`;
+}
+
+/**
+ * Maps a failed hub answer to a ModelSourceError. Like `hf_raise_for_status`, the `X-Error-Code` header wins over
+ * the status, because the hub answers 401 (not 404) to anonymous callers for private, gated and missing repos alike.
+ * A 401 is blamed on the token only when one was sent, or when the hub says the credentials are invalid.
+ */
+export function hubResponseError(res: Response, ctx: HubContext): ModelSourceError {
+  void res.body?.cancel().catch(() => {}); // free the connection; the body adds nothing the headers don't say
+  const errorCode = res.headers.get('x-error-code');
+  const hubMessage = res.headers.get('x-error-message');
+  const { repo, revision, file } = ctx;
+
+  if (res.status === 401 && (ctx.tokenSent || hubMessage === INVALID_CREDENTIALS || !errorCode)) {
+    return new ModelSourceError(
+      'WORKLOAD_INIT_INVALID_TOKEN_ERROR',
+      ctx.tokenSent
+        ? `The hub rejected the access token (401) while reading ${repo}. Check that the token is valid and not expired.`
+        : `The hub requires an access token (401) to read ${repo}.`,
+    );
+  }
+  switch (errorCode) {
+    case 'GatedRepo':
+      return new ModelSourceError(NO_ACCESS, ctx.tokenSent
+        ? `${repo} is a gated repository and the token's account has not been granted access. Request access on the hub's page for ${repo}.`
+        : `${repo} is a gated repository: provide an access token of an account that has been granted access.`);
+    case 'RepoNotFound':
+      return new ModelSourceError(NO_ACCESS, ctx.tokenSent
+        ? `Repository ${repo} was not found, or it is private and the token has no access to it.`
+        : `Repository ${repo} was not found, or it is private or gated: check the name or provide an access token.`);
+    case 'RevisionNotFound':
+      return new ModelSourceError(NO_ACCESS, `Revision "${revision ?? 'main'}" was not found in ${repo}.`);
+    case 'EntryNotFound':
+      return new ModelSourceError(
+        'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR',
+        `${file ?? 'The requested path'} was not found in ${repo} at revision ${revision ?? 'main'}.`,
+      );
+  }
+  if (res.status === 403 || res.status === 404) {
+    return new ModelSourceError(NO_ACCESS, `The hub denied access to ${repo} (${res.status}${hubMessage ? `: ${hubMessage}` : ''}).`);
+  }
+  if (res.status === 429) return new ModelSourceError(API_ERROR, 'The hub is rate-limiting requests (429); retry later.');
+  return new ModelSourceError(API_ERROR, `The hub answered ${res.status} while reading ${repo}${file ? `/${file}` : ''}.`);
+}
+
+/** fetch that turns "hub unreachable" into an API error but lets cancellation through untouched. */
+async function hubFetch(url: string, init: RequestInit, ctx: HubContext): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (err) {
+    if (init.signal?.aborted) throw init.signal.reason;
+    throw new ModelSourceError(API_ERROR, `Could not reach the hub at ${new URL(url).host} while reading ${ctx.repo}.`, { cause: err });
+  }
+}
+
+async function hubJson(url: string, token: string | undefined, ctx: HubContext, signal?: AbortSignal): Promise<{ res: Response; body: unknown }> {
+  const res = await hubFetch(url, { headers: hubHeaders(token, { accept: 'application/json' }), signal }, ctx);
+  if (!res.ok) throw hubResponseError(res, ctx);
+  try {
+    return { res, body: await res.json() };
+  } catch (err) {
+    if (signal?.aborted) throw signal.reason;
+    throw new ModelSourceError(API_ERROR, `The hub sent an unreadable answer for ${ctx.repo}.`, { cause: err });
+  }
+}
+
+function unparseable(ctx: HubContext, what: string): ModelSourceError {
+  return new ModelSourceError(API_ERROR, `The hub sent an unexpected ${what} for ${ctx.repo}.`);
+}
+
+/** `Link: <url>; rel="next"`, the GitHub-style pagination the hub uses for trees. */
+function nextPage(res: Response): string | undefined {
+  return res.headers.get('link')?.match(/<([^>]+)>\s*;\s*rel="?next"?/)?.[1];
+}
+
+function isTreeEntry(value: unknown): value is TreeEntry {
+  const entry = value as TreeEntry;
+  return typeof entry === 'object' && entry !== null && typeof entry.path === 'string'
+    && (entry.type === 'file' || entry.type === 'directory') && typeof entry.size === 'number';
+}
+
+async function listTree(endpoint: string, commitSha: string, token: string | undefined, ctx: HubContext, signal?: AbortSignal): Promise<TreeEntry[]> {
+  const entries: TreeEntry[] = [];
+  let url: string | undefined = `${endpoint}/api/models/${ctx.repo}/tree/${commitSha}?recursive=true&expand=false`;
+  while (url) {
+    const { res, body } = await hubJson(url, token, ctx, signal);
+    if (!Array.isArray(body) || !body.every(isTreeEntry)) throw unparseable(ctx, 'file listing');
+    entries.push(...body);
+    url = nextPage(res);
+    // The token goes with every page, so never follow a link off the hub.
+    if (url && new URL(url, endpoint).origin !== new URL(endpoint).origin) throw unparseable(ctx, 'pagination link');
+    if (url) url = new URL(url, endpoint).href;
+  }
+  return entries;
+}
+
+function quantPattern(quant: string): RegExp {
+  // The quant must be a whole name component: `Q4_K` must not match `…-Q4_K_M.gguf`.
+  const escaped = quant.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return new RegExp(`(?:^|[-_.])${escaped}(?=[-.]|$)`, 'i');
+}
+
+/** Chooses the GGUF file to serve, or explains why the repo has none the built-in engine can run. */
+export function pickGgufFile(files: readonly HubFile[], quantPreference: readonly string[], repo: string): HubFile {
+  const ggufs = files.filter((f) => /\.gguf$/i.test(f.path) && !/(^|\/)mmproj[^/]*$/i.test(f.path));
+  const whole = ggufs.filter((f) => !SPLIT_SHARD.test(f.path));
+  const stem = (f: HubFile) => (f.path.split('/').pop() ?? f.path).replace(/\.gguf$/i, '');
+
+  if (whole.length === 1) return whole[0]!;
+  if (whole.length > 1) {
+    for (const quant of quantPreference) {
+      const match = whole.find((f) => quantPattern(quant).test(stem(f)));
+      if (match) return match;
+    }
+    throw new ModelSourceError(
+      'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR',
+      `${repo} has several GGUF files but none matches the preferred quantizations (${quantPreference.join(', ')}). ` +
+        `Available: ${whole.map((f) => f.path).join(', ')}.`,
+    );
+  }
+  if (ggufs.length > 0) {
+    throw new ModelSourceError(
+      'WORKLOAD_INIT_MANIFEST_TYPE_ERROR',
+      `${repo} only has split GGUF shards (e.g. ${ggufs[0]!.path}), which are not supported yet. ` +
+        'Use a repository with a single-file GGUF, or merge the shards with llama-gguf-split --merge.',
+    );
+  }
+  const format = OTHER_WEIGHT_FORMATS.find(([pattern]) => files.some((f) => pattern.test(f.path)))?.[1];
+  if (format) {
+    throw new ModelSourceError(
+      'WORKLOAD_INIT_MANIFEST_TYPE_ERROR',
+      `${repo} contains ${format} weights, but the built-in engine only runs GGUF files. ` +
+        'Pick a GGUF build of this model, or configure an engine command template that can load it, ' +
+        'e.g. "vllm serve {model} --port {port}".',
+    );
+  }
+  throw new ModelSourceError('WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR', `${repo} contains no model files (.gguf).`);
+}
+
+/**
+ * Resolves `revision` to a commit, lists that commit's files, picks the GGUF to serve and checks with a HEAD on
+ * `/resolve/` (as `get_hf_file_metadata` does) that it can actually be downloaded: gated repos expose their
+ * metadata and tree to everyone and refuse only the file itself.
+ */
+export async function resolveHubModel(options: ResolveHubModelOptions): Promise<ResolvedHubModel> {
+  const { repo, revision = 'main', quantPreference = DEFAULT_QUANT_PREFERENCE, signal } = options;
+  const endpoint = hubEndpoint(options.endpoint);
+  const token = hubToken(options.token);
+  const ctx: HubContext = { repo, revision, tokenSent: Boolean(token) };
+  if (!REPO_ID.test(repo) || repo.split('/').some((part) => part === '.' || part === '..')) {
+    throw new ModelSourceError(NO_ACCESS, `"${repo}" is not a valid repository id (expected "owner/name").`);
+  }
+
+  const info = await hubJson(`${endpoint}/api/models/${repo}/revision/${encodeURIComponent(revision)}?expand=sha`, token, ctx, signal);
+  const commitSha = (info.body as { sha?: unknown } | null)?.sha;
+  if (typeof commitSha !== 'string' || !COMMIT_SHA.test(commitSha)) throw unparseable(ctx, 'model info');
+
+  // Pin the listing and the download to the commit so a push in between cannot mix two revisions.
+  const tree = await listTree(endpoint, commitSha, token, ctx, signal);
+  const files = tree
+    .filter((e) => e.type === 'file')
+    .map((e): HubFile => ({ path: e.path, size: e.lfs?.size ?? e.size, ...(e.lfs?.oid ? { sha256: e.lfs.oid.toLowerCase() } : {}) }));
+  const file = pickGgufFile(files, quantPreference, repo);
+
+  const fileCtx = { ...ctx, file: file.path };
+  const head = await hubFetch(
+    hubResolveUrl(endpoint, repo, commitSha, file.path),
+    { method: 'HEAD', redirect: 'manual', headers: hubHeaders(token, { 'accept-encoding': 'identity' }), signal },
+    fileCtx,
+  );
+  if (head.status >= 400) throw hubResponseError(head, fileCtx);
+  // X-Linked-Etag carries the LFS sha256; fill it in when the tree did not (non-LFS listing, older mirrors).
+  const linkedEtag = head.headers.get('x-linked-etag')?.replace(/^W\//, '').replace(/"/g, '').toLowerCase();
+  if (!file.sha256 && linkedEtag && SHA256.test(linkedEtag)) file.sha256 = linkedEtag;
+
+  return { repo, revision, commitSha, file };
+}
