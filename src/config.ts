@@ -4,6 +4,8 @@
  * with a message naming the variable and the rule it breaks.
  */
 import path from 'node:path';
+import { EngineCommandError, validateTemplate } from './runtime/engine-command.js';
+import { InventoryError, parseInventory } from './runtime/gpu-inventory.js';
 
 export interface Config {
   /** TCP port of the HTTP server. @default 8080 */
@@ -16,6 +18,35 @@ export interface Config {
   dataDir: string;
   /** On the first start, the admin's API key is this value instead of a generated one. */
   adminApiKey: string | undefined;
+  /** Hugging Face-compatible hub. @default 'https://huggingface.co' */
+  hfEndpoint: string;
+  hfToken: string | undefined;
+  /** Content-addressed model cache. @default DATA_DIR/models */
+  modelCacheDir: string;
+  /** Most bytes the cache may hold; a download that would exceed it fails with INSUFFICIENT_DISK. */
+  modelCacheMaxBytes: number | undefined;
+  /** GGUF quantizations to prefer when a repository has several, most preferred first. */
+  quantPreference: string[] | undefined;
+  /** An OpenAI-compatible engine command with {model} {port} {numGpu} … placeholders, instead of the built-in engine. */
+  engineCommand: string | undefined;
+  /** GPUs per kind, e.g. "H100=8,A100=2"; unset: detected, or CPU slots. */
+  gpuInventory: string | undefined;
+  /** CPU-backed slots offered for every kind when the machine has no GPU. @default 4 */
+  cpuSlots: number;
+  /** Threads per built-in engine; unset: llama.cpp's choice. */
+  engineThreads: number | undefined;
+  /** Controller pass interval. @default 500 */
+  controllerIntervalMs: number;
+  /** How long an endpoint's lease outlives its holder. @default 10000 */
+  leaseTtlMs: number;
+  /** How long a starting engine may take to answer its health check. @default 300000 */
+  replicaStartTimeoutMs: number;
+  /** How long a stopping replica may take to finish requests in flight. @default 30000 */
+  drainTimeoutMs: number;
+  /** How long a chat request waits for a sleeping or starting endpoint before 503. @default 120000 */
+  wakeTimeoutMs: number;
+  /** How long a chat request waits for a free slot before 429. @default 30000 */
+  queueTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -50,6 +81,43 @@ function readDatabaseUrl(env: Env): string | undefined {
   return raw;
 }
 
+function readInteger(env: Env, name: string, fallback: number, min: number, max: number): number;
+function readInteger(env: Env, name: string, fallback: undefined, min: number, max: number): number | undefined;
+function readInteger(env: Env, name: string, fallback: number | undefined, min: number, max: number): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value < min || value > max) throw new ConfigError(name, `must be an integer from ${min} to ${max}`, raw);
+  return value;
+}
+
+const SIZE_UNITS: Record<string, number> = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3, T: 1024 ** 4 };
+
+function readSize(env: Env, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const match = /^(\d+)\s*([KMGT]?)i?B?$/i.exec(raw.trim());
+  if (!match) throw new ConfigError(name, 'must be a size in bytes, optionally with K, M, G or T (e.g. 20G)', raw);
+  return Number(match[1]) * SIZE_UNITS[match[2]!.toUpperCase()]!;
+}
+
+function readUrl(env: Env, name: string, fallback: string): string {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  try {
+    const url = new URL(raw);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error();
+  } catch {
+    throw new ConfigError(name, 'must be an http(s) URL', raw);
+  }
+  return raw.replace(/\/+$/, '');
+}
+
+function optional(env: Env, name: string): string | undefined {
+  const raw = env[name];
+  return raw === undefined || raw.trim() === '' ? undefined : raw;
+}
+
 export const API_KEY_PATTERN = /^[A-Za-z0-9_\-.]{20,200}$/;
 
 function readAdminKey(env: Env): string | undefined {
@@ -64,11 +132,38 @@ function readAdminKey(env: Env): string | undefined {
 export function loadConfig(env: Env = process.env): Config {
   const host = env.HOST === undefined || env.HOST === '' ? '0.0.0.0' : env.HOST;
   if (/\s/.test(host)) throw new ConfigError('HOST', 'must be a host name or IP address', host);
+  const engineCommand = optional(env, 'ENGINE_COMMAND');
+  const gpuInventory = optional(env, 'GPU_INVENTORY');
+  try {
+    if (engineCommand) validateTemplate(engineCommand);
+    if (gpuInventory) parseInventory(gpuInventory);
+  } catch (error) {
+    if (error instanceof EngineCommandError) throw new ConfigError('ENGINE_COMMAND', `is invalid: ${error.message}`, engineCommand ?? '');
+    if (error instanceof InventoryError) throw new ConfigError('GPU_INVENTORY', `is invalid: ${error.message}`, gpuInventory ?? '');
+    throw error;
+  }
+  const dataDir = path.resolve(env.DATA_DIR === undefined || env.DATA_DIR === '' ? '.data' : env.DATA_DIR);
+  const quant = optional(env, 'GGUF_QUANT_PREFERENCE');
   return {
     port: readPort(env, 'PORT', 8080),
     host,
     databaseUrl: readDatabaseUrl(env),
-    dataDir: path.resolve(env.DATA_DIR === undefined || env.DATA_DIR === '' ? '.data' : env.DATA_DIR),
+    dataDir,
     adminApiKey: readAdminKey(env),
+    hfEndpoint: readUrl(env, 'HF_ENDPOINT', 'https://huggingface.co'),
+    hfToken: optional(env, 'HF_TOKEN'),
+    modelCacheDir: path.resolve(optional(env, 'MODEL_CACHE_DIR') ?? path.join(dataDir, 'models')),
+    modelCacheMaxBytes: readSize(env, 'MODEL_CACHE_MAX_BYTES'),
+    quantPreference: quant ? quant.split(',').map((q) => q.trim()).filter(Boolean) : undefined,
+    engineCommand,
+    gpuInventory,
+    cpuSlots: readInteger(env, 'CPU_SLOTS', 4, 0, 1024),
+    engineThreads: readInteger(env, 'ENGINE_THREADS', undefined, 1, 1024),
+    controllerIntervalMs: readInteger(env, 'CONTROLLER_INTERVAL_MS', 500, 10, 3_600_000),
+    leaseTtlMs: readInteger(env, 'LEASE_TTL_MS', 10_000, 100, 3_600_000),
+    replicaStartTimeoutMs: readInteger(env, 'REPLICA_START_TIMEOUT_MS', 300_000, 1000, 86_400_000),
+    drainTimeoutMs: readInteger(env, 'DRAIN_TIMEOUT_MS', 30_000, 0, 86_400_000),
+    wakeTimeoutMs: readInteger(env, 'WAKE_TIMEOUT_MS', 120_000, 0, 86_400_000),
+    queueTimeoutMs: readInteger(env, 'QUEUE_TIMEOUT_MS', 30_000, 0, 86_400_000),
   };
 }

@@ -4,16 +4,14 @@
  * the gateway until SIGINT or SIGTERM.
  */
 import { ConfigError, loadConfig } from './config.js';
-import { startGateway } from './http/server.js';
+import { startApp } from './app.js';
 import { createServices } from './services/index.js';
 import { openDatabase } from './storage/open-database.js';
 
 async function main(): Promise<void> {
   const config = loadConfig();
   const database = await openDatabase(config);
-  const services = createServices(database.sql);
-
-  const bootstrap = await services.identity.bootstrap(config.adminApiKey);
+  const bootstrap = await createServices(database.sql).identity.bootstrap(config.adminApiKey);
   if (bootstrap) {
     const shown = config.adminApiKey ? '(the value of ADMIN_API_KEY)' : bootstrap.key.secret;
     console.log(
@@ -28,15 +26,21 @@ async function main(): Promise<void> {
     );
   }
 
-  const gateway = await startGateway(services, { port: config.port, host: config.host });
-  console.log(`Serving on ${gateway.url} (GraphQL at /graphql, REST under /dedicated); database: ${database.description}`);
+  const app = await startApp(config, database.sql);
+  const { inventory } = app;
+  const slots = Object.entries(inventory.inventory).map(([kind, n]) => `${kind}=${n}`).join(', ');
+  console.log(
+    `Replicas run here with ${config.engineCommand ? `ENGINE_COMMAND (${config.engineCommand})` : 'the built-in llama.cpp engine'}; ` +
+      `${inventory.source === 'cpu' ? 'no GPU found, CPU-backed slots' : inventory.source === 'nvidia' ? 'GPUs' : 'GPU_INVENTORY'}: ${slots}; model cache ${config.modelCacheDir}`,
+  );
+  console.log(`Serving on ${app.gateway.url} (GraphQL at /graphql, REST under /dedicated); database: ${database.description}`);
 
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     console.log(`${signal}: shutting down`);
-    await gateway.close();
+    await app.close();
     await database.close();
     process.exit(0);
   };

@@ -90,10 +90,15 @@ export interface TransitionTarget {
   desiredState: DesiredState;
 }
 
-export function transitionTarget(action: LifecycleAction, status: EndpointStatus): TransitionTarget {
+export function transitionTarget(
+  action: LifecycleAction,
+  status: EndpointStatus,
+  context: { hasReplicas: boolean } = { hasReplicas: false },
+): TransitionTarget {
   switch (action) {
     case 'sleep':
-      return { status: 'SLEEPING', phase: null, clearsError: false, desiredState: 'SLEEPING' };
+      // Replicas drain their requests in flight (STOPPING) before the endpoint sleeps.
+      return { status: context.hasReplicas ? 'STOPPING' : 'SLEEPING', phase: null, clearsError: false, desiredState: 'SLEEPING' };
     case 'wake':
       return { status: 'AWAKING', phase: 'ENGINE_INITIALIZING', clearsError: true, desiredState: 'RUNNING' };
     case 'restart':
@@ -134,6 +139,15 @@ export function desiredStateOf(status: EndpointStatus): DesiredState {
     default:
       return assertNever(status);
   }
+}
+
+/**
+ * The status a REST answer reports for an action. The documented sleep answer
+ * is SLEEPING, the state the endpoint is headed to, while its replicas may
+ * still be draining (STOPPING) for a moment; reads show the true status.
+ */
+export function reportedStatus(action: LifecycleAction | 'create' | 'status', status: EndpointStatus): EndpointStatus {
+  return action === 'sleep' && status === 'STOPPING' ? 'SLEEPING' : status;
 }
 
 /** Whether the status object carries `phase` (the spec omits it from sleep and terminate answers). */

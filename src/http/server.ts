@@ -6,6 +6,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Services } from '../services/index.js';
 import { attachWebSocket, createGraphQL, GRAPHQL_PATH } from './graphql/yoga.js';
+import { ChatRouter, type RouterOptions } from '../router/chat-router.js';
+import { RequestRecorder } from '../router/request-recorder.js';
+import { CHAT_PATH, handleChatCompletion } from './rest/chat-routes.js';
 import { endpointRoutes } from './rest/endpoint-routes.js';
 import { sendJson } from './rest/responses.js';
 
@@ -20,17 +23,23 @@ export interface GatewayOptions {
   port: number;
   host: string;
   log?: (message: string, error?: unknown) => void;
+  /** Chat routing: how long requests wait for a waking endpoint and for a free slot. */
+  router?: RouterOptions;
 }
 
 export async function startGateway(services: Services, options: GatewayOptions): Promise<Gateway> {
   const log = options.log ?? ((message, error) => console.error(message, error));
-  const yoga = createGraphQL(services);
+  const recorder = new RequestRecorder(services.db, 250, log);
+  const chat = new ChatRouter(services.db, services, recorder, options.router);
+  const yoga = createGraphQL(services, chat);
   const rest = endpointRoutes(services);
 
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://gateway');
     if (url.pathname === GRAPHQL_PATH || url.pathname.startsWith(`${GRAPHQL_PATH}/`)) {
       void yoga(req, res);
+    } else if (url.pathname === CHAT_PATH) {
+      void handleChatCompletion(req, res, services, chat, log);
     } else if (url.pathname.startsWith('/dedicated/')) {
       void rest.handle(req, res, url, (error) => log(`${req.method} ${url.pathname} failed`, error));
     } else if (url.pathname === '/healthz') {
@@ -60,6 +69,8 @@ export async function startGateway(services: Services, options: GatewayOptions):
       await ws.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      chat.close();
+      await recorder.close();
     },
   };
 }

@@ -81,7 +81,8 @@ export class ModelCache {
     return sizes.reduce((a, b) => a + b, 0);
   }
 
-  private async lookup(sha256: string, size: number): Promise<CachedModelFile | undefined> {
+  /** The complete blob with this digest and size, if the cache holds it (no network). */
+  async lookup(sha256: string, size: number): Promise<CachedModelFile | undefined> {
     const path = join(this.blobsDir, sha256);
     const info = await stat(path).catch(() => undefined);
     return info?.isFile() && info.size === size ? { path, sha256, size, cached: true } : undefined;

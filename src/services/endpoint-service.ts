@@ -11,6 +11,7 @@ import { isAllowed, transitionTarget, type LifecycleAction } from '../domain/lif
 import { parsePageRequest, toPage, type Page } from '../domain/pagination.js';
 import { fail, invalidArgument, invalidTransition, notFound, ok, type Result } from '../domain/result.js';
 import type { Sql, TransactionSql } from '../storage/database.js';
+import { writeStatus } from './endpoint-state.js';
 import {
   findEndpoints,
   findVersion,
@@ -21,7 +22,6 @@ import {
   listVersions,
   lockEndpoint,
   markEndpointDeleted,
-  updateEndpointState,
   type EndpointRecord,
   type VersionRecord,
 } from '../storage/endpoints-repository.js';
@@ -40,7 +40,16 @@ const ENDPOINT_CURSOR = 'ep';
 const VERSION_CURSOR = 'ver';
 
 export class EndpointService {
-  constructor(private readonly db: Sql) {}
+  constructor(
+    private readonly db: Sql,
+    private readonly onChange: (endpointId: string) => void = () => {},
+  ) {}
+
+  /** Tells the controller after a successful change. */
+  private changed<T extends { id: string } | null>(id: string, result: Result<T>): Result<T> {
+    if (result.type === 'ok') this.onChange(id);
+    return result;
+  }
 
   async get(principal: Principal, id: string): Promise<Result<EndpointRecord>> {
     const [endpoint] = await findEndpoints(this.db, [id]);
@@ -56,7 +65,7 @@ export class EndpointService {
     if (!project || !canAccessTeam(principal, project.teamId)) return fail(notFound('project', projectId));
 
     const id = newId('ep');
-    return this.db.begin(async (tx) => {
+    const created = await this.db.begin(async (tx) => {
       const status = 'INITIALIZING';
       const phase = 'REQUESTING_VIRTUAL_MACHINE';
       await insertEndpoint(tx, { id, projectId, teamId: project.teamId, creatorId: principal.user.id, status, phase, desiredState: 'RUNNING' });
@@ -75,6 +84,7 @@ export class EndpointService {
       });
       return ok(await readLocked(tx, id));
     });
+    return this.changed(id, created);
   }
 
   /** Endpoints of one project, or of the acting team when no project is given. */
@@ -149,7 +159,7 @@ export class EndpointService {
     action: 'update' | 'rollback',
     next: (current: VersionRecord) => Result<NewVersion>,
   ): Promise<Result<EndpointRecord>> {
-    return this.db.begin(async (tx): Promise<Result<EndpointRecord>> => {
+    const outcome = await this.db.begin(async (tx): Promise<Result<EndpointRecord>> => {
       const endpoint = await lockEndpoint(tx, id);
       if (!endpoint || !canAccessTeam(principal, endpoint.teamId)) return fail(notFound('endpoint', id));
       if (!isAllowed(action, endpoint.status)) return fail(invalidTransition(action, endpoint.status));
@@ -178,20 +188,22 @@ export class EndpointService {
       });
       return ok(await readLocked(tx, id));
     });
+    return this.changed(id, outcome);
   }
 
   async act(principal: Principal, id: string, action: EndpointAction): Promise<Result<EndpointRecord>> {
-    return this.db.begin(async (tx): Promise<Result<EndpointRecord>> => {
+    const outcome = await this.db.begin(async (tx): Promise<Result<EndpointRecord>> => {
       const endpoint = await lockEndpoint(tx, id);
       if (!endpoint || !canAccessTeam(principal, endpoint.teamId)) return fail(notFound('endpoint', id));
       if (!isAllowed(action, endpoint.status)) return fail(invalidTransition(action, endpoint.status));
       await this.transition(tx, endpoint, action, principal.user.id);
       return ok(await readLocked(tx, id));
     });
+    return this.changed(id, outcome);
   }
 
   async delete(principal: Principal, id: string): Promise<Result<null>> {
-    return this.db.begin(async (tx): Promise<Result<null>> => {
+    const outcome = await this.db.begin(async (tx): Promise<Result<null>> => {
       const endpoint = await lockEndpoint(tx, id);
       if (!endpoint || !canAccessTeam(principal, endpoint.teamId)) return fail(notFound('endpoint', id));
       await markEndpointDeleted(tx, id);
@@ -207,9 +219,10 @@ export class EndpointService {
       });
       return ok(null);
     });
+    return this.changed(id, outcome);
   }
 
-  /** Applies the lifecycle table's target and records a status event when anything visible changed. */
+  /** Applies the lifecycle table's target through the shared status writer. */
   private async transition(
     tx: TransactionSql,
     endpoint: EndpointRecord,
@@ -217,29 +230,18 @@ export class EndpointService {
     actorId: string,
     currentVersion?: number,
   ): Promise<void> {
-    const target = transitionTarget(action, endpoint.status);
-    const errorCode = target.clearsError ? null : endpoint.errorCode;
+    const target = transitionTarget(action, endpoint.status, { hasReplicas: endpoint.currReplicaCnt > 0 });
     // An action that keeps the status (an update of a sleeping endpoint) keeps its phase too.
     const phase = target.status === endpoint.status && target.phase === null ? endpoint.phase : target.phase;
-    await updateEndpointState(tx, endpoint.id, {
+    await writeStatus(tx, endpoint, {
       status: target.status,
       phase,
-      errorCode,
+      errorCode: target.clearsError ? null : endpoint.errorCode,
       desiredState: target.desiredState,
       ...(currentVersion !== undefined ? { currentVersion } : {}),
+      cause: `api:${action}`,
+      actorId,
     });
-    if (target.status !== endpoint.status || phase !== endpoint.phase || errorCode !== endpoint.errorCode) {
-      await insertEvent(tx, {
-        ...eventScope(endpoint),
-        type: 'STATUS_CHANGED',
-        status: target.status,
-        phase,
-        errorCode,
-        versionIndex: currentVersion ?? null,
-        cause: `api:${action}`,
-        actorId,
-      });
-    }
   }
 }
 

@@ -9,6 +9,11 @@ export interface Services {
   identity: IdentityService;
 }
 
-export function createServices(db: Sql): Services {
-  return { db, endpoints: new EndpointService(db), identity: new IdentityService(db) };
+export interface ServiceHooks {
+  /** Called after an endpoint changed through the API (the controller reacts at once). */
+  onEndpointChange?: (endpointId: string) => void;
+}
+
+export function createServices(db: Sql, hooks: ServiceHooks = {}): Services {
+  return { db, endpoints: new EndpointService(db, hooks.onEndpointChange), identity: new IdentityService(db) };
 }

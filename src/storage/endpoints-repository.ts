@@ -21,6 +21,8 @@ export interface VersionRecord {
   comment: string | null;
   rolloutState: RolloutState;
   rolledBackFrom: number | null;
+  /** What the model resolved to when this version first started (see ModelStore). */
+  model: unknown;
   creatorId: string;
   createdAt: Date;
 }
@@ -40,11 +42,15 @@ export interface EndpointRecord {
   updatedReplicaCnt: number;
   createdAt: Date;
   updatedAt: Date;
+  /** Download progress while in DOWNLOADING_MODEL. */
+  progress: { bytesDone: number; bytesTotal: number } | null;
+  lastRequestAt: Date | null;
+  deleted: boolean;
   /** The newest version. */
   current: VersionRecord;
 }
 
-export type EndpointEventType = 'CREATED' | 'STATUS_CHANGED' | 'VERSION_ADDED' | 'DELETED';
+export type EndpointEventType = 'CREATED' | 'STATUS_CHANGED' | 'VERSION_ADDED' | 'REPLICAS_CHANGED' | 'DELETED';
 
 export interface EndpointEventInput {
   endpointId: string;
@@ -70,13 +76,13 @@ const VERSION_COLUMNS = `
   v.endpoint_id, v.version_index, v.name, v.instance_id, v.hf_model_repo, v.hf_model_repo_revision,
   v.autoscaling_min, v.autoscaling_max, v.autoscaling_cooldown, v.max_batch_size, v.max_token_count,
   v.max_input_length, v.tokenizer_skip_special_tokens, v.tokenizer_add_special_tokens,
-  v.enable_content_logging, v.comment, v.rollout_state, v.rolled_back_from, v.creator_id,
+  v.enable_content_logging, v.comment, v.rollout_state, v.rolled_back_from, v.model, v.creator_id,
   v.created_at AS version_created_at`;
 
 const ENDPOINT_COLUMNS = `
   e.id, e.seq, e.project_id, e.team_id, e.creator_id AS endpoint_creator_id, e.status, e.phase,
   e.error_code, e.desired_state, e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt,
-  e.created_at, e.updated_at, ${VERSION_COLUMNS}`;
+  e.created_at, e.updated_at, e.progress, e.last_request_at, e.deleted_at IS NOT NULL AS deleted, ${VERSION_COLUMNS}`;
 
 const CURRENT_VERSION_JOIN = 'JOIN endpoint_versions v ON v.endpoint_id = e.id AND v.version_index = e.current_version';
 
@@ -99,6 +105,7 @@ interface VersionRow {
   comment: string | null;
   rollout_state: RolloutState;
   rolled_back_from: number | null;
+  model: unknown;
   creator_id: string;
   version_created_at: Date;
 }
@@ -118,6 +125,9 @@ interface EndpointRow extends VersionRow {
   updated_replica_cnt: number;
   created_at: Date;
   updated_at: Date;
+  progress: { bytesDone: number; bytesTotal: number } | null;
+  last_request_at: Date | null;
+  deleted: boolean;
 }
 
 function toVersion(r: VersionRow): VersionRecord {
@@ -142,6 +152,7 @@ function toVersion(r: VersionRow): VersionRecord {
     comment: r.comment,
     rolloutState: r.rollout_state,
     rolledBackFrom: r.rolled_back_from,
+    model: r.model,
     creatorId: r.creator_id,
     createdAt: r.version_created_at,
   };
@@ -163,6 +174,9 @@ function toEndpoint(r: EndpointRow): EndpointRecord {
     updatedReplicaCnt: r.updated_replica_cnt,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
+    progress: r.progress,
+    lastRequestAt: r.last_request_at,
+    deleted: r.deleted,
     current: toVersion(r),
   };
 }
@@ -290,6 +304,51 @@ export async function updateEndpointState(
       current_version = coalesce(${change.currentVersion ?? null}::int, current_version),
       updated_at = now()
     WHERE id = ${id}`;
+}
+
+/** An endpoint by id, deleted or not, for the controller (which cleans up after deletion). */
+export async function findEndpointForController(db: Queryable, id: string): Promise<EndpointRecord | undefined> {
+  const rows = await db<EndpointRow[]>`
+    SELECT ${db.unsafe(ENDPOINT_COLUMNS)} FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)} WHERE e.id = ${id}`;
+  return rows[0] && toEndpoint(rows[0]);
+}
+
+export async function lockEndpointForController(db: Queryable, id: string): Promise<EndpointRecord | undefined> {
+  const locked = await db`SELECT 1 FROM endpoints WHERE id = ${id} FOR UPDATE`;
+  return locked.length === 0 ? undefined : findEndpointForController(db, id);
+}
+
+export interface ReplicaCounts {
+  currReplicaCnt: number;
+  desiredReplicaCnt: number;
+  updatedReplicaCnt: number;
+}
+
+export async function setReplicaCounts(db: Queryable, id: string, counts: ReplicaCounts): Promise<void> {
+  await db`
+    UPDATE endpoints SET curr_replica_cnt = ${counts.currReplicaCnt}, desired_replica_cnt = ${counts.desiredReplicaCnt},
+      updated_replica_cnt = ${counts.updatedReplicaCnt}, updated_at = now()
+    WHERE id = ${id}`;
+}
+
+export async function setProgress(db: Queryable, id: string, progress: { bytesDone: number; bytesTotal: number } | null): Promise<void> {
+  await db`UPDATE endpoints SET progress = ${progress ? db.json(progress) : null} WHERE id = ${id}`;
+}
+
+export async function markEndpointCleaned(db: Queryable, id: string): Promise<void> {
+  await db`UPDATE endpoints SET cleaned_at = now() WHERE id = ${id}`;
+}
+
+export async function setVersionRollout(
+  db: Queryable,
+  endpointId: string,
+  versionIndex: number,
+  change: { rolloutState: RolloutState; model?: unknown },
+): Promise<void> {
+  await db`
+    UPDATE endpoint_versions SET rollout_state = ${change.rolloutState},
+      model = coalesce(${change.model === undefined ? null : db.json(change.model as never)}, model)
+    WHERE endpoint_id = ${endpointId} AND version_index = ${versionIndex}`;
 }
 
 export async function markEndpointDeleted(db: Queryable, id: string): Promise<void> {

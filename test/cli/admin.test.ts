@@ -16,7 +16,7 @@ afterAll(() => db.close());
 
 async function admin(...args: string[]) {
   return run(process.execPath, ['--import', 'tsx', 'src/cli/admin.ts', ...args], {
-    env: { ...process.env, DATABASE_URL: db.url },
+    env: { ...process.env, DATABASE_URL: db.dbUrl },
   }).catch((error: { stdout: string; stderr: string; code: number }) => error);
 }
 
@@ -64,7 +64,7 @@ describe('npm start', () => {
     const start = () =>
       new Promise<{ output: string; stop: () => Promise<void> }>((resolve, reject) => {
         const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-          env: { ...process.env, DATABASE_URL: fresh.url, PORT: '0', HOST: '127.0.0.1', ADMIN_API_KEY: adminKey },
+          env: { ...process.env, DATABASE_URL: fresh.dbUrl, PORT: '0', HOST: '127.0.0.1', ADMIN_API_KEY: adminKey },
         });
         let output = '';
         child.stdout.on('data', (chunk: Buffer) => {

@@ -3,7 +3,42 @@ import { expect, test } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 
 test('defaults with no variables set', () => {
-  expect(loadConfig({})).toEqual({ port: 8080, host: '0.0.0.0', databaseUrl: undefined, dataDir: path.resolve('.data'), adminApiKey: undefined });
+  expect(loadConfig({})).toEqual({
+    port: 8080,
+    host: '0.0.0.0',
+    databaseUrl: undefined,
+    dataDir: path.resolve('.data'),
+    adminApiKey: undefined,
+    hfEndpoint: 'https://huggingface.co',
+    hfToken: undefined,
+    modelCacheDir: path.resolve('.data/models'),
+    modelCacheMaxBytes: undefined,
+    quantPreference: undefined,
+    engineCommand: undefined,
+    gpuInventory: undefined,
+    cpuSlots: 4,
+    engineThreads: undefined,
+    controllerIntervalMs: 500,
+    leaseTtlMs: 10_000,
+    replicaStartTimeoutMs: 300_000,
+    drainTimeoutMs: 30_000,
+    wakeTimeoutMs: 120_000,
+    queueTimeoutMs: 30_000,
+  });
+});
+
+test('runtime variables', () => {
+  expect(loadConfig({ MODEL_CACHE_MAX_BYTES: '20G', GGUF_QUANT_PREFERENCE: 'Q8_0, F16', GPU_INVENTORY: 'H100=8,a100=2' })).toMatchObject({
+    modelCacheMaxBytes: 20 * 1024 ** 3,
+    quantPreference: ['Q8_0', 'F16'],
+    gpuInventory: 'H100=8,a100=2',
+  });
+  expect(() => loadConfig({ MODEL_CACHE_MAX_BYTES: 'lots' })).toThrow('MODEL_CACHE_MAX_BYTES must be a size in bytes');
+  expect(() => loadConfig({ GPU_INVENTORY: 'V100=2' })).toThrow('GPU_INVENTORY is invalid');
+  expect(() => loadConfig({ ENGINE_COMMAND: 'vllm serve {model}' })).toThrow('ENGINE_COMMAND is invalid: ENGINE_COMMAND must contain {port}');
+  expect(() => loadConfig({ ENGINE_COMMAND: 'x --port {port} {gpus}' })).toThrow('unknown placeholder {gpus}');
+  expect(() => loadConfig({ HF_ENDPOINT: 'ftp://hub' })).toThrow('HF_ENDPOINT must be an http(s) URL');
+  expect(() => loadConfig({ CPU_SLOTS: '-1' })).toThrow('CPU_SLOTS must be an integer from 0 to 1024');
 });
 
 test('malformed variables name the variable and the rule', () => {

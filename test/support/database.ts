@@ -4,7 +4,7 @@ import { connectDatabase, migrate, type ConnectOptions, type Sql } from '../../s
 import { ensureDatabase } from '../../src/storage/embedded-postgres.js';
 
 export interface TestDatabase {
-  url: string;
+  dbUrl: string;
   sql: Sql;
   close(): Promise<void>;
 }
@@ -24,5 +24,5 @@ export async function createTestDatabase(options: ConnectOptions = {}): Promise<
   const url = await createEmptyDatabase();
   const sql = connectDatabase(url, options);
   await migrate(sql);
-  return { url, sql, close: () => sql.end({ timeout: 5 }) };
+  return { dbUrl: url, sql, close: () => sql.end({ timeout: 5 }) };
 }

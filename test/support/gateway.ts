@@ -74,21 +74,7 @@ export interface TestGateway extends TestDatabase {
 
 let userCounter = 0;
 
-export async function startTestGateway(): Promise<TestGateway> {
-  const queries = {
-    count: 0,
-    reset() {
-      this.count = 0;
-    },
-  };
-  const db = await createTestDatabase({ onQuery: () => queries.count++ });
-  const services = createServices(db.sql);
-  const gateway = await startGateway(services, { port: 0, host: '127.0.0.1', log: () => {} });
-  afterAll(async () => {
-    await gateway.close();
-    await db.close();
-  });
-
+export function createSeed(services: Services, baseUrl: string): { user(options?: { admin?: boolean }): Promise<SeededUser> } {
   const seedUser = async (options: { admin?: boolean } = {}): Promise<SeededUser> => {
     const n = ++userCounter;
     const created = await services.identity.createUser('system', {
@@ -101,13 +87,13 @@ export async function startTestGateway(): Promise<TestGateway> {
     const key = await services.identity.createApiKey('system', { name: 'test', user: user.id });
     if (key.type === 'error') throw new Error(key.error.message);
     const secret = key.value.secret;
-    const rest = restClient(gateway.url, secret);
+    const rest = restClient(baseUrl, secret);
     return {
       user,
       key: secret,
       teamId: user.defaultTeamId!,
       rest,
-      graphql: createClient(gateway.url, secret),
+      graphql: createClient(baseUrl, secret),
       async project(name = 'project', teamId = user.defaultTeamId!) {
         const project = (await rest('POST', '/graphql', {
           query: 'mutation($name: String!, $teamId: ID) { createProject(name: $name, teamId: $teamId) { ... on CreateProjectSuccess { project { id } } } }',
@@ -125,6 +111,24 @@ export async function startTestGateway(): Promise<TestGateway> {
       },
     };
   };
+  return { user: seedUser };
+}
+
+
+export async function startTestGateway(): Promise<TestGateway> {
+  const queries = {
+    count: 0,
+    reset() {
+      this.count = 0;
+    },
+  };
+  const db = await createTestDatabase({ onQuery: () => queries.count++ });
+  const services = createServices(db.sql);
+  const gateway = await startGateway(services, { port: 0, host: '127.0.0.1', log: () => {} });
+  afterAll(async () => {
+    await gateway.close();
+    await db.close();
+  });
 
   return {
     ...db,
@@ -132,7 +136,7 @@ export async function startTestGateway(): Promise<TestGateway> {
     url: gateway.url,
     services,
     queries,
-    seed: { user: seedUser },
+    seed: createSeed(services, gateway.url),
     async setStatus(endpointId, status) {
       await updateEndpointState(db.sql, endpointId, { status, phase: null, errorCode: null, desiredState: desiredStateOf(status) });
     },

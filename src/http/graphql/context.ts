@@ -4,6 +4,7 @@
  * nested fields batch their reads and no cache outlives a request.
  */
 import DataLoader from 'dataloader';
+import type { ChatRouter } from '../../router/chat-router.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
 import { findEndpoints, type EndpointRecord } from '../../storage/endpoints-repository.js';
@@ -45,5 +46,7 @@ export type Loaders = ReturnType<typeof createLoaders>;
 export interface GraphQLContext {
   principal: Principal;
   services: Services;
+  /** Routes chat completions to replicas (the subscription and mutation use it). */
+  chat: ChatRouter;
   loaders: Loaders;
 }

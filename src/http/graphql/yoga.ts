@@ -10,6 +10,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
 import { WebSocketServer } from 'ws';
 import type { DomainError } from '../../domain/result.js';
+import type { ChatRouter } from '../../router/chat-router.js';
 import type { Services } from '../../services/index.js';
 import { authenticate, type Principal } from '../../services/principal.js';
 import { teamHeaderOf } from '../rest/endpoint-routes.js';
@@ -29,7 +30,7 @@ function authError(error: DomainError): GraphQLError {
   return new GraphQLError(error.message, { extensions: { code: error.type, http: { status } } });
 }
 
-export function createGraphQL(services: Services): YogaServerInstance<ServerContext, GraphQLContext> {
+export function createGraphQL(services: Services, chat: ChatRouter): YogaServerInstance<ServerContext, GraphQLContext> {
   return createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: GRAPHQL_PATH,
@@ -42,7 +43,7 @@ export function createGraphQL(services: Services): YogaServerInstance<ServerCont
         if (result.type === 'error') throw authError(result.error);
         principal = result.value;
       }
-      return { principal, services, loaders: createLoaders(services) };
+      return { principal, services, chat, loaders: createLoaders(services) };
     },
   });
 }

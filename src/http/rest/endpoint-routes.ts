@@ -8,7 +8,6 @@ import type { Services } from '../../services/index.js';
 import { authenticate, TEAM_HEADERS, type Principal } from '../../services/principal.js';
 import { Router, unwrap, type RouteRequest, type RouteResponse } from './router.js';
 import { specObject, statusObject } from './responses.js';
-import { reportsPhase } from '../../domain/lifecycle.js';
 
 function header(req: IncomingMessage, name: string): string | undefined {
   const value = req.headers[name];
@@ -41,7 +40,7 @@ export function endpointRoutes(services: Services): Router {
       base,
       authed(async (principal, { body }) => ({
         status: 200,
-        body: statusObject(unwrap(await endpoints.create(principal, await body()))),
+        body: statusObject(unwrap(await endpoints.create(principal, await body())), 'create'),
       })),
     )
     .add(
@@ -110,7 +109,7 @@ export function endpointRoutes(services: Services): Router {
       `${base}/:id/${action}`,
       authed(async (principal, { params }) => ({
         status: 200,
-        body: statusObject(unwrap(await endpoints.act(principal, params.id!, action)), { withPhase: reportsPhase(action) }),
+        body: statusObject(unwrap(await endpoints.act(principal, params.id!, action)), action),
       })),
     );
   }

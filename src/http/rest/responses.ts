@@ -5,6 +5,7 @@
 import type { ServerResponse } from 'node:http';
 import { findInstanceOption } from '../../domain/instance-catalog.js';
 import type { DomainError } from '../../domain/result.js';
+import { reportedStatus, reportsPhase, type LifecycleAction } from '../../domain/lifecycle.js';
 import type { EndpointRecord, VersionRecord } from '../../storage/endpoints-repository.js';
 
 export type ErrorCode =
@@ -62,12 +63,17 @@ export function sendError(res: ServerResponse, error: HttpError): void {
   sendJson(res, error.status, body, error.headers);
 }
 
-/** The status object; `phase` is left out of the sleep and terminate answers, as documented. */
-export function statusObject(endpoint: EndpointRecord, options: { withPhase: boolean } = { withPhase: true }) {
+/**
+ * The status object of an endpoint, as the answer to `action`: `phase` is left
+ * out of the sleep and terminate answers, as documented. While the model
+ * downloads, `progress` (ext) carries the bytes done and total.
+ */
+export function statusObject(endpoint: EndpointRecord, action: LifecycleAction | 'create' | 'status' = 'status') {
   return {
     endpointId: endpoint.id,
-    status: endpoint.status,
-    ...(options.withPhase ? { phase: endpoint.phase } : {}),
+    status: reportedStatus(action, endpoint.status),
+    ...(reportsPhase(action) ? { phase: endpoint.phase } : {}),
+    ...(endpoint.phase === 'DOWNLOADING_MODEL' && endpoint.progress ? { progress: endpoint.progress } : {}),
     errorCode: endpoint.errorCode,
     createdAt: endpoint.createdAt.toISOString(),
     updatedAt: endpoint.updatedAt.toISOString(),

@@ -30,12 +30,25 @@ const InstanceOption = builder.objectRef<InstanceOptionRecord>('InstanceOption')
   }),
 });
 
+const DownloadProgress = builder.objectRef<{ bytesDone: number; bytesTotal: number }>('DownloadProgress').implement({
+  fields: (t) => ({
+    bytesDone: t.float({ resolve: (p) => p.bytesDone }),
+    bytesTotal: t.float({ resolve: (p) => p.bytesTotal }),
+  }),
+});
+
 const EndpointStatus = builder.objectRef<EndpointRecord>('EndpointStatus').implement({
   fields: (t) => ({
     endpointId: t.exposeID('id'),
     status: t.expose('status', { type: EndpointStatusValue }),
     phase: t.expose('phase', { type: EndpointPhase, nullable: true }),
     errorCode: t.expose('errorCode', { type: EndpointErrorCode, nullable: true }),
+    downloadProgress: t.field({
+      type: DownloadProgress,
+      nullable: true,
+      description: 'Bytes of the model downloaded so far, while the phase is DOWNLOADING_MODEL.',
+      resolve: (e) => (e.phase === 'DOWNLOADING_MODEL' ? e.progress : null),
+    }),
     currReplicaCnt: t.exposeInt('currReplicaCnt'),
     desiredReplicaCnt: t.exposeInt('desiredReplicaCnt'),
     updatedReplicaCnt: t.exposeInt('updatedReplicaCnt'),

@@ -3,5 +3,6 @@ import './enums.js';
 import './errors.js';
 import './identity.js';
 import './endpoints.js';
+import './chat.js';
 
 export const schema = builder.toSchema({ sortSchema: true });

@@ -1,0 +1,83 @@
+/**
+ * Assembles one gateway process: services over the database, the local
+ * runtime, the model store, the controller, and the HTTP server. `npm start`
+ * and the tests build the same thing.
+ */
+import path from 'node:path';
+import type { Config } from './config.js';
+import { Controller } from './controller/controller.js';
+import { startGateway, type Gateway } from './http/server.js';
+import { ModelCache } from './models/model-cache.js';
+import { ModelStore } from './models/model-store.js';
+import { detectInventory, type DetectedInventory } from './runtime/gpu-inventory.js';
+import { LocalRuntime } from './runtime/local-runtime.js';
+import { createServices, type Services } from './services/index.js';
+import type { Sql } from './storage/database.js';
+
+export interface App {
+  gateway: Gateway;
+  services: Services;
+  controller: Controller;
+  runtime: LocalRuntime;
+  inventory: DetectedInventory;
+  /** Stops serving and the controller; replicas keep running for the next start to adopt. */
+  close(): Promise<void>;
+}
+
+export interface AppOptions {
+  log?: (message: string, error?: unknown) => void;
+  /** Replicas' environment additions (tests point engines at test settings). */
+  engineEnv?: Record<string, string>;
+  /** Controller overrides for tests (crash-loop window, stop grace). */
+  controller?: { crashLoop?: { failures: number; windowMs: number }; stopGraceMs?: number };
+}
+
+export async function startApp(config: Config, sql: Sql, options: AppOptions = {}): Promise<App> {
+  const inventory = detectInventory({ ...(config.gpuInventory ? { configured: config.gpuInventory } : {}), cpuSlots: config.cpuSlots });
+  const runtime = new LocalRuntime({
+    dir: path.join(config.dataDir, 'replicas'),
+    inventory: inventory.inventory,
+    cpuOnly: inventory.source === 'cpu',
+    ...(config.engineCommand ? { engineTemplate: config.engineCommand } : {}),
+    ...(config.engineThreads ? { threads: config.engineThreads } : {}),
+    startTimeoutMs: config.replicaStartTimeoutMs,
+    env: { ...(config.hfToken ? { HF_TOKEN: config.hfToken } : {}), HF_ENDPOINT: config.hfEndpoint, ...options.engineEnv },
+  });
+  const models = new ModelStore({
+    cache: new ModelCache({ dir: config.modelCacheDir, ...(config.modelCacheMaxBytes ? { maxBytes: config.modelCacheMaxBytes } : {}) }),
+    hubEndpoint: config.hfEndpoint,
+    ...(config.hfToken ? { hubToken: config.hfToken } : {}),
+    ...(config.quantPreference ? { quantPreference: config.quantPreference } : {}),
+    allowExternalFormats: config.engineCommand !== undefined,
+  });
+  const controller = new Controller({
+    sql,
+    runtime,
+    models,
+    builtInEngine: config.engineCommand === undefined,
+    intervalMs: config.controllerIntervalMs,
+    leaseTtlMs: config.leaseTtlMs,
+    drainTimeoutMs: config.drainTimeoutMs,
+    ...options.controller,
+    ...(options.log ? { log: options.log } : {}),
+  });
+  const services = createServices(sql, { onEndpointChange: () => controller.poke() });
+  const gateway = await startGateway(services, {
+    port: config.port,
+    host: config.host,
+    router: { wakeTimeoutMs: config.wakeTimeoutMs, queueTimeoutMs: config.queueTimeoutMs },
+    ...(options.log ? { log: options.log } : {}),
+  });
+  await controller.start();
+  return {
+    gateway,
+    services,
+    controller,
+    runtime,
+    inventory,
+    close: async () => {
+      await gateway.close();
+      await controller.stop();
+    },
+  };
+}

@@ -1,0 +1,598 @@
+/**
+ * The controller: in every gateway process, a loop compares each endpoint's
+ * desired state in Postgres with the replicas that actually run, and acts to
+ * close the gap. A lease row per endpoint makes exactly one process act on an
+ * endpoint at a time; a process that dies loses its leases when they expire,
+ * and another adopts its endpoints and their replicas.
+ *
+ * Every write re-reads the endpoint under its row lock and checks that the
+ * step still applies (the lease is held, the desired state is unchanged), so
+ * a step acting on a stale snapshot becomes a no-op.
+ */
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { EndpointSpec } from '../domain/endpoint-spec.js';
+import { newId } from '../domain/ids.js';
+import { findInstanceOption } from '../domain/instance-catalog.js';
+import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
+import { ModelSourceError } from '../models/errors.js';
+import { checkModelSettings, SettingsError, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
+import { EngineCommandError } from '../runtime/engine-command.js';
+import { ReplicaStartError, type ReplicaHandle, type Runtime } from '../runtime/runtime.js';
+import { writeReplicaCounts, writeStatus } from '../services/endpoint-state.js';
+import type { Sql } from '../storage/database.js';
+import {
+  findEndpointForController,
+  lockEndpointForController,
+  markEndpointCleaned,
+  setProgress,
+  setVersionRollout,
+  type EndpointRecord,
+  type VersionRecord,
+} from '../storage/endpoints-repository.js';
+import {
+  acquireLease,
+  countFailedSince,
+  endpointsToReconcile,
+  holdsLease,
+  liveReplicaIdsOnNode,
+  liveReplicas,
+  markReplica,
+  releaseLeases,
+  renewLeases,
+  reserveReplica,
+  type ReplicaRecord,
+} from '../storage/replicas-repository.js';
+import { decideScale } from './autoscaler.js';
+
+export interface ControllerOptions {
+  sql: Sql;
+  runtime: Runtime;
+  models: ModelStore;
+  /** Whether the built-in engine runs replicas (then models must be GGUF files whose settings are checked). */
+  builtInEngine: boolean;
+  /** @default 500 */
+  intervalMs?: number;
+  /** @default 10000 */
+  leaseTtlMs?: number;
+  /** How long a sleeping or scaled-down replica may take to finish its requests. @default 30000 */
+  drainTimeoutMs?: number;
+  /** SIGTERM to SIGKILL. @default 10000 */
+  stopGraceMs?: number;
+  /** Replica failures within the window that mark the endpoint FAILED. @default 3 in 10 minutes */
+  crashLoop?: { failures: number; windowMs: number };
+  log?: (message: string, error?: unknown) => void;
+}
+
+/** Thrown inside a step when the endpoint changed under it; the step is abandoned quietly. */
+class StaleError extends Error {}
+
+class WarmupError extends Error {}
+
+function errorCodeOf(error: unknown): EndpointErrorCode {
+  if (error instanceof ModelSourceError) return error.code;
+  if (error instanceof SettingsError) return 'WORKLOAD_INIT_SETTINGS_ERROR';
+  if (error instanceof ReplicaStartError) return error.code;
+  if (error instanceof EngineCommandError) return 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR';
+  if (error instanceof WarmupError) return 'INFERENCE_ENGINE_UNKNOWN_ERROR';
+  return 'WORKLOAD_INIT_UNKNOWN_ERROR';
+}
+
+/** A message for the event log: our own errors carry user-safe text; anything else is not shown. */
+function safeMessage(error: unknown): string {
+  if (error instanceof ModelSourceError || error instanceof SettingsError || error instanceof ReplicaStartError || error instanceof WarmupError) {
+    return error.message;
+  }
+  if (error instanceof EngineCommandError) return error.message;
+  return 'the replica could not be started';
+}
+
+const handleOf = (r: ReplicaRecord): ReplicaHandle => ({ replicaId: r.id, address: r.address ?? '', pid: r.pid ?? 0, node: r.node });
+
+export class Controller {
+  readonly owner = `gw-${randomUUID()}`;
+  private readonly sql: Sql;
+  private readonly runtime: Runtime;
+  private readonly models: ModelStore;
+  private readonly intervalMs: number;
+  private readonly leaseTtlMs: number;
+  private readonly drainTimeoutMs: number;
+  private readonly stopGraceMs: number;
+  private readonly crashLoop: { failures: number; windowMs: number };
+  private readonly log: (message: string, error?: unknown) => void;
+  /** Endpoints with a reconcile pass running in this process. */
+  private readonly running = new Map<string, Promise<void>>();
+  /** Replicas this process is starting right now (any other STARTING replica was abandoned). */
+  private readonly starting = new Set<string>();
+  private readonly lastScaleUp = new Map<string, number>();
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private ticking: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
+
+  constructor(private readonly options: ControllerOptions) {
+    this.sql = options.sql;
+    this.runtime = options.runtime;
+    this.models = options.models;
+    this.intervalMs = options.intervalMs ?? 500;
+    this.leaseTtlMs = options.leaseTtlMs ?? 10_000;
+    this.drainTimeoutMs = options.drainTimeoutMs ?? 30_000;
+    this.stopGraceMs = options.stopGraceMs ?? 10_000;
+    this.crashLoop = options.crashLoop ?? { failures: 3, windowMs: 10 * 60_000 };
+    this.log = options.log ?? ((message, error) => console.error(`[controller] ${message}`, error ?? ''));
+  }
+
+  /** Reaps replicas no endpoint owns, then reconciles every interval (and at once on `poke`). */
+  async start(): Promise<void> {
+    const keep = new Set(await liveReplicaIdsOnNode(this.sql, this.runtime.node));
+    const reaped = await this.runtime.reapOrphans(keep);
+    if (reaped.length > 0) this.log(`stopped ${reaped.length} orphaned replica(s): ${reaped.join(', ')}`);
+    void this.loop();
+  }
+
+  /** Asks for a reconcile pass now (after an API action), instead of at the next interval. */
+  poke(): void {
+    this.wake?.();
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      this.ticking = this.tick().catch((error: unknown) => this.log('tick failed', error));
+      await this.ticking;
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        this.timer = setTimeout(resolve, this.intervalMs);
+      });
+    }
+  }
+
+  private async tick(): Promise<void> {
+    await renewLeases(this.sql, this.owner, this.leaseTtlMs);
+    for (const id of await endpointsToReconcile(this.sql)) {
+      if (this.stopped) return;
+      if (this.running.has(id)) continue;
+      if (!(await acquireLease(this.sql, id, this.owner, this.leaseTtlMs))) continue;
+      const pass = this.reconcile(id)
+        .catch((error: unknown) => {
+          if (!(error instanceof StaleError)) this.log(`reconciling ${id} failed`, error);
+        })
+        .finally(() => this.running.delete(id));
+      this.running.set(id, pass);
+    }
+  }
+
+  /**
+   * Stops the loop and waits for passes in flight. Replicas keep running, and
+   * the leases are released, so another gateway (or this one, restarted)
+   * adopts the endpoints at once.
+   */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.wake?.();
+    await this.ticking;
+    await Promise.allSettled([...this.running.values()]);
+    await releaseLeases(this.sql, this.owner).catch(() => {});
+  }
+
+  // ---------------------------------------------------------------- writes
+
+  /**
+   * Runs `write` on the freshly locked endpoint when this process still holds
+   * its lease and `applies` still holds; otherwise the step is stale.
+   */
+  private async guarded<T>(
+    id: string,
+    applies: (e: EndpointRecord) => boolean,
+    write: (tx: Sql, e: EndpointRecord) => Promise<T>,
+  ): Promise<T> {
+    return this.sql.begin(async (tx) => {
+      if (!(await holdsLease(tx, id, this.owner))) throw new StaleError(`lease on ${id} lost`);
+      const endpoint = await lockEndpointForController(tx, id);
+      if (!endpoint || !applies(endpoint)) throw new StaleError(`${id} changed`);
+      return write(tx as unknown as Sql, endpoint);
+    }) as Promise<T>;
+  }
+
+  private async setStatus(
+    id: string,
+    expected: { desired: DesiredState; statuses?: readonly EndpointStatus[] },
+    change: { status: EndpointStatus; phase: EndpointPhase | null; errorCode: EndpointErrorCode | null; desiredState?: DesiredState; cause: string; detail?: Record<string, unknown> },
+  ): Promise<void> {
+    await this.guarded(
+      id,
+      (e) => e.desiredState === expected.desired && (!expected.statuses || expected.statuses.includes(e.status)),
+      async (tx, e) => {
+        await writeStatus(tx, e, { ...change, actorId: null });
+        if (change.phase !== 'DOWNLOADING_MODEL') await setProgress(tx, id, null);
+      },
+    );
+  }
+
+  /** Recomputes the replica counts from the replicas table. */
+  private async refreshCounts(id: string, desiredReplicas: number, cause: string): Promise<void> {
+    await this.sql.begin(async (tx) => {
+      const endpoint = await lockEndpointForController(tx, id);
+      if (!endpoint) return;
+      const live = await liveReplicas(tx, id);
+      const ready = live.filter((r) => r.state === 'READY');
+      await writeReplicaCounts(
+        tx,
+        endpoint,
+        {
+          currReplicaCnt: ready.length,
+          desiredReplicaCnt: desiredReplicas,
+          updatedReplicaCnt: ready.filter((r) => r.versionIndex === endpoint.current.versionIndex).length,
+        },
+        cause,
+      );
+    });
+  }
+
+  // ---------------------------------------------------------------- reconcile
+
+  private async reconcile(id: string): Promise<void> {
+    const endpoint = await findEndpointForController(this.sql, id);
+    if (!endpoint) return;
+    let replicas = await this.observe(endpoint);
+    if (replicas === 'failed') return;
+
+    if (endpoint.deleted) {
+      await this.stopReplicas(replicas, 0);
+      await this.refreshCounts(id, 0, 'controller:delete');
+      await markEndpointCleaned(this.sql, id);
+      return;
+    }
+    switch (endpoint.desiredState) {
+      case 'DELETED':
+      case 'TERMINATED':
+        if (replicas.length > 0 || endpoint.status === 'TERMINATING') {
+          await this.stopReplicas(replicas, 0);
+          await this.refreshCounts(id, 0, 'controller:terminate');
+          if (endpoint.status !== 'FAILED') {
+            await this.setStatus(id, { desired: 'TERMINATED' }, { status: 'TERMINATED', phase: null, errorCode: endpoint.errorCode, cause: 'controller:terminated' });
+          }
+        }
+        return;
+      case 'SLEEPING':
+        if (replicas.length > 0 || endpoint.status === 'STOPPING') {
+          await this.stopReplicas(replicas, this.drainTimeoutMs);
+          await this.refreshCounts(id, 0, 'controller:sleep');
+          await this.setStatus(id, { desired: 'SLEEPING' }, { status: 'SLEEPING', phase: null, errorCode: endpoint.errorCode, cause: 'controller:slept' });
+        }
+        return;
+      case 'RUNNING': {
+        if (endpoint.status === 'FAILED') return;
+        const serving = replicas.filter((r) => r.state === 'READY');
+        const target = endpoint.current;
+        if (serving.length === 0) {
+          await this.startUp(endpoint);
+        } else if (serving.some((r) => r.versionIndex !== target.versionIndex) && target.rolloutState !== 'FAILED') {
+          await this.rollOut(endpoint, serving);
+        } else {
+          if (endpoint.status === 'UPDATING' || endpoint.status === 'READY' || endpoint.status === 'UNKNOWN') {
+            await this.setStatus(id, { desired: 'RUNNING' }, { status: 'RUNNING', phase: null, errorCode: endpoint.errorCode, cause: 'controller:serving' });
+          }
+          await this.autoscale(endpoint, serving);
+        }
+        replicas = [];
+        return;
+      }
+    }
+  }
+
+  /**
+   * Looks at the endpoint's replicas: dead ones are marked FAILED, and ones
+   * left STARTING or DRAINING by a process that died are stopped. An endpoint
+   * whose replicas keep dying is marked FAILED.
+   */
+  private async observe(endpoint: EndpointRecord): Promise<ReplicaRecord[] | 'failed'> {
+    const live: ReplicaRecord[] = [];
+    let died = 0;
+    for (const replica of await liveReplicas(this.sql, endpoint.id)) {
+      if (replica.node !== this.runtime.node) {
+        live.push(replica); // another machine's replica: its own gateway observes it
+        continue;
+      }
+      const abandoned = (replica.state === 'STARTING' && !this.starting.has(replica.id)) || replica.state === 'DRAINING';
+      if (abandoned) {
+        await this.runtime.stop(handleOf(replica), 0);
+        await markReplica(this.sql, replica.id, { state: 'STOPPED', lastError: 'abandoned by a gateway that stopped' });
+        continue;
+      }
+      if (replica.state === 'READY' && !this.runtime.isAlive(handleOf(replica))) {
+        const tail = await this.runtime.logTail(replica.id);
+        this.log(`replica ${replica.id} of ${endpoint.id} died; last output:\n${tail.slice(-2000)}`);
+        await markReplica(this.sql, replica.id, { state: 'FAILED', lastError: 'the engine process exited' });
+        died++;
+        continue;
+      }
+      live.push(replica);
+    }
+    if (died === 0) return live;
+
+    await this.refreshCounts(endpoint.id, endpoint.desiredReplicaCnt, 'controller:replica-died');
+    const since = new Date(Date.now() - this.crashLoop.windowMs);
+    if (endpoint.desiredState === 'RUNNING' && (await countFailedSince(this.sql, endpoint.id, since)) >= this.crashLoop.failures) {
+      await this.stopReplicas(live, 0);
+      await this.refreshCounts(endpoint.id, 0, 'controller:crash-loop');
+      await this.setStatus(
+        endpoint.id,
+        { desired: 'RUNNING' },
+        {
+          status: 'FAILED',
+          phase: null,
+          errorCode: 'INFERENCE_ENGINE_UNKNOWN_ERROR',
+          desiredState: 'TERMINATED',
+          cause: 'controller:crash-loop',
+          detail: { message: `the engine exited ${this.crashLoop.failures} times within ${Math.round(this.crashLoop.windowMs / 60_000)} minutes` },
+        },
+      );
+      return 'failed';
+    }
+    return live;
+  }
+
+  private async stopReplicas(replicas: ReplicaRecord[], drainMs: number): Promise<void> {
+    await Promise.all(replicas.map((r) => this.stopReplica(r, drainMs)));
+  }
+
+  /** Drains (no new requests are routed to a DRAINING replica; in-flight ones finish), then stops. */
+  private async stopReplica(replica: ReplicaRecord, drainMs: number): Promise<void> {
+    const handle = handleOf(replica);
+    if (drainMs > 0 && replica.state === 'READY') {
+      await markReplica(this.sql, replica.id, { state: 'DRAINING' });
+      const deadline = Date.now() + drainMs;
+      while (Date.now() < deadline && this.runtime.isAlive(handle)) {
+        const health = await this.runtime.health(handle, 1000);
+        if (!health || health.active + health.queued === 0) break;
+        await sleep(100);
+      }
+    }
+    await this.runtime.stop(handle, this.stopGraceMs);
+    await markReplica(this.sql, replica.id, { state: 'STOPPED' });
+  }
+
+  // ---------------------------------------------------------------- starting
+
+  /**
+   * Brings up the first replica: capacity, model, engine, warm-up. While the
+   * endpoint is INITIALIZING or AWAKING, each step is reported as its phase;
+   * a replacement for a RUNNING endpoint whose replicas died runs the same
+   * steps without changing the status.
+   */
+  private async startUp(endpoint: EndpointRecord): Promise<void> {
+    const id = endpoint.id;
+    const startingStatus = endpoint.status === 'INITIALIZING' || endpoint.status === 'AWAKING' ? endpoint.status : undefined;
+    const reportPhase = async (phase: EndpointPhase) => {
+      if (!startingStatus) return;
+      await this.setStatus(id, { desired: 'RUNNING', statuses: [startingStatus] }, { status: startingStatus, phase, errorCode: null, cause: `controller:${phase.toLowerCase()}` });
+    };
+    const desired = Math.max(endpoint.current.spec.autoscaling.minReplica, 1);
+    try {
+      const started = await this.startReplica(endpoint, endpoint.current, {
+        onNoCapacity: () => reportPhase('REQUESTING_VIRTUAL_MACHINE'),
+        onDownloadStart: () => reportPhase('DOWNLOADING_MODEL'),
+        onResolving: startingStatus === 'INITIALIZING' ? () => reportPhase('DOWNLOADING_MODEL') : undefined,
+        onEngineStart: () => reportPhase('ENGINE_INITIALIZING'),
+        onWarmup: startingStatus
+          ? () => this.setStatus(id, { desired: 'RUNNING', statuses: [startingStatus] }, { status: 'READY', phase: null, errorCode: null, cause: 'controller:warm-up' })
+          : undefined,
+      });
+      if (!started) return; // no capacity yet: the next pass tries again
+      await this.setStatus(id, { desired: 'RUNNING' }, { status: 'RUNNING', phase: null, errorCode: null, cause: 'controller:serving' });
+      await this.refreshCounts(id, desired, 'controller:started');
+    } catch (error) {
+      if (error instanceof StaleError) throw error;
+      const code = errorCodeOf(error);
+      this.log(`starting ${id} failed with ${code}`, error);
+      await this.refreshCounts(id, 0, 'controller:start-failed');
+      await this.setStatus(
+        id,
+        { desired: 'RUNNING' },
+        { status: 'FAILED', phase: null, errorCode: code, desiredState: 'TERMINATED', cause: 'controller:start-failed', detail: { message: safeMessage(error) } },
+      );
+    }
+  }
+
+  /**
+   * Starts one replica of `version` and marks it READY. Returns false when no
+   * capacity is free. On failure, the replica is stopped and marked FAILED,
+   * and the error is rethrown.
+   */
+  private async startReplica(
+    endpoint: EndpointRecord,
+    version: VersionRecord,
+    hooks: {
+      onNoCapacity?: () => Promise<void>;
+      onResolving?: (() => Promise<void>) | undefined;
+      onDownloadStart?: () => Promise<void>;
+      onEngineStart?: () => Promise<void>;
+      onWarmup?: (() => Promise<void>) | undefined;
+    } = {},
+  ): Promise<boolean> {
+    const spec = version.spec;
+    const option = findInstanceOption(spec.instanceId)!;
+    const replicaId = newId('rep');
+    const capacity = this.runtime.capacity()[option.gpuType] ?? 0;
+    const reserved = await this.guarded(
+      endpoint.id,
+      (e) => e.desiredState === 'RUNNING',
+      (tx) =>
+        reserveReplica(
+          tx,
+          { id: replicaId, endpointId: endpoint.id, versionIndex: version.versionIndex, runtime: this.runtime.name, node: this.runtime.node, gpuType: option.gpuType, numGpu: option.numGpu },
+          capacity,
+        ),
+    );
+    if (!reserved) {
+      await hooks.onNoCapacity?.();
+      return false;
+    }
+    this.starting.add(replicaId);
+    let handle: ReplicaHandle | undefined;
+    try {
+      await hooks.onResolving?.();
+      const model = await this.prepareModel(endpoint.id, version, hooks.onDownloadStart);
+      await hooks.onEngineStart?.();
+      handle = await this.runtime.start({
+        replicaId,
+        endpointId: endpoint.id,
+        modelPath: model.path,
+        modelRepo: spec.hfModelRepo,
+        modelRevision: model.resolved?.commitSha ?? spec.hfModelRepoRevision,
+        gpuType: option.gpuType,
+        numGpu: option.numGpu,
+        maxBatchSize: spec.advanced.maxBatchSize,
+        contextSize: spec.advanced.maxTokenCount,
+        maxInputLength: spec.advanced.maxInputLength,
+        addSpecialTokens: spec.advanced.tokenizerAddSpecialTokens,
+        skipSpecialTokens: spec.advanced.tokenizerSkipSpecialTokens,
+      });
+      await markReplica(this.sql, replicaId, { state: 'STARTING', address: handle.address, pid: handle.pid });
+      await hooks.onWarmup?.();
+      await this.warmUp(handle);
+      await markReplica(this.sql, replicaId, { state: 'READY' });
+      if (model.resolved) await setVersionRollout(this.sql, endpoint.id, version.versionIndex, { rolloutState: 'ROLLED_OUT', model: model.resolved });
+      return true;
+    } catch (error) {
+      if (handle) await this.runtime.stop(handle, 0);
+      await markReplica(this.sql, replicaId, { state: 'FAILED', lastError: safeMessage(error) });
+      throw error;
+    } finally {
+      this.starting.delete(replicaId);
+    }
+  }
+
+  /** The version's model file: from the cache when this version resolved it before, else from the hub. */
+  private async prepareModel(endpointId: string, version: VersionRecord, onDownloadStart?: () => Promise<void>): Promise<PreparedModel> {
+    let lastWrite = 0;
+    const hooks = {
+      ...(onDownloadStart ? { onDownloadStart } : {}),
+      onProgress: (progress: { bytesDone: number; bytesTotal: number }) => {
+        const now = Date.now();
+        if (now - lastWrite < 250 && progress.bytesDone < progress.bytesTotal) return;
+        lastWrite = now;
+        setProgress(this.sql, endpointId, progress).catch(() => {});
+      },
+    };
+    const known = version.model as ResolvedModel | null;
+    const model = known ? await this.models.ensure(known, hooks) : await this.models.prepare(version.spec, hooks);
+    if (this.options.builtInEngine) {
+      if (!model.path) {
+        throw new ModelSourceError('WORKLOAD_INIT_MANIFEST_TYPE_ERROR', 'the built-in engine runs GGUF models only; set ENGINE_COMMAND to use another engine');
+      }
+      await checkModelSettings(model.path, version.spec);
+    }
+    return model;
+  }
+
+  /** One short generation before traffic is admitted; a replica that cannot generate is not ready. */
+  private async warmUp(handle: ReplicaHandle): Promise<void> {
+    try {
+      const response = await fetch(`${handle.address}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1, temperature: 0 }),
+        signal: AbortSignal.timeout(120_000),
+      });
+      if (!response.ok) throw new WarmupError(`the warm-up generation failed with HTTP ${response.status}`);
+      await response.arrayBuffer();
+    } catch (error) {
+      if (error instanceof WarmupError) throw error;
+      throw new WarmupError('the warm-up generation did not complete');
+    }
+  }
+
+  // ---------------------------------------------------------------- rollout and scaling
+
+  /**
+   * Replaces the serving replicas one by one with replicas of the newest
+   * version: a new one starts and warms up before an old one drains. If a new
+   * replica fails, the old ones keep serving, the version is marked FAILED and
+   * the endpoint returns to RUNNING with the failure's code.
+   */
+  private async rollOut(endpoint: EndpointRecord, serving: ReplicaRecord[]): Promise<void> {
+    const id = endpoint.id;
+    const target = endpoint.current;
+    if (endpoint.status !== 'UPDATING') {
+      await this.setStatus(id, { desired: 'RUNNING' }, { status: 'UPDATING', phase: null, errorCode: null, cause: 'controller:rollout' });
+    }
+    for (const old of serving.filter((r) => r.versionIndex !== target.versionIndex)) {
+      try {
+        let started = await this.startReplica(endpoint, target);
+        if (!started) {
+          // No room for one more: retire the old replica first, then start in its place.
+          await this.stopReplica(old, this.drainTimeoutMs);
+          started = await this.startReplica(endpoint, target);
+          if (!started) return;
+        } else {
+          await this.stopReplica(old, this.drainTimeoutMs);
+        }
+        await this.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout');
+      } catch (error) {
+        if (error instanceof StaleError) throw error;
+        const code = errorCodeOf(error);
+        await setVersionRollout(this.sql, id, target.versionIndex, { rolloutState: 'FAILED' });
+        await this.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout-failed');
+        await this.setStatus(
+          id,
+          { desired: 'RUNNING' },
+          { status: 'RUNNING', phase: null, errorCode: code, cause: 'controller:rollout-failed', detail: { message: safeMessage(error), versionIndex: target.versionIndex } },
+        );
+        return;
+      }
+    }
+    await this.setStatus(id, { desired: 'RUNNING' }, { status: 'RUNNING', phase: null, errorCode: null, cause: 'controller:rolled-out' });
+  }
+
+  private async autoscale(endpoint: EndpointRecord, serving: ReplicaRecord[]): Promise<void> {
+    const id = endpoint.id;
+    const spec: EndpointSpec = endpoint.current.spec;
+    const healths = await Promise.all(serving.map((r) => this.runtime.health(handleOf(r), 1500)));
+    const load = healths.reduce((sum, h) => sum + (h ? h.active + h.queued : 0), 0);
+    const activity = [
+      endpoint.lastRequestAt?.getTime() ?? 0,
+      ...healths.map((h) => (h?.lastRequestAt ? Date.parse(h.lastRequestAt) : 0)),
+      ...serving.map((r) => r.readyAt?.getTime() ?? 0),
+    ];
+    const now = Date.now();
+    const decision = decideScale({
+      minReplica: spec.autoscaling.minReplica,
+      maxReplica: spec.autoscaling.maxReplica,
+      cooldownMs: spec.autoscaling.cooldownPeriod * 1000,
+      maxBatchSize: spec.advanced.maxBatchSize,
+      current: serving.length,
+      load,
+      lastActivityAt: Math.max(...activity),
+      lastScaleUpAt: this.lastScaleUp.get(id) ?? 0,
+      now,
+    });
+    if (decision.sleep) {
+      await this.setStatus(
+        id,
+        { desired: 'RUNNING', statuses: ['RUNNING'] },
+        { status: 'STOPPING', phase: null, errorCode: endpoint.errorCode, desiredState: 'SLEEPING', cause: 'controller:idle' },
+      );
+      return;
+    }
+    if (decision.replicas > serving.length) {
+      this.lastScaleUp.set(id, now);
+      await this.refreshCounts(id, decision.replicas, 'controller:scale-up');
+      const missing = decision.replicas - serving.length;
+      await Promise.all(Array.from({ length: missing }, () => this.startReplica(endpoint, endpoint.current).catch((error: unknown) => {
+        if (error instanceof StaleError) throw error;
+        this.log(`scaling ${id} up failed`, error);
+        return false;
+      })));
+      await this.refreshCounts(id, decision.replicas, 'controller:scale-up');
+    } else if (decision.replicas < serving.length) {
+      await this.refreshCounts(id, decision.replicas, 'controller:scale-down');
+      const newestFirst = [...serving].sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime());
+      await this.stopReplicas(newestFirst.slice(0, serving.length - decision.replicas), this.drainTimeoutMs);
+      await this.refreshCounts(id, decision.replicas, 'controller:scale-down');
+    } else {
+      await this.refreshCounts(id, decision.replicas, 'controller:steady');
+    }
+  }
+}

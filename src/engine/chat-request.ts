@@ -1,0 +1,205 @@
+/**
+ * Parsing and validation of an OpenAI chat-completions request body. Everything the engine uses is
+ * checked here, so the rest of the engine works on a typed, trusted value; fields the engine does
+ * not use (user, presence_penalty, ...) are accepted and ignored, like other OpenAI-compatible
+ * servers do, but features it cannot honour (n > 1, tools, logprobs, JSON mode) are refused
+ * instead of silently ignored.
+ */
+
+export type ChatRole = 'system' | 'user' | 'assistant';
+export type ChatMessage = { role: ChatRole; content: string };
+
+export type ChatRequest = {
+  messages: ChatMessage[];
+  stream: boolean;
+  includeUsage: boolean;
+  /** 0 = greedy. */
+  temperature: number;
+  topP: number;
+  /** Undefined: as many as fit in the context. */
+  maxTokens: number | undefined;
+  /** The field maxTokens came from, for error messages. */
+  maxTokensParam: 'max_tokens' | 'max_completion_tokens';
+  stop: string[];
+  seed: number | undefined;
+  chatTemplateKwargs: Record<string, unknown>;
+};
+
+export type RequestError = {
+  status: number;
+  message: string;
+  type: 'invalid_request_error' | 'server_error' | 'not_found_error';
+  param: string | null;
+  code: string | null;
+};
+
+export type ParseResult = { ok: true; request: ChatRequest } | { ok: false; error: RequestError };
+
+export const MAX_STOP_SEQUENCES = 4;
+const ROLES: ReadonlySet<string> = new Set<ChatRole>(['system', 'user', 'assistant']);
+
+export function invalidRequest(message: string, param: string | null, code: string | null = 'invalid_value'): RequestError {
+  return { status: 400, message, type: 'invalid_request_error', param, code };
+}
+
+class ValidationError extends Error {
+  constructor(readonly error: RequestError) {
+    super(error.message);
+  }
+}
+
+function fail(message: string, param: string | null, code: string = 'invalid_value'): never {
+  throw new ValidationError(invalidRequest(message, param, code));
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value != null && !Array.isArray(value);
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `${typeof value} ${JSON.stringify(value)}`;
+}
+
+function optionalNumber(body: Record<string, unknown>, name: string, min: number, max: number): number | undefined {
+  const value = body[name];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isFinite(value)) fail(`${name} must be a number (got ${describe(value)})`, name, 'invalid_type');
+  if (value < min || value > max) fail(`${name} must be between ${min} and ${max} (got ${value})`, name);
+  return value;
+}
+
+function optionalPositiveInteger(body: Record<string, unknown>, name: string): number | undefined {
+  const value = body[name];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value)) fail(`${name} must be an integer (got ${describe(value)})`, name, 'invalid_type');
+  if (value < 1) fail(`${name} must be at least 1 (got ${value})`, name);
+  return value;
+}
+
+function parseContent(value: unknown, param: string, role: ChatRole): string {
+  if (typeof value === 'string') return value;
+  // Assistant turns that only carried tool calls have null content in OpenAI transcripts.
+  if (value === null && role === 'assistant') return '';
+  if (Array.isArray(value)) {
+    return value
+      .map((part, j) => {
+        const partParam = `${param}[${j}]`;
+        if (!isPlainObject(part)) fail(`${partParam} must be an object like {"type": "text", "text": "..."} (got ${describe(part)})`, partParam, 'invalid_type');
+        if (part.type !== 'text') fail(`${partParam}.type must be "text": this model accepts text only (got ${describe(part.type)})`, `${partParam}.type`);
+        if (typeof part.text !== 'string') fail(`${partParam}.text must be a string (got ${describe(part.text)})`, `${partParam}.text`, 'invalid_type');
+        return part.text;
+      })
+      .join('');
+  }
+  return fail(`${param} must be a string or an array of text parts (got ${describe(value)})`, param, 'invalid_type');
+}
+
+function parseMessages(value: unknown): ChatMessage[] {
+  if (value === undefined || value === null) fail('messages is required', 'messages', 'missing_required_parameter');
+  if (!Array.isArray(value)) fail(`messages must be an array (got ${describe(value)})`, 'messages', 'invalid_type');
+  if (value.length === 0) fail('messages must contain at least one message', 'messages');
+  return value.map((message, i) => {
+    const param = `messages[${i}]`;
+    if (!isPlainObject(message)) fail(`${param} must be an object (got ${describe(message)})`, param, 'invalid_type');
+    const role = message.role;
+    if (typeof role !== 'string' || !ROLES.has(role)) {
+      fail(`${param}.role must be one of "system", "user", "assistant" (got ${describe(role)})`, `${param}.role`);
+    }
+    if (!('content' in message)) fail(`${param}.content is required`, `${param}.content`, 'missing_required_parameter');
+    const typedRole = role as ChatRole;
+    return { role: typedRole, content: parseContent(message.content, `${param}.content`, typedRole) };
+  });
+}
+
+function parseStop(value: unknown): string[] {
+  if (value === undefined || value === null) return [];
+  const list = typeof value === 'string' ? [value] : value;
+  if (!Array.isArray(list)) fail(`stop must be a string or an array of strings (got ${describe(value)})`, 'stop', 'invalid_type');
+  if (list.length > MAX_STOP_SEQUENCES) fail(`stop may contain at most ${MAX_STOP_SEQUENCES} sequences (got ${list.length})`, 'stop');
+  return list.map((item, i) => {
+    if (typeof item !== 'string') fail(`stop[${i}] must be a string (got ${describe(item)})`, 'stop', 'invalid_type');
+    if (item.length === 0) fail(`stop[${i}] must not be empty`, 'stop');
+    return item;
+  });
+}
+
+function refuseUnsupported(body: Record<string, unknown>): void {
+  const n = body.n;
+  if (n !== undefined && n !== null && n !== 1) fail(`n must be 1: this engine returns one choice per request (got ${describe(n)})`, 'n');
+  if (Array.isArray(body.tools) && body.tools.length > 0) fail('tools are not supported by this engine', 'tools');
+  if (body.logprobs === true) fail('logprobs are not supported by this engine', 'logprobs');
+  const format = body.response_format;
+  if (isPlainObject(format) && format.type !== undefined && format.type !== 'text') {
+    fail(`response_format.type must be "text": structured output is not supported by this engine (got ${describe(format.type)})`, 'response_format');
+  }
+}
+
+/** Validates a decoded JSON body. Never throws. */
+export function parseChatRequest(body: unknown): ParseResult {
+  try {
+    if (!isPlainObject(body)) fail(`The request body must be a JSON object (got ${describe(body)})`, null, 'invalid_type');
+    if (body.model !== undefined && body.model !== null && typeof body.model !== 'string') {
+      fail(`model must be a string (got ${describe(body.model)})`, 'model', 'invalid_type');
+    }
+    const messages = parseMessages(body.messages);
+
+    const stream = body.stream ?? false;
+    if (typeof stream !== 'boolean') fail(`stream must be a boolean (got ${describe(stream)})`, 'stream', 'invalid_type');
+    let includeUsage = false;
+    const streamOptions = body.stream_options;
+    if (streamOptions !== undefined && streamOptions !== null) {
+      if (!isPlainObject(streamOptions)) fail(`stream_options must be an object (got ${describe(streamOptions)})`, 'stream_options', 'invalid_type');
+      const flag = streamOptions.include_usage ?? false;
+      if (typeof flag !== 'boolean') fail(`stream_options.include_usage must be a boolean (got ${describe(flag)})`, 'stream_options.include_usage', 'invalid_type');
+      includeUsage = flag;
+    }
+
+    const temperature = optionalNumber(body, 'temperature', 0, 2) ?? 1;
+    const topP = optionalNumber(body, 'top_p', 0, 1) ?? 1;
+    const maxCompletionTokens = optionalPositiveInteger(body, 'max_completion_tokens');
+    const legacyMaxTokens = optionalPositiveInteger(body, 'max_tokens');
+    // max_completion_tokens is OpenAI's newer name; it wins when both are sent.
+    const maxTokensParam = maxCompletionTokens !== undefined ? 'max_completion_tokens' : 'max_tokens';
+    const maxTokens = maxCompletionTokens ?? legacyMaxTokens;
+
+    let seed: number | undefined;
+    if (body.seed !== undefined && body.seed !== null) {
+      if (typeof body.seed !== 'number' || !Number.isSafeInteger(body.seed)) fail(`seed must be an integer (got ${describe(body.seed)})`, 'seed', 'invalid_type');
+      seed = body.seed;
+    }
+
+    let chatTemplateKwargs: Record<string, unknown> = {};
+    const kwargs = body.chat_template_kwargs;
+    if (kwargs !== undefined && kwargs !== null) {
+      if (!isPlainObject(kwargs)) fail(`chat_template_kwargs must be an object (got ${describe(kwargs)})`, 'chat_template_kwargs', 'invalid_type');
+      if (kwargs.enable_thinking !== undefined && kwargs.enable_thinking !== null && typeof kwargs.enable_thinking !== 'boolean') {
+        fail(`chat_template_kwargs.enable_thinking must be a boolean (got ${describe(kwargs.enable_thinking)})`, 'chat_template_kwargs.enable_thinking', 'invalid_type');
+      }
+      chatTemplateKwargs = { ...kwargs };
+      // null means "not set" in JSON clients; to Jinja it would be a defined value.
+      if (kwargs.enable_thinking === null) delete chatTemplateKwargs.enable_thinking;
+    }
+
+    refuseUnsupported(body);
+    return {
+      ok: true,
+      request: {
+        messages,
+        stream,
+        includeUsage,
+        temperature,
+        topP,
+        maxTokens,
+        maxTokensParam,
+        stop: parseStop(body.stop),
+        seed,
+        chatTemplateKwargs,
+      },
+    };
+  } catch (error) {
+    if (error instanceof ValidationError) return { ok: false, error: error.error };
+    throw error;
+  }
+}

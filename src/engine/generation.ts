@@ -1,0 +1,113 @@
+/**
+ * One completion on one context sequence: evaluate the prompt, sample until EOS / a stop string /
+ * max tokens / cancellation, and turn tokens into content and reasoning segments as they come.
+ * Streaming and non-streaming responses both consume the same segments, so their text is equal.
+ */
+import { randomInt } from 'node:crypto';
+import type { LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
+import { ThinkSplitter, type Segment } from './reasoning.js';
+import { IncrementalDetokenizer, StopStringMatcher } from './text-stream.js';
+
+export type FinishReason = 'stop' | 'length';
+
+export type GenerationParams = {
+  promptTokens: Token[];
+  maxTokens: number;
+  temperature: number;
+  topP: number;
+  /** Undefined: a fresh random seed (node-llama-cpp would otherwise use the current second). */
+  seed: number | undefined;
+  stop: readonly string[];
+  /** Split `<think>` blocks into reasoning segments. */
+  reasoning: { enabled: boolean; startInReasoning: boolean };
+};
+
+export type OutputOptions = {
+  skipSpecialTokens: boolean;
+  /** Think-tag token ids: always rendered so the splitter sees them. */
+  thinkTagTokens: ReadonlySet<Token>;
+};
+
+export type GenerationHooks = {
+  /** Text of the answer or of the reasoning, in order, as soon as it is final. */
+  onSegment(segment: Segment): void;
+  /** Every sampled token (for load metrics). */
+  onToken?(): void;
+};
+
+export type GenerationResult = {
+  /** null: cancelled (client left or the server is stopping). */
+  finishReason: FinishReason | null;
+  completionTokens: number;
+};
+
+/** OpenAI seeds are any integer; llama.cpp takes an unsigned 32-bit one. */
+export function toSamplerSeed(seed: number | undefined): number {
+  if (seed === undefined) return randomInt(0, 2 ** 32 - 1);
+  const modulo = 2 ** 32;
+  return ((seed % modulo) + modulo) % modulo;
+}
+
+export async function generate(
+  sequence: LlamaContextSequence,
+  model: LlamaModel,
+  params: GenerationParams,
+  output: OutputOptions,
+  hooks: GenerationHooks,
+  signal: AbortSignal,
+): Promise<GenerationResult> {
+  // The sequence may hold the previous request's tokens.
+  await sequence.clearHistory();
+  if (signal.aborted) return { finishReason: null, completionTokens: 0 };
+
+  const detokenizer = new IncrementalDetokenizer(model, {
+    renderSpecialTokens: !output.skipSpecialTokens,
+    alwaysRender: params.reasoning.enabled ? output.thinkTagTokens : undefined,
+  });
+  const stopMatcher = new StopStringMatcher(params.stop);
+  const splitter = new ThinkSplitter(params.reasoning);
+  const emit = (segments: Segment[]) => segments.forEach((segment) => hooks.onSegment(segment));
+
+  const greedy = params.temperature === 0;
+  const tokens = sequence.evaluate(params.promptTokens, {
+    temperature: params.temperature,
+    // OpenAI sampling has no top-k: 0 means the whole vocabulary in node-llama-cpp.
+    topK: greedy ? undefined : 0,
+    topP: greedy ? undefined : params.topP,
+    minP: 0,
+    seed: toSamplerSeed(params.seed),
+    // Yield EOS/EOT so that it is counted as a generated token, like other servers do.
+    yieldEogToken: true,
+  });
+
+  let completionTokens = 0;
+  let end: 'eos' | 'stop-string' | 'length' = 'length';
+  for await (const token of tokens) {
+    if (signal.aborted) break;
+    completionTokens++;
+    hooks.onToken?.();
+    if (model.isEogToken(token)) {
+      end = 'eos';
+      break;
+    }
+    const piece = stopMatcher.push(detokenizer.push(token));
+    emit(splitter.push(piece.text));
+    if (piece.stopped) {
+      end = 'stop-string';
+      break;
+    }
+    if (completionTokens >= params.maxTokens) break;
+  }
+  if (signal.aborted) return { finishReason: null, completionTokens };
+
+  if (end !== 'stop-string') {
+    // Text held back for an incomplete character or a possible stop string is final now; a stop
+    // string can still complete with the last bytes. After a stop string nothing is returned.
+    const tail = stopMatcher.push(detokenizer.flush());
+    emit(splitter.push(tail.text));
+    if (tail.stopped) end = 'stop-string';
+    else emit(splitter.push(stopMatcher.flush()));
+  }
+  emit(splitter.flush());
+  return { finishReason: end === 'length' ? 'length' : 'stop', completionTokens };
+}

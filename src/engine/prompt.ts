@@ -1,0 +1,132 @@
+/**
+ * Renders chat messages into prompt tokens with the model's own Jinja chat template
+ * (`tokenizer.chat_template` in the GGUF).
+ *
+ * node-llama-cpp's JinjaTemplateChatWrapper does the rendering: it runs the template with
+ * @huggingface/jinja and takes `additionalRenderParameters`, which is where the request's
+ * `chat_template_kwargs` (and `add_generation_prompt`) go. It also keeps message text apart from
+ * template text while tokenizing, so a user typing "<|im_end|>" gets plain text, not a control
+ * token: only what the template itself writes is parsed for special tokens.
+ */
+import { JinjaTemplateChatWrapper, SpecialTokensText, type ChatHistoryItem, type LlamaModel, type Token } from 'node-llama-cpp';
+import type { ChatMessage } from './chat-request.js';
+import { endsInsideThinkBlock, THINK_CLOSE, THINK_OPEN } from './reasoning.js';
+
+export type RenderedPrompt = {
+  /** The rendered template (message text included), for logs and tests. */
+  text: string;
+  tokens: Token[];
+  /** The template left a `<think>` block open for the model to continue. */
+  opensThinkBlock: boolean;
+};
+
+export class ChatTemplateError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ChatTemplateError';
+  }
+}
+
+/** Distinct `chat_template_kwargs` seen recently; each needs its own wrapper instance. */
+const WRAPPER_CACHE_SIZE = 32;
+
+export type PromptRendererOptions = {
+  /** Prepend BOS when the model wants one and the template did not write it. */
+  addSpecialTokens: boolean;
+};
+
+export class ChatPromptRenderer {
+  readonly template: string;
+  /** The model knows think blocks (template or vocabulary): reasoning is split from content. */
+  readonly supportsThinking: boolean;
+  /** Token ids of `<think>` / `</think>` when they are single tokens. */
+  readonly thinkTagTokens: ReadonlySet<Token>;
+  private readonly wrappers = new Map<string, JinjaTemplateChatWrapper>();
+
+  constructor(
+    private readonly model: LlamaModel,
+    private readonly options: PromptRendererOptions,
+  ) {
+    const template = model.fileInfo.metadata.tokenizer?.chat_template;
+    if (typeof template !== 'string' || template.trim() === '') {
+      throw new ChatTemplateError('The model file has no chat template (tokenizer.chat_template), so it cannot serve chat completions.');
+    }
+    this.template = template;
+    const tagTokens = [THINK_OPEN, THINK_CLOSE].map((tag) => model.tokenize(tag, true));
+    this.thinkTagTokens = new Set(tagTokens.filter((tokens) => tokens.length === 1).map((tokens) => tokens[0]!));
+    this.supportsThinking = template.includes(THINK_OPEN) || this.thinkTagTokens.size === 2;
+    // Fail at start-up, not on the first request, when the template cannot be rendered at all.
+    this.wrapperFor({});
+  }
+
+  render(messages: readonly ChatMessage[], kwargs: Record<string, unknown>): RenderedPrompt {
+    const chatHistory: ChatHistoryItem[] = messages.map((message): ChatHistoryItem => {
+      if (message.role === 'system') return { type: 'system', text: message.content };
+      if (message.role === 'user') return { type: 'user', text: message.content };
+      return { type: 'model', response: [message.content] };
+    });
+    let contextText;
+    try {
+      ({ contextText } = this.wrapperFor(kwargs).generateContextState({ chatHistory }));
+    } catch (error) {
+      // Templates reject conversations with raise_exception (e.g. "roles must alternate").
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new ChatTemplateError(`The model's chat template cannot render these messages: ${reason}`, { cause: error });
+    }
+
+    let tokens = contextText.tokenize(this.model.tokenizer);
+    const bos = this.model.tokens.bos;
+    if (this.options.addSpecialTokens && bos != null && this.model.tokens.shouldPrependBosToken && tokens[0] !== bos) {
+      tokens = [bos, ...tokens];
+    }
+
+    // Only text the template wrote after the last message decides whether a think block is left
+    // open: a user quoting "<think>" must not switch the answer into reasoning.
+    let tail = '';
+    for (let i = contextText.values.length - 1; i >= 0; i--) {
+      const value = contextText.values[i];
+      if (typeof value === 'string') break;
+      if (value instanceof SpecialTokensText) tail = value.value + tail;
+    }
+    return {
+      text: contextText.toString(),
+      tokens,
+      opensThinkBlock: this.supportsThinking && endsInsideThinkBlock(tail),
+    };
+  }
+
+  private wrapperFor(kwargs: Record<string, unknown>): JinjaTemplateChatWrapper {
+    const key = JSON.stringify(kwargs);
+    const cached = this.wrappers.get(key);
+    if (cached != null) {
+      // Refresh its place in the LRU order.
+      this.wrappers.delete(key);
+      this.wrappers.set(key, cached);
+      return cached;
+    }
+    let wrapper: JinjaTemplateChatWrapper;
+    try {
+      wrapper = new JinjaTemplateChatWrapper({
+        template: this.template,
+        // null: the wrapper sets no enable_thinking of its own; the request's kwargs decide, and
+        // without them the template's default applies.
+        reasoning: null,
+        // The caller's variables first, then ours, so a request cannot turn off the generation prompt.
+        additionalRenderParameters: { ...kwargs, add_generation_prompt: true },
+        // Render the conversation as sent (no merging of consecutive messages of one role).
+        joinAdjacentMessagesOfTheSameType: false,
+        // No tool calling: skip extracting function-call syntax from the template.
+        functionCallMessageTemplate: 'noJinja',
+      });
+    } catch (error) {
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new ChatTemplateError(`The model's chat template cannot be rendered with these chat_template_kwargs: ${reason}`, { cause: error });
+    }
+    this.wrappers.set(key, wrapper);
+    if (this.wrappers.size > WRAPPER_CACHE_SIZE) {
+      const oldest = this.wrappers.keys().next().value;
+      if (oldest !== undefined) this.wrappers.delete(oldest);
+    }
+    return wrapper;
+  }
+}

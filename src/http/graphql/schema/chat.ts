@@ -1,0 +1,211 @@
+/**
+ * Chat completions over GraphQL: a `chatCompletion` subscription streams the
+ * same chunks as the REST route (over graphql-ws and SSE), and the
+ * `createChatCompletion` mutation returns the whole answer. Both go through
+ * the chat router, so routing, limits, waking and cancellation are the same.
+ */
+import { GraphQLError } from 'graphql';
+import type { OpenAIError } from '../../../router/openai-errors.js';
+import { collectBody, relayStream } from '../../../router/relay.js';
+import { builder } from '../builder.js';
+import { graphqlFieldName, resultUnion } from './errors.js';
+
+interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+interface Delta {
+  role?: string;
+  content?: string;
+  reasoning_content?: string;
+}
+
+interface Chunk {
+  id: string;
+  created: number;
+  model: string;
+  choices: { index: number; delta: Delta; finish_reason: string | null }[];
+  usage?: Usage | null;
+}
+
+interface Completion {
+  id: string;
+  created: number;
+  model: string;
+  choices: { index: number; message: { role: string; content: string; reasoning_content?: string }; finish_reason: string | null }[];
+  usage: Usage;
+}
+
+const ChatMessageInput = builder.inputType('ChatMessageInput', {
+  fields: (t) => ({
+    role: t.string({ required: true, description: 'system, user or assistant' }),
+    content: t.string({ required: true }),
+  }),
+});
+
+const ChatCompletionInput = builder.inputType('ChatCompletionInput', {
+  description: 'An OpenAI chat-completion request; `model` is the endpoint id.',
+  fields: (t) => ({
+    model: t.id({ required: true }),
+    messages: t.field({ type: [ChatMessageInput], required: true }),
+    temperature: t.float(),
+    topP: t.float(),
+    maxTokens: t.int(),
+    stop: t.stringList(),
+    seed: t.int(),
+    chatTemplateKwargs: t.field({ type: 'JSON', description: 'Passed to the chat template; `enable_thinking` toggles reasoning.' }),
+    includeUsage: t.boolean({ description: 'Streams a final chunk with the token usage. @default false' }),
+  }),
+});
+
+type Input = typeof ChatCompletionInput.$inferInput;
+
+/** The OpenAI body the router reads; GraphQL's camelCase names become the documented ones. */
+function toOpenAIBody(input: Input, stream: boolean): Record<string, unknown> {
+  const body: Record<string, unknown> = { model: String(input.model), messages: input.messages, stream };
+  if (input.temperature != null) body.temperature = input.temperature;
+  if (input.topP != null) body.top_p = input.topP;
+  if (input.maxTokens != null) body.max_tokens = input.maxTokens;
+  if (input.stop != null) body.stop = input.stop;
+  if (input.seed != null) body.seed = input.seed;
+  if (input.chatTemplateKwargs != null) body.chat_template_kwargs = input.chatTemplateKwargs;
+  if (stream && input.includeUsage) body.stream_options = { include_usage: true };
+  return body;
+}
+
+function chatError(error: OpenAIError): GraphQLError {
+  return new GraphQLError(error.message, {
+    extensions: {
+      code: error.code ?? error.type,
+      status: error.status,
+      ...(error.param ? { param: graphqlFieldName(error.param) } : {}),
+      ...(error.retryAfter !== undefined ? { retryAfter: error.retryAfter } : {}),
+    },
+  });
+}
+
+const UsageRef = builder.objectRef<Usage>('ChatUsage').implement({
+  fields: (t) => ({
+    promptTokens: t.int({ resolve: (u) => u.prompt_tokens }),
+    completionTokens: t.int({ resolve: (u) => u.completion_tokens }),
+    totalTokens: t.int({ resolve: (u) => u.total_tokens }),
+  }),
+});
+
+const DeltaRef = builder.objectRef<Delta>('ChatDelta').implement({
+  fields: (t) => ({
+    role: t.string({ nullable: true, resolve: (d) => d.role ?? null }),
+    content: t.string({ nullable: true, resolve: (d) => d.content ?? null }),
+    reasoningContent: t.string({ nullable: true, description: 'Text of the think block, when the model reasons.', resolve: (d) => d.reasoning_content ?? null }),
+  }),
+});
+
+const ChunkChoiceRef = builder.objectRef<Chunk['choices'][number]>('ChatChunkChoice').implement({
+  fields: (t) => ({
+    index: t.exposeInt('index'),
+    delta: t.field({ type: DeltaRef, resolve: (c) => c.delta }),
+    finishReason: t.string({ nullable: true, resolve: (c) => c.finish_reason }),
+  }),
+});
+
+const ChunkRef = builder.objectRef<Chunk>('ChatCompletionChunk').implement({
+  fields: (t) => ({
+    id: t.exposeString('id'),
+    created: t.exposeInt('created'),
+    model: t.exposeString('model'),
+    choices: t.field({ type: [ChunkChoiceRef], resolve: (c) => c.choices }),
+    usage: t.field({ type: UsageRef, nullable: true, resolve: (c) => c.usage ?? null }),
+  }),
+});
+
+const MessageRef = builder.objectRef<Completion['choices'][number]['message']>('ChatMessage').implement({
+  fields: (t) => ({
+    role: t.exposeString('role'),
+    content: t.exposeString('content'),
+    reasoningContent: t.string({ nullable: true, resolve: (m) => m.reasoning_content ?? null }),
+  }),
+});
+
+const ChoiceRef = builder.objectRef<Completion['choices'][number]>('ChatChoice').implement({
+  fields: (t) => ({
+    index: t.exposeInt('index'),
+    message: t.field({ type: MessageRef, resolve: (c) => c.message }),
+    finishReason: t.string({ nullable: true, resolve: (c) => c.finish_reason }),
+  }),
+});
+
+const CompletionRef = builder.objectRef<Completion>('ChatCompletion').implement({
+  fields: (t) => ({
+    id: t.exposeString('id'),
+    created: t.exposeInt('created'),
+    model: t.exposeString('model'),
+    choices: t.field({ type: [ChoiceRef], resolve: (c) => c.choices }),
+    usage: t.field({ type: UsageRef, resolve: (c) => c.usage }),
+  }),
+});
+
+const ChatCompletionError = builder.objectRef<OpenAIError & { type: string }>('ChatCompletionError').implement({
+  description: 'The request could not be served: the same error the REST route answers, with its HTTP status.',
+  fields: (t) => ({
+    message: t.exposeString('message'),
+    errorType: t.string({ resolve: (e) => e.type }),
+    code: t.string({ nullable: true, resolve: (e) => e.code }),
+    param: t.string({ nullable: true, resolve: (e) => (e.param ? graphqlFieldName(e.param) : null) }),
+    status: t.exposeInt('status'),
+    retryAfter: t.int({ nullable: true, description: 'Seconds to wait before retrying (429 and 503).', resolve: (e) => e.retryAfter ?? null }),
+  }),
+});
+
+const CreateChatCompletionSuccess = builder.objectRef<{ completion: Completion }>('CreateChatCompletionSuccess').implement({
+  fields: (t) => ({ completion: t.field({ type: CompletionRef, resolve: (p) => p.completion }) }),
+});
+
+const CreateChatCompletionResult = builder.unionType('CreateChatCompletionResult', {
+  types: [CreateChatCompletionSuccess, ChatCompletionError],
+  resolveType: (value) => ('completion' in value ? 'CreateChatCompletionSuccess' : 'ChatCompletionError'),
+});
+
+builder.mutationField('createChatCompletion', (t) =>
+  t.field({
+    type: CreateChatCompletionResult,
+    args: { input: t.arg({ type: ChatCompletionInput, required: true }) },
+    resolve: async (_, { input }, { principal, chat }) => {
+      const routed = await chat.route(principal, toOpenAIBody(input, false), new AbortController().signal);
+      if (routed.type === 'error') return routed.error;
+      const body = JSON.parse((await collectBody(routed.value)).toString('utf8')) as Completion | { error: Omit<OpenAIError, 'status'> };
+      if ('error' in body) return { ...body.error, status: routed.value.upstream.statusCode ?? 502 } as OpenAIError;
+      return { completion: body };
+    },
+  }),
+);
+
+
+
+builder.subscriptionField('chatCompletion', (t) =>
+  t.field({
+    type: ChunkRef,
+    description: 'Streams a chat completion chunk by chunk. Closing the subscription cancels the generation.',
+    args: { input: t.arg({ type: ChatCompletionInput, required: true }) },
+    subscribe: async function* (_, { input }, { principal, chat }) {
+      const cancel = new AbortController();
+      try {
+        const routed = await chat.route(principal, toOpenAIBody(input, true), cancel.signal);
+        if (routed.type === 'error') throw chatError(routed.error);
+        const { upstream } = routed.value;
+        if (upstream.statusCode !== 200) {
+          const body = JSON.parse((await collectBody(routed.value)).toString('utf8')) as { error: Omit<OpenAIError, 'status'> };
+          throw chatError({ ...body.error, status: upstream.statusCode ?? 502 } as OpenAIError);
+        }
+        for await (const data of relayStream(routed.value)) {
+          if (data === '[DONE]') return;
+          yield JSON.parse(data) as Chunk;
+        }
+      } finally {
+        cancel.abort();
+      }
+    },
+    resolve: (chunk) => chunk,
+  }),
+);

@@ -1,0 +1,79 @@
+/**
+ * POST /dedicated/v1/chat/completions: the OpenAI-compatible inference route.
+ * Authenticates like the management routes, routes through the chat router,
+ * and relays the answer as it arrives. Errors take the OpenAI shape, so that
+ * OpenAI client libraries raise their usual exceptions.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ChatRouter } from '../../router/chat-router.js';
+import { errorBody, openAIError, type OpenAIError } from '../../router/openai-errors.js';
+import { collectBody, relayStream } from '../../router/relay.js';
+import type { Services } from '../../services/index.js';
+import { authenticate } from '../../services/principal.js';
+import { teamHeaderOf } from './endpoint-routes.js';
+import { sendJson } from './responses.js';
+import { HttpError } from './responses.js';
+import { readJsonBody } from './router.js';
+
+export const CHAT_PATH = '/dedicated/v1/chat/completions';
+
+function sendOpenAIError(res: ServerResponse, error: OpenAIError): void {
+  if (res.headersSent || res.destroyed) return;
+  sendJson(res, error.status, errorBody(error), error.retryAfter !== undefined ? { 'retry-after': String(error.retryAfter) } : {});
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+export async function handleChatCompletion(
+  req: IncomingMessage,
+  res: ServerResponse,
+  services: Services,
+  router: ChatRouter,
+  log: (message: string, error?: unknown) => void,
+): Promise<void> {
+  // A client that disconnects cancels the request wherever it is: queued, or generating upstream.
+  const clientGone = new AbortController();
+  res.once('close', () => {
+    if (!res.writableFinished) clientGone.abort();
+  });
+  try {
+    if (req.method !== 'POST') return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${CHAT_PATH} accepts POST only`, 'method_not_allowed'));
+    const auth = await authenticate(services.db, header(req, 'authorization'), teamHeaderOf((n) => header(req, n)));
+    if (auth.type === 'error') {
+      const status = auth.error.type === 'FORBIDDEN' ? 403 : 401;
+      return sendOpenAIError(res, openAIError(status, status === 401 ? 'authentication_error' : 'permission_error', auth.error.message, status === 401 ? 'invalid_api_key' : 'forbidden'));
+    }
+    let body: unknown;
+    try {
+      body = await readJsonBody(req);
+    } catch (error) {
+      const message = error instanceof HttpError ? error.message : 'request body is not valid JSON';
+      return sendOpenAIError(res, openAIError(400, 'invalid_request_error', message, 'invalid_json'));
+    }
+    const routed = await router.route(auth.value, body, clientGone.signal);
+    if (routed.type === 'error') return sendOpenAIError(res, routed.error);
+
+    const { upstream, request } = routed.value;
+    if (!request.stream || upstream.statusCode !== 200) {
+      const payload = await collectBody(routed.value);
+      res.writeHead(upstream.statusCode ?? 502, { 'content-type': upstream.headers['content-type'] ?? 'application/json', 'content-length': payload.length });
+      res.end(payload);
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+    res.flushHeaders();
+    for await (const data of relayStream(routed.value)) {
+      if (res.destroyed) break;
+      res.write(`data: ${data}\n\n`);
+    }
+    res.end();
+  } catch (error) {
+    if (clientGone.signal.aborted) return;
+    log(`${CHAT_PATH} failed`, error);
+    if (!res.headersSent) sendOpenAIError(res, openAIError(500, 'server_error', 'internal error', 'internal_error'));
+    else res.destroy();
+  }
+}

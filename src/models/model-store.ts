@@ -1,0 +1,139 @@
+/**
+ * Prepares the model of an endpoint version for its replicas: resolves the
+ * hub repository at its revision, downloads the GGUF file into the cache (or
+ * finds it there), and checks the endpoint's settings against the model.
+ * What a version resolved to is remembered, so that a wake or a second
+ * replica finds the file in the cache without asking the hub again.
+ */
+import type { EndpointSpec } from '../domain/endpoint-spec.js';
+import { ModelSourceError } from './errors.js';
+import { GgufFormatError, readGgufHeader, trainedContextLength } from './gguf-header.js';
+import { resolveHubModel, type ResolvedHubModel } from './hf-hub.js';
+import type { DownloadProgress, ModelCache } from './model-cache.js';
+
+/** What a version's model resolved to; stored with the version. */
+export interface ResolvedModel {
+  source: 'hf';
+  repo: string;
+  commitSha: string;
+  file: string;
+  sha256: string | null;
+  size: number;
+}
+
+export interface PreparedModel {
+  resolved: ResolvedModel | null;
+  /** The local GGUF file; null when an external engine fetches the model itself. */
+  path: string | null;
+}
+
+export class SettingsError extends Error {}
+
+export interface ModelStoreOptions {
+  cache: ModelCache;
+  hubEndpoint?: string;
+  hubToken?: string;
+  quantPreference?: readonly string[];
+  /** With an engine command template, a repository without GGUF files is handed to the engine by id. */
+  allowExternalFormats: boolean;
+}
+
+export interface PrepareHooks {
+  /** Called once, before bytes are transferred (not at all when the file is cached). */
+  onDownloadStart?: () => Promise<void> | void;
+  onProgress?: (progress: DownloadProgress) => void;
+  signal?: AbortSignal;
+}
+
+function toResolvedHub(resolved: ResolvedModel): ResolvedHubModel {
+  return {
+    repo: resolved.repo,
+    revision: resolved.commitSha,
+    commitSha: resolved.commitSha,
+    file: { path: resolved.file, size: resolved.size, ...(resolved.sha256 ? { sha256: resolved.sha256 } : {}) },
+  };
+}
+
+export class ModelStore {
+  constructor(private readonly options: ModelStoreOptions) {}
+
+  /** The cached file of an earlier resolution, without touching the network. */
+  async cached(resolved: ResolvedModel | null): Promise<PreparedModel | undefined> {
+    if (!resolved?.sha256) return undefined;
+    const hit = await this.options.cache.lookup(resolved.sha256, resolved.size);
+    return hit ? { resolved, path: hit.path } : undefined;
+  }
+
+  async prepare(spec: EndpointSpec, hooks: PrepareHooks = {}): Promise<PreparedModel> {
+    const access = {
+      ...(this.options.hubEndpoint ? { endpoint: this.options.hubEndpoint } : {}),
+      ...(this.options.hubToken ? { token: this.options.hubToken } : {}),
+      ...(hooks.signal ? { signal: hooks.signal } : {}),
+    };
+    let hub: ResolvedHubModel;
+    try {
+      hub = await resolveHubModel({
+        ...access,
+        repo: spec.hfModelRepo,
+        ...(spec.hfModelRepoRevision ? { revision: spec.hfModelRepoRevision } : {}),
+        ...(this.options.quantPreference ? { quantPreference: this.options.quantPreference } : {}),
+      });
+    } catch (error) {
+      if (this.options.allowExternalFormats && error instanceof ModelSourceError && error.code === 'WORKLOAD_INIT_MANIFEST_TYPE_ERROR') {
+        return { resolved: null, path: null };
+      }
+      throw error;
+    }
+    const resolved: ResolvedModel = {
+      source: 'hf',
+      repo: hub.repo,
+      commitSha: hub.commitSha,
+      file: hub.file.path,
+      sha256: hub.file.sha256 ?? null,
+      size: hub.file.size,
+    };
+    const hit = await this.cached(resolved);
+    if (hit) return hit;
+    await hooks.onDownloadStart?.();
+    const file = await this.options.cache.ensureHubFile(hub, { ...access, ...(hooks.onProgress ? { onProgress: hooks.onProgress } : {}) });
+    return { resolved: { ...resolved, sha256: file.sha256 }, path: file.path };
+  }
+
+  /** Re-downloads nothing: the blob of a resolution made earlier, fetched if it left the cache. */
+  async ensure(resolved: ResolvedModel, hooks: PrepareHooks = {}): Promise<PreparedModel> {
+    const hit = await this.cached(resolved);
+    if (hit) return hit;
+    await hooks.onDownloadStart?.();
+    const file = await this.options.cache.ensureHubFile(toResolvedHub(resolved), {
+      ...(this.options.hubEndpoint ? { endpoint: this.options.hubEndpoint } : {}),
+      ...(this.options.hubToken ? { token: this.options.hubToken } : {}),
+      ...(hooks.onProgress ? { onProgress: hooks.onProgress } : {}),
+      ...(hooks.signal ? { signal: hooks.signal } : {}),
+    });
+    return { resolved, path: file.path };
+  }
+}
+
+/**
+ * Checks the endpoint's token limits against the model's trained context,
+ * and that the file is a GGUF the built-in engine can run.
+ */
+export async function checkModelSettings(path: string, spec: EndpointSpec): Promise<void> {
+  let context: number | undefined;
+  try {
+    context = trainedContextLength(await readGgufHeader(path));
+  } catch (error) {
+    if (error instanceof GgufFormatError) {
+      throw new ModelSourceError('WORKLOAD_INIT_MANIFEST_TYPE_ERROR', `the model file cannot be run by the built-in engine: ${error.message}`);
+    }
+    throw error;
+  }
+  if (context === undefined) return;
+  const { maxInputLength, maxTokenCount } = spec.advanced;
+  if (maxInputLength > context) {
+    throw new SettingsError(`max_input_length (${maxInputLength}) is larger than the model's context (${context} tokens)`);
+  }
+  if (maxTokenCount > context) {
+    throw new SettingsError(`max_token_count (${maxTokenCount}) is larger than the model's context (${context} tokens)`);
+  }
+}

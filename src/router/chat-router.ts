@@ -1,0 +1,254 @@
+/**
+ * How a chat request reaches a replica. The router checks the request, finds
+ * the endpoint (the caller's teams only), holds the request while the
+ * endpoint starts (waking a sleeping one), admits it in FIFO order within
+ * replicas x max_batch_size, picks the least-loaded ready replica, and opens
+ * the upstream request over a keep-alive connection. The surfaces (REST and
+ * GraphQL) then relay the answer as it streams.
+ */
+import http from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseChatRequest, type ChatRequest } from '../engine/chat-request.js';
+import type { EndpointStatus } from '../domain/lifecycle.js';
+import type { Services } from '../services/index.js';
+import type { Principal } from '../services/principal.js';
+import type { Sql } from '../storage/database.js';
+import type { EndpointRecord } from '../storage/endpoints-repository.js';
+import { readyReplicas, type ReplicaRecord } from '../storage/replicas-repository.js';
+import { EndpointGate, QueueTimeoutError } from './admission.js';
+import { openAIError, type OpenAIError } from './openai-errors.js';
+import type { RequestRecorder } from './request-recorder.js';
+
+export interface RouterOptions {
+  /** How long a request may wait for a sleeping or starting endpoint to serve. @default 120000 */
+  wakeTimeoutMs?: number;
+  /** How long a request may wait for a free slot. @default 30000 */
+  queueTimeoutMs?: number;
+  /** How long the list of ready replicas is reused. @default 500 */
+  replicaCacheMs?: number;
+}
+
+/** An admitted request with its upstream answer's head received. */
+export interface RoutedRequest {
+  endpoint: EndpointRecord;
+  replica: ReplicaRecord;
+  request: ChatRequest;
+  upstream: http.IncomingMessage;
+  /** When the gateway received the request. */
+  startedAt: number;
+  queuedMs: number;
+  /** Frees the slot and records the outcome; call exactly once, when the answer ended or was abandoned. */
+  finish(outcome: { promptTokens: number | null; completionTokens: number | null; ttftMs: number | null; finishReason: string | null; cancelled: boolean }): void;
+}
+
+export type RouteResult = { type: 'ok'; value: RoutedRequest } | { type: 'error'; error: OpenAIError };
+
+const UNAVAILABLE: readonly EndpointStatus[] = ['FAILED', 'TERMINATED', 'TERMINATING'];
+
+export class ChatRouter {
+  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
+  private readonly gates = new Map<string, EndpointGate>();
+  private readonly replicaCache = new Map<string, { at: number; replicas: ReplicaRecord[]; maxBatchSize: number }>();
+  /** Requests in flight per replica, through this process: the load the picker balances. */
+  private readonly inFlight = new Map<string, number>();
+  private readonly wakeTimeoutMs: number;
+  private readonly queueTimeoutMs: number;
+  private readonly replicaCacheMs: number;
+  private readonly refresher: NodeJS.Timeout;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly services: Services,
+    private readonly recorder: RequestRecorder,
+    options: RouterOptions = {},
+  ) {
+    this.wakeTimeoutMs = options.wakeTimeoutMs ?? 120_000;
+    this.queueTimeoutMs = options.queueTimeoutMs ?? 30_000;
+    this.replicaCacheMs = options.replicaCacheMs ?? 500;
+    // Requests waiting for a slot are admitted as soon as replicas are added.
+    this.refresher = setInterval(() => void this.refreshQueued(), this.replicaCacheMs);
+    this.refresher.unref();
+  }
+
+  close(): void {
+    clearInterval(this.refresher);
+    this.agent.destroy();
+  }
+
+  private async refreshQueued(): Promise<void> {
+    const waiting = [...this.gates.entries()].filter(([, gate]) => gate.queued > 0).map(([id]) => id);
+    if (waiting.length === 0) return;
+    const replicas = await readyReplicas(this.sql, waiting).catch(() => undefined);
+    if (!replicas) return;
+    for (const id of waiting) {
+      const entry = this.replicaCache.get(id);
+      if (entry) this.replicaCache.set(id, { ...entry, at: performance.now(), replicas: replicas.filter((r) => r.endpointId === id) });
+      this.gates.get(id)?.pump();
+    }
+  }
+
+  async route(principal: Principal, body: unknown, signal: AbortSignal): Promise<RouteResult> {
+    const startedAt = performance.now();
+    const parsed = parseChatRequest(body);
+    if (!parsed.ok) {
+      const e = parsed.error;
+      return fail(openAIError(e.status, e.type === 'not_found_error' ? 'not_found_error' : e.type, e.message, e.code, e.param));
+    }
+    const model = (body as { model?: unknown }).model;
+    if (typeof model !== 'string' || model === '') {
+      return fail(openAIError(400, 'invalid_request_error', 'model is required: pass the endpoint id', 'missing_required_parameter', 'model'));
+    }
+    const found = await this.services.endpoints.get(principal, model);
+    if (found.type === 'ok') this.recorder.seen(model);
+    if (found.type === 'error') {
+      return fail(openAIError(404, 'not_found_error', `The model '${model}' does not exist or you do not have access to it.`, 'model_not_found', 'model'));
+    }
+
+    const ready = await this.waitUntilServing(principal, found.value, signal);
+    if ('status' in ready) return fail(ready);
+    const { endpoint } = ready;
+
+    const gate = this.gateFor(endpoint.id);
+    let release: () => void;
+    const queueStart = performance.now();
+    try {
+      release = await gate.acquire(this.queueTimeoutMs, signal);
+    } catch (error) {
+      if (error instanceof QueueTimeoutError) {
+        return fail(openAIError(429, 'rate_limit_error', `endpoint '${endpoint.id}' is at capacity: the request waited ${Math.round(this.queueTimeoutMs / 1000)} s for a free slot`, 'queue_full', null, 1));
+      }
+      return fail(openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed'));
+    }
+    const queuedMs = performance.now() - queueStart;
+
+    // Try the least-loaded replica; a replica that refuses the connection (it just died) is skipped.
+    const tried = new Set<string>();
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const replica = this.pick(endpoint.id, tried);
+      if (!replica) break;
+      tried.add(replica.id);
+      this.inFlight.set(replica.id, (this.inFlight.get(replica.id) ?? 0) + 1);
+      try {
+        const upstream = await this.send(replica, parsed.request, body as Record<string, unknown>, signal);
+        const finish: RoutedRequest['finish'] = (outcome) => {
+          this.inFlight.set(replica.id, (this.inFlight.get(replica.id) ?? 1) - 1);
+          release();
+          this.recorder.record({
+            endpointId: endpoint.id,
+            replicaId: replica.id,
+            teamId: endpoint.teamId,
+            userId: principal.user.id,
+            stream: parsed.request.stream,
+            httpStatus: upstream.statusCode ?? 502,
+            durationMs: performance.now() - startedAt,
+            queuedMs,
+            startedAt: new Date(Date.now() - (performance.now() - startedAt)),
+            ...outcome,
+          });
+        };
+        return { type: 'ok', value: { endpoint, replica, request: parsed.request, upstream, startedAt, queuedMs, finish: once(finish) } };
+      } catch (error) {
+        this.inFlight.set(replica.id, (this.inFlight.get(replica.id) ?? 1) - 1);
+        if (signal.aborted) {
+          release();
+          return fail(openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed'));
+        }
+        this.replicaCache.delete(endpoint.id);
+      }
+    }
+    release();
+    return fail(openAIError(503, 'server_error', `no replica of endpoint '${endpoint.id}' answered; try again`, 'replica_unavailable', null, 2));
+  }
+
+  /**
+   * Holds the request until the endpoint has a ready replica: a sleeping one
+   * is woken, a starting one awaited. A failed or terminated endpoint is
+   * refused at once; past the wait, the answer is 503 with Retry-After.
+   */
+  private async waitUntilServing(principal: Principal, first: EndpointRecord, signal: AbortSignal): Promise<{ endpoint: EndpointRecord } | OpenAIError> {
+    const deadline = performance.now() + this.wakeTimeoutMs;
+    let endpoint = first;
+    for (let poll = 0; ; poll++) {
+      const replicas = await this.readyReplicasOf(endpoint, poll > 0);
+      if (replicas.length > 0) return { endpoint };
+      if (UNAVAILABLE.includes(endpoint.status)) {
+        const why = endpoint.errorCode ? ` (${endpoint.errorCode})` : '';
+        return openAIError(409, 'invalid_request_error', `endpoint '${endpoint.id}' is ${endpoint.status}${why} and serves no requests: restart it`, 'endpoint_not_running', 'model');
+      }
+      if (endpoint.status === 'SLEEPING') await this.services.endpoints.act(principal, endpoint.id, 'wake');
+      if (performance.now() > deadline) {
+        return openAIError(503, 'server_error', `endpoint '${endpoint.id}' is ${endpoint.status} and not serving yet; retry shortly`, 'endpoint_not_ready', null, 10);
+      }
+      try {
+        await sleep(Math.min(100 + poll * 50, 500), undefined, { signal });
+      } catch {
+        return openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed');
+      }
+      const refreshed = await this.services.endpoints.get(principal, endpoint.id);
+      if (refreshed.type === 'error') return openAIError(404, 'not_found_error', `The model '${endpoint.id}' does not exist or you do not have access to it.`, 'model_not_found', 'model');
+      endpoint = refreshed.value;
+    }
+  }
+
+  private async readyReplicasOf(endpoint: EndpointRecord, fresh: boolean): Promise<ReplicaRecord[]> {
+    const cached = this.replicaCache.get(endpoint.id);
+    if (!fresh && cached && performance.now() - cached.at < this.replicaCacheMs) return cached.replicas;
+    const replicas = await readyReplicas(this.sql, [endpoint.id]);
+    this.replicaCache.set(endpoint.id, { at: performance.now(), replicas, maxBatchSize: endpoint.current.spec.advanced.maxBatchSize });
+    this.gates.get(endpoint.id)?.pump();
+    return replicas;
+  }
+
+  private gateFor(endpointId: string): EndpointGate {
+    let gate = this.gates.get(endpointId);
+    if (!gate) {
+      gate = new EndpointGate(() => {
+        const entry = this.replicaCache.get(endpointId);
+        return entry ? entry.replicas.length * entry.maxBatchSize : 0;
+      });
+      this.gates.set(endpointId, gate);
+    }
+    return gate;
+  }
+
+  private pick(endpointId: string, skip: ReadonlySet<string>): ReplicaRecord | undefined {
+    const replicas = (this.replicaCache.get(endpointId)?.replicas ?? []).filter((r) => !skip.has(r.id));
+    let best: ReplicaRecord | undefined;
+    for (const replica of replicas) {
+      if (!best || (this.inFlight.get(replica.id) ?? 0) < (this.inFlight.get(best.id) ?? 0)) best = replica;
+    }
+    return best;
+  }
+
+  /** Opens the upstream request; resolves with the answer's head. The body streams on. */
+  private send(replica: ReplicaRecord, request: ChatRequest, body: Record<string, unknown>, signal: AbortSignal): Promise<http.IncomingMessage> {
+    // Usage is always asked for, to record token counts; the relay drops it if the client did not ask.
+    const upstreamBody = request.stream ? { ...body, stream_options: { ...(body.stream_options as object | undefined), include_usage: true } } : body;
+    const payload = JSON.stringify(upstreamBody);
+    return new Promise((resolve, reject) => {
+      const req = http.request(`${replica.address}/v1/chat/completions`, {
+        method: 'POST',
+        agent: this.agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+        signal,
+      });
+      req.once('response', resolve);
+      req.once('error', reject);
+      req.setNoDelay(true);
+      req.end(payload);
+    });
+  }
+}
+
+function fail(error: OpenAIError): RouteResult {
+  return { type: 'error', error };
+}
+
+function once<A extends unknown[]>(fn: (...args: A) => void): (...args: A) => void {
+  let called = false;
+  return (...args) => {
+    if (called) return;
+    called = true;
+    fn(...args);
+  };
+}

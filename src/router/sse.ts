@@ -1,0 +1,21 @@
+/** Splits a `text/event-stream` body into the `data:` payloads of its events, as they arrive. */
+import type { Readable } from 'node:stream';
+
+export async function* sseData(body: Readable): AsyncGenerator<string> {
+  let buffer = '';
+  body.setEncoding('utf8');
+  for await (const chunk of body as AsyncIterable<string>) {
+    buffer += chunk;
+    let end: number;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = event
+        .split('\n')
+        .filter((line) => line.startsWith('data:'))
+        .map((line) => line.slice(line[5] === ' ' ? 6 : 5))
+        .join('\n');
+      if (data) yield data;
+    }
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * The command that starts one replica's engine. The built-in engine is our
+ * node-llama-cpp server; ENGINE_COMMAND replaces it with any OpenAI-compatible
+ * server, e.g. `vllm serve {model} --port {port} --tensor-parallel-size {numGpu}`
+ * or `llama-server -m {model} --port {port} -np {maxBatchSize}`.
+ */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ReplicaLaunch } from './runtime.js';
+
+export const PLACEHOLDERS = ['model', 'port', 'numGpu', 'maxBatchSize', 'contextSize', 'modelRepo', 'revision'] as const;
+
+const ENGINE_MAIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../engine/main.ts');
+
+export class EngineCommandError extends Error {}
+
+/** Splits a command line into words, honouring single and double quotes (no other shell syntax). */
+export function splitWords(command: string): string[] {
+  const words: string[] = [];
+  let current = '';
+  let quote: '"' | "'" | null = null;
+  let started = false;
+  for (const ch of command) {
+    if (quote) {
+      if (ch === quote) quote = null;
+      else current += ch;
+    } else if (ch === '"' || ch === "'") {
+      quote = ch;
+      started = true;
+    } else if (/\s/.test(ch)) {
+      if (started) words.push(current);
+      current = '';
+      started = false;
+    } else {
+      current += ch;
+      started = true;
+    }
+  }
+  if (quote) throw new EngineCommandError(`ENGINE_COMMAND has an unclosed ${quote} quote`);
+  if (started) words.push(current);
+  return words;
+}
+
+/** Checks a template once at start-up: known placeholders only, and {port} present. */
+export function validateTemplate(template: string): void {
+  const words = splitWords(template);
+  if (words.length === 0) throw new EngineCommandError('ENGINE_COMMAND is empty');
+  for (const [, name] of template.matchAll(/\{(\w+)\}/g)) {
+    if (!(PLACEHOLDERS as readonly string[]).includes(name!)) {
+      throw new EngineCommandError(`ENGINE_COMMAND has an unknown placeholder {${name}}; known: ${PLACEHOLDERS.map((p) => `{${p}}`).join(' ')}`);
+    }
+  }
+  if (!template.includes('{port}')) throw new EngineCommandError('ENGINE_COMMAND must contain {port}: the gateway picks the port');
+}
+
+export interface EngineCommand {
+  file: string;
+  args: string[];
+}
+
+export function engineCommand(launch: ReplicaLaunch, port: number, options: { template?: string; threads?: number; cpuOnly: boolean }): EngineCommand {
+  if (options.template) {
+    const values: Record<(typeof PLACEHOLDERS)[number], string> = {
+      model: launch.modelPath ?? launch.modelRepo,
+      port: String(port),
+      numGpu: String(launch.numGpu),
+      maxBatchSize: String(launch.maxBatchSize),
+      contextSize: String(launch.contextSize),
+      modelRepo: launch.modelRepo,
+      revision: launch.modelRevision ?? 'main',
+    };
+    const [file, ...args] = splitWords(options.template).map((word) =>
+      word.replace(/\{(\w+)\}/g, (_, name: string) => values[name as keyof typeof values] ?? `{${name}}`),
+    );
+    return { file: file!, args };
+  }
+  if (!launch.modelPath) throw new EngineCommandError('the built-in engine needs a local GGUF file');
+  return {
+    file: process.execPath,
+    args: [
+      '--import',
+      'tsx',
+      ENGINE_MAIN,
+      '--model',
+      launch.modelPath,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--max-batch-size',
+      String(launch.maxBatchSize),
+      '--context-size',
+      String(launch.contextSize),
+      '--max-input-length',
+      String(launch.maxInputLength),
+      '--model-name',
+      launch.endpointId,
+      ...(launch.addSpecialTokens ? ['--add-special-tokens'] : []),
+      ...(launch.skipSpecialTokens ? [] : ['--no-skip-special-tokens']),
+      ...(options.threads ? ['--threads', String(options.threads)] : []),
+      ...(options.cpuOnly ? ['--cpu'] : []),
+    ],
+  };
+}

@@ -1,0 +1,224 @@
+/**
+ * The default runtime: each replica is a child process on this machine,
+ * running the built-in engine (or ENGINE_COMMAND) on a free loopback port.
+ * Replicas are started detached, with their output in a log file, so that
+ * they outlive a gateway restart and the next gateway can adopt them; a
+ * small state file per replica lets it find (and reap) them.
+ */
+import { spawn } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { mkdir, readdir, readFile, rm, writeFile, open } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { GpuType } from '../domain/instance-catalog.js';
+import { ENDPOINT_ERROR_CODES, type EndpointErrorCode } from '../domain/lifecycle.js';
+import { freePort } from '../storage/embedded-postgres.js';
+import { engineCommand } from './engine-command.js';
+import type { Inventory } from './gpu-inventory.js';
+import { ReplicaStartError, type EngineHealth, type ReplicaHandle, type ReplicaLaunch, type Runtime } from './runtime.js';
+
+export interface LocalRuntimeOptions {
+  /** Directory for replica state files and logs. */
+  dir: string;
+  inventory: Inventory;
+  /** Run the built-in engine on CPU only (no GPU was detected). */
+  cpuOnly: boolean;
+  /** ENGINE_COMMAND, when set. */
+  engineTemplate?: string;
+  threads?: number;
+  /** How long a starting engine may take to answer its health check. @default 300000 */
+  startTimeoutMs?: number;
+  /** Extra environment for engine processes. */
+  env?: Record<string, string>;
+}
+
+interface StateFile {
+  replicaId: string;
+  endpointId: string;
+  pid: number;
+  address: string;
+}
+
+const ENGINE_ERROR_LINE = /^ENGINE_ERROR (\{.*\})$/m;
+
+/**
+ * Whether `pid` is alive and still the replica's engine: a pid may be reused
+ * by an unrelated process after the engine died, so on Linux the process must
+ * also carry the replica's REPLICA_ID in its environment.
+ */
+function replicaProcessAlive(pid: number, replicaId: string): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(`REPLICA_ID=${replicaId}`);
+  } catch {
+    return process.platform !== 'linux';
+  }
+}
+
+/** Signals the replica's whole process group (it leads one: it was spawned detached). */
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, sig);
+  } catch {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+export class LocalRuntime implements Runtime {
+  readonly name = 'local';
+  readonly node = os.hostname();
+  private readonly exited = new Map<number, number | null>();
+
+  constructor(private readonly options: LocalRuntimeOptions) {}
+
+  capacity(): Partial<Record<GpuType, number>> {
+    return this.options.inventory;
+  }
+
+  private statePath(replicaId: string): string {
+    return path.join(this.options.dir, `${replicaId}.json`);
+  }
+
+  private logPath(replicaId: string): string {
+    return path.join(this.options.dir, `${replicaId}.log`);
+  }
+
+  async start(launch: ReplicaLaunch, abort?: AbortSignal): Promise<ReplicaHandle> {
+    await mkdir(this.options.dir, { recursive: true });
+    const port = await freePort();
+    const command = engineCommand(launch, port, {
+      ...(this.options.engineTemplate ? { template: this.options.engineTemplate } : {}),
+      ...(this.options.threads ? { threads: this.options.threads } : {}),
+      cpuOnly: this.options.cpuOnly,
+    });
+    const log = openSync(this.logPath(launch.replicaId), 'a');
+    const child = spawn(command.file, command.args, {
+      detached: true,
+      stdio: ['ignore', log, log],
+      env: { ...process.env, ...this.options.env, REPLICA_ID: launch.replicaId },
+    });
+    closeSync(log);
+    const pid = await new Promise<number>((resolve, reject) => {
+      child.once('spawn', () => resolve(child.pid!));
+      child.once('error', (error) => reject(new ReplicaStartError('INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', `the engine command could not start: ${error.message}`)));
+    });
+    child.once('exit', (code) => this.exited.set(pid, code));
+    child.unref();
+    const handle: ReplicaHandle = { replicaId: launch.replicaId, address: `http://127.0.0.1:${port}`, pid, node: this.node };
+    const state: StateFile = { replicaId: launch.replicaId, endpointId: launch.endpointId, pid, address: handle.address };
+    await writeFile(this.statePath(launch.replicaId), JSON.stringify(state));
+    try {
+      await this.waitHealthy(handle, abort);
+      return handle;
+    } catch (error) {
+      await this.stop(handle, 0);
+      throw error;
+    }
+  }
+
+  private async waitHealthy(handle: ReplicaHandle, abort?: AbortSignal): Promise<void> {
+    const deadline = Date.now() + (this.options.startTimeoutMs ?? 300_000);
+    while (Date.now() < deadline) {
+      if (abort?.aborted) throw new ReplicaStartError('WORKLOAD_INIT_UNKNOWN_ERROR', 'the start was cancelled');
+      if (!this.isAlive(handle)) throw await this.startFailure(handle);
+      const health = await this.health(handle, 1000);
+      if (health?.status === 'ok') return;
+      await sleep(150);
+    }
+    throw new ReplicaStartError('WORKLOAD_INIT_GRPC_ERROR', `the engine did not answer its health check within ${Math.round((this.options.startTimeoutMs ?? 300_000) / 1000)} s`);
+  }
+
+  /** Why a starting engine exited: its ENGINE_ERROR line when it wrote one. */
+  private async startFailure(handle: ReplicaHandle): Promise<ReplicaStartError> {
+    // The exit event can trail the process's death by a moment; the log is complete by then.
+    await sleep(50);
+    const tail = await this.logTail(handle.replicaId);
+    const match = ENGINE_ERROR_LINE.exec(tail);
+    if (match) {
+      try {
+        const reported = JSON.parse(match[1]!) as { code?: string; message?: string };
+        const code = ENDPOINT_ERROR_CODES.includes(reported.code as EndpointErrorCode) ? (reported.code as EndpointErrorCode) : 'INFERENCE_ENGINE_UNKNOWN_ERROR';
+        return new ReplicaStartError(code, reported.message ?? 'the engine failed to load the model');
+      } catch {
+        // fall through: an unreadable line is treated like no line
+      }
+    }
+    const code = this.exited.get(handle.pid);
+    return new ReplicaStartError('WORKLOAD_INIT_GRPC_ERROR', `the engine exited before answering its health check (exit code ${code ?? 'unknown'})`);
+  }
+
+  async stop(handle: ReplicaHandle, graceMs: number): Promise<void> {
+    if (this.isAlive(handle)) {
+      signal(handle.pid, 'SIGTERM');
+      const deadline = Date.now() + graceMs;
+      while (this.isAlive(handle) && Date.now() < deadline) await sleep(50);
+      if (this.isAlive(handle)) signal(handle.pid, 'SIGKILL');
+      while (this.isAlive(handle)) await sleep(20);
+    }
+    await rm(this.statePath(handle.replicaId), { force: true });
+  }
+
+  isAlive(handle: ReplicaHandle): boolean {
+    if (handle.node !== this.node) return false;
+    if (this.exited.has(handle.pid)) return false;
+    return replicaProcessAlive(handle.pid, handle.replicaId);
+  }
+
+  async health(handle: ReplicaHandle, timeoutMs = 2000): Promise<EngineHealth | undefined> {
+    try {
+      const response = await fetch(`${handle.address}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+      if (!response.ok) return undefined;
+      return (await response.json()) as EngineHealth;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async logTail(replicaId: string): Promise<string> {
+    try {
+      const file = await open(this.logPath(replicaId), 'r');
+      try {
+        const { size } = await file.stat();
+        const length = Math.min(size, 8192);
+        const buffer = Buffer.alloc(length);
+        await file.read(buffer, 0, length, size - length);
+        return buffer.toString('utf8');
+      } finally {
+        await file.close();
+      }
+    } catch {
+      return '';
+    }
+  }
+
+  async reapOrphans(keep: ReadonlySet<string>): Promise<string[]> {
+    let names: string[];
+    try {
+      names = await readdir(this.options.dir);
+    } catch {
+      return [];
+    }
+    const reaped: string[] = [];
+    for (const name of names.filter((n) => n.endsWith('.json'))) {
+      let state: StateFile;
+      try {
+        state = JSON.parse(await readFile(path.join(this.options.dir, name), 'utf8')) as StateFile;
+      } catch {
+        continue;
+      }
+      if (keep.has(state.replicaId)) continue;
+      await this.stop({ replicaId: state.replicaId, address: state.address, pid: state.pid, node: this.node }, 2000);
+      reaped.push(state.replicaId);
+    }
+    return reaped;
+  }
+}

@@ -1,0 +1,79 @@
+/**
+ * The one way an endpoint's status changes: the new status, phase and error
+ * code are written together with a STATUS_CHANGED event, in the caller's
+ * transaction. The API actions and the controller both come through here.
+ */
+import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
+import type { Queryable } from '../storage/database.js';
+import {
+  insertEvent,
+  setReplicaCounts,
+  updateEndpointState,
+  type EndpointRecord,
+  type ReplicaCounts,
+} from '../storage/endpoints-repository.js';
+
+export interface StatusChange {
+  status: EndpointStatus;
+  phase: EndpointPhase | null;
+  errorCode: EndpointErrorCode | null;
+  desiredState?: DesiredState;
+  currentVersion?: number;
+  /** `api:<action>` or `controller:<step>`. */
+  cause: string;
+  actorId: string | null;
+  detail?: Record<string, unknown>;
+}
+
+/** Writes the change; appends an event when status, phase or error code changed. Returns whether it did. */
+export async function writeStatus(db: Queryable, endpoint: EndpointRecord, change: StatusChange): Promise<boolean> {
+  await updateEndpointState(db, endpoint.id, {
+    status: change.status,
+    phase: change.phase,
+    errorCode: change.errorCode,
+    desiredState: change.desiredState ?? endpoint.desiredState,
+    ...(change.currentVersion !== undefined ? { currentVersion: change.currentVersion } : {}),
+  });
+  const changed = change.status !== endpoint.status || change.phase !== endpoint.phase || change.errorCode !== endpoint.errorCode;
+  if (changed) {
+    await insertEvent(db, {
+      endpointId: endpoint.id,
+      projectId: endpoint.projectId,
+      teamId: endpoint.teamId,
+      type: 'STATUS_CHANGED',
+      status: change.status,
+      phase: change.phase,
+      errorCode: change.errorCode,
+      versionIndex: change.currentVersion ?? null,
+      cause: change.cause,
+      actorId: change.actorId,
+      detail: change.detail ?? null,
+    });
+  }
+  return changed;
+}
+
+/** Writes the replica counts; appends a REPLICAS_CHANGED event when they changed. */
+export async function writeReplicaCounts(db: Queryable, endpoint: EndpointRecord, counts: ReplicaCounts, cause: string): Promise<void> {
+  if (
+    counts.currReplicaCnt === endpoint.currReplicaCnt &&
+    counts.desiredReplicaCnt === endpoint.desiredReplicaCnt &&
+    counts.updatedReplicaCnt === endpoint.updatedReplicaCnt
+  ) {
+    return;
+  }
+  await setReplicaCounts(db, endpoint.id, counts);
+  await insertEvent(db, {
+    endpointId: endpoint.id,
+    projectId: endpoint.projectId,
+    teamId: endpoint.teamId,
+    type: 'REPLICAS_CHANGED',
+    status: null,
+    phase: null,
+    errorCode: null,
+    versionIndex: null,
+    cause,
+    actorId: null,
+    detail: { ...counts },
+  });
+}

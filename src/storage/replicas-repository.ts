@@ -1,0 +1,158 @@
+/** SQL for replicas, the controller's leases on endpoints, and capacity reservation. */
+import type { GpuType } from '../domain/instance-catalog.js';
+import type { Queryable } from './database.js';
+
+export type ReplicaState = 'STARTING' | 'READY' | 'DRAINING' | 'STOPPED' | 'FAILED';
+
+export const LIVE_REPLICA_STATES: readonly ReplicaState[] = ['STARTING', 'READY', 'DRAINING'];
+
+export interface ReplicaRecord {
+  id: string;
+  endpointId: string;
+  versionIndex: number;
+  runtime: string;
+  node: string;
+  gpuType: GpuType;
+  numGpu: number;
+  state: ReplicaState;
+  address: string | null;
+  pid: number | null;
+  lastError: string | null;
+  createdAt: Date;
+  readyAt: Date | null;
+}
+
+interface ReplicaRow {
+  id: string;
+  endpoint_id: string;
+  version_index: number;
+  runtime: string;
+  node: string;
+  gpu_type: GpuType;
+  num_gpu: number;
+  state: ReplicaState;
+  address: string | null;
+  pid: number | null;
+  last_error: string | null;
+  created_at: Date;
+  ready_at: Date | null;
+}
+
+const COLUMNS = 'id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state, address, pid, last_error, created_at, ready_at';
+
+const toReplica = (r: ReplicaRow): ReplicaRecord => ({
+  id: r.id,
+  endpointId: r.endpoint_id,
+  versionIndex: r.version_index,
+  runtime: r.runtime,
+  node: r.node,
+  gpuType: r.gpu_type,
+  numGpu: r.num_gpu,
+  state: r.state,
+  address: r.address,
+  pid: r.pid,
+  lastError: r.last_error,
+  createdAt: r.created_at,
+  readyAt: r.ready_at,
+});
+
+export async function liveReplicas(db: Queryable, endpointId: string): Promise<ReplicaRecord[]> {
+  const rows = await db<ReplicaRow[]>`
+    SELECT ${db.unsafe(COLUMNS)} FROM replicas
+    WHERE endpoint_id = ${endpointId} AND state IN ('STARTING', 'READY', 'DRAINING') ORDER BY created_at, id`;
+  return rows.map(toReplica);
+}
+
+/** Ready replicas of many endpoints, for the router. */
+export async function readyReplicas(db: Queryable, endpointIds: readonly string[]): Promise<ReplicaRecord[]> {
+  const rows = await db<ReplicaRow[]>`
+    SELECT ${db.unsafe(COLUMNS)} FROM replicas
+    WHERE endpoint_id = ANY(${endpointIds as string[]}) AND state = 'READY' ORDER BY created_at, id`;
+  return rows.map(toReplica);
+}
+
+export async function liveReplicaIdsOnNode(db: Queryable, node: string): Promise<string[]> {
+  const rows = await db<{ id: string }[]>`
+    SELECT id FROM replicas WHERE node = ${node} AND state IN ('STARTING', 'READY', 'DRAINING')`;
+  return rows.map((r) => r.id);
+}
+
+/** Failed replicas of an endpoint created since a moment: the crash-loop count. */
+export async function countFailedSince(db: Queryable, endpointId: string, since: Date): Promise<number> {
+  const [row] = await db<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM replicas WHERE endpoint_id = ${endpointId} AND state = 'FAILED' AND created_at >= ${since}`;
+  return row!.n;
+}
+
+/**
+ * Reserves capacity for a new replica: inserts it STARTING when this node has
+ * enough free GPUs of the kind. A per-node, per-kind transaction lock makes
+ * the check and the insert atomic across gateway processes.
+ */
+export async function reserveReplica(
+  db: Queryable,
+  replica: { id: string; endpointId: string; versionIndex: number; runtime: string; node: string; gpuType: GpuType; numGpu: number },
+  capacity: number,
+): Promise<boolean> {
+  await db`SELECT pg_advisory_xact_lock(hashtext(${`capacity:${replica.node}:${replica.gpuType}`}))`;
+  const [used] = await db<{ n: number }[]>`
+    SELECT coalesce(sum(num_gpu), 0)::int AS n FROM replicas
+    WHERE node = ${replica.node} AND gpu_type = ${replica.gpuType} AND state IN ('STARTING', 'READY', 'DRAINING')`;
+  if (used!.n + replica.numGpu > capacity) return false;
+  await db`
+    INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state)
+    VALUES (${replica.id}, ${replica.endpointId}, ${replica.versionIndex}, ${replica.runtime}, ${replica.node},
+            ${replica.gpuType}, ${replica.numGpu}, 'STARTING')`;
+  return true;
+}
+
+export async function markReplica(
+  db: Queryable,
+  id: string,
+  change: { state: ReplicaState; address?: string; pid?: number; lastError?: string },
+): Promise<void> {
+  await db`
+    UPDATE replicas SET
+      state = ${change.state},
+      address = coalesce(${change.address ?? null}, address),
+      pid = coalesce(${change.pid ?? null}::int, pid),
+      last_error = coalesce(${change.lastError ?? null}, last_error),
+      ready_at = CASE WHEN ${change.state} = 'READY' THEN now() ELSE ready_at END,
+      stopped_at = CASE WHEN ${change.state} IN ('STOPPED', 'FAILED') THEN now() ELSE stopped_at END
+    WHERE id = ${id}`;
+}
+
+/** Takes or renews the lease on an endpoint; true when this owner holds it afterwards. */
+export async function acquireLease(db: Queryable, endpointId: string, owner: string, ttlMs: number): Promise<boolean> {
+  const rows = await db`
+    INSERT INTO endpoint_leases (endpoint_id, owner, expires_at)
+    VALUES (${endpointId}, ${owner}, now() + ${ttlMs} * interval '1 millisecond')
+    ON CONFLICT (endpoint_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+      WHERE endpoint_leases.owner = excluded.owner OR endpoint_leases.expires_at < now()
+    RETURNING 1`;
+  return rows.length > 0;
+}
+
+export async function renewLeases(db: Queryable, owner: string, ttlMs: number): Promise<Set<string>> {
+  const rows = await db<{ endpoint_id: string }[]>`
+    UPDATE endpoint_leases SET expires_at = now() + ${ttlMs} * interval '1 millisecond'
+    WHERE owner = ${owner} RETURNING endpoint_id`;
+  return new Set(rows.map((r) => r.endpoint_id));
+}
+
+export async function releaseLeases(db: Queryable, owner: string): Promise<void> {
+  await db`DELETE FROM endpoint_leases WHERE owner = ${owner}`;
+}
+
+/** Whether `owner` still holds the lease; taken with a row lock inside a write transaction. */
+export async function holdsLease(db: Queryable, endpointId: string, owner: string): Promise<boolean> {
+  const rows = await db`
+    SELECT 1 FROM endpoint_leases WHERE endpoint_id = ${endpointId} AND owner = ${owner} AND expires_at > now() FOR SHARE`;
+  return rows.length > 0;
+}
+
+/** Endpoints the controller still has to look after: all but deleted ones already cleaned up. */
+export async function endpointsToReconcile(db: Queryable): Promise<string[]> {
+  const rows = await db<{ id: string }[]>`SELECT id FROM endpoints WHERE cleaned_at IS NULL ORDER BY seq`;
+  return rows.map((r) => r.id);
+}

@@ -1,0 +1,29 @@
+import { describe, expect, test } from 'vitest';
+import { decideScale, type ScaleInput } from '../../src/controller/autoscaler.js';
+
+const base: ScaleInput = { minReplica: 1, maxReplica: 4, cooldownMs: 10_000, maxBatchSize: 4, current: 1, load: 0, lastActivityAt: 0, lastScaleUpAt: 0, now: 5_000 };
+
+describe('decideScale', () => {
+  test('follows the requests in flight against max_batch_size, within min and max', () => {
+    expect(decideScale({ ...base, load: 4 })).toEqual({ replicas: 1, sleep: false });
+    expect(decideScale({ ...base, load: 5 })).toEqual({ replicas: 2, sleep: false });
+    expect(decideScale({ ...base, load: 13 })).toEqual({ replicas: 4, sleep: false });
+    expect(decideScale({ ...base, load: 100 })).toEqual({ replicas: 4, sleep: false });
+    expect(decideScale({ ...base, minReplica: 2, load: 0 })).toEqual({ replicas: 2, sleep: false });
+  });
+
+  test('scales down one replica at a time, only after the cooldown', () => {
+    const busy = { ...base, current: 3, load: 2, lastActivityAt: 4_000, lastScaleUpAt: 1_000 };
+    expect(decideScale(busy)).toEqual({ replicas: 3, sleep: false });
+    expect(decideScale({ ...busy, now: 11_000 })).toEqual({ replicas: 2, sleep: false });
+    expect(decideScale({ ...busy, load: 0, lastActivityAt: 0, now: 10_000 })).toEqual({ replicas: 2, sleep: false });
+  });
+
+  test('with min 0, an endpoint idle for the cooldown sleeps; one with requests does not', () => {
+    const idle = { ...base, minReplica: 0, now: 10_000 };
+    expect(decideScale(idle)).toEqual({ replicas: 0, sleep: true });
+    expect(decideScale({ ...idle, now: 9_999 })).toEqual({ replicas: 1, sleep: false });
+    expect(decideScale({ ...idle, load: 1 })).toEqual({ replicas: 1, sleep: false });
+    expect(decideScale({ ...idle, minReplica: 1 }).sleep).toBe(false);
+  });
+});

@@ -1,0 +1,141 @@
+/**
+ * The controller drives real engine processes on the tiny model, served by
+ * the stand-in hub, through every status and phase of the contract.
+ */
+import { beforeAll, describe, expect, test } from 'vitest';
+import { liveReplicaRows, startTestApp, statusOf, statusTrail, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import type { SeededProject } from '../support/gateway.js';
+
+let t: TestApp;
+let alice: SeededUser;
+let project: SeededProject;
+
+beforeAll(async () => {
+  t = await startTestApp();
+  alice = await t.seed.user();
+  project = await alice.project('lifecycle');
+});
+
+async function chat(address: string, content = 'Hello') {
+  const res = await fetch(`${address}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content }], max_tokens: 4, temperature: 0, seed: 1 }),
+  });
+  return { status: res.status, body: (await res.json()) as { choices: { message: { content: string } }[] } };
+}
+
+describe('one endpoint through its whole life', () => {
+  let id: string;
+
+  test('create walks REQUESTING_VIRTUAL_MACHINE, DOWNLOADING_MODEL, ENGINE_INITIALIZING, READY, RUNNING', async () => {
+    id = await project.endpoint({ hfModelRepo: TINY_REPO, advanced: { max_batch_size: 2, max_token_count: 1024, max_input_length: 512 } });
+    await waitForStatus(t.sql, id, 'RUNNING');
+    expect(await statusTrail(t.sql, id)).toEqual([
+      'INITIALIZING REQUESTING_VIRTUAL_MACHINE',
+      'INITIALIZING DOWNLOADING_MODEL',
+      'INITIALIZING ENGINE_INITIALIZING',
+      'READY',
+      'RUNNING',
+    ]);
+    expect(await statusOf(t.sql, id)).toMatchObject({ status: 'RUNNING', phase: null, errorCode: null, curr: 1, desired: 1, updated: 1 });
+    const [replica] = await liveReplicaRows(t.sql, id);
+    expect(replica).toMatchObject({ state: 'READY', version_index: 0 });
+    // A direct request to the replica's engine generates from the tiny model.
+    const answer = await chat(replica!.address);
+    expect(answer.status).toBe(200);
+    expect(answer.body.choices[0]!.message.content.length).toBeGreaterThan(0);
+    // The version records what the model resolved to.
+    const [version] = await t.sql`SELECT rollout_state, model FROM endpoint_versions WHERE endpoint_id = ${id} AND version_index = 0`;
+    expect(version).toMatchObject({ rollout_state: 'ROLLED_OUT', model: { repo: TINY_REPO, file: 'tiny-llama-Q8_0.gguf', sha256: expect.stringMatching(/^[0-9a-f]{64}$/) } });
+  });
+
+  test('sleep drains (STOPPING), then SLEEPING with the replica stopped', async () => {
+    const [replica] = await liveReplicaRows(t.sql, id);
+    const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`);
+    expect(res.body.status).toBe('SLEEPING');
+    await waitForStatus(t.sql, id, 'SLEEPING');
+    expect((await statusTrail(t.sql, id)).slice(-2)).toEqual(['STOPPING', 'SLEEPING']);
+    expect(await liveReplicaRows(t.sql, id)).toEqual([]);
+    expect(await statusOf(t.sql, id)).toMatchObject({ curr: 0, updated: 0 });
+    await expect(fetch(`${replica!.address}/health`)).rejects.toThrow();
+  });
+
+  test('wake goes AWAKING, then READY and RUNNING, reusing the cached model', async () => {
+    const downloadsBefore = t.hub.requests.filter((r) => r.route === 'cdn').length;
+    const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/wake`);
+    expect(res.body).toMatchObject({ status: 'AWAKING', phase: 'ENGINE_INITIALIZING' });
+    await waitForStatus(t.sql, id, 'RUNNING');
+    expect((await statusTrail(t.sql, id)).slice(-3)).toEqual(['AWAKING ENGINE_INITIALIZING', 'READY', 'RUNNING']);
+    expect(t.hub.requests.filter((r) => r.route === 'cdn').length).toBe(downloadsBefore);
+  });
+
+  test('an update rolls out: UPDATING, a new replica, then RUNNING on the new version', async () => {
+    const [old] = await liveReplicaRows(t.sql, id);
+    const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { advanced: { max_batch_size: 3 }, newVersionComment: 'wider' });
+    expect(res.body.versionIndex).toBe(1);
+    await waitFor('rollout', async () => {
+      const s = await statusOf(t.sql, id);
+      return s.status === 'RUNNING' && s.updated === 1 ? s : undefined;
+    });
+    expect((await statusTrail(t.sql, id)).slice(-2)).toEqual(['UPDATING', 'RUNNING']);
+    const replicas = await liveReplicaRows(t.sql, id);
+    expect(replicas.map((r) => r.version_index)).toEqual([1]);
+    expect(replicas[0]!.id).not.toBe(old!.id);
+    const health = (await (await fetch(`${replicas[0]!.address}/health`)).json()) as { maxBatchSize: number };
+    expect(health.maxBatchSize).toBe(3);
+  });
+
+  test('a failing rollout keeps the old replica serving and sets errorCode', async () => {
+    const [serving] = await liveReplicaRows(t.sql, id);
+    await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { hfModelRepo: 'test-org/truncated-GGUF' });
+    await waitFor('the rollout to fail', async () => {
+      const s = await statusOf(t.sql, id);
+      return s.status === 'RUNNING' && s.errorCode ? s : undefined;
+    });
+    const status = await alice.rest('GET', `/dedicated/beta/endpoint/${id}/status`);
+    expect(status.body).toMatchObject({ status: 'RUNNING', errorCode: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR' });
+    expect((await statusTrail(t.sql, id)).slice(-2)).toEqual(['UPDATING', 'RUNNING INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR']);
+    const replicas = await liveReplicaRows(t.sql, id);
+    expect(replicas.map((r) => [r.id, r.version_index])).toEqual([[serving!.id, 1]]);
+    expect((await chat(serving!.address)).status).toBe(200);
+    const [version] = await t.sql`SELECT rollout_state FROM endpoint_versions WHERE endpoint_id = ${id} AND version_index = 2`;
+    expect(version!.rollout_state).toBe('FAILED');
+    expect(await statusOf(t.sql, id)).toMatchObject({ curr: 1, updated: 0 });
+  });
+
+  test('terminate goes TERMINATING then TERMINATED; restart brings it back through every phase', async () => {
+    await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { hfModelRepo: TINY_REPO, newVersionComment: 'back to the good model' });
+    await waitFor('the fix to roll out', async () => {
+      const s = await statusOf(t.sql, id);
+      return s.status === 'RUNNING' && !s.errorCode && s.updated === 1 ? s : undefined;
+    });
+    const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/terminate`);
+    expect(res.body.status).toBe('TERMINATING');
+    await waitForStatus(t.sql, id, 'TERMINATED');
+    expect(await liveReplicaRows(t.sql, id)).toEqual([]);
+    const restarted = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/restart`);
+    expect(restarted.body).toMatchObject({ status: 'INITIALIZING', phase: 'REQUESTING_VIRTUAL_MACHINE' });
+    await waitForStatus(t.sql, id, 'RUNNING');
+    expect((await statusTrail(t.sql, id)).slice(-7)).toEqual([
+      'TERMINATING',
+      'TERMINATED',
+      'INITIALIZING REQUESTING_VIRTUAL_MACHINE',
+      'INITIALIZING DOWNLOADING_MODEL',
+      'INITIALIZING ENGINE_INITIALIZING',
+      'READY',
+      'RUNNING',
+    ]);
+  });
+
+  test('delete stops every replica', async () => {
+    const [replica] = await liveReplicaRows(t.sql, id);
+    expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(204);
+    await waitFor('clean-up', async () => {
+      const [row] = await t.sql`SELECT cleaned_at FROM endpoints WHERE id = ${id}`;
+      return row!.cleaned_at !== null;
+    });
+    expect(await liveReplicaRows(t.sql, id)).toEqual([]);
+    await expect(fetch(`${replica!.address}/health`)).rejects.toThrow();
+  });
+});

@@ -1,0 +1,170 @@
+/** Autoscaling, replica replacement, and a gateway restart with endpoints running. */
+import { readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { beforeAll, describe, expect, test } from 'vitest';
+import { liveReplicaRows, startTestApp, statusOf, statusTrail, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import type { SeededProject } from '../support/gateway.js';
+
+let t: TestApp;
+let alice: SeededUser;
+let project: SeededProject;
+
+beforeAll(async () => {
+  t = await startTestApp({ controller: { crashLoop: { failures: 3, windowMs: 60_000 } } });
+  alice = await t.seed.user();
+  project = await alice.project('scaling');
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A long generation straight to a replica (the gateway's router comes with chat completions); aborting it cancels it. */
+function longRequest(address: string, maxTokens: number, signal: AbortSignal) {
+  return fetch(`${address}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'go' }], max_tokens: maxTokens, temperature: 0 }),
+    signal,
+  })
+    .then((r) => r.arrayBuffer())
+    .catch(() => undefined);
+}
+
+describe('autoscaler', () => {
+  test('scales out under concurrent load, up to maxReplica, and back down after the cooldown', async () => {
+    const id = await project.endpoint({
+      hfModelRepo: TINY_REPO,
+      autoscalingPolicy: { minReplica: 1, maxReplica: 3, cooldownPeriod: 2 },
+      advanced: { max_batch_size: 1, max_token_count: 4096, max_input_length: 64 },
+    });
+    await waitForStatus(t.sql, id, 'RUNNING');
+    const [first] = await liveReplicaRows(t.sql, id);
+    // Six requests against a batch size of 1 queue up on the only replica.
+    const clients = new AbortController();
+    const load = Array.from({ length: 6 }, () => longRequest(first!.address, 4000, clients.signal));
+    const scaled = await waitFor('three replicas', async () => {
+      const s = await statusOf(t.sql, id);
+      return s.curr === 3 ? s : undefined;
+    });
+    expect(scaled).toMatchObject({ status: 'RUNNING', desired: 3, curr: 3, updated: 3 });
+    clients.abort();
+    await Promise.all(load);
+    await waitFor('scale-down to the minimum', async () => {
+      const s = await statusOf(t.sql, id);
+      return s.curr === 1 && s.desired === 1 ? s : undefined;
+    });
+    expect((await statusOf(t.sql, id)).status).toBe('RUNNING');
+    const counts = await t.sql`SELECT detail FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED' ORDER BY id`;
+    expect(counts.map((e) => e.detail.currReplicaCnt)).toContain(3);
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+  });
+
+  test('with minReplica 0, an idle endpoint sleeps after its cooldown: RUNNING, STOPPING, SLEEPING', async () => {
+    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 0, maxReplica: 1, cooldownPeriod: 1 }, advanced: { max_token_count: 1024 } });
+    await waitForStatus(t.sql, id, 'RUNNING');
+    await waitForStatus(t.sql, id, 'SLEEPING', 30_000);
+    expect((await statusTrail(t.sql, id)).slice(-3)).toEqual(['RUNNING', 'STOPPING', 'SLEEPING']);
+    const [event] = await t.sql`SELECT cause FROM endpoint_events WHERE endpoint_id = ${id} AND status = 'STOPPING'`;
+    expect(event!.cause).toBe('controller:idle');
+    expect(await liveReplicaRows(t.sql, id)).toEqual([]);
+  });
+});
+
+describe('replica failures', () => {
+  test('a replica killed with SIGKILL is replaced; the endpoint keeps RUNNING', async () => {
+    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 }, advanced: { max_token_count: 1024 } });
+    await waitForStatus(t.sql, id, 'RUNNING');
+    const [victim] = await liveReplicaRows(t.sql, id);
+    process.kill(victim!.pid, 'SIGKILL');
+    const replacement = await waitFor('a replacement', async () => {
+      const rows = await liveReplicaRows(t.sql, id);
+      return rows.length === 1 && rows[0]!.id !== victim!.id && rows[0]!.state === 'READY' ? rows[0] : undefined;
+    });
+    expect(alive(replacement.pid)).toBe(true);
+    const [dead] = await t.sql`SELECT state, last_error FROM replicas WHERE id = ${victim!.id}`;
+    expect(dead).toMatchObject({ state: 'FAILED', last_error: 'the engine process exited' });
+    expect(await statusOf(t.sql, id)).toMatchObject({ status: 'RUNNING', curr: 1 });
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+  });
+
+  test('a replica that keeps dying marks the endpoint FAILED with INFERENCE_ENGINE_UNKNOWN_ERROR', async () => {
+    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 }, advanced: { max_token_count: 1024 } });
+    await waitForStatus(t.sql, id, 'RUNNING');
+    for (let i = 0; i < 3; i++) {
+      const replica = await waitFor('a ready replica', async () => (await liveReplicaRows(t.sql, id)).find((r) => r.state === 'READY'));
+      process.kill(replica.pid, 'SIGKILL');
+      await waitFor('the death to be seen', async () => {
+        const [row] = await t.sql`SELECT state FROM replicas WHERE id = ${replica.id}`;
+        return row!.state === 'FAILED';
+      });
+    }
+    const failed = await waitForStatus(t.sql, id, 'FAILED');
+    expect(failed.errorCode).toBe('INFERENCE_ENGINE_UNKNOWN_ERROR');
+    expect(await liveReplicaRows(t.sql, id)).toEqual([]);
+  });
+});
+
+describe('gateway restart', () => {
+  test('running endpoints survive a restart: replicas are adopted, none is lost or orphaned', async () => {
+    const ids = [
+      await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 }, advanced: { max_token_count: 1024 } }),
+      await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 }, advanced: { max_token_count: 1024 } }),
+    ];
+    for (const id of ids) await waitForStatus(t.sql, id, 'RUNNING');
+    const before = new Map<string, { id: string; pid: number }>();
+    for (const id of ids) before.set(id, (await liveReplicaRows(t.sql, id))[0]!);
+
+    // A stray engine: its row says STOPPED, but the process runs (a crash between the two).
+    const stray = before.get(ids[1]!)!;
+    await t.sql`UPDATE replicas SET state = 'STOPPED' WHERE id = ${stray.id}`;
+
+    await t.restart();
+
+    // The first endpoint's replica is adopted as it was; the stray one is reaped and replaced.
+    await waitFor('the stray engine to be reaped', async () => !alive(stray.pid));
+    const adopted = await liveReplicaRows(t.sql, ids[0]!);
+    expect(adopted.map((r) => [r.id, r.pid])).toEqual([[before.get(ids[0]!)!.id, before.get(ids[0]!)!.pid]]);
+    expect(alive(adopted[0]!.pid)).toBe(true);
+    const replaced = await waitFor('a replacement for the second endpoint', async () => {
+      const rows = await liveReplicaRows(t.sql, ids[1]!);
+      return rows[0]?.state === 'READY' ? rows[0] : undefined;
+    });
+    expect(replaced.id).not.toBe(stray.id);
+    for (const id of ids) expect((await statusOf(t.sql, id)).status).toBe('RUNNING');
+
+    // Every engine state file on this machine belongs to a live replica.
+    const files = (await readdir(path.join(t.dataDir, 'replicas'))).filter((f) => f.endsWith('.json')).map((f) => f.replace('.json', ''));
+    const live = await t.sql`SELECT id FROM replicas WHERE state IN ('STARTING', 'READY', 'DRAINING')`;
+    expect(files.sort()).toEqual(live.map((r) => r.id).sort());
+  });
+});
+
+describe('capacity', () => {
+  test('REQUESTING_VIRTUAL_MACHINE waits while no capacity is free, and proceeds once some is', async () => {
+    const small = await startTestApp({ env: { CPU_SLOTS: '2' }, hub: t.hub });
+    const bob = await small.seed.user();
+    const p = await bob.project('two slots');
+    // 2 GPUs of a kind per replica: the first endpoint takes both slots.
+    const first = await p.endpoint({ hfModelRepo: TINY_REPO, instanceOptionId: 'zfTutSiLn0Hq', autoscalingPolicy: { minReplica: 1, maxReplica: 1 }, advanced: { max_token_count: 1024 } });
+    await waitForStatus(small.sql, first, 'RUNNING');
+    const second = await p.endpoint({ hfModelRepo: TINY_REPO, instanceOptionId: 'TwD5AqnBSVN0', advanced: { max_token_count: 1024 } });
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await statusOf(small.sql, second)).toMatchObject({ status: 'INITIALIZING', phase: 'REQUESTING_VIRTUAL_MACHINE' });
+    expect(await liveReplicaRows(small.sql, second)).toEqual([]);
+    await bob.rest('PUT', `/dedicated/beta/endpoint/${first}/terminate`);
+    await waitForStatus(small.sql, second, 'RUNNING');
+    expect(await statusTrail(small.sql, second)).toEqual([
+      'INITIALIZING REQUESTING_VIRTUAL_MACHINE',
+      'INITIALIZING DOWNLOADING_MODEL',
+      'INITIALIZING ENGINE_INITIALIZING',
+      'READY',
+      'RUNNING',
+    ]);
+  });
+});

@@ -1,0 +1,70 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { GgufFormatError, readGgufHeader, trainedContextLength } from '../../src/models/gguf-header.js';
+import { engineCommand, splitWords } from '../../src/runtime/engine-command.js';
+import { detectInventory, kindOfGpuName, parseInventory } from '../../src/runtime/gpu-inventory.js';
+import type { ReplicaLaunch } from '../../src/runtime/runtime.js';
+import { buildTinyGguf } from '../support/tiny-gguf.js';
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'runtime-parts-'));
+});
+afterAll(() => rm(dir, { recursive: true, force: true }));
+
+const launch: ReplicaLaunch = {
+  replicaId: 'rep_1',
+  endpointId: 'ep_1',
+  modelPath: '/cache/blobs/abc',
+  modelRepo: 'org/model',
+  modelRevision: 'deadbeef',
+  gpuType: 'H100',
+  numGpu: 2,
+  maxBatchSize: 8,
+  contextSize: 4096,
+  maxInputLength: 2048,
+  addSpecialTokens: false,
+  skipSpecialTokens: true,
+};
+
+describe('engine command templates', () => {
+  test('placeholders are filled; quotes group words', () => {
+    const command = engineCommand(launch, 4321, { template: `llama-server -m {model} --port {port} -np {maxBatchSize} --alias "my model"`, cpuOnly: false });
+    expect(command).toEqual({ file: 'llama-server', args: ['-m', '/cache/blobs/abc', '--port', '4321', '-np', '8', '--alias', 'my model'] });
+    const vllm = engineCommand({ ...launch, modelPath: null }, 9000, { template: 'vllm serve {model} --port {port} --tensor-parallel-size {numGpu} --revision {revision}', cpuOnly: false });
+    expect(vllm.args).toEqual(['serve', 'org/model', '--port', '9000', '--tensor-parallel-size', '2', '--revision', 'deadbeef']);
+    expect(splitWords(`a 'b c' "d"`)).toEqual(['a', 'b c', 'd']);
+  });
+
+  test('the built-in engine gets the endpoint settings', () => {
+    const command = engineCommand(launch, 4321, { cpuOnly: true, threads: 2 });
+    expect(command.file).toBe(process.execPath);
+    expect(command.args).toEqual(expect.arrayContaining(['--model', '/cache/blobs/abc', '--port', '4321', '--max-batch-size', '8', '--context-size', '4096', '--max-input-length', '2048', '--cpu', '--threads', '2']));
+  });
+});
+
+describe('GPU inventory', () => {
+  test('configured, parsed and mapped', () => {
+    expect(parseInventory('H100=8, a100=2')).toEqual({ H100: 8, A100: 2 });
+    expect(() => parseInventory('T4=1')).toThrow('GPU_INVENTORY must look like');
+    expect(kindOfGpuName('NVIDIA H100 80GB HBM3')).toBe('H100');
+    expect(kindOfGpuName('NVIDIA A100-SXM4-80GB')).toBe('A100');
+    expect(kindOfGpuName('Tesla T4')).toBeUndefined();
+    expect(detectInventory({ configured: 'B200=1', cpuSlots: 4 })).toEqual({ inventory: { B200: 1 }, source: 'configured' });
+  });
+});
+
+describe('GGUF header', () => {
+  test('reads the trained context length of the tiny model; rejects other files', async () => {
+    const file = path.join(dir, 'tiny.gguf');
+    await writeFile(file, buildTinyGguf({ contextLength: 777 }));
+    const header = await readGgufHeader(file);
+    expect(header.metadata.get('general.architecture')).toBe('llama');
+    expect(trainedContextLength(header)).toBe(777);
+    const other = path.join(dir, 'not.gguf');
+    await writeFile(other, 'hello world, not a model');
+    await expect(readGgufHeader(other)).rejects.toBeInstanceOf(GgufFormatError);
+  });
+});

@@ -1,0 +1,151 @@
+/**
+ * A whole gateway process for integration tests, in this test process: its
+ * own database and data directory, the real controller and local runtime
+ * starting real engine processes on the tiny model, served by the stand-in hub.
+ */
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll } from 'vitest';
+import { startApp, type App } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import type { EndpointStatus } from '../../src/domain/lifecycle.js';
+import type { Sql } from '../../src/storage/database.js';
+import { createTestDatabase, type TestDatabase } from './database.js';
+import { FAKE_HUB_TOKEN, startFakeHub, type FakeHub, type FakeRepo } from './fake-hub.js';
+import { createSeed, type SeededUser } from './gateway.js';
+import { buildTinyGguf } from './tiny-gguf.js';
+
+export const TINY_REPO = 'test-org/tiny-llama-GGUF';
+
+/** The stand-in hub's standard repositories: the tiny model and the shapes that fail. */
+export function standardRepos(): FakeRepo[] {
+  const tiny = buildTinyGguf();
+  return [
+    { id: TINY_REPO, files: { 'tiny-llama-Q8_0.gguf': tiny, 'README.md': '# tiny llama\n' } },
+    { id: 'test-org/tiny-thinking-GGUF', files: { 'tiny-thinking-Q8_0.gguf': buildTinyGguf({ thinkingDefault: 'on', seed: 2 }) } },
+    { id: 'test-org/short-context-GGUF', files: { 'short-Q8_0.gguf': buildTinyGguf({ contextLength: 256, seed: 3 }) } },
+    { id: 'test-org/private-GGUF', private: true, allowedTokens: ['hf_someone_else'], files: { 'p-Q8_0.gguf': tiny } },
+    { id: 'test-org/safetensors-only', files: { 'model.safetensors': Buffer.alloc(4096, 1), 'config.json': '{}' } },
+    { id: 'test-org/no-weights', files: { 'README.md': 'nothing here\n' } },
+    // Served with injected faults; its own model bytes, so that it is never already in the cache.
+    { id: 'test-org/fault-GGUF', files: { 'fault-Q8_0.gguf': buildTinyGguf({ seed: 5 }) } },
+    // A GGUF whose header reads but whose tensors are cut off: the engine fails to load it.
+    { id: 'test-org/truncated-GGUF', files: { 'broken-Q8_0.gguf': tiny.subarray(0, Math.floor(tiny.length * 0.6)) } },
+  ];
+}
+
+export interface TestApp extends TestDatabase {
+  app: App;
+  url: string;
+  hub: FakeHub;
+  dataDir: string;
+  seed: ReturnType<typeof createSeed>;
+  /** Restarts the gateway process on the same database and data directory. */
+  restart(): Promise<void>;
+}
+
+export interface TestAppOptions {
+  env?: Record<string, string>;
+  hub?: FakeHub;
+  controller?: { crashLoop?: { failures: number; windowMs: number }; stopGraceMs?: number };
+}
+
+/** The test environment: fast controller passes, short leases, one engine thread. */
+export function testEnv(dataDir: string, hubUrl: string, env: Record<string, string> = {}): Record<string, string> {
+  return {
+    DATA_DIR: dataDir,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    HF_ENDPOINT: hubUrl,
+    HF_TOKEN: FAKE_HUB_TOKEN,
+    CPU_SLOTS: '4',
+    ENGINE_THREADS: '1',
+    CONTROLLER_INTERVAL_MS: '100',
+    LEASE_TTL_MS: '3000',
+    DRAIN_TIMEOUT_MS: '5000',
+    REPLICA_START_TIMEOUT_MS: '60000',
+    ...env,
+  };
+}
+
+export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const db = await createTestDatabase();
+  const hub = options.hub ?? (await startFakeHub({ repos: standardRepos() }));
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'dedicated-app-'));
+  await chmod(dataDir, 0o755);
+  const config = loadConfig(testEnv(dataDir, hub.url, options.env));
+  const log = process.env.DEBUG_CONTROLLER ? (m: string, e?: unknown) => console.error('[controller]', m, e ?? '') : () => {};
+  const start = () => startApp(config, db.sql, { log, ...(options.controller ? { controller: options.controller } : {}) });
+  const testApp: TestApp = {
+    ...db,
+    app: await start(),
+    url: '',
+    hub,
+    dataDir,
+    seed: undefined as never,
+    async restart() {
+      await testApp.app.close();
+      testApp.app = await start();
+      testApp.url = testApp.app.gateway.url;
+      testApp.seed = createSeed(testApp.app.services, testApp.url);
+    },
+  };
+  testApp.url = testApp.app.gateway.url;
+  testApp.seed = createSeed(testApp.app.services, testApp.url);
+  afterAll(async () => {
+    await testApp.app.close();
+    await stopAllReplicas(db.sql, testApp.app);
+    if (!options.hub) await hub.close();
+    await db.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+  return testApp;
+}
+
+/** Test clean-up: no engine process outlives its test file. */
+export async function stopAllReplicas(sql: Sql, app: App): Promise<void> {
+  const rows = await sql<{ id: string; address: string; pid: number; node: string }[]>`
+    SELECT id, address, pid, node FROM replicas WHERE state IN ('STARTING', 'READY', 'DRAINING') AND pid IS NOT NULL`;
+  await Promise.all(rows.map((r) => app.runtime.stop({ replicaId: r.id, address: r.address, pid: r.pid, node: r.node }, 1000)));
+  await app.runtime.reapOrphans(new Set());
+}
+
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+export async function statusOf(sql: Sql, id: string): Promise<{ status: EndpointStatus; phase: string | null; errorCode: string | null; curr: number; desired: number; updated: number }> {
+  const [row] = await sql<{ status: EndpointStatus; phase: string | null; error_code: string | null; curr_replica_cnt: number; desired_replica_cnt: number; updated_replica_cnt: number }[]>`
+    SELECT status, phase, error_code, curr_replica_cnt, desired_replica_cnt, updated_replica_cnt FROM endpoints WHERE id = ${id}`;
+  return { status: row!.status, phase: row!.phase, errorCode: row!.error_code, curr: row!.curr_replica_cnt, desired: row!.desired_replica_cnt, updated: row!.updated_replica_cnt };
+}
+
+export function waitForStatus(sql: Sql, id: string, status: EndpointStatus, timeoutMs = 60_000) {
+  return waitFor(`${id} to be ${status}`, async () => {
+    const current = await statusOf(sql, id);
+    return current.status === status ? current : undefined;
+  }, timeoutMs);
+}
+
+/** The status/phase/error sequence of an endpoint's events, as compact strings. */
+export async function statusTrail(sql: Sql, id: string): Promise<string[]> {
+  const rows = await sql<{ status: string; phase: string | null; error_code: string | null }[]>`
+    SELECT status, phase, error_code FROM endpoint_events
+    WHERE endpoint_id = ${id} AND type IN ('CREATED', 'STATUS_CHANGED') ORDER BY id`;
+  return rows.map((r) => [r.status, r.phase, r.error_code].filter(Boolean).join(' '));
+}
+
+export async function liveReplicaRows(sql: Sql, id: string) {
+  return sql<{ id: string; state: string; address: string; pid: number; version_index: number }[]>`
+    SELECT id, state, address, pid, version_index FROM replicas WHERE endpoint_id = ${id} AND state IN ('STARTING', 'READY', 'DRAINING') ORDER BY created_at`;
+}
+
+export type { SeededUser };
