@@ -15,7 +15,17 @@ import type { Sql } from '../../src/storage/database.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { FAKE_HUB_TOKEN, startFakeHub, type FakeHub, type FakeRepo } from './fake-hub.js';
 import { createSeed, type SeededUser } from './gateway.js';
-import { buildTinyGguf } from './tiny-gguf.js';
+import { buildTinyGguf, tinyChatTemplate } from './tiny-gguf.js';
+
+/**
+ * A template of a family that reasons by default and opens the think block in
+ * the generation prompt (as DeepSeek-R1-style templates do), so that even the
+ * tiny model's random output is reasoning until `enable_thinking: false`.
+ */
+export const REASONING_TEMPLATE = tinyChatTemplate('on').replace(
+  /\{%- endif %\}\n\{%- endif %\}$/,
+  "{%- else %}\n{{- '<think>\\n' }}\n{%- endif %}\n{%- endif %}",
+);
 
 export const TINY_REPO = 'test-org/tiny-llama-GGUF';
 
@@ -24,7 +34,7 @@ export function standardRepos(): FakeRepo[] {
   const tiny = buildTinyGguf();
   return [
     { id: TINY_REPO, files: { 'tiny-llama-Q8_0.gguf': tiny, 'README.md': '# tiny llama\n' } },
-    { id: 'test-org/tiny-thinking-GGUF', files: { 'tiny-thinking-Q8_0.gguf': buildTinyGguf({ thinkingDefault: 'on', seed: 2 }) } },
+    { id: 'test-org/tiny-thinking-GGUF', files: { 'tiny-thinking-Q8_0.gguf': buildTinyGguf({ chatTemplate: REASONING_TEMPLATE, seed: 2 }) } },
     { id: 'test-org/short-context-GGUF', files: { 'short-Q8_0.gguf': buildTinyGguf({ contextLength: 256, seed: 3 }) } },
     { id: 'test-org/private-GGUF', private: true, allowedTokens: ['hf_someone_else'], files: { 'p-Q8_0.gguf': tiny } },
     { id: 'test-org/safetensors-only', files: { 'model.safetensors': Buffer.alloc(4096, 1), 'config.json': '{}' } },

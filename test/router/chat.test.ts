@@ -1,0 +1,325 @@
+/**
+ * Chat completions through the gateway, with real clients: the official
+ * `openai` package, a raw SSE reader, graphql-ws and GraphQL over SSE, against
+ * real engine replicas of the tiny model.
+ */
+import OpenAI from 'openai';
+import { createClient as createWsClient } from 'graphql-ws';
+import WebSocket from 'ws';
+import { beforeAll, describe, expect, test } from 'vitest';
+import { CreateChatCompletionDocument } from '../../src/sdk/client.js';
+import { liveReplicaRows, startTestApp, statusTrail, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+
+let t: TestApp;
+let alice: SeededUser;
+let bob: SeededUser;
+let endpoint: string;
+let thinking: string;
+let openai: OpenAI;
+
+const MESSAGES = [{ role: 'user' as const, content: 'Tell me a story.' }];
+
+beforeAll(async () => {
+  t = await startTestApp({ env: { QUEUE_TIMEOUT_MS: '800', WAKE_TIMEOUT_MS: '60000', CPU_SLOTS: '8' } });
+  alice = await t.seed.user();
+  bob = await t.seed.user();
+  const project = await alice.project('chat');
+  endpoint = await project.endpoint({
+    hfModelRepo: TINY_REPO,
+    autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+    advanced: { max_batch_size: 2, max_token_count: 4096, max_input_length: 64 },
+  });
+  thinking = await project.endpoint({
+    hfModelRepo: 'test-org/tiny-thinking-GGUF',
+    autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+    advanced: { max_batch_size: 2, max_token_count: 1024, max_input_length: 256 },
+  });
+  await waitForStatus(t.sql, endpoint, 'RUNNING');
+  await waitForStatus(t.sql, thinking, 'RUNNING');
+  openai = new OpenAI({ apiKey: alice.key, baseURL: `${t.url}/dedicated/v1`, maxRetries: 0 });
+});
+
+async function replicaHealth(id: string) {
+  const [replica] = await liveReplicaRows(t.sql, id);
+  return (await (await fetch(`${replica!.address}/health`)).json()) as { active: number; queued: number; totalCompletionTokens: number };
+}
+
+/** Reads an SSE response line by line, as it arrives. */
+async function readSse(response: Response, onEvent?: (data: string) => void): Promise<string[]> {
+  const events: string[] = [];
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+    buffer += decoder.decode(chunk, { stream: true });
+    let end: number;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      expect(event.startsWith('data: ')).toBe(true);
+      events.push(event.slice(6));
+      onEvent?.(event.slice(6));
+    }
+  }
+  expect(buffer).toBe('');
+  return events;
+}
+
+function rawChat(body: Record<string, unknown>, key = alice.key, signal?: AbortSignal) {
+  return fetch(`${t.url}/dedicated/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    ...(signal ? { signal } : {}),
+  });
+}
+
+describe('the openai client', () => {
+  test('non-streaming: one chat.completion with exact usage', async () => {
+    const completion = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 12, temperature: 0, seed: 7 });
+    expect(completion.object).toBe('chat.completion');
+    expect(completion.choices[0]!.message.role).toBe('assistant');
+    expect(completion.choices[0]!.message.content!.length).toBeGreaterThan(0);
+    expect(completion.choices[0]!.finish_reason).toBe('length');
+    expect(completion.usage!.completion_tokens).toBe(12);
+    expect(completion.usage!.prompt_tokens).toBeGreaterThan(5);
+    expect(completion.usage!.total_tokens).toBe(completion.usage!.prompt_tokens + 12);
+  });
+
+  test('streaming: the streamed text equals the non-streamed text at temperature 0 with a seed; usage when asked', async () => {
+    const request = { model: endpoint, messages: MESSAGES, max_tokens: 24, temperature: 0, seed: 3 };
+    const whole = await openai.chat.completions.create(request);
+    const stream = await openai.chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
+    let text = '';
+    let usage: OpenAI.CompletionUsage | undefined;
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(text).toBe(whole.choices[0]!.message.content);
+    expect(finish).toBe('length');
+    expect(usage).toEqual(whole.usage);
+  });
+
+  test("another team's key gets 404, as does an unknown model; no key gets 401", async () => {
+    const foreign = new OpenAI({ apiKey: bob.key, baseURL: `${t.url}/dedicated/v1`, maxRetries: 0 });
+    await expect(foreign.chat.completions.create({ model: endpoint, messages: MESSAGES })).rejects.toMatchObject({
+      status: 404,
+      code: 'model_not_found',
+    });
+    await expect(openai.chat.completions.create({ model: 'ep_nope', messages: MESSAGES })).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    const anonymous = new OpenAI({ apiKey: 'dek_wrong', baseURL: `${t.url}/dedicated/v1`, maxRetries: 0 });
+    await expect(anonymous.chat.completions.create({ model: endpoint, messages: MESSAGES })).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+  });
+
+  test('limits: a prompt over max_input_length, and prompt + max_tokens over max_token_count, are 400s naming the numbers', async () => {
+    const long = [{ role: 'user' as const, content: 'word '.repeat(100) }];
+    const overInput = await openai.chat.completions.create({ model: endpoint, messages: long }).catch((e: unknown) => e);
+    expect(overInput).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((overInput as Error).message).toMatch(/\d+ tokens/);
+    expect((overInput as Error).message).toContain('64');
+    const overTotal = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 5000 }).catch((e: unknown) => e);
+    expect(overTotal).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((overTotal as Error).message).toContain('4096');
+    const invalid = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, temperature: 7 }).catch((e: unknown) => e);
+    expect(invalid).toMatchObject({ status: 400, param: 'temperature' });
+  });
+});
+
+describe('the wire format', () => {
+  test('raw SSE: role chunk, content deltas, finish chunk, [DONE]; no usage chunk unless asked', async () => {
+    const response = await rawChat({ model: endpoint, messages: MESSAGES, max_tokens: 6, temperature: 0, stream: true });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const events = await readSse(response);
+    expect(events.at(-1)).toBe('[DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e));
+    for (const chunk of chunks) {
+      expect(chunk).toMatchObject({ object: 'chat.completion.chunk', model: expect.any(String), created: expect.any(Number) });
+      expect(chunk.choices).toHaveLength(1);
+      expect(chunk.usage ?? null).toBeNull();
+    }
+    expect(chunks[0].choices[0].delta.role).toBe('assistant');
+    expect(chunks.at(-1).choices[0].finish_reason).toBe('length');
+    expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
+  });
+
+  test('the request is logged with time to first token, tokens in and out, and duration', async () => {
+    const completion = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 5, temperature: 0, stream: true, stream_options: { include_usage: true } });
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of completion) if (chunk.usage) usage = chunk.usage;
+    const row = await waitFor('the log row', async () => {
+      const rows = await t.sql`SELECT * FROM request_log WHERE endpoint_id = ${endpoint} AND stream AND completion_tokens = 5 ORDER BY id DESC LIMIT 1`;
+      return rows[0];
+    });
+    expect(row).toMatchObject({ http_status: 200, prompt_tokens: usage!.prompt_tokens, completion_tokens: 5, finish_reason: 'length', cancelled: false, user_id: alice.user.id });
+    expect(row.ttft_ms).toBeGreaterThan(0);
+    expect(row.duration_ms).toBeGreaterThanOrEqual(row.ttft_ms);
+  });
+});
+
+describe('reasoning', () => {
+  const ask = (kwargs?: Record<string, unknown>, stream = false) =>
+    rawChat({ model: thinking, messages: MESSAGES, max_tokens: 8, temperature: 0, stream, ...(kwargs ? { chat_template_kwargs: kwargs } : {}) });
+
+  test('enable_thinking true: the think block goes to reasoning_content, never mixed with content', async () => {
+    const whole = (await (await ask({ enable_thinking: true })).json()) as { choices: { message: { content: string; reasoning_content?: string } }[] };
+    expect(whole.choices[0]!.message.reasoning_content!.length).toBeGreaterThan(0);
+    expect(whole.choices[0]!.message.content).toBe('');
+    const events = await readSse(await ask({ enable_thinking: true }, true));
+    const deltas = events.slice(0, -1).map((e) => JSON.parse(e).choices[0].delta as { content?: string; reasoning_content?: string });
+    for (const delta of deltas) expect(delta.content !== undefined && delta.reasoning_content !== undefined).toBe(false);
+    expect(deltas.map((d) => d.reasoning_content ?? '').join('')).toBe(whole.choices[0]!.message.reasoning_content);
+  });
+
+  test('enable_thinking false: only content; omitted: the model family default (this template reasons)', async () => {
+    const off = (await (await ask({ enable_thinking: false })).json()) as { choices: { message: { content: string; reasoning_content?: string } }[] };
+    expect(off.choices[0]!.message.content.length).toBeGreaterThan(0);
+    expect(off.choices[0]!.message.reasoning_content).toBeUndefined();
+    const byDefault = (await (await ask()).json()) as { choices: { message: { content: string; reasoning_content?: string } }[] };
+    expect(byDefault.choices[0]!.message.reasoning_content!.length).toBeGreaterThan(0);
+  });
+});
+
+describe('backpressure and cancellation', () => {
+  test('more concurrent requests than replicas x max_batch_size queue; past the wait the answer is 429 with Retry-After', async () => {
+    const clients = new AbortController();
+    const long = [0, 1].map(() => rawChat({ model: endpoint, messages: MESSAGES, max_tokens: 3900, temperature: 0, stream: true }, alice.key, clients.signal).catch(() => undefined));
+    await waitFor('both slots busy', async () => (await replicaHealth(endpoint)).active === 2);
+    const third = await rawChat({ model: endpoint, messages: MESSAGES, max_tokens: 4 });
+    expect(third.status).toBe(429);
+    expect(third.headers.get('retry-after')).toBe('1');
+    expect(await third.json()).toMatchObject({ error: { type: 'rate_limit_error', code: 'queue_full' } });
+    clients.abort();
+    await Promise.all(long);
+    await waitFor('the slots to be freed', async () => (await replicaHealth(endpoint)).active === 0);
+    expect((await rawChat({ model: endpoint, messages: MESSAGES, max_tokens: 2 })).status).toBe(200);
+  });
+
+  test('a client that disconnects mid-stream cancels the generation on the replica and frees its slot', async () => {
+    const client = new AbortController();
+    const response = await rawChat({ model: endpoint, messages: MESSAGES, max_tokens: 3900, temperature: 0, stream: true }, alice.key, client.signal);
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    await reader.read();
+    client.abort();
+    await waitFor('the replica to stop generating', async () => (await replicaHealth(endpoint)).active === 0, 10_000);
+    const before = (await replicaHealth(endpoint)).totalCompletionTokens;
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await replicaHealth(endpoint)).totalCompletionTokens).toBe(before);
+    const row = await waitFor('the log row', async () => (await t.sql`SELECT cancelled FROM request_log WHERE endpoint_id = ${endpoint} AND cancelled LIMIT 1`)[0]);
+    expect(row.cancelled).toBe(true);
+  });
+});
+
+describe('waking and holding', () => {
+  test('a request to a SLEEPING endpoint wakes it and is answered once it serves', async () => {
+    const project = await alice.project('sleepy');
+    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 0, maxReplica: 1, cooldownPeriod: 600 }, advanced: { max_token_count: 1024 } });
+    await waitForStatus(t.sql, id, 'RUNNING');
+    await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`);
+    await waitForStatus(t.sql, id, 'SLEEPING');
+    const completion = await openai.chat.completions.create({ model: id, messages: MESSAGES, max_tokens: 3 });
+    expect(completion.choices[0]!.message.content!.length).toBeGreaterThan(0);
+    expect((await statusTrail(t.sql, id)).slice(-5)).toEqual(['STOPPING', 'SLEEPING', 'AWAKING ENGINE_INITIALIZING', 'READY', 'RUNNING']);
+    const [wake] = await t.sql`SELECT cause, actor_id FROM endpoint_events WHERE endpoint_id = ${id} AND status = 'AWAKING'`;
+    expect(wake).toMatchObject({ cause: 'api:wake', actor_id: alice.user.id });
+  });
+
+  test('a request to an INITIALIZING endpoint is held until it serves; a FAILED one is refused at once', async () => {
+    const project = await alice.project('fresh');
+    const id = await project.endpoint({ hfModelRepo: TINY_REPO, advanced: { max_token_count: 1024 } });
+    const completion = await openai.chat.completions.create({ model: id, messages: MESSAGES, max_tokens: 2 });
+    expect(completion.usage!.completion_tokens).toBe(2);
+
+    const failed = await project.endpoint({ hfModelRepo: 'test-org/no-weights' });
+    await waitForStatus(t.sql, failed, 'FAILED');
+    const started = Date.now();
+    const refused = await openai.chat.completions.create({ model: failed, messages: MESSAGES }).catch((e: unknown) => e);
+    expect(refused).toMatchObject({ status: 409, code: 'endpoint_not_running' });
+    expect((refused as Error).message).toContain('WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR');
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+});
+
+describe('GraphQL', () => {
+  const SUBSCRIPTION = `subscription($input: ChatCompletionInput!) {
+    chatCompletion(input: $input) { id choices { delta { role content reasoningContent } finishReason } usage { promptTokens completionTokens totalTokens } }
+  }`;
+
+  test('the chatCompletion subscription over graphql-ws streams the same text as REST', async () => {
+    const input = { model: endpoint, messages: MESSAGES, maxTokens: 10, temperature: 0, seed: 5, includeUsage: true };
+    const whole = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 10, temperature: 0, seed: 5 });
+    const client = createWsClient({ url: `${t.url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${alice.key}` } });
+    const chunks: { choices: { delta: { role: string | null; content: string | null }; finishReason: string | null }[]; usage: { completionTokens: number } | null }[] = [];
+    await new Promise<void>((resolve, reject) => {
+      client.subscribe({ query: SUBSCRIPTION, variables: { input } }, { next: (r) => chunks.push((r.data as { chatCompletion: (typeof chunks)[number] }).chatCompletion), error: reject, complete: resolve });
+    });
+    await client.dispose();
+    expect(chunks[0]!.choices[0]!.delta.role).toBe('assistant');
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe(whole.choices[0]!.message.content);
+    expect(chunks.at(-1)!.usage!.completionTokens).toBe(10);
+  });
+
+  test('closing the subscription cancels the generation', async () => {
+    const client = createWsClient({ url: `${t.url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${alice.key}` } });
+    let received = 0;
+    await new Promise<void>((resolve, reject) => {
+      const unsubscribe = client.subscribe(
+        { query: SUBSCRIPTION, variables: { input: { model: endpoint, messages: MESSAGES, maxTokens: 3900, temperature: 0 } } },
+        {
+          next: () => {
+            if (++received === 3) {
+              unsubscribe();
+              resolve();
+            }
+          },
+          error: reject,
+          complete: () => {},
+        },
+      );
+    });
+    await waitFor('the replica to stop generating', async () => (await replicaHealth(endpoint)).active === 0, 10_000);
+    await client.dispose();
+  });
+
+  test('the subscription over SSE (GraphQL over HTTP)', async () => {
+    const response = await fetch(`${t.url}/graphql`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ query: SUBSCRIPTION, variables: { input: { model: endpoint, messages: MESSAGES, maxTokens: 4, temperature: 0 } } }),
+    });
+    expect(response.headers.get('content-type')).toMatch(/text\/event-stream/);
+    const text = await response.text();
+    const data = text.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).filter(Boolean).map((d) => JSON.parse(d));
+    const chunks = data.filter((d) => d.data).map((d) => d.data.chatCompletion);
+    expect(chunks.length).toBeGreaterThan(2);
+    expect(chunks.at(-1).choices[0].finishReason).toBe('length');
+  });
+
+  test('createChatCompletion returns the whole answer; errors are typed', async () => {
+    const ok = await alice.graphql.request(CreateChatCompletionDocument, { input: { model: endpoint, messages: MESSAGES, maxTokens: 3, temperature: 0 } });
+    expect(ok.createChatCompletion).toMatchObject({ __typename: 'CreateChatCompletionSuccess', completion: { usage: { completionTokens: 3 }, choices: [{ finishReason: 'length' }] } });
+    const tooHot = await alice.graphql.request(CreateChatCompletionDocument, { input: { model: endpoint, messages: MESSAGES, temperature: 9 } });
+    expect(tooHot.createChatCompletion).toMatchObject({ __typename: 'ChatCompletionError', status: 400, param: 'temperature' });
+    const foreign = await bob.graphql.request(CreateChatCompletionDocument, { input: { model: endpoint, messages: MESSAGES } });
+    expect(foreign.createChatCompletion).toMatchObject({ __typename: 'ChatCompletionError', status: 404, code: 'model_not_found' });
+  });
+});
+
+describe('several gateways', () => {
+  test('a second gateway process on the same database routes to the same replicas', async () => {
+    const { startGateway } = await import('../../src/http/server.js');
+    const { createServices } = await import('../../src/services/index.js');
+    const other = await startGateway(createServices(t.sql), { port: 0, host: '127.0.0.1', log: () => {} });
+    try {
+      const client = new OpenAI({ apiKey: alice.key, baseURL: `${other.url}/dedicated/v1`, maxRetries: 0 });
+      const completion = await client.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 3, temperature: 0, seed: 9 });
+      const direct = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 3, temperature: 0, seed: 9 });
+      expect(completion.choices[0]!.message.content).toBe(direct.choices[0]!.message.content);
+    } finally {
+      await other.close();
+    }
+  });
+});
