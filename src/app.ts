@@ -66,6 +66,8 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     port: config.port,
     host: config.host,
     router: { wakeTimeoutMs: config.wakeTimeoutMs, queueTimeoutMs: config.queueTimeoutMs },
+    subscriptionBuffer: config.subscriptionBuffer,
+    subscriptionMaxLagMs: config.subscriptionMaxLagMs,
     ...(options.log ? { log: options.log } : {}),
   });
   await controller.start();

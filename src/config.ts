@@ -47,6 +47,10 @@ export interface Config {
   wakeTimeoutMs: number;
   /** How long a chat request waits for a free slot before 429. @default 30000 */
   queueTimeoutMs: number;
+  /** Live-status signals buffered per subscriber. @default 1000 */
+  subscriptionBuffer: number;
+  /** How long a subscriber may stay behind its full buffer before it is cut off. @default 5000 */
+  subscriptionMaxLagMs: number;
 }
 
 export class ConfigError extends Error {
@@ -165,5 +169,7 @@ export function loadConfig(env: Env = process.env): Config {
     drainTimeoutMs: readInteger(env, 'DRAIN_TIMEOUT_MS', 30_000, 0, 86_400_000),
     wakeTimeoutMs: readInteger(env, 'WAKE_TIMEOUT_MS', 120_000, 0, 86_400_000),
     queueTimeoutMs: readInteger(env, 'QUEUE_TIMEOUT_MS', 30_000, 0, 86_400_000),
+    subscriptionBuffer: readInteger(env, 'SUBSCRIPTION_BUFFER', 1000, 1, 1_000_000),
+    subscriptionMaxLagMs: readInteger(env, 'SUBSCRIPTION_MAX_LAG_MS', 5000, 0, 3_600_000),
   };
 }

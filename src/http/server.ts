@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Services } from '../services/index.js';
 import { attachWebSocket, createGraphQL, GRAPHQL_PATH } from './graphql/yoga.js';
+import { EventHub } from '../live/event-hub.js';
 import { ChatRouter, type RouterOptions } from '../router/chat-router.js';
 import { RequestRecorder } from '../router/request-recorder.js';
 import { CHAT_PATH, handleChatCompletion } from './rest/chat-routes.js';
@@ -14,6 +15,8 @@ import { sendJson } from './rest/responses.js';
 
 export interface Gateway {
   server: http.Server;
+  /** Live-status fan-out of this process (its subscriber count shows in benchmarks). */
+  hub: EventHub;
   /** e.g. `http://127.0.0.1:8080` */
   url: string;
   close(): Promise<void>;
@@ -25,13 +28,19 @@ export interface GatewayOptions {
   log?: (message: string, error?: unknown) => void;
   /** Chat routing: how long requests wait for a waking endpoint and for a free slot. */
   router?: RouterOptions;
+  /** Live-status signals buffered per subscriber. @default 1000 */
+  subscriptionBuffer?: number;
+  /** How long a subscriber may stay behind a full buffer before it is cut off. @default 5000 */
+  subscriptionMaxLagMs?: number;
 }
 
 export async function startGateway(services: Services, options: GatewayOptions): Promise<Gateway> {
   const log = options.log ?? ((message, error) => console.error(message, error));
   const recorder = new RequestRecorder(services.db, 250, log);
   const chat = new ChatRouter(services.db, services, recorder, options.router);
-  const yoga = createGraphQL(services, chat);
+  const hub = new EventHub(services.db, log);
+  await hub.start();
+  const yoga = createGraphQL(services, chat, { hub, bufferSize: options.subscriptionBuffer ?? 1000, maxLagMs: options.subscriptionMaxLagMs ?? 5000 });
   const rest = endpointRoutes(services);
 
   const server = http.createServer((req, res) => {
@@ -64,6 +73,7 @@ export async function startGateway(services: Services, options: GatewayOptions):
   const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
   return {
     server,
+    hub,
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     close: async () => {
       await ws.close();
@@ -71,6 +81,7 @@ export async function startGateway(services: Services, options: GatewayOptions):
       await new Promise<void>((resolve) => server.close(() => resolve()));
       chat.close();
       await recorder.close();
+      await hub.close();
     },
   };
 }

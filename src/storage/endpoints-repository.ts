@@ -332,7 +332,10 @@ export async function setReplicaCounts(db: Queryable, id: string, counts: Replic
 }
 
 export async function setProgress(db: Queryable, id: string, progress: { bytesDone: number; bytesTotal: number } | null): Promise<void> {
-  await db`UPDATE endpoints SET progress = ${progress ? db.json(progress) : null} WHERE id = ${id}`;
+  const rows = await db`
+    UPDATE endpoints SET progress = ${progress ? db.json(progress) : null}
+    WHERE id = ${id} AND progress IS DISTINCT FROM ${progress ? db.json(progress) : null}::jsonb RETURNING 1`;
+  if (progress && rows.length > 0) await db`SELECT pg_notify('endpoint_progress', ${id})`;
 }
 
 export async function markEndpointCleaned(db: Queryable, id: string): Promise<void> {
@@ -355,7 +358,13 @@ export async function markEndpointDeleted(db: Queryable, id: string): Promise<vo
   await db`UPDATE endpoints SET deleted_at = now(), desired_state = 'DELETED', updated_at = now() WHERE id = ${id}`;
 }
 
+/**
+ * Appends an event. Writers take one transaction-level lock first, so event
+ * ids are assigned in commit order: a subscriber that has seen event N has
+ * seen every event below N, and can resume from N without a gap.
+ */
 export async function insertEvent(db: Queryable, event: EndpointEventInput): Promise<string> {
+  await db`SELECT pg_advisory_xact_lock(7266431003)`;
   const [row] = await db<{ id: string }[]>`
     INSERT INTO endpoint_events (
       endpoint_id, project_id, team_id, type, status, phase, error_code, version_index, cause, actor_id, detail
@@ -367,39 +376,53 @@ export async function insertEvent(db: Queryable, event: EndpointEventInput): Pro
   return row!.id;
 }
 
-export async function listEvents(db: Queryable, endpointId: string, afterId = '0', limit = 1000): Promise<EndpointEventRecord[]> {
-  const rows = await db<
-    {
-      id: string;
-      endpoint_id: string;
-      project_id: string;
-      team_id: string;
-      type: EndpointEventType;
-      status: EndpointStatus | null;
-      phase: EndpointPhase | null;
-      error_code: EndpointErrorCode | null;
-      version_index: number | null;
-      cause: string;
-      actor_id: string | null;
-      detail: Record<string, unknown> | null;
-      created_at: Date;
-    }[]
-  >`
-    SELECT id, endpoint_id, project_id, team_id, type, status, phase, error_code, version_index, cause, actor_id, detail, created_at
-    FROM endpoint_events WHERE endpoint_id = ${endpointId} AND id > ${afterId}::bigint ORDER BY id LIMIT ${limit}`;
-  return rows.map((r) => ({
-    id: String(r.id),
-    endpointId: r.endpoint_id,
-    projectId: r.project_id,
-    teamId: r.team_id,
-    type: r.type,
-    status: r.status,
-    phase: r.phase,
-    errorCode: r.error_code,
-    versionIndex: r.version_index,
-    cause: r.cause,
-    actorId: r.actor_id,
-    detail: r.detail,
-    createdAt: r.created_at,
-  }));
+interface EventRow {
+  id: string;
+  endpoint_id: string;
+  project_id: string;
+  team_id: string;
+  type: EndpointEventType;
+  status: EndpointStatus | null;
+  phase: EndpointPhase | null;
+  error_code: EndpointErrorCode | null;
+  version_index: number | null;
+  cause: string;
+  actor_id: string | null;
+  detail: Record<string, unknown> | null;
+  created_at: Date;
+}
+
+const EVENT_COLUMNS = 'id, endpoint_id, project_id, team_id, type, status, phase, error_code, version_index, cause, actor_id, detail, created_at';
+
+const toEvent = (r: EventRow): EndpointEventRecord => ({
+  id: String(r.id),
+  endpointId: r.endpoint_id,
+  projectId: r.project_id,
+  teamId: r.team_id,
+  type: r.type,
+  status: r.status,
+  phase: r.phase,
+  errorCode: r.error_code,
+  versionIndex: r.version_index,
+  cause: r.cause,
+  actorId: r.actor_id,
+  detail: r.detail,
+  createdAt: r.created_at,
+});
+
+export type EventScope = { endpointId: string } | { projectId: string };
+
+/** Events of an endpoint or a project after an event id, oldest first. */
+export async function listEvents(db: Queryable, scope: EventScope, afterId = '0', limit = 1000): Promise<EndpointEventRecord[]> {
+  const filter = 'endpointId' in scope ? db`endpoint_id = ${scope.endpointId}` : db`project_id = ${scope.projectId}`;
+  const rows = await db<EventRow[]>`
+    SELECT ${db.unsafe(EVENT_COLUMNS)} FROM endpoint_events
+    WHERE ${filter} AND id > ${afterId}::bigint ORDER BY id LIMIT ${limit}`;
+  return rows.map(toEvent);
+}
+
+export async function findEvents(db: Queryable, ids: readonly string[]): Promise<EndpointEventRecord[]> {
+  const rows = await db<EventRow[]>`
+    SELECT ${db.unsafe(EVENT_COLUMNS)} FROM endpoint_events WHERE id = ANY(${ids as string[]}::bigint[]) ORDER BY id`;
+  return rows.map(toEvent);
 }

@@ -24,6 +24,8 @@ test('defaults with no variables set', () => {
     drainTimeoutMs: 30_000,
     wakeTimeoutMs: 120_000,
     queueTimeoutMs: 30_000,
+    subscriptionBuffer: 1000,
+    subscriptionMaxLagMs: 5000,
   });
 });
 

@@ -289,12 +289,13 @@ describe('identity mutations', () => {
 });
 
 test('an internal fault is masked: no stack, no SQL', async () => {
-  // A broken database connection makes every resolver throw; the client sees only a generic message.
+  // A database connection that goes away makes every resolver throw; the client sees only a generic message.
   const { createServices } = await import('../../src/services/index.js');
   const { startGateway } = await import('../../src/http/server.js');
   const { connectDatabase } = await import('../../src/storage/database.js');
-  const dead = connectDatabase('postgres://nobody:wrong@127.0.0.1:1/none', { max: 1 });
+  const dead = connectDatabase(t.dbUrl, { max: 1 });
   const gateway = await startGateway(createServices(dead), { port: 0, host: '127.0.0.1', log: () => {} });
+  await dead.end({ timeout: 1 });
   try {
     const res = await fetch(new URL('/graphql', gateway.url), {
       method: 'POST',
@@ -309,6 +310,5 @@ test('an internal fault is masked: no stack, no SQL', async () => {
     expect(await rest.json()).toEqual({ error: { code: 'INTERNAL', message: 'internal error' } });
   } finally {
     await gateway.close();
-    await dead.end({ timeout: 1 });
   }
 });

@@ -4,6 +4,7 @@
  * nested fields batch their reads and no cache outlives a request.
  */
 import DataLoader from 'dataloader';
+import type { EventHub } from '../../live/event-hub.js';
 import type { ChatRouter } from '../../router/chat-router.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
@@ -48,5 +49,7 @@ export interface GraphQLContext {
   services: Services;
   /** Routes chat completions to replicas (the subscription and mutation use it). */
   chat: ChatRouter;
+  /** Live endpoint events for the subscriptions, each subscriber's buffer, and how long it may lag. */
+  live: { hub: EventHub; bufferSize: number; maxLagMs: number };
   loaders: Loaders;
 }

@@ -30,7 +30,7 @@ function authError(error: DomainError): GraphQLError {
   return new GraphQLError(error.message, { extensions: { code: error.type, http: { status } } });
 }
 
-export function createGraphQL(services: Services, chat: ChatRouter): YogaServerInstance<ServerContext, GraphQLContext> {
+export function createGraphQL(services: Services, chat: ChatRouter, live: GraphQLContext['live']): YogaServerInstance<ServerContext, GraphQLContext> {
   return createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: GRAPHQL_PATH,
@@ -43,7 +43,7 @@ export function createGraphQL(services: Services, chat: ChatRouter): YogaServerI
         if (result.type === 'error') throw authError(result.error);
         principal = result.value;
       }
-      return { principal, services, chat, loaders: createLoaders(services) };
+      return { principal, services, chat, live, loaders: createLoaders(services) };
     },
   });
 }

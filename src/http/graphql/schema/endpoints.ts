@@ -37,7 +37,7 @@ const DownloadProgress = builder.objectRef<{ bytesDone: number; bytesTotal: numb
   }),
 });
 
-const EndpointStatus = builder.objectRef<EndpointRecord>('EndpointStatus').implement({
+export const EndpointStatus = builder.objectRef<EndpointRecord>('EndpointStatus').implement({
   fields: (t) => ({
     endpointId: t.exposeID('id'),
     status: t.expose('status', { type: EndpointStatusValue }),

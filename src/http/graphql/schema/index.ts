@@ -4,5 +4,6 @@ import './errors.js';
 import './identity.js';
 import './endpoints.js';
 import './chat.js';
+import './live.js';
 
 export const schema = builder.toSchema({ sortSchema: true });

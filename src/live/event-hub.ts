@@ -1,0 +1,123 @@
+/**
+ * Fans endpoint events out to this process's subscribers. Every writer's
+ * event insert is announced by a PostgreSQL trigger (NOTIFY with ids only),
+ * so a subscriber here sees changes made by any gateway process. One LISTEN
+ * connection per process; each announced event row is read once, however
+ * many subscribers want it, and dispatched in id (commit) order.
+ */
+import type { Sql } from '../storage/database.js';
+import { findEndpointForController, findEvents, type EndpointEventRecord, type EndpointRecord } from '../storage/endpoints-repository.js';
+
+export type LiveSignal =
+  | { kind: 'event'; event: EndpointEventRecord }
+  /** The model download of this endpoint advanced (progress writes no event). */
+  | { kind: 'progress'; endpointId: string }
+  /** The LISTEN connection was re-established: events may have been missed, read them back. */
+  | { kind: 'resync' };
+
+export interface LiveFilter {
+  endpointId?: string;
+  projectId?: string;
+}
+
+interface Subscriber {
+  filter: LiveFilter;
+  listener: (signal: LiveSignal) => void;
+}
+
+export class EventHub {
+  private readonly subscribers = new Set<Subscriber>();
+  private pending: { id: string; endpointId: string; projectId: string }[] = [];
+  private draining: Promise<void> = Promise.resolve();
+  private scheduled = false;
+  private listening: { unlisten(): Promise<void> }[] = [];
+  private started = false;
+  /** One read of an endpoint per change, shared by every subscriber that shows it. */
+  private readonly snapshots = new Map<string, { version: string; value: Promise<EndpointRecord | undefined> }>();
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly log: (message: string, error?: unknown) => void = () => {},
+  ) {}
+
+  async start(): Promise<void> {
+    const onListen = () => {
+      // The first listen is the start; later ones are reconnections after which events may be missing.
+      if (this.started) this.broadcast({ kind: 'resync' });
+    };
+    this.listening.push(await this.sql.listen('endpoint_events', (payload) => this.onEvent(payload), onListen));
+    this.listening.push(await this.sql.listen('endpoint_progress', (endpointId) => this.onProgress(endpointId)));
+    this.started = true;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.listening.map((l) => l.unlisten().catch(() => {})));
+    this.listening = [];
+    this.subscribers.clear();
+  }
+
+  get subscriberCount(): number {
+    return this.subscribers.size;
+  }
+
+  subscribe(filter: LiveFilter, listener: (signal: LiveSignal) => void): () => void {
+    const subscriber = { filter, listener };
+    this.subscribers.add(subscriber);
+    return () => this.subscribers.delete(subscriber);
+  }
+
+  /** The endpoint as of `version` (an event id or a progress tick): read once for all subscribers. */
+  snapshot(endpointId: string, version: string): Promise<EndpointRecord | undefined> {
+    const cached = this.snapshots.get(endpointId);
+    if (cached && cached.version === version) return cached.value;
+    const value = findEndpointForController(this.sql, endpointId);
+    this.snapshots.set(endpointId, { version, value });
+    if (this.snapshots.size > 10_000) this.snapshots.delete(this.snapshots.keys().next().value!);
+    return value;
+  }
+
+  private wants(subscriber: Subscriber, endpointId: string, projectId?: string): boolean {
+    const { filter } = subscriber;
+    return (filter.endpointId === undefined || filter.endpointId === endpointId) && (filter.projectId === undefined || filter.projectId === projectId);
+  }
+
+  private onEvent(payload: string): void {
+    const [id, endpointId, projectId] = payload.split(':');
+    if (!id || !endpointId || !projectId) return;
+    if (![...this.subscribers].some((s) => this.wants(s, endpointId, projectId))) return;
+    this.pending.push({ id, endpointId, projectId });
+    if (this.scheduled) return;
+    this.scheduled = true;
+    // Announcements that arrive together are read with one statement, in order.
+    setImmediate(() => {
+      this.scheduled = false;
+      const batch = this.pending;
+      this.pending = [];
+      this.draining = this.draining.then(() => this.dispatch(batch));
+    });
+  }
+
+  private async dispatch(batch: { id: string }[]): Promise<void> {
+    try {
+      const events = await findEvents(this.sql, batch.map((b) => b.id));
+      for (const event of events) {
+        for (const subscriber of this.subscribers) {
+          if (this.wants(subscriber, event.endpointId, event.projectId)) subscriber.listener({ kind: 'event', event });
+        }
+      }
+    } catch (error) {
+      this.log('reading announced events failed; subscribers resync', error);
+      this.broadcast({ kind: 'resync' });
+    }
+  }
+
+  private onProgress(endpointId: string): void {
+    for (const subscriber of this.subscribers) {
+      if (subscriber.filter.endpointId === endpointId) subscriber.listener({ kind: 'progress', endpointId });
+    }
+  }
+
+  private broadcast(signal: LiveSignal): void {
+    for (const subscriber of this.subscribers) subscriber.listener(signal);
+  }
+}

@@ -1,0 +1,171 @@
+/** Live-status subscriptions in one gateway: authorization, SSE, download progress and slow subscribers. */
+import { createClient, type Client } from 'graphql-ws';
+import WebSocket from 'ws';
+import { beforeAll, describe, expect, test } from 'vitest';
+import { liveEvents, SubscriptionOverflowError } from '../../src/live/event-stream.js';
+import { startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import type { SeededProject } from '../support/gateway.js';
+
+let t: TestApp;
+let alice: SeededUser;
+let bob: SeededUser;
+let project: SeededProject;
+
+beforeAll(async () => {
+  t = await startTestApp({ env: { SUBSCRIPTION_BUFFER: '20', SUBSCRIPTION_MAX_LAG_MS: '1000' } });
+  alice = await t.seed.user();
+  bob = await t.seed.user();
+  project = await alice.project('live');
+});
+
+const wsUrl = () => `${t.url.replace('http', 'ws')}/graphql`;
+
+function client(key: string, extra: Record<string, unknown> = {}): Client {
+  return createClient({ url: wsUrl(), webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${key}`, ...extra }, retryAttempts: 0, lazy: false });
+}
+
+describe('authorization', () => {
+  test('a bad key is closed with 4401 and a reason; a team the caller is not in with 4403', async () => {
+    const closes: { code: number; reason: string }[] = [];
+    for (const [key, extra] of [['dek_wrong', {}], [bob.key, { 'x-friendli-team': alice.teamId }]] as const) {
+      await new Promise<void>((resolve) => {
+        const c = createClient({
+          url: wsUrl(),
+          webSocketImpl: WebSocket,
+          connectionParams: { authorization: `Bearer ${key}`, ...extra },
+          retryAttempts: 0,
+          lazy: false,
+          on: { closed: (event) => (closes.push({ code: (event as CloseEvent).code, reason: (event as CloseEvent).reason }), resolve()) },
+          onNonLazyError: () => {},
+        });
+        void c;
+      });
+    }
+    expect(closes).toEqual([
+      { code: 4401, reason: 'invalid or revoked API key' },
+      { code: 4403, reason: `you are not a member of team '${alice.teamId}'` },
+    ]);
+  });
+
+  test("another team's key gets no events: its subscriptions fail with NOT_FOUND", async () => {
+    const id = await project.endpoint({ hfModelRepo: 'test-org/no-weights' });
+    const c = client(bob.key);
+    const errors: unknown[] = [];
+    const received: unknown[] = [];
+    for (const [query, variables] of [
+      ['subscription($id: ID!) { endpointStatus(endpointId: $id) { status { status } } }', { id }],
+      ['subscription($p: ID!) { endpointEvents(projectId: $p) { id } }', { p: project.id }],
+    ] as const) {
+      await new Promise<void>((resolve) => {
+        c.subscribe({ query, variables }, { next: (r) => received.push(r), error: (e) => (errors.push(e), resolve()), complete: resolve });
+      });
+    }
+    await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { newVersionComment: 'more events' });
+    expect(received.filter((r) => (r as { data?: unknown }).data)).toEqual([]);
+    expect(JSON.stringify(errors)).toContain('NOT_FOUND');
+    expect(JSON.stringify(errors)).not.toContain(alice.teamId);
+    await c.dispose();
+  });
+});
+
+describe('transports and content', () => {
+  test('endpointStatus over SSE: the current status first, then changes, with download progress', async () => {
+    // A slow transfer, so that the download reports progress more than once.
+    t.hub.setFault({ type: 'slow', chunkBytes: 64 * 1024, delayMs: 60 }, { repo: 'test-org/fault-GGUF' });
+    const id = await project.endpoint({ hfModelRepo: 'test-org/fault-GGUF', advanced: { max_token_count: 1024 } });
+    const controller = new AbortController();
+    const response = await fetch(`${t.url}/graphql`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({
+        query: `subscription($id: ID!) { endpointStatus(endpointId: $id) {
+          event { type status phase }
+          status { status phase downloadProgress { bytesDone bytesTotal } currReplicaCnt }
+        } }`,
+        variables: { id },
+      }),
+      signal: controller.signal,
+    });
+    expect(response.headers.get('content-type')).toMatch(/text\/event-stream/);
+    const updates: { event: { type: string; status: string | null } | null; status: { status: string; phase: string | null; downloadProgress: { bytesDone: number; bytesTotal: number } | null; currReplicaCnt: number } }[] = [];
+    const decoder = new TextDecoder();
+    let buffer = '';
+    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+      buffer += decoder.decode(chunk, { stream: true });
+      for (const line of buffer.split('\n')) {
+        if (line.startsWith('data:') && line.length > 6) {
+          const parsed = JSON.parse(line.slice(5));
+          if (parsed.data) updates.push(parsed.data.endpointStatus);
+        }
+      }
+      buffer = buffer.slice(buffer.lastIndexOf('\n') + 1);
+      if (updates.at(-1)?.status.status === 'RUNNING') break;
+    }
+    controller.abort();
+    t.hub.setFault(null, { repo: 'test-org/fault-GGUF' });
+    expect(updates[0]!.event).toBeNull();
+    expect(updates[0]!.status.status).toBe('INITIALIZING');
+    const progress = updates.filter((u) => u.event === null && u.status.downloadProgress).map((u) => u.status.downloadProgress!);
+    expect(progress.length).toBeGreaterThan(1);
+    expect(progress.some((p) => p.bytesDone < p.bytesTotal)).toBe(true);
+    for (let i = 1; i < progress.length; i++) expect(progress[i]!.bytesDone).toBeGreaterThanOrEqual(progress[i - 1]!.bytesDone);
+    expect(updates.filter((u) => u.event?.type === 'STATUS_CHANGED').map((u) => u.event!.status)).toEqual(['INITIALIZING', 'INITIALIZING', 'READY', 'RUNNING']);
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+  });
+});
+
+describe('slow subscribers', () => {
+  test('a burst larger than the buffer reaches a subscriber that keeps reading, over graphql-ws', async () => {
+    const id = await project.endpoint({ hfModelRepo: 'test-org/no-weights' });
+    await waitForStatus(t.sql, id, 'FAILED');
+    const fast = client(alice.key);
+    const fastIds: string[] = [];
+    fast.subscribe(
+      { query: 'subscription($p: ID!) { endpointEvents(projectId: $p) { id message } }', variables: { p: project.id } },
+      { next: (r) => fastIds.push((r.data as { endpointEvents: { id: string } }).endpointEvents.id), error: () => {}, complete: () => {} },
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    // 300 events of 16 KB at once, against a buffer of 20: the dropped ones are read back from the log.
+    await burst(id, 300, 16 * 1024);
+    const ids = await t.sql<{ id: string }[]>`SELECT id::text FROM endpoint_events WHERE cause = 'test:burst' ORDER BY endpoint_events.id`;
+    await waitFor('the whole burst', async () => fastIds.length >= ids.length, 20_000);
+    expect(fastIds.slice(-ids.length)).toEqual(ids.map((r) => r.id));
+    await fast.dispose();
+  });
+
+  test('a subscriber that stops reading is cut off with SUBSCRIPTION_OVERFLOW, without holding up one that reads', async () => {
+    const id = await project.endpoint({ hfModelRepo: 'test-org/no-weights' });
+    await waitForStatus(t.sql, id, 'FAILED');
+    const scope = { projectId: project.id };
+    const options = { bufferSize: 20, maxLagMs: 500 };
+    const slow = liveEvents(t.app.gateway.hub, t.sql, scope, options);
+    const fast = liveEvents(t.app.gateway.hub, t.sql, scope, options);
+    // Both subscribe; the slow one then takes one event and stops pulling.
+    const firstSlow = slow.next();
+    const fastSeen: string[] = [];
+    const fastReading = (async () => {
+      for await (const item of fast) {
+        if (item.kind === 'event') fastSeen.push(item.event.id);
+        if (fastSeen.length === 201) return;
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 200));
+    await burst(id, 200, 1024);
+    await burst(id, 1, 16);
+    await firstSlow;
+    await fastReading;
+    expect(new Set(fastSeen).size).toBe(201);
+    // The slow one stayed behind its full buffer for longer than maxLagMs.
+    await new Promise((r) => setTimeout(r, 700));
+    await expect(slow.next()).rejects.toBeInstanceOf(SubscriptionOverflowError);
+    await fast.return(undefined);
+  });
+});
+
+/** Appends events straight to the log (as many writers at once would), each with a message of `bytes`. */
+async function burst(endpointId: string, count: number, bytes: number) {
+  await t.sql`
+    INSERT INTO endpoint_events (endpoint_id, project_id, team_id, type, status, cause, detail)
+    SELECT ${endpointId}, ${project.id}, ${alice.teamId}, 'STATUS_CHANGED', 'FAILED', 'test:burst', jsonb_build_object('message', repeat('x', ${bytes}::int))
+    FROM generate_series(1, ${count}::int)`;
+}

@@ -1,0 +1,42 @@
+/** Gateway processes for tests: `src/main.ts` run as a child process, exactly as `npm start` runs it. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { afterAll } from 'vitest';
+
+export interface GatewayProcess {
+  url: string;
+  child: ChildProcess;
+  output(): string;
+  stop(): Promise<void>;
+}
+
+const started: GatewayProcess[] = [];
+afterAll(async () => {
+  await Promise.all(started.map((p) => p.stop()));
+});
+
+export function startGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const stop = () =>
+      new Promise<void>((done) => {
+        if (child.exitCode !== null || child.signalCode !== null) return done();
+        child.once('exit', () => done());
+        child.kill('SIGTERM');
+      });
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /Serving on (http:\/\/[\d.:]+)/.exec(output);
+      if (match) {
+        child.stdout!.off('data', onData);
+        child.stdout!.on('data', (more: Buffer) => (output += more.toString()));
+        const handle: GatewayProcess = { url: match[1]!, child, output: () => output, stop };
+        started.push(handle);
+        resolve(handle);
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.once('exit', (code) => reject(new Error(`gateway exited with ${code}:\n${output}`)));
+  });
+}
