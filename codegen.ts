@@ -3,7 +3,7 @@ import type { CodegenConfig } from '@graphql-codegen/cli';
 /**
  * `npm run codegen` prints schema.graphql from the Pothos schema, then
  * generates typed documents for the operations of our SDK (used by the tests
- * and by any TypeScript client).
+ * and by any TypeScript client) and for the W&B registry client.
  */
 const config: CodegenConfig = {
   overwrite: true,
@@ -17,6 +17,19 @@ const config: CodegenConfig = {
         enumsAsTypes: true,
         skipTypename: false,
         scalars: { DateTime: 'string', JSON: 'unknown', ID: 'string' },
+      },
+    },
+    // The registry client's operations, typed against the subset of W&B's schema they use.
+    'src/models/wandb/generated.ts': {
+      schema: 'src/models/wandb/schema.graphql',
+      documents: 'src/models/wandb/documents/*.graphql',
+      plugins: ['typescript-operations', 'typed-document-node'],
+      config: {
+        useTypeImports: true,
+        enumsAsTypes: true,
+        skipTypename: false,
+        dedupeOperationSuffix: true,
+        scalars: { ID: 'string', Int64: 'number' },
       },
     },
   },

@@ -9,6 +9,7 @@ import { Controller } from './controller/controller.js';
 import { startGateway, type Gateway } from './http/server.js';
 import { ModelCache } from './models/model-cache.js';
 import { ModelStore } from './models/model-store.js';
+import { WandbArtifactSource } from './models/wandb/artifact-source.js';
 import { detectInventory, type DetectedInventory } from './runtime/gpu-inventory.js';
 import { LocalRuntime } from './runtime/local-runtime.js';
 import { createServices, type Services } from './services/index.js';
@@ -41,10 +42,22 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     ...(config.engineCommand ? { engineTemplate: config.engineCommand } : {}),
     ...(config.engineThreads ? { threads: config.engineThreads } : {}),
     startTimeoutMs: config.replicaStartTimeoutMs,
-    env: { ...(config.hfToken ? { HF_TOKEN: config.hfToken } : {}), HF_ENDPOINT: config.hfEndpoint, ...options.engineEnv },
+    env: {
+      ...(config.hfToken ? { HF_TOKEN: config.hfToken } : {}),
+      HF_ENDPOINT: config.hfEndpoint,
+      ...(config.wandbApiKey ? { WANDB_API_KEY: config.wandbApiKey } : {}),
+      WANDB_BASE_URL: config.wandbBaseUrl,
+      ...options.engineEnv,
+    },
   });
+  const cache = new ModelCache({ dir: config.modelCacheDir, ...(config.modelCacheMaxBytes ? { maxBytes: config.modelCacheMaxBytes } : {}) });
   const models = new ModelStore({
-    cache: new ModelCache({ dir: config.modelCacheDir, ...(config.modelCacheMaxBytes ? { maxBytes: config.modelCacheMaxBytes } : {}) }),
+    cache,
+    artifacts: new WandbArtifactSource(cache, {
+      baseUrl: config.wandbBaseUrl,
+      ...(config.wandbApiKey ? { apiKey: config.wandbApiKey } : {}),
+      ...(config.quantPreference ? { quantPreference: config.quantPreference } : {}),
+    }),
     hubEndpoint: config.hfEndpoint,
     ...(config.hfToken ? { hubToken: config.hfToken } : {}),
     ...(config.quantPreference ? { quantPreference: config.quantPreference } : {}),

@@ -21,6 +21,9 @@ export interface Config {
   /** Hugging Face-compatible hub. @default 'https://huggingface.co' */
   hfEndpoint: string;
   hfToken: string | undefined;
+  /** The W&B API, for registry artifacts. @default 'https://api.wandb.ai' */
+  wandbBaseUrl: string;
+  wandbApiKey: string | undefined;
   /** Content-addressed model cache. @default DATA_DIR/models */
   modelCacheDir: string;
   /** Most bytes the cache may hold; a download that would exceed it fails with INSUFFICIENT_DISK. */
@@ -156,6 +159,8 @@ export function loadConfig(env: Env = process.env): Config {
     adminApiKey: readAdminKey(env),
     hfEndpoint: readUrl(env, 'HF_ENDPOINT', 'https://huggingface.co'),
     hfToken: optional(env, 'HF_TOKEN'),
+    wandbBaseUrl: readUrl(env, 'WANDB_BASE_URL', 'https://api.wandb.ai'),
+    wandbApiKey: optional(env, 'WANDB_API_KEY'),
     modelCacheDir: path.resolve(optional(env, 'MODEL_CACHE_DIR') ?? path.join(dataDir, 'models')),
     modelCacheMaxBytes: readSize(env, 'MODEL_CACHE_MAX_BYTES'),
     quantPreference: quant ? quant.split(',').map((q) => q.trim()).filter(Boolean) : undefined,

@@ -16,7 +16,7 @@ import { newId } from '../domain/ids.js';
 import { findInstanceOption } from '../domain/instance-catalog.js';
 import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
 import { ModelSourceError } from '../models/errors.js';
-import { checkModelSettings, SettingsError, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
+import { checkModelSettings, pinnedRevision, SettingsError, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
 import { EngineCommandError } from '../runtime/engine-command.js';
 import { ReplicaStartError, type ReplicaHandle, type Runtime } from '../runtime/runtime.js';
 import { writeReplicaCounts, writeStatus } from '../services/endpoint-state.js';
@@ -439,8 +439,8 @@ export class Controller {
         replicaId,
         endpointId: endpoint.id,
         modelPath: model.path,
-        modelRepo: spec.hfModelRepo,
-        modelRevision: model.resolved?.commitSha ?? spec.hfModelRepoRevision,
+        modelRepo: spec.model.source === 'hf' ? spec.model.repo : spec.model.artifact,
+        modelRevision: pinnedRevision(model.resolved) ?? (spec.model.source === 'hf' ? spec.model.revision : null),
         gpuType: option.gpuType,
         numGpu: option.numGpu,
         maxBatchSize: spec.advanced.maxBatchSize,
@@ -476,8 +476,7 @@ export class Controller {
         setProgress(this.sql, endpointId, progress).catch(() => {});
       },
     };
-    const known = version.model as ResolvedModel | null;
-    const model = known ? await this.models.ensure(known, hooks) : await this.models.prepare(version.spec, hooks);
+    const model = await this.models.prepareVersion(version.spec, version.model as ResolvedModel | null, hooks);
     if (this.options.builtInEngine) {
       if (!model.path) {
         throw new ModelSourceError('WORKLOAD_INIT_MANIFEST_TYPE_ERROR', 'the built-in engine runs GGUF models only; set ENGINE_COMMAND to use another engine');

@@ -25,14 +25,23 @@ export interface AdvancedConfig {
   enableContentLogging: boolean;
 }
 
+/** Where a version's model comes from: a hub repository, or a W&B registry artifact. */
+export type ModelSource =
+  | { source: 'hf'; repo: string; revision: string | null }
+  | { source: 'wandb'; artifact: string };
+
 /** Everything a version fixes about an endpoint. */
 export interface EndpointSpec {
   name: string;
   instanceId: string;
-  hfModelRepo: string;
-  hfModelRepoRevision: string | null;
+  model: ModelSource;
   autoscaling: AutoscalingPolicy;
   advanced: AdvancedConfig;
+}
+
+/** The hub repository and revision of a spec, for the surfaces that name them (null for an artifact). */
+export function hubModelOf(spec: EndpointSpec): { repo: string | null; revision: string | null } {
+  return spec.model.source === 'hf' ? { repo: spec.model.repo, revision: spec.model.revision } : { repo: null, revision: null };
 }
 
 export const LIMITS = {
@@ -125,7 +134,7 @@ function readComment(check: FieldChecker, body: Record<string, unknown>, field: 
 type PartialPolicy = Partial<AutoscalingPolicy>;
 
 /** Reads `autoscalingPolicy` or `simplescale`; the two are alternatives. */
-function readScaling(check: FieldChecker, body: Record<string, unknown>): PartialPolicy | undefined {
+export function readScaling(check: FieldChecker, body: Record<string, unknown>): PartialPolicy | undefined {
   const policy = check.object(body, 'autoscalingPolicy');
   const simple = check.object(body, 'simplescale');
   if (policy && simple) {
@@ -170,7 +179,7 @@ function readAdvanced(check: FieldChecker, body: Record<string, unknown>, requir
 }
 
 /** Rules that involve several fields, checked on the merged spec and reported against the request's field names. */
-function checkConsistency(check: FieldChecker, spec: EndpointSpec): void {
+export function checkConsistency(check: FieldChecker, spec: EndpointSpec): void {
   const { autoscaling, advanced } = spec;
   if (autoscaling.minReplica > autoscaling.maxReplica) {
     check.fail(
@@ -220,8 +229,7 @@ export function parseCreateEndpoint(body: unknown): Result<CreateEndpointInput> 
   const spec: EndpointSpec = {
     name: name!,
     instanceId: instanceId!,
-    hfModelRepo: hfModelRepo!,
-    hfModelRepoRevision: revision ?? null,
+    model: { source: 'hf', repo: hfModelRepo!, revision: revision ?? null },
     autoscaling: { ...DEFAULT_AUTOSCALING, ...scaling },
     advanced: {
       ...DEFAULT_ADVANCED,
@@ -263,17 +271,25 @@ export function parseUpdateEndpoint(body: unknown): Result<UpdateEndpointInput> 
   return ok({
     comment,
     apply(current: EndpointSpec): Result<EndpointSpec> {
-      // A new model without a revision means the new model's default branch.
-      const repoChanged = hfModelRepo !== undefined && hfModelRepo !== current.hfModelRepo;
+      const merged = new FieldChecker();
+      let model = current.model;
+      if (hfModelRepo !== undefined) {
+        // A new model without a revision means the new model's default branch.
+        const same = current.model.source === 'hf' && current.model.repo === hfModelRepo;
+        const keptRevision = same && !clearsRevision && current.model.source === 'hf' ? current.model.revision : null;
+        model = { source: 'hf', repo: hfModelRepo, revision: revision ?? keptRevision };
+      } else if (current.model.source === 'hf') {
+        if (revision !== undefined || clearsRevision) model = { ...current.model, revision: revision ?? null };
+      } else if (revision !== undefined) {
+        merged.fail('hfModelRepoRevision', 'needs hfModelRepo: this endpoint serves a W&B registry artifact');
+      }
       const next: EndpointSpec = {
         name: name ?? current.name,
         instanceId: instanceId ?? current.instanceId,
-        hfModelRepo: hfModelRepo ?? current.hfModelRepo,
-        hfModelRepoRevision: revision ?? (clearsRevision || repoChanged ? null : current.hfModelRepoRevision),
+        model,
         autoscaling: { ...current.autoscaling, ...scaling },
         advanced: { ...current.advanced, ...advanced },
       };
-      const merged = new FieldChecker();
       checkConsistency(merged, next);
       return merged.violations.length > 0 ? fail(invalidArgument(merged.violations)) : ok(next);
     },

@@ -188,11 +188,14 @@ function quantPattern(quant: string): RegExp {
   return new RegExp(`(?:^|[-_.])${escaped}(?=[-.]|$)`, 'i');
 }
 
-/** Chooses the GGUF file to serve, or explains why the repo has none the built-in engine can run. */
-export function pickGgufFile(files: readonly HubFile[], quantPreference: readonly string[], repo: string): HubFile {
+/**
+ * Chooses the GGUF file to serve, or explains why the repo has none the built-in engine can run. Generic over the
+ * file type so that other model sources (W&B artifacts) share the rule; `repo` is the source's name in messages.
+ */
+export function pickGgufFile<F extends { path: string }>(files: readonly F[], quantPreference: readonly string[], repo: string): F {
   const ggufs = files.filter((f) => /\.gguf$/i.test(f.path) && !/(^|\/)mmproj[^/]*$/i.test(f.path));
   const whole = ggufs.filter((f) => !SPLIT_SHARD.test(f.path));
-  const stem = (f: HubFile) => (f.path.split('/').pop() ?? f.path).replace(/\.gguf$/i, '');
+  const stem = (f: F) => (f.path.split('/').pop() ?? f.path).replace(/\.gguf$/i, '');
 
   if (whole.length === 1) return whole[0]!;
   if (whole.length > 1) {
@@ -210,7 +213,7 @@ export function pickGgufFile(files: readonly HubFile[], quantPreference: readonl
     throw new ModelSourceError(
       'WORKLOAD_INIT_MANIFEST_TYPE_ERROR',
       `${repo} only has split GGUF shards (e.g. ${ggufs[0]!.path}), which are not supported yet. ` +
-        'Use a repository with a single-file GGUF, or merge the shards with llama-gguf-split --merge.',
+        'Use a single-file GGUF build, or merge the shards with llama-gguf-split --merge.',
     );
   }
   const format = OTHER_WEIGHT_FORMATS.find(([pattern]) => files.some((f) => pattern.test(f.path)))?.[1];

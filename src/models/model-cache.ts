@@ -1,12 +1,15 @@
 /**
  * Content-addressed store of downloaded model files:
  *   <dir>/blobs/<sha256>          complete, verified files (never written in place)
+ *   <dir>/index/md5-<hex>         the sha256 of the blob with that md5, for sources that publish md5 only (W&B)
  *   <dir>/tmp/<key>.partial       download in progress, resumed with `Range: bytes=<size>-`
  *   <dir>/tmp/<key>.lock          O_EXCL lock naming the pid that owns the partial
+ * Every source goes through one download core: sha256 computed while streaming (plus md5 when the source gave one),
+ * verified against what the source announced, resumed, locked across processes and shared within one.
  */
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, readFile, readdir, rename, rm, stat, statfs } from 'node:fs/promises';
+import { mkdir, open, readFile, readdir, rename, rm, stat, statfs, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ModelSourceError } from './errors.js';
@@ -21,6 +24,30 @@ export interface EnsureHubFileOptions extends HubAccessOptions {
   onProgress?: (progress: DownloadProgress) => void;
 }
 
+/** A file at a URL, e.g. a W&B artifact file (see `wandbFileDownload` in ./wandb/registry-client.ts). */
+export interface EnsureUrlFileOptions {
+  /** Where the bytes are; redirects are followed (fetch drops `authorization` on a redirect to another origin). */
+  url: string;
+  /** Sent with every request for the file, e.g. its authorization; never logged or put in messages. */
+  headers?: Record<string, string>;
+  /** The size the source announced; more or fewer bytes fail the download. */
+  size: number;
+  /** The content's sha256 (hex), when the source publishes it: then a cached blob is found without any request. */
+  sha256?: string;
+  /** The content's md5 in base64, as W&B manifests give it: verified, and indexed so the next call needs no request. */
+  md5Base64?: string;
+  /** Identifies the content when neither digest is given (names the partial file); defaults to the URL without query. */
+  key?: string;
+  /** The file as users know it, for messages, e.g. `model.gguf from acme/models/llama:v3`. Never put secrets here. */
+  label?: string;
+  /** Who serves the file, for messages, e.g. `W&B` (default `the server`). */
+  source?: string;
+  /** Maps a failed answer (status >= 400) to an error; by default 401, 403, 404 and others are told apart by status. */
+  responseError?: (res: Response) => ModelSourceError;
+  onProgress?: (progress: DownloadProgress) => void;
+  signal?: AbortSignal;
+}
+
 export interface CachedModelFile {
   path: string;
   sha256: string;
@@ -29,26 +56,70 @@ export interface CachedModelFile {
   cached: boolean;
 }
 
+/** One download, whatever its source: what the shared core needs. */
+interface BlobRequest {
+  /** names tmp/<key>.partial and tmp/<key>.lock, and the in-flight entry */
+  key: string;
+  size: number;
+  sha256?: string;
+  /** md5 in hex */
+  md5?: string;
+  url: string;
+  headers: Record<string, string>;
+  label: string;
+  source: string;
+  responseError: (res: Response) => ModelSourceError;
+  onProgress?: (progress: DownloadProgress) => void;
+  signal?: AbortSignal;
+}
+
 const PROGRESS_INTERVAL_MS = 100;
 const LOCK_POLL_MS = 200;
 /** A lock without a readable pid this old is left over from a crash between create and write. */
 const ORPHAN_LOCK_MS = 30_000;
 const SHA256 = /^[0-9a-f]{64}$/;
+const MD5_BASE64 = /^[A-Za-z0-9+/]{22}==$/;
 const DOWNLOAD_ERROR = 'WORKLOAD_INIT_DOWNLOAD_ERROR';
 
 /** In-flight downloads per blob key across every ModelCache of this process, so two callers share one transfer. */
 const inFlight = new Map<string, Promise<CachedModelFile>>();
 
+const sha256Hex = (text: string) => createHash('sha256').update(text).digest('hex');
+const capitalize = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
+
+/** A W&B-style base64 md5 as hex, or undefined when it is not one. */
+export function md5Base64ToHex(md5Base64: string): string | undefined {
+  return MD5_BASE64.test(md5Base64) ? Buffer.from(md5Base64, 'base64').toString('hex') : undefined;
+}
+
+/** The default reading of a failed answer for a plain URL download. */
+function urlResponseError(res: Response, label: string, source: string): ModelSourceError {
+  void res.body?.cancel().catch(() => {});
+  switch (res.status) {
+    case 401:
+      return new ModelSourceError('WORKLOAD_INIT_INVALID_TOKEN_ERROR', `${capitalize(source)} rejected the credentials (401) for ${label}.`);
+    case 403:
+      return new ModelSourceError('WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR', `${capitalize(source)} denied access (403) to ${label}.`);
+    case 404:
+    case 410:
+      return new ModelSourceError('WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR', `${capitalize(source)} has no ${label} (${res.status}).`);
+    default:
+      return new ModelSourceError(DOWNLOAD_ERROR, `${capitalize(source)} answered ${res.status} while sending ${label}.`);
+  }
+}
+
 export class ModelCache {
   readonly dir: string;
   readonly maxBytes: number | undefined;
   private readonly blobsDir: string;
+  private readonly indexDir: string;
   private readonly tmpDir: string;
 
   constructor({ dir, maxBytes }: { dir: string; maxBytes?: number }) {
     this.dir = dir;
     this.maxBytes = maxBytes;
     this.blobsDir = join(dir, 'blobs');
+    this.indexDir = join(dir, 'index');
     this.tmpDir = join(dir, 'tmp');
   }
 
@@ -58,20 +129,60 @@ export class ModelCache {
       throw new ModelSourceError('WORKLOAD_INIT_HF_WANDB_API_ERROR', `The hub reported an invalid checksum for ${resolved.file.path}.`);
     }
     const hit = expected && (await this.lookup(expected, resolved.file.size));
-    if (hit) return this.reportCached(hit, options);
+    if (hit) return this.reportCached(hit, options.onProgress);
 
-    // Without a known sha256 (a plain git file) the partial is keyed by what was asked for instead.
-    const key = expected ?? createHash('sha256').update(`${resolved.repo}@${resolved.commitSha}:${resolved.file.path}`).digest('hex');
-    const flightKey = `${this.dir}\0${key}`;
-    let flight = inFlight.get(flightKey);
-    if (!flight) {
-      flight = this.fetchLocked(resolved, key, expected, options).finally(() => inFlight.delete(flightKey));
-      inFlight.set(flightKey, flight);
-    } else if (options.onProgress) {
-      // A joiner sees no intermediate progress from the shared transfer, but still gets the final report.
-      flight.then((file) => options.onProgress?.({ bytesDone: file.size, bytesTotal: file.size }), () => {});
+    const { repo, commitSha, file } = resolved;
+    const token = hubToken(options.token);
+    const ctx = { repo, revision: commitSha, file: file.path, tokenSent: Boolean(token) };
+    return this.ensureBlob({
+      // Without a known sha256 (a plain git file) the partial is keyed by what was asked for instead.
+      key: expected ?? sha256Hex(`${repo}@${commitSha}:${file.path}`),
+      size: file.size,
+      ...(expected ? { sha256: expected } : {}),
+      url: hubResolveUrl(hubEndpoint(options.endpoint), repo, commitSha, file.path),
+      headers: hubHeaders(token),
+      label: `${file.path} from ${repo}`,
+      source: 'the hub',
+      responseError: (res) => hubResponseError(res, ctx),
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  }
+
+  /**
+   * Fetches a file at a URL into the cache, or finds it there: by `sha256`, or by `md5Base64` through the md5 index
+   * (neither needs a request). The bytes are verified against every digest given, and the blob is keyed by sha256.
+   */
+  async ensureUrlFile(options: EnsureUrlFileOptions): Promise<CachedModelFile> {
+    const { url, size } = options;
+    const source = options.source ?? 'the server';
+    const label = options.label ?? (new URL(url).pathname.split('/').pop() || 'the file');
+    const sha256 = options.sha256?.toLowerCase();
+    const md5 = options.md5Base64 === undefined ? undefined : md5Base64ToHex(options.md5Base64);
+    if ((sha256 !== undefined && !SHA256.test(sha256)) || (options.md5Base64 !== undefined && md5 === undefined)) {
+      throw new ModelSourceError('WORKLOAD_INIT_HF_WANDB_API_ERROR', `${capitalize(source)} reported an invalid checksum for ${label}.`);
     }
-    return flight;
+    if (!Number.isSafeInteger(size) || size < 0) {
+      throw new ModelSourceError('WORKLOAD_INIT_HF_WANDB_API_ERROR', `${capitalize(source)} reported an invalid size for ${label}.`);
+    }
+    const hit = (sha256 && (await this.lookup(sha256, size))) || (md5 && (await this.lookupMd5Hex(md5, size)));
+    if (hit) return this.reportCached(hit, options.onProgress);
+
+    const withoutQuery = new URL(url);
+    withoutQuery.search = '';
+    return this.ensureBlob({
+      key: sha256 ?? (md5 ? `md5-${md5}` : sha256Hex(options.key ?? withoutQuery.href)),
+      size,
+      ...(sha256 ? { sha256 } : {}),
+      ...(md5 ? { md5 } : {}),
+      url,
+      headers: options.headers ?? {},
+      label,
+      source,
+      responseError: options.responseError ?? ((res) => urlResponseError(res, label, source)),
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
   }
 
   /** Total bytes of complete blobs, the figure `maxBytes` limits. */
@@ -88,40 +199,78 @@ export class ModelCache {
     return info?.isFile() && info.size === size ? { path, sha256, size, cached: true } : undefined;
   }
 
-  private reportCached(file: CachedModelFile, options: EnsureHubFileOptions): CachedModelFile {
-    options.onProgress?.({ bytesDone: file.size, bytesTotal: file.size });
+  /** The complete blob whose md5 (base64, as in W&B manifests) and size are these, if the cache holds it (no network). */
+  async lookupMd5(md5Base64: string, size: number): Promise<CachedModelFile | undefined> {
+    const md5 = md5Base64ToHex(md5Base64);
+    return md5 ? this.lookupMd5Hex(md5, size) : undefined;
+  }
+
+  private async lookupMd5Hex(md5: string, size: number): Promise<CachedModelFile | undefined> {
+    const sha256 = (await readFile(join(this.indexDir, `md5-${md5}`), 'utf8').catch(() => '')).trim();
+    return SHA256.test(sha256) ? this.lookup(sha256, size) : undefined;
+  }
+
+  /** Records md5 -> sha256 once the blob is in place (written aside, then renamed, so readers never see half of it). */
+  private async writeMd5Index(md5: string, sha256: string): Promise<void> {
+    await mkdir(this.indexDir, { recursive: true });
+    const path = join(this.indexDir, `md5-${md5}`);
+    const tmp = `${path}.${process.pid}.tmp`;
+    await writeFile(tmp, `${sha256}\n`);
+    await rename(tmp, path);
+  }
+
+  private reportCached(file: CachedModelFile, onProgress?: (progress: DownloadProgress) => void): CachedModelFile {
+    onProgress?.({ bytesDone: file.size, bytesTotal: file.size });
     return file;
   }
 
-  private async fetchLocked(resolved: ResolvedHubModel, key: string, expected: string | undefined, options: EnsureHubFileOptions): Promise<CachedModelFile> {
+  /** The blob of `req`, downloading it unless this process is already doing so (then the transfer is shared). */
+  private ensureBlob(req: BlobRequest): Promise<CachedModelFile> {
+    const flightKey = `${this.dir}\0${req.key}`;
+    let flight = inFlight.get(flightKey);
+    if (!flight) {
+      flight = this.fetchLocked(req).finally(() => inFlight.delete(flightKey));
+      inFlight.set(flightKey, flight);
+    } else if (req.onProgress) {
+      // A joiner sees no intermediate progress from the shared transfer, but still gets the final report.
+      flight.then((file) => req.onProgress?.({ bytesDone: file.size, bytesTotal: file.size }), () => {});
+    }
+    return flight;
+  }
+
+  private async cachedBlob(req: BlobRequest): Promise<CachedModelFile | undefined> {
+    return (req.sha256 && (await this.lookup(req.sha256, req.size))) || (req.md5 && (await this.lookupMd5Hex(req.md5, req.size))) || undefined;
+  }
+
+  private async fetchLocked(req: BlobRequest): Promise<CachedModelFile> {
     await mkdir(this.blobsDir, { recursive: true });
     await mkdir(this.tmpDir, { recursive: true });
-    const release = await acquireLock(join(this.tmpDir, `${key}.lock`), options.signal);
+    const release = await acquireLock(join(this.tmpDir, `${req.key}.lock`), req.signal);
     try {
       // Another process may have finished this blob while we waited for its lock.
-      const hit = expected && (await this.lookup(expected, resolved.file.size));
-      if (hit) return this.reportCached(hit, options);
-      const partial = join(this.tmpDir, `${key}.partial`);
-      await this.checkSpace(resolved, partial);
-      const sha256 = await download(resolved, partial, expected, options);
+      const hit = await this.cachedBlob(req);
+      if (hit) return this.reportCached(hit, req.onProgress);
+      const partial = join(this.tmpDir, `${req.key}.partial`);
+      await this.checkSpace(req, partial);
+      const sha256 = await download(req, partial);
       const path = join(this.blobsDir, sha256);
       await rename(partial, path);
-      return { path, sha256, size: resolved.file.size, cached: false };
+      if (req.md5) await this.writeMd5Index(req.md5, sha256);
+      return { path, sha256, size: req.size, cached: false };
     } finally {
       await release();
     }
   }
 
   /** Refuses before any byte is transferred when the cache limit or the disk cannot take the file. */
-  private async checkSpace(resolved: ResolvedHubModel, partial: string): Promise<void> {
-    const { size, path } = resolved.file;
+  private async checkSpace({ size, label }: BlobRequest, partial: string): Promise<void> {
     const gib = (n: number) => `${(n / 2 ** 30).toFixed(2)} GiB`;
     if (this.maxBytes !== undefined) {
       const used = await this.usedBytes();
       if (used + size > this.maxBytes) {
         throw new ModelSourceError(
           'WORKLOAD_INIT_INSUFFICIENT_DISK_ERROR',
-          `${path} (${gib(size)}) does not fit in the model cache: ${gib(used)} of its ${gib(this.maxBytes)} limit are in use.`,
+          `${label} (${gib(size)}) does not fit in the model cache: ${gib(used)} of its ${gib(this.maxBytes)} limit are in use.`,
         );
       }
     }
@@ -131,7 +280,7 @@ export class ModelCache {
     if (free < size - alreadyHave) {
       throw new ModelSourceError(
         'WORKLOAD_INIT_INSUFFICIENT_DISK_ERROR',
-        `${path} needs ${gib(size - alreadyHave)} more disk space but only ${gib(free)} is free.`,
+        `${label} needs ${gib(size - alreadyHave)} more disk space but only ${gib(free)} is free.`,
       );
     }
   }
@@ -181,54 +330,65 @@ function throttledProgress(total: number, onProgress?: (p: DownloadProgress) => 
   };
 }
 
+/** The digests computed while streaming: sha256 always (it names the blob), md5 when the source gave one to check. */
+class Digests {
+  readonly sha256: Hash = createHash('sha256');
+  readonly md5: Hash | undefined;
+
+  constructor(withMd5: boolean) {
+    this.md5 = withMd5 ? createHash('md5') : undefined;
+  }
+
+  update(chunk: Uint8Array): void {
+    this.sha256.update(chunk);
+    this.md5?.update(chunk);
+  }
+}
+
 /**
  * Fetches the file into `partial`, resuming what is already there, and returns its verified sha256.
  * An interrupted transfer keeps the partial for the next call; corrupt content deletes it.
  */
-async function download(resolved: ResolvedHubModel, partial: string, expected: string | undefined, options: EnsureHubFileOptions): Promise<string> {
-  const { repo, commitSha, file } = resolved;
-  const { signal } = options;
-  const token = hubToken(options.token);
-  const url = hubResolveUrl(hubEndpoint(options.endpoint), repo, commitSha, file.path);
-  const ctx = { repo, revision: commitSha, file: file.path, tokenSent: Boolean(token) };
+async function download(req: BlobRequest, partial: string): Promise<string> {
+  const { url, size, label, source, signal } = req;
   const failed = (message: string, cause?: unknown) => new ModelSourceError(DOWNLOAD_ERROR, message, { cause });
 
   let offset = await stat(partial).then((s) => s.size, () => 0);
-  if (offset > file.size) {
+  if (offset > size) {
     await rm(partial, { force: true });
     offset = 0;
   }
-  const hash = createHash('sha256');
+  const digests = new Digests(req.md5 !== undefined);
   // Re-hash what is already on disk: the digest must cover the whole file, not just the resumed tail.
-  if (offset > 0) for await (const chunk of createReadStream(partial, { end: offset - 1 })) hash.update(chunk as Buffer);
-  const progress = throttledProgress(file.size, options.onProgress);
+  if (offset > 0) for await (const chunk of createReadStream(partial, { end: offset - 1 })) digests.update(chunk as Buffer);
+  const progress = throttledProgress(size, req.onProgress);
 
-  if (offset < file.size) {
+  if (offset < size) {
     const request = (from: number) =>
       fetch(url, {
-        headers: hubHeaders(token, { 'accept-encoding': 'identity', ...(from > 0 ? { range: `bytes=${from}-` } : {}) }),
+        headers: { ...req.headers, 'accept-encoding': 'identity', ...(from > 0 ? { range: `bytes=${from}-` } : {}) },
         signal,
       }).catch((err: unknown) => {
         if (signal?.aborted) throw signal.reason;
-        throw failed(`Could not download ${file.path} from ${repo}: the connection failed.`, err);
+        throw failed(`Could not download ${label}: the connection failed.`, err);
       });
 
     let res = await request(offset);
-    let digest = hash;
+    let current = digests;
     const resumed = res.status === 206 && res.headers.get('content-range')?.startsWith(`bytes ${offset}-`);
     if (offset > 0 && !resumed && (res.ok || res.status === 416)) {
       // The server ignored or refused the range: start over rather than append misaligned bytes.
       void res.body?.cancel().catch(() => {});
       await rm(partial, { force: true });
-      [offset, digest, res] = [0, createHash('sha256'), await request(0)];
+      [offset, current, res] = [0, new Digests(req.md5 !== undefined), await request(0)];
     }
-    return finish(await streamInto(res, offset, digest));
+    return finish(await streamInto(res, offset, current));
   }
-  return finish(hash);
+  return finish(digests);
 
-  async function streamInto(res: Response, from: number, digest: Hash): Promise<Hash> {
-    if (!res.ok) throw hubResponseError(res, ctx);
-    if (!res.body) throw failed(`The hub sent no content for ${file.path}.`);
+  async function streamInto(res: Response, from: number, digest: Digests): Promise<Digests> {
+    if (!res.ok) throw req.responseError(res);
+    if (!res.body) throw failed(`${capitalize(source)} sent no content for ${label}.`);
     let done = from;
     let oversized = false;
     progress(done, true);
@@ -238,7 +398,7 @@ async function download(resolved: ResolvedHubModel, partial: string, expected: s
     try {
       for (let next = await reader.read(); !next.done; next = await reader.read()) {
         const chunk = next.value;
-        if ((oversized = done + chunk.byteLength > file.size)) {
+        if ((oversized = done + chunk.byteLength > size)) {
           await reader.cancel();
           break;
         }
@@ -250,27 +410,36 @@ async function download(resolved: ResolvedHubModel, partial: string, expected: s
       await handle.sync(); // the rename into blobs/ must not expose data still in the page cache only
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
-      throw failed(`Download of ${file.path} from ${repo} was interrupted after ${done} of ${file.size} bytes; retrying resumes it.`, err);
+      throw failed(`Download of ${label} was interrupted after ${done} of ${size} bytes; retrying resumes it.`, err);
     } finally {
       await handle.close().catch(() => {});
     }
     if (oversized) {
       await rm(partial, { force: true });
-      throw failed(`${file.path} from ${repo} is larger than the ${file.size} bytes the hub announced.`);
+      throw failed(`${label} is larger than the ${size} bytes ${source} announced.`);
     }
-    if (done !== file.size) {
-      throw failed(`Download of ${file.path} from ${repo} stopped after ${done} of ${file.size} bytes; retrying resumes it.`);
+    if (done !== size) {
+      throw failed(`Download of ${label} stopped after ${done} of ${size} bytes; retrying resumes it.`);
     }
     return digest;
   }
 
-  async function finish(digest: Hash): Promise<string> {
-    const actual = digest.digest('hex');
-    if (expected && actual !== expected) {
+  async function finish(digest: Digests): Promise<string> {
+    const actual = digest.sha256.digest('hex');
+    const actualMd5 = digest.md5?.digest('hex');
+    const mismatch =
+      req.sha256 && actual !== req.sha256
+        ? `expected sha256 ${req.sha256}, got ${actual}`
+        : req.md5 && actualMd5 !== req.md5
+          ? `expected md5 ${hexToBase64(req.md5)}, got ${hexToBase64(actualMd5 ?? '')}`
+          : undefined;
+    if (mismatch) {
       await rm(partial, { force: true });
-      throw failed(`${file.path} from ${repo} failed its checksum check (expected sha256 ${expected}, got ${actual}).`);
+      throw failed(`${label} failed its checksum check (${mismatch}).`);
     }
-    progress(file.size, true);
+    progress(size, true);
     return actual;
   }
 }
+
+const hexToBase64 = (hex: string) => Buffer.from(hex, 'hex').toString('base64');

@@ -12,13 +12,28 @@ import { resolveHubModel, type ResolvedHubModel } from './hf-hub.js';
 import type { DownloadProgress, ModelCache } from './model-cache.js';
 
 /** What a version's model resolved to; stored with the version. */
-export interface ResolvedModel {
-  source: 'hf';
-  repo: string;
-  commitSha: string;
-  file: string;
-  sha256: string | null;
-  size: number;
+export type ResolvedModel =
+  | { source: 'hf'; repo: string; commitSha: string; file: string; sha256: string | null; size: number }
+  | {
+      source: 'wandb';
+      /** The artifact with its concrete version, e.g. `acme/models/llama:v3`. */
+      artifact: string;
+      /** The artifact version's digest. */
+      digest: string;
+      file: string;
+      sha256: string | null;
+      size: number;
+    };
+
+/** The commit or artifact version a resolution pins, for engines that fetch models themselves. */
+export function pinnedRevision(resolved: ResolvedModel | null): string | null {
+  if (!resolved) return null;
+  return resolved.source === 'hf' ? resolved.commitSha : (resolved.artifact.split(':').pop() ?? null);
+}
+
+/** Resolves and downloads registry artifacts (the W&B registry). */
+export interface ArtifactSource {
+  prepare(artifact: string, hooks: PrepareHooks): Promise<{ resolved: ResolvedModel; path: string }>;
 }
 
 export interface PreparedModel {
@@ -36,6 +51,8 @@ export interface ModelStoreOptions {
   quantPreference?: readonly string[];
   /** With an engine command template, a repository without GGUF files is handed to the engine by id. */
   allowExternalFormats: boolean;
+  /** The registry artifact source; without it, artifact versions cannot start. */
+  artifacts?: ArtifactSource;
 }
 
 export interface PrepareHooks {
@@ -45,7 +62,7 @@ export interface PrepareHooks {
   signal?: AbortSignal;
 }
 
-function toResolvedHub(resolved: ResolvedModel): ResolvedHubModel {
+function toResolvedHub(resolved: Extract<ResolvedModel, { source: 'hf' }>): ResolvedHubModel {
   return {
     repo: resolved.repo,
     revision: resolved.commitSha,
@@ -64,7 +81,25 @@ export class ModelStore {
     return hit ? { resolved, path: hit.path } : undefined;
   }
 
+  /**
+   * The model of a version: the file of an earlier resolution when the cache
+   * still holds it (no network), else resolved and downloaded now.
+   */
+  async prepareVersion(spec: EndpointSpec, known: ResolvedModel | null, hooks: PrepareHooks = {}): Promise<PreparedModel> {
+    const hit = await this.cached(known);
+    if (hit) return hit;
+    if (known?.source === 'hf') return this.ensure(known, hooks);
+    return this.prepare(spec, hooks);
+  }
+
   async prepare(spec: EndpointSpec, hooks: PrepareHooks = {}): Promise<PreparedModel> {
+    if (spec.model.source === 'wandb') {
+      if (!this.options.artifacts) {
+        throw new ModelSourceError('WORKLOAD_INIT_HF_WANDB_API_ERROR', 'the W&B registry is not configured on this gateway');
+      }
+      return this.options.artifacts.prepare(spec.model.artifact, hooks);
+    }
+    const { repo, revision } = spec.model;
     const access = {
       ...(this.options.hubEndpoint ? { endpoint: this.options.hubEndpoint } : {}),
       ...(this.options.hubToken ? { token: this.options.hubToken } : {}),
@@ -74,8 +109,8 @@ export class ModelStore {
     try {
       hub = await resolveHubModel({
         ...access,
-        repo: spec.hfModelRepo,
-        ...(spec.hfModelRepoRevision ? { revision: spec.hfModelRepoRevision } : {}),
+        repo,
+        ...(revision ? { revision } : {}),
         ...(this.options.quantPreference ? { quantPreference: this.options.quantPreference } : {}),
       });
     } catch (error) {
@@ -99,8 +134,8 @@ export class ModelStore {
     return { resolved: { ...resolved, sha256: file.sha256 }, path: file.path };
   }
 
-  /** Re-downloads nothing: the blob of a resolution made earlier, fetched if it left the cache. */
-  async ensure(resolved: ResolvedModel, hooks: PrepareHooks = {}): Promise<PreparedModel> {
+  /** The blob of a hub resolution made earlier, fetched again (same commit) if it left the cache. */
+  private async ensure(resolved: Extract<ResolvedModel, { source: 'hf' }>, hooks: PrepareHooks = {}): Promise<PreparedModel> {
     const hit = await this.cached(resolved);
     if (hit) return hit;
     await hooks.onDownloadStart?.();

@@ -6,13 +6,17 @@
  * the status change and its event together.
  */
 import { parseCreateEndpoint, parseUpdateEndpoint, type EndpointSpec } from '../domain/endpoint-spec.js';
+import { formatArtifactName } from '../domain/artifact-name.js';
+import { artifactSpec, parseArtifactCreate } from '../domain/artifact-request.js';
 import { newId } from '../domain/ids.js';
 import { isAllowed, transitionTarget, type LifecycleAction } from '../domain/lifecycle.js';
 import { parsePageRequest, toPage, type Page } from '../domain/pagination.js';
 import { fail, invalidArgument, invalidTransition, notFound, ok, type Result } from '../domain/result.js';
 import type { Sql, TransactionSql } from '../storage/database.js';
 import { writeStatus } from './endpoint-state.js';
+import type { IdentityService } from './identity-service.js';
 import {
+  findEndpointIdByKey,
   findEndpoints,
   findVersion,
   insertEndpoint,
@@ -25,7 +29,7 @@ import {
   type EndpointRecord,
   type VersionRecord,
 } from '../storage/endpoints-repository.js';
-import { findProjects } from '../storage/projects-repository.js';
+import { findProjects, type ProjectRecord } from '../storage/projects-repository.js';
 import { canAccessTeam, type Principal } from './principal.js';
 
 export type EndpointAction = Extract<LifecycleAction, 'sleep' | 'wake' | 'restart' | 'terminate'>;
@@ -42,11 +46,12 @@ const VERSION_CURSOR = 'ver';
 export class EndpointService {
   constructor(
     private readonly db: Sql,
+    private readonly identity: IdentityService,
     private readonly onChange: (endpointId: string) => void = () => {},
   ) {}
 
   /** Tells the controller after a successful change. */
-  private changed<T extends { id: string } | null>(id: string, result: Result<T>): Result<T> {
+  private changed<T>(id: string, result: Result<T>): Result<T> {
     if (result.type === 'ok') this.onChange(id);
     return result;
   }
@@ -64,27 +69,94 @@ export class EndpointService {
     const [project] = await findProjects(this.db, [projectId]);
     if (!project || !canAccessTeam(principal, project.teamId)) return fail(notFound('project', projectId));
 
+    const created = await this.insertNew(principal, project, spec, comment, null, 'api:create');
+    return this.changed(created!.id, ok(created!));
+  }
+
+  /**
+   * Inserts a new endpoint with version 0, INITIALIZING. With an idempotency
+   * key that already names a live endpoint of the project, inserts nothing and
+   * returns undefined.
+   */
+  private async insertNew(
+    principal: Principal,
+    project: ProjectRecord,
+    spec: EndpointSpec,
+    comment: string | null,
+    idempotencyKey: string | null,
+    cause: string,
+  ): Promise<EndpointRecord | undefined> {
     const id = newId('ep');
-    const created = await this.db.begin(async (tx) => {
+    return this.db.begin(async (tx) => {
       const status = 'INITIALIZING';
       const phase = 'REQUESTING_VIRTUAL_MACHINE';
-      await insertEndpoint(tx, { id, projectId, teamId: project.teamId, creatorId: principal.user.id, status, phase, desiredState: 'RUNNING' });
+      const inserted = await insertEndpoint(tx, {
+        id,
+        projectId: project.id,
+        teamId: project.teamId,
+        creatorId: principal.user.id,
+        status,
+        phase,
+        desiredState: 'RUNNING',
+        idempotencyKey,
+      });
+      if (!inserted) return undefined;
       await insertVersion(tx, { endpointId: id, versionIndex: 0, spec, comment, creatorId: principal.user.id });
       await insertEvent(tx, {
         endpointId: id,
-        projectId,
+        projectId: project.id,
         teamId: project.teamId,
         type: 'CREATED',
         status,
         phase,
         errorCode: null,
         versionIndex: 0,
-        cause: 'api:create',
+        cause,
         actorId: principal.user.id,
       });
-      return ok(await readLocked(tx, id));
+      return readLocked(tx, id);
     });
-    return this.changed(id, created);
+  }
+
+  /**
+   * Creates an endpoint from a registry artifact version, or, when the
+   * idempotency key already created one in the project, rolls that endpoint
+   * out to the artifact (a new version). The key is unique per project in
+   * the database, so concurrent calls with one key make one endpoint.
+   */
+  async createFromArtifact(principal: Principal, body: unknown): Promise<Result<{ endpoint: EndpointRecord; project: ProjectRecord; created: boolean }>> {
+    const parsed = parseArtifactCreate(body);
+    if (parsed.type === 'error') return parsed;
+    const input = parsed.value;
+    let project: ProjectRecord;
+    if (input.projectId) {
+      const [found] = await findProjects(this.db, [input.projectId]);
+      if (!found || !canAccessTeam(principal, found.teamId)) return fail(notFound('project', input.projectId));
+      project = found;
+    } else {
+      const created = await this.identity.createProject(principal, { name: `${input.artifact.registry}/${input.artifact.name}` });
+      if (created.type === 'error') return created;
+      project = created.value;
+    }
+    const artifact = formatArtifactName(input.artifact);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const existing = input.idempotencyKey ? await findEndpointIdByKey(this.db, project.id, input.idempotencyKey) : undefined;
+      if (existing) {
+        const comment = `Rollout of ${artifact}`;
+        const rolled = await this.appendVersion(principal, existing, 'update', (current) => {
+          const spec = artifactSpec(input, current.spec);
+          return spec.type === 'ok' ? ok({ spec: spec.value, comment }) : spec;
+        });
+        if (rolled.type === 'error' && rolled.error.type === 'NOT_FOUND') continue; // deleted meanwhile: create anew
+        return rolled.type === 'ok' ? ok({ endpoint: rolled.value, project, created: false }) : rolled;
+      }
+      const spec = artifactSpec(input, null);
+      if (spec.type === 'error') return spec;
+      const created = await this.insertNew(principal, project, spec.value, `Created from ${artifact}`, input.idempotencyKey, 'api:wandb-artifact-create');
+      if (created) return this.changed(created.id, ok({ endpoint: created, project, created: true }));
+      // Another call with this key created it first: roll that one out instead.
+    }
+    throw new Error('idempotency key kept changing hands');
   }
 
   /** Endpoints of one project, or of the acting team when no project is given. */

@@ -15,5 +15,6 @@ export interface ServiceHooks {
 }
 
 export function createServices(db: Sql, hooks: ServiceHooks = {}): Services {
-  return { db, endpoints: new EndpointService(db, hooks.onEndpointChange), identity: new IdentityService(db) };
+  const identity = new IdentityService(db);
+  return { db, endpoints: new EndpointService(db, identity, hooks.onEndpointChange), identity };
 }

@@ -73,7 +73,7 @@ export interface EndpointEventRecord extends EndpointEventInput {
 }
 
 const VERSION_COLUMNS = `
-  v.endpoint_id, v.version_index, v.name, v.instance_id, v.hf_model_repo, v.hf_model_repo_revision,
+  v.endpoint_id, v.version_index, v.name, v.instance_id, v.hf_model_repo, v.hf_model_repo_revision, v.wandb_artifact,
   v.autoscaling_min, v.autoscaling_max, v.autoscaling_cooldown, v.max_batch_size, v.max_token_count,
   v.max_input_length, v.tokenizer_skip_special_tokens, v.tokenizer_add_special_tokens,
   v.enable_content_logging, v.comment, v.rollout_state, v.rolled_back_from, v.model, v.creator_id,
@@ -91,8 +91,9 @@ interface VersionRow {
   version_index: number;
   name: string;
   instance_id: string;
-  hf_model_repo: string;
+  hf_model_repo: string | null;
   hf_model_repo_revision: string | null;
+  wandb_artifact: string | null;
   autoscaling_min: number;
   autoscaling_max: number;
   autoscaling_cooldown: number;
@@ -137,8 +138,9 @@ function toVersion(r: VersionRow): VersionRecord {
     spec: {
       name: r.name,
       instanceId: r.instance_id,
-      hfModelRepo: r.hf_model_repo,
-      hfModelRepoRevision: r.hf_model_repo_revision,
+      model: r.wandb_artifact !== null
+        ? { source: 'wandb', artifact: r.wandb_artifact }
+        : { source: 'hf', repo: r.hf_model_repo!, revision: r.hf_model_repo_revision },
       autoscaling: { minReplica: r.autoscaling_min, maxReplica: r.autoscaling_max, cooldownPeriod: r.autoscaling_cooldown },
       advanced: {
         maxBatchSize: r.max_batch_size,
@@ -191,11 +193,23 @@ export async function insertEndpoint(
     status: EndpointStatus;
     phase: EndpointPhase | null;
     desiredState: DesiredState;
+    idempotencyKey?: string | null;
   },
-): Promise<void> {
-  await db`
-    INSERT INTO endpoints (id, project_id, team_id, creator_id, status, phase, desired_state)
-    VALUES (${e.id}, ${e.projectId}, ${e.teamId}, ${e.creatorId}, ${e.status}, ${e.phase}, ${e.desiredState})`;
+): Promise<boolean> {
+  // With a key, a concurrent insert of the same key waits for the other to commit, then inserts nothing.
+  const rows = await db`
+    INSERT INTO endpoints (id, project_id, team_id, creator_id, status, phase, desired_state, idempotency_key)
+    VALUES (${e.id}, ${e.projectId}, ${e.teamId}, ${e.creatorId}, ${e.status}, ${e.phase}, ${e.desiredState}, ${e.idempotencyKey ?? null})
+    ON CONFLICT (project_id, idempotency_key) WHERE idempotency_key IS NOT NULL AND deleted_at IS NULL DO NOTHING
+    RETURNING 1`;
+  return rows.length > 0;
+}
+
+/** The live endpoint an idempotency key created in a project. */
+export async function findEndpointIdByKey(db: Queryable, projectId: string, idempotencyKey: string): Promise<string | undefined> {
+  const rows = await db<{ id: string }[]>`
+    SELECT id FROM endpoints WHERE project_id = ${projectId} AND idempotency_key = ${idempotencyKey} AND deleted_at IS NULL`;
+  return rows[0]?.id;
 }
 
 export async function insertVersion(
@@ -203,15 +217,17 @@ export async function insertVersion(
   v: { endpointId: string; versionIndex: number; spec: EndpointSpec; comment: string | null; creatorId: string; rolledBackFrom?: number | null },
 ): Promise<void> {
   const { spec } = v;
+  const hub = spec.model.source === 'hf' ? spec.model : null;
+  const artifact = spec.model.source === 'wandb' ? spec.model.artifact : null;
   await db`
     INSERT INTO endpoint_versions (
-      endpoint_id, version_index, name, instance_id, hf_model_repo, hf_model_repo_revision,
+      endpoint_id, version_index, name, instance_id, hf_model_repo, hf_model_repo_revision, wandb_artifact,
       autoscaling_min, autoscaling_max, autoscaling_cooldown, max_batch_size, max_token_count,
       max_input_length, tokenizer_skip_special_tokens, tokenizer_add_special_tokens,
       enable_content_logging, comment, rolled_back_from, creator_id
     ) VALUES (
-      ${v.endpointId}, ${v.versionIndex}, ${spec.name}, ${spec.instanceId}, ${spec.hfModelRepo},
-      ${spec.hfModelRepoRevision}, ${spec.autoscaling.minReplica}, ${spec.autoscaling.maxReplica},
+      ${v.endpointId}, ${v.versionIndex}, ${spec.name}, ${spec.instanceId}, ${hub?.repo ?? null},
+      ${hub?.revision ?? null}, ${artifact}, ${spec.autoscaling.minReplica}, ${spec.autoscaling.maxReplica},
       ${spec.autoscaling.cooldownPeriod}, ${spec.advanced.maxBatchSize}, ${spec.advanced.maxTokenCount},
       ${spec.advanced.maxInputLength}, ${spec.advanced.tokenizerSkipSpecialTokens},
       ${spec.advanced.tokenizerAddSpecialTokens}, ${spec.advanced.enableContentLogging}, ${v.comment},

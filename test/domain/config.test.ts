@@ -11,6 +11,8 @@ test('defaults with no variables set', () => {
     adminApiKey: undefined,
     hfEndpoint: 'https://huggingface.co',
     hfToken: undefined,
+    wandbBaseUrl: 'https://api.wandb.ai',
+    wandbApiKey: undefined,
     modelCacheDir: path.resolve('.data/models'),
     modelCacheMaxBytes: undefined,
     quantPreference: undefined,

@@ -5,6 +5,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Services } from '../../services/index.js';
+import { findTeams } from '../../storage/identity-repository.js';
 import { authenticate, TEAM_HEADERS, type Principal } from '../../services/principal.js';
 import { Router, unwrap, type RouteRequest, type RouteResponse } from './router.js';
 import { specObject, statusObject } from './responses.js';
@@ -102,6 +103,26 @@ export function endpointRoutes(services: Services): Router {
       `${base}/:id/status`,
       authed(async (principal, { params }) => ({ status: 200, body: statusObject(unwrap(await endpoints.get(principal, params.id!))) })),
     );
+
+  router.add(
+    'POST',
+    '/dedicated/endpoint/wandb-artifact-create',
+    authed(async (principal, { body }) => {
+      const { endpoint, project } = unwrap(await endpoints.createFromArtifact(principal, await body()));
+      const [team] = await findTeams(services.db, [project.teamId]);
+      return {
+        status: 200,
+        body: {
+          endpointId: endpoint.id,
+          endpointName: endpoint.current.spec.name,
+          projectId: project.id,
+          projectName: project.name,
+          teamId: project.teamId,
+          teamName: team!.name,
+        },
+      };
+    }),
+  );
 
   for (const action of ['restart', 'wake', 'sleep', 'terminate'] as const) {
     router.add(

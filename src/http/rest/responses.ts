@@ -3,6 +3,7 @@
  * objects of the contract, built from the stored records.
  */
 import type { ServerResponse } from 'node:http';
+import { hubModelOf } from '../../domain/endpoint-spec.js';
 import { findInstanceOption } from '../../domain/instance-catalog.js';
 import type { DomainError } from '../../domain/result.js';
 import { reportedStatus, reportsPhase, type LifecycleAction } from '../../domain/lifecycle.js';
@@ -103,8 +104,8 @@ export function specObject(endpoint: EndpointRecord, version: VersionRecord = en
     desiredReplicaCnt: endpoint.desiredReplicaCnt,
     updatedReplicaCnt: endpoint.updatedReplicaCnt,
     endpointId: endpoint.id,
-    hfModelRepo: spec.hfModelRepo,
-    hfModelRepoRevision: spec.hfModelRepoRevision,
+    hfModelRepo: hubModelOf(spec).repo,
+    hfModelRepoRevision: hubModelOf(spec).revision,
     versionIndex: version.versionIndex,
     versionComment: version.comment,
     createdAt: version.createdAt.toISOString(),

@@ -6,9 +6,12 @@ import { findInstanceOption, INSTANCE_OPTIONS, type InstanceOption as InstanceOp
 import type { Page } from '../../../domain/pagination.js';
 import type { Result } from '../../../domain/result.js';
 import { parsePageRequest } from '../../../domain/pagination.js';
+import { hubModelOf } from '../../../domain/endpoint-spec.js';
+import type { ResolvedModel } from '../../../models/model-store.js';
 import type { EndpointAction } from '../../../services/endpoint-service.js';
 import { canAccessTeam } from '../../../services/principal.js';
 import type { EndpointRecord, VersionRecord } from '../../../storage/endpoints-repository.js';
+import type { ProjectRecord } from '../../../storage/projects-repository.js';
 import { builder } from '../builder.js';
 import { CONNECTION_ARG_NAMES, connectionArgs, connectionType } from './connection.js';
 import { EndpointErrorCode, EndpointPhase, EndpointStatusValue, GpuType, RolloutState } from './enums.js';
@@ -57,6 +60,21 @@ export const EndpointStatus = builder.objectRef<EndpointRecord>('EndpointStatus'
   }),
 });
 
+interface ArtifactView {
+  name: string;
+  resolved: Extract<ResolvedModel, { source: 'wandb' }> | null;
+}
+
+const RegistryArtifact = builder.objectRef<ArtifactView>('RegistryArtifact').implement({
+  description: 'The W&B registry artifact a version serves.',
+  fields: (t) => ({
+    name: t.string({ description: 'As requested, e.g. `acme/model/llama:latest`.', resolve: (a) => a.name }),
+    version: t.string({ nullable: true, description: 'The concrete version it resolved to when the version first started, e.g. `v3`.', resolve: (a) => (a.resolved ? (a.resolved.artifact.split(':').pop() ?? null) : null) }),
+    digest: t.string({ nullable: true, description: "The artifact version's digest.", resolve: (a) => a.resolved?.digest ?? null }),
+    file: t.string({ nullable: true, resolve: (a) => a.resolved?.file ?? null }),
+  }),
+});
+
 const EndpointSpec = builder.objectRef<VersionView>('EndpointSpec').implement({
   fields: (t) => {
     const spec = (v: VersionView) => v.version.spec;
@@ -70,8 +88,19 @@ const EndpointSpec = builder.objectRef<VersionView>('EndpointSpec').implement({
       projectId: t.id({ resolve: (v) => v.endpoint.projectId }),
       teamId: t.id({ resolve: (v) => v.endpoint.teamId }),
       creatorId: t.id({ resolve: (v) => v.endpoint.creatorId }),
-      hfModelRepo: t.string({ resolve: (v) => spec(v).hfModelRepo }),
-      hfModelRepoRevision: t.string({ nullable: true, resolve: (v) => spec(v).hfModelRepoRevision }),
+      hfModelRepo: t.string({ nullable: true, description: 'Null for an endpoint served from a W&B artifact.', resolve: (v) => hubModelOf(spec(v)).repo }),
+      hfModelRepoRevision: t.string({ nullable: true, resolve: (v) => hubModelOf(spec(v)).revision }),
+      wandbArtifact: t.field({
+        type: RegistryArtifact,
+        nullable: true,
+        description: 'Null for an endpoint served from a hub repository.',
+        resolve: (v) => {
+          const model = spec(v).model;
+          if (model.source !== 'wandb') return null;
+          const resolved = v.version.model as ResolvedModel | null;
+          return { name: model.artifact, resolved: resolved?.source === 'wandb' ? resolved : null };
+        },
+      }),
       autoscalingMin: t.int({ resolve: (v) => spec(v).autoscaling.minReplica }),
       autoscalingMax: t.int({ resolve: (v) => spec(v).autoscaling.maxReplica }),
       autoscalingCooldown: t.int({ description: 'Seconds.', resolve: (v) => spec(v).autoscaling.cooldownPeriod }),
@@ -273,6 +302,46 @@ builder.mutationFields((t) => ({
       payload(await services.endpoints.delete(principal, String(id)), () => ({ endpointId: String(id) })),
   }),
 }));
+
+const AcceleratorInput = builder.inputType('AcceleratorInput', {
+  fields: (t) => ({
+    type: t.field({ type: GpuType, description: '@default H100' }),
+    count: t.int({ description: '1, 2, 4 or 8. @default 1' }),
+  }),
+});
+
+const ArtifactEndpointInput = builder.inputType('ArtifactEndpointInput', {
+  description: 'An endpoint from a W&B registry artifact version; the same fields as POST /dedicated/endpoint/wandb-artifact-create.',
+  fields: (t) => ({
+    wandbArtifactVersionName: t.string({ required: true, description: '`<org>/<registry>/<name>:<version>`, the version `v3` or an alias such as `latest`.' }),
+    name: t.string({ description: 'Generated from the artifact when omitted.' }),
+    projectId: t.id({ description: 'Required with idempotencyKey; without both, a new project is created in the acting team.' }),
+    idempotencyKey: t.string({ description: 'A call with a key that already created an endpoint in the project rolls that endpoint out instead.' }),
+    autoscalingPolicy: t.field({ type: AutoscalingPolicyInput }),
+    simplescale: t.field({ type: SimplescaleInput }),
+    accelerator: t.field({ type: AcceleratorInput }),
+  }),
+});
+
+const CreateEndpointFromArtifactSuccess = builder
+  .objectRef<{ endpoint: EndpointRecord; project: ProjectRecord; created: boolean }>('CreateEndpointFromArtifactSuccess')
+  .implement({
+    fields: (t) => ({
+      endpoint: t.field({ type: Endpoint, resolve: (p) => p.endpoint }),
+      project: t.field({ type: Project, resolve: (p) => p.project }),
+      created: t.boolean({ description: 'False when an existing endpoint was rolled out.', resolve: (p) => p.created }),
+    }),
+  });
+
+builder.mutationField('createEndpointFromArtifact', (t) =>
+  t.field({
+    type: resultUnion('CreateEndpointFromArtifactResult', CreateEndpointFromArtifactSuccess, [NotFoundError, InvalidArgumentError, InvalidTransitionError]),
+    description: 'Creates an endpoint from a registry artifact version, or rolls out the endpoint an idempotency key created.',
+    args: { input: t.arg({ type: ArtifactEndpointInput, required: true }) },
+    resolve: async (_, { input }, { principal, services }) =>
+      payload(await services.endpoints.createFromArtifact(principal, toRestBody(input)), (value) => value),
+  }),
+);
 
 const ACTIONS: Record<EndpointAction, { field: string; type: string; description: string }> = {
   sleep: { field: 'sleepEndpoint', type: 'SleepEndpoint', description: 'Stops serving and keeps the configuration. From RUNNING, READY or UPDATING.' },

@@ -1,0 +1,472 @@
+/**
+ * Client for model artifacts in the W&B Registry, speaking the wire protocol of the `wandb` SDK
+ * (`wandb.Api().artifact("<org>/wandb-registry-<registry>/<name>:<version>")`, then `.download()`):
+ *
+ *   POST {WANDB_BASE_URL}/graphql, HTTP basic auth `api:<WANDB_API_KEY>`:
+ *     FetchOrganization(org)                      the organization's entity, which owns its registries
+ *     ArtifactMembershipByName(entity, project, name)
+ *                                                 the version `<name>:<vN or alias>` in project `wandb-registry-<registry>`
+ *     FetchArtifactManifest(id)                   the signed `directUrl` of the manifest JSON
+ *     ServerFeaturesQuery                         whether V2 file URLs carry the artifact id
+ *   GET  <directUrl>                              {"version":1,"storagePolicy":"wandb-storage-policy-v1",
+ *                                                  "storagePolicyConfig":{"storageLayout":"V2"},
+ *                                                  "contents":{"<path>":{"digest":"<base64 md5>","size":N,...}}}
+ *   GET  {base}/artifactsV2/{region}/{entity}/{project}/{collection}/[{artifactId}/]{birthArtifactId}/{md5hex}/{name}
+ *        {base}/artifacts/{entity}/{md5hex}       (storage layout V1)
+ *                                                 a file's bytes, same basic auth; usually a redirect to object storage
+ *
+ * The manifest is checked against the artifact's digest, and each file against its md5 while it downloads
+ * (ModelCache.ensureUrlFile), so nothing unverified is served.
+ */
+import { createHash } from 'node:crypto';
+import { ClientError, GraphQLClient, type RequestOptions } from 'graphql-request';
+import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
+import { parseArtifactName, REGISTRY_PROJECT_PREFIX, formatArtifactName, type ArtifactName } from '../../domain/artifact-name.js';
+import { ModelSourceError, type ModelSourceErrorCode } from '../errors.js';
+import { DEFAULT_QUANT_PREFERENCE, pickGgufFile } from '../hf-hub.js';
+import type { EnsureUrlFileOptions } from '../model-cache.js';
+import {
+  ArtifactMembershipByNameDocument,
+  FetchArtifactManifestDocument,
+  FetchOrganizationDocument,
+  ServerFeaturesQueryDocument,
+} from './generated.js';
+
+export const DEFAULT_WANDB_BASE_URL = 'https://api.wandb.ai';
+/** A registry `<registry>` of an organization is the project `wandb-registry-<registry>` of the organization's entity. */
+/** The artifact type W&B registries give models; only these are served. */
+export const MODEL_ARTIFACT_TYPE = 'model';
+/** The server feature that adds the artifact id to V2 download URLs. */
+export const V2_URL_WITH_ARTIFACT_ID = 'ARTIFACT_V2_DOWNLOAD_HANDLER_SUPPORTS_ARTIFACT_ID';
+
+/** The parts of `<org>/<registry>/<name>:<version>`; `registry` without the `wandb-registry-` prefix. */
+export interface WandbAccessOptions {
+  /** W&B API base URL; defaults to $WANDB_BASE_URL, then https://api.wandb.ai. */
+  baseUrl?: string;
+  /** API key; defaults to $WANDB_API_KEY. */
+  apiKey?: string;
+  signal?: AbortSignal;
+}
+
+export interface ArtifactFile {
+  /** the path inside the artifact, as in the manifest */
+  path: string;
+  size: number;
+  /** md5 of the content, base64, as in the manifest */
+  md5: string;
+  /** where W&B serves the bytes (with basic auth, see wandbFileDownload); stable, unlike signed URLs */
+  url: string;
+}
+
+export interface ResolvedArtifact {
+  org: string;
+  registry: string;
+  name: string;
+  /** the concrete version, `v<N>`, whatever alias was asked for */
+  version: string;
+  /** the version's aliases in this collection, e.g. ['latest', 'production'] */
+  aliases: string[];
+  /** the artifact type, `model` */
+  type: string;
+  /** W&B's id of the artifact version */
+  artifactId: string;
+  /** the artifact's digest (md5 hex over its manifest entries), checked against the manifest */
+  digest: string;
+  /** the entity and project the version was found in: the organization's entity and `wandb-registry-<registry>` */
+  entity: string;
+  project: string;
+  /** the files W&B stores; reference entries (s3://, gs://, ...) are left out */
+  files: ArtifactFile[];
+}
+
+export interface PickModelFileOptions {
+  quantPreference?: readonly string[];
+  /** names the artifact in messages, e.g. `acme/model/llama:v3` */
+  artifact?: string;
+}
+
+const VERSION = /^v\d+$/;
+const MANIFEST_DIGEST_HEADER = 'wandb-artifact-manifest-v1\n';
+const STORAGE_POLICY = 'wandb-storage-policy-v1';
+const MD5_BASE64 = /^[A-Za-z0-9+/]{22}==$/;
+const API_ERROR: ModelSourceErrorCode = 'WORKLOAD_INIT_HF_WANDB_API_ERROR';
+const NOT_FOUND: ModelSourceErrorCode = 'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR';
+
+/** Parses `<org>/<registry>/<name>:<version>`; `<registry>` may also be given as `wandb-registry-<registry>`. */
+export { parseArtifactName, formatArtifactName, REGISTRY_PROJECT_PREFIX, type ArtifactName };
+
+export function wandbBaseUrl(baseUrl?: string): string {
+  return (baseUrl ?? (process.env.WANDB_BASE_URL || DEFAULT_WANDB_BASE_URL)).replace(/\/+$/, '');
+}
+
+export function wandbApiKey(apiKey?: string): string | undefined {
+  return apiKey ?? (process.env.WANDB_API_KEY || undefined);
+}
+
+/** The headers of every authenticated W&B request: HTTP basic auth with user `api` and the key as password. */
+export function wandbAuthHeaders(apiKey: string | undefined): Record<string, string> {
+  return {
+    'user-agent': 'dedicated-endpoints',
+    ...(apiKey ? { authorization: `Basic ${Buffer.from(`api:${apiKey}`).toString('base64')}` } : {}),
+  };
+}
+
+/** Chooses the GGUF file to serve (the hub's rule: the only one, or the preferred quantization), or explains why not. */
+export function pickModelFile<F extends { path: string }>(files: readonly F[], options: PickModelFileOptions = {}): F {
+  return pickGgufFile(files, options.quantPreference ?? DEFAULT_QUANT_PREFERENCE, options.artifact ?? 'The artifact');
+}
+
+/**
+ * What ModelCache.ensureUrlFile needs to fetch one file of a resolved artifact (add onProgress and signal):
+ *   await cache.ensureUrlFile({ ...wandbFileDownload(artifact, file), onProgress, signal })
+ * A second call for the same file finds it through the md5 index, without a request.
+ */
+export function wandbFileDownload(
+  artifact: ResolvedArtifact,
+  file: ArtifactFile,
+  options: Pick<WandbAccessOptions, 'apiKey'> = {},
+): Omit<EnsureUrlFileOptions, 'onProgress' | 'signal'> {
+  const apiKey = wandbApiKey(options.apiKey);
+  const label = `${file.path} from ${formatArtifactName(artifact)}`;
+  return {
+    url: file.url,
+    headers: wandbAuthHeaders(apiKey),
+    size: file.size,
+    md5Base64: file.md5,
+    label,
+    source: 'W&B',
+    responseError: (res) => httpError(res.status, { label, keySent: Boolean(apiKey), what: 'downloading', download: true }, res),
+  };
+}
+
+interface Context {
+  /** `<org>/<registry>/<name>:<version>` as asked */
+  label: string;
+  org: string;
+  registry: string;
+  keySent: boolean;
+  host: string;
+}
+
+/** The error for a failed HTTP answer from W&B (GraphQL, manifest or file). */
+function httpError(
+  status: number,
+  ctx: { label: string; keySent: boolean; what: string; download?: boolean; org?: string; registry?: string },
+  res?: Response,
+  serverMessage?: string,
+): ModelSourceError {
+  void res?.body?.cancel().catch(() => {});
+  const said = serverMessage ? `: ${serverMessage}` : '';
+  if (status === 401) {
+    return new ModelSourceError(
+      'WORKLOAD_INIT_INVALID_TOKEN_ERROR',
+      ctx.keySent
+        ? `W&B rejected the API key (401) while ${ctx.what} ${ctx.label}${said}. Check that WANDB_API_KEY is valid and not revoked.`
+        : `W&B requires an API key (401) to read ${ctx.label}: set WANDB_API_KEY.`,
+    );
+  }
+  if (status === 403) {
+    const who = ctx.org ? ` The API key's user must be a member of organization "${ctx.org}" with access to registry "${ctx.registry}".` : '';
+    return new ModelSourceError('WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR', `W&B denied access (403) while ${ctx.what} ${ctx.label}${said}.${who}`);
+  }
+  if (ctx.download && (status === 404 || status === 410)) {
+    return new ModelSourceError(NOT_FOUND, `W&B no longer has ${ctx.label} (${status}).`);
+  }
+  if (status === 429) return new ModelSourceError(API_ERROR, `W&B is rate-limiting requests (429) while ${ctx.what} ${ctx.label}; retry later.`);
+  return new ModelSourceError(API_ERROR, `W&B answered ${status} while ${ctx.what} ${ctx.label}${said}.`);
+}
+
+/** A fetch rejection (W&B unreachable), told apart from answers graphql-request cannot parse. */
+class UnreachableError extends Error {}
+
+/** A server-chosen message, cut to something safe to show: one line, bounded. */
+function serverText(message: unknown): string | undefined {
+  if (typeof message !== 'string') return undefined;
+  const line = message.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
+  return line ? (line.length > 200 ? `${line.slice(0, 200)}…` : line) : undefined;
+}
+
+function graphqlMessages(err: ClientError): string | undefined {
+  const errors = (err.response as { errors?: unknown }).errors;
+  if (!Array.isArray(errors)) return undefined;
+  const messages = errors.map((e) => serverText((e as { message?: unknown } | null)?.message)).filter((m): m is string => Boolean(m));
+  return messages.length ? messages.join('; ') : undefined;
+}
+
+function malformed(ctx: Context, what: string): ModelSourceError {
+  return new ModelSourceError(API_ERROR, `W&B sent an unexpected ${what} for ${ctx.label}.`);
+}
+
+type Json = Record<string, unknown>;
+const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isInt = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
+
+/** Sends one typed operation; every failure comes back as a ModelSourceError (cancellation passes through). */
+function graphqlCaller(baseUrl: string, apiKey: string | undefined, ctx: Context, signal?: AbortSignal) {
+  const client = new GraphQLClient(`${baseUrl}/graphql`, {
+    headers: wandbAuthHeaders(apiKey),
+    fetch: (input: RequestInfo | URL, init?: RequestInit) =>
+      fetch(input, init).catch((err: unknown) => {
+        throw new UnreachableError('unreachable', { cause: err });
+      }),
+  });
+  return async <TData, TVariables extends Record<string, unknown>>(
+    document: TypedDocumentNode<TData, TVariables>,
+    variables: TVariables,
+    what: string,
+  ): Promise<{ data: TData } | { graphqlError: ModelSourceError }> => {
+    try {
+      // The options type is conditional on the variables; with generic variables it needs the cast.
+      const request = { document, variables, ...(signal ? { signal } : {}) } as unknown as RequestOptions<TVariables, TData>;
+      const data = await client.request<TData, TVariables>(request);
+      if (!isObject(data)) throw malformed(ctx, `answer to ${what}`);
+      return { data };
+    } catch (err) {
+      if (signal?.aborted) throw signal.reason;
+      if (err instanceof ModelSourceError) throw err;
+      if (err instanceof UnreachableError) {
+        throw new ModelSourceError(API_ERROR, `Could not reach W&B at ${ctx.host} while ${what} ${ctx.label}.`, { cause: err.cause });
+      }
+      if (err instanceof ClientError) {
+        const status = err.response.status;
+        const message = graphqlMessages(err);
+        if (status >= 200 && status < 300) {
+          // The answer carries GraphQL errors: the caller decides whether that is fatal.
+          return { graphqlError: new ModelSourceError(API_ERROR, `W&B answered with an error while ${what} ${ctx.label}${message ? `: ${message}` : ''}.`, { cause: err }) };
+        }
+        throw httpError(status, { label: ctx.label, keySent: ctx.keySent, what, org: ctx.org, registry: ctx.registry }, undefined, message);
+      }
+      throw new ModelSourceError(API_ERROR, `W&B sent an unreadable answer while ${what} ${ctx.label}.`, { cause: err });
+    }
+  };
+}
+
+/** Python's `urllib.parse.quote` (safe `/`), which the SDK applies to the parts of V2 download URLs. */
+function quote(part: string): string {
+  return encodeURIComponent(part).replace(/%2F/g, '/').replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+/** The manifest digest: md5 over the header and `<path>:<digest>\n` of each entry, sorted by path (code points). */
+export function manifestDigest(contents: Record<string, { digest: string }>): string {
+  const hash = createHash('md5').update(MANIFEST_DIGEST_HEADER);
+  const byCodePoint = (a: string, b: string) => {
+    const [x, y] = [Array.from(a), Array.from(b)];
+    for (let i = 0; i < Math.min(x.length, y.length); i++) {
+      const d = x[i]!.codePointAt(0)! - y[i]!.codePointAt(0)!;
+      if (d !== 0) return d;
+    }
+    return x.length - y.length;
+  };
+  for (const path of Object.keys(contents).sort(byCodePoint)) hash.update(`${path}:${contents[path]!.digest}\n`);
+  return hash.digest('hex');
+}
+
+interface ManifestEntry {
+  digest: string;
+  size?: number;
+  ref?: string;
+  birthArtifactID?: string;
+}
+
+interface Manifest {
+  layout: 'V1' | 'V2';
+  region: string;
+  contents: Record<string, ManifestEntry>;
+}
+
+function parseManifest(body: unknown, ctx: Context): Manifest {
+  if (!isObject(body) || body.version !== 1 || !isObject(body.contents)) throw malformed(ctx, 'manifest');
+  if (body.storagePolicy !== STORAGE_POLICY) {
+    throw new ModelSourceError(API_ERROR, `${ctx.label} uses the storage policy "${serverText(body.storagePolicy) ?? '?'}", which is not supported (only ${STORAGE_POLICY}).`);
+  }
+  const config = isObject(body.storagePolicyConfig) ? body.storagePolicyConfig : {};
+  const layout = config.storageLayout ?? 'V1';
+  const region = config.storageRegion ?? 'default';
+  if ((layout !== 'V1' && layout !== 'V2') || typeof region !== 'string' || !region) throw malformed(ctx, 'manifest storage configuration');
+  const contents: Record<string, ManifestEntry> = {};
+  for (const [path, entry] of Object.entries(body.contents)) {
+    if (!isObject(entry) || typeof entry.digest !== 'string') throw malformed(ctx, 'manifest entry');
+    if (entry.ref !== undefined && entry.ref !== null && typeof entry.ref !== 'string') throw malformed(ctx, 'manifest entry');
+    if (entry.size !== undefined && entry.size !== null && !isInt(entry.size)) throw malformed(ctx, 'manifest entry');
+    if (entry.birthArtifactID !== undefined && entry.birthArtifactID !== null && typeof entry.birthArtifactID !== 'string') throw malformed(ctx, 'manifest entry');
+    contents[path] = {
+      digest: entry.digest,
+      ...(isInt(entry.size) ? { size: entry.size } : {}),
+      ...(typeof entry.ref === 'string' ? { ref: entry.ref } : {}),
+      ...(typeof entry.birthArtifactID === 'string' ? { birthArtifactID: entry.birthArtifactID } : {}),
+    };
+  }
+  return { layout, region, contents };
+}
+
+/**
+ * Finds the artifact version `ref` names in the W&B Registry, checks that it is a committed model, and reads its
+ * manifest (verified against the artifact's digest) into the list of its files with their md5 and download URL.
+ */
+export async function resolveArtifact(ref: string | ArtifactName, options: WandbAccessOptions = {}): Promise<ResolvedArtifact> {
+  const parsed = typeof ref === 'string' ? parseArtifactName(ref) : parseArtifactName(formatArtifactName(ref));
+  if (!parsed.ok) throw new ModelSourceError(NOT_FOUND, parsed.message);
+  const { org, registry, name, version } = parsed.value;
+  const { signal } = options;
+  const baseUrl = wandbBaseUrl(options.baseUrl);
+  let base: URL;
+  try {
+    base = new URL(baseUrl);
+    if (base.protocol !== 'https:' && base.protocol !== 'http:') throw new TypeError(base.protocol);
+  } catch (err) {
+    throw new ModelSourceError(API_ERROR, 'The W&B base URL (WANDB_BASE_URL) is not a valid http(s) URL.', { cause: err });
+  }
+  const apiKey = wandbApiKey(options.apiKey);
+  const label = formatArtifactName(parsed.value);
+  const ctx: Context = { label, org, registry, keySent: Boolean(apiKey), host: base.host };
+  const call = graphqlCaller(baseUrl, apiKey, ctx, signal);
+
+  // The organization's entity owns its registries. A name W&B does not know as an organization is taken to be the
+  // entity itself (the SDK accepts either).
+  const orgAnswer = await call(FetchOrganizationDocument, { org }, 'looking up the organization of');
+  const orgEntity = 'data' in orgAnswer ? orgAnswer.data.organization?.orgEntity?.name : undefined;
+  if (orgEntity !== undefined && typeof orgEntity !== 'string') throw malformed(ctx, 'organization');
+  const entity = orgEntity ?? org;
+  const project = `${REGISTRY_PROJECT_PREFIX}${registry}`;
+
+  const found = await call(ArtifactMembershipByNameDocument, { entity, project, name: `${name}:${version}` }, 'looking up');
+  if ('graphqlError' in found) throw found.graphqlError;
+  const projectData: unknown = found.data.project;
+  if (projectData === null || projectData === undefined) {
+    throw new ModelSourceError(NOT_FOUND, `Registry "${registry}" of organization "${org}" was not found, or the API key's user cannot read it (looking up ${label}).`);
+  }
+  if (!isObject(projectData)) throw malformed(ctx, 'project');
+  const membership: unknown = projectData.artifactCollectionMembership;
+  if (membership === null || membership === undefined) {
+    throw new ModelSourceError(NOT_FOUND, `${label} was not found: registry "${registry}" of "${org}" has no "${name}" with version or alias "${version}".`);
+  }
+  if (!isObject(membership) || !Array.isArray(membership.aliases)) throw malformed(ctx, 'artifact version');
+  const artifact: unknown = membership.artifact;
+  if (artifact === null || artifact === undefined) throw new ModelSourceError(NOT_FOUND, `${label} was not found (the version has no artifact).`);
+  if (
+    !isObject(artifact) || typeof artifact.id !== 'string' || !artifact.id || typeof artifact.digest !== 'string'
+    || !isObject(artifact.artifactType) || typeof artifact.artifactType.name !== 'string' || typeof artifact.state !== 'string'
+  ) {
+    throw malformed(ctx, 'artifact');
+  }
+  const aliases = membership.aliases.map((a: unknown) => (isObject(a) && typeof a.alias === 'string' ? a.alias : undefined));
+  if (aliases.some((a) => a === undefined)) throw malformed(ctx, 'alias list');
+  const versionIndex = isInt(membership.versionIndex) ? membership.versionIndex : isInt(artifact.versionIndex) ? artifact.versionIndex : undefined;
+  if (versionIndex === undefined) throw malformed(ctx, 'version index');
+  const collection = isObject(membership.artifactCollection) ? membership.artifactCollection : undefined;
+  const collectionName = typeof collection?.name === 'string' ? collection.name : name;
+  const collectionProject = isObject(collection?.project) ? collection.project : undefined;
+  const projectName = typeof collectionProject?.name === 'string' ? collectionProject.name : project;
+  const entityName = isObject(collectionProject?.entity) && typeof collectionProject.entity.name === 'string' ? collectionProject.entity.name : entity;
+  const concrete = `v${versionIndex}`;
+  const exact = formatArtifactName({ org, registry, name, version: concrete });
+  const type = artifact.artifactType.name;
+  const artifactId = artifact.id;
+  const digest = artifact.digest.toLowerCase();
+
+  if (artifact.state === 'DELETED') throw new ModelSourceError(NOT_FOUND, `${label} (${concrete}) has been deleted.`);
+  if (artifact.state !== 'COMMITTED') {
+    throw new ModelSourceError(NOT_FOUND, `${label} (${concrete}) is not committed yet (state ${serverText(artifact.state)}): its upload has not finished.`);
+  }
+  if (type !== MODEL_ARTIFACT_TYPE) {
+    throw new ModelSourceError(
+      'WORKLOAD_INIT_MANIFEST_TYPE_ERROR',
+      `${label} is an artifact of type "${serverText(type)}", not "${MODEL_ARTIFACT_TYPE}": only model artifacts can be served.`,
+    );
+  }
+
+  const manifestAnswer = await call(FetchArtifactManifestDocument, { id: artifactId }, 'reading the manifest of');
+  if ('graphqlError' in manifestAnswer) throw manifestAnswer.graphqlError;
+  const manifestArtifact: unknown = manifestAnswer.data.artifact;
+  const currentManifest = isObject(manifestArtifact) ? manifestArtifact.currentManifest : undefined;
+  if (currentManifest === null || currentManifest === undefined || manifestArtifact === null) {
+    throw new ModelSourceError(NOT_FOUND, `${exact} has no manifest, so its files are unknown.`);
+  }
+  const directUrl = isObject(currentManifest) && isObject(currentManifest.file) ? currentManifest.file.directUrl : undefined;
+  if (typeof directUrl !== 'string') throw malformed(ctx, 'manifest location');
+  const manifest = parseManifest(await fetchManifest(directUrl, base, apiKey, { ...ctx, label: exact }, signal), { ...ctx, label: exact });
+
+  const computed = manifestDigest(manifest.contents);
+  if (computed !== digest) {
+    throw new ModelSourceError(
+      'WORKLOAD_INIT_DOWNLOAD_ERROR',
+      `The manifest of ${exact} does not match the artifact's digest (expected ${digest}, got ${computed}); retry, or re-log the artifact.`,
+    );
+  }
+
+  let withArtifactId = false;
+  if (manifest.layout === 'V2') {
+    const features = await call(ServerFeaturesQueryDocument, {}, 'reading the server features for');
+    // Servers without the features field answer with a GraphQL error: no features, as the SDK reads it.
+    const list: unknown = 'data' in features && isObject(features.data.serverInfo) ? features.data.serverInfo.features : [];
+    withArtifactId = Array.isArray(list) && list.some((f: unknown) => isObject(f) && f.name === V2_URL_WITH_ARTIFACT_ID && f.isEnabled === true);
+  }
+
+  const files: ArtifactFile[] = [];
+  for (const [path, entry] of Object.entries(manifest.contents)) {
+    if (entry.ref !== undefined) continue; // stored elsewhere (s3://, gs://, https://...), not by W&B
+    if (!MD5_BASE64.test(entry.digest) || entry.size === undefined) throw malformed({ ...ctx, label: exact }, `manifest entry for ${path}`);
+    const md5hex = Buffer.from(entry.digest, 'base64').toString('hex');
+    const fileName = path.split('/').pop() ?? path;
+    const url =
+      manifest.layout === 'V1'
+        ? `${baseUrl}/artifacts/${quote(entityName)}/${md5hex}`
+        : `${baseUrl}/artifactsV2/${quote(manifest.region)}/${quote(entityName)}/${quote(projectName)}/${quote(collectionName)}/` +
+          `${withArtifactId ? `${quote(artifactId)}/` : ''}${quote(entry.birthArtifactID ?? '')}/${md5hex}/${quote(fileName)}`;
+    files.push({ path, size: entry.size, md5: entry.digest, url });
+  }
+
+  return {
+    org,
+    registry,
+    name,
+    version: concrete,
+    aliases: aliases as string[],
+    type,
+    artifactId,
+    digest,
+    entity: entityName,
+    project: projectName,
+    files,
+  };
+}
+
+/**
+ * GETs the manifest JSON from its signed URL. The API key goes only to W&B's own origin, never to object storage.
+ * A cut transfer is a download error; an unreadable body is an API error.
+ */
+async function fetchManifest(directUrl: string, base: URL, apiKey: string | undefined, ctx: Context, signal?: AbortSignal): Promise<unknown> {
+  let url: URL;
+  try {
+    url = new URL(directUrl, base);
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new TypeError(url.protocol);
+  } catch {
+    throw malformed(ctx, 'manifest location');
+  }
+  const sameOrigin = url.origin === base.origin;
+  const headers = sameOrigin ? wandbAuthHeaders(apiKey) : wandbAuthHeaders(undefined);
+  let res: Response;
+  try {
+    res = await fetch(url, { headers: { ...headers, accept: 'application/json' }, ...(signal ? { signal } : {}) });
+  } catch (err) {
+    if (signal?.aborted) throw signal.reason;
+    throw new ModelSourceError('WORKLOAD_INIT_DOWNLOAD_ERROR', `Could not download the manifest of ${ctx.label}: the connection failed.`, { cause: err });
+  }
+  if (res.status === 404 || res.status === 410) {
+    void res.body?.cancel().catch(() => {});
+    throw new ModelSourceError(NOT_FOUND, `The manifest of ${ctx.label} was not found (${res.status}).`);
+  }
+  if (!res.ok) throw httpError(res.status, { label: ctx.label, keySent: sameOrigin && ctx.keySent, what: 'reading the manifest of' }, res);
+  let text: string;
+  try {
+    text = await res.text();
+  } catch (err) {
+    if (signal?.aborted) throw signal.reason;
+    throw new ModelSourceError('WORKLOAD_INIT_DOWNLOAD_ERROR', `Download of the manifest of ${ctx.label} was interrupted; retry.`, { cause: err });
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new ModelSourceError(API_ERROR, `W&B sent an unreadable manifest for ${ctx.label}.`, { cause: err });
+  }
+}
