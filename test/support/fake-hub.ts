@@ -15,7 +15,7 @@
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { serveBytes } from './serve-bytes.js';
 
 export const FAKE_HUB_TOKEN = 'hf_fake_valid_token';
 
@@ -242,40 +242,10 @@ export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageS
     res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(text), ...headers }).end(text);
   }
 
-  /** Serves bytes with single-range support and the transfer faults. */
+  /** Serves a stored file, corrupted when asked, through the shared byte server. */
   async function sendBytes(req: IncomingMessage, res: ServerResponse, file: StoredFile, headers: Record<string, string>, fault?: HubFault) {
     const content = fault?.type === 'corrupt' ? Buffer.from(file.content.map((b, i) => (i === 0 ? b ^ 0xff : b))) : file.content;
-    const size = content.length;
-    let [start, end, status] = [0, size - 1, 200];
-    const range = req.headers.range?.match(/^bytes=(\d*)-(\d*)$/);
-    if (range && (range[1] || range[2])) {
-      start = range[1] ? Number(range[1]) : Math.max(0, size - Number(range[2]));
-      end = range[1] && range[2] ? Math.min(Number(range[2]), size - 1) : size - 1;
-      if (start >= size || start > end) {
-        res.writeHead(416, { ...headers, 'Content-Range': `bytes */${size}` }).end();
-        return;
-      }
-      status = 206;
-      headers = { ...headers, 'Content-Range': `bytes ${start}-${end}/${size}` };
-    }
-    const body = content.subarray(start, end + 1);
-    res.writeHead(status, { ...headers, 'Content-Type': 'application/octet-stream', 'Content-Length': body.length, 'Accept-Ranges': 'bytes' });
-    if (req.method === 'HEAD') return void res.end();
-    if (fault?.type === 'truncate') {
-      // Send the first bytes, give the client time to consume them (a web stream that errors drops what it has
-      // queued but not yet read), then drop the connection mid-body.
-      res.write(body.subarray(0, fault.afterBytes));
-      await sleep(50);
-      return void res.socket?.destroy();
-    }
-    if (fault?.type === 'slow') {
-      for (let i = 0; i < body.length && !res.destroyed; i += fault.chunkBytes) {
-        res.write(body.subarray(i, i + fault.chunkBytes));
-        await sleep(fault.delayMs);
-      }
-      return void res.end();
-    }
-    res.end(body);
+    await serveBytes(req, res, content, { headers, fault: fault ?? null });
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse, log: HubRequestLog) {

@@ -19,9 +19,9 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { GraphQLError } from 'graphql';
 import { createSchema, createYoga } from 'graphql-yoga';
+import { serveBytes } from './serve-bytes.js';
 
 export const FAKE_WANDB_KEY = 'local-fake0123456789abcdef0123456789abcdef';
 export const V2_URL_WITH_ARTIFACT_ID = 'ARTIFACT_V2_DOWNLOAD_HANDLER_SUPPORTS_ARTIFACT_ID';
@@ -326,35 +326,9 @@ export async function startFakeWandb({ artifacts, keys = [FAKE_WANDB_KEY], orgEn
     res.writeHead(status, { 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(text), ...headers }).end(text);
   }
 
-  /** Serves bytes with single-range support and the transfer faults. */
+  /** Serves bytes through the shared byte server (ranges, HEAD, transfer faults). */
   async function sendBytes(req: IncomingMessage, res: ServerResponse, content: Buffer, contentType: string, fault?: WandbFault) {
-    const size = content.length;
-    let [start, end, status] = [0, size - 1, 200];
-    let headers: Record<string, string> = {};
-    const range = req.headers.range?.match(/^bytes=(\d*)-(\d*)$/);
-    if (range && (range[1] || range[2])) {
-      start = range[1] ? Number(range[1]) : Math.max(0, size - Number(range[2]));
-      end = range[1] && range[2] ? Math.min(Number(range[2]), size - 1) : size - 1;
-      if (start >= size || start > end) return void res.writeHead(416, { 'Content-Range': `bytes */${size}` }).end();
-      status = 206;
-      headers = { 'Content-Range': `bytes ${start}-${end}/${size}` };
-    }
-    const body = content.subarray(start, end + 1);
-    res.writeHead(status, { ...headers, 'Content-Type': contentType, 'Content-Length': body.length, 'Accept-Ranges': 'bytes' });
-    if (fault?.type === 'truncate') {
-      // Send the first bytes, let the client consume them, then drop the connection mid-body.
-      res.write(body.subarray(0, fault.afterBytes));
-      await sleep(50);
-      return void res.socket?.destroy();
-    }
-    if (fault?.type === 'slow') {
-      for (let i = 0; i < body.length && !res.destroyed; i += fault.chunkBytes) {
-        res.write(body.subarray(i, i + fault.chunkBytes));
-        await sleep(fault.delayMs);
-      }
-      return void res.end();
-    }
-    res.end(body);
+    await serveBytes(req, res, content, { contentType, fault: fault ?? null });
   }
 
   const readBody = async (req: IncomingMessage) => {
