@@ -11,9 +11,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseChatRequest, type ChatRequest } from '../engine/chat-request.js';
 import type { EndpointStatus } from '../domain/lifecycle.js';
 import type { Services } from '../services/index.js';
-import type { Principal } from '../services/principal.js';
+import { canAccessTeam, type Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
-import type { EndpointRecord } from '../storage/endpoints-repository.js';
+import { findEndpoints, type EndpointRecord } from '../storage/endpoints-repository.js';
 import { readyReplicas, type ReplicaRecord } from '../storage/replicas-repository.js';
 import { EndpointGate, QueueTimeoutError } from './admission.js';
 import { openAIError, type OpenAIError } from './openai-errors.js';
@@ -49,6 +49,7 @@ export class ChatRouter {
   private readonly agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
   private readonly gates = new Map<string, EndpointGate>();
   private readonly replicaCache = new Map<string, { at: number; replicas: ReplicaRecord[]; maxBatchSize: number }>();
+  private readonly endpointCache = new Map<string, { at: number; endpoint: EndpointRecord }>();
   /** Requests in flight per replica, through this process: the load the picker balances. */
   private readonly inFlight = new Map<string, number>();
   private readonly wakeTimeoutMs: number;
@@ -98,13 +99,11 @@ export class ChatRouter {
     if (typeof model !== 'string' || model === '') {
       return fail(openAIError(400, 'invalid_request_error', 'model is required: pass the endpoint id', 'missing_required_parameter', 'model'));
     }
-    const found = await this.services.endpoints.get(principal, model);
-    if (found.type === 'ok') this.recorder.seen(model);
-    if (found.type === 'error') {
-      return fail(openAIError(404, 'not_found_error', `The model '${model}' does not exist or you do not have access to it.`, 'model_not_found', 'model'));
-    }
+    const found = await this.endpointFor(principal, model, false);
+    if (!found) return fail(modelNotFound(model));
+    this.recorder.seen(model);
 
-    const ready = await this.waitUntilServing(principal, found.value, signal);
+    const ready = await this.waitUntilServing(principal, found, signal);
     if ('status' in ready) return fail(ready);
     const { endpoint } = ready;
 
@@ -121,10 +120,20 @@ export class ChatRouter {
     }
     const queuedMs = performance.now() - queueStart;
 
-    // Try the least-loaded replica; a replica that refuses the connection (it just died) is skipped.
+    // Try the least-loaded replica. One that refuses the connection (it just
+    // stopped or died) is skipped, and the endpoint is looked at afresh: a
+    // sleeping endpoint is woken and awaited like at first.
     const tried = new Set<string>();
     for (let attempt = 0; attempt < 3; attempt++) {
-      const replica = this.pick(endpoint.id, tried);
+      let replica = this.pick(endpoint.id, tried);
+      if (!replica && attempt > 0) {
+        const again = await this.waitUntilServing(principal, endpoint, signal, true);
+        if ('status' in again) {
+          release();
+          return fail(again);
+        }
+        replica = this.pick(endpoint.id, tried);
+      }
       if (!replica) break;
       tried.add(replica.id);
       this.inFlight.set(replica.id, (this.inFlight.get(replica.id) ?? 0) + 1);
@@ -154,6 +163,7 @@ export class ChatRouter {
           return fail(openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed'));
         }
         this.replicaCache.delete(endpoint.id);
+        this.endpointCache.delete(endpoint.id);
       }
     }
     release();
@@ -165,11 +175,16 @@ export class ChatRouter {
    * is woken, a starting one awaited. A failed or terminated endpoint is
    * refused at once; past the wait, the answer is 503 with Retry-After.
    */
-  private async waitUntilServing(principal: Principal, first: EndpointRecord, signal: AbortSignal): Promise<{ endpoint: EndpointRecord } | OpenAIError> {
+  private async waitUntilServing(principal: Principal, first: EndpointRecord, signal: AbortSignal, fresh = false): Promise<{ endpoint: EndpointRecord } | OpenAIError> {
     const deadline = performance.now() + this.wakeTimeoutMs;
     let endpoint = first;
+    if (fresh) {
+      const current = await this.endpointFor(principal, first.id, true);
+      if (!current) return modelNotFound(first.id);
+      endpoint = current;
+    }
     for (let poll = 0; ; poll++) {
-      const replicas = await this.readyReplicasOf(endpoint, poll > 0);
+      const replicas = await this.readyReplicasOf(endpoint, fresh || poll > 0);
       if (replicas.length > 0) return { endpoint };
       if (UNAVAILABLE.includes(endpoint.status)) {
         const why = endpoint.errorCode ? ` (${endpoint.errorCode})` : '';
@@ -184,10 +199,25 @@ export class ChatRouter {
       } catch {
         return openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed');
       }
-      const refreshed = await this.services.endpoints.get(principal, endpoint.id);
-      if (refreshed.type === 'error') return openAIError(404, 'not_found_error', `The model '${endpoint.id}' does not exist or you do not have access to it.`, 'model_not_found', 'model');
-      endpoint = refreshed.value;
+      const refreshed = await this.endpointFor(principal, endpoint.id, true);
+      if (!refreshed) return modelNotFound(endpoint.id);
+      endpoint = refreshed;
     }
+  }
+
+  /**
+   * The endpoint, if the caller may use it. Records are reused for as long as
+   * the replica list, so that a request on the hot path costs no statement.
+   */
+  private async endpointFor(principal: Principal, id: string, fresh: boolean): Promise<EndpointRecord | undefined> {
+    const cached = this.endpointCache.get(id);
+    let endpoint = !fresh && cached && performance.now() - cached.at < this.replicaCacheMs ? cached.endpoint : undefined;
+    if (!endpoint) {
+      [endpoint] = await findEndpoints(this.sql, [id]);
+      if (endpoint) this.endpointCache.set(id, { at: performance.now(), endpoint });
+      else this.endpointCache.delete(id);
+    }
+    return endpoint && canAccessTeam(principal, endpoint.teamId) ? endpoint : undefined;
   }
 
   private async readyReplicasOf(endpoint: EndpointRecord, fresh: boolean): Promise<ReplicaRecord[]> {
@@ -238,6 +268,10 @@ export class ChatRouter {
       req.end(payload);
     });
   }
+}
+
+function modelNotFound(model: string): OpenAIError {
+  return openAIError(404, 'not_found_error', `The model '${model}' does not exist or you do not have access to it.`, 'model_not_found', 'model');
 }
 
 function fail(error: OpenAIError): RouteResult {

@@ -1,8 +1,10 @@
 /**
  * Relays a routed answer to a client as it arrives, measuring it on the way:
- * time to the first token, token usage and finish reason. Both surfaces use
- * it: REST writes each event through unchanged, GraphQL parses it.
+ * time to the first token, token usage and finish reason. REST passes the
+ * events through synchronously, one write per upstream chunk; GraphQL reads
+ * them as an async stream and parses them.
  */
+import type { Writable } from 'node:stream';
 import type { RoutedRequest } from './chat-router.js';
 import { sseData } from './sse.js';
 
@@ -14,43 +16,100 @@ interface Usage {
   completion_tokens?: number;
 }
 
-/**
- * The `data:` payloads of a streamed answer, `[DONE]` included. The usage
- * chunk (always requested upstream) is passed on only when the client asked
- * for it. The slot is released when the stream ends or the consumer stops.
- */
-export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string> {
-  let ttftMs: number | null = null;
-  let usage: Usage | null = null;
-  let finishReason: string | null = null;
-  let completed = false;
-  try {
-    for await (const data of sseData(routed.upstream)) {
-      if (data === '[DONE]') {
-        completed = true;
-        yield data;
-        continue;
-      }
-      if (ttftMs === null && FIRST_TOKEN.test(data)) ttftMs = performance.now() - routed.startedAt;
-      if (data.includes('"usage"')) {
-        const chunk = JSON.parse(data) as { usage?: Usage; choices?: unknown[] };
-        if (chunk.usage) usage = chunk.usage;
-        if (chunk.choices?.length === 0 && !routed.request.includeUsage) continue;
-      }
-      const finish = FINISH.exec(data);
-      if (finish) finishReason = finish[1]!;
-      yield data;
+/** Watches the events of one streamed answer and records the outcome once. */
+class StreamMeter {
+  private ttftMs: number | null = null;
+  private usage: Usage | null = null;
+  private finishReason: string | null = null;
+  completed = false;
+
+  constructor(private readonly routed: RoutedRequest) {}
+
+  /**
+   * Looks at one event's data; false when it is not to be passed on (the
+   * usage chunk, always requested upstream, that the client did not ask for).
+   */
+  observe(data: string): boolean {
+    if (data === '[DONE]') {
+      this.completed = true;
+      return true;
     }
-  } finally {
-    if (!completed) routed.upstream.destroy();
-    routed.finish({
-      promptTokens: usage?.prompt_tokens ?? null,
-      completionTokens: usage?.completion_tokens ?? null,
-      ttftMs,
-      finishReason,
-      cancelled: !completed,
+    if (this.ttftMs === null && FIRST_TOKEN.test(data)) this.ttftMs = performance.now() - this.routed.startedAt;
+    if (data.includes('"usage"')) {
+      const chunk = JSON.parse(data) as { usage?: Usage; choices?: unknown[] };
+      if (chunk.usage) this.usage = chunk.usage;
+      if (chunk.choices?.length === 0 && !this.routed.request.includeUsage) return false;
+    }
+    const finish = FINISH.exec(data);
+    if (finish) this.finishReason = finish[1]!;
+    return true;
+  }
+
+  finish(): void {
+    if (!this.completed) this.routed.upstream.destroy();
+    this.routed.finish({
+      promptTokens: this.usage?.prompt_tokens ?? null,
+      completionTokens: this.usage?.completion_tokens ?? null,
+      ttftMs: this.ttftMs,
+      finishReason: this.finishReason,
+      cancelled: !this.completed,
     });
   }
+}
+
+/**
+ * The `data:` payloads of a streamed answer, `[DONE]` included, for consumers
+ * that parse them. The slot is released when the stream ends or the consumer
+ * stops.
+ */
+export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string> {
+  const meter = new StreamMeter(routed);
+  try {
+    for await (const data of sseData(routed.upstream)) {
+      if (meter.observe(data)) yield data;
+    }
+  } finally {
+    meter.finish();
+  }
+}
+
+/**
+ * Passes a streamed answer's events through to `out` as they arrive: each
+ * upstream chunk is split into events and written at once, with
+ * backpressure. Resolves when the answer ended or either side went away.
+ */
+export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> {
+  const meter = new StreamMeter(routed);
+  const { upstream } = routed;
+  let buffer = '';
+  return new Promise<void>((resolve) => {
+    let settled = false;
+    const done = () => {
+      if (settled) return;
+      settled = true;
+      meter.finish();
+      resolve();
+    };
+    upstream.setEncoding('utf8');
+    upstream.on('data', (chunk: string) => {
+      buffer += chunk;
+      let text = '';
+      for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+        const event = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const data = event.startsWith('data: ') ? event.slice(6) : event.replace(/^data:\s?/, '');
+        if (meter.observe(data)) text += `data: ${data}\n\n`;
+      }
+      if (text && !out.write(text)) {
+        upstream.pause();
+        out.once('drain', () => upstream.resume());
+      }
+    });
+    upstream.once('end', done);
+    upstream.once('error', done);
+    upstream.once('close', done);
+    out.once('close', done);
+  });
 }
 
 /** The whole body of a non-streamed answer (one JSON document), measured. */

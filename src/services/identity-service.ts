@@ -71,7 +71,11 @@ async function createTeamFor(db: Queryable, user: UserRecord, name: string): Pro
 }
 
 export class IdentityService {
-  constructor(private readonly db: Sql) {}
+  constructor(
+    private readonly db: Sql,
+    /** Cached principals are forgotten when keys or memberships change. */
+    private readonly auth?: { forgetUser(userId: string): void; forgetAll(): void },
+  ) {}
 
   /**
    * On an empty database, creates the admin user with a default team, a
@@ -114,7 +118,9 @@ export class IdentityService {
   async createTeam(principal: Principal, input: { name: string }): Promise<Result<TeamRecord>> {
     const name = readName('name', input.name);
     if (name.type === 'error') return name;
-    return ok(await this.db.begin((tx) => createTeamFor(tx, principal.user, name.value)));
+    const team = await this.db.begin((tx) => createTeamFor(tx, principal.user, name.value));
+    this.auth?.forgetUser(principal.user.id);
+    return ok(team);
   }
 
   async addTeamMember(
@@ -128,11 +134,13 @@ export class IdentityService {
     if (principal !== 'system' && !isTeamOwner(principal, team.id)) return fail(forbidden('only a team owner can add members'));
     const user = await findUserByIdOrEmail(this.db, input.user);
     if (!user) return fail(notFound('user', input.user));
-    return this.db.begin(async (tx) => {
-      const membership = await upsertMember(tx, { teamId: team.id, userId: user.id, role: input.role ?? 'MEMBER' });
+    const membership = await this.db.begin(async (tx) => {
+      const added = await upsertMember(tx, { teamId: team.id, userId: user.id, role: input.role ?? 'MEMBER' });
       if (!user.defaultTeamId) await setDefaultTeam(tx, user.id, team.id);
-      return ok(membership);
+      return added;
     });
+    this.auth?.forgetUser(user.id);
+    return ok(membership);
   }
 
   async removeTeamMember(principal: Principal, input: { teamId: string; userId: string }): Promise<Result<null>> {
@@ -140,13 +148,15 @@ export class IdentityService {
     if (!isTeamOwner(principal, input.teamId) && principal.user.id !== input.userId) {
       return fail(forbidden('only a team owner can remove other members'));
     }
-    return this.db.begin(async (tx): Promise<Result<null>> => {
+    const removed = await this.db.begin(async (tx): Promise<Result<null>> => {
       const owners = await lockTeamOwners(tx, input.teamId);
       if (owners.length === 1 && owners[0] === input.userId) {
         return fail({ type: 'CONFLICT', message: 'a team keeps at least one owner: add another owner first' });
       }
       return (await deleteMember(tx, input.teamId, input.userId)) ? ok(null) : fail(notFound('member', input.userId));
     });
+    this.auth?.forgetUser(input.userId);
+    return removed;
   }
 
   async createProject(principal: Principal, input: { teamId?: string | null; name: string }): Promise<Result<ProjectRecord>> {
@@ -189,6 +199,8 @@ export class IdentityService {
     const key = await findApiKey(this.db, id);
     const allowed = key && (principal === 'system' || principal.user.isAdmin || key.userId === principal.user.id);
     if (!allowed) return fail(notFound('API key', id));
-    return ok((await revokeApiKey(this.db, id))!);
+    const revoked = (await revokeApiKey(this.db, id))!;
+    this.auth?.forgetUser(revoked.userId);
+    return ok(revoked);
   }
 }

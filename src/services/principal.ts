@@ -63,3 +63,44 @@ export async function authenticate(
   const fallback = user.defaultTeamId && memberships.has(user.defaultTeamId) ? user.defaultTeamId : [...memberships.keys()][0];
   return ok({ user, memberships, actingTeamId: fallback ?? null });
 }
+
+/**
+ * Authentication with a short-lived cache of principals, so that a hot path
+ * (a chat request, a GraphQL read) costs no statement for its key. Changes
+ * made through this process (a revoked key, a new membership) drop the
+ * affected entries at once; changes made by another gateway process apply
+ * within `ttlMs`.
+ */
+export class Authenticator {
+  private readonly cache = new Map<string, { at: number; result: Promise<Result<Principal>> }>();
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly ttlMs = 2000,
+  ) {}
+
+  authenticate(authorization: string | null | undefined, teamHeader: string | null | undefined): Promise<Result<Principal>> {
+    const key = `${authorization ?? ''}\n${teamHeader ?? ''}`;
+    const now = performance.now();
+    const hit = this.cache.get(key);
+    if (hit && now - hit.at < this.ttlMs) return hit.result;
+    const result = authenticate(this.db, authorization, teamHeader);
+    // Only successes are kept: a wrong key is checked again next time.
+    result.then((r) => (r.type === 'ok' ? undefined : this.cache.delete(key)), () => this.cache.delete(key));
+    this.cache.set(key, { at: now, result });
+    if (this.cache.size > 10_000) this.cache.delete(this.cache.keys().next().value!);
+    return result;
+  }
+
+  /** Forgets every cached principal of a user (their keys or memberships changed). */
+  forgetUser(userId: string): void {
+    for (const [key, entry] of this.cache) {
+      entry.result.then((r) => r.type === 'ok' && r.value.user.id === userId && this.cache.delete(key)).catch(() => {});
+    }
+  }
+
+  /** Forgets every cached principal (a team's membership changed). */
+  forgetAll(): void {
+    this.cache.clear();
+  }
+}

@@ -12,7 +12,7 @@ import { WebSocketServer } from 'ws';
 import type { DomainError } from '../../domain/result.js';
 import type { ChatRouter } from '../../router/chat-router.js';
 import type { Services } from '../../services/index.js';
-import { authenticate, type Principal } from '../../services/principal.js';
+import type { Principal } from '../../services/principal.js';
 import { teamHeaderOf } from '../rest/endpoint-routes.js';
 import { createLoaders, type GraphQLContext } from './context.js';
 import { schema } from './schema/index.js';
@@ -39,7 +39,7 @@ export function createGraphQL(services: Services, chat: ChatRouter, live: GraphQ
     landingPage: false,
     context: async ({ request, principal }) => {
       if (!principal) {
-        const result = await authenticate(services.db, request.headers.get('authorization'), teamHeaderOf((n) => request.headers.get(n)));
+        const result = await services.auth.authenticate(request.headers.get('authorization'), teamHeaderOf((n) => request.headers.get(n)));
         if (result.type === 'error') throw authError(result.error);
         principal = result.value;
       }
@@ -59,7 +59,7 @@ export function attachWebSocket(server: Server, yoga: YogaServerInstance<ServerC
         const params = ctx.connectionParams ?? {};
         const authorization = typeof params.authorization === 'string' ? params.authorization : undefined;
         const team = ['x-friendli-team', 'x-team-id', 'teamId'].map((k) => params[k]).find((v) => typeof v === 'string') as string | undefined;
-        const result = await authenticate(services.db, authorization, team);
+        const result = await services.auth.authenticate(authorization, team);
         if (result.type === 'error') {
           const code = result.error.type === 'FORBIDDEN' ? CloseCode.Forbidden : CloseCode.Unauthorized;
           ctx.extra.socket.close(code, result.error.message.slice(0, 120));

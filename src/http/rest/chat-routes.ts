@@ -7,9 +7,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ChatRouter } from '../../router/chat-router.js';
 import { errorBody, openAIError, type OpenAIError } from '../../router/openai-errors.js';
-import { collectBody, relayStream } from '../../router/relay.js';
+import { collectBody, pipeStream } from '../../router/relay.js';
 import type { Services } from '../../services/index.js';
-import { authenticate } from '../../services/principal.js';
 import { teamHeaderOf } from './endpoint-routes.js';
 import { sendJson } from './responses.js';
 import { HttpError } from './responses.js';
@@ -41,7 +40,7 @@ export async function handleChatCompletion(
   });
   try {
     if (req.method !== 'POST') return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${CHAT_PATH} accepts POST only`, 'method_not_allowed'));
-    const auth = await authenticate(services.db, header(req, 'authorization'), teamHeaderOf((n) => header(req, n)));
+    const auth = await services.auth.authenticate(header(req, 'authorization'), teamHeaderOf((n) => header(req, n)));
     if (auth.type === 'error') {
       const status = auth.error.type === 'FORBIDDEN' ? 403 : 401;
       return sendOpenAIError(res, openAIError(status, status === 401 ? 'authentication_error' : 'permission_error', auth.error.message, status === 401 ? 'invalid_api_key' : 'forbidden'));
@@ -65,11 +64,8 @@ export async function handleChatCompletion(
     }
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     res.flushHeaders();
-    for await (const data of relayStream(routed.value)) {
-      if (res.destroyed) break;
-      res.write(`data: ${data}\n\n`);
-    }
-    res.end();
+    await pipeStream(routed.value, res);
+    if (!res.destroyed) res.end();
   } catch (error) {
     if (clientGone.signal.aborted) return;
     log(`${CHAT_PATH} failed`, error);

@@ -6,7 +6,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Services } from '../../services/index.js';
 import { findTeams } from '../../storage/identity-repository.js';
-import { authenticate, TEAM_HEADERS, type Principal } from '../../services/principal.js';
+import { TEAM_HEADERS, type Principal } from '../../services/principal.js';
 import { Router, unwrap, type RouteRequest, type RouteResponse } from './router.js';
 import { specObject, statusObject } from './responses.js';
 
@@ -28,7 +28,7 @@ export function endpointRoutes(services: Services): Router {
     (handler: (principal: Principal, request: RouteRequest) => Promise<RouteResponse>) =>
     async (request: RouteRequest): Promise<RouteResponse> => {
       const principal = unwrap(
-        await authenticate(services.db, header(request.req, 'authorization'), teamHeaderOf((n) => header(request.req, n))),
+        await services.auth.authenticate(header(request.req, 'authorization'), teamHeaderOf((n) => header(request.req, n))),
       );
       return handler(principal, request);
     };
