@@ -30,19 +30,31 @@ function groupedBy<T>(load: (keys: readonly string[]) => Promise<T[]>, keyOf: (r
   });
 }
 
-export function createLoaders(services: Services) {
+function loaderFactories(services: Services) {
   const { db } = services;
   return {
-    endpoint: byId<EndpointRecord>((ids) => findEndpoints(db, ids)),
-    project: byId<ProjectRecord>((ids) => findProjects(db, ids)),
-    team: byId<TeamRecord>((ids) => findTeams(db, ids)),
-    user: byId<UserRecord>((ids) => findUsers(db, ids)),
-    projectsOfTeam: groupedBy<ProjectRecord>((ids) => listProjectsOfTeams(db, ids), (p) => p.teamId),
-    membersOfTeam: groupedBy<MembershipRecord>((ids) => listTeamMembers(db, ids), (m) => m.teamId),
+    endpoint: () => byId<EndpointRecord>((ids) => findEndpoints(db, ids)),
+    project: () => byId<ProjectRecord>((ids) => findProjects(db, ids)),
+    team: () => byId<TeamRecord>((ids) => findTeams(db, ids)),
+    user: () => byId<UserRecord>((ids) => findUsers(db, ids)),
+    projectsOfTeam: () => groupedBy<ProjectRecord>((ids) => listProjectsOfTeams(db, ids), (p) => p.teamId),
+    membersOfTeam: () => groupedBy<MembershipRecord>((ids) => listTeamMembers(db, ids), (m) => m.teamId),
   };
 }
 
-export type Loaders = ReturnType<typeof createLoaders>;
+export type Loaders = { [K in keyof ReturnType<typeof loaderFactories>]: ReturnType<ReturnType<typeof loaderFactories>[K]> };
+
+/**
+ * The request's dataloaders, each made on first use: a subscription that
+ * never loads anything (most of them) carries none.
+ */
+export function createLoaders(services: Services): Loaders {
+  const factories = loaderFactories(services);
+  const made: Partial<Loaders> = {};
+  return new Proxy(made, {
+    get: (_, key: keyof Loaders) => (made[key] ??= factories[key]() as never),
+  }) as Loaders;
+}
 
 export interface GraphQLContext {
   principal: Principal;
