@@ -150,10 +150,17 @@ export class ModelStore {
 }
 
 /**
- * Checks the endpoint's token limits against the model's trained context,
- * and that the file is a GGUF the built-in engine can run.
+ * Checks the endpoint's settings against the built-in engine (batch size) and
+ * the model (token limits against its trained context), and that the file is
+ * a GGUF the built-in engine can run.
  */
+/** llama.cpp decodes at most this many sequences in one context. */
+export const BUILT_IN_ENGINE_MAX_SEQUENCES = 256;
+
 export async function checkModelSettings(path: string, spec: EndpointSpec): Promise<void> {
+  if (spec.advanced.maxBatchSize > BUILT_IN_ENGINE_MAX_SEQUENCES) {
+    throw new SettingsError(`max_batch_size (${spec.advanced.maxBatchSize}) is larger than the built-in engine's ${BUILT_IN_ENGINE_MAX_SEQUENCES} sequences; use ENGINE_COMMAND for larger batches`);
+  }
   let context: number | undefined;
   try {
     context = trainedContextLength(await readGgufHeader(path));

@@ -3,6 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { GgufFormatError, readGgufHeader, trainedContextLength } from '../../src/models/gguf-header.js';
+import { checkModelSettings, SettingsError } from '../../src/models/model-store.js';
+import { DEFAULT_ADVANCED, DEFAULT_AUTOSCALING } from '../../src/domain/endpoint-spec.js';
 import { engineCommand, splitWords } from '../../src/runtime/engine-command.js';
 import { detectInventory, kindOfGpuName, parseInventory } from '../../src/runtime/gpu-inventory.js';
 import type { ReplicaLaunch } from '../../src/runtime/runtime.js';
@@ -63,6 +65,12 @@ describe('GGUF header', () => {
     const header = await readGgufHeader(file);
     expect(header.metadata.get('general.architecture')).toBe('llama');
     expect(trainedContextLength(header)).toBe(777);
+    const spec = { name: 'x', instanceId: 'TwD5AqnBSVN0', model: { source: 'hf' as const, repo: 'o/m', revision: null }, autoscaling: DEFAULT_AUTOSCALING };
+    await expect(checkModelSettings(file, { ...spec, advanced: { ...DEFAULT_ADVANCED, maxTokenCount: 777, maxInputLength: 700 } })).resolves.toBeUndefined();
+    await expect(checkModelSettings(file, { ...spec, advanced: { ...DEFAULT_ADVANCED, maxTokenCount: 778, maxInputLength: 700 } })).rejects.toThrow(
+      "max_token_count (778) is larger than the model's context (777 tokens)",
+    );
+    await expect(checkModelSettings(file, { ...spec, advanced: { ...DEFAULT_ADVANCED, maxTokenCount: 777, maxInputLength: 700, maxBatchSize: 300 } })).rejects.toBeInstanceOf(SettingsError);
     const other = path.join(dir, 'not.gguf');
     await writeFile(other, 'hello world, not a model');
     await expect(readGgufHeader(other)).rejects.toBeInstanceOf(GgufFormatError);
