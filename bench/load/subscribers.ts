@@ -45,6 +45,17 @@ childMain<SubscribersConfig, SubscribersResult>(async (config, send, receive) =>
   let closing = false;
   const failSamples: string[] = [];
   const lostSamples: string[] = [];
+  /** A subscriber that could not open counts as failed; one that dropped after opening (not at close-down), as lost. */
+  const failure = (why: string, ready: boolean, resolve: (opened: boolean) => void) => {
+    if (!ready) {
+      failed++;
+      if (failSamples.length < 5) failSamples.push(why);
+      resolve(false);
+    } else if (!closing) {
+      lost++;
+      if (lostSamples.length < 5) lostSamples.push(why);
+    }
+  };
 
   const onPayload = (text: string) => {
     const match = VERSION.exec(text);
@@ -62,16 +73,7 @@ childMain<SubscribersConfig, SubscribersResult>(async (config, send, receive) =>
       const url = `${config.baseUrl.replace(/^http/, 'ws')}/graphql`;
       const socket = new WebSocket(url, 'graphql-transport-ws', { perMessageDeflate: false });
       let ready = false;
-      const fail = (why: string) => {
-        if (!ready) {
-          failed++;
-          if (failSamples.length < 5) failSamples.push(why);
-          resolve(false);
-        } else if (!closing) {
-          lost++;
-          if (lostSamples.length < 5) lostSamples.push(why);
-        }
-      };
+      const fail = (why: string) => failure(why, ready, resolve);
       socket.on('open', () => socket.send(JSON.stringify({ type: 'connection_init', payload: { authorization: `Bearer ${config.key}` } })));
       socket.on('message', (data: Buffer) => {
         const text = data.toString('utf8');
@@ -105,16 +107,7 @@ childMain<SubscribersConfig, SubscribersResult>(async (config, send, receive) =>
     new Promise<boolean>((resolve) => {
       const body = JSON.stringify({ query: QUERY, variables: { id: config.endpointId } });
       let ready = false;
-      const fail = (why: string) => {
-        if (!ready) {
-          failed++;
-          if (failSamples.length < 5) failSamples.push(why);
-          resolve(false);
-        } else if (!closing) {
-          lost++;
-          if (lostSamples.length < 5) lostSamples.push(why);
-        }
-      };
+      const fail = (why: string) => failure(why, ready, resolve);
       const req = http.request(`${config.baseUrl}/graphql`, {
         method: 'POST',
         agent,

@@ -1,5 +1,4 @@
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,18 +7,9 @@ import { ModelSourceError, type ModelSourceErrorCode } from '../../src/models/er
 import { resolveHubModel, type ResolveHubModelOptions } from '../../src/models/hf-hub.js';
 import { ModelCache, type DownloadProgress } from '../../src/models/model-cache.js';
 import { FAKE_HUB_TOKEN, startFakeHub, type FakeHub, type FakeRepo } from '../support/fake-hub.js';
+import { bytes, sha256 } from '../support/bytes.js';
 
 /** Deterministic pseudo-random bytes, so every file has a distinct, stable sha256. */
-function bytes(size: number, seed: number): Buffer {
-  const out = Buffer.alloc(size);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < size; i++) {
-    x ^= x << 13; x ^= x >>> 17; x ^= x << 5;
-    out[i] = x & 0xff;
-  }
-  return out;
-}
-const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 
 const Q4 = bytes(6000, 1);
 const Q8 = bytes(9000, 2);

@@ -17,18 +17,9 @@ import {
   type WandbAccessOptions,
 } from '../../src/models/wandb/registry-client.js';
 import { FAKE_WANDB_KEY, startFakeWandb, type FakeArtifact, type FakeWandb, type FakeWandbOptions } from '../support/fake-wandb.js';
+import { bytes, sha256 } from '../support/bytes.js';
 
 /** Deterministic pseudo-random bytes, so every file has a distinct, stable digest. */
-function bytes(size: number, seed: number): Buffer {
-  const out = Buffer.alloc(size);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < size; i++) {
-    x ^= x << 13; x ^= x >>> 17; x ^= x << 5;
-    out[i] = x & 0xff;
-  }
-  return out;
-}
-const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
 const md5 = (data: Buffer) => createHash('md5').update(data);
 const basic = (key: string) => `Basic ${Buffer.from(`api:${key}`).toString('base64')}`;
 
