@@ -95,18 +95,22 @@ builder.subscriptionFields((t) => ({
       const id = String(endpointId);
       // The position is taken before the status is read: a change in between is replayed, never lost.
       const position = after == null ? await latestEventId(services.db, { endpointId: id }) : String(after);
-      const found = await services.endpoints.get(principal, id);
-      if (found.type === 'error') throw new GraphQLError(found.error.message, { extensions: { code: 'NOT_FOUND' } });
-      if (after == null) yield { event: null, status: found.value };
+      {
+        const found = await services.endpoints.get(principal, id);
+        if (found.type === 'error') throw new GraphQLError(found.error.message, { extensions: { code: 'NOT_FOUND' } });
+        if (after == null) yield { event: null, status: found.value };
+      }
+      // From here on, the hub's shared snapshots describe the endpoint to every subscriber.
       let version = '';
       const items: AsyncGenerator<LiveItem> = liveEvents(live.hub, services.db, { endpointId: id }, { after: position, bufferSize: live.bufferSize, maxLagMs: live.maxLagMs });
       for await (const item of guardOverflow(items)) {
         version = item.kind === 'event' ? item.event.id : `${version}+`;
         const status = await live.hub.snapshot(id, version);
+        if (!status) return; // the endpoint row is gone: nothing more to report
         if (item.kind === 'event') {
-          yield { event: item.event, status: status ?? found.value };
+          yield { event: item.event, status };
           if (item.event.type === 'DELETED') return;
-        } else if (status?.phase === 'DOWNLOADING_MODEL') {
+        } else if (status.phase === 'DOWNLOADING_MODEL') {
           yield { event: null, status };
         }
       }
