@@ -7,11 +7,11 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll } from 'vitest';
 import { startApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import type { EndpointStatus } from '../../src/domain/lifecycle.js';
 import type { Sql } from '../../src/storage/database.js';
+import { onCleanup } from './cleanup.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { FAKE_HUB_TOKEN, startFakeHub, type FakeHub, type FakeRepo } from './fake-hub.js';
 import { createSeed, type SeededUser } from './gateway.js';
@@ -104,7 +104,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   };
   testApp.url = testApp.app.gateway.url;
   testApp.seed = createSeed(testApp.app.services, testApp.url);
-  afterAll(async () => {
+  onCleanup(async () => {
     await testApp.app.close();
     await stopAllReplicas(db.sql, testApp.app);
     if (!options.hub) await hub.close();

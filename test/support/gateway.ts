@@ -3,7 +3,6 @@
  * HTTP server on a free port, plus fluent seeds (`seed.user().project().endpoint()`)
  * and clients that speak to it over real sockets.
  */
-import { afterAll } from 'vitest';
 import type { GraphQLClient } from 'graphql-request';
 import type { EndpointStatus } from '../../src/domain/lifecycle.js';
 import { startGateway, type Gateway } from '../../src/http/server.js';
@@ -12,6 +11,7 @@ import { createServices, type Services } from '../../src/services/index.js';
 import { updateEndpointState } from '../../src/storage/endpoints-repository.js';
 import type { UserRecord } from '../../src/storage/identity-repository.js';
 import { desiredStateOf } from '../../src/domain/lifecycle.js';
+import { onCleanup } from './cleanup.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 
 export interface RestResponse<T = any> {
@@ -125,7 +125,7 @@ export async function startTestGateway(): Promise<TestGateway> {
   const db = await createTestDatabase({ onQuery: () => queries.count++ });
   const services = createServices(db.sql);
   const gateway = await startGateway(services, { port: 0, host: '127.0.0.1', log: () => {} });
-  afterAll(async () => {
+  onCleanup(async () => {
     await gateway.close();
     await db.close();
   });
