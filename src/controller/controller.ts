@@ -22,8 +22,8 @@ import { ReplicaStartError, type ReplicaHandle, type Runtime } from '../runtime/
 import { writeReplicaCounts, writeStatus } from '../services/endpoint-state.js';
 import type { Sql } from '../storage/database.js';
 import {
-  findEndpointForController,
-  lockEndpointForController,
+  findEndpoints,
+  lockEndpoint,
   markEndpointCleaned,
   setProgress,
   setVersionRollout,
@@ -86,6 +86,9 @@ function safeMessage(error: unknown): string {
   if (error instanceof EngineCommandError) return error.message;
   return 'the replica could not be started';
 }
+
+/** The controller also sees deleted endpoints: it stops their replicas. */
+const WITH_DELETED = { includeDeleted: true } as const;
 
 const handleOf = (r: ReplicaRecord): ReplicaHandle => ({ replicaId: r.id, address: r.address ?? '', pid: r.pid ?? 0, node: r.node });
 
@@ -188,7 +191,7 @@ export class Controller {
   ): Promise<T> {
     return this.sql.begin(async (tx) => {
       if (!(await holdsLease(tx, id, this.owner))) throw new StaleError(`lease on ${id} lost`);
-      const endpoint = await lockEndpointForController(tx, id);
+      const endpoint = await lockEndpoint(tx, id, WITH_DELETED);
       if (!endpoint || !applies(endpoint)) throw new StaleError(`${id} changed`);
       return write(tx as unknown as Sql, endpoint);
     }) as Promise<T>;
@@ -212,7 +215,7 @@ export class Controller {
   /** Recomputes the replica counts from the replicas table. */
   private async refreshCounts(id: string, desiredReplicas: number, cause: string): Promise<void> {
     await this.sql.begin(async (tx) => {
-      const endpoint = await lockEndpointForController(tx, id);
+      const endpoint = await lockEndpoint(tx, id, WITH_DELETED);
       if (!endpoint) return;
       const live = await liveReplicas(tx, id);
       const ready = live.filter((r) => r.state === 'READY');
@@ -232,9 +235,9 @@ export class Controller {
   // ---------------------------------------------------------------- reconcile
 
   private async reconcile(id: string): Promise<void> {
-    const endpoint = await findEndpointForController(this.sql, id);
+    const [endpoint] = await findEndpoints(this.sql, [id], WITH_DELETED);
     if (!endpoint) return;
-    let replicas = await this.observe(endpoint);
+    const replicas = await this.observe(endpoint);
     if (replicas === 'failed') return;
 
     if (endpoint.deleted) {
@@ -275,7 +278,6 @@ export class Controller {
           }
           await this.autoscale(endpoint, serving);
         }
-        replicas = [];
         return;
       }
     }

@@ -6,7 +6,7 @@
  * many subscribers want it, and dispatched in id (commit) order.
  */
 import type { Sql } from '../storage/database.js';
-import { findEndpointForController, findEvents, type EndpointEventRecord, type EndpointRecord } from '../storage/endpoints-repository.js';
+import { findEndpoints, findEvents, type EndpointEventRecord, type EndpointRecord } from '../storage/endpoints-repository.js';
 
 export type LiveSignal =
   | { kind: 'event'; event: EndpointEventRecord }
@@ -70,7 +70,8 @@ export class EventHub {
   snapshot(endpointId: string, version: string): Promise<EndpointRecord | undefined> {
     const cached = this.snapshots.get(endpointId);
     if (cached && cached.version === version) return cached.value;
-    const value = findEndpointForController(this.sql, endpointId);
+    // Deleted endpoints included: the last update a subscriber gets is the deletion's.
+    const value = findEndpoints(this.sql, [endpointId], { includeDeleted: true }).then(([endpoint]) => endpoint);
     this.snapshots.set(endpointId, { version, value });
     if (this.snapshots.size > 10_000) this.snapshots.delete(this.snapshots.keys().next().value!);
     return value;

@@ -10,7 +10,9 @@
  * from the last event it saw.
  */
 import type { Sql } from '../storage/database.js';
-import { listEvents, type EndpointEventRecord, type EventScope } from '../storage/endpoints-repository.js';
+import { latestEventId, listEvents, type EndpointEventRecord, type EventScope } from '../storage/endpoints-repository.js';
+
+export { latestEventId };
 import type { EventHub, LiveSignal } from './event-hub.js';
 
 export class SubscriptionOverflowError extends Error {
@@ -44,12 +46,16 @@ export async function* liveEvents(hub: EventHub, sql: Sql, scope: EventScope, op
   });
   // Without `after`, the stream starts now: the newest event so far marks the position.
   let last = options.after ?? (await latestEventId(sql, scope));
-  try {
-    // Subscribed first, then the backlog: anything committed meanwhile is in the buffer, and duplicates are skipped by id.
+  /** The events after `last` read back from the log, advancing `last`. */
+  async function* catchUp(): AsyncGenerator<LiveItem> {
     for (const event of await readAll(sql, scope, last)) {
       yield { kind: 'event', event };
       last = event.id;
     }
+  }
+  try {
+    // Subscribed first, then the backlog: anything committed meanwhile is in the buffer, and duplicates are skipped by id.
+    yield* catchUp();
     for (;;) {
       if (behindSince !== null && performance.now() - behindSince > maxLagMs) throw new SubscriptionOverflowError(last);
       const signal = buffer.shift();
@@ -57,10 +63,7 @@ export async function* liveEvents(hub: EventHub, sql: Sql, scope: EventScope, op
         if (behindSince !== null) {
           // Caught up with the buffer: what was dropped is read back from the log.
           behindSince = null;
-          for (const event of await readAll(sql, scope, last)) {
-            yield { kind: 'event', event };
-            last = event.id;
-          }
+          yield* catchUp();
           continue;
         }
         await new Promise<void>((resolve) => (wake = resolve));
@@ -70,10 +73,7 @@ export async function* liveEvents(hub: EventHub, sql: Sql, scope: EventScope, op
       if (signal.kind === 'progress') {
         yield { kind: 'progress' };
       } else if (signal.kind === 'resync') {
-        for (const event of await readAll(sql, scope, last)) {
-          yield { kind: 'event', event };
-          last = event.id;
-        }
+        yield* catchUp();
       } else if (BigInt(signal.event.id) > BigInt(last)) {
         yield signal;
         last = signal.event.id;
@@ -82,12 +82,6 @@ export async function* liveEvents(hub: EventHub, sql: Sql, scope: EventScope, op
   } finally {
     unsubscribe();
   }
-}
-
-export async function latestEventId(sql: Sql, scope: EventScope): Promise<string> {
-  const filter = 'endpointId' in scope ? sql`endpoint_id = ${scope.endpointId}` : sql`project_id = ${scope.projectId}`;
-  const [row] = await sql<{ id: string | null }[]>`SELECT max(id)::text AS id FROM endpoint_events WHERE ${filter}`;
-  return row?.id ?? '0';
 }
 
 async function readAll(sql: Sql, scope: EventScope, after: string): Promise<EndpointEventRecord[]> {

@@ -3,6 +3,8 @@
  * requests run at once (through this gateway process); the rest wait in FIFO
  * order, up to a bounded time.
  */
+import { once } from './once.js';
+
 export class QueueTimeoutError extends Error {}
 export class QueueAbortedError extends Error {}
 
@@ -69,14 +71,4 @@ export class EndpointGate {
     if (index >= 0) this.waiting.splice(index, 1);
     waiter.fail(error);
   }
-}
-
-function once(fn: () => void): () => void {
-  let done = false;
-  return () => {
-    if (!done) {
-      done = true;
-      fn();
-    }
-  };
 }

@@ -16,6 +16,7 @@ import type { Sql } from '../storage/database.js';
 import { findEndpoints, type EndpointRecord } from '../storage/endpoints-repository.js';
 import { readyReplicas, type ReplicaRecord } from '../storage/replicas-repository.js';
 import { EndpointGate, QueueTimeoutError } from './admission.js';
+import { once } from './once.js';
 import { openAIError, type OpenAIError } from './openai-errors.js';
 import type { RequestRecorder } from './request-recorder.js';
 
@@ -276,13 +277,4 @@ function modelNotFound(model: string): OpenAIError {
 
 function fail(error: OpenAIError): RouteResult {
   return { type: 'error', error };
-}
-
-function once<A extends unknown[]>(fn: (...args: A) => void): (...args: A) => void {
-  let called = false;
-  return (...args) => {
-    if (called) return;
-    called = true;
-    fn(...args);
-  };
 }

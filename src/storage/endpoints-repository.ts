@@ -235,11 +235,16 @@ export async function insertVersion(
     )`;
 }
 
-/** Live (not deleted) endpoints by id, with their current versions. */
-export async function findEndpoints(db: Queryable, ids: readonly string[]): Promise<EndpointRecord[]> {
+/** Which endpoints a read sees: live ones, or (for the controller, which cleans up after a delete) deleted ones too. */
+export interface EndpointVisibility {
+  includeDeleted?: boolean;
+}
+
+/** Endpoints by id, with their current versions; live ones only unless asked. */
+export async function findEndpoints(db: Queryable, ids: readonly string[], options: EndpointVisibility = {}): Promise<EndpointRecord[]> {
   const rows = await db<EndpointRow[]>`
     SELECT ${db.unsafe(ENDPOINT_COLUMNS)} FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
-    WHERE e.id = ANY(${ids as string[]}) AND e.deleted_at IS NULL`;
+    WHERE e.id = ANY(${ids as string[]}) ${options.includeDeleted ? db`` : db`AND e.deleted_at IS NULL`}`;
   return rows.map(toEndpoint);
 }
 
@@ -250,10 +255,11 @@ export async function findEndpoints(db: Queryable, ids: readonly string[]): Prom
  * against a version row its snapshot cannot see, and find nothing. The read
  * that follows is a new statement with a fresh snapshot.
  */
-export async function lockEndpoint(db: Queryable, id: string): Promise<EndpointRecord | undefined> {
-  const locked = await db`SELECT 1 FROM endpoints WHERE id = ${id} AND deleted_at IS NULL FOR UPDATE`;
+export async function lockEndpoint(db: Queryable, id: string, options: EndpointVisibility = {}): Promise<EndpointRecord | undefined> {
+  const locked = await db`
+    SELECT 1 FROM endpoints WHERE id = ${id} ${options.includeDeleted ? db`` : db`AND deleted_at IS NULL`} FOR UPDATE`;
   if (locked.length === 0) return undefined;
-  const [endpoint] = await findEndpoints(db, [id]);
+  const [endpoint] = await findEndpoints(db, [id], options);
   return endpoint;
 }
 
@@ -320,18 +326,6 @@ export async function updateEndpointState(
       current_version = coalesce(${change.currentVersion ?? null}::int, current_version),
       updated_at = now()
     WHERE id = ${id}`;
-}
-
-/** An endpoint by id, deleted or not, for the controller (which cleans up after deletion). */
-export async function findEndpointForController(db: Queryable, id: string): Promise<EndpointRecord | undefined> {
-  const rows = await db<EndpointRow[]>`
-    SELECT ${db.unsafe(ENDPOINT_COLUMNS)} FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)} WHERE e.id = ${id}`;
-  return rows[0] && toEndpoint(rows[0]);
-}
-
-export async function lockEndpointForController(db: Queryable, id: string): Promise<EndpointRecord | undefined> {
-  const locked = await db`SELECT 1 FROM endpoints WHERE id = ${id} FOR UPDATE`;
-  return locked.length === 0 ? undefined : findEndpointForController(db, id);
 }
 
 export interface ReplicaCounts {
@@ -428,13 +422,22 @@ const toEvent = (r: EventRow): EndpointEventRecord => ({
 
 export type EventScope = { endpointId: string } | { projectId: string };
 
+const scopeFilter = (db: Queryable, scope: EventScope) =>
+  'endpointId' in scope ? db`endpoint_id = ${scope.endpointId}` : db`project_id = ${scope.projectId}`;
+
 /** Events of an endpoint or a project after an event id, oldest first. */
 export async function listEvents(db: Queryable, scope: EventScope, afterId = '0', limit = 1000): Promise<EndpointEventRecord[]> {
-  const filter = 'endpointId' in scope ? db`endpoint_id = ${scope.endpointId}` : db`project_id = ${scope.projectId}`;
+  const filter = scopeFilter(db, scope);
   const rows = await db<EventRow[]>`
     SELECT ${db.unsafe(EVENT_COLUMNS)} FROM endpoint_events
     WHERE ${filter} AND id > ${afterId}::bigint ORDER BY id LIMIT ${limit}`;
   return rows.map(toEvent);
+}
+
+/** The newest event id of an endpoint or a project ('0' when it has none). */
+export async function latestEventId(db: Queryable, scope: EventScope): Promise<string> {
+  const [row] = await db<{ id: string | null }[]>`SELECT max(id)::text AS id FROM endpoint_events WHERE ${scopeFilter(db, scope)}`;
+  return row?.id ?? '0';
 }
 
 export async function findEvents(db: Queryable, ids: readonly string[]): Promise<EndpointEventRecord[]> {
