@@ -11,6 +11,8 @@ import type {
   EndpointStatus,
 } from '../domain/lifecycle.js';
 import type { Queryable } from './database.js';
+import type { TeamRecord } from './identity-repository.js';
+import type { ProjectRecord } from './projects-repository.js';
 
 export type RolloutState = 'RECORDED' | 'ROLLED_OUT' | 'FAILED';
 
@@ -246,6 +248,31 @@ export async function findEndpoints(db: Queryable, ids: readonly string[], optio
     SELECT ${db.unsafe(ENDPOINT_COLUMNS)} FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
     WHERE e.id = ANY(${ids as string[]}) ${options.includeDeleted ? db`` : db`AND e.deleted_at IS NULL`}`;
   return rows.map(toEndpoint);
+}
+
+export interface EndpointWithOwners {
+  endpoint: EndpointRecord;
+  project: ProjectRecord;
+  team: TeamRecord;
+}
+
+/**
+ * Live endpoints with their project and team, in one statement: a reader
+ * that shows an endpoint's owners needs no second and third round trip.
+ */
+export async function findEndpointsWithOwners(db: Queryable, ids: readonly string[]): Promise<EndpointWithOwners[]> {
+  const rows = await db<(EndpointRow & { project_name: string; project_created_at: Date; team_name: string; team_created_at: Date })[]>`
+    SELECT ${db.unsafe(ENDPOINT_COLUMNS)}, p.name AS project_name, p.created_at AS project_created_at,
+      t.name AS team_name, t.created_at AS team_created_at
+    FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
+    JOIN projects p ON p.id = e.project_id
+    JOIN teams t ON t.id = e.team_id
+    WHERE e.id = ANY(${ids as string[]}) AND e.deleted_at IS NULL`;
+  return rows.map((r) => ({
+    endpoint: toEndpoint(r),
+    project: { id: r.project_id, teamId: r.team_id, name: r.project_name, createdAt: r.project_created_at },
+    team: { id: r.team_id, name: r.team_name, createdAt: r.team_created_at },
+  }));
 }
 
 /**

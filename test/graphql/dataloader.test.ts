@@ -37,3 +37,21 @@ test('50 endpoints with project, team and status cost as many statements as 2', 
   // auth (1) + project check (1) + endpoint page (1) + projects (1) + teams (1) + users (1)
   expect(forFifty).toBeLessThanOrEqual(6);
 });
+
+test('one endpoint with its project and team is one statement, and never shows another team', async () => {
+  const project = await alice.project('single');
+  const endpoint = { id: await project.endpoint({ name: 'single' }) };
+  const read = `query($id: ID!) { endpoint(id: $id) { id name project { id name team { id name } } team { id name } } }`;
+  await alice.rest('POST', '/graphql', { query: read, variables: { id: endpoint.id } }); // warms the key cache
+  t.queries.reset();
+  const res = await alice.rest('POST', '/graphql', { query: read, variables: { id: endpoint.id } });
+  expect(res.body.errors, JSON.stringify(res.body.errors)).toBeUndefined();
+  expect(res.body.data.endpoint).toMatchObject({ id: endpoint.id, name: 'single', project: { id: project.id, name: 'single', team: { id: project.teamId } } });
+  expect(res.body.data.endpoint.team).toEqual(res.body.data.endpoint.project.team);
+  expect(t.queries.count).toBe(1);
+
+  const mallory = await t.seed.user();
+  const hidden = await mallory.rest('POST', '/graphql', { query: read, variables: { id: endpoint.id } });
+  expect(hidden.body.errors).toBeUndefined();
+  expect(hidden.body.data.endpoint).toBeNull();
+});

@@ -8,7 +8,7 @@ import type { EventHub } from '../../live/event-hub.js';
 import type { ChatRouter } from '../../router/chat-router.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
-import { findEndpoints, type EndpointRecord } from '../../storage/endpoints-repository.js';
+import { findEndpointsWithOwners, type EndpointRecord } from '../../storage/endpoints-repository.js';
 import { findTeams, findUsers, listTeamMembers, type MembershipRecord, type TeamRecord, type UserRecord } from '../../storage/identity-repository.js';
 import { findProjects, listProjectsOfTeams, type ProjectRecord } from '../../storage/projects-repository.js';
 
@@ -30,10 +30,20 @@ function groupedBy<T>(load: (keys: readonly string[]) => Promise<T[]>, keyOf: (r
   });
 }
 
-function loaderFactories(services: Services) {
+function loaderFactories(services: Services, loaders: () => Loaders) {
   const { db } = services;
   return {
-    endpoint: () => byId<EndpointRecord>((ids) => findEndpoints(db, ids)),
+    // Endpoints come with their project and team, which prime those loaders: `endpoint { project { team } }` is one statement.
+    endpoint: () =>
+      byId<EndpointRecord>(async (ids) => {
+        const rows = await findEndpointsWithOwners(db, ids);
+        const { project, team } = loaders();
+        for (const row of rows) {
+          project.prime(row.project.id, row.project);
+          team.prime(row.team.id, row.team);
+        }
+        return rows.map((row) => row.endpoint);
+      }),
     project: () => byId<ProjectRecord>((ids) => findProjects(db, ids)),
     team: () => byId<TeamRecord>((ids) => findTeams(db, ids)),
     user: () => byId<UserRecord>((ids) => findUsers(db, ids)),
@@ -49,11 +59,12 @@ export type Loaders = { [K in keyof ReturnType<typeof loaderFactories>]: ReturnT
  * never loads anything (most of them) carries none.
  */
 export function createLoaders(services: Services): Loaders {
-  const factories = loaderFactories(services);
   const made: Partial<Loaders> = {};
-  return new Proxy(made, {
+  const loaders = new Proxy(made, {
     get: (_, key: keyof Loaders) => (made[key] ??= factories[key]() as never),
   }) as Loaders;
+  const factories = loaderFactories(services, () => loaders);
+  return loaders;
 }
 
 export interface GraphQLContext {
