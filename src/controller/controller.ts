@@ -112,6 +112,8 @@ export class Controller {
   private stopped = false;
   private ticking: Promise<void> | undefined;
   private wake: (() => void) | undefined;
+  /** A poke came while a tick was running: tick again at once instead of at the next interval. */
+  private poked = false;
 
   constructor(private readonly options: ControllerOptions) {
     this.sql = options.sql;
@@ -135,16 +137,25 @@ export class Controller {
 
   /** Asks for a reconcile pass now (after an API action), instead of at the next interval. */
   poke(): void {
-    this.wake?.();
+    if (this.wake) this.wake();
+    else this.poked = true;
   }
 
   private async loop(): Promise<void> {
     while (!this.stopped) {
+      this.poked = false;
       this.ticking = this.tick().catch((error: unknown) => this.log('tick failed', error));
       await this.ticking;
+      // A poke during the tick may concern an endpoint the tick had already passed: tick again now.
+      if (this.poked || this.stopped) continue;
       await new Promise<void>((resolve) => {
-        this.wake = resolve;
-        this.timer = setTimeout(resolve, this.intervalMs);
+        const wake = () => {
+          clearTimeout(this.timer);
+          if (this.wake === wake) this.wake = undefined;
+          resolve();
+        };
+        this.wake = wake;
+        this.timer = setTimeout(wake, this.intervalMs);
       });
     }
   }
@@ -366,9 +377,12 @@ export class Controller {
   private async startUp(endpoint: EndpointRecord): Promise<void> {
     const id = endpoint.id;
     const startingStatus = endpoint.status === 'INITIALIZING' || endpoint.status === 'AWAKING' ? endpoint.status : undefined;
+    // The phase as last written (a wake writes AWAKING ENGINE_INITIALIZING itself): writing it again would change nothing.
+    let shown = { phase: endpoint.phase, errorCode: endpoint.errorCode };
     const reportPhase = async (phase: EndpointPhase) => {
-      if (!startingStatus) return;
+      if (!startingStatus || (shown.phase === phase && shown.errorCode === null)) return;
       await this.setStatus(id, { desired: 'RUNNING', statuses: [startingStatus] }, { status: startingStatus, phase, errorCode: null, cause: `controller:${phase.toLowerCase()}` });
+      shown = { phase, errorCode: null };
     };
     const desired = Math.max(endpoint.current.spec.autoscaling.minReplica, 1);
     try {
@@ -451,9 +465,17 @@ export class Controller {
         addSpecialTokens: spec.advanced.tokenizerAddSpecialTokens,
         skipSpecialTokens: spec.advanced.tokenizerSkipSpecialTokens,
       });
-      await markReplica(this.sql, replicaId, { state: 'STARTING', address: handle.address, pid: handle.pid });
-      await hooks.onWarmup?.();
-      await this.warmUp(handle);
+      // The warm-up generation runs while the replica's address and the READY status are written; both must succeed.
+      const started = handle;
+      const [written, warmed] = await Promise.allSettled([
+        (async () => {
+          await markReplica(this.sql, replicaId, { state: 'STARTING', address: started.address, pid: started.pid });
+          await hooks.onWarmup?.();
+        })(),
+        this.warmUp(started),
+      ]);
+      if (written.status === 'rejected') throw written.reason;
+      if (warmed.status === 'rejected') throw warmed.reason;
       await markReplica(this.sql, replicaId, { state: 'READY' });
       if (model.resolved) await setVersionRollout(this.sql, endpoint.id, version.versionIndex, { rolloutState: 'ROLLED_OUT', model: model.resolved });
       return true;

@@ -5,8 +5,11 @@
  *     [--max-input-length N] [--add-special-tokens] [--no-skip-special-tokens] [--threads N] [--cpu]
  *     [--model-name S] [--drain-timeout-ms N]
  *
- * Protocol with the controller: stdout carries exactly one line, `ENGINE_READY {"port":…,"pid":…}`,
- * once the server listens (llama.cpp and engine logs go to stderr). A start-up failure prints one
+ * Protocol with the controller: stdout carries exactly one line, `ENGINE_READY {"port":…,"pid":…,…}`,
+ * once the server listens (llama.cpp and engine logs go to stderr). Readers take `port` and `pid`
+ * and ignore other keys; the line also carries `readyAt` (when the server listened, milliseconds
+ * since the epoch) and `uptimeMs` (milliseconds from this process's start to then), so that a log
+ * reader can tell the engine's own load time from what started it. A start-up failure prints one
  * `ENGINE_ERROR {"code":…,"message":…}` line to stderr and exits 3 (also for well-formed but
  * unusable values, e.g. --max-input-length above --context-size); malformed flags exit 2. SIGTERM
  * drains (in-flight requests get up to --drain-timeout-ms), frees the model and exits 0.
@@ -115,7 +118,14 @@ async function main(): Promise<void> {
   process.on('SIGTERM', shutdown);
   process.on('SIGINT', shutdown);
 
-  process.stdout.write(`ENGINE_READY ${JSON.stringify({ port: server.port, pid: process.pid })}\n`);
+  const uptimeMs = performance.now();
+  const readyAt = performance.timeOrigin + uptimeMs;
+  process.stdout.write(`ENGINE_READY ${JSON.stringify({ port: server.port, pid: process.pid, readyAt: round(readyAt), uptimeMs: round(uptimeMs) })}\n`);
+}
+
+/** Three decimals: microseconds, enough for timings and short in the log. */
+function round(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
 }
 
 main().catch((error: unknown) => {

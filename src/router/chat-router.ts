@@ -7,7 +7,6 @@
  * GraphQL) then relay the answer as it streams.
  */
 import http from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { parseChatRequest, type ChatRequest } from '../engine/chat-request.js';
 import type { EndpointStatus } from '../domain/lifecycle.js';
 import type { Services } from '../services/index.js';
@@ -27,6 +26,12 @@ export interface RouterOptions {
   queueTimeoutMs?: number;
   /** How long the list of ready replicas is reused. @default 500 */
   replicaCacheMs?: number;
+  /**
+   * A request held for a waking endpoint looks again at each of the
+   * endpoint's events, and otherwise after this long (a fallback for missed
+   * announcements). @default 100 ms, then 50 ms more per look, up to 500 ms
+   */
+  wakePollMs?: number;
 }
 
 /** An admitted request with its upstream answer's head received. */
@@ -56,7 +61,13 @@ export class ChatRouter {
   private readonly wakeTimeoutMs: number;
   private readonly queueTimeoutMs: number;
   private readonly replicaCacheMs: number;
+  private readonly wakePollMs: number | undefined;
   private readonly refresher: NodeJS.Timeout;
+  /** Requests waiting for an endpoint to serve, by endpoint: poked when one of its events is announced. */
+  private readonly changeWatchers = new Map<string, Set<ChangeWatch>>();
+  /** The LISTEN on endpoint events, opened when a request first waits for an endpoint; false where it failed. */
+  private listening: Promise<boolean> | undefined;
+  private unlisten: (() => Promise<void>) | undefined;
 
   constructor(
     private readonly sql: Sql,
@@ -67,6 +78,7 @@ export class ChatRouter {
     this.wakeTimeoutMs = options.wakeTimeoutMs ?? 120_000;
     this.queueTimeoutMs = options.queueTimeoutMs ?? 30_000;
     this.replicaCacheMs = options.replicaCacheMs ?? 500;
+    this.wakePollMs = options.wakePollMs;
     // Requests waiting for a slot are admitted as soon as replicas are added.
     this.refresher = setInterval(() => void this.refreshQueued(), this.replicaCacheMs);
     this.refresher.unref();
@@ -75,6 +87,43 @@ export class ChatRouter {
   close(): void {
     clearInterval(this.refresher);
     this.agent.destroy();
+    void this.unlisten?.().catch(() => {});
+  }
+
+  /**
+   * Watches an endpoint's events (any gateway's writes are announced by
+   * NOTIFY, see src/live/event-hub.ts), so that a request waiting for the
+   * endpoint to serve looks again as soon as its status changes instead of
+   * at its next poll. Resolves once the LISTEN is in place (or failed: the
+   * polling alone then finds the endpoint serving).
+   */
+  private async watchChanges(endpointId: string): Promise<ChangeWatch> {
+    this.listening ??= this.sql
+      .listen('endpoint_events', (payload) => {
+        const endpointId = payload.split(':')[1];
+        const watchers = endpointId ? this.changeWatchers.get(endpointId) : undefined;
+        if (watchers) for (const watcher of watchers) watcher.poke();
+      })
+      .then(
+        (listening) => {
+          this.unlisten = () => listening.unlisten();
+          return true;
+        },
+        () => {
+          this.listening = undefined; // the next waiting request tries again
+          return false;
+        },
+      );
+    const watcher = new ChangeWatch(() => {
+      const set = this.changeWatchers.get(endpointId);
+      set?.delete(watcher);
+      if (set?.size === 0) this.changeWatchers.delete(endpointId);
+    });
+    let set = this.changeWatchers.get(endpointId);
+    if (!set) this.changeWatchers.set(endpointId, (set = new Set()));
+    set.add(watcher);
+    await this.listening;
+    return watcher;
   }
 
   private async refreshQueued(): Promise<void> {
@@ -184,25 +233,37 @@ export class ChatRouter {
       if (!current) return modelNotFound(first.id);
       endpoint = current;
     }
-    for (let poll = 0; ; poll++) {
-      const replicas = await this.readyReplicasOf(endpoint, fresh || poll > 0);
-      if (replicas.length > 0) return { endpoint };
-      if (UNAVAILABLE.includes(endpoint.status)) {
-        const why = endpoint.errorCode ? ` (${endpoint.errorCode})` : '';
-        return openAIError(409, 'invalid_request_error', `endpoint '${endpoint.id}' is ${endpoint.status}${why} and serves no requests: restart it`, 'endpoint_not_running', 'model');
+    // Opened once the endpoint is found not serving: its events end each wait early.
+    let changes: ChangeWatch | undefined;
+    try {
+      for (let poll = 0; ; poll++) {
+        const replicas = await this.readyReplicasOf(endpoint, fresh || poll > 0);
+        if (replicas.length > 0) return { endpoint };
+        if (UNAVAILABLE.includes(endpoint.status)) {
+          const why = endpoint.errorCode ? ` (${endpoint.errorCode})` : '';
+          return openAIError(409, 'invalid_request_error', `endpoint '${endpoint.id}' is ${endpoint.status}${why} and serves no requests: restart it`, 'endpoint_not_running', 'model');
+        }
+        let waitMs = this.wakePollMs ?? Math.min(100 + poll * 50, 500);
+        if (!changes) {
+          changes = await this.watchChanges(endpoint.id);
+          // A change between the look above and the watch would go unseen: look again at once, unless this request wakes it.
+          if (endpoint.status !== 'SLEEPING') waitMs = 0;
+        }
+        if (endpoint.status === 'SLEEPING') await this.services.endpoints.act(principal, endpoint.id, 'wake');
+        if (performance.now() > deadline) {
+          return openAIError(503, 'server_error', `endpoint '${endpoint.id}' is ${endpoint.status} and not serving yet; retry shortly`, 'endpoint_not_ready', null, 10);
+        }
+        // Until the endpoint's next event, or the next poll (a fallback: announcements can be missed while LISTEN reconnects).
+        if (waitMs > 0 && !(await changes.wait(waitMs, signal))) {
+          return openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed');
+        }
+        if (signal.aborted) return openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed');
+        const refreshed = await this.endpointFor(principal, endpoint.id, true);
+        if (!refreshed) return modelNotFound(endpoint.id);
+        endpoint = refreshed;
       }
-      if (endpoint.status === 'SLEEPING') await this.services.endpoints.act(principal, endpoint.id, 'wake');
-      if (performance.now() > deadline) {
-        return openAIError(503, 'server_error', `endpoint '${endpoint.id}' is ${endpoint.status} and not serving yet; retry shortly`, 'endpoint_not_ready', null, 10);
-      }
-      try {
-        await sleep(Math.min(100 + poll * 50, 500), undefined, { signal });
-      } catch {
-        return openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed');
-      }
-      const refreshed = await this.endpointFor(principal, endpoint.id, true);
-      if (!refreshed) return modelNotFound(endpoint.id);
-      endpoint = refreshed;
+    } finally {
+      changes?.close();
     }
   }
 
@@ -267,6 +328,43 @@ export class ChatRouter {
       req.once('error', reject);
       req.setNoDelay(true);
       req.end(payload);
+    });
+  }
+}
+
+/**
+ * One waiting request's view of its endpoint's events: `wait` ends at the
+ * next event (or at once if one came since the last wait), after `ms`, or
+ * when the request is aborted (then it resolves false).
+ */
+class ChangeWatch {
+  private pending = false;
+  private wakeUp: (() => void) | undefined;
+
+  constructor(readonly close: () => void) {}
+
+  poke(): void {
+    if (this.wakeUp) this.wakeUp();
+    else this.pending = true;
+  }
+
+  wait(ms: number, signal: AbortSignal): Promise<boolean> {
+    if (signal.aborted) return Promise.resolve(false);
+    if (this.pending) {
+      this.pending = false;
+      return Promise.resolve(true);
+    }
+    return new Promise((resolve) => {
+      const finish = (ok: boolean) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        this.wakeUp = undefined;
+        resolve(ok);
+      };
+      const onAbort = () => finish(false);
+      const timer = setTimeout(() => finish(true), ms);
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.wakeUp = () => finish(true);
     });
   }
 }

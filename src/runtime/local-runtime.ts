@@ -6,7 +6,7 @@
  * small state file per replica lets it find (and reap) them.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, watch, writeSync, type FSWatcher } from 'node:fs';
 import { mkdir, readdir, readFile, rm, writeFile, open } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,6 +29,8 @@ export interface LocalRuntimeOptions {
   threads?: number;
   /** How long a starting engine may take to answer its health check. @default 300000 */
   startTimeoutMs?: number;
+  /** The pause before the next health check of a starting engine, after `elapsedMs` of waiting. @default healthPollDelay */
+  healthPollDelay?: (elapsedMs: number) => number;
   /** Extra environment for engine processes. */
   env?: Record<string, string>;
 }
@@ -41,6 +43,120 @@ interface StateFile {
 }
 
 const ENGINE_ERROR_LINE = /^ENGINE_ERROR (\{.*\})$/m;
+
+/**
+ * The first line of a replica's log, written just before its engine is
+ * spawned: `[runtime] spawning the engine {"at":…}` (milliseconds since the
+ * epoch). With the engine's `ENGINE_READY {…,"readyAt":…}` line it gives the
+ * engine's own start time.
+ */
+export const SPAWN_LINE_PREFIX = '[runtime] spawning the engine ';
+
+/** The start of a protocol line of the built-in engine (never the log's first line: the runtime's spawn line is). */
+const ENGINE_PROTOCOL_LINE = /\nENGINE_(?:READY|ERROR) /;
+
+/**
+ * How long to wait before the next health check of a starting engine, after
+ * `elapsedMs` of waiting: every 20 ms for the first 2 s (a small model's
+ * engine is ready within seconds, and until it listens each check is one
+ * refused loopback connection), then backing off linearly to 150 ms at 5 s.
+ * The built-in engine's ENGINE_READY line in its log cuts the wait short.
+ */
+export function healthPollDelay(elapsedMs: number): number {
+  if (elapsedMs < 2000) return 20;
+  return Math.min(150, Math.round(20 + ((elapsedMs - 2000) * 130) / 3000));
+}
+
+/**
+ * A wait that can be cut short: `poke` ends the current wait, or the next one
+ * at once when none is running (a poke is never lost).
+ */
+export class Nudge {
+  private pending = false;
+  private wakeUp: (() => void) | undefined;
+
+  poke(): void {
+    if (this.wakeUp) this.wakeUp();
+    else this.pending = true;
+  }
+
+  wait(ms: number, abort?: AbortSignal): Promise<void> {
+    if (this.pending || abort?.aborted) {
+      this.pending = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        abort?.removeEventListener('abort', done);
+        this.wakeUp = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      abort?.addEventListener('abort', done, { once: true });
+      this.wakeUp = done;
+    });
+  }
+}
+
+/**
+ * Watches a replica's log for the engine's ENGINE_READY or ENGINE_ERROR line
+ * (reading only what was appended since the last look) and pokes `nudge`
+ * when one appears. Best effort: where the file cannot be watched, the
+ * health polling alone finds the engine ready.
+ */
+export function watchForProtocolLine(file: string, nudge: Nudge): { close(): void } {
+  let offset = 0;
+  let reading = false;
+  let again = false;
+  let tail = '';
+  let watcher: FSWatcher | undefined;
+  const look = async () => {
+    if (reading) {
+      again = true;
+      return;
+    }
+    reading = true;
+    try {
+      const handle = await open(file, 'r');
+      try {
+        do {
+          again = false;
+          const { size } = await handle.stat();
+          if (size <= offset) continue;
+          const buffer = Buffer.alloc(Math.min(size - offset, 1 << 16));
+          const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset);
+          if (bytesRead === 0) break;
+          offset += bytesRead;
+          if (offset < size) again = true;
+          // The last bytes are kept: a protocol line's start may be split over two reads.
+          const text = tail + buffer.toString('latin1', 0, bytesRead);
+          if (ENGINE_PROTOCOL_LINE.test(text)) nudge.poke();
+          tail = text.slice(-16);
+        } while (again && watcher);
+      } finally {
+        await handle.close();
+      }
+    } catch {
+      // the log is gone or unreadable: the polling goes on
+    } finally {
+      reading = false;
+    }
+  };
+  try {
+    watcher = watch(file, { persistent: false }, () => void look());
+    watcher.on('error', () => watcher?.close());
+  } catch {
+    return { close: () => {} };
+  }
+  void look();
+  return {
+    close: () => {
+      watcher?.close();
+      watcher = undefined;
+    },
+  };
+}
 
 /**
  * Whether `pid` is alive and still the replica's engine: a pid may be reused
@@ -101,6 +217,8 @@ export class LocalRuntime implements Runtime {
       cpuOnly: this.options.cpuOnly,
     });
     const log = openSync(this.logPath(launch.replicaId), 'a');
+    // When the engine was started, for reading its log: the engine's ENGINE_READY line says when it was ready.
+    writeSync(log, `${SPAWN_LINE_PREFIX}${JSON.stringify({ at: Math.round((performance.timeOrigin + performance.now()) * 1000) / 1000 })}\n`);
     const child = spawn(command.file, command.args, {
       detached: true,
       stdio: ['ignore', log, log],
@@ -111,30 +229,47 @@ export class LocalRuntime implements Runtime {
       child.once('spawn', () => resolve(child.pid!));
       child.once('error', (error) => reject(new ReplicaStartError('INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', `the engine command could not start: ${error.message}`)));
     });
-    child.once('exit', (code) => this.exited.set(pid, code));
+    // The wait for the health check ends early when the engine writes its protocol line or exits.
+    const nudge = new Nudge();
+    child.once('exit', (code) => {
+      this.exited.set(pid, code);
+      nudge.poke();
+    });
     child.unref();
     const handle: ReplicaHandle = { replicaId: launch.replicaId, address: `http://127.0.0.1:${port}`, pid, node: this.node };
     const state: StateFile = { replicaId: launch.replicaId, endpointId: launch.endpointId, pid, address: handle.address };
-    await writeFile(this.statePath(launch.replicaId), JSON.stringify(state));
+    const watcher = watchForProtocolLine(this.logPath(launch.replicaId), nudge);
     try {
-      await this.waitHealthy(handle, abort);
+      await writeFile(this.statePath(launch.replicaId), JSON.stringify(state));
+      await this.waitHealthy(handle, nudge, abort);
       return handle;
     } catch (error) {
       await this.stop(handle, 0);
       throw error;
+    } finally {
+      watcher.close();
     }
   }
 
-  private async waitHealthy(handle: ReplicaHandle, abort?: AbortSignal): Promise<void> {
-    const deadline = Date.now() + (this.options.startTimeoutMs ?? 300_000);
+  /**
+   * Checks the engine's health until it answers: every 20 ms at first, backing
+   * off to 150 ms (healthPollDelay), and at once when `nudge` is poked (the
+   * engine printed ENGINE_READY or ENGINE_ERROR, or exited). Before the
+   * engine listens, each check is one refused loopback connection.
+   */
+  private async waitHealthy(handle: ReplicaHandle, nudge: Nudge, abort?: AbortSignal): Promise<void> {
+    const timeoutMs = this.options.startTimeoutMs ?? 300_000;
+    const started = Date.now();
+    const deadline = started + timeoutMs;
     while (Date.now() < deadline) {
       if (abort?.aborted) throw new ReplicaStartError('WORKLOAD_INIT_UNKNOWN_ERROR', 'the start was cancelled');
       if (!this.isAlive(handle)) throw await this.startFailure(handle);
       const health = await this.health(handle, 1000);
       if (health?.status === 'ok') return;
-      await sleep(150);
+      const pause = (this.options.healthPollDelay ?? healthPollDelay)(Date.now() - started);
+      await nudge.wait(Math.min(pause, Math.max(0, deadline - Date.now())), abort);
     }
-    throw new ReplicaStartError('WORKLOAD_INIT_GRPC_ERROR', `the engine did not answer its health check within ${Math.round((this.options.startTimeoutMs ?? 300_000) / 1000)} s`);
+    throw new ReplicaStartError('WORKLOAD_INIT_GRPC_ERROR', `the engine did not answer its health check within ${Math.round(timeoutMs / 1000)} s`);
   }
 
   /** Why a starting engine exited: its ENGINE_ERROR line when it wrote one. */

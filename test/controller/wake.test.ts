@@ -1,0 +1,92 @@
+/**
+ * Wake on request: a request held for a sleeping endpoint goes on as soon as
+ * the endpoint's events say it serves, not at a later poll; and the wake is
+ * split the same way the cold-start benchmark splits it (the replica's log
+ * says when its engine was spawned and when it was ready).
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { ChatRouter } from '../../src/router/chat-router.js';
+import { RequestRecorder } from '../../src/router/request-recorder.js';
+import { SPAWN_LINE_PREFIX } from '../../src/runtime/local-runtime.js';
+import { authenticate, type Principal } from '../../src/services/principal.js';
+import { liveReplicaRows, startTestApp, statusTrail, TINY_REPO, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+
+let t: TestApp;
+let alice: SeededUser;
+let principal: Principal;
+let router: ChatRouter;
+let recorder: RequestRecorder;
+
+beforeAll(async () => {
+  t = await startTestApp();
+  alice = await t.seed.user();
+  const auth = await authenticate(t.sql, `Bearer ${alice.key}`, null);
+  if (auth.type !== 'ok') throw new Error('the seeded key does not authenticate');
+  principal = auth.value;
+  recorder = new RequestRecorder(t.sql, 250);
+  // Polls once a minute when no event comes: only the endpoint's events can let a request on in time.
+  router = new ChatRouter(t.sql, t.app.services, recorder, { wakePollMs: 60_000 });
+});
+
+afterAll(async () => {
+  router.close();
+  await recorder.close();
+});
+
+async function sleepingEndpoint(name: string): Promise<string> {
+  const project = await alice.project(name);
+  const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 0, maxReplica: 1, cooldownPeriod: 600 }, advanced: { max_token_count: 1024 } });
+  await waitForStatus(t.sql, id, 'RUNNING');
+  await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`);
+  await waitForStatus(t.sql, id, 'SLEEPING');
+  return id;
+}
+
+describe('wake on request', () => {
+  test("a request to a SLEEPING endpoint goes on at the endpoint's RUNNING event, without waiting for a poll", async () => {
+    const id = await sleepingEndpoint('wake-events');
+    const t0 = Date.now();
+    const routed = await router.route(principal, { model: id, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 }, AbortSignal.timeout(25_000));
+    const routedAt = Date.now();
+    if (routed.type !== 'ok') throw new Error(`the request was refused: ${JSON.stringify(routed.error)}`);
+    const chunks: Buffer[] = [];
+    for await (const chunk of routed.value.upstream) chunks.push(chunk as Buffer);
+    routed.value.finish({ promptTokens: null, completionTokens: null, ttftMs: null, finishReason: 'length', cancelled: false });
+    expect(routed.value.upstream.statusCode).toBe(200);
+    expect(JSON.parse(Buffer.concat(chunks).toString()).choices[0].finish_reason).toBe('length');
+    expect((await statusTrail(t.sql, id)).slice(-3)).toEqual(['AWAKING ENGINE_INITIALIZING', 'READY', 'RUNNING']);
+    // The fallback poll is a minute away: the request went on because the RUNNING event was announced.
+    const [running] = await t.sql<{ created_at: Date }[]>`
+      SELECT created_at FROM endpoint_events WHERE endpoint_id = ${id} AND status = 'RUNNING' AND created_at >= ${new Date(t0 - 1000)} ORDER BY id DESC LIMIT 1`;
+    expect(running).toBeDefined();
+    expect(routedAt - running!.created_at.getTime()).toBeLessThan(2000);
+
+    // The replica's log: the runtime's spawn line first, then the engine's ENGINE_READY with when it was ready.
+    const [replica] = await liveReplicaRows(t.sql, id);
+    const log = (await readFile(path.join(t.dataDir, 'replicas', `${replica!.id}.log`), 'utf8')).split('\n');
+    expect(log[0]!.startsWith(SPAWN_LINE_PREFIX)).toBe(true);
+    const { at } = JSON.parse(log[0]!.slice(SPAWN_LINE_PREFIX.length)) as { at: number };
+    const ready = JSON.parse(log.find((l) => l.startsWith('ENGINE_READY '))!.slice('ENGINE_READY '.length)) as { port: number; pid: number; readyAt: number; uptimeMs: number };
+    expect(ready.pid).toBe(replica!.pid);
+    expect(replica!.address).toBe(`http://127.0.0.1:${ready.port}`);
+    expect(at).toBeGreaterThanOrEqual(t0 - 5);
+    expect(ready.readyAt).toBeGreaterThan(at);
+    expect(ready.uptimeMs).toBeGreaterThan(0);
+    // The engine's own clock started after it was spawned.
+    expect(ready.readyAt - ready.uptimeMs).toBeGreaterThanOrEqual(at - 5);
+    expect(ready.readyAt).toBeLessThanOrEqual(routedAt + 5);
+  });
+
+  test('a request that gives up while the endpoint wakes is answered 499 at once, and the wake goes on', async () => {
+    const id = await sleepingEndpoint('wake-abort');
+    const client = new AbortController();
+    setTimeout(() => client.abort(), 100);
+    const t0 = performance.now();
+    const routed = await router.route(principal, { model: id, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 }, client.signal);
+    expect(performance.now() - t0).toBeLessThan(5000);
+    expect(routed).toMatchObject({ type: 'error', error: { status: 499 } });
+    await waitForStatus(t.sql, id, 'RUNNING');
+  });
+});
