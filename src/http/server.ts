@@ -5,6 +5,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Services } from '../services/index.js';
+import { acceptsEventStream, createSseSubscriptions } from './graphql/sse.js';
 import { attachWebSocket, createGraphQL, GRAPHQL_PATH } from './graphql/yoga.js';
 import { EventHub } from '../live/event-hub.js';
 import { ChatRouter, type RouterOptions } from '../router/chat-router.js';
@@ -42,10 +43,17 @@ export async function startGateway(services: Services, options: GatewayOptions):
   await hub.start();
   const yoga = createGraphQL(services, chat, { hub, bufferSize: options.subscriptionBuffer ?? 1000, maxLagMs: options.subscriptionMaxLagMs ?? 5000 });
   const rest = endpointRoutes(services);
+  const sseSubscriptions = createSseSubscriptions(yoga, services, log);
 
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://gateway');
-    if (url.pathname === GRAPHQL_PATH || url.pathname.startsWith(`${GRAPHQL_PATH}/`)) {
+    if (url.pathname === GRAPHQL_PATH && acceptsEventStream(req)) {
+      void sseSubscriptions(req, res, url).catch((error) => {
+        log('an SSE request failed', error);
+        if (!res.headersSent) sendJson(res, 500, { errors: [{ message: 'Unexpected error.' }] });
+        else res.destroy();
+      });
+    } else if (url.pathname === GRAPHQL_PATH || url.pathname.startsWith(`${GRAPHQL_PATH}/`)) {
       void yoga(req, res);
     } else if (url.pathname === CHAT_PATH) {
       void handleChatCompletion(req, res, services, chat, log);

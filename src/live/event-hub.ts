@@ -33,7 +33,7 @@ export class EventHub {
   private listening: { unlisten(): Promise<void> }[] = [];
   private started = false;
   /** One read of an endpoint per change, shared by every subscriber that shows it. */
-  private readonly snapshots = new Map<string, { version: string; value: Promise<EndpointRecord | undefined> }>();
+  private readonly snapshots = new Map<string, { version: string; value: Promise<EndpointRecord | undefined> | EndpointRecord | undefined }>();
 
   constructor(
     private readonly sql: Sql,
@@ -66,13 +66,21 @@ export class EventHub {
     return () => this.subscribers.delete(subscriber);
   }
 
-  /** The endpoint as of `version` (an event id or a progress tick): read once for all subscribers. */
-  snapshot(endpointId: string, version: string): Promise<EndpointRecord | undefined> {
+  /**
+   * The endpoint as of `version` (an event id or a progress tick): read once
+   * for all subscribers, and handed out without a promise once it is read.
+   */
+  snapshot(endpointId: string, version: string): Promise<EndpointRecord | undefined> | EndpointRecord | undefined {
     const cached = this.snapshots.get(endpointId);
     if (cached && cached.version === version) return cached.value;
     // Deleted endpoints included: the last update a subscriber gets is the deletion's.
-    const value = findEndpoints(this.sql, [endpointId], { includeDeleted: true }).then(([endpoint]) => endpoint);
-    this.snapshots.set(endpointId, { version, value });
+    const entry: { version: string; value: Promise<EndpointRecord | undefined> | EndpointRecord | undefined } = { version, value: undefined };
+    const value = findEndpoints(this.sql, [endpointId], { includeDeleted: true }).then(([endpoint]) => {
+      entry.value = endpoint;
+      return endpoint;
+    });
+    entry.value = value;
+    this.snapshots.set(endpointId, entry);
     if (this.snapshots.size > 10_000) this.snapshots.delete(this.snapshots.keys().next().value!);
     return value;
   }

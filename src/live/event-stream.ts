@@ -33,55 +33,125 @@ export interface LiveStreamOptions {
   maxLagMs?: number;
 }
 
-export async function* liveEvents(hub: EventHub, sql: Sql, scope: EventScope, options: LiveStreamOptions = {}): AsyncGenerator<LiveItem> {
-  const bufferSize = options.bufferSize ?? 1000;
-  const maxLagMs = options.maxLagMs ?? 5000;
-  const buffer: LiveSignal[] = [];
-  let behindSince: number | null = null;
-  let wake: (() => void) | undefined;
-  const unsubscribe = hub.subscribe('endpointId' in scope ? { endpointId: scope.endpointId } : { projectId: scope.projectId }, (signal) => {
-    if (buffer.length >= bufferSize) behindSince ??= performance.now();
-    else buffer.push(signal);
-    wake?.();
-  });
-  // Without `after`, the stream starts now: the newest event so far marks the position.
-  let last = options.after ?? (await latestEventId(sql, scope));
-  /** The events after `last` read back from the log, advancing `last`. */
-  async function* catchUp(): AsyncGenerator<LiveItem> {
-    for (const event of await readAll(sql, scope, last)) {
-      yield { kind: 'event', event };
-      last = event.id;
-    }
+const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
+
+/** Whether event id `a` comes after `b` (both decimal strings of a bigint, without leading zeros). */
+function isAfter(a: string, b: string): boolean {
+  return a.length !== b.length ? a.length > b.length : a > b;
+}
+
+/**
+ * One subscriber's live events, as an async iterator. Not a generator: a
+ * generator suspended at an `await` runs its `finally` only at its next
+ * `yield`, so a subscriber that went away would stay subscribed (and keep its
+ * socket in memory) until its endpoint next changed. `return()` here
+ * unsubscribes at once.
+ */
+export class LiveEventStream implements AsyncIterableIterator<LiveItem> {
+  private readonly bufferSize: number;
+  private readonly maxLagMs: number;
+  private readonly buffer: LiveSignal[] = [];
+  /** Events read back from the log, delivered before the buffer. */
+  private backlog: EndpointEventRecord[] = [];
+  private backlogAt = 0;
+  private behindSince: number | null = null;
+  private wake: (() => void) | undefined;
+  private last: string | null;
+  private started = false;
+  private closed = false;
+  private readonly unsubscribe: () => void;
+
+  constructor(
+    hub: EventHub,
+    private readonly sql: Sql,
+    private readonly scope: EventScope,
+    options: LiveStreamOptions = {},
+  ) {
+    this.bufferSize = options.bufferSize ?? 1000;
+    this.maxLagMs = options.maxLagMs ?? 5000;
+    this.last = options.after ?? null;
+    // Subscribed first, then the backlog is read: anything committed meanwhile is in the buffer, and duplicates are skipped by id.
+    this.unsubscribe = hub.subscribe('endpointId' in scope ? { endpointId: scope.endpointId } : { projectId: scope.projectId }, (signal) => this.onSignal(signal));
   }
-  try {
-    // Subscribed first, then the backlog: anything committed meanwhile is in the buffer, and duplicates are skipped by id.
-    yield* catchUp();
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  private onSignal(signal: LiveSignal): void {
+    if (this.buffer.length >= this.bufferSize) this.behindSince ??= performance.now();
+    else this.buffer.push(signal);
+    this.wake?.();
+  }
+
+  /** Reads the events after the position from the log; they come next. */
+  private async readBack(): Promise<void> {
+    this.backlog = await readAll(this.sql, this.scope, this.last!);
+    this.backlogAt = 0;
+  }
+
+  async next(): Promise<IteratorResult<LiveItem>> {
+    if (!this.started) {
+      this.started = true;
+      // Without `after`, the stream starts now: the newest event so far marks the position.
+      this.last ??= await latestEventId(this.sql, this.scope);
+      await this.readBack();
+    }
     for (;;) {
-      if (behindSince !== null && performance.now() - behindSince > maxLagMs) throw new SubscriptionOverflowError(last);
-      const signal = buffer.shift();
+      if (this.closed) return DONE;
+      if (this.backlogAt < this.backlog.length) {
+        const event = this.backlog[this.backlogAt++]!;
+        if (this.backlogAt === this.backlog.length) {
+          this.backlog = [];
+          this.backlogAt = 0;
+        }
+        this.last = event.id;
+        return { done: false, value: { kind: 'event', event } };
+      }
+      if (this.behindSince !== null && performance.now() - this.behindSince > this.maxLagMs) {
+        this.close();
+        throw new SubscriptionOverflowError(this.last!);
+      }
+      const signal = this.buffer.shift();
       if (!signal) {
-        if (behindSince !== null) {
+        if (this.behindSince !== null) {
           // Caught up with the buffer: what was dropped is read back from the log.
-          behindSince = null;
-          yield* catchUp();
+          this.behindSince = null;
+          await this.readBack();
           continue;
         }
-        await new Promise<void>((resolve) => (wake = resolve));
-        wake = undefined;
+        await new Promise<void>((resolve) => (this.wake = resolve));
+        this.wake = undefined;
         continue;
       }
-      if (signal.kind === 'progress') {
-        yield { kind: 'progress' };
-      } else if (signal.kind === 'resync') {
-        yield* catchUp();
-      } else if (BigInt(signal.event.id) > BigInt(last)) {
-        yield signal;
-        last = signal.event.id;
+      if (signal.kind === 'progress') return { done: false, value: { kind: 'progress' } };
+      if (signal.kind === 'resync') {
+        await this.readBack();
+      } else if (isAfter(signal.event.id, this.last!)) {
+        this.last = signal.event.id;
+        return { done: false, value: signal };
       }
     }
-  } finally {
-    unsubscribe();
   }
+
+  /** Unsubscribes at once; a pending `next()` resolves done. */
+  return(): Promise<IteratorResult<LiveItem>> {
+    this.close();
+    return Promise.resolve(DONE);
+  }
+
+  private close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.unsubscribe();
+    this.buffer.length = 0;
+    this.backlog = [];
+    this.wake?.();
+  }
+}
+
+export function liveEvents(hub: EventHub, sql: Sql, scope: EventScope, options: LiveStreamOptions = {}): LiveEventStream {
+  return new LiveEventStream(hub, sql, scope, options);
 }
 
 async function readAll(sql: Sql, scope: EventScope, after: string): Promise<EndpointEventRecord[]> {

@@ -24,7 +24,11 @@ export interface RouterOptions {
   wakeTimeoutMs?: number;
   /** How long a request may wait for a free slot. @default 30000 */
   queueTimeoutMs?: number;
-  /** How long the list of ready replicas is reused. @default 500 */
+  /**
+   * How long the endpoint and its ready replicas are reused as read. Past
+   * that, requests keep using them while one background read refreshes them
+   * (none waits on it), for up to ten times as long. @default 500
+   */
   replicaCacheMs?: number;
   /**
    * A request held for a waking endpoint looks again at each of the
@@ -56,6 +60,8 @@ export class ChatRouter {
   private readonly gates = new Map<string, EndpointGate>();
   private readonly replicaCache = new Map<string, { at: number; replicas: ReplicaRecord[]; maxBatchSize: number }>();
   private readonly endpointCache = new Map<string, { at: number; endpoint: EndpointRecord }>();
+  /** Reads in flight, by what they read: concurrent requests share them. */
+  private readonly refreshing = new Map<string, Promise<unknown>>();
   /** Requests in flight per replica, through this process: the load the picker balances. */
   private readonly inFlight = new Map<string, number>();
   private readonly wakeTimeoutMs: number;
@@ -273,22 +279,57 @@ export class ChatRouter {
    */
   private async endpointFor(principal: Principal, id: string, fresh: boolean): Promise<EndpointRecord | undefined> {
     const cached = this.endpointCache.get(id);
-    let endpoint = !fresh && cached && performance.now() - cached.at < this.replicaCacheMs ? cached.endpoint : undefined;
-    if (!endpoint) {
-      [endpoint] = await findEndpoints(this.sql, [id]);
+    const endpoint = !fresh && cached && this.usable(cached.at, `endpoint:${id}`, () => this.loadEndpoint(id)) ? cached.endpoint : await this.loadEndpoint(id, !fresh);
+    return endpoint && canAccessTeam(principal, endpoint.teamId) ? endpoint : undefined;
+  }
+
+  private loadEndpoint(id: string, shared = true): Promise<EndpointRecord | undefined> {
+    const load = async () => {
+      const [endpoint] = await findEndpoints(this.sql, [id]);
       if (endpoint) this.endpointCache.set(id, { at: performance.now(), endpoint });
       else this.endpointCache.delete(id);
-    }
-    return endpoint && canAccessTeam(principal, endpoint.teamId) ? endpoint : undefined;
+      return endpoint;
+    };
+    return shared ? this.singleFlight(`endpoint:${id}`, load) : load();
   }
 
   private async readyReplicasOf(endpoint: EndpointRecord, fresh: boolean): Promise<ReplicaRecord[]> {
     const cached = this.replicaCache.get(endpoint.id);
-    if (!fresh && cached && performance.now() - cached.at < this.replicaCacheMs) return cached.replicas;
-    const replicas = await readyReplicas(this.sql, [endpoint.id]);
-    this.replicaCache.set(endpoint.id, { at: performance.now(), replicas, maxBatchSize: endpoint.current.spec.advanced.maxBatchSize });
-    this.gates.get(endpoint.id)?.pump();
-    return replicas;
+    if (!fresh && cached && this.usable(cached.at, `replicas:${endpoint.id}`, () => this.loadReplicas(endpoint))) return cached.replicas;
+    return this.loadReplicas(endpoint, !fresh);
+  }
+
+  private loadReplicas(endpoint: EndpointRecord, shared = true): Promise<ReplicaRecord[]> {
+    const load = async () => {
+      const replicas = await readyReplicas(this.sql, [endpoint.id]);
+      this.replicaCache.set(endpoint.id, { at: performance.now(), replicas, maxBatchSize: endpoint.current.spec.advanced.maxBatchSize });
+      this.gates.get(endpoint.id)?.pump();
+      return replicas;
+    };
+    return shared ? this.singleFlight(`replicas:${endpoint.id}`, load) : load();
+  }
+
+  /**
+   * Whether a cached read from `at` may serve a request on the hot path: for
+   * `replicaCacheMs` as it is; after that, while one refresh runs in the
+   * background (so that no request waits on it), for up to ten times as long.
+   */
+  private usable(at: number, key: string, refresh: () => Promise<unknown>): boolean {
+    const age = performance.now() - at;
+    if (age < this.replicaCacheMs) return true;
+    if (age >= this.replicaCacheMs * 10) return false;
+    if (!this.refreshing.has(key)) refresh().catch(() => {});
+    return true;
+  }
+
+  /** Concurrent reads of one thing share one statement. */
+  private singleFlight<T>(key: string, load: () => Promise<T>): Promise<T> {
+    let running = this.refreshing.get(key) as Promise<T> | undefined;
+    if (!running) {
+      running = load().finally(() => this.refreshing.delete(key));
+      this.refreshing.set(key, running);
+    }
+    return running;
   }
 
   private gateFor(endpointId: string): EndpointGate {

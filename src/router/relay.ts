@@ -9,7 +9,9 @@ import type { RoutedRequest } from './chat-router.js';
 import { sseData } from './sse.js';
 
 const FIRST_TOKEN = /"(?:reasoning_)?content":"[^"]/;
-const FINISH = /"finish_reason":"(\w+)"/;
+const FINISH_KEY = '"finish_reason":"';
+/** A usage object, not the `"usage":null` that OpenAI-style engines put in every chunk. */
+const USAGE = /"usage":\s*\{/;
 
 interface Usage {
   prompt_tokens?: number;
@@ -35,13 +37,17 @@ class StreamMeter {
       return true;
     }
     if (this.ttftMs === null && FIRST_TOKEN.test(data)) this.ttftMs = performance.now() - this.routed.startedAt;
-    if (data.includes('"usage"')) {
+    if (USAGE.test(data)) {
       const chunk = JSON.parse(data) as { usage?: Usage; choices?: unknown[] };
       if (chunk.usage) this.usage = chunk.usage;
       if (chunk.choices?.length === 0 && !this.routed.request.includeUsage) return false;
     }
-    const finish = FINISH.exec(data);
-    if (finish) this.finishReason = finish[1]!;
+    // Plain substring searches: this runs for every relayed token.
+    const finish = data.indexOf(FINISH_KEY);
+    if (finish >= 0) {
+      const start = finish + FINISH_KEY.length;
+      this.finishReason = data.slice(start, data.indexOf('"', start));
+    }
     return true;
   }
 

@@ -158,7 +158,7 @@ describe('slow subscribers', () => {
     // The slow one stayed behind its full buffer for longer than maxLagMs.
     await new Promise((r) => setTimeout(r, 700));
     await expect(slow.next()).rejects.toBeInstanceOf(SubscriptionOverflowError);
-    await fast.return(undefined);
+    await fast.return();
   });
 });
 
@@ -169,3 +169,128 @@ async function burst(endpointId: string, count: number, bytes: number) {
     SELECT ${endpointId}, ${project.id}, ${alice.teamId}, 'STATUS_CHANGED', 'FAILED', 'test:burst', jsonb_build_object('message', repeat('x', ${bytes}::int))
     FROM generate_series(1, ${count}::int)`;
 }
+
+/** One SSE response read event by event: `{ event, data }` with `data` parsed, until `complete` or `until` says stop. */
+async function readSse(response: Response, until: (events: { event: string; data: any }[]) => boolean = () => false) {
+  const events: { event: string; data: any }[] = [];
+  const decoder = new TextDecoder();
+  let buffer = '';
+  let pings = 0;
+  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+    buffer += decoder.decode(chunk, { stream: true });
+    for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      if (block.startsWith(':')) {
+        pings++;
+        continue;
+      }
+      const event = /^event: (\w+)$/m.exec(block)?.[1] ?? '';
+      const data = /^data:(.*)$/m.exec(block)?.[1]?.trim() ?? '';
+      events.push({ event, data: data ? JSON.parse(data) : null });
+      if (event === 'complete' || until(events)) return { events, pings };
+    }
+  }
+  return { events, pings };
+}
+
+describe('SSE subscriptions', () => {
+  const STATUS = 'subscription($id: ID!) { endpointStatus(endpointId: $id) { event { type versionIndex } status { status } } }';
+  const sse = (key: string, init: { method?: string; body?: unknown; query?: Record<string, string> } = {}) =>
+    fetch(`${t.url}/graphql${init.query ? `?${new URLSearchParams(init.query)}` : ''}`, {
+      method: init.method ?? 'POST',
+      headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream', ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
+    });
+
+  test('over GET and POST alike: a ping, the current status, each change, and `complete` when the endpoint is deleted', async () => {
+    const id = await project.endpoint({ hfModelRepo: 'test-org/no-weights' });
+    await waitForStatus(t.sql, id, 'FAILED');
+    const byPost = await sse(alice.key, { body: { query: STATUS, variables: { id } } });
+    const byGet = await sse(alice.key, { method: 'GET', query: { query: STATUS, variables: JSON.stringify({ id }) } });
+    for (const response of [byPost, byGet]) {
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toBe('text/event-stream');
+    }
+    const reading = [byPost, byGet].map((r) => readSse(r));
+    await new Promise((r) => setTimeout(r, 200));
+    await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { newVersionComment: 'seen by both' });
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+    const [post, get] = await Promise.all(reading);
+    expect(post!.pings).toBeGreaterThanOrEqual(1);
+    expect(get!.events).toEqual(post!.events);
+    const updates = post!.events.filter((e) => e.event === 'next').map((e) => e.data.data.endpointStatus);
+    expect(updates[0]).toEqual({ event: null, status: { status: 'FAILED' } });
+    expect(updates.map((u) => u.event?.type)).toContain('VERSION_ADDED');
+    expect(updates.at(-1)!.event.type).toBe('DELETED');
+    expect(post!.events.at(-1)).toEqual({ event: 'complete', data: null });
+  });
+
+  test("another team's endpoint: one `next` with NOT_FOUND, then `complete`", async () => {
+    const id = await project.endpoint({ hfModelRepo: 'test-org/no-weights' });
+    const { events } = await readSse(await sse(bob.key, { body: { query: STATUS, variables: { id } } }));
+    expect(events.map((e) => e.event)).toEqual(['next', 'complete']);
+    expect(events[0]!.data.errors[0].extensions.code).toBe('NOT_FOUND');
+    expect(JSON.stringify(events)).not.toContain(alice.teamId);
+  });
+
+  test('what is not a valid, authenticated subscription gets graphql-yoga\'s own answers', async () => {
+    // A query asking for SSE: its result as one event.
+    const query = await readSse(await sse(alice.key, { body: { query: '{ instanceOptions { id } }' } }));
+    expect(query.events[0]!.data.data.instanceOptions.length).toBeGreaterThan(0);
+    expect(query.events.at(-1)!.event).toBe('complete');
+    // A bad key, a syntax error and an unknown field: refused before any stream starts.
+    const badKey = await sse('dek_wrong', { body: { query: STATUS, variables: { id: 'x' } } });
+    expect(badKey.status).toBe(401);
+    expect(await badKey.text()).toContain('invalid or revoked API key');
+    for (const body of [{ query: 'subscription {' }, { query: 'subscription { nope }' }, { query: STATUS }]) {
+      const response = await sse(alice.key, { body });
+      const text = await response.text();
+      expect(text, JSON.stringify(body)).toMatch(/"errors":\[\{"message":"[^"]+/);
+      expect(text).not.toContain('"data":{"endpointStatus"');
+    }
+  });
+});
+
+test('a subscriber that goes away is unsubscribed at once, without waiting for its endpoint to change', async () => {
+  const id = await project.endpoint({ hfModelRepo: 'test-org/no-weights' });
+  await waitForStatus(t.sql, id, 'FAILED');
+  const hub = t.app.gateway.hub;
+  const before = hub.subscriberCount;
+  const query = 'subscription($id: ID!) { endpointStatus(endpointId: $id) { status { status } } }';
+  // Three over graphql-ws on one socket, two over SSE.
+  const ws = client(alice.key);
+  const first: Promise<void>[] = [];
+  const stops = Array.from({ length: 3 }, () => {
+    let seen!: () => void;
+    first.push(new Promise<void>((resolve) => (seen = resolve)));
+    return ws.subscribe({ query, variables: { id } }, { next: () => seen(), error: () => {}, complete: () => {} });
+  });
+  const aborts = Array.from({ length: 2 }, () => new AbortController());
+  const sse = await Promise.all(
+    aborts.map((a) =>
+      fetch(`${t.url}/graphql`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+        body: JSON.stringify({ query, variables: { id } }),
+        signal: a.signal,
+      }),
+    ),
+  );
+  // Read up to the first update, and keep the stream open.
+  const sseReads = sse.map(async (r) => {
+    const reader = r.body!.getReader();
+    let text = '';
+    while (!text.includes('event: next')) text += new TextDecoder().decode((await reader.read()).value);
+  });
+  await Promise.all([...first, ...sseReads]);
+  await waitFor('five subscribers', async () => hub.subscriberCount === before + 5);
+
+  stops[0]!();
+  await waitFor('one fewer after a graphql-ws complete', async () => hub.subscriberCount === before + 4, 5000);
+  aborts[0]!.abort();
+  await waitFor('one fewer after an SSE client disconnects', async () => hub.subscriberCount === before + 3, 5000);
+  await ws.dispose();
+  aborts[1]!.abort();
+  await waitFor('none left once the socket and the stream are closed', async () => hub.subscriberCount === before, 5000);
+});

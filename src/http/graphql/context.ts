@@ -30,41 +30,58 @@ function groupedBy<T>(load: (keys: readonly string[]) => Promise<T[]>, keyOf: (r
   });
 }
 
-function loaderFactories(services: Services, loaders: () => Loaders) {
-  const { db } = services;
-  return {
-    // Endpoints come with their project and team, which prime those loaders: `endpoint { project { team } }` is one statement.
-    endpoint: () =>
-      byId<EndpointRecord>(async (ids) => {
-        const rows = await findEndpointsWithOwners(db, ids);
-        const { project, team } = loaders();
-        for (const row of rows) {
-          project.prime(row.project.id, row.project);
-          team.prime(row.team.id, row.team);
-        }
-        return rows.map((row) => row.endpoint);
-      }),
-    project: () => byId<ProjectRecord>((ids) => findProjects(db, ids)),
-    team: () => byId<TeamRecord>((ids) => findTeams(db, ids)),
-    user: () => byId<UserRecord>((ids) => findUsers(db, ids)),
-    projectsOfTeam: () => groupedBy<ProjectRecord>((ids) => listProjectsOfTeams(db, ids), (p) => p.teamId),
-    membersOfTeam: () => groupedBy<MembershipRecord>((ids) => listTeamMembers(db, ids), (m) => m.teamId),
-  };
-}
-
-export type Loaders = { [K in keyof ReturnType<typeof loaderFactories>]: ReturnType<ReturnType<typeof loaderFactories>[K]> };
-
 /**
  * The request's dataloaders, each made on first use: a subscription that
- * never loads anything (most of them) carries none.
+ * never loads anything (most of them) carries none, and the getters live on
+ * the prototype, so an unused set costs one small object.
  */
+export class Loaders {
+  private made: {
+    endpoint?: DataLoader<string, EndpointRecord | undefined>;
+    project?: DataLoader<string, ProjectRecord | undefined>;
+    team?: DataLoader<string, TeamRecord | undefined>;
+    user?: DataLoader<string, UserRecord | undefined>;
+    projectsOfTeam?: DataLoader<string, ProjectRecord[]>;
+    membersOfTeam?: DataLoader<string, MembershipRecord[]>;
+  } = {};
+
+  constructor(private readonly db: Services['db']) {}
+
+  /** Endpoints come with their project and team, which prime those loaders: `endpoint { project { team } }` is one statement. */
+  get endpoint() {
+    return (this.made.endpoint ??= byId<EndpointRecord>(async (ids) => {
+      const rows = await findEndpointsWithOwners(this.db, ids);
+      for (const row of rows) {
+        this.project.prime(row.project.id, row.project);
+        this.team.prime(row.team.id, row.team);
+      }
+      return rows.map((row) => row.endpoint);
+    }));
+  }
+
+  get project() {
+    return (this.made.project ??= byId<ProjectRecord>((ids) => findProjects(this.db, ids)));
+  }
+
+  get team() {
+    return (this.made.team ??= byId<TeamRecord>((ids) => findTeams(this.db, ids)));
+  }
+
+  get user() {
+    return (this.made.user ??= byId<UserRecord>((ids) => findUsers(this.db, ids)));
+  }
+
+  get projectsOfTeam() {
+    return (this.made.projectsOfTeam ??= groupedBy<ProjectRecord>((ids) => listProjectsOfTeams(this.db, ids), (p) => p.teamId));
+  }
+
+  get membersOfTeam() {
+    return (this.made.membersOfTeam ??= groupedBy<MembershipRecord>((ids) => listTeamMembers(this.db, ids), (m) => m.teamId));
+  }
+}
+
 export function createLoaders(services: Services): Loaders {
-  const made: Partial<Loaders> = {};
-  const loaders = new Proxy(made, {
-    get: (_, key: keyof Loaders) => (made[key] ??= factories[key]() as never),
-  }) as Loaders;
-  const factories = loaderFactories(services, () => loaders);
-  return loaders;
+  return new Loaders(services.db);
 }
 
 export interface GraphQLContext {

@@ -16,6 +16,7 @@ import type { Principal } from '../../services/principal.js';
 import { teamHeaderOf } from '../rest/endpoint-routes.js';
 import { createLoaders, type GraphQLContext } from './context.js';
 import { schema } from './schema/index.js';
+import { useSharedSubscriptionExecution } from './shared-execution.js';
 
 export const GRAPHQL_PATH = '/graphql';
 
@@ -37,6 +38,13 @@ export function createGraphQL(services: Services, chat: ChatRouter, live: GraphQ
     logging: false,
     maskedErrors: true,
     landingPage: false,
+    plugins: [
+      // Live-status subscribers watching the same endpoint with the same query share each event's execution.
+      useSharedSubscriptionExecution<GraphQLContext>({
+        fields: ['endpointStatus', 'endpointEvents'],
+        audienceOf: ({ principal }) => (principal ? `${principal.user.id}\u0000${principal.actingTeamId ?? ''}` : null),
+      }),
+    ],
     context: async ({ request, principal }) => {
       if (!principal) {
         const result = await services.auth.authenticate(request.headers.get('authorization'), teamHeaderOf((n) => request.headers.get(n)));
@@ -66,15 +74,13 @@ export function attachWebSocket(server: Server, yoga: YogaServerInstance<ServerC
           return false;
         }
         principals.set(ctx.extra, result.value);
+        // The upgrade request is not needed past authentication: let it go rather than keep it for the socket's life.
+        (ctx.extra as { request?: IncomingMessage }).request = undefined;
         return true;
       },
       onSubscribe: async (ctx, _id, params) => {
-        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
-          ...ctx,
-          req: ctx.extra.request,
-          principal: principals.get(ctx.extra),
-          params,
-        });
+        // Only what the context needs: a spread of graphql-ws's context would be copied into every subscription.
+        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({ principal: principals.get(ctx.extra), params });
         const args: ExecutionArgs = {
           schema,
           operationName: params.operationName,

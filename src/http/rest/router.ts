@@ -30,7 +30,7 @@ interface Route {
   handler: RouteHandler;
 }
 
-const MAX_BODY_BYTES = 1 << 20;
+export const MAX_BODY_BYTES = 1 << 20;
 
 export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   const chunks: Buffer[] = [];

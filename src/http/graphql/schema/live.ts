@@ -6,8 +6,9 @@
  * served over graphql-ws and SSE.
  */
 import { GraphQLError } from 'graphql';
-import { latestEventId, liveEvents, SubscriptionOverflowError, type LiveItem } from '../../../live/event-stream.js';
-import type { EndpointEventRecord, EndpointRecord } from '../../../storage/endpoints-repository.js';
+import { latestEventId, LiveEventStream, SubscriptionOverflowError, type LiveItem } from '../../../live/event-stream.js';
+import type { EndpointEventRecord, EndpointRecord, EventScope } from '../../../storage/endpoints-repository.js';
+import type { GraphQLContext } from '../context.js';
 import { canAccessTeam } from '../../../services/principal.js';
 import { builder } from '../builder.js';
 import { EndpointStatus } from './endpoints.js';
@@ -64,6 +65,21 @@ interface StatusUpdate {
   status: EndpointRecord;
 }
 
+/**
+ * One update object per (event, snapshot), shared by every subscriber that
+ * emits it, so that subscribers asking the same thing share its execution
+ * (`../shared-execution.ts`).
+ */
+const sharedUpdates = new WeakMap<EndpointRecord, Map<string, StatusUpdate>>();
+function sharedUpdate(event: EndpointEventRecord | null, status: EndpointRecord): StatusUpdate {
+  let byEvent = sharedUpdates.get(status);
+  if (!byEvent) sharedUpdates.set(status, (byEvent = new Map()));
+  const key = event?.id ?? '';
+  let update = byEvent.get(key);
+  if (!update) byEvent.set(key, (update = { event, status }));
+  return update;
+}
+
 const EndpointStatusUpdate = builder.objectRef<StatusUpdate>('EndpointStatusUpdate').implement({
   fields: (t) => ({
     event: t.field({ type: EndpointEvent, nullable: true, resolve: (u) => u.event }),
@@ -75,12 +91,130 @@ function overflowError(error: SubscriptionOverflowError): GraphQLError {
   return new GraphQLError(error.message, { extensions: { code: 'SUBSCRIPTION_OVERFLOW', after: error.lastEventId } });
 }
 
-async function* guardOverflow<T>(items: AsyncGenerator<T>): AsyncGenerator<T> {
-  try {
-    yield* items;
-  } catch (error) {
-    if (error instanceof SubscriptionOverflowError) throw overflowError(error);
-    throw error;
+const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
+
+/** What one live item becomes: a value (`last` ends the stream after it), nothing, or the end. */
+type Mapped<T> = { value: T; last?: boolean } | null | 'end';
+
+/**
+ * A subscription's values from live events. `begin` checks access and may
+ * give a first value; `map` turns each live item into a value or none. An
+ * async iterator, not a generator: when the client goes away, `return()`
+ * unsubscribes at once instead of at the endpoint's next event.
+ */
+abstract class LiveSubscription<T> implements AsyncIterableIterator<T> {
+  private items: LiveEventStream | undefined;
+  private begun = false;
+  private ended = false;
+
+  constructor(protected readonly context: GraphQLContext) {}
+
+  protected abstract begin(): Promise<{ items: LiveEventStream; first: T | null }>;
+  protected abstract map(item: LiveItem): Mapped<T> | Promise<Mapped<T>>;
+
+  protected stream(scope: EventScope, after: string | null): LiveEventStream {
+    const { hub, bufferSize, maxLagMs } = this.context.live;
+    return new LiveEventStream(hub, this.context.services.db, scope, { after, bufferSize, maxLagMs });
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  async next(): Promise<IteratorResult<T>> {
+    try {
+      if (!this.begun) {
+        this.begun = true;
+        const { items, first } = await this.begin();
+        this.items = items;
+        if (this.ended) return this.end();
+        if (first !== null) return { done: false, value: first };
+      }
+      while (!this.ended) {
+        const step = await this.items!.next();
+        if (step.done || this.ended) break;
+        const pending = this.map(step.value);
+        const mapped = pending instanceof Promise ? await pending : pending;
+        if (mapped === 'end') break;
+        if (mapped) {
+          if (mapped.last) this.end();
+          return { done: false, value: mapped.value };
+        }
+      }
+      return this.end();
+    } catch (error) {
+      this.end();
+      // A subscriber cut off for lagging gets a GraphQL error that says where to resume.
+      if (error instanceof SubscriptionOverflowError) throw overflowError(error);
+      throw error;
+    }
+  }
+
+  return(): Promise<IteratorResult<T>> {
+    return Promise.resolve(this.end());
+  }
+
+  private end(): IteratorReturnResult<undefined> {
+    this.ended = true;
+    void this.items?.return();
+    return DONE;
+  }
+}
+
+class EndpointStatusSubscription extends LiveSubscription<StatusUpdate> {
+  private version = '';
+
+  constructor(
+    context: GraphQLContext,
+    private readonly endpointId: string,
+    private readonly after: string | null,
+  ) {
+    super(context);
+  }
+
+  protected async begin() {
+    const { principal, services } = this.context;
+    const scope = { endpointId: this.endpointId };
+    // The position is taken before the status is read: a change in between is replayed, never lost.
+    const position = this.after ?? (await latestEventId(services.db, scope));
+    const found = await services.endpoints.get(principal, this.endpointId);
+    if (found.type === 'error') throw new GraphQLError(found.error.message, { extensions: { code: 'NOT_FOUND' } });
+    return { items: this.stream(scope, position), first: this.after === null ? { event: null, status: found.value } : null };
+  }
+
+  /** From here on, the hub's shared snapshots describe the endpoint to every subscriber. */
+  protected map(item: LiveItem): Mapped<StatusUpdate> | Promise<Mapped<StatusUpdate>> {
+    this.version = item.kind === 'event' ? item.event.id : `${this.version}+`;
+    const snapshot = this.context.live.hub.snapshot(this.endpointId, this.version);
+    return snapshot instanceof Promise ? snapshot.then((status) => this.update(item, status)) : this.update(item, snapshot);
+  }
+
+  private update(item: LiveItem, status: EndpointRecord | undefined): Mapped<StatusUpdate> {
+    if (!status) return 'end'; // the endpoint row is gone: nothing more to report
+    if (item.kind === 'event') return { value: sharedUpdate(item.event, status), last: item.event.type === 'DELETED' };
+    return status.phase === 'DOWNLOADING_MODEL' ? { value: sharedUpdate(null, status) } : null;
+  }
+}
+
+class EndpointEventsSubscription extends LiveSubscription<EndpointEventRecord> {
+  constructor(
+    context: GraphQLContext,
+    private readonly projectId: string,
+    private readonly after: string | null,
+  ) {
+    super(context);
+  }
+
+  protected async begin() {
+    const project = await this.context.loaders.project.load(this.projectId);
+    if (!project || !canAccessTeam(this.context.principal, project.teamId)) {
+      throw new GraphQLError(`project '${this.projectId}' not found`, { extensions: { code: 'NOT_FOUND' } });
+    }
+    return { items: this.stream({ projectId: project.id }, this.after), first: null };
+  }
+
+  protected map(item: LiveItem): Mapped<EndpointEventRecord> {
+    return item.kind === 'event' ? { value: item.event } : null;
   }
 }
 
@@ -91,46 +225,14 @@ builder.subscriptionFields((t) => ({
       "Emits the endpoint's current status, then every change: status, phase, error code, download progress and replica counts. " +
       'With `after` (an event id), the changes since that event come first. Completes when the endpoint is deleted.',
     args: { endpointId: t.arg.id({ required: true }), after: t.arg.id() },
-    subscribe: async function* (_, { endpointId, after }, { principal, services, live }) {
-      const id = String(endpointId);
-      // The position is taken before the status is read: a change in between is replayed, never lost.
-      const position = after == null ? await latestEventId(services.db, { endpointId: id }) : String(after);
-      {
-        const found = await services.endpoints.get(principal, id);
-        if (found.type === 'error') throw new GraphQLError(found.error.message, { extensions: { code: 'NOT_FOUND' } });
-        if (after == null) yield { event: null, status: found.value };
-      }
-      // From here on, the hub's shared snapshots describe the endpoint to every subscriber.
-      let version = '';
-      const items: AsyncGenerator<LiveItem> = liveEvents(live.hub, services.db, { endpointId: id }, { after: position, bufferSize: live.bufferSize, maxLagMs: live.maxLagMs });
-      for await (const item of guardOverflow(items)) {
-        version = item.kind === 'event' ? item.event.id : `${version}+`;
-        const status = await live.hub.snapshot(id, version);
-        if (!status) return; // the endpoint row is gone: nothing more to report
-        if (item.kind === 'event') {
-          yield { event: item.event, status };
-          if (item.event.type === 'DELETED') return;
-        } else if (status.phase === 'DOWNLOADING_MODEL') {
-          yield { event: null, status };
-        }
-      }
-    },
+    subscribe: (_, { endpointId, after }, context) => new EndpointStatusSubscription(context, String(endpointId), after == null ? null : String(after)),
     resolve: (update) => update as StatusUpdate,
   }),
   endpointEvents: t.field({
     type: EndpointEvent,
     description: "Every event of every endpoint of a project: created, status changed, version added, replicas changed, deleted. With `after`, the missed ones come first.",
     args: { projectId: t.arg.id({ required: true }), after: t.arg.id() },
-    subscribe: async function* (_, { projectId, after }, { principal, loaders, services, live }) {
-      const project = await loaders.project.load(String(projectId));
-      if (!project || !canAccessTeam(principal, project.teamId)) {
-        throw new GraphQLError(`project '${String(projectId)}' not found`, { extensions: { code: 'NOT_FOUND' } });
-      }
-      const items = liveEvents(live.hub, services.db, { projectId: project.id }, { after: after == null ? null : String(after), bufferSize: live.bufferSize, maxLagMs: live.maxLagMs });
-      for await (const item of guardOverflow(items)) {
-        if (item.kind === 'event') yield item.event;
-      }
-    },
+    subscribe: (_, { projectId, after }, context) => new EndpointEventsSubscription(context, String(projectId), after == null ? null : String(after)),
     resolve: (event) => event as EndpointEventRecord,
   }),
 }));

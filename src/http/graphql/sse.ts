@@ -1,0 +1,231 @@
+/**
+ * GraphQL subscriptions over SSE, written straight to the Node response.
+ *
+ * graphql-yoga serves SSE through the fetch API (a Request, a Response and a
+ * ReadableStream per subscriber), which costs about 25 KB of heap for each
+ * idle live-status subscriber. This path runs the same operation through the
+ * same envelop pipeline (`yoga.getEnveloped`: parser cache, validation,
+ * context, masked errors, shared execution) and writes the events itself, in
+ * yoga's format: a `:` ping first and every 12 s, `event: next` with the
+ * result as `data:`, and `event: complete` at the end. A result shared by many
+ * subscribers (see `shared-execution.ts`) is serialized once.
+ *
+ * Anything that is not a well-formed, authenticated, valid subscription
+ * (queries asking for SSE, parse or validation errors, bad credentials) is
+ * handed to yoga unchanged, so every error keeps yoga's exact answer.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { getOperationAST, GraphQLError, type DocumentNode, type ExecutionResult } from 'graphql';
+import type { YogaServerInstance } from 'graphql-yoga';
+import type { Services } from '../../services/index.js';
+import type { Principal } from '../../services/principal.js';
+import { teamHeaderOf } from '../rest/endpoint-routes.js';
+import { MAX_BODY_BYTES } from '../rest/router.js';
+import type { GraphQLContext } from './context.js';
+
+const PING_MS = 12_000;
+
+interface Params {
+  query: string;
+  variables?: Record<string, unknown>;
+  operationName?: string;
+  extensions?: Record<string, unknown>;
+}
+
+type Yoga = YogaServerInstance<{ req?: IncomingMessage; principal?: Principal }, GraphQLContext>;
+
+export function acceptsEventStream(req: IncomingMessage): boolean {
+  const accept = req.headers.accept;
+  return typeof accept === 'string' && accept.includes('text/event-stream') && (req.method === 'GET' || req.method === 'POST');
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** The serialized `next` event of each shared result. */
+const frames = new WeakMap<ExecutionResult, string>();
+
+function frameOf(result: ExecutionResult): string {
+  let frame = frames.get(result);
+  if (frame === undefined) {
+    frame = `event: next\ndata: ${serialize(result)}\n\n`;
+    frames.set(result, frame);
+  }
+  return frame;
+}
+
+/** JSON of a result without the error extensions that are yoga's internals (`http`, `unexpected`), as yoga writes it. */
+function serialize(result: ExecutionResult): string {
+  if (!result.errors?.length && !(result.extensions as { http?: unknown } | undefined)?.http) return JSON.stringify(result);
+  const { http: _http, ...extensions } = (result.extensions ?? {}) as Record<string, unknown>;
+  return JSON.stringify({
+    ...result,
+    errors: result.errors?.map((error: GraphQLError) => {
+      const json = typeof error.toJSON === 'function' ? error.toJSON() : { message: error.message };
+      const { http: _h, unexpected: _u, ...rest } = (json.extensions ?? {}) as Record<string, unknown>;
+      return { ...json, extensions: Object.keys(rest).length > 0 ? rest : undefined };
+    }),
+    extensions: Object.keys(extensions).length > 0 ? extensions : undefined,
+  });
+}
+
+/** A GraphQL error passes as it is; anything else is logged and masked, like yoga's masked errors. */
+function exposed(error: unknown, log: (message: string, error?: unknown) => void): GraphQLError {
+  if (error instanceof GraphQLError && (!error.originalError || error.originalError instanceof GraphQLError)) return error;
+  log('an SSE subscription failed', error);
+  return new GraphQLError('Unexpected error.');
+}
+
+function readBody(req: IncomingMessage): Promise<string | null> {
+  // Listeners, not `for await`: an async iterator over the request would stay attached for the stream's life.
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        req.off('data', onData);
+        req.resume();
+        resolve(null);
+      } else {
+        chunks.push(chunk);
+      }
+    };
+    req.on('data', onData);
+    req.once('end', () => resolve(size > MAX_BODY_BYTES ? null : Buffer.concat(chunks).toString('utf8')));
+    req.once('error', reject);
+  });
+}
+
+function paramsOf(value: unknown): Params | null {
+  if (typeof value !== 'object' || value === null) return null;
+  const { query, variables, operationName, extensions } = value as Record<string, unknown>;
+  if (typeof query !== 'string') return null;
+  const isObject = (v: unknown) => v == null || (typeof v === 'object' && !Array.isArray(v));
+  if (!isObject(variables) || !isObject(extensions) || (operationName != null && typeof operationName !== 'string')) return null;
+  return {
+    query,
+    ...(variables ? { variables: variables as Record<string, unknown> } : {}),
+    ...(operationName ? { operationName: operationName as string } : {}),
+    ...(extensions ? { extensions: extensions as Record<string, unknown> } : {}),
+  };
+}
+
+function paramsFromUrl(url: URL): Params | null {
+  const json = (name: string): unknown => {
+    const raw = url.searchParams.get(name);
+    if (raw === null) return undefined;
+    try {
+      return JSON.parse(raw);
+    } catch {
+      return null; // present but not JSON: not ours to answer
+    }
+  };
+  const variables = json('variables');
+  const extensions = json('extensions');
+  if (variables === null || extensions === null) return null;
+  return paramsOf({ query: url.searchParams.get('query'), variables, operationName: url.searchParams.get('operationName'), extensions });
+}
+
+export function createSseSubscriptions(yoga: Yoga, services: Services, log: (message: string, error?: unknown) => void) {
+  /** Hands the request to yoga, with the body this path already read. */
+  const toYoga = (req: IncomingMessage, res: ServerResponse, body: string | undefined) => {
+    // whatwg-node reads a consumed request's body from `req.body` (as Express leaves it).
+    if (body !== undefined) (req as IncomingMessage & { body?: string }).body = body === '' ? ' ' : body;
+    void yoga(req, res);
+  };
+
+  return async function handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    let body: string | undefined;
+    let params: Params | null;
+    if (req.method === 'POST') {
+      if (!header(req, 'content-type')?.includes('json')) return void yoga(req, res);
+      const text = await readBody(req);
+      if (text === null) {
+        res.writeHead(413, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ errors: [{ message: `request body exceeds ${MAX_BODY_BYTES} bytes` }] }));
+        return;
+      }
+      body = text;
+      try {
+        params = paramsOf(JSON.parse(text));
+      } catch {
+        params = null;
+      }
+    } else {
+      params = paramsFromUrl(url);
+    }
+    if (!params) return toYoga(req, res, body);
+
+    const auth = await services.auth.authenticate(header(req, 'authorization'), teamHeaderOf((n) => header(req, n)));
+    if (auth.type === 'error') return toYoga(req, res, body);
+    const enveloped = yoga.getEnveloped({ principal: auth.value, params });
+    let document: DocumentNode;
+    try {
+      document = enveloped.parse(params.query);
+    } catch {
+      return toYoga(req, res, body);
+    }
+    const operation = getOperationAST(document, params.operationName);
+    if (operation?.operation !== 'subscription' || enveloped.validate(enveloped.schema, document).length > 0) return toYoga(req, res, body);
+
+    const contextValue = await enveloped.contextFactory();
+    const stream = (await enveloped.subscribe({
+      schema: enveloped.schema,
+      document,
+      operationName: params.operationName,
+      variableValues: params.variables,
+      contextValue,
+    })) as ExecutionResult | AsyncIterable<ExecutionResult>;
+    // Errors before the stream (variables that do not coerce): nothing has run yet, so yoga answers them.
+    if (!(Symbol.asyncIterator in stream)) return toYoga(req, res, body);
+
+    const origin = header(req, 'origin');
+    res.writeHead(200, {
+      'content-type': 'text/event-stream',
+      connection: 'keep-alive',
+      'cache-control': 'no-cache',
+      'content-encoding': 'none',
+      // yoga's default CORS: the caller's origin, with credentials
+      ...(origin ? { 'access-control-allow-origin': origin, vary: 'Origin', 'access-control-allow-credentials': 'true' } : {}),
+    });
+    // Handed over: this frame (the body, the document, the context) is not kept for the stream's life.
+    return pump(res, stream[Symbol.asyncIterator](), log);
+  };
+}
+
+/** Writes a started subscription's results to the response until it completes or the client goes away. */
+async function pump(res: ServerResponse, events: AsyncIterator<ExecutionResult>, log: (message: string, error?: unknown) => void): Promise<void> {
+  res.write(':\n\n');
+  const ping = setInterval(() => res.write(':\n\n'), PING_MS);
+  let closed = false;
+  let drained: (() => void) | undefined;
+  res.once('close', () => {
+    closed = true;
+    clearInterval(ping);
+    drained?.();
+    void events.return?.();
+  });
+  res.on('drain', () => drained?.());
+  try {
+    for (;;) {
+      const step = await events.next();
+      if (closed) return;
+      if (step.done) break;
+      if (!res.write(frameOf(step.value))) {
+        await new Promise<void>((resolve) => (drained = resolve));
+        drained = undefined;
+      }
+    }
+    res.end('event: complete\ndata:\n\n');
+  } catch (error) {
+    // The stream failed (NOT_FOUND, SUBSCRIPTION_OVERFLOW, or a bug): its last event says why, as yoga reports it.
+    if (closed) return;
+    res.write(`event: next\ndata: ${serialize({ errors: [exposed(error, log)] })}\n\n`);
+    res.end('event: complete\ndata:\n\n');
+  } finally {
+    clearInterval(ping);
+  }
+}

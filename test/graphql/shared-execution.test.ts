@@ -1,0 +1,99 @@
+/** The shared-execution plugin: subscribers asking the same thing of the same event share one execution. */
+import { createSchema, createYoga } from 'graphql-yoga';
+import { expect, test } from 'vitest';
+import { useSharedSubscriptionExecution } from '../../src/http/graphql/shared-execution.js';
+
+interface Tick {
+  n: number;
+}
+
+/** A subscription source whose events are shared objects, like the live-status hub's. */
+function setup() {
+  const listeners = new Set<(tick: Tick) => void>();
+  let executions = 0;
+  const source = () => {
+    const queue: Tick[] = [];
+    let wake: (() => void) | undefined;
+    const listener = (tick: Tick) => (queue.push(tick), wake?.());
+    listeners.add(listener);
+    return {
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+      async next(): Promise<IteratorResult<Tick>> {
+        while (queue.length === 0) await new Promise<void>((resolve) => (wake = resolve));
+        return { done: false, value: queue.shift()! };
+      },
+      async return(): Promise<IteratorResult<Tick>> {
+        listeners.delete(listener);
+        return { done: true, value: undefined };
+      },
+    };
+  };
+  const schema = createSchema<{ audience: string }>({
+    typeDefs: `
+      type Query { ok: Boolean }
+      type Tick { n: Int!, scaled: Int! }
+      type Subscription { shared(factor: Int!): Tick!, private(factor: Int!): Tick! }`,
+    resolvers: {
+      Tick: { scaled: (tick: Tick & { factor: number }) => (executions++, tick.n * tick.factor) },
+      Subscription: {
+        shared: { subscribe: source, resolve: (tick: Tick, { factor }: { factor: number }) => ({ ...tick, factor }) },
+        private: { subscribe: source, resolve: (tick: Tick, { factor }: { factor: number }) => ({ ...tick, factor }) },
+      },
+    },
+  });
+  const yoga = createYoga<{ audience: string }>({
+    schema,
+    plugins: [useSharedSubscriptionExecution<{ audience: string }>({ fields: ['shared'], audienceOf: (c) => c.audience })],
+  });
+  const subscribe = async (field: 'shared' | 'private', factor: number, audience: string) => {
+    const { parse, subscribe, contextFactory, schema } = yoga.getEnveloped({ audience });
+    const result = await subscribe({
+      schema,
+      document: parse(`subscription($f: Int!) { ${field}(factor: $f) { n scaled } }`),
+      variableValues: { f: factor },
+      contextValue: await contextFactory(),
+    });
+    return (result as AsyncIterable<unknown>)[Symbol.asyncIterator]();
+  };
+  const publish = (tick: Tick) => listeners.forEach((l) => l(tick));
+  return { subscribe, publish, listeners, executions: () => executions };
+}
+
+test('one execution per event for the same operation, variables and audience; separate ones otherwise', async () => {
+  const s = setup();
+  const same = await Promise.all([s.subscribe('shared', 2, 'a'), s.subscribe('shared', 2, 'a'), s.subscribe('shared', 2, 'a')]);
+  const otherVariables = await s.subscribe('shared', 3, 'a');
+  const otherAudience = await s.subscribe('shared', 2, 'b');
+  const all = [...same, otherVariables, otherAudience];
+  const results = all.map((it) => it.next());
+  await new Promise((r) => setTimeout(r, 10)); // every subscriber is listening
+  s.publish({ n: 5 });
+  const values = (await Promise.all(results)).map((r) => r.value as { data: { shared: { n: number; scaled: number } } });
+  expect(values.map((v) => v.data.shared.scaled)).toEqual([10, 10, 10, 15, 10]);
+  expect(values[1]).toBe(values[0]); // the very same result object
+  expect(values[4]).not.toBe(values[0]);
+  expect(s.executions()).toBe(3); // (2, a), (3, a) and (2, b)
+
+  // A second event is a new execution, shared again.
+  const next = same.map((it) => it.next());
+  s.publish({ n: 6 });
+  expect((await Promise.all(next)).map((r) => (r.value as { data: { shared: { scaled: number } } }).data.shared.scaled)).toEqual([12, 12, 12]);
+  expect(s.executions()).toBe(4);
+
+  // Ending a subscriber ends its source subscription.
+  for (const it of all) await it.return!();
+  expect(s.listeners.size).toBe(0);
+});
+
+test('fields not named for sharing execute per subscriber', async () => {
+  const s = setup();
+  const subscribers = await Promise.all([s.subscribe('private', 2, 'a'), s.subscribe('private', 2, 'a')]);
+  const results = subscribers.map((it) => it.next());
+  await new Promise((r) => setTimeout(r, 10));
+  s.publish({ n: 1 });
+  await Promise.all(results);
+  expect(s.executions()).toBe(2);
+  for (const it of subscribers) await it.return!();
+});
