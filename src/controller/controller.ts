@@ -43,6 +43,7 @@ import {
   reserveReplica,
   type ReplicaRecord,
 } from '../storage/replicas-repository.js';
+import { Nudge } from '../util/nudge.js';
 import { decideScale } from './autoscaler.js';
 
 export interface ControllerOptions {
@@ -108,12 +109,10 @@ export class Controller {
   /** Replicas this process is starting right now (any other STARTING replica was abandoned). */
   private readonly starting = new Set<string>();
   private readonly lastScaleUp = new Map<string, number>();
-  private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private ticking: Promise<void> | undefined;
-  private wake: (() => void) | undefined;
-  /** A poke came while a tick was running: tick again at once instead of at the next interval. */
-  private poked = false;
+  /** Ends the wait between ticks; a poke during a tick makes the next tick start at once. */
+  private readonly nudge = new Nudge();
 
   constructor(private readonly options: ControllerOptions) {
     this.sql = options.sql;
@@ -137,26 +136,16 @@ export class Controller {
 
   /** Asks for a reconcile pass now (after an API action), instead of at the next interval. */
   poke(): void {
-    if (this.wake) this.wake();
-    else this.poked = true;
+    this.nudge.poke();
   }
 
   private async loop(): Promise<void> {
     while (!this.stopped) {
-      this.poked = false;
+      this.nudge.clear();
       this.ticking = this.tick().catch((error: unknown) => this.log('tick failed', error));
       await this.ticking;
-      // A poke during the tick may concern an endpoint the tick had already passed: tick again now.
-      if (this.poked || this.stopped) continue;
-      await new Promise<void>((resolve) => {
-        const wake = () => {
-          clearTimeout(this.timer);
-          if (this.wake === wake) this.wake = undefined;
-          resolve();
-        };
-        this.wake = wake;
-        this.timer = setTimeout(wake, this.intervalMs);
-      });
+      // A poke during the tick may concern an endpoint the tick had already passed: the wait then ends at once.
+      if (!this.stopped) await this.nudge.wait(this.intervalMs);
     }
   }
 
@@ -182,8 +171,7 @@ export class Controller {
    */
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.wake?.();
+    this.nudge.poke();
     await this.ticking;
     await Promise.allSettled([...this.running.values()]);
     await releaseLeases(this.sql, this.owner).catch(() => {});

@@ -150,10 +150,6 @@ export class LiveEventStream implements AsyncIterableIterator<LiveItem> {
   }
 }
 
-export function liveEvents(hub: EventHub, sql: Sql, scope: EventScope, options: LiveStreamOptions = {}): LiveEventStream {
-  return new LiveEventStream(hub, sql, scope, options);
-}
-
 async function readAll(sql: Sql, scope: EventScope, after: string): Promise<EndpointEventRecord[]> {
   const all: EndpointEventRecord[] = [];
   for (let cursor = after; ; ) {

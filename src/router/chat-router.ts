@@ -14,6 +14,7 @@ import { canAccessTeam, type Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
 import { findEndpoints, type EndpointRecord } from '../storage/endpoints-repository.js';
 import { readyReplicas, type ReplicaRecord } from '../storage/replicas-repository.js';
+import { Nudge } from '../util/nudge.js';
 import { EndpointGate, QueueTimeoutError } from './admission.js';
 import { once } from './once.js';
 import { openAIError, type OpenAIError } from './openai-errors.js';
@@ -70,7 +71,7 @@ export class ChatRouter {
   private readonly wakePollMs: number | undefined;
   private readonly refresher: NodeJS.Timeout;
   /** Requests waiting for an endpoint to serve, by endpoint: poked when one of its events is announced. */
-  private readonly changeWatchers = new Map<string, Set<ChangeWatch>>();
+  private readonly changeWatchers = new Map<string, Set<Nudge>>();
   /** The LISTEN on endpoint events, opened when a request first waits for an endpoint; false where it failed. */
   private listening: Promise<boolean> | undefined;
   private unlisten: (() => Promise<void>) | undefined;
@@ -103,7 +104,7 @@ export class ChatRouter {
    * at its next poll. Resolves once the LISTEN is in place (or failed: the
    * polling alone then finds the endpoint serving).
    */
-  private async watchChanges(endpointId: string): Promise<ChangeWatch> {
+  private async watchChanges(endpointId: string): Promise<Nudge> {
     this.listening ??= this.sql
       .listen('endpoint_events', (payload) => {
         const endpointId = payload.split(':')[1];
@@ -120,16 +121,18 @@ export class ChatRouter {
           return false;
         },
       );
-    const watcher = new ChangeWatch(() => {
-      const set = this.changeWatchers.get(endpointId);
-      set?.delete(watcher);
-      if (set?.size === 0) this.changeWatchers.delete(endpointId);
-    });
+    const watcher = new Nudge();
     let set = this.changeWatchers.get(endpointId);
     if (!set) this.changeWatchers.set(endpointId, (set = new Set()));
     set.add(watcher);
     await this.listening;
     return watcher;
+  }
+
+  private unwatchChanges(endpointId: string, watcher: Nudge): void {
+    const set = this.changeWatchers.get(endpointId);
+    set?.delete(watcher);
+    if (set?.size === 0) this.changeWatchers.delete(endpointId);
   }
 
   private async refreshQueued(): Promise<void> {
@@ -240,7 +243,7 @@ export class ChatRouter {
       endpoint = current;
     }
     // Opened once the endpoint is found not serving: its events end each wait early.
-    let changes: ChangeWatch | undefined;
+    let changes: Nudge | undefined;
     try {
       for (let poll = 0; ; poll++) {
         const replicas = await this.readyReplicasOf(endpoint, fresh || poll > 0);
@@ -260,16 +263,14 @@ export class ChatRouter {
           return openAIError(503, 'server_error', `endpoint '${endpoint.id}' is ${endpoint.status} and not serving yet; retry shortly`, 'endpoint_not_ready', null, 10);
         }
         // Until the endpoint's next event, or the next poll (a fallback: announcements can be missed while LISTEN reconnects).
-        if (waitMs > 0 && !(await changes.wait(waitMs, signal))) {
-          return openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed');
-        }
+        if (waitMs > 0) await changes.wait(waitMs, signal);
         if (signal.aborted) return openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed');
         const refreshed = await this.endpointFor(principal, endpoint.id, true);
         if (!refreshed) return modelNotFound(endpoint.id);
         endpoint = refreshed;
       }
     } finally {
-      changes?.close();
+      if (changes) this.unwatchChanges(endpoint.id, changes);
     }
   }
 
@@ -279,7 +280,9 @@ export class ChatRouter {
    */
   private async endpointFor(principal: Principal, id: string, fresh: boolean): Promise<EndpointRecord | undefined> {
     const cached = this.endpointCache.get(id);
-    const endpoint = !fresh && cached && this.usable(cached.at, `endpoint:${id}`, () => this.loadEndpoint(id)) ? cached.endpoint : await this.loadEndpoint(id, !fresh);
+    const age = fresh ? 'expired' : this.ageOf(cached?.at);
+    if (age === 'stale') this.loadEndpoint(id).catch(() => {});
+    const endpoint = age === 'expired' ? await this.loadEndpoint(id, !fresh) : cached!.endpoint;
     return endpoint && canAccessTeam(principal, endpoint.teamId) ? endpoint : undefined;
   }
 
@@ -295,8 +298,9 @@ export class ChatRouter {
 
   private async readyReplicasOf(endpoint: EndpointRecord, fresh: boolean): Promise<ReplicaRecord[]> {
     const cached = this.replicaCache.get(endpoint.id);
-    if (!fresh && cached && this.usable(cached.at, `replicas:${endpoint.id}`, () => this.loadReplicas(endpoint))) return cached.replicas;
-    return this.loadReplicas(endpoint, !fresh);
+    const age = fresh ? 'expired' : this.ageOf(cached?.at);
+    if (age === 'stale') this.loadReplicas(endpoint).catch(() => {});
+    return age === 'expired' ? this.loadReplicas(endpoint, !fresh) : cached!.replicas;
   }
 
   private loadReplicas(endpoint: EndpointRecord, shared = true): Promise<ReplicaRecord[]> {
@@ -310,16 +314,15 @@ export class ChatRouter {
   }
 
   /**
-   * Whether a cached read from `at` may serve a request on the hot path: for
-   * `replicaCacheMs` as it is; after that, while one refresh runs in the
-   * background (so that no request waits on it), for up to ten times as long.
+   * How a cached read from `at` may serve a request on the hot path: `fresh`
+   * for `replicaCacheMs`, as it is; then `stale` for up to ten times as long,
+   * used while one background read refreshes it (so that no request waits on
+   * it); then, or with nothing cached, `expired`: the request waits for a read.
    */
-  private usable(at: number, key: string, refresh: () => Promise<unknown>): boolean {
+  private ageOf(at: number | undefined): 'fresh' | 'stale' | 'expired' {
+    if (at === undefined) return 'expired';
     const age = performance.now() - at;
-    if (age < this.replicaCacheMs) return true;
-    if (age >= this.replicaCacheMs * 10) return false;
-    if (!this.refreshing.has(key)) refresh().catch(() => {});
-    return true;
+    return age < this.replicaCacheMs ? 'fresh' : age < this.replicaCacheMs * 10 ? 'stale' : 'expired';
   }
 
   /** Concurrent reads of one thing share one statement. */
@@ -369,43 +372,6 @@ export class ChatRouter {
       req.once('error', reject);
       req.setNoDelay(true);
       req.end(payload);
-    });
-  }
-}
-
-/**
- * One waiting request's view of its endpoint's events: `wait` ends at the
- * next event (or at once if one came since the last wait), after `ms`, or
- * when the request is aborted (then it resolves false).
- */
-class ChangeWatch {
-  private pending = false;
-  private wakeUp: (() => void) | undefined;
-
-  constructor(readonly close: () => void) {}
-
-  poke(): void {
-    if (this.wakeUp) this.wakeUp();
-    else this.pending = true;
-  }
-
-  wait(ms: number, signal: AbortSignal): Promise<boolean> {
-    if (signal.aborted) return Promise.resolve(false);
-    if (this.pending) {
-      this.pending = false;
-      return Promise.resolve(true);
-    }
-    return new Promise((resolve) => {
-      const finish = (ok: boolean) => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-        this.wakeUp = undefined;
-        resolve(ok);
-      };
-      const onAbort = () => finish(false);
-      const timer = setTimeout(() => finish(true), ms);
-      signal.addEventListener('abort', onAbort, { once: true });
-      this.wakeUp = () => finish(true);
     });
   }
 }

@@ -15,6 +15,7 @@ import type { GpuType } from '../domain/instance-catalog.js';
 import { ENDPOINT_ERROR_CODES, type EndpointErrorCode } from '../domain/lifecycle.js';
 import { freePort } from '../storage/embedded-postgres.js';
 import { engineCommand } from './engine-command.js';
+import { Nudge } from '../util/nudge.js';
 import type { Inventory } from './gpu-inventory.js';
 import { ReplicaStartError, type EngineHealth, type ReplicaHandle, type ReplicaLaunch, type Runtime } from './runtime.js';
 
@@ -65,38 +66,6 @@ const ENGINE_PROTOCOL_LINE = /\nENGINE_(?:READY|ERROR) /;
 export function healthPollDelay(elapsedMs: number): number {
   if (elapsedMs < 2000) return 20;
   return Math.min(150, Math.round(20 + ((elapsedMs - 2000) * 130) / 3000));
-}
-
-/**
- * A wait that can be cut short: `poke` ends the current wait, or the next one
- * at once when none is running (a poke is never lost).
- */
-export class Nudge {
-  private pending = false;
-  private wakeUp: (() => void) | undefined;
-
-  poke(): void {
-    if (this.wakeUp) this.wakeUp();
-    else this.pending = true;
-  }
-
-  wait(ms: number, abort?: AbortSignal): Promise<void> {
-    if (this.pending || abort?.aborted) {
-      this.pending = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        abort?.removeEventListener('abort', done);
-        this.wakeUp = undefined;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      abort?.addEventListener('abort', done, { once: true });
-      this.wakeUp = done;
-    });
-  }
 }
 
 /**

@@ -2,7 +2,7 @@
 import { createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
 import { beforeAll, describe, expect, test } from 'vitest';
-import { liveEvents, SubscriptionOverflowError } from '../../src/live/event-stream.js';
+import { LiveEventStream, SubscriptionOverflowError } from '../../src/live/event-stream.js';
 import { startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
 import type { SeededProject } from '../support/gateway.js';
 
@@ -138,8 +138,8 @@ describe('slow subscribers', () => {
     await waitForStatus(t.sql, id, 'FAILED');
     const scope = { projectId: project.id };
     const options = { bufferSize: 20, maxLagMs: 500 };
-    const slow = liveEvents(t.app.gateway.hub, t.sql, scope, options);
-    const fast = liveEvents(t.app.gateway.hub, t.sql, scope, options);
+    const slow = new LiveEventStream(t.app.gateway.hub, t.sql, scope, options);
+    const fast = new LiveEventStream(t.app.gateway.hub, t.sql, scope, options);
     // Both subscribe; the slow one then takes one event and stops pulling.
     const firstSlow = slow.next();
     const fastSeen: string[] = [];

@@ -19,7 +19,7 @@ import { getOperationAST, GraphQLError, type DocumentNode, type ExecutionResult 
 import type { YogaServerInstance } from 'graphql-yoga';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
-import { teamHeaderOf } from '../rest/endpoint-routes.js';
+import { authenticateRequest, header } from '../rest/endpoint-routes.js';
 import { MAX_BODY_BYTES } from '../rest/router.js';
 import type { GraphQLContext } from './context.js';
 
@@ -37,11 +37,6 @@ type Yoga = YogaServerInstance<{ req?: IncomingMessage; principal?: Principal },
 export function acceptsEventStream(req: IncomingMessage): boolean {
   const accept = req.headers.accept;
   return typeof accept === 'string' && accept.includes('text/event-stream') && (req.method === 'GET' || req.method === 'POST');
-}
-
-function header(req: IncomingMessage, name: string): string | undefined {
-  const value = req.headers[name];
-  return Array.isArray(value) ? value[0] : value;
 }
 
 /** The serialized `next` event of each shared result. */
@@ -159,7 +154,7 @@ export function createSseSubscriptions(yoga: Yoga, services: Services, log: (mes
     }
     if (!params) return toYoga(req, res, body);
 
-    const auth = await services.auth.authenticate(header(req, 'authorization'), teamHeaderOf((n) => header(req, n)));
+    const auth = await authenticateRequest(services, req);
     if (auth.type === 'error') return toYoga(req, res, body);
     const enveloped = yoga.getEnveloped({ principal: auth.value, params });
     let document: DocumentNode;

@@ -9,7 +9,7 @@ import type { ChatRouter } from '../../router/chat-router.js';
 import { errorBody, openAIError, type OpenAIError } from '../../router/openai-errors.js';
 import { collectBody, pipeStream } from '../../router/relay.js';
 import type { Services } from '../../services/index.js';
-import { teamHeaderOf } from './endpoint-routes.js';
+import { authenticateRequest } from './endpoint-routes.js';
 import { sendJson } from './responses.js';
 import { HttpError } from './responses.js';
 import { readJsonBody } from './router.js';
@@ -19,11 +19,6 @@ export const CHAT_PATH = '/dedicated/v1/chat/completions';
 function sendOpenAIError(res: ServerResponse, error: OpenAIError): void {
   if (res.headersSent || res.destroyed) return;
   sendJson(res, error.status, errorBody(error), error.retryAfter !== undefined ? { 'retry-after': String(error.retryAfter) } : {});
-}
-
-function header(req: IncomingMessage, name: string): string | undefined {
-  const value = req.headers[name];
-  return Array.isArray(value) ? value[0] : value;
 }
 
 export async function handleChatCompletion(
@@ -40,7 +35,7 @@ export async function handleChatCompletion(
   });
   try {
     if (req.method !== 'POST') return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${CHAT_PATH} accepts POST only`, 'method_not_allowed'));
-    const auth = await services.auth.authenticate(header(req, 'authorization'), teamHeaderOf((n) => header(req, n)));
+    const auth = await authenticateRequest(services, req);
     if (auth.type === 'error') {
       const status = auth.error.type === 'FORBIDDEN' ? 403 : 401;
       return sendOpenAIError(res, openAIError(status, status === 401 ? 'authentication_error' : 'permission_error', auth.error.message, status === 401 ? 'invalid_api_key' : 'forbidden'));

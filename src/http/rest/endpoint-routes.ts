@@ -4,13 +4,15 @@
  * the rules live in the service.
  */
 import type { IncomingMessage } from 'node:http';
+import type { Result } from '../../domain/result.js';
 import type { Services } from '../../services/index.js';
 import { findTeams } from '../../storage/identity-repository.js';
 import { TEAM_HEADERS, type Principal } from '../../services/principal.js';
 import { Router, unwrap, type RouteRequest, type RouteResponse } from './router.js';
 import { specObject, statusObject } from './responses.js';
 
-function header(req: IncomingMessage, name: string): string | undefined {
+/** A request header's (first) value. */
+export function header(req: IncomingMessage, name: string): string | undefined {
   const value = req.headers[name];
   return Array.isArray(value) ? value[0] : value;
 }
@@ -23,13 +25,16 @@ export function teamHeaderOf(get: (name: string) => string | null | undefined): 
   return undefined;
 }
 
+/** The caller of a Node request: its bearer key and team header. */
+export function authenticateRequest(services: Services, req: IncomingMessage): Promise<Result<Principal>> {
+  return services.auth.authenticate(header(req, 'authorization'), teamHeaderOf((n) => header(req, n)));
+}
+
 export function endpointRoutes(services: Services): Router {
   const authed =
     (handler: (principal: Principal, request: RouteRequest) => Promise<RouteResponse>) =>
     async (request: RouteRequest): Promise<RouteResponse> => {
-      const principal = unwrap(
-        await services.auth.authenticate(header(request.req, 'authorization'), teamHeaderOf((n) => header(request.req, n))),
-      );
+      const principal = unwrap(await authenticateRequest(services, request.req));
       return handler(principal, request);
     };
   const { endpoints } = services;
