@@ -384,8 +384,9 @@ export class Controller {
           : undefined,
       });
       if (!started) return; // no capacity yet: the next pass tries again
-      await this.setStatus(id, { desired: 'RUNNING' }, { status: 'RUNNING', phase: null, errorCode: null, cause: 'controller:serving' });
+      // Counted first: whoever sees RUNNING also sees the replica that serves.
       await this.refreshCounts(id, desired, 'controller:started');
+      await this.setStatus(id, { desired: 'RUNNING' }, { status: 'RUNNING', phase: null, errorCode: null, cause: 'controller:serving' });
     } catch (error) {
       if (error instanceof StaleError) throw error;
       const code = errorCodeOf(error);
