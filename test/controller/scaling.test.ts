@@ -89,7 +89,12 @@ describe('replica failures', () => {
     expect(alive(replacement.pid)).toBe(true);
     const [dead] = await t.sql`SELECT state, last_error FROM replicas WHERE id = ${victim!.id}`;
     expect(dead).toMatchObject({ state: 'FAILED', last_error: 'the engine process exited' });
-    expect(await statusOf(t.sql, id)).toMatchObject({ status: 'RUNNING', curr: 1 });
+    // The replacement is marked READY a moment before the endpoint's counts are written: wait for the count, not just the row.
+    const status = await waitFor('the replacement counted', async () => {
+      const s = await statusOf(t.sql, id);
+      return s.curr === 1 ? s : undefined;
+    });
+    expect(status).toMatchObject({ status: 'RUNNING', curr: 1 });
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
   });
 
