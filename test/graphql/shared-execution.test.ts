@@ -1,10 +1,18 @@
 /** The shared-execution plugin: subscribers asking the same thing of the same event share one execution. */
 import { createSchema, createYoga } from 'graphql-yoga';
 import { expect, test } from 'vitest';
-import { useSharedSubscriptionExecution } from '../../src/http/graphql/shared-execution.js';
+import type { ExecutionResult } from 'graphql';
+import { resultJson, useSharedSubscriptionExecution, type ResultSink } from '../../src/http/graphql/shared-execution.js';
 
 interface Tick {
   n: number;
+  /** A tick that fails to resolve: its result carries an error. */
+  fail?: boolean;
+}
+
+interface Context {
+  audience: string;
+  sink?: ResultSink;
 }
 
 /** A subscription source whose events are shared objects, like the live-status hub's. */
@@ -30,25 +38,32 @@ function setup() {
       },
     };
   };
-  const schema = createSchema<{ audience: string }>({
+  const schema = createSchema<Context>({
     typeDefs: `
       type Query { ok: Boolean }
       type Tick { n: Int!, scaled: Int! }
       type Subscription { shared(factor: Int!): Tick!, private(factor: Int!): Tick! }`,
     resolvers: {
-      Tick: { scaled: (tick: Tick & { factor: number }) => (executions++, tick.n * tick.factor) },
+      Tick: {
+        scaled: (tick: Tick & { factor: number }) => {
+          executions++;
+          if (tick.fail) throw new Error('no scale for this tick');
+          return tick.n * tick.factor;
+        },
+      },
       Subscription: {
         shared: { subscribe: source, resolve: (tick: Tick, { factor }: { factor: number }) => ({ ...tick, factor }) },
         private: { subscribe: source, resolve: (tick: Tick, { factor }: { factor: number }) => ({ ...tick, factor }) },
       },
     },
   });
-  const yoga = createYoga<{ audience: string }>({
+  const yoga = createYoga<Context>({
     schema,
-    plugins: [useSharedSubscriptionExecution<{ audience: string }>({ fields: ['shared'], audienceOf: (c) => c.audience })],
+    logging: false,
+    plugins: [useSharedSubscriptionExecution<Context>({ fields: ['shared'], audienceOf: (c) => c.audience, sinkOf: (c) => c.sink })],
   });
-  const subscribe = async (field: 'shared' | 'private', factor: number, audience: string) => {
-    const { parse, subscribe, contextFactory, schema } = yoga.getEnveloped({ audience });
+  const subscribe = async (field: 'shared' | 'private', factor: number, audience: string, sink?: ResultSink) => {
+    const { parse, subscribe, contextFactory, schema } = yoga.getEnveloped({ audience, sink });
     const result = await subscribe({
       schema,
       document: parse(`subscription($f: Int!) { ${field}(factor: $f) { n scaled } }`),
@@ -96,4 +111,58 @@ test('fields not named for sharing execute per subscriber', async () => {
   await Promise.all(results);
   expect(s.executions()).toBe(2);
   for (const it of subscribers) await it.return!();
+});
+
+/** A sink that takes results while `open`, recording them. */
+class RecordingSink implements ResultSink {
+  written: ExecutionResult[] = [];
+  constructor(public open = true) {}
+  write(result: ExecutionResult): boolean {
+    if (this.open) this.written.push(result);
+    return this.open;
+  }
+}
+
+test('a sink takes shared results without errors; what it refuses, and errors, are yielded as usual', async () => {
+  const s = setup();
+  const sinks = [new RecordingSink(), new RecordingSink()];
+  const subscribers = await Promise.all(sinks.map((sink) => s.subscribe('shared', 2, 'a', sink)));
+  const pending = subscribers.map((it) => it.next());
+  let settled = 0;
+  for (const p of pending) void p.then(() => settled++);
+  await new Promise((r) => setTimeout(r, 10));
+
+  s.publish({ n: 1 });
+  s.publish({ n: 2 });
+  await new Promise((r) => setTimeout(r, 10));
+  expect(sinks.map((sink) => sink.written.map((r) => (r.data as { shared: { scaled: number } }).shared.scaled))).toEqual([
+    [2, 4],
+    [2, 4],
+  ]);
+  expect(sinks[1]!.written[0]).toBe(sinks[0]!.written[0]); // one execution, one object
+  expect(resultJson(sinks[0]!.written[0]!)).toBe('{"data":{"shared":{"n":1,"scaled":2}}}');
+  expect(resultJson(sinks[1]!.written[0]!)).toBe(resultJson(sinks[0]!.written[0]!));
+  expect(settled).toBe(0); // nothing went the usual way
+  expect(s.executions()).toBe(2);
+
+  // A sink that refuses (a socket that is behind): the result is yielded instead.
+  sinks[1]!.open = false;
+  s.publish({ n: 3 });
+  const [, refused] = await Promise.all([new Promise((r) => setTimeout(r, 10)), pending[1]!]);
+  expect((refused.value as ExecutionResult).data).toEqual({ shared: { n: 3, scaled: 6 } });
+  expect(sinks[0]!.written).toHaveLength(3);
+  expect(settled).toBe(1);
+
+  // A result with errors is never written to a sink: it goes through the usual path (and its error masking).
+  s.publish({ n: 4, fail: true });
+  const failed = await pending[0]!;
+  expect((failed.value as ExecutionResult).errors?.[0]?.message).toBe('Unexpected error.');
+  expect(sinks[0]!.written).toHaveLength(3);
+
+  // Once ended, a subscriber's sink gets nothing more.
+  for (const it of subscribers) await it.return!();
+  s.publish({ n: 5 });
+  await new Promise((r) => setTimeout(r, 10));
+  expect(sinks[0]!.written).toHaveLength(3);
+  expect(s.listeners.size).toBe(0);
 });

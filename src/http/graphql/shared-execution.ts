@@ -14,6 +14,13 @@
  * belong to one subscriber, and caching them would only cost memory. The
  * audience key says who may see the same data (for us: the user and the
  * acting team), so no result crosses an authorization boundary.
+ *
+ * A transport may also give each subscriber a `ResultSink` (`sinkOf`): a
+ * shared result without errors is then written straight to it, serialized
+ * once for everyone (`resultJson`), instead of travelling up through
+ * envelop's wrappers and the transport's own per-subscriber loop. Results
+ * with errors, and any result the sink refuses (a socket that is behind),
+ * take the usual way, so error masking and backpressure are unchanged.
  */
 import {
   createSourceEventStream,
@@ -33,6 +40,23 @@ export interface SharedExecutionOptions<C> {
   fields: readonly string[];
   /** Subscribers with the same key may see the same result; null shares nothing. */
   audienceOf(context: C): string | null;
+  /** Where this subscriber's shared results may be written directly; undefined yields them as usual. */
+  sinkOf?(context: C): ResultSink | undefined;
+}
+
+/** A subscriber's transport, written to directly with shared results. */
+export interface ResultSink {
+  /** Writes one shared result without errors; false when it cannot take it now (it is then yielded as usual). */
+  write(result: ExecutionResult): boolean;
+}
+
+const jsons = new WeakMap<ExecutionResult, string>();
+
+/** The JSON of a result without errors, computed once however many subscribers share it. */
+export function resultJson(result: ExecutionResult): string {
+  let json = jsons.get(result);
+  if (json === undefined) jsons.set(result, (json = JSON.stringify(result)));
+  return json;
 }
 
 type Result = ExecutionResult | Promise<ExecutionResult>;
@@ -67,13 +91,21 @@ function executeOnce(args: ExecutionArgs, key: string, payload: unknown): Result
 
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
-/** The response stream of one subscriber: each source event, executed once per key. A class: no closures per subscriber. */
+/**
+ * The response stream of one subscriber: each source event, executed once per
+ * key. With a sink, results it takes are written there and the stream moves on
+ * to the next event; `next()` then settles only for what the sink refused and
+ * at the end. A class: no closures per subscriber.
+ */
 class SharedResponseStream implements AsyncIterableIterator<ExecutionResult> {
+  private closed = false;
+
   constructor(
     private readonly events: AsyncIterator<unknown>,
     private readonly args: ExecutionArgs,
     private readonly operation: OperationDefinitionNode,
     private readonly key: string,
+    private readonly sink: ResultSink | undefined,
   ) {}
 
   [Symbol.asyncIterator](): this {
@@ -81,36 +113,48 @@ class SharedResponseStream implements AsyncIterableIterator<ExecutionResult> {
   }
 
   async next(): Promise<IteratorResult<ExecutionResult>> {
-    let step: IteratorResult<unknown>;
-    try {
-      step = await this.events.next();
-    } catch (error) {
-      // An error from the source ends the stream as a located GraphQL error, as graphql-js's own subscribe reports it.
-      if (error instanceof GraphQLError && error.nodes) throw error;
-      const original = error instanceof Error ? error : new Error(String(error));
-      throw new GraphQLError(original.message, { nodes: [this.operation], originalError: original });
+    for (;;) {
+      let step: IteratorResult<unknown>;
+      try {
+        step = await this.events.next();
+      } catch (error) {
+        // An error from the source ends the stream as a located GraphQL error, as graphql-js's own subscribe reports it.
+        if (error instanceof GraphQLError && error.nodes) throw error;
+        const original = error instanceof Error ? error : new Error(String(error));
+        throw new GraphQLError(original.message, { nodes: [this.operation], originalError: original });
+      }
+      if (step.done || this.closed) return DONE;
+      const pending = executeOnce(this.args, this.key, step.value);
+      const result = pending instanceof Promise ? await pending : pending;
+      if (this.closed) return DONE;
+      if (this.sink && !result.errors && this.sink.write(result)) continue;
+      return { done: false, value: result };
     }
-    if (step.done) return DONE;
-    const result = executeOnce(this.args, this.key, step.value);
-    return { done: false, value: result instanceof Promise ? await result : result };
   }
 
   async return(): Promise<IteratorResult<ExecutionResult>> {
+    this.closed = true;
     await this.events.return?.();
     return DONE;
   }
 
   async throw(error: unknown): Promise<IteratorResult<ExecutionResult>> {
+    this.closed = true;
     await this.events.return?.();
     throw error;
   }
 }
 
 /** The subscribe function: the subscription field's source stream, mapped by a SharedResponseStream. */
-async function subscribeShared(args: ExecutionArgs, operation: OperationDefinitionNode, key: string): Promise<ExecutionResult | AsyncIterableIterator<ExecutionResult>> {
+async function subscribeShared(
+  args: ExecutionArgs,
+  operation: OperationDefinitionNode,
+  key: string,
+  sink: ResultSink | undefined,
+): Promise<ExecutionResult | AsyncIterableIterator<ExecutionResult>> {
   const source = await createSourceEventStream(args);
   if (!(Symbol.asyncIterator in source)) return source;
-  return new SharedResponseStream(source[Symbol.asyncIterator](), args, operation, key);
+  return new SharedResponseStream(source[Symbol.asyncIterator](), args, operation, key, sink);
 }
 
 export function useSharedSubscriptionExecution<C>(options: SharedExecutionOptions<C>): Plugin<C & Record<string, unknown>> {
@@ -122,7 +166,8 @@ export function useSharedSubscriptionExecution<C>(options: SharedExecutionOption
       const audience = options.audienceOf(args.contextValue as C);
       if (audience === null) return;
       const key = executionKey(args, audience);
-      setSubscribeFn(((subscribeArgs: ExecutionArgs) => subscribeShared(subscribeArgs, operation, key)) as never);
+      const sink = options.sinkOf?.(args.contextValue as C);
+      setSubscribeFn(((subscribeArgs: ExecutionArgs) => subscribeShared(subscribeArgs, operation, key, sink)) as never);
     },
   };
 }

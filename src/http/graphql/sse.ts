@@ -22,6 +22,7 @@ import type { Principal } from '../../services/principal.js';
 import { authenticateRequest, header } from '../rest/endpoint-routes.js';
 import { MAX_BODY_BYTES } from '../rest/router.js';
 import type { GraphQLContext } from './context.js';
+import { resultJson, type ResultSink } from './shared-execution.js';
 
 const PING_MS = 12_000;
 
@@ -32,7 +33,7 @@ interface Params {
   extensions?: Record<string, unknown>;
 }
 
-type Yoga = YogaServerInstance<{ req?: IncomingMessage; principal?: Principal }, GraphQLContext>;
+type Yoga = YogaServerInstance<{ req?: IncomingMessage; principal?: Principal; resultSink?: ResultSink }, GraphQLContext>;
 
 export function acceptsEventStream(req: IncomingMessage): boolean {
   const accept = req.headers.accept;
@@ -51,9 +52,21 @@ function frameOf(result: ExecutionResult): string {
   return frame;
 }
 
+/** A subscriber's shared results, written straight to its response while it keeps up (see `shared-execution.ts`). */
+class SseNextEvents implements ResultSink {
+  constructor(private readonly res: ServerResponse) {}
+
+  write(result: ExecutionResult): boolean {
+    const { res } = this;
+    if (res.writableEnded || res.destroyed || res.writableNeedDrain) return false;
+    res.write(frameOf(result));
+    return true;
+  }
+}
+
 /** JSON of a result without the error extensions that are yoga's internals (`http`, `unexpected`), as yoga writes it. */
 function serialize(result: ExecutionResult): string {
-  if (!result.errors?.length && !(result.extensions as { http?: unknown } | undefined)?.http) return JSON.stringify(result);
+  if (!result.errors?.length && !(result.extensions as { http?: unknown } | undefined)?.http) return resultJson(result);
   const { http: _http, ...extensions } = (result.extensions ?? {}) as Record<string, unknown>;
   return JSON.stringify({
     ...result,
@@ -156,7 +169,7 @@ export function createSseSubscriptions(yoga: Yoga, services: Services, log: (mes
 
     const auth = await authenticateRequest(services, req);
     if (auth.type === 'error') return toYoga(req, res, body);
-    const enveloped = yoga.getEnveloped({ principal: auth.value, params });
+    const enveloped = yoga.getEnveloped({ principal: auth.value, params, resultSink: new SseNextEvents(res) });
     let document: DocumentNode;
     try {
       document = enveloped.parse(params.query);
@@ -191,7 +204,7 @@ export function createSseSubscriptions(yoga: Yoga, services: Services, log: (mes
   };
 }
 
-/** Writes a started subscription's results to the response until it completes or the client goes away. */
+/** Writes what a started subscription yields (results its sink refused, and errors) until it completes or the client goes away. */
 async function pump(res: ServerResponse, events: AsyncIterator<ExecutionResult>, log: (message: string, error?: unknown) => void): Promise<void> {
   res.write(':\n\n');
   const ping = setInterval(() => res.write(':\n\n'), PING_MS);

@@ -4,11 +4,11 @@
  * header, a socket's from its `connection_init` payload.
  */
 import type { IncomingMessage, Server } from 'node:http';
-import { GraphQLError, type ExecutionArgs } from 'graphql';
+import { GraphQLError, type ExecutionArgs, type ExecutionResult } from 'graphql';
 import { CloseCode } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
-import { WebSocketServer } from 'ws';
+import { WebSocket, WebSocketServer } from 'ws';
 import type { DomainError } from '../../domain/result.js';
 import type { ChatRouter } from '../../router/chat-router.js';
 import type { Services } from '../../services/index.js';
@@ -16,7 +16,7 @@ import type { Principal } from '../../services/principal.js';
 import { teamHeaderOf } from '../rest/endpoint-routes.js';
 import { createLoaders, type GraphQLContext } from './context.js';
 import { schema } from './schema/index.js';
-import { useSharedSubscriptionExecution } from './shared-execution.js';
+import { resultJson, useSharedSubscriptionExecution, type ResultSink } from './shared-execution.js';
 
 export const GRAPHQL_PATH = '/graphql';
 
@@ -24,6 +24,31 @@ interface ServerContext {
   req?: IncomingMessage;
   /** Set for WebSocket operations, authenticated once in `onConnect`. */
   principal?: Principal;
+  /** Where a subscription's shared results are written directly (its socket, or its SSE response). */
+  resultSink?: ResultSink;
+}
+
+/** Past this much unsent data on a socket, shared results wait for the socket like any other message. */
+const SOCKET_HIGH_WATER = 256 * 1024;
+
+/**
+ * One graphql-ws subscription's `next` messages, written straight to its
+ * socket: the shared result's JSON (made once for all its subscribers) inside
+ * the message graphql-ws itself would send. A socket that is behind refuses,
+ * so that graphql-ws's own send, which waits for the write, paces it.
+ */
+class WebSocketNextMessages implements ResultSink {
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly id: string,
+  ) {}
+
+  write(result: ExecutionResult): boolean {
+    const { socket } = this;
+    if (socket.readyState !== WebSocket.OPEN || socket.bufferedAmount > SOCKET_HIGH_WATER) return false;
+    socket.send(`{"id":${JSON.stringify(this.id)},"type":"next","payload":${resultJson(result)}}`);
+    return true;
+  }
 }
 
 function authError(error: DomainError): GraphQLError {
@@ -43,6 +68,7 @@ export function createGraphQL(services: Services, chat: ChatRouter, live: GraphQ
       useSharedSubscriptionExecution<GraphQLContext>({
         fields: ['endpointStatus', 'endpointEvents'],
         audienceOf: ({ principal }) => (principal ? `${principal.user.id}\u0000${principal.actingTeamId ?? ''}` : null),
+        sinkOf: (context) => (context as ServerContext).resultSink,
       }),
     ],
     context: async ({ request, principal }) => {
@@ -78,9 +104,10 @@ export function attachWebSocket(server: Server, yoga: YogaServerInstance<ServerC
         (ctx.extra as { request?: IncomingMessage }).request = undefined;
         return true;
       },
-      onSubscribe: async (ctx, _id, params) => {
+      onSubscribe: async (ctx, id, params) => {
         // Only what the context needs: a spread of graphql-ws's context would be copied into every subscription.
-        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({ principal: principals.get(ctx.extra), params });
+        const resultSink = new WebSocketNextMessages(ctx.extra.socket as WebSocket, id);
+        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({ principal: principals.get(ctx.extra), params, resultSink });
         const args: ExecutionArgs = {
           schema,
           operationName: params.operationName,
