@@ -19,7 +19,7 @@ import { ModelSourceError } from '../models/errors.js';
 import { checkModelSettings, pinnedRevision, SettingsError, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
 import { EngineCommandError } from '../runtime/engine-command.js';
 import { ReplicaStartError, type ReplicaHandle, type Runtime } from '../runtime/runtime.js';
-import { writeReplicaCounts, writeStatus } from '../services/endpoint-state.js';
+import { showsCounts, writeReplicaCounts, writeStatus } from '../services/endpoint-state.js';
 import type { Sql } from '../storage/database.js';
 import {
   findEndpoints,
@@ -217,17 +217,7 @@ export class Controller {
       const endpoint = await lockEndpoint(tx, id, WITH_DELETED);
       if (!endpoint) return;
       const live = await liveReplicas(tx, id);
-      const ready = live.filter((r) => r.state === 'READY');
-      await writeReplicaCounts(
-        tx,
-        endpoint,
-        {
-          currReplicaCnt: ready.length,
-          desiredReplicaCnt: desiredReplicas,
-          updatedReplicaCnt: ready.filter((r) => r.versionIndex === endpoint.current.versionIndex).length,
-        },
-        cause,
-      );
+      await writeReplicaCounts(tx, endpoint, countsOf(endpoint, live.filter((r) => r.state === 'READY'), desiredReplicas), cause);
     });
   }
 
@@ -603,8 +593,18 @@ export class Controller {
       const newestFirst = [...serving].sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime());
       await this.stopReplicas(newestFirst.slice(0, serving.length - decision.replicas), this.drainTimeoutMs);
       await this.refreshCounts(id, decision.replicas, 'controller:scale-down');
-    } else {
+    } else if (!showsCounts(endpoint, countsOf(endpoint, serving, decision.replicas))) {
+      // Steady: the counts are rewritten (under the row lock) only when this pass saw them drift.
       await this.refreshCounts(id, decision.replicas, 'controller:steady');
     }
   }
+}
+
+/** The counts an endpoint shows for its ready replicas. */
+function countsOf(endpoint: EndpointRecord, ready: readonly ReplicaRecord[], desiredReplicas: number) {
+  return {
+    currReplicaCnt: ready.length,
+    desiredReplicaCnt: desiredReplicas,
+    updatedReplicaCnt: ready.filter((r) => r.versionIndex === endpoint.current.versionIndex).length,
+  };
 }

@@ -1,17 +1,32 @@
 /**
  * Relays a routed answer to a client as it arrives, measuring it on the way:
  * time to the first token, token usage and finish reason. REST passes the
- * events through synchronously, one write per upstream chunk; GraphQL reads
- * them as an async stream and parses them.
+ * upstream bytes through as they are, one write per upstream chunk, looking
+ * into an event only as far as byte searches need; GraphQL reads the events
+ * as an async stream and parses them.
  */
 import type { Writable } from 'node:stream';
 import type { RoutedRequest } from './chat-router.js';
-import { sseData } from './sse.js';
+import { eventData, sseData } from './sse.js';
 
 const FIRST_TOKEN = /"(?:reasoning_)?content":"[^"]/;
 const FINISH_KEY = '"finish_reason":"';
+const FINISH_KEY_BYTES = Buffer.from(FINISH_KEY);
 /** A usage object, not the `"usage":null` that OpenAI-style engines put in every chunk. */
 const USAGE = /"usage":\s*\{/;
+const USAGE_KEY_BYTES = Buffer.from('"usage":');
+const EVENT_END = Buffer.from('\n\n');
+/** Shorter events are looked at as text: `data: [DONE]`, comments. */
+const SHORT_EVENT_BYTES = 32;
+
+/** Whether an event's bytes hold a usage object (the key, optional whitespace, `{`). */
+function hasUsageObject(event: Buffer): boolean {
+  const key = event.indexOf(USAGE_KEY_BYTES);
+  if (key < 0) return false;
+  let at = key + USAGE_KEY_BYTES.length;
+  while (event[at] === 0x20 || event[at] === 0x09 || event[at] === 0x0a || event[at] === 0x0d) at++;
+  return event[at] === 0x7b;
+}
 
 interface Usage {
   prompt_tokens?: number;
@@ -51,6 +66,21 @@ class StreamMeter {
     return true;
   }
 
+  /**
+   * The same for one event's raw bytes. A token's event (the first token
+   * already seen, no usage object, not `[DONE]`) is only searched, never
+   * decoded; anything else is read as text by `observe`.
+   */
+  observeEvent(event: Buffer): boolean {
+    if (this.ttftMs === null || event.length < SHORT_EVENT_BYTES || hasUsageObject(event)) return this.observe(eventData(event.toString('utf8')));
+    const finish = event.indexOf(FINISH_KEY_BYTES);
+    if (finish >= 0) {
+      const start = finish + FINISH_KEY_BYTES.length;
+      this.finishReason = event.toString('utf8', start, event.indexOf(0x22, start));
+    }
+    return true;
+  }
+
   finish(): void {
     if (!this.completed) this.routed.upstream.destroy();
     this.routed.finish({
@@ -80,14 +110,16 @@ export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string
 }
 
 /**
- * Passes a streamed answer's events through to `out` as they arrive: each
- * upstream chunk is split into events and written at once, with
- * backpressure. Resolves when the answer ended or either side went away.
+ * Passes a streamed answer's events through to `out` as they arrive, byte for
+ * byte: each upstream chunk's complete events are written at once (less the
+ * usage event a client did not ask for), with backpressure, and a partial
+ * event waits for the rest. Resolves when the answer ended or either side
+ * went away.
  */
 export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> {
   const meter = new StreamMeter(routed);
   const { upstream } = routed;
-  let buffer = '';
+  let partial: Buffer | null = null;
   return new Promise<void>((resolve) => {
     let settled = false;
     const done = () => {
@@ -96,17 +128,23 @@ export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> 
       meter.finish();
       resolve();
     };
-    upstream.setEncoding('utf8');
-    upstream.on('data', (chunk: string) => {
-      buffer += chunk;
-      let text = '';
-      for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-        const event = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        const data = event.startsWith('data: ') ? event.slice(6) : event.replace(/^data:\s?/, '');
-        if (meter.observe(data)) text += `data: ${data}\n\n`;
+    upstream.on('data', (chunk: Buffer) => {
+      const bytes: Buffer = partial ? Buffer.concat([partial, chunk]) : chunk;
+      // [from, start): whole events to pass on; an event the meter drops is cut out.
+      let from = 0;
+      let start = 0;
+      const kept: Buffer[] = [];
+      for (let end = bytes.indexOf(EVENT_END); end >= 0; end = bytes.indexOf(EVENT_END, start)) {
+        if (!meter.observeEvent(bytes.subarray(start, end))) {
+          if (start > from) kept.push(bytes.subarray(from, start));
+          from = end + EVENT_END.length;
+        }
+        start = end + EVENT_END.length;
       }
-      if (text && !out.write(text)) {
+      partial = start < bytes.length ? bytes.subarray(start) : null;
+      if (start > from) kept.push(bytes.subarray(from, start));
+      if (kept.length === 0) return;
+      if (!out.write(kept.length === 1 ? kept[0]! : Buffer.concat(kept))) {
         upstream.pause();
         out.once('drain', () => upstream.resume());
       }

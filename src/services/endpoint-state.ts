@@ -54,14 +54,17 @@ export async function writeStatus(db: Queryable, endpoint: EndpointRecord, chang
 }
 
 /** Writes the replica counts; appends a REPLICAS_CHANGED event when they changed. */
-export async function writeReplicaCounts(db: Queryable, endpoint: EndpointRecord, counts: ReplicaCounts, cause: string): Promise<void> {
-  if (
+/** Whether the endpoint already shows these counts. */
+export function showsCounts(endpoint: EndpointRecord, counts: ReplicaCounts): boolean {
+  return (
     counts.currReplicaCnt === endpoint.currReplicaCnt &&
     counts.desiredReplicaCnt === endpoint.desiredReplicaCnt &&
     counts.updatedReplicaCnt === endpoint.updatedReplicaCnt
-  ) {
-    return;
-  }
+  );
+}
+
+export async function writeReplicaCounts(db: Queryable, endpoint: EndpointRecord, counts: ReplicaCounts, cause: string): Promise<void> {
+  if (showsCounts(endpoint, counts)) return;
   await setReplicaCounts(db, endpoint.id, counts);
   await insertEvent(db, {
     endpointId: endpoint.id,

@@ -18,25 +18,26 @@ export interface RequestLogEntry {
   startedAt: Date;
 }
 
+/**
+ * Appends a batch of entries in one statement. The rows travel as one array
+ * per column, so the statement's text is the same for every batch size and
+ * PostgreSQL plans it once per connection (a multi-row VALUES would be a new
+ * statement for each row count).
+ */
 export async function insertRequestLog(db: Queryable, entries: readonly RequestLogEntry[]): Promise<void> {
   if (entries.length === 0) return;
-  const rows = entries.map((e) => ({
-    endpoint_id: e.endpointId,
-    replica_id: e.replicaId,
-    team_id: e.teamId,
-    user_id: e.userId,
-    stream: e.stream,
-    http_status: e.httpStatus,
-    prompt_tokens: e.promptTokens,
-    completion_tokens: e.completionTokens,
-    ttft_ms: e.ttftMs,
-    duration_ms: e.durationMs,
-    queued_ms: e.queuedMs,
-    finish_reason: e.finishReason,
-    cancelled: e.cancelled,
-    started_at: e.startedAt,
-  }));
-  await db`INSERT INTO request_log ${db(rows)}`;
+  /** One column as an array parameter of the given element type (PostgreSQL type OIDs). */
+  const column = (type: number, of: (e: RequestLogEntry) => string | number | boolean | null) => db.array(entries.map(of) as never[], type);
+  const [TEXT, BOOL, INT4, FLOAT8, TIMESTAMPTZ] = [25, 16, 23, 701, 1184];
+  await db`
+    INSERT INTO request_log (endpoint_id, replica_id, team_id, user_id, stream, http_status, prompt_tokens, completion_tokens,
+      ttft_ms, duration_ms, queued_ms, finish_reason, cancelled, started_at)
+    SELECT * FROM unnest(
+      ${column(TEXT, (e) => e.endpointId)}::text[], ${column(TEXT, (e) => e.replicaId)}::text[], ${column(TEXT, (e) => e.teamId)}::text[],
+      ${column(TEXT, (e) => e.userId)}::text[], ${column(BOOL, (e) => e.stream)}::boolean[], ${column(INT4, (e) => e.httpStatus)}::int[],
+      ${column(INT4, (e) => e.promptTokens)}::int[], ${column(INT4, (e) => e.completionTokens)}::int[], ${column(FLOAT8, (e) => e.ttftMs)}::float8[],
+      ${column(FLOAT8, (e) => e.durationMs)}::float8[], ${column(FLOAT8, (e) => e.queuedMs)}::float8[], ${column(TEXT, (e) => e.finishReason)}::text[],
+      ${column(BOOL, (e) => e.cancelled)}::boolean[], ${column(TIMESTAMPTZ, (e) => e.startedAt.toISOString())}::timestamptz[])`;
 }
 
 /** Moves the endpoints' last-request times forward (never back). */

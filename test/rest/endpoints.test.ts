@@ -91,6 +91,17 @@ describe('POST /dedicated/beta/endpoint', () => {
     expect(broken.body.error).toMatchObject({ code: 'INVALID_ARGUMENT', details: { fields: [{ field: 'body', message: 'must be valid JSON' }] } });
   });
 
+  test('a body over 1 MiB is answered 413 (the client reads the answer, not a reset), and nothing is written', async () => {
+    const before = await t.sql`SELECT count(*)::int AS n FROM endpoints`;
+    const huge = JSON.stringify(createBody(project.id, { name: 'x'.repeat(3 << 20) }));
+    const tooLarge = await alice.rest('POST', '/dedicated/beta/endpoint', huge);
+    expect(tooLarge.status).toBe(413);
+    expect(tooLarge.body.error).toMatchObject({ code: 'INVALID_ARGUMENT', message: 'request body exceeds 1048576 bytes' });
+    expect(await t.sql`SELECT count(*)::int AS n FROM endpoints`).toEqual(before);
+    // The connection still serves.
+    expect((await alice.rest('GET', `/dedicated/beta/endpoint?projectId=${project.id}`)).status).toBe(200);
+  });
+
   test("another team's project is 404, as is a missing one", async () => {
     const res = await bob.rest('POST', '/dedicated/beta/endpoint', createBody(project.id));
     expect(res.status).toBe(404);

@@ -113,6 +113,11 @@ describe('the openai client', () => {
     await expect(anonymous.chat.completions.create({ model: endpoint, messages: MESSAGES })).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
   });
 
+  test('a body over 1 MiB is a 413 in the OpenAI error shape', async () => {
+    const huge = [{ role: 'user' as const, content: 'x'.repeat(2 << 20) }];
+    await expect(openai.chat.completions.create({ model: endpoint, messages: huge })).rejects.toMatchObject({ status: 413, code: 'request_too_large' });
+  });
+
   test('limits: a prompt over max_input_length, and prompt + max_tokens over max_token_count, are 400s naming the numbers', async () => {
     const long = [{ role: 'user' as const, content: 'word '.repeat(100) }];
     const overInput = await openai.chat.completions.create({ model: endpoint, messages: long }).catch((e: unknown) => e);

@@ -20,7 +20,7 @@ import type { YogaServerInstance } from 'graphql-yoga';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
 import { authenticateRequest, header } from '../rest/endpoint-routes.js';
-import { MAX_BODY_BYTES } from '../rest/router.js';
+import { MAX_BODY_BYTES, readBodyText } from '../rest/router.js';
 import type { GraphQLContext } from './context.js';
 import { resultJson, type ResultSink } from './shared-execution.js';
 
@@ -86,27 +86,6 @@ function exposed(error: unknown, log: (message: string, error?: unknown) => void
   return new GraphQLError('Unexpected error.');
 }
 
-function readBody(req: IncomingMessage): Promise<string | null> {
-  // Listeners, not `for await`: an async iterator over the request would stay attached for the stream's life.
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
-        req.off('data', onData);
-        req.resume();
-        resolve(null);
-      } else {
-        chunks.push(chunk);
-      }
-    };
-    req.on('data', onData);
-    req.once('end', () => resolve(size > MAX_BODY_BYTES ? null : Buffer.concat(chunks).toString('utf8')));
-    req.once('error', reject);
-  });
-}
-
 function paramsOf(value: unknown): Params | null {
   if (typeof value !== 'object' || value === null) return null;
   const { query, variables, operationName, extensions } = value as Record<string, unknown>;
@@ -150,7 +129,7 @@ export function createSseSubscriptions(yoga: Yoga, services: Services, log: (mes
     let params: Params | null;
     if (req.method === 'POST') {
       if (!header(req, 'content-type')?.includes('json')) return void yoga(req, res);
-      const text = await readBody(req);
+      const text = await readBodyText(req);
       if (text === null) {
         res.writeHead(413, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ errors: [{ message: `request body exceeds ${MAX_BODY_BYTES} bytes` }] }));

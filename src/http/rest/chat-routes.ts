@@ -44,8 +44,8 @@ export async function handleChatCompletion(
     try {
       body = await readJsonBody(req);
     } catch (error) {
-      const message = error instanceof HttpError ? error.message : 'request body is not valid JSON';
-      return sendOpenAIError(res, openAIError(400, 'invalid_request_error', message, 'invalid_json'));
+      if (error instanceof HttpError && error.status === 413) return sendOpenAIError(res, openAIError(413, 'invalid_request_error', error.message, 'request_too_large'));
+      return sendOpenAIError(res, openAIError(400, 'invalid_request_error', 'request body is not valid JSON', 'invalid_json'));
     }
     const routed = await router.route(auth.value, body, clientGone.signal);
     if (routed.type === 'error') return sendOpenAIError(res, routed.error);

@@ -32,15 +32,40 @@ interface Route {
 
 export const MAX_BODY_BYTES = 1 << 20;
 
+/**
+ * How much of an oversized body is still read (and dropped), so that the 413
+ * reaches the client: a connection closed while a client is still sending
+ * shows it a reset, not the answer. Past this the connection is cut.
+ */
+const OVERSIZED_DRAIN_BYTES = 16 * MAX_BODY_BYTES;
+
+/**
+ * A request's body as text, or null when it is larger than MAX_BODY_BYTES.
+ * Listeners, not `for await`: leaving an async iterator early destroys the
+ * request, and with it the answer; and an iterator kept attached would stay
+ * for a long-lived stream's life.
+ */
+export function readBodyText(req: IncomingMessage): Promise<string | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+      else if (size > OVERSIZED_DRAIN_BYTES) {
+        resolve(null);
+        req.destroy();
+      }
+    });
+    req.once('end', () => resolve(size > MAX_BODY_BYTES ? null : Buffer.concat(chunks).toString('utf8')));
+    req.once('error', reject);
+  });
+}
+
+/** The JSON body; an empty body reads as `undefined`. 413 past MAX_BODY_BYTES, 400 for text that is not JSON. */
 export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_BODY_BYTES) throw new HttpError(413, 'INVALID_ARGUMENT', `request body exceeds ${MAX_BODY_BYTES} bytes`);
-    chunks.push(chunk as Buffer);
-  }
-  const text = Buffer.concat(chunks).toString('utf8');
+  const text = await readBodyText(req);
+  if (text === null) throw new HttpError(413, 'INVALID_ARGUMENT', `request body exceeds ${MAX_BODY_BYTES} bytes`);
   if (text.trim() === '') return undefined;
   try {
     return JSON.parse(text);

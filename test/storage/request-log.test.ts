@@ -1,0 +1,67 @@
+/** The request log's batch insert: every column round-trips, nulls included, and one statement serves every batch size. */
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { insertRequestLog, type RequestLogEntry } from '../../src/storage/request-log-repository.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+
+let db: TestDatabase;
+const statements: string[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase({ onQuery: (query) => statements.push(query) });
+});
+afterAll(() => db.close());
+
+function entry(i: number, overrides: Partial<RequestLogEntry> = {}): RequestLogEntry {
+  return {
+    endpointId: `ep_${i}`,
+    replicaId: `rp_${i}`,
+    teamId: 'tm_1',
+    userId: 'us_1',
+    stream: i % 2 === 0,
+    httpStatus: 200,
+    promptTokens: 10 + i,
+    completionTokens: 20 + i,
+    ttftMs: 1.5 + i,
+    durationMs: 30.25 + i,
+    queuedMs: 0.125,
+    finishReason: 'stop',
+    cancelled: false,
+    startedAt: new Date(Date.UTC(2026, 10, 21, 12, 0, i, 250)),
+    ...overrides,
+  };
+}
+
+test('a batch is stored column for column, with nulls where an entry has none', async () => {
+  const failed = entry(2, { replicaId: null, httpStatus: 503, promptTokens: null, completionTokens: null, ttftMs: null, finishReason: null, cancelled: true });
+  await insertRequestLog(db.sql, [entry(1), failed, entry(3, { finishReason: 'it\'s "quoted", {braced}' })]);
+  const rows = await db.sql`
+    SELECT endpoint_id, replica_id, team_id, user_id, stream, http_status, prompt_tokens, completion_tokens,
+      ttft_ms, duration_ms, queued_ms, finish_reason, cancelled, started_at
+    FROM request_log ORDER BY id`;
+  expect(rows).toEqual([
+    {
+      endpoint_id: 'ep_1', replica_id: 'rp_1', team_id: 'tm_1', user_id: 'us_1', stream: false, http_status: 200, prompt_tokens: 11,
+      completion_tokens: 21, ttft_ms: 2.5, duration_ms: 31.25, queued_ms: 0.125, finish_reason: 'stop', cancelled: false,
+      started_at: new Date(Date.UTC(2026, 10, 21, 12, 0, 1, 250)),
+    },
+    {
+      endpoint_id: 'ep_2', replica_id: null, team_id: 'tm_1', user_id: 'us_1', stream: true, http_status: 503, prompt_tokens: null,
+      completion_tokens: null, ttft_ms: null, duration_ms: 32.25, queued_ms: 0.125, finish_reason: null, cancelled: true,
+      started_at: new Date(Date.UTC(2026, 10, 21, 12, 0, 2, 250)),
+    },
+    {
+      endpoint_id: 'ep_3', replica_id: 'rp_3', team_id: 'tm_1', user_id: 'us_1', stream: false, http_status: 200, prompt_tokens: 13,
+      completion_tokens: 23, ttft_ms: 4.5, duration_ms: 33.25, queued_ms: 0.125, finish_reason: 'it\'s "quoted", {braced}', cancelled: false,
+      started_at: new Date(Date.UTC(2026, 10, 21, 12, 0, 3, 250)),
+    },
+  ]);
+});
+
+test('batches of different sizes send the same statement', async () => {
+  statements.length = 0;
+  for (const size of [1, 7, 130]) await insertRequestLog(db.sql, Array.from({ length: size }, (_, i) => entry(i)));
+  expect(statements).toHaveLength(3);
+  expect(new Set(statements).size).toBe(1);
+  const [row] = await db.sql`SELECT count(*)::int AS n FROM request_log WHERE endpoint_id LIKE 'ep_%'`;
+  expect(row!.n).toBe(3 + 1 + 7 + 130);
+});
