@@ -11,7 +11,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createServices } from '../src/services/index.js';
-import { ADMIN_KEY, api, nowMs, runChild, startDatabase, startHub, tempDir, TINY_REPO, type ChildHandle } from './lib/env.js';
+import { ADMIN_KEY, api, nextMessage, nowMs, runChild, startDatabase, startHub, tempDir, TINY_REPO, type ChildHandle } from './lib/env.js';
 import { createEndpoint, H100_X1 } from './lib/endpoints.js';
 import { concat, fmt, quantiles, round, median } from './lib/stats.js';
 import { target, type Bench, type BenchContext, type BenchOutcome } from './lib/result.js';
@@ -24,25 +24,6 @@ const ROUNDS = Number(process.env.BENCH_FANOUT_ROUNDS ?? 5);
 const CONNECT_BUDGET_MS = Number(process.env.BENCH_FANOUT_CONNECT_BUDGET_MS ?? 90_000);
 
 /** The next message of `type` from a child. */
-function nextMessage<T>(handle: ChildHandle<unknown>, type: string, timeoutMs = 60_000): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ${type} message within ${timeoutMs} ms`)), timeoutMs);
-    let done = false;
-    handle.on((message) => {
-      if (done || message.type !== type) return;
-      done = true;
-      clearTimeout(timer);
-      resolve(message as T);
-    });
-    handle.result.catch((error: unknown) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      reject(error instanceof Error ? error : new Error(String(error)));
-    });
-  });
-}
-
 /** The server's heap after two full GCs (or, with `gc` false, as it is: for polling the subscriber count). */
 async function heapOf(server: ChildHandle<unknown>, gc = true): Promise<HeapReport> {
   const reply = nextMessage<HeapReport>(server, 'heap');

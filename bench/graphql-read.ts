@@ -11,11 +11,13 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createSchema, createYoga } from 'graphql-yoga';
 import { startGateway } from '../src/http/server.js';
+import { findEndpointsWithOwners } from '../src/storage/endpoints-repository.js';
 import { createServices } from '../src/services/index.js';
 import { authenticate } from '../src/services/principal.js';
 import { ADMIN_KEY, onCleanup, runChild, startDatabase, TINY_REPO } from './lib/env.js';
 import { H100_X1 } from './lib/endpoints.js';
 import { fmt, quantiles, concat, round } from './lib/stats.js';
+import { cpuTimeMs } from './lib/proc.js';
 import { target, type Bench, type BenchContext, type BenchOutcome } from './lib/result.js';
 import { startInProcessProfile } from './lib/inprocess-profile.js';
 import type { HttpLoadConfig, HttpLoadResult } from './load/http-client.js';
@@ -28,8 +30,10 @@ const COUNT_OPS = 40;
 const SINGLE = 'query($id: ID!) { endpoint(id: $id) { spec { name } status { status } project { team { name } } } }';
 const LIST = `{ endpoints(first: ${LIST_SIZE}) { nodes { spec { name } status { status } project { team { name } } } } }`;
 const HELLO = '{ hello }';
+/** The same statement as the gateway's single read, from a bare resolver: the floor of any read that goes to PostgreSQL. */
+const BARE_SQL = 'query($id: ID!) { endpoint(id: $id) { name status team } }';
 
-type Case = 'bare' | 'single' | 'list';
+type Case = 'bare' | 'bareSql' | 'single' | 'list';
 
 async function run(context: BenchContext): Promise<BenchOutcome> {
   const problems: string[] = [];
@@ -56,7 +60,18 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const closeGateway = onCleanup('in-process gateway', () => gateway.close());
 
   const bareYoga = createYoga({
-    schema: createSchema({ typeDefs: 'type Query { hello: String }', resolvers: { Query: { hello: () => 'world' } } }),
+    schema: createSchema({
+      typeDefs: 'type Query { hello: String, endpoint(id: ID!): BareEndpoint } type BareEndpoint { name: String, status: String, team: String }',
+      resolvers: {
+        Query: {
+          hello: () => 'world',
+          endpoint: async (_: unknown, { id }: { id: string }) => {
+            const [row] = await findEndpointsWithOwners(sql, [id]);
+            return row && { name: row.endpoint.current.spec.name, status: row.endpoint.status, team: row.team.name };
+          },
+        },
+      },
+    }),
     logging: false,
     landingPage: false,
   });
@@ -69,7 +84,15 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const requestOf = (c: Case, i = 0) => ({
     method: 'POST',
     path: '/graphql',
-    body: JSON.stringify(c === 'bare' ? { query: HELLO } : c === 'single' ? { query: SINGLE, variables: { id: ids[i % ids.length] } } : { query: LIST }),
+    body: JSON.stringify(
+      c === 'bare'
+        ? { query: HELLO }
+        : c === 'bareSql'
+          ? { query: BARE_SQL, variables: { id: ids[i % ids.length] } }
+          : c === 'single'
+            ? { query: SINGLE, variables: { id: ids[i % ids.length] } }
+            : { query: LIST },
+    ),
   });
 
   // Correctness, and statements per operation (sequential, after one warm call).
@@ -93,16 +116,17 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     samples[c] = statements.last.slice(0, Math.round(statementsPer[c]!));
   }
 
-  const totals: Record<Case, { ok: number; errors: number; windowMs: number; latency: Float64Array[]; samples: string[] }> = {
-    bare: { ok: 0, errors: 0, windowMs: 0, latency: [], samples: [] },
-    single: { ok: 0, errors: 0, windowMs: 0, latency: [], samples: [] },
-    list: { ok: 0, errors: 0, windowMs: 0, latency: [], samples: [] },
-  };
+  type Totals = { ok: number; errors: number; windowMs: number; latency: Float64Array[]; samples: string[]; sent: number; serverCpuMs: number; postgresCpuMs: number };
+  const empty = (): Totals => ({ ok: 0, errors: 0, windowMs: 0, latency: [], samples: [], sent: 0, serverCpuMs: 0, postgresCpuMs: 0 });
+  const totals: Record<Case, Totals> = { bare: empty(), bareSql: empty(), single: empty(), list: empty() };
+  // PostgreSQL's side of a read: the CPU of the bench database's backends (the pools keep their connections).
+  const backendPids = async () => (await db.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`).map((r) => r.pid);
+  const backendCpu = (pids: number[], before: Map<number, number>) => pids.reduce((sum, pid) => sum + (cpuTimeMs(pid) ?? 0) - (before.get(pid) ?? 0), 0);
   const load = (c: Case) => {
     const config: HttpLoadConfig = {
-      baseUrl: c === 'bare' ? bareUrl : gateway.url,
+      baseUrl: c === 'bare' || c === 'bareSql' ? bareUrl : gateway.url,
       headers: { authorization: `Bearer ${ADMIN_KEY}` },
-      requests: c === 'single' ? ids.map((_, i) => requestOf(c, i)) : [requestOf(c)],
+      requests: c === 'single' || c === 'bareSql' ? ids.map((_, i) => requestOf(c, i)) : [requestOf(c)],
       concurrency: CONCURRENCY,
       warmupMs: 500,
       durationMs: ROUND_MS,
@@ -111,9 +135,15 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     };
     return runChild<HttpLoadResult>('load/http-client.ts', config, { timeoutMs: ROUND_MS + 60_000 }).result;
   };
-  for (const c of ['bare', 'single', 'list', 'list', 'single', 'bare'] as Case[]) {
+  for (const c of ['bare', 'bareSql', 'single', 'list', 'list', 'single', 'bareSql', 'bare'] as Case[]) {
+    const pgBefore = new Map((await backendPids()).map((pid) => [pid, cpuTimeMs(pid) ?? 0]));
+    const cpuBefore = process.cpuUsage();
     const r = await load(c);
+    const cpu = process.cpuUsage(cpuBefore);
     const t = totals[c];
+    t.sent += r.ok + r.errors + r.warmup.ok + r.warmup.errors;
+    t.serverCpuMs += (cpu.user + cpu.system) / 1000;
+    t.postgresCpuMs += backendCpu(await backendPids(), pgBefore);
     t.ok += r.ok;
     t.errors += r.errors;
     t.windowMs += r.windowMs;
@@ -133,18 +163,39 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const bareRps = rps('bare');
   const rows: (string | number)[][] = [];
   const data: Record<string, unknown> = { concurrency: CONCURRENCY, roundMs: ROUND_MS, statementsPerOperation: statementsPer, statementSamples: samples };
-  for (const c of ['bare', 'single', 'list'] as Case[]) {
+  const serverUs = (c: Case) => (totals[c].serverCpuMs * 1000) / Math.max(1, totals[c].sent);
+  const postgresUs = (c: Case) => (totals[c].postgresCpuMs * 1000) / Math.max(1, totals[c].sent);
+  const label: Record<Case, string> = {
+    bare: 'bare yoga `{ hello }`',
+    bareSql: 'bare yoga + the same SQL read',
+    single: '`endpoint(id)` nested',
+    list: `\`endpoints(first: ${LIST_SIZE})\` nested`,
+  };
+  for (const c of ['bare', 'bareSql', 'single', 'list'] as Case[]) {
     const t = totals[c];
     if (t.errors > 0) problems.push(`${c}: ${t.errors} errors: ${t.samples.slice(0, 2).join(' | ')}`);
     const [p50, p99] = quantiles(concat(t.latency), [0.5, 0.99]) as [number, number];
-    data[c] = { requestsPerSecond: round(rps(c), 1), ratioToBare: round(rps(c) / bareRps, 4), p50Ms: round(p50), p99Ms: round(p99), requests: t.ok, errors: t.errors };
+    data[c] = {
+      requestsPerSecond: round(rps(c), 1),
+      ratioToBare: round(rps(c) / bareRps, 4),
+      ratioToBareSql: round(rps(c) / rps('bareSql'), 4),
+      p50Ms: round(p50),
+      p99Ms: round(p99),
+      serverCpuUsPerRequest: round(serverUs(c), 1),
+      postgresCpuUsPerRequest: round(postgresUs(c), 1),
+      requests: t.ok,
+      errors: t.errors,
+    };
     rows.push([
-      c === 'bare' ? 'bare yoga `{ hello }`' : c === 'single' ? '`endpoint(id)` nested' : `\`endpoints(first: ${LIST_SIZE})\` nested`,
+      label[c],
       fmt(rps(c), 0),
       fmt(rps(c) / bareRps, 3),
+      c === 'single' ? fmt(rps(c) / rps('bareSql'), 3) : '–',
       fmt(p50),
       fmt(p99),
-      c === 'bare' ? '–' : fmt(statementsPer[c], 2),
+      fmt(serverUs(c), 0),
+      fmt(postgresUs(c), 0),
+      c === 'single' || c === 'list' ? fmt(statementsPer[c], 2) : c === 'bareSql' ? '1.00' : '–',
       t.errors,
     ]);
   }
@@ -152,17 +203,26 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   return {
     method:
       `The gateway is built in the benchmark process (startGateway(createServices(sql)), no controller) over a fresh embedded PostgreSQL holding ${LIST_SIZE} endpoints; ` +
-      `a bare graphql-yoga server answering \`{ hello }\` runs next to it. A load-generator child process keeps ${CONCURRENCY} keep-alive connections busy (closed loop) ` +
-      `for rounds of ${ROUND_MS / 1000} s (bare, single, list, list, single, bare; 0.5 s warm-up each). The single read is \`${SINGLE}\` over the ${LIST_SIZE} ids in turn; the list is \`${LIST}\`. ` +
+      `a bare graphql-yoga server answering \`{ hello }\` runs next to it. The same bare server also answers \`${BARE_SQL}\` by sending the gateway's own single-read statement (findEndpointsWithOwners) ` +
+      `from its resolver, with no authentication, dataloader or access check: the floor of any GraphQL read that goes to PostgreSQL. A load-generator child process keeps ${CONCURRENCY} keep-alive connections busy (closed loop) ` +
+      `for rounds of ${ROUND_MS / 1000} s (bare, bare + SQL, single, list, list, single, bare + SQL, bare; 0.5 s warm-up each). The single read is \`${SINGLE}\` over the ${LIST_SIZE} ids in turn; the list is \`${LIST}\`. ` +
+      `Server CPU per request is this process's CPU (it serves both) over a round ÷ the requests sent; PostgreSQL's is the CPU of the database's backend processes over the same round. ` +
       `Statements per operation are counted by the pool's onQuery hook over ${COUNT_OPS} sequential operations (authentication included).`,
     valid: problems.length === 0,
     problems,
-    table: { columns: ['operation', 'req/s', 'ratio to bare', 'p50 ms', 'p99 ms', 'SQL statements / op', 'errors'], rows },
+    table: {
+      columns: ['operation', 'req/s', 'ratio to bare', 'ratio to bare + SQL', 'p50 ms', 'p99 ms', 'server CPU µs / req', 'PostgreSQL CPU µs / req', 'SQL statements / op', 'errors'],
+      rows,
+    },
     targets: [
       target('single nested read, req/s ÷ bare yoga', rps('single') / bareRps, '>=', 0.5, '', 3),
       target(`${LIST_SIZE}-endpoint list, SQL statements per operation`, statementsPer.list ?? Number.NaN, '<=', 4, '', 2),
     ],
-    notes: [`SQL statements of one list operation: ${(samples.list ?? []).map((s) => `\`${s.slice(0, 90)}\``).join('; ')}`],
+    notes: [
+      `One PostgreSQL read alone takes a bare server to ${fmt(rps('bareSql') / bareRps, 3)} of bare \`{ hello }\` (server CPU ${fmt(serverUs('bareSql'), 0)} µs/req against ${fmt(serverUs('bare'), 0)}, plus PostgreSQL's own ${fmt(postgresUs('bareSql'), 0)} µs on the same processors); ` +
+        `the gateway's single read reaches ${fmt(rps('single') / rps('bareSql'), 3)} of that floor.`,
+      `SQL statements of one list operation: ${(samples.list ?? []).map((s) => `\`${s.slice(0, 90)}\``).join('; ')}`,
+    ],
     data,
   };
 }

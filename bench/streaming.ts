@@ -9,11 +9,12 @@
  * noisy neighbour on the shared machine hits both alike.
  */
 import { quantiles, fmt, round, concat, median } from './lib/stats.js';
-import { BENCH_DIR, ADMIN_KEY, TINY_REPO, defaultProject, gatewayEnv, runChild, startDatabase, startGatewayProcess, startHub, tempDir } from './lib/env.js';
+import { BENCH_DIR, ADMIN_KEY, TINY_REPO, defaultProject, gatewayEnv, nextMessage, runChild, startDatabase, startGatewayProcess, startHub, tempDir } from './lib/env.js';
 import { createEndpoint, deleteEndpoint, H100_X1, liveReplicas, waitForStatus } from './lib/endpoints.js';
 import { cpuTimeMs } from './lib/proc.js';
 import { target, type Bench, type BenchContext, type BenchOutcome } from './lib/result.js';
 import type { StreamLoadConfig, StreamLoadResult } from './load/stream-client.js';
+import type { BareProxyConfig } from './load/bare-proxy.js';
 
 const TOKEN_INTERVAL_MS = Number(process.env.BENCH_TOKEN_INTERVAL_MS ?? 10);
 const ROUND_MS = Number(process.env.BENCH_STREAM_ROUND_MS ?? 4000);
@@ -31,7 +32,9 @@ const LEVELS: Level[] = [
   { streams: 512, maxTokens: 64 },
 ];
 
-type Mode = 'direct' | 'gateway';
+type Mode = 'direct' | 'proxy' | 'gateway';
+
+const ROUNDS: Mode[] = ['direct', 'proxy', 'gateway', 'gateway', 'proxy', 'direct'];
 
 interface ModeTotals {
   ttft: Float64Array[];
@@ -44,11 +47,12 @@ interface ModeTotals {
   errors: Record<string, number>;
   samples: string[];
   gatewayCpuMs: number;
+  proxyCpuMs: number;
   engineCpuMs: number;
 }
 
 function emptyTotals(): ModeTotals {
-  return { ttft: [], itl: [], tokens: 0, windowMs: 0, started: 0, completed: 0, dropped: 0, errors: {}, samples: [], gatewayCpuMs: 0, engineCpuMs: 0 };
+  return { ttft: [], itl: [], tokens: 0, windowMs: 0, started: 0, completed: 0, dropped: 0, errors: {}, samples: [], gatewayCpuMs: 0, proxyCpuMs: 0, engineCpuMs: 0 };
 }
 
 async function run(context: BenchContext): Promise<BenchOutcome> {
@@ -76,16 +80,21 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   if (!replica) throw new Error('the endpoint is RUNNING without a READY replica');
   console.log(`  endpoint ${endpointId} RUNNING after ${(startMs / 1000).toFixed(1)} s; replica ${replica.address} (pid ${replica.pid})`);
 
+  const proxyConfig: BareProxyConfig = { upstream: replica.address };
+  const proxy = runChild<unknown>('load/bare-proxy.ts', proxyConfig, { timeoutMs: 20 * 60_000 });
+  const { url: proxyUrl, pid: proxyPid } = await nextMessage<{ url: string; pid: number }>(proxy, 'ready');
+
   const targets = {
     direct: { url: `${replica.address}/v1/chat/completions`, headers: {} as Record<string, string> },
+    proxy: { url: `${proxyUrl}/v1/chat/completions`, headers: {} as Record<string, string> },
     gateway: { url: `${gateway.url}/dedicated/v1/chat/completions`, headers: { authorization: `Bearer ${ADMIN_KEY}` } },
   };
 
   const perLevel: Record<number, Record<Mode, ModeTotals>> = {};
   for (const level of LEVELS) {
-    const totals: Record<Mode, ModeTotals> = { direct: emptyTotals(), gateway: emptyTotals() };
+    const totals: Record<Mode, ModeTotals> = { direct: emptyTotals(), proxy: emptyTotals(), gateway: emptyTotals() };
     perLevel[level.streams] = totals;
-    for (const mode of ['direct', 'gateway', 'gateway', 'direct'] as Mode[]) {
+    for (const mode of ROUNDS) {
       const config: StreamLoadConfig = {
         ...targets[mode],
         body: {
@@ -102,15 +111,17 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
         graceMs: 20_000,
       };
       const child = runChild<StreamLoadResult>('load/stream-client.ts', config, { timeoutMs: ROUND_MS + WARMUP_MS + 60_000 });
-      // CPU of the gateway and the engine inside the measured window.
-      const cpu = { gw0: 0, en0: 0, gw: 0, en: 0 };
+      // CPU of the gateway, the bare proxy and the engine inside the measured window.
+      const cpu = { gw0: 0, px0: 0, en0: 0, gw: 0, px: 0, en: 0 };
       child.on((message) => {
         if (message.type !== 'mark') return;
         if (message.what === 'start') {
           cpu.gw0 = cpuTimeMs(gateway.pid) ?? 0;
+          cpu.px0 = cpuTimeMs(proxyPid) ?? 0;
           cpu.en0 = cpuTimeMs(replica.pid) ?? 0;
         } else {
           cpu.gw = (cpuTimeMs(gateway.pid) ?? 0) - cpu.gw0;
+          cpu.px = (cpuTimeMs(proxyPid) ?? 0) - cpu.px0;
           cpu.en = (cpuTimeMs(replica.pid) ?? 0) - cpu.en0;
         }
       });
@@ -126,6 +137,7 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       for (const [k, v] of Object.entries(r.errors)) t.errors[k] = (t.errors[k] ?? 0) + v;
       t.samples.push(...r.errorSamples);
       t.gatewayCpuMs += cpu.gw;
+      t.proxyCpuMs += cpu.px;
       t.engineCpuMs += cpu.en;
       console.log(
         `  ${String(level.streams).padStart(3)} streams ${mode.padEnd(7)}: ${r.completed} streams, ${(r.windowTokens / (r.windowMs / 1000)).toFixed(0)} tok/s, ` +
@@ -134,6 +146,8 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     }
   }
 
+  proxy.send({ type: 'stop' });
+  await proxy.result.catch(() => undefined);
   await deleteEndpoint(gateway.url, db.sql, endpointId);
   await gateway.stop();
   await db.stop();
@@ -148,62 +162,75 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       const [ttft50, ttft99] = quantiles(concat(t.ttft), [0.5, 0.99]) as [number, number];
       const [itl50, itl99] = quantiles(concat(t.itl), [0.5, 0.99]) as [number, number];
       const tps = t.tokens / (t.windowMs / 1000);
-      return { ttft50, ttft99, itl50, itl99, tps, requests: t.completed, dropped: t.dropped, errors: t.errors, samples: t.samples.slice(0, 5), gatewayCpuMs: t.gatewayCpuMs, engineCpuMs: t.engineCpuMs, ttftCount: concat(t.ttft).length };
+      return {
+        ttft50, ttft99, itl50, itl99, tps,
+        requests: t.completed, dropped: t.dropped, errors: t.errors, samples: t.samples.slice(0, 5),
+        gatewayCpuMs: t.gatewayCpuMs, proxyCpuMs: t.proxyCpuMs, engineCpuMs: t.engineCpuMs, ttftCount: concat(t.ttft).length,
+      };
     };
-    const d = summary(totals.direct);
-    const g = summary(totals.gateway);
-    const dropped = d.dropped + g.dropped;
+    const s = { direct: summary(totals.direct), proxy: summary(totals.proxy), gateway: summary(totals.gateway) };
+    const d = s.direct;
+    const dropped = d.dropped + s.proxy.dropped + s.gateway.dropped;
     totalDropped += dropped;
-    if (dropped > 0) problems.push(`${level.streams} streams: ${dropped} dropped (direct ${JSON.stringify(d.errors)}, gateway ${JSON.stringify(g.errors)}): ${[...d.samples, ...g.samples].slice(0, 3).join(' | ')}`);
-    const addedTtft50 = g.ttft50 - d.ttft50;
-    const addedTtft99 = g.ttft99 - d.ttft99;
-    const addedItl50 = g.itl50 - d.itl50;
-    const addedItl99 = g.itl99 - d.itl99;
-    const ratio = g.tps / d.tps;
-    // Gateway CPU per relayed token, net of what the same process spends while the load goes direct (controller passes, timers).
-    const gwCpuPerToken = ((g.gatewayCpuMs - d.gatewayCpuMs) * 1000) / Math.max(1, totals.gateway.tokens);
-    const engineCpuPerToken = { direct: (d.engineCpuMs * 1000) / Math.max(1, totals.direct.tokens), gateway: (g.engineCpuMs * 1000) / Math.max(1, totals.gateway.tokens) };
-    (data.levels as Record<string, unknown>)[level.streams] = {
-      maxTokens: level.maxTokens,
-      direct: roundAll(d),
-      gateway: roundAll(g),
-      added: { ttftP50Ms: round(addedTtft50), ttftP99Ms: round(addedTtft99), itlP50Ms: round(addedItl50), itlP99Ms: round(addedItl99) },
-      throughputRatio: round(ratio, 4),
-      gatewayCpuUsPerToken: round(gwCpuPerToken, 1),
-      engineCpuUsPerToken: { direct: round(engineCpuPerToken.direct, 1), gateway: round(engineCpuPerToken.gateway, 1) },
+    if (dropped > 0) {
+      const errors = ROUNDS.slice(0, 3).map((m) => `${m} ${JSON.stringify(s[m].errors)}`).join(', ');
+      problems.push(`${level.streams} streams: ${dropped} dropped (${errors}): ${[...d.samples, ...s.proxy.samples, ...s.gateway.samples].slice(0, 3).join(' | ')}`);
+    }
+    const engineCpuPerToken = (m: Mode) => (s[m].engineCpuMs * 1000) / Math.max(1, totals[m].tokens);
+    // A proxy's CPU per relayed token. The gateway's is net of what it spends while the load goes direct (controller passes, timers).
+    const proxyCpuPerToken = {
+      proxy: (s.proxy.proxyCpuMs * 1000) / Math.max(1, totals.proxy.tokens),
+      gateway: ((s.gateway.gatewayCpuMs - d.gatewayCpuMs) * 1000) / Math.max(1, totals.gateway.tokens),
     };
-    rows.push([
-      level.streams,
-      level.maxTokens,
-      `${d.requests} / ${g.requests}`,
-      `${fmt(d.ttft50)} / ${fmt(g.ttft50)}`,
-      fmt(addedTtft50),
-      `${fmt(d.ttft99)} / ${fmt(g.ttft99)}`,
-      fmt(addedTtft99),
-      fmt(addedItl50),
-      fmt(addedItl99),
-      `${fmt(d.tps, 0)} / ${fmt(g.tps, 0)}`,
-      fmt(ratio, 3),
-      fmt(gwCpuPerToken, 1),
-      fmt(gwCpuPerToken / engineCpuPerToken.gateway, 1),
-      dropped,
-    ]);
-    if (level.streams === 64) resultTargets.push(target('added TTFT p99 at 64 streams', addedTtft99, '<', 2, ' ms'));
-    if (level.streams === 512) resultTargets.push(target('throughput ratio (gateway ÷ direct) at 512 streams', ratio, '>=', 0.9, '', 3));
+    const level_: Record<string, unknown> = { maxTokens: level.maxTokens, direct: roundAll(d) };
+    for (const m of ['proxy', 'gateway'] as const) {
+      const p = s[m];
+      level_[m] = {
+        ...roundAll(p),
+        added: { ttftP50Ms: round(p.ttft50 - d.ttft50), ttftP99Ms: round(p.ttft99 - d.ttft99), itlP50Ms: round(p.itl50 - d.itl50), itlP99Ms: round(p.itl99 - d.itl99) },
+        throughputRatio: round(p.tps / d.tps, 4),
+        cpuUsPerToken: round(proxyCpuPerToken[m], 1),
+        engineCpuUsPerToken: round(engineCpuPerToken(m), 1),
+      };
+    }
+    level_.engineCpuUsPerTokenDirect = round(engineCpuPerToken('direct'), 1);
+    (data.levels as Record<string, unknown>)[level.streams] = level_;
+    for (const m of ['direct', 'proxy', 'gateway'] as const) {
+      const p = s[m];
+      const relayed = m !== 'direct';
+      rows.push([
+        level.streams,
+        m === 'proxy' ? 'bare Node proxy' : m,
+        p.requests,
+        `${fmt(p.ttft50)} / ${fmt(p.ttft99)}`,
+        relayed ? `${fmt(p.ttft50 - d.ttft50)} / ${fmt(p.ttft99 - d.ttft99)}` : '–',
+        relayed ? `${fmt(p.itl50 - d.itl50)} / ${fmt(p.itl99 - d.itl99)}` : '–',
+        fmt(p.tps, 0),
+        relayed ? fmt(p.tps / d.tps, 3) : '1.000',
+        m === 'direct' ? '–' : fmt(proxyCpuPerToken[m], 1),
+        m === 'direct' ? '–' : fmt(proxyCpuPerToken[m] / engineCpuPerToken(m), 1),
+        p.dropped,
+      ]);
+    }
+    const g = s.gateway;
+    if (level.streams === 64) resultTargets.push(target('added TTFT p99 at 64 streams', g.ttft99 - d.ttft99, '<', 2, ' ms'));
+    if (level.streams === 512) resultTargets.push(target('throughput ratio (gateway ÷ direct) at 512 streams', g.tps / d.tps, '>=', 0.9, '', 3));
   }
-  resultTargets.push(target('streams dropped (all levels, both paths)', totalDropped, '==', 0, '', 0));
+  resultTargets.push(target('streams dropped (all levels, all paths)', totalDropped, '==', 0, '', 0));
 
   return {
     method:
       `A real gateway process (src/main.ts, embedded PostgreSQL, the real controller and runtime) starts bench/synthetic-engine.ts through ENGINE_COMMAND ` +
       `(one replica, max_batch_size 1024, a decode step every ${TOKEN_INTERVAL_MS} ms writing one token to every open stream). A load-generator child process runs N closed-loop ` +
-      `streaming clients (stream_options.include_usage) against the replica directly and against POST /dedicated/v1/chat/completions, alternating direct, gateway, gateway, direct ` +
-      `rounds of ${ROUND_MS / 1000} s after a 1 s warm-up each. TTFT = request sent → first non-empty content chunk; ITL = gap between content chunks at the client; ` +
-      `tokens/s = content chunks received inside the measured windows. "Added" = gateway percentile − direct percentile. Gateway CPU µs/token from /proc over the measured windows, net of the gateway's own CPU while the load goes direct; "gw ÷ engine CPU/token" compares it with what the synthetic engine spends producing the same token.`,
+      `streaming clients (stream_options.include_usage) three ways: against the replica directly, through a bare Node.js reverse proxy (bench/load/bare-proxy.ts: node:http, ` +
+      `a keep-alive agent, the answer piped back; no authentication, routing, admission, metering or request log), and through the gateway's POST /dedicated/v1/chat/completions. ` +
+      `Rounds of ${ROUND_MS / 1000} s after a 1 s warm-up each alternate direct, proxy, gateway, gateway, proxy, direct. TTFT = request sent → first non-empty content chunk; ` +
+      `ITL = gap between content chunks at the client; tokens/s = content chunks received inside the measured windows. "Added" = the path's percentile − direct's. ` +
+      `Proxy CPU µs/token from /proc over the measured windows (the gateway's net of its own CPU while the load goes direct); "÷ engine CPU/token" compares it with what the synthetic engine spends producing the same token in the same rounds.`,
     valid: problems.length === 0,
     problems,
     table: {
-      columns: ['streams', 'max_tokens', 'requests direct / gw', 'TTFT p50 direct / gw (ms)', 'added TTFT p50', 'TTFT p99 direct / gw (ms)', 'added TTFT p99', 'added ITL p50', 'added ITL p99', 'tok/s direct / gw', 'ratio', 'gw CPU µs/token', 'gw ÷ engine CPU/token', 'dropped'],
+      columns: ['streams', 'path', 'requests', 'TTFT p50 / p99 ms', 'added TTFT p50 / p99', 'added ITL p50 / p99', 'tok/s', 'ratio to direct', 'proxy CPU µs/token', '÷ engine CPU/token', 'dropped'],
       rows,
     },
     targets: resultTargets,
@@ -216,4 +243,4 @@ function roundAll(s: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(s).map(([k, v]) => [k, typeof v === 'number' ? round(v) : v]));
 }
 
-export const streaming: Bench = { name: 'streaming', title: 'Streaming overhead (direct vs through the gateway)', run };
+export const streaming: Bench = { name: 'streaming', title: 'Streaming overhead (direct vs a bare proxy vs the gateway)', run };

@@ -323,6 +323,26 @@ export function runChild<R>(file: string, config: unknown, options: { timeoutMs:
   };
 }
 
+/** The child's next message of `type` (a long-running child announcing itself, a reply). */
+export function nextMessage<T>(handle: ChildHandle<unknown>, type: string, timeoutMs = 60_000): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ${type} message within ${timeoutMs} ms`)), timeoutMs);
+    let done = false;
+    handle.on((message) => {
+      if (done || message.type !== type) return;
+      done = true;
+      clearTimeout(timer);
+      resolve(message as T);
+    });
+    handle.result.catch((error: unknown) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      reject(error instanceof Error ? error : new Error(String(error)));
+    });
+  });
+}
+
 /** In a child: receives the config, runs, reports the result (or the error), exits. */
 export function childMain<C, R extends object>(run: (config: C, send: (message: Record<string, unknown>) => void, receive: (handler: (message: Record<string, unknown>) => void) => void) => Promise<R>): void {
   const handlers: ((message: Record<string, unknown>) => void)[] = [];

@@ -17,6 +17,13 @@ export function cpuTimeMs(pid: number): number | undefined {
   }
 }
 
+/** The CPU milliseconds of several processes together (those gone count 0). */
+export function totalCpuTimeMs(pids: Iterable<number>): number {
+  let total = 0;
+  for (const pid of pids) total += cpuTimeMs(pid) ?? 0;
+  return total;
+}
+
 /** Resident set size in MiB. */
 export function rssMiB(pid: number): number | undefined {
   try {
