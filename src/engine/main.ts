@@ -15,6 +15,7 @@
  * drains (in-flight requests get up to --drain-timeout-ms), frees the model and exits 0.
  */
 import { parseArgs } from 'node:util';
+import { LIMITS } from '../domain/endpoint-spec.js';
 import { classifyEngineError } from './errors.js';
 import { ENGINE_DEFAULTS, startEngineServer, type EngineServer, type EngineServerOptions } from './server.js';
 
@@ -70,7 +71,7 @@ function parseEngineArgs(argv: readonly string[]): EngineServerOptions & { drain
     modelPath: model,
     host: host as string | undefined,
     port: integerFlag(values, 'port', 0, 65535),
-    maxBatchSize: integerFlag(values, 'max-batch-size', 1, 256),
+    maxBatchSize: integerFlag(values, 'max-batch-size', 1, LIMITS.maxBatchSize),
     contextSize: integerFlag(values, 'context-size', 8, 2 ** 31 - 1),
     maxInputLength: integerFlag(values, 'max-input-length', 1, 2 ** 31 - 1),
     addSpecialTokens: values['add-special-tokens'] === true,

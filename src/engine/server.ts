@@ -22,6 +22,7 @@ import { invalidRequest, parseChatRequest, type ChatRequest, type RequestError }
 import { classifyEngineError, EngineStartError } from './errors.js';
 import { generate, type FinishReason, type GenerationParams } from './generation.js';
 import { BodyTooLargeError, errorBody, MAX_BODY_BYTES, readBody, sendError, sendJson, serverError } from './http.js';
+import { LIMITS } from '../domain/endpoint-spec.js';
 import { assertCompleteGguf } from './model-file.js';
 import { ChatPromptRenderer, ChatTemplateError, type RenderedPrompt } from './prompt.js';
 import type { Segment } from './reasoning.js';
@@ -33,7 +34,7 @@ export type EngineServerOptions = {
   host?: string;
   /** Default 0: a free port. */
   port?: number;
-  /** Concurrent sequences in the one context. Default 8. */
+  /** Concurrent requests: up to MAX_SEQUENCES decode at once in the one context, the rest wait in the queue. Default 8, at most 1024. */
   maxBatchSize?: number;
   /** Tokens per sequence: prompt + completion (the endpoint's max_token_count). Default 4096. */
   contextSize?: number;
@@ -77,8 +78,12 @@ export const ENGINE_DEFAULTS = {
   drainTimeoutMs: 10_000,
 } as const;
 
-/** llama.cpp's LLAMA_MAX_SEQ. */
-const MAX_SEQUENCES = 256;
+/**
+ * llama.cpp's LLAMA_MAX_SEQ: sequences one context decodes at once. A larger
+ * `maxBatchSize` (up to the endpoint spec's limit) is accepted; the requests
+ * past this many wait in the engine's queue for a sequence.
+ */
+export const MAX_SEQUENCES = 256;
 const LOG_LINES_KEPT = 50;
 /** llama.cpp log lines reach JavaScript asynchronously, after the failing call has returned. */
 const LOG_FLUSH_MS = 100;
@@ -107,7 +112,11 @@ async function settleWithin(promise: Promise<unknown>, ms: number, what: string,
 
 const SHUTDOWN = Symbol('shutdown');
 
-type ResolvedOptions = Required<Omit<EngineServerOptions, 'llama' | 'log' | 'threads'>> & { threads: number | undefined };
+type ResolvedOptions = Required<Omit<EngineServerOptions, 'llama' | 'log' | 'threads'>> & {
+  threads: number | undefined;
+  /** Sequences decoded at once: maxBatchSize, up to MAX_SEQUENCES. */
+  sequences: number;
+};
 
 function invalidArgument(message: string): EngineStartError {
   return new EngineStartError('INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', message);
@@ -123,9 +132,10 @@ function checkInteger(name: string, value: number, min: number, max: number): nu
 function resolveOptions(options: EngineServerOptions): ResolvedOptions {
   if (typeof options.modelPath !== 'string' || options.modelPath === '') throw invalidArgument('modelPath is required');
   const contextSize = checkInteger('contextSize', options.contextSize ?? ENGINE_DEFAULTS.contextSize, 8, 2 ** 31 - 1);
-  const maxBatchSize = checkInteger('maxBatchSize', options.maxBatchSize ?? ENGINE_DEFAULTS.maxBatchSize, 1, MAX_SEQUENCES);
-  if (contextSize * maxBatchSize > 2 ** 31 - 1) {
-    throw invalidArgument(`contextSize x maxBatchSize must stay below 2^31 tokens (got ${contextSize} x ${maxBatchSize})`);
+  const maxBatchSize = checkInteger('maxBatchSize', options.maxBatchSize ?? ENGINE_DEFAULTS.maxBatchSize, 1, LIMITS.maxBatchSize);
+  const sequences = Math.min(maxBatchSize, MAX_SEQUENCES);
+  if (contextSize * sequences > 2 ** 31 - 1) {
+    throw invalidArgument(`contextSize x sequences must stay below 2^31 tokens (got ${contextSize} x ${sequences})`);
   }
   const threads = options.threads === undefined ? undefined : checkInteger('threads', options.threads, 1, 1024);
   return {
@@ -133,6 +143,7 @@ function resolveOptions(options: EngineServerOptions): ResolvedOptions {
     host: options.host ?? ENGINE_DEFAULTS.host,
     port: checkInteger('port', options.port ?? 0, 0, 65535),
     maxBatchSize,
+    sequences,
     contextSize,
     maxInputLength: checkInteger('maxInputLength', options.maxInputLength ?? contextSize, 1, contextSize),
     addSpecialTokens: options.addSpecialTokens ?? false,
@@ -182,12 +193,12 @@ async function loadEngine(options: ResolvedOptions, llamaOption: Llama | undefin
     const renderer = new ChatPromptRenderer(model, { addSpecialTokens: options.addSpecialTokens });
     const context = await model.createContext({
       contextSize: options.contextSize,
-      sequences: options.maxBatchSize,
+      sequences: options.sequences,
       threads: options.threads,
       // Exactly the configured size or a clear failure, never a silently smaller context.
       failedCreationRemedy: false,
     });
-    const sequences = Array.from({ length: options.maxBatchSize }, () => context.getSequence());
+    const sequences = Array.from({ length: options.sequences }, () => context.getSequence());
     return { llama, ownsLlama: llamaOption == null, model, context, renderer, pool: new SequencePool(sequences) };
   } catch (error) {
     if (!(error instanceof EngineStartError)) await delay(LOG_FLUSH_MS);
@@ -221,6 +232,7 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
       status,
       model: config.modelName,
       maxBatchSize: config.maxBatchSize,
+      sequences: config.sequences,
       contextSize: config.contextSize,
       active: pool.active,
       queued: pool.queued,

@@ -447,6 +447,19 @@ test(`${MAX_BATCH_SIZE + 2} concurrent streams: at most ${MAX_BATCH_SIZE} active
   expect(await health()).toMatchObject({ active: 0, queued: 0 });
 });
 
+test('max_batch_size past llama.cpp\'s 256 sequences: 256 decode at once, the rest queue; past 1024 it is refused', async () => {
+  const wide = await startEngineServer({ llama, gpu: false, threads: 1, modelPath: files.off.path, contextSize: 48, maxBatchSize: 300 });
+  try {
+    expect(await (await fetch(`${wide.url}/health`)).json()).toMatchObject({ maxBatchSize: 300, sequences: 256, active: 0, queued: 0 });
+    const answer = await complete(wide.url, { messages: hello, max_tokens: 4, temperature: 0 });
+    expect(answer.usage.completion_tokens).toBe(4);
+  } finally {
+    await wide.close(0);
+  }
+  const tooWide = await startEngineServer({ llama, modelPath: files.off.path, maxBatchSize: 1025 }).catch((error: unknown) => error);
+  expect(classifyEngineError(tooWide)).toEqual({ code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', message: 'maxBatchSize must be an integer from 1 to 1024 (got 1025)' });
+});
+
 test('throughput grows with concurrency (printed, not asserted)', async () => {
   const maxTokens = 128;
   const rates: string[] = [];
