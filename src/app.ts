@@ -74,7 +74,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     ...options.controller,
     ...(options.log ? { log: options.log } : {}),
   });
-  const services = createServices(sql, { onEndpointChange: () => controller.poke() });
+  const services = createServices(sql, { onEndpointChange: (endpointId) => controller.poke(endpointId) });
   const gateway = await startGateway(services, {
     port: config.port,
     host: config.host,

@@ -113,6 +113,10 @@ export class Controller {
   private ticking: Promise<void> | undefined;
   /** Ends the wait between ticks; a poke during a tick makes the next tick start at once. */
   private readonly nudge = new Nudge();
+  /** Endpoints poked since the last tick began: the next tick reconciles these alone, unless a full pass is due. */
+  private readonly poked = new Set<string>();
+  /** A poke without an endpoint: the next tick is a full pass. */
+  private fullPassAsked = false;
 
   constructor(private readonly options: ControllerOptions) {
     this.sql = options.sql;
@@ -134,32 +138,61 @@ export class Controller {
     void this.loop();
   }
 
-  /** Asks for a reconcile pass now (after an API action), instead of at the next interval. */
-  poke(): void {
+  /**
+   * Asks for a reconcile pass now (after an API action), instead of at the
+   * next interval: of that endpoint alone when one is named, else of all.
+   */
+  poke(endpointId?: string): void {
+    if (endpointId === undefined) this.fullPassAsked = true;
+    else this.poked.add(endpointId);
     this.nudge.poke();
   }
 
+  /**
+   * A full pass (every endpoint, lease renewal) every interval; between
+   * them, a poke reconciles just the endpoints poked, so that a burst of API
+   * writes does not make a pass over every endpoint for each.
+   */
   private async loop(): Promise<void> {
+    let nextFullPass = 0;
     while (!this.stopped) {
       this.nudge.clear();
-      this.ticking = this.tick().catch((error: unknown) => this.log('tick failed', error));
+      const full = this.fullPassAsked || performance.now() >= nextFullPass;
+      if (full) {
+        this.fullPassAsked = false;
+        nextFullPass = performance.now() + this.intervalMs;
+      }
+      this.ticking = this.tick(full).catch((error: unknown) => this.log('tick failed', error));
       await this.ticking;
       // A poke during the tick may concern an endpoint the tick had already passed: the wait then ends at once.
-      if (!this.stopped) await this.nudge.wait(this.intervalMs);
+      if (!this.stopped) await this.nudge.wait(Math.max(0, nextFullPass - performance.now()));
     }
   }
 
-  private async tick(): Promise<void> {
-    await renewLeases(this.sql, this.owner, this.leaseTtlMs);
-    for (const id of await endpointsToReconcile(this.sql)) {
+  private async tick(full: boolean): Promise<void> {
+    const poked = new Set(this.poked);
+    this.poked.clear();
+    let ids: Iterable<string> = poked;
+    if (full) {
+      await renewLeases(this.sql, this.owner, this.leaseTtlMs);
+      ids = await endpointsToReconcile(this.sql);
+    }
+    for (const id of ids) {
       if (this.stopped) return;
-      if (this.running.has(id)) continue;
+      if (this.running.has(id)) {
+        // Its pass may have read the endpoint before the change: one more pass follows it.
+        if (poked.has(id)) this.poked.add(id);
+        continue;
+      }
       if (!(await acquireLease(this.sql, id, this.owner, this.leaseTtlMs))) continue;
       const pass = this.reconcile(id)
         .catch((error: unknown) => {
           if (!(error instanceof StaleError)) this.log(`reconciling ${id} failed`, error);
         })
-        .finally(() => this.running.delete(id));
+        .finally(() => {
+          this.running.delete(id);
+          if (this.poked.has(id)) this.nudge.poke();
+        });
       this.running.set(id, pass);
     }
   }

@@ -63,3 +63,24 @@ test('a poke during a pass is not lost: another pass follows at once', async () 
   await new Promise((resolve) => setTimeout(resolve, 100));
   expect(db.passes()).toBe(3);
 });
+
+test('a poke naming an endpoint reconciles that endpoint alone, without a pass over all of them', async () => {
+  const leaseAttempts: unknown[] = [];
+  let passes = 0;
+  const sql = ((strings: TemplateStringsArray, ...values: unknown[]) => {
+    const text = strings.join('?');
+    if (text.includes('FROM endpoints WHERE cleaned_at IS NULL')) passes++;
+    if (text.includes('INSERT INTO endpoint_leases')) leaseAttempts.push(values[0]);
+    return Promise.resolve([]); // no lease granted: nothing more to do
+  }) as unknown as Sql;
+  controller = new Controller({ sql, runtime, models: {} as ModelStore, builtInEngine: true, intervalMs: 600_000, log: () => {} });
+  await controller.start();
+  await until('the first pass', () => passes === 1, 5000);
+  controller.poke('ep_one');
+  controller.poke('ep_two');
+  await until('both poked endpoints tried', () => leaseAttempts.length === 2, 2000);
+  expect(leaseAttempts.sort()).toEqual(['ep_one', 'ep_two']);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  expect(passes).toBe(1);
+  expect(leaseAttempts).toHaveLength(2);
+});
