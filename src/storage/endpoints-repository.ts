@@ -398,18 +398,22 @@ export async function markEndpointDeleted(db: Queryable, id: string): Promise<vo
 /**
  * Appends an event. Writers take one transaction-level lock first, so event
  * ids are assigned in commit order: a subscriber that has seen event N has
- * seen every event below N, and can resume from N without a gap.
+ * seen every event below N, and can resume from N without a gap. The lock
+ * and the insert are one statement: the materialized CTE takes the lock
+ * before the row (and so its id) is made, and the lock is held from there
+ * to commit.
  */
 export async function insertEvent(db: Queryable, event: EndpointEventInput): Promise<string> {
-  await db`SELECT pg_advisory_xact_lock(7266431003)`;
   const [row] = await db<{ id: string }[]>`
+    WITH ordered AS MATERIALIZED (SELECT pg_advisory_xact_lock(7266431003))
     INSERT INTO endpoint_events (
       endpoint_id, project_id, team_id, type, status, phase, error_code, version_index, cause, actor_id, detail
-    ) VALUES (
+    ) SELECT
       ${event.endpointId}, ${event.projectId}, ${event.teamId}, ${event.type}, ${event.status}, ${event.phase},
       ${event.errorCode}, ${event.versionIndex}, ${event.cause}, ${event.actorId},
       ${event.detail ? db.json(event.detail as never) : null}
-    ) RETURNING id`;
+    FROM ordered
+    RETURNING id`;
   return row!.id;
 }
 
