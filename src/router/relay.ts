@@ -7,7 +7,7 @@
  */
 import type { Writable } from 'node:stream';
 import type { RoutedRequest } from './chat-router.js';
-import { eventData, sseData } from './sse.js';
+import { eventData, eventEndInBytes, sseData } from './sse.js';
 
 const FIRST_TOKEN = /"(?:reasoning_)?content":"[^"]/;
 const FINISH_KEY = '"finish_reason":"';
@@ -15,7 +15,6 @@ const FINISH_KEY_BYTES = Buffer.from(FINISH_KEY);
 /** A usage object, not the `"usage":null` that OpenAI-style engines put in every chunk. */
 const USAGE = /"usage":\s*\{/;
 const USAGE_KEY_BYTES = Buffer.from('"usage":');
-const EVENT_END = Buffer.from('\n\n');
 /** Shorter events are looked at as text: `data: [DONE]`, comments. */
 const SHORT_EVENT_BYTES = 32;
 
@@ -113,8 +112,8 @@ export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string
  * Passes a streamed answer's events through to `out` as they arrive, byte for
  * byte: each upstream chunk's complete events are written at once (less the
  * usage event a client did not ask for), with backpressure, and a partial
- * event waits for the rest. Resolves when the answer ended or either side
- * went away.
+ * event waits for the rest (at the end of the answer, it goes as it is).
+ * Resolves when the answer ended or either side went away.
  */
 export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> {
   const meter = new StreamMeter(routed);
@@ -134,12 +133,12 @@ export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> 
       let from = 0;
       let start = 0;
       const kept: Buffer[] = [];
-      for (let end = bytes.indexOf(EVENT_END); end >= 0; end = bytes.indexOf(EVENT_END, start)) {
-        if (!meter.observeEvent(bytes.subarray(start, end))) {
+      for (let found = eventEndInBytes(bytes); found; found = eventEndInBytes(bytes, start)) {
+        if (!meter.observeEvent(bytes.subarray(start, found.end))) {
           if (start > from) kept.push(bytes.subarray(from, start));
-          from = end + EVENT_END.length;
+          from = found.next;
         }
-        start = end + EVENT_END.length;
+        start = found.next;
       }
       partial = start < bytes.length ? bytes.subarray(start) : null;
       if (start > from) kept.push(bytes.subarray(from, start));
@@ -149,7 +148,12 @@ export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> 
         out.once('drain', () => upstream.resume());
       }
     });
-    upstream.once('end', done);
+    upstream.once('end', () => {
+      // A last event without its blank line (some servers end on `data: [DONE]\n`).
+      if (partial && partial.toString('latin1').trim() !== '' && meter.observeEvent(partial) && !out.destroyed) out.write(partial);
+      partial = null;
+      done();
+    });
     upstream.once('error', done);
     upstream.once('close', done);
     out.once('close', done);

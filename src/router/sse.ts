@@ -1,26 +1,53 @@
-/** Splits a `text/event-stream` body into the `data:` payloads of its events, as they arrive. */
+/**
+ * Server-sent events as OpenAI-style engines send them: events end with a
+ * blank line, `\n\n` or `\r\n\r\n` (servers built on sse-starlette, such as
+ * llama-cpp-python's, use CRLF), and a payload is the event's `data:` lines.
+ */
 import type { Readable } from 'node:stream';
+
+/** Where the first event in `text` from `from` ends, and where the next begins; null when none is complete. */
+export function eventEnd(text: string, from = 0): { end: number; next: number } | null {
+  const lf = text.indexOf('\n\n', from);
+  const crlf = text.indexOf('\r\n\r\n', from);
+  if (crlf >= 0 && (lf < 0 || crlf < lf)) return { end: crlf, next: crlf + 4 };
+  return lf >= 0 ? { end: lf, next: lf + 2 } : null;
+}
+
+const LF_END = Buffer.from('\n\n');
+const CRLF_END = Buffer.from('\r\n\r\n');
+
+/** The same for bytes. */
+export function eventEndInBytes(bytes: Buffer, from = 0): { end: number; next: number } | null {
+  const lf = bytes.indexOf(LF_END, from);
+  const crlf = bytes.indexOf(CRLF_END, from);
+  if (crlf >= 0 && (lf < 0 || crlf < lf)) return { end: crlf, next: crlf + 4 };
+  return lf >= 0 ? { end: lf, next: lf + 2 } : null;
+}
 
 /** The `data:` payload of one event's text (its `data:` lines, joined); '' for an event without one (a comment). */
 export function eventData(event: string): string {
   if (event.startsWith('data: ') && !event.includes('\n')) return event.slice(6);
   return event
-    .split('\n')
+    .split(/\r?\n/)
     .filter((line) => line.startsWith('data:'))
     .map((line) => line.slice(line[5] === ' ' ? 6 : 5))
     .join('\n');
 }
 
+/** The payloads of a `text/event-stream` body as its events arrive (a last event without its blank line included). */
 export async function* sseData(body: Readable): AsyncGenerator<string> {
   let buffer = '';
   body.setEncoding('utf8');
   for await (const chunk of body as AsyncIterable<string>) {
     buffer += chunk;
-    let end: number;
-    while ((end = buffer.indexOf('\n\n')) >= 0) {
-      const data = eventData(buffer.slice(0, end));
-      buffer = buffer.slice(end + 2);
+    let start = 0;
+    for (let found = eventEnd(buffer); found; found = eventEnd(buffer, start)) {
+      const data = eventData(buffer.slice(start, found.end));
+      start = found.next;
       if (data) yield data;
     }
+    buffer = buffer.slice(start);
   }
+  const last = eventData(buffer.trim());
+  if (last) yield last;
 }
