@@ -26,6 +26,15 @@ export interface ScaleDecision {
   sleep: boolean;
 }
 
+/**
+ * What one replica takes at once: max_batch_size, or fewer when its engine
+ * reports that it decodes fewer sequences and queues the rest (the built-in
+ * engine runs at most 256).
+ */
+export function replicaCapacity(maxBatchSize: number, healths: readonly ({ sequences?: number } | undefined)[]): number {
+  return Math.min(maxBatchSize, ...healths.map((h) => h?.sequences ?? Infinity));
+}
+
 export function decideScale(input: ScaleInput): ScaleDecision {
   const { minReplica, maxReplica, cooldownMs, maxBatchSize, current, load, now } = input;
   const idleFor = now - input.lastActivityAt;

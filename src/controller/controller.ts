@@ -44,7 +44,7 @@ import {
   type ReplicaRecord,
 } from '../storage/replicas-repository.js';
 import { Nudge } from '../util/nudge.js';
-import { decideScale } from './autoscaler.js';
+import { decideScale, replicaCapacity } from './autoscaler.js';
 
 export interface ControllerOptions {
   sql: Sql;
@@ -596,7 +596,7 @@ export class Controller {
       minReplica: spec.autoscaling.minReplica,
       maxReplica: spec.autoscaling.maxReplica,
       cooldownMs: spec.autoscaling.cooldownPeriod * 1000,
-      maxBatchSize: spec.advanced.maxBatchSize,
+      maxBatchSize: replicaCapacity(spec.advanced.maxBatchSize, healths),
       current: serving.length,
       load,
       lastActivityAt: Math.max(...activity),

@@ -52,7 +52,12 @@ class StreamMeter {
     }
     if (this.ttftMs === null && FIRST_TOKEN.test(data)) this.ttftMs = performance.now() - this.routed.startedAt;
     if (USAGE.test(data)) {
-      const chunk = JSON.parse(data) as { usage?: Usage; choices?: unknown[] };
+      let chunk: { usage?: Usage; choices?: unknown[] };
+      try {
+        chunk = JSON.parse(data) as typeof chunk;
+      } catch {
+        return true; // not JSON (an engine's own shape, or cut short): passed on, not counted
+      }
       if (chunk.usage) this.usage = chunk.usage;
       if (chunk.choices?.length === 0 && !this.routed.request.includeUsage) return false;
     }
@@ -149,9 +154,11 @@ export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> 
       }
     });
     upstream.once('end', () => {
-      // A last event without its blank line (some servers end on `data: [DONE]\n`).
-      if (partial && partial.toString('latin1').trim() !== '' && meter.observeEvent(partial) && !out.destroyed) out.write(partial);
+      // A last event without its blank line (some servers end on `data: [DONE]\n`): it goes with one,
+      // since SSE clients drop an event the stream ends inside.
+      const last = partial?.toString('utf8').replace(/\s+$/, '');
       partial = null;
+      if (last && meter.observeEvent(Buffer.from(last)) && !out.destroyed) out.write(`${last}${last.includes('\r') ? '\r\n\r\n' : '\n\n'}`);
       done();
     });
     upstream.once('error', done);

@@ -330,30 +330,39 @@ export class LocalRuntime implements Runtime {
  */
 const healthAgent = new http.Agent({ keepAlive: true, maxSockets: 2, timeout: 2000 });
 
-/** GET a JSON document; undefined for anything but a 200 with JSON within `timeoutMs`. */
+/** GET a JSON document; undefined for anything but a 200 with JSON within `timeoutMs` (never a rejection). */
 function getJson(url: string, timeoutMs: number): Promise<unknown> {
   return new Promise((resolve) => {
-    const req = http.get(url, { agent: healthAgent }, (res) => {
-      if (res.statusCode !== 200) {
-        res.resume();
-        return settle(undefined);
-      }
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.once('end', () => {
-        try {
-          settle(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-        } catch {
-          settle(undefined);
-        }
-      });
-      res.once('error', () => settle(undefined));
-    });
-    const deadline = setTimeout(() => req.destroy(), timeoutMs);
+    let req: http.ClientRequest;
     const settle = (value: unknown) => {
       clearTimeout(deadline);
       resolve(value);
     };
+    // The deadline answers by itself: a request still queued for a socket reports its end only once one frees.
+    const deadline = setTimeout(() => {
+      settle(undefined);
+      req?.destroy();
+    }, timeoutMs);
+    try {
+      req = http.get(url, { agent: healthAgent }, (res) => {
+        if (res.statusCode !== 200) {
+          res.resume();
+          return settle(undefined);
+        }
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.once('end', () => {
+          try {
+            settle(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+          } catch {
+            settle(undefined);
+          }
+        });
+        res.once('error', () => settle(undefined));
+      });
+    } catch {
+      return settle(undefined); // a malformed address
+    }
     req.once('error', () => settle(undefined));
   });
 }

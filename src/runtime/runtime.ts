@@ -41,6 +41,8 @@ export interface EngineHealth {
   active: number;
   queued: number;
   maxBatchSize?: number;
+  /** Sequences the engine decodes at once, when fewer than maxBatchSize (the built-in engine: at most 256). */
+  sequences?: number;
   totalRequests?: number;
   lastRequestAt?: string | null;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { decideScale, type ScaleInput } from '../../src/controller/autoscaler.js';
+import { decideScale, replicaCapacity, type ScaleInput } from '../../src/controller/autoscaler.js';
 
 const base: ScaleInput = { minReplica: 1, maxReplica: 4, cooldownMs: 10_000, maxBatchSize: 4, current: 1, load: 0, lastActivityAt: 0, lastScaleUpAt: 0, now: 5_000 };
 
@@ -25,5 +25,13 @@ describe('decideScale', () => {
     expect(decideScale({ ...idle, now: 9_999 })).toEqual({ replicas: 1, sleep: false });
     expect(decideScale({ ...idle, load: 1 })).toEqual({ replicas: 1, sleep: false });
     expect(decideScale({ ...idle, minReplica: 1 }).sleep).toBe(false);
+  });
+
+  test("a replica's capacity is what its engine decodes at once, when that is less than max_batch_size", () => {
+    expect(replicaCapacity(1024, [{ sequences: 256 }, undefined])).toBe(256);
+    expect(replicaCapacity(8, [{}, { sequences: 8 }])).toBe(8);
+    expect(replicaCapacity(16, [undefined])).toBe(16);
+    // 768 requests on replicas that decode 256 at once want 3 of them, not 1.
+    expect(decideScale({ ...base, maxReplica: 4, maxBatchSize: replicaCapacity(1024, [{ sequences: 256 }]), load: 768 })).toEqual({ replicas: 3, sleep: false });
   });
 });

@@ -64,15 +64,26 @@ for (const [name, end] of [['LF', '\n\n'], ['CRLF', '\r\n\r\n']] as const) {
   });
 }
 
-test('a usage event the client asked for passes; a last event without its blank line is delivered and counted', async () => {
+test('a usage event the client asked for passes; a last event without its blank line is delivered (with one) and counted', async () => {
   const { upstream, request, outcomes } = routed(true);
   const { out, text } = sink();
   const body = `${chunk('a')}\n\n${chunk(null, 'length')}\n\n${usage}\n\ndata: [DONE]\n`;
   const piping = pipeStream(request, out);
   upstream.end(body);
   await piping;
-  expect(text()).toBe(body);
+  expect(text()).toBe(`${body}\n`);
   expect(outcomes[0]).toMatchObject({ completionTokens: 3, finishReason: 'length', cancelled: false });
+});
+
+test('an event cut short at the end, or one that is not JSON, is passed on without breaking the relay', async () => {
+  const { upstream, request, outcomes } = routed(true);
+  const { out, text } = sink();
+  const piping = pipeStream(request, out);
+  upstream.write(`${chunk('a')}\r\n\r\ndata: {"usage": {broken\r\n\r\n`);
+  upstream.end(`${usage.slice(0, 60)}`);
+  await piping;
+  expect(text()).toBe(`${chunk('a')}\r\n\r\ndata: {"usage": {broken\r\n\r\n${usage.slice(0, 60)}\n\n`);
+  expect(outcomes[0]).toMatchObject({ promptTokens: null, completionTokens: null, cancelled: true });
 });
 
 test('an answer cut off before [DONE] is recorded as cancelled', async () => {

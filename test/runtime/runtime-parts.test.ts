@@ -76,3 +76,34 @@ describe('GGUF header', () => {
     await expect(readGgufHeader(other)).rejects.toBeInstanceOf(GgufFormatError);
   });
 });
+
+describe('engine health checks', () => {
+  test('answer within their deadline, also when queued behind engines that do not answer; never reject', async () => {
+    const { createServer } = await import('node:http');
+    const { LocalRuntime } = await import('../../src/runtime/local-runtime.js');
+    let answer = true;
+    const held: import('node:http').ServerResponse[] = [];
+    const server = createServer((req, res) => {
+      if (answer) res.end(JSON.stringify({ status: 'ok', active: 1, queued: 0, sequences: 4 }));
+      else held.push(res); // a busy engine: no answer
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = `http://127.0.0.1:${(server.address() as import('node:net').AddressInfo).port}`;
+    const runtime = new LocalRuntime({ dir, inventory: {}, cpuOnly: true });
+    const handle = { replicaId: 'rep_h', address, pid: process.pid, node: 'n' };
+    try {
+      expect(await runtime.health(handle, 1000)).toMatchObject({ status: 'ok', sequences: 4 });
+      answer = false;
+      const started = performance.now();
+      // More checks than the agent's sockets: the last ones wait for a socket that never frees.
+      const results = await Promise.all([1, 2, 3, 4].map(() => runtime.health(handle, 300)));
+      expect(results).toEqual([undefined, undefined, undefined, undefined]);
+      expect(performance.now() - started).toBeLessThan(1500);
+      expect(await runtime.health({ ...handle, address: 'http://[bad' }, 300)).toBeUndefined();
+    } finally {
+      for (const res of held) res.destroy();
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+});
