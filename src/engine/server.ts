@@ -18,11 +18,11 @@ import {
   type LlamaContextSequence,
   type LlamaModel,
 } from 'node-llama-cpp';
+import { LIMITS } from '../domain/endpoint-spec.js';
 import { invalidRequest, parseChatRequest, type ChatRequest, type RequestError } from './chat-request.js';
 import { classifyEngineError, EngineStartError } from './errors.js';
 import { generate, type FinishReason, type GenerationParams } from './generation.js';
 import { BodyTooLargeError, errorBody, MAX_BODY_BYTES, readBody, sendError, sendJson, serverError } from './http.js';
-import { LIMITS } from '../domain/endpoint-spec.js';
 import { assertCompleteGguf } from './model-file.js';
 import { ChatPromptRenderer, ChatTemplateError, type RenderedPrompt } from './prompt.js';
 import type { Segment } from './reasoning.js';

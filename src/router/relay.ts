@@ -7,7 +7,7 @@
  */
 import type { Writable } from 'node:stream';
 import type { RoutedRequest } from './chat-router.js';
-import { eventData, eventEndInBytes, sseData } from './sse.js';
+import { eventData, eventEnd, sseData } from './sse.js';
 
 const FIRST_TOKEN = /"(?:reasoning_)?content":"[^"]/;
 const FINISH_KEY = '"finish_reason":"';
@@ -138,7 +138,7 @@ export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> 
       let from = 0;
       let start = 0;
       const kept: Buffer[] = [];
-      for (let found = eventEndInBytes(bytes); found; found = eventEndInBytes(bytes, start)) {
+      for (let found = eventEnd(bytes); found; found = eventEnd(bytes, start)) {
         if (!meter.observeEvent(bytes.subarray(start, found.end))) {
           if (start > from) kept.push(bytes.subarray(from, start));
           from = found.next;
@@ -158,7 +158,7 @@ export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> 
       // since SSE clients drop an event the stream ends inside.
       const last = partial?.toString('utf8').replace(/\s+$/, '');
       partial = null;
-      if (last && meter.observeEvent(Buffer.from(last)) && !out.destroyed) out.write(`${last}${last.includes('\r') ? '\r\n\r\n' : '\n\n'}`);
+      if (last && meter.observe(eventData(last)) && !out.destroyed) out.write(`${last}${last.includes('\r') ? '\r\n\r\n' : '\n\n'}`);
       done();
     });
     upstream.once('error', done);

@@ -5,21 +5,18 @@
  */
 import type { Readable } from 'node:stream';
 
-/** Where the first event in `text` from `from` ends, and where the next begins; null when none is complete. */
-export function eventEnd(text: string, from = 0): { end: number; next: number } | null {
-  const lf = text.indexOf('\n\n', from);
-  const crlf = text.indexOf('\r\n\r\n', from);
-  if (crlf >= 0 && (lf < 0 || crlf < lf)) return { end: crlf, next: crlf + 4 };
-  return lf >= 0 ? { end: lf, next: lf + 2 } : null;
-}
-
 const LF_END = Buffer.from('\n\n');
 const CRLF_END = Buffer.from('\r\n\r\n');
 
-/** The same for bytes. */
-export function eventEndInBytes(bytes: Buffer, from = 0): { end: number; next: number } | null {
-  const lf = bytes.indexOf(LF_END, from);
-  const crlf = bytes.indexOf(CRLF_END, from);
+/**
+ * Where the first event in `body` (text or bytes) from `from` ends, and where
+ * the next begins; null when none is complete. Bytes are searched with
+ * ready-made needles: this runs for every relayed token.
+ */
+export function eventEnd(body: string | Buffer, from = 0): { end: number; next: number } | null {
+  const text = typeof body === 'string';
+  const lf = text ? body.indexOf('\n\n', from) : body.indexOf(LF_END, from);
+  const crlf = text ? body.indexOf('\r\n\r\n', from) : body.indexOf(CRLF_END, from);
   if (crlf >= 0 && (lf < 0 || crlf < lf)) return { end: crlf, next: crlf + 4 };
   return lf >= 0 ? { end: lf, next: lf + 2 } : null;
 }

@@ -53,7 +53,6 @@ export async function writeStatus(db: Queryable, endpoint: EndpointRecord, chang
   return changed;
 }
 
-/** Writes the replica counts; appends a REPLICAS_CHANGED event when they changed. */
 /** Whether the endpoint already shows these counts. */
 export function showsCounts(endpoint: EndpointRecord, counts: ReplicaCounts): boolean {
   return (
@@ -63,6 +62,7 @@ export function showsCounts(endpoint: EndpointRecord, counts: ReplicaCounts): bo
   );
 }
 
+/** Writes the replica counts; appends a REPLICAS_CHANGED event when they changed. */
 export async function writeReplicaCounts(db: Queryable, endpoint: EndpointRecord, counts: ReplicaCounts, cause: string): Promise<void> {
   if (showsCounts(endpoint, counts)) return;
   await setReplicaCounts(db, endpoint.id, counts);

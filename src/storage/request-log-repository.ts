@@ -18,6 +18,9 @@ export interface RequestLogEntry {
   startedAt: Date;
 }
 
+/** PostgreSQL type OIDs of the columns' element types. */
+const [TEXT, BOOL, INT4, FLOAT8, TIMESTAMPTZ] = [25, 16, 23, 701, 1184];
+
 /**
  * Appends a batch of entries in one statement. The rows travel as one array
  * per column, so the statement's text is the same for every batch size and
@@ -26,9 +29,8 @@ export interface RequestLogEntry {
  */
 export async function insertRequestLog(db: Queryable, entries: readonly RequestLogEntry[]): Promise<void> {
   if (entries.length === 0) return;
-  /** One column as an array parameter of the given element type (PostgreSQL type OIDs). */
+  /** One column as an array parameter of the given element type. */
   const column = (type: number, of: (e: RequestLogEntry) => string | number | boolean | null) => db.array(entries.map(of) as never[], type);
-  const [TEXT, BOOL, INT4, FLOAT8, TIMESTAMPTZ] = [25, 16, 23, 701, 1184];
   await db`
     INSERT INTO request_log (endpoint_id, replica_id, team_id, user_id, stream, http_status, prompt_tokens, completion_tokens,
       ttft_ms, duration_ms, queued_ms, finish_reason, cancelled, started_at)
