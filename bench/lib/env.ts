@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { signalGroup } from '../../src/runtime/local-runtime.js';
 import { connectDatabase, migrate, type ConnectOptions, type Sql } from '../../src/storage/database.js';
 import { ensureDatabase, startEmbeddedPostgres } from '../../src/storage/embedded-postgres.js';
 import { startFakeHub, FAKE_HUB_TOKEN, type FakeHub } from '../../test/support/fake-hub.js';
@@ -223,22 +224,11 @@ export async function killGroup(pid: number, graceMs = 3000): Promise<void> {
       return false;
     }
   };
-  const send = (signal: NodeJS.Signals) => {
-    try {
-      process.kill(-pid, signal);
-    } catch {
-      try {
-        process.kill(pid, signal);
-      } catch {
-        // gone
-      }
-    }
-  };
   if (!alive()) return;
-  send('SIGTERM');
+  signalGroup(pid, 'SIGTERM');
   const deadline = Date.now() + graceMs;
   while (alive() && Date.now() < deadline) await sleep(50);
-  if (alive()) send('SIGKILL');
+  if (alive()) signalGroup(pid, 'SIGKILL');
 }
 
 /** The usual environment of a benchmark gateway process. */

@@ -7,6 +7,7 @@
  * of each successful answer is returned per request (e.g. `versionIndex`).
  */
 import http from 'node:http';
+import { runClosedLoop, type Attempt, type ClosedLoopConfig, type ClosedLoopResult } from '../lib/closed-loop.js';
 import { childMain } from '../lib/env.js';
 
 export interface HttpRequestSpec {
@@ -15,29 +16,18 @@ export interface HttpRequestSpec {
   body?: string;
 }
 
-export interface HttpLoadConfig {
+export interface HttpLoadConfig extends ClosedLoopConfig {
   baseUrl: string;
   headers: Record<string, string>;
   requests: HttpRequestSpec[];
-  concurrency: number;
-  warmupMs: number;
-  durationMs: number;
-  /** Stop after this many requests in the measured phase (0: no limit). */
-  maxRequests?: number;
   expectStatus: number;
   graphql?: boolean;
   capture?: string;
 }
 
-export interface HttpLoadResult {
-  ok: number;
-  errors: number;
-  errorSamples: string[];
-  latencyMs: Float64Array;
-  windowMs: number;
+export interface HttpLoadResult extends ClosedLoopResult {
   /** With `capture`: [request index, captured value] pairs of the measured phase, warm-up included first. */
   captured: [number, number][];
-  warmup: { ok: number; errors: number };
 }
 
 childMain<HttpLoadConfig, HttpLoadResult>(async (config) => {
@@ -46,7 +36,7 @@ childMain<HttpLoadConfig, HttpLoadResult>(async (config) => {
   const captured: [number, number][] = [];
   let next = 0;
 
-  const send = (index: number): Promise<{ ok: boolean; ms: number; detail?: string }> =>
+  const send = (index: number): Promise<Attempt> =>
     new Promise((resolve) => {
       const spec = config.requests[index]!;
       const started = performance.now();
@@ -86,41 +76,7 @@ childMain<HttpLoadConfig, HttpLoadResult>(async (config) => {
       req.end(spec.body);
     });
 
-  const phase = async (durationMs: number, maxRequests: number) => {
-    const end = performance.now() + durationMs;
-    const latencies: number[] = [];
-    const samples: string[] = [];
-    let ok = 0;
-    let errors = 0;
-    let sent = 0;
-    const worker = async () => {
-      while (performance.now() < end && (maxRequests === 0 || sent < maxRequests)) {
-        sent++;
-        const r = await send(next++ % config.requests.length);
-        if (r.ok) {
-          ok++;
-          latencies.push(r.ms);
-        } else {
-          errors++;
-          if (samples.length < 5 && r.detail) samples.push(r.detail);
-        }
-      }
-    };
-    const start = performance.now();
-    await Promise.all(Array.from({ length: config.concurrency }, worker));
-    return { ok, errors, latencies, samples, windowMs: performance.now() - start };
-  };
-
-  const warm = config.warmupMs > 0 ? await phase(config.warmupMs, 0) : { ok: 0, errors: 0, samples: [] as string[] };
-  const measured = await phase(config.durationMs, config.maxRequests ?? 0);
+  const result = await runClosedLoop(config, () => send(next++ % config.requests.length));
   agent.destroy();
-  return {
-    ok: measured.ok,
-    errors: measured.errors + warm.errors,
-    errorSamples: [...warm.samples, ...measured.samples],
-    latencyMs: Float64Array.from(measured.latencies),
-    windowMs: measured.windowMs,
-    captured,
-    warmup: { ok: warm.ok, errors: warm.errors },
-  };
+  return { ...result, captured };
 });

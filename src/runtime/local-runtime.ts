@@ -146,8 +146,8 @@ function replicaProcessAlive(pid: number, replicaId: string): boolean {
   }
 }
 
-/** Signals the replica's whole process group (it leads one: it was spawned detached). */
-function signal(pid: number, sig: NodeJS.Signals): void {
+/** Signals a process's whole group (a replica leads one: it was spawned detached), or the process alone if it leads none. */
+export function signalGroup(pid: number, sig: NodeJS.Signals): void {
   try {
     process.kill(-pid, sig);
   } catch {
@@ -263,10 +263,10 @@ export class LocalRuntime implements Runtime {
 
   async stop(handle: ReplicaHandle, graceMs: number): Promise<void> {
     if (this.isAlive(handle)) {
-      signal(handle.pid, 'SIGTERM');
+      signalGroup(handle.pid, 'SIGTERM');
       const deadline = Date.now() + graceMs;
       while (this.isAlive(handle) && Date.now() < deadline) await sleep(50);
-      if (this.isAlive(handle)) signal(handle.pid, 'SIGKILL');
+      if (this.isAlive(handle)) signalGroup(handle.pid, 'SIGKILL');
       while (this.isAlive(handle)) await sleep(20);
     }
     await rm(this.statePath(handle.replicaId), { force: true });
