@@ -25,6 +25,7 @@ const BENCHES: Record<string, () => Promise<Bench>> = {
   fanout: async () => (await import('./fanout.js')).fanout,
   'cold-start': async () => (await import('./cold-start.js')).coldStart,
   batching: async () => (await import('./batching.js')).batching,
+  threads: async () => (await import('./threads.js')).threads,
 };
 
 const BENCHMARKS_MD = path.join(REPO_ROOT, 'BENCHMARKS.md');

@@ -40,7 +40,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     inventory: inventory.inventory,
     cpuOnly: inventory.source === 'cpu',
     ...(config.engineCommand ? { engineTemplate: config.engineCommand } : {}),
-    ...(config.engineThreads ? { threads: config.engineThreads } : {}),
+    threads: config.engineThreads,
     startTimeoutMs: config.replicaStartTimeoutMs,
     env: {
       ...(config.hfToken ? { HF_TOKEN: config.hfToken } : {}),
@@ -81,6 +81,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     router: { wakeTimeoutMs: config.wakeTimeoutMs, queueTimeoutMs: config.queueTimeoutMs },
     subscriptionBuffer: config.subscriptionBuffer,
     subscriptionMaxLagMs: config.subscriptionMaxLagMs,
+    wsMaxSubscriptions: config.wsMaxSubscriptions,
     ...(options.log ? { log: options.log } : {}),
   });
   await controller.start();

@@ -4,6 +4,7 @@
  * with a message naming the variable and the rule it breaks.
  */
 import path from 'node:path';
+import { cpuBudget } from './runtime/cpu-budget.js';
 import { EngineCommandError, validateTemplate } from './runtime/engine-command.js';
 import { InventoryError, parseInventory } from './runtime/gpu-inventory.js';
 
@@ -34,10 +35,12 @@ export interface Config {
   engineCommand: string | undefined;
   /** GPUs per kind, e.g. "H100=8,A100=2"; unset: detected, or CPU slots. */
   gpuInventory: string | undefined;
-  /** CPU-backed slots offered for every kind when the machine has no GPU. @default 4 */
+  /** CPU-backed slots offered for every kind when the machine has no GPU. @default cores left to replicas, at most 4 (see cpu-budget.ts) */
   cpuSlots: number;
-  /** Threads per built-in engine; unset: llama.cpp's choice. */
-  engineThreads: number | undefined;
+  /** Threads per built-in engine. @default the replicas' cores shared among the slots, at least 1 */
+  engineThreads: number;
+  /** Set when CPU_SLOTS x ENGINE_THREADS oversubscribe the cores; start-up prints it. */
+  cpuWarning: string | undefined;
   /** Controller pass interval. @default 500 */
   controllerIntervalMs: number;
   /** How long an endpoint's lease outlives its holder. @default 10000 */
@@ -153,6 +156,10 @@ export function loadConfig(env: Env = process.env): Config {
   const quant = optional(env, 'GGUF_QUANT_PREFERENCE');
   return {
     port: readPort(env, 'PORT', 8080),
+  const cpu = cpuBudget({
+    slots: readInteger(env, 'CPU_SLOTS', undefined, 0, 1024),
+    threads: readInteger(env, 'ENGINE_THREADS', undefined, 1, 1024),
+  });
     host,
     databaseUrl: readDatabaseUrl(env),
     dataDir,
@@ -166,8 +173,9 @@ export function loadConfig(env: Env = process.env): Config {
     quantPreference: quant ? quant.split(',').map((q) => q.trim()).filter(Boolean) : undefined,
     engineCommand,
     gpuInventory,
-    cpuSlots: readInteger(env, 'CPU_SLOTS', 4, 0, 1024),
-    engineThreads: readInteger(env, 'ENGINE_THREADS', undefined, 1, 1024),
+    cpuSlots: cpu.slots,
+    engineThreads: cpu.threads,
+    cpuWarning: cpu.warning,
     controllerIntervalMs: readInteger(env, 'CONTROLLER_INTERVAL_MS', 500, 10, 3_600_000),
     leaseTtlMs: readInteger(env, 'LEASE_TTL_MS', 10_000, 100, 3_600_000),
     replicaStartTimeoutMs: readInteger(env, 'REPLICA_START_TIMEOUT_MS', 300_000, 1000, 86_400_000),

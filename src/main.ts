@@ -31,8 +31,10 @@ async function main(): Promise<void> {
   const slots = Object.entries(inventory.inventory).map(([kind, n]) => `${kind}=${n}`).join(', ');
   console.log(
     `Replicas run here with ${config.engineCommand ? `ENGINE_COMMAND (${config.engineCommand})` : 'the built-in llama.cpp engine'}; ` +
-      `${inventory.source === 'cpu' ? 'no GPU found, CPU-backed slots' : inventory.source === 'nvidia' ? 'GPUs' : 'GPU_INVENTORY'}: ${slots}; model cache ${config.modelCacheDir}`,
+      `${inventory.source === 'cpu' ? 'no GPU found, CPU-backed slots' : inventory.source === 'nvidia' ? 'GPUs' : 'GPU_INVENTORY'}: ${slots}; ` +
+      `${config.engineCommand ? '' : `${config.engineThreads} engine thread(s) per replica; `}model cache ${config.modelCacheDir}`,
   );
+  if (config.cpuWarning) console.warn(`Warning: ${config.cpuWarning}`);
   console.log(`Serving on ${app.gateway.url} (GraphQL at /graphql, REST under /dedicated); database: ${database.description}`);
 
   let stopping = false;

@@ -16,6 +16,7 @@
  */
 import { parseArgs } from 'node:util';
 import { LIMITS } from '../domain/endpoint-spec.js';
+import { cpuBudget } from '../runtime/cpu-budget.js';
 import { classifyEngineError } from './errors.js';
 import { ENGINE_DEFAULTS, startEngineServer, type EngineServer, type EngineServerOptions } from './server.js';
 
@@ -76,7 +77,8 @@ function parseEngineArgs(argv: readonly string[]): EngineServerOptions & { drain
     maxInputLength: integerFlag(values, 'max-input-length', 1, 2 ** 31 - 1),
     addSpecialTokens: values['add-special-tokens'] === true,
     skipSpecialTokens: values['no-skip-special-tokens'] !== true,
-    threads: integerFlag(values, 'threads', 1, 1024),
+    // Alone on the machine unless told otherwise: the cores it may use, never llama.cpp's default (which can exceed them).
+    threads: integerFlag(values, 'threads', 1, 1024) ?? cpuBudget({ slots: 1 }).threads,
     gpu: values.cpu === true ? false : 'auto',
     modelName: modelName as string | undefined,
     drainTimeoutMs: integerFlag(values, 'drain-timeout-ms', 0, 2 ** 31 - 1) ?? ENGINE_DEFAULTS.drainTimeoutMs,

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { expect, test } from 'vitest';
 import { loadConfig } from '../../src/config.js';
+import { cpuBudget } from '../../src/runtime/cpu-budget.js';
 
 test('defaults with no variables set', () => {
   expect(loadConfig({})).toEqual({
@@ -18,8 +19,10 @@ test('defaults with no variables set', () => {
     quantPreference: undefined,
     engineCommand: undefined,
     gpuInventory: undefined,
-    cpuSlots: 4,
-    engineThreads: undefined,
+    // From the cores this machine gives (test/runtime/cpu-budget.test.ts checks the rule).
+    cpuSlots: cpuBudget().slots,
+    engineThreads: cpuBudget().threads,
+    cpuWarning: undefined,
     controllerIntervalMs: 500,
     leaseTtlMs: 10_000,
     replicaStartTimeoutMs: 300_000,
@@ -28,6 +31,7 @@ test('defaults with no variables set', () => {
     queueTimeoutMs: 30_000,
     subscriptionBuffer: 1000,
     subscriptionMaxLagMs: 5000,
+    wsMaxSubscriptions: 100,
   });
 });
 

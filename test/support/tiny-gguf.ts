@@ -34,6 +34,8 @@ export type TinyGgufOptions = {
   name?: string;
   /** `tokenizer.ggml.add_bos_token` (whether BOS is prepended when adding special tokens). Default true. */
   addBosToken?: boolean;
+  /** Larger shapes than {@link TINY_GGUF_DIMENSIONS}, for benchmarks where compute must dominate. */
+  dimensions?: Partial<Record<keyof typeof TINY_GGUF_DIMENSIONS, number>>;
 };
 
 export type TinyGgufFile = { path: string; sha256: string; size: number };
@@ -272,7 +274,7 @@ export function buildTinyGguf(options: TinyGgufOptions = {}): Buffer {
   const chatTemplate = options.chatTemplate ?? tinyChatTemplate(thinkingDefault);
   const name = options.name ?? 'tiny-test-llama';
   const addBosToken = options.addBosToken ?? true;
-  const { embedding: nEmbd, layers: nLayer, heads: nHead, kvHeads: nHeadKv, feedForward: nFf } = TINY_GGUF_DIMENSIONS;
+  const { embedding: nEmbd, layers: nLayer, heads: nHead, kvHeads: nHeadKv, feedForward: nFf } = { ...TINY_GGUF_DIMENSIONS, ...options.dimensions };
   const headDim = nEmbd / nHead;
 
   const { tokens, merges, special } = buildVocab();
