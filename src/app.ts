@@ -6,6 +6,7 @@
 import path from 'node:path';
 import type { Config } from './config.js';
 import { Controller } from './controller/controller.js';
+import type { CrashPolicy } from './controller/crash-policy.js';
 import { startGateway, type Gateway } from './http/server.js';
 import { ModelCache } from './models/model-cache.js';
 import { ModelStore } from './models/model-store.js';
@@ -30,7 +31,7 @@ export interface AppOptions {
   /** Replicas' environment additions (tests point engines at test settings). */
   engineEnv?: Record<string, string>;
   /** Controller overrides for tests (crash-loop window, stop grace). */
-  controller?: { crashLoop?: { failures: number; windowMs: number }; stopGraceMs?: number };
+  controller?: { crashLoop?: Partial<CrashPolicy>; stopGraceMs?: number };
 }
 
 export async function startApp(config: Config, sql: Sql, options: AppOptions = {}): Promise<App> {
@@ -82,6 +83,8 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     subscriptionBuffer: config.subscriptionBuffer,
     subscriptionMaxLagMs: config.subscriptionMaxLagMs,
     wsMaxSubscriptions: config.wsMaxSubscriptions,
+    graphql: { limits: config.graphqlLimits, introspection: config.graphqlIntrospection },
+    corsOrigins: config.corsOrigins,
     ...(options.log ? { log: options.log } : {}),
   });
   await controller.start();

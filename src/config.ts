@@ -7,6 +7,7 @@ import path from 'node:path';
 import { cpuBudget } from './runtime/cpu-budget.js';
 import { EngineCommandError, validateTemplate } from './runtime/engine-command.js';
 import { InventoryError, parseInventory } from './runtime/gpu-inventory.js';
+import { DEFAULT_GRAPHQL_LIMITS, type GraphQLLimits } from './http/graphql/limits.js';
 
 export interface Config {
   /** TCP port of the HTTP server. @default 8080 */
@@ -57,6 +58,16 @@ export interface Config {
   subscriptionBuffer: number;
   /** How long a subscriber may stay behind its full buffer before it is cut off. @default 5000 */
   subscriptionMaxLagMs: number;
+  /** NODE_ENV; `production` changes the defaults of graphqlIntrospection and corsOrigins. @default 'development' */
+  nodeEnv: string;
+  /** What one GraphQL operation may ask (GRAPHQL_MAX_DEPTH, _ALIASES, _DIRECTIVES, _TOKENS, _COST). @default DEFAULT_GRAPHQL_LIMITS */
+  graphqlLimits: GraphQLLimits;
+  /** GraphQL introspection and GraphiQL (GRAPHQL_INTROSPECTION). @default false in production, true otherwise */
+  graphqlIntrospection: boolean;
+  /** Origins whose browser scripts may call (CORS_ORIGINS); `*` any, never with credentials. @default none in production, `*` otherwise */
+  corsOrigins: string[];
+  /** Operations (subscriptions included) in flight on one WebSocket at once; one more gets an `error` message. @default 100 */
+  wsMaxSubscriptions: number;
 }
 
 export class ConfigError extends Error {
@@ -128,6 +139,46 @@ function optional(env: Env, name: string): string | undefined {
   return raw === undefined || raw.trim() === '' ? undefined : raw;
 }
 
+function readBoolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  const value = raw.trim().toLowerCase();
+  if (['true', '1', 'yes', 'on'].includes(value)) return true;
+  if (['false', '0', 'no', 'off'].includes(value)) return false;
+  throw new ConfigError(name, 'must be true or false', raw);
+}
+
+/** Comma-separated origins (`https://app.example.com`, scheme, host and port only), or `*`. */
+function readOrigins(env: Env, name: string, fallback: string[]): string[] {
+  const raw = env[name];
+  if (raw === undefined) return fallback;
+  const origins = raw.split(',').map((o) => o.trim()).filter(Boolean);
+  for (const origin of origins) {
+    if (origin === '*') continue;
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(origin);
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.origin !== origin) {
+      throw new ConfigError(name, 'must be "*" or comma-separated origins such as https://app.example.com (scheme, lower-case host and port, no path)', origin);
+    }
+  }
+  return origins;
+}
+
+function readGraphQLLimits(env: Env): GraphQLLimits {
+  const d = DEFAULT_GRAPHQL_LIMITS;
+  return {
+    maxDepth: readInteger(env, 'GRAPHQL_MAX_DEPTH', d.maxDepth, 1, 1000),
+    maxAliases: readInteger(env, 'GRAPHQL_MAX_ALIASES', d.maxAliases, 0, 10_000),
+    maxDirectives: readInteger(env, 'GRAPHQL_MAX_DIRECTIVES', d.maxDirectives, 0, 10_000),
+    maxTokens: readInteger(env, 'GRAPHQL_MAX_TOKENS', d.maxTokens, 10, 1_000_000),
+    maxCost: readInteger(env, 'GRAPHQL_MAX_COST', d.maxCost, 1, 1_000_000_000),
+  };
+}
+
 export const API_KEY_PATTERN = /^[A-Za-z0-9_\-.]{20,200}$/;
 
 function readAdminKey(env: Env): string | undefined {
@@ -154,12 +205,14 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const dataDir = path.resolve(env.DATA_DIR === undefined || env.DATA_DIR === '' ? '.data' : env.DATA_DIR);
   const quant = optional(env, 'GGUF_QUANT_PREFERENCE');
-  return {
-    port: readPort(env, 'PORT', 8080),
+  const nodeEnv = optional(env, 'NODE_ENV')?.trim() ?? 'development';
+  const production = nodeEnv === 'production';
   const cpu = cpuBudget({
     slots: readInteger(env, 'CPU_SLOTS', undefined, 0, 1024),
     threads: readInteger(env, 'ENGINE_THREADS', undefined, 1, 1024),
   });
+  return {
+    port: readPort(env, 'PORT', 8080),
     host,
     databaseUrl: readDatabaseUrl(env),
     dataDir,
@@ -184,5 +237,10 @@ export function loadConfig(env: Env = process.env): Config {
     queueTimeoutMs: readInteger(env, 'QUEUE_TIMEOUT_MS', 30_000, 0, 86_400_000),
     subscriptionBuffer: readInteger(env, 'SUBSCRIPTION_BUFFER', 1000, 1, 1_000_000),
     subscriptionMaxLagMs: readInteger(env, 'SUBSCRIPTION_MAX_LAG_MS', 5000, 0, 3_600_000),
+    nodeEnv,
+    graphqlLimits: readGraphQLLimits(env),
+    graphqlIntrospection: readBoolean(env, 'GRAPHQL_INTROSPECTION', !production),
+    corsOrigins: readOrigins(env, 'CORS_ORIGINS', production ? [] : ['*']),
+    wsMaxSubscriptions: readInteger(env, 'WS_MAX_SUBSCRIPTIONS', 100, 1, 100_000),
   };
 }

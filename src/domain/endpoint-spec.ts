@@ -124,11 +124,7 @@ function readRevision(check: FieldChecker, body: Record<string, unknown>): strin
 }
 
 function readComment(check: FieldChecker, body: Record<string, unknown>, field: string): string | null {
-  const value = body[field];
-  if (value === undefined || value === null) return null;
-  if (typeof value !== 'string') return check.fail(field, 'must be a string') ?? null;
-  if (value.length > LIMITS.commentLength) return check.fail(field, `must be at most ${LIMITS.commentLength} characters`) ?? null;
-  return value;
+  return check.text(body, field, { maxLength: LIMITS.commentLength }) ?? null;
 }
 
 type PartialPolicy = Partial<AutoscalingPolicy>;

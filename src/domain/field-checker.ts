@@ -14,6 +14,59 @@ export function isObject(value: unknown): value is Json {
 // Printable text: no control characters.
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 
+/**
+ * Rules every string a client sends must meet before it goes near the
+ * database: PostgreSQL cannot store NUL in text (it answers SQLSTATE 22021),
+ * and a UTF-16 surrogate without its pair has no UTF-8 encoding (it would be
+ * stored silently replaced by U+FFFD).
+ */
+export const TEXT_RULES = {
+  nul: 'must not contain NUL (\\u0000) characters',
+  surrogate: 'must be valid Unicode text (it contains an unpaired UTF-16 surrogate)',
+} as const;
+
+const NUL = /\u0000/;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** The text rule a string breaks, if any. */
+export function textViolation(value: string): string | undefined {
+  if (NUL.test(value)) return TEXT_RULES.nul;
+  if (LONE_SURROGATE.test(value)) return TEXT_RULES.surrogate;
+  return undefined;
+}
+
+/**
+ * The first string (or member name) inside a decoded JSON value that contains
+ * NUL, as a field path under `path` (`advanced.name`, `messages[2].content`).
+ * Boundaries run it over whole inputs, so that no NUL reaches a statement
+ * whatever the field. Iterative, so that input nested thousands deep is
+ * walked, not a stack overflow.
+ */
+export function findNul(value: unknown, path: string): string | undefined {
+  type Step = { value: unknown; parent: Step | undefined; key: string | number | undefined };
+  const pathOf = (step: Step | undefined, last?: string): string => {
+    const parts: string[] = last === undefined ? [] : [last];
+    for (let at = step; at?.key !== undefined; at = at.parent) parts.push(typeof at.key === 'number' ? `[${at.key}]` : `.${at.key}`);
+    const joined = parts.reverse().join('');
+    return path ? `${path}${joined}` : joined.replace(/^\./, '');
+  };
+  const stack: Step[] = [{ value, parent: undefined, key: undefined }];
+  while (stack.length > 0) {
+    const step = stack.pop()!;
+    const current = step.value;
+    if (typeof current === 'string') {
+      if (NUL.test(current)) return pathOf(step);
+    } else if (Array.isArray(current)) {
+      for (let i = current.length - 1; i >= 0; i--) stack.push({ value: current[i], parent: step, key: i });
+    } else if (typeof current === 'object' && current !== null) {
+      const entries = Object.entries(current);
+      for (const [key] of entries) if (NUL.test(key)) return pathOf(step, `.${key}`);
+      for (let i = entries.length - 1; i >= 0; i--) stack.push({ value: entries[i]![1], parent: step, key: entries[i]![0] });
+    }
+  }
+  return undefined;
+}
+
 export class FieldChecker {
   readonly violations: FieldViolation[] = [];
 
@@ -54,7 +107,19 @@ export class FieldChecker {
     if (value.trim().length < min) return this.fail(field, min === 1 ? 'must not be empty' : `must have at least ${min} characters`);
     if (value.length > rule.maxLength) return this.fail(field, `must be at most ${rule.maxLength} characters`);
     if (CONTROL_CHARS.test(value)) return this.fail(field, 'must not contain control characters');
+    if (LONE_SURROGATE.test(value)) return this.fail(field, TEXT_RULES.surrogate);
     if (rule.pattern && !rule.pattern.test(value)) return this.fail(field, rule.patternRule ?? 'has an invalid format');
+    return value;
+  }
+
+  /** Free text (a comment): any characters but those the text rules forbid. */
+  text(obj: Json, field: string, rule: { maxLength: number }): string | undefined {
+    const value = obj[field];
+    if (value === undefined || value === null) return undefined;
+    if (typeof value !== 'string') return this.fail(field, 'must be a string');
+    if (value.length > rule.maxLength) return this.fail(field, `must be at most ${rule.maxLength} characters`);
+    const broken = textViolation(value);
+    if (broken) return this.fail(field, broken);
     return value;
   }
 

@@ -24,11 +24,20 @@ export function encodeCursor(kind: string, position: number): string {
   return Buffer.from(`${kind}:${position}`, 'utf8').toString('base64url');
 }
 
-function decodeCursor(kind: string, cursor: string): number | undefined {
+/** The largest position of an `integer` column (PostgreSQL's int4). */
+export const INT4_MAX = 2 ** 31 - 1;
+
+/**
+ * The position a cursor encodes, or undefined when it is not a cursor of this
+ * list: positions we issue are whole numbers from 0 up to the column's range,
+ * so anything else (negative, past the range, not a number) was never issued.
+ */
+function decodeCursor(kind: string, cursor: string, maxPosition: number): number | undefined {
   const text = Buffer.from(cursor, 'base64url').toString('utf8');
-  const [k, n] = text.split(':');
-  if (k !== kind || n === undefined || !/^-?\d{1,15}$/.test(n)) return undefined;
-  return Number(n);
+  const [k, n, extra] = text.split(':');
+  if (k !== kind || n === undefined || extra !== undefined || !/^\d{1,15}$/.test(n)) return undefined;
+  const position = Number(n);
+  return position <= maxPosition ? position : undefined;
 }
 
 /**
@@ -40,6 +49,8 @@ export function parsePageRequest(
   raw: { cursor?: unknown; limit?: unknown },
   names: { cursor: string; limit: string } = { cursor: 'cursor', limit: 'limit' },
   start = -1,
+  /** The largest position the list's column holds: int4 unless the caller says (a bigint sequence). */
+  maxPosition: number = INT4_MAX,
 ): Result<PageRequest> {
   const fields = [];
   let limit: number = PAGE_LIMIT.default;
@@ -53,7 +64,7 @@ export function parsePageRequest(
   }
   let after = start;
   if (raw.cursor !== undefined && raw.cursor !== null && raw.cursor !== '') {
-    const position = typeof raw.cursor === 'string' ? decodeCursor(kind, raw.cursor) : undefined;
+    const position = typeof raw.cursor === 'string' ? decodeCursor(kind, raw.cursor, maxPosition) : undefined;
     if (position === undefined) fields.push({ field: names.cursor, message: 'is not a cursor returned by this list' });
     else after = position;
   }

@@ -5,6 +5,7 @@
  * servers do, but features it cannot honour (n > 1, tools, logprobs, JSON mode) are refused
  * instead of silently ignored.
  */
+import { LIMITS } from '../domain/endpoint-spec.js';
 
 export type ChatRole = 'system' | 'user' | 'assistant';
 export type ChatMessage = { role: ChatRole; content: string };
@@ -36,6 +37,13 @@ export type RequestError = {
 export type ParseResult = { ok: true; request: ChatRequest } | { ok: false; error: RequestError };
 
 export const MAX_STOP_SEQUENCES = 4;
+/** The most tokens a request may ask for: the largest max_token_count an endpoint can have. */
+export const MAX_REQUEST_TOKENS = LIMITS.maxTokens;
+/** `chat_template_kwargs`: how many members, how long a name and a string value, how many items in a list. */
+export const TEMPLATE_KWARGS_LIMITS = { members: 16, nameLength: 64, stringLength: 1000, listItems: 16 } as const;
+const KWARG_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** Variables the engine gives the template itself (or features it refuses): a request may not set them. */
+const RESERVED_KWARGS: ReadonlySet<string> = new Set(['messages', 'add_generation_prompt', 'bos_token', 'eos_token', 'tools']);
 const ROLES: ReadonlySet<string> = new Set<ChatRole>(['system', 'user', 'assistant']);
 
 export function invalidRequest(message: string, param: string | null, code: string | null = 'invalid_value'): RequestError {
@@ -70,12 +78,56 @@ function optionalNumber(body: Record<string, unknown>, name: string, min: number
   return value;
 }
 
-function optionalPositiveInteger(body: Record<string, unknown>, name: string): number | undefined {
+function optionalPositiveInteger(body: Record<string, unknown>, name: string, max: number): number | undefined {
   const value = body[name];
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'number' || !Number.isInteger(value)) fail(`${name} must be an integer (got ${describe(value)})`, name, 'invalid_type');
   if (value < 1) fail(`${name} must be at least 1 (got ${value})`, name);
+  if (value > max) fail(`${name} must be at most ${max}, the largest max_token_count an endpoint can have (got ${value})`, name);
   return value;
+}
+
+function isTemplateScalar(value: unknown): boolean {
+  if (value === null || typeof value === 'boolean') return true;
+  if (typeof value === 'number') return Number.isFinite(value);
+  return typeof value === 'string' && value.length <= TEMPLATE_KWARGS_LIMITS.stringLength;
+}
+
+/**
+ * `chat_template_kwargs`: variables for the chat template, so template-sized:
+ * at most 16, named like template variables, none that the engine sets
+ * itself, each a JSON scalar (a string of at most 1000 characters) or a short
+ * list of them. `enable_thinking`, the documented one, is a boolean.
+ */
+function parseTemplateKwargs(kwargs: unknown): Record<string, unknown> {
+  if (kwargs === undefined || kwargs === null) return {};
+  const param = 'chat_template_kwargs';
+  if (!isPlainObject(kwargs)) fail(`${param} must be an object (got ${describe(kwargs)})`, param, 'invalid_type');
+  const names = Object.keys(kwargs);
+  if (names.length > TEMPLATE_KWARGS_LIMITS.members) fail(`${param} may have at most ${TEMPLATE_KWARGS_LIMITS.members} members (got ${names.length})`, param);
+  for (const name of names) {
+    const at = `${param}.${name}`;
+    if (!KWARG_NAME.test(name) || name.length > TEMPLATE_KWARGS_LIMITS.nameLength) {
+      fail(`${param} member names must be template variable names (letters, digits and '_', not starting with a digit, at most ${TEMPLATE_KWARGS_LIMITS.nameLength}; got ${JSON.stringify(name.slice(0, 80))})`, param);
+    }
+    if (RESERVED_KWARGS.has(name)) fail(`${at} cannot be set: the engine passes ${name} to the chat template itself`, at);
+    const value = kwargs[name];
+    const ok = isTemplateScalar(value) || (Array.isArray(value) && value.length <= TEMPLATE_KWARGS_LIMITS.listItems && value.every(isTemplateScalar));
+    if (!ok) {
+      fail(
+        `${at} must be a boolean, a number, a string of at most ${TEMPLATE_KWARGS_LIMITS.stringLength} characters, null, or a list of at most ${TEMPLATE_KWARGS_LIMITS.listItems} of those (got ${describe(value).slice(0, 80)})`,
+        at,
+        'invalid_type',
+      );
+    }
+  }
+  if (kwargs.enable_thinking !== undefined && kwargs.enable_thinking !== null && typeof kwargs.enable_thinking !== 'boolean') {
+    fail(`${param}.enable_thinking must be a boolean (got ${describe(kwargs.enable_thinking)})`, `${param}.enable_thinking`, 'invalid_type');
+  }
+  const out = { ...kwargs };
+  // null means "not set" in JSON clients; to Jinja it would be a defined value.
+  if (kwargs.enable_thinking === null) delete out.enable_thinking;
+  return out;
 }
 
 function parseContent(value: unknown, param: string, role: ChatRole): string {
@@ -158,8 +210,8 @@ export function parseChatRequest(body: unknown): ParseResult {
 
     const temperature = optionalNumber(body, 'temperature', 0, 2) ?? 1;
     const topP = optionalNumber(body, 'top_p', 0, 1) ?? 1;
-    const maxCompletionTokens = optionalPositiveInteger(body, 'max_completion_tokens');
-    const legacyMaxTokens = optionalPositiveInteger(body, 'max_tokens');
+    const maxCompletionTokens = optionalPositiveInteger(body, 'max_completion_tokens', MAX_REQUEST_TOKENS);
+    const legacyMaxTokens = optionalPositiveInteger(body, 'max_tokens', MAX_REQUEST_TOKENS);
     // max_completion_tokens is OpenAI's newer name; it wins when both are sent.
     const maxTokensParam = maxCompletionTokens !== undefined ? 'max_completion_tokens' : 'max_tokens';
     const maxTokens = maxCompletionTokens ?? legacyMaxTokens;
@@ -170,17 +222,7 @@ export function parseChatRequest(body: unknown): ParseResult {
       seed = body.seed;
     }
 
-    let chatTemplateKwargs: Record<string, unknown> = {};
-    const kwargs = body.chat_template_kwargs;
-    if (kwargs !== undefined && kwargs !== null) {
-      if (!isPlainObject(kwargs)) fail(`chat_template_kwargs must be an object (got ${describe(kwargs)})`, 'chat_template_kwargs', 'invalid_type');
-      if (kwargs.enable_thinking !== undefined && kwargs.enable_thinking !== null && typeof kwargs.enable_thinking !== 'boolean') {
-        fail(`chat_template_kwargs.enable_thinking must be a boolean (got ${describe(kwargs.enable_thinking)})`, 'chat_template_kwargs.enable_thinking', 'invalid_type');
-      }
-      chatTemplateKwargs = { ...kwargs };
-      // null means "not set" in JSON clients; to Jinja it would be a defined value.
-      if (kwargs.enable_thinking === null) delete chatTemplateKwargs.enable_thinking;
-    }
+    const chatTemplateKwargs = parseTemplateKwargs(body.chat_template_kwargs);
 
     refuseUnsupported(body);
     return {
@@ -202,4 +244,53 @@ export function parseChatRequest(body: unknown): ParseResult {
     if (error instanceof ValidationError) return { ok: false, error: error.error };
     throw error;
   }
+}
+
+/** The token limits of one replica: the endpoint's max_input_length and max_token_count. */
+export type TokenLimits = { maxInputLength: number; contextSize: number };
+
+/**
+ * What can be refused before the prompt is tokenized: a completion that alone
+ * fills max_token_count (every prompt has at least one token). The gateway
+ * checks it before a request waits for a slot.
+ */
+export function checkRequestedTokens(request: Pick<ChatRequest, 'maxTokens' | 'maxTokensParam'>, contextSize: number): RequestError | undefined {
+  if (request.maxTokens === undefined || request.maxTokens < contextSize) return undefined;
+  return invalidRequest(
+    `This endpoint's max_token_count is ${contextSize} tokens, but ${request.maxTokensParam} asks for ${request.maxTokens}, which leaves no room for the prompt. ` +
+      `Lower ${request.maxTokensParam} below ${contextSize}.`,
+    request.maxTokensParam,
+    'context_length_exceeded',
+  );
+}
+
+/**
+ * The limits a prompt of `promptTokens` tokens must meet, checked by the
+ * engine before the request takes a sequence, and by the gateway (with the
+ * count the engine's /tokenize gives) before the request waits for a slot.
+ */
+export function checkTokenLimits(promptTokens: number, request: Pick<ChatRequest, 'maxTokens' | 'maxTokensParam'>, limits: TokenLimits): RequestError | undefined {
+  if (promptTokens > limits.maxInputLength) {
+    return invalidRequest(
+      `The prompt has ${promptTokens} tokens, more than this endpoint's max_input_length of ${limits.maxInputLength} tokens. Shorten the messages.`,
+      'messages',
+      'context_length_exceeded',
+    );
+  }
+  if (request.maxTokens !== undefined && promptTokens + request.maxTokens > limits.contextSize) {
+    return invalidRequest(
+      `This endpoint's max_token_count is ${limits.contextSize} tokens, but the request needs ${promptTokens + request.maxTokens} ` +
+        `(${promptTokens} prompt tokens + ${request.maxTokens} ${request.maxTokensParam}). Shorten the messages or lower ${request.maxTokensParam}.`,
+      request.maxTokensParam,
+      'context_length_exceeded',
+    );
+  }
+  if (promptTokens >= limits.contextSize) {
+    return invalidRequest(
+      `The prompt has ${promptTokens} tokens, which fills this endpoint's max_token_count of ${limits.contextSize} tokens and leaves no room for a completion.`,
+      'messages',
+      'context_length_exceeded',
+    );
+  }
+  return undefined;
 }

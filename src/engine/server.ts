@@ -19,7 +19,7 @@ import {
   type LlamaModel,
 } from 'node-llama-cpp';
 import { LIMITS } from '../domain/endpoint-spec.js';
-import { invalidRequest, parseChatRequest, type ChatRequest, type RequestError } from './chat-request.js';
+import { checkTokenLimits, invalidRequest, parseChatRequest, type ChatRequest, type RequestError } from './chat-request.js';
 import { classifyEngineError, EngineStartError } from './errors.js';
 import { generate, type FinishReason, type GenerationParams } from './generation.js';
 import { BodyTooLargeError, errorBody, MAX_BODY_BYTES, readBody, sendError, sendJson, serverError } from './http.js';
@@ -252,28 +252,8 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
       throw error;
     }
     const promptTokens = prompt.tokens.length;
-    if (promptTokens > config.maxInputLength) {
-      return invalidRequest(
-        `The prompt has ${promptTokens} tokens, more than this endpoint's max_input_length of ${config.maxInputLength} tokens. Shorten the messages.`,
-        'messages',
-        'context_length_exceeded',
-      );
-    }
-    if (request.maxTokens !== undefined && promptTokens + request.maxTokens > config.contextSize) {
-      return invalidRequest(
-        `This endpoint's max_token_count is ${config.contextSize} tokens, but the request needs ${promptTokens + request.maxTokens} ` +
-          `(${promptTokens} prompt tokens + ${request.maxTokens} ${request.maxTokensParam}). Shorten the messages or lower ${request.maxTokensParam}.`,
-        request.maxTokensParam,
-        'context_length_exceeded',
-      );
-    }
-    if (promptTokens >= config.contextSize) {
-      return invalidRequest(
-        `The prompt has ${promptTokens} tokens, which fills this endpoint's max_token_count of ${config.contextSize} tokens and leaves no room for a completion.`,
-        'messages',
-        'context_length_exceeded',
-      );
-    }
+    const overLimit = checkTokenLimits(promptTokens, request, config);
+    if (overLimit) return overLimit;
     return {
       prompt,
       params: {
@@ -309,6 +289,60 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
     );
   }
 
+  /** Reads and checks a chat-completion body; answers the error itself and returns undefined when it is refused. */
+  async function readChatRequest(req: IncomingMessage, res: ServerResponse): Promise<ChatRequest | undefined> {
+    let raw: string;
+    try {
+      raw = await readBody(req);
+    } catch (error) {
+      if (error instanceof BodyTooLargeError) {
+        sendError(res, { ...invalidRequest(`The request body is larger than ${MAX_BODY_BYTES} bytes`, null), status: 413 }, { Connection: 'close' });
+        return undefined;
+      }
+      throw error;
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      sendError(res, invalidRequest('The request body is not valid JSON', null, 'invalid_json'));
+      return undefined;
+    }
+    const parsed = parseChatRequest(body);
+    if (!parsed.ok) {
+      sendError(res, parsed.error);
+      return undefined;
+    }
+    return parsed.request;
+  }
+
+  /**
+   * POST /tokenize (vLLM's chat form): renders the messages with the chat
+   * template and counts the prompt's tokens, without taking a sequence, so
+   * that the gateway can refuse a prompt over the limits before the request
+   * waits for a slot. Answers `{ count, max_model_len, max_input_length }`,
+   * or the 400 the completion would get (a template that cannot render).
+   */
+  async function handleTokenize(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const controller = new AbortController();
+    inflight.add(controller);
+    try {
+      const request = await readChatRequest(req, res);
+      if (!request) return;
+      let prompt: RenderedPrompt;
+      try {
+        prompt = renderer.render(request.messages, request.chatTemplateKwargs);
+      } catch (error) {
+        if (error instanceof ChatTemplateError) return sendError(res, invalidRequest(error.message, 'messages', 'chat_template_error'));
+        throw error;
+      }
+      sendJson(res, 200, { count: prompt.tokens.length, max_model_len: config.contextSize, max_input_length: config.maxInputLength });
+    } finally {
+      inflight.delete(controller);
+      if (inflight.size === 0) onInflightEmpty?.();
+    }
+  }
+
   async function handleChat(req: IncomingMessage, res: ServerResponse): Promise<void> {
     totalRequests++;
     lastRequestAt = new Date();
@@ -320,24 +354,9 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
     // Tracked from the first byte, so close() never frees the model under a request still reading its body.
     inflight.add(controller);
     try {
-      let raw: string;
-      try {
-        raw = await readBody(req);
-      } catch (error) {
-        if (error instanceof BodyTooLargeError) {
-          return sendError(res, { ...invalidRequest(`The request body is larger than ${MAX_BODY_BYTES} bytes`, null), status: 413 }, { Connection: 'close' });
-        }
-        throw error;
-      }
-      let body: unknown;
-      try {
-        body = JSON.parse(raw);
-      } catch {
-        return sendError(res, invalidRequest('The request body is not valid JSON', null, 'invalid_json'));
-      }
-      const parsed = parseChatRequest(body);
-      if (!parsed.ok) return sendError(res, parsed.error);
-      const request = parsed.request;
+      const request = await readChatRequest(req, res);
+      if (!request) return;
+      // Every check runs here, before the request waits for a sequence: a bad request is refused at once, however busy.
       const prepared = prepare(request);
       if ('status' in prepared) return sendError(res, prepared);
       const { params } = prepared;
@@ -486,6 +505,11 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
       if (req.method !== 'POST') return sendError(res, { ...invalidRequest('Use POST /v1/chat/completions', null, 'method_not_allowed'), status: 405 });
       if (draining) return sendError(res, serverError(503, 'The engine is shutting down', 'engine_shutting_down'), { Connection: 'close' });
       return handleChat(req, res);
+    }
+    if (path === '/tokenize') {
+      if (req.method !== 'POST') return sendError(res, { ...invalidRequest('Use POST /tokenize', null, 'method_not_allowed'), status: 405 });
+      if (draining) return sendError(res, serverError(503, 'The engine is shutting down', 'engine_shutting_down'), { Connection: 'close' });
+      return handleTokenize(req, res);
     }
     return sendError(res, { status: 404, message: `No route for ${req.method} ${path}`, type: 'not_found_error', param: null, code: 'not_found' });
   }

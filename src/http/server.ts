@@ -7,12 +7,21 @@ import type { AddressInfo } from 'node:net';
 import type { Services } from '../services/index.js';
 import { acceptsEventStream, createSseSubscriptions } from './graphql/sse.js';
 import { attachWebSocket, createGraphQL, GRAPHQL_PATH } from './graphql/yoga.js';
+import { AccessWatch } from '../live/access-watch.js';
 import { EventHub } from '../live/event-hub.js';
 import { ChatRouter, type RouterOptions } from '../router/chat-router.js';
 import { RequestRecorder } from '../router/request-recorder.js';
 import { CHAT_PATH, handleChatCompletion } from './rest/chat-routes.js';
 import { endpointRoutes } from './rest/endpoint-routes.js';
 import { sendJson } from './rest/responses.js';
+import { classifyFailure, DATABASE_RETRY_AFTER_S, isServerFailure, sendThrown } from './failures.js';
+import { pingDatabase } from '../storage/database-errors.js';
+import { CorsPolicy } from './cors.js';
+import type { GraphQLSecurityOptions } from './graphql/limits.js';
+import { answerClientError, answerConnect, parseRequestTarget } from './request-target.js';
+
+/** How long /readyz waits for the database before it answers 503. */
+const READY_TIMEOUT_MS = 800;
 
 export interface Gateway {
   server: http.Server;
@@ -33,6 +42,12 @@ export interface GatewayOptions {
   subscriptionBuffer?: number;
   /** How long a subscriber may stay behind a full buffer before it is cut off. @default 5000 */
   subscriptionMaxLagMs?: number;
+  /** Operations in flight on one WebSocket at once; one more is answered with an `error` message. @default 100 */
+  wsMaxSubscriptions?: number;
+  /** GraphQL operation limits and introspection. @default DEFAULT_GRAPHQL_LIMITS, introspection on */
+  graphql?: GraphQLSecurityOptions;
+  /** Origins whose browser scripts may call (CORS); `*` for any, never with credentials. @default none */
+  corsOrigins?: readonly string[];
 }
 
 export async function startGateway(services: Services, options: GatewayOptions): Promise<Gateway> {
@@ -41,37 +56,59 @@ export async function startGateway(services: Services, options: GatewayOptions):
   const chat = new ChatRouter(services.db, services, recorder, options.router);
   const hub = new EventHub(services.db, log);
   await hub.start();
-  const yoga = createGraphQL(services, chat, { hub, bufferSize: options.subscriptionBuffer ?? 1000, maxLagMs: options.subscriptionMaxLagMs ?? 5000 });
+  // Access changes (a revoked key, a removed member) reach this process's caches and open subscriptions at once.
+  const access = new AccessWatch(services.db, services.auth, log);
+  await access.start();
+  const yoga = createGraphQL(services, chat, { hub, bufferSize: options.subscriptionBuffer ?? 1000, maxLagMs: options.subscriptionMaxLagMs ?? 5000 }, options.graphql);
+  const cors = new CorsPolicy(options.corsOrigins ?? []);
   const rest = endpointRoutes(services);
-  const sseSubscriptions = createSseSubscriptions(yoga, services, log);
+  const sseSubscriptions = createSseSubscriptions(yoga, services, log, access);
 
-  const server = http.createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://gateway');
+  const dispatch = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    // The target is checked before anything parses it: a target that is not a path is a 400, never a throw.
+    const target = parseRequestTarget(req.url, req.headers.host);
+    if (!target.ok) {
+      return sendJson(res, 400, { error: { code: 'INVALID_ARGUMENT', message: target.message, details: { rule: target.rule } } });
+    }
+    const { url } = target;
+    if (cors.apply(req, res)) return;
     if (url.pathname === GRAPHQL_PATH && acceptsEventStream(req)) {
-      void sseSubscriptions(req, res, url).catch((error) => {
-        log('an SSE request failed', error);
-        if (!res.headersSent) sendJson(res, 500, { errors: [{ message: 'Unexpected error.' }] });
-        else res.destroy();
-      });
+      await sseSubscriptions(req, res, url);
     } else if (url.pathname === GRAPHQL_PATH || url.pathname.startsWith(`${GRAPHQL_PATH}/`)) {
-      void yoga(req, res);
+      await yoga(req, res);
     } else if (url.pathname === CHAT_PATH) {
-      void handleChatCompletion(req, res, services, chat, log);
+      await handleChatCompletion(req, res, services, chat, log);
     } else if (url.pathname.startsWith('/dedicated/')) {
-      void rest.handle(req, res, url, (error) => log(`${req.method} ${url.pathname} failed`, error));
+      await rest.handle(req, res, url, (error) => log(`${req.method} ${url.pathname} failed`, error));
     } else if (url.pathname === '/healthz') {
       sendJson(res, 200, { status: 'ok' });
     } else if (url.pathname === '/readyz') {
-      services.db`SELECT 1`.then(
-        () => sendJson(res, 200, { status: 'ready' }),
-        () => sendJson(res, 503, { status: 'database unavailable' }),
-      );
+      // Within a second either way: a database that does not answer in time is as good as down.
+      if (await pingDatabase(services.db, READY_TIMEOUT_MS)) sendJson(res, 200, { status: 'ready' });
+      else sendJson(res, 503, { status: 'database unavailable' }, { 'retry-after': String(DATABASE_RETRY_AFTER_S) });
     } else {
       sendJson(res, 404, { error: { code: 'NOT_FOUND', message: `no route for ${req.method} ${url.pathname}` } });
     }
+  };
+  const server = http.createServer((req, res) => {
+    // Whatever a handler throws or rejects with is logged and answered 500 (masked), or ends the response: never the process.
+    dispatch(req, res).catch((error: unknown) => {
+      // A client error or a database outage gets its 4xx or 503 (src/http/failures.ts); only the rest is a bug worth a log.
+      if (isServerFailure(classifyFailure(error))) log(`${req.method} ${JSON.stringify((req.url ?? '').slice(0, 200))} failed`, error);
+      if (res.headersSent || res.destroyed) return void res.destroy();
+      const graphql = req.url === GRAPHQL_PATH || req.url?.startsWith(`${GRAPHQL_PATH}?`) || req.url?.startsWith(`${GRAPHQL_PATH}/`);
+      try {
+        sendThrown(res, error, graphql ? 'graphql' : 'rest');
+      } catch {
+        res.destroy();
+      }
+    });
   });
   server.keepAliveTimeout = 65_000;
-  const ws = attachWebSocket(server, yoga, services);
+  // What Node's parser refuses (a target that is neither a path nor a URL, a malformed header) is a JSON 400 too.
+  server.on('clientError', answerClientError);
+  server.on('connect', answerConnect);
+  const ws = attachWebSocket(server, yoga, services, { access, log, ...(options.wsMaxSubscriptions ? { maxSubscriptions: options.wsMaxSubscriptions } : {}) });
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -90,6 +127,7 @@ export async function startGateway(services: Services, options: GatewayOptions):
       chat.close();
       await recorder.close();
       await hub.close();
+      await access.close();
     },
   };
 }

@@ -28,6 +28,11 @@ export class EndpointGate {
     return this.running;
   }
 
+  /** Whether a request arriving now would wait (the slots are taken, or others already wait). */
+  get busy(): boolean {
+    return this.waiting.length > 0 || this.running >= this.limit();
+  }
+
   /** Resolves with a release function once admitted. */
   acquire(timeoutMs: number, signal: AbortSignal): Promise<() => void> {
     const release = () => {

@@ -18,6 +18,7 @@ import { Nudge } from '../util/nudge.js';
 import { EndpointGate, QueueTimeoutError } from './admission.js';
 import { once } from './once.js';
 import { openAIError, type OpenAIError } from './openai-errors.js';
+import { checkAgainstSpec, checkPromptTokens } from './pre-admission.js';
 import type { RequestRecorder } from './request-recorder.js';
 
 export interface RouterOptions {
@@ -49,7 +50,15 @@ export interface RoutedRequest {
   startedAt: number;
   queuedMs: number;
   /** Frees the slot and records the outcome; call exactly once, when the answer ended or was abandoned. */
-  finish(outcome: { promptTokens: number | null; completionTokens: number | null; ttftMs: number | null; finishReason: string | null; cancelled: boolean }): void;
+  finish(outcome: {
+    promptTokens: number | null;
+    completionTokens: number | null;
+    ttftMs: number | null;
+    finishReason: string | null;
+    cancelled: boolean;
+    /** Set when the replica, not the client, ended the answer early. */
+    errorCode?: string | null;
+  }): void;
 }
 
 export type RouteResult = { type: 'ok'; value: RoutedRequest } | { type: 'error'; error: OpenAIError };
@@ -160,6 +169,9 @@ export class ChatRouter {
     }
     const found = await this.endpointFor(principal, model, false);
     if (!found) return fail(modelNotFound(model));
+    // Before any wait (for a wake, or for a slot): what the spec alone refuses.
+    const overSpec = checkAgainstSpec(parsed.request, found);
+    if (overSpec) return fail(overSpec);
     this.recorder.seen(model);
 
     const ready = await this.waitUntilServing(principal, found, signal);
@@ -167,6 +179,12 @@ export class ChatRouter {
     const { endpoint } = ready;
 
     const gate = this.gateFor(endpoint.id);
+    // A request that would wait for a slot has its prompt counted first, so a bad one is refused at once, not after the queue.
+    const counter = gate.busy ? this.pick(endpoint.id, new Set()) : undefined;
+    if (counter) {
+      const overLimits = await checkPromptTokens(this.agent, counter, endpoint, parsed.request, signal);
+      if (overLimits) return fail(overLimits);
+    }
     let release: () => void;
     const queueStart = performance.now();
     try {

@@ -128,6 +128,9 @@ export class EndpointService {
     const parsed = parseArtifactCreate(body);
     if (parsed.type === 'error') return parsed;
     const input = parsed.value;
+    // A new endpoint's spec is checked before anything is written: a refused call must not leave a new project behind.
+    const fresh = artifactSpec(input, null);
+    if (fresh.type === 'error' && !input.projectId) return fresh;
     let project: ProjectRecord;
     if (input.projectId) {
       const [found] = await findProjects(this.db, [input.projectId]);
@@ -165,7 +168,8 @@ export class EndpointService {
     query: { projectId?: string | null; cursor?: unknown; limit?: unknown },
     names?: { cursor: string; limit: string },
   ): Promise<Result<Page<EndpointRecord>>> {
-    const page = parsePageRequest(ENDPOINT_CURSOR, query, names);
+    // Endpoint positions are `seq`, a bigserial.
+    const page = parsePageRequest(ENDPOINT_CURSOR, query, names, -1, Number.MAX_SAFE_INTEGER);
     if (page.type === 'error') return page;
     let scope: { projectIds: string[] } | { teamIds: string[] };
     if (query.projectId) {

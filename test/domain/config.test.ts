@@ -32,7 +32,25 @@ test('defaults with no variables set', () => {
     subscriptionBuffer: 1000,
     subscriptionMaxLagMs: 5000,
     wsMaxSubscriptions: 100,
+    nodeEnv: 'development',
+    graphqlLimits: { maxDepth: 10, maxAliases: 15, maxDirectives: 20, maxTokens: 1000, maxCost: 10_000 },
+    graphqlIntrospection: true,
+    corsOrigins: ['*'],
   });
+});
+
+test('security variables: production turns introspection and CORS off unless set', () => {
+  expect(loadConfig({ NODE_ENV: 'production' })).toMatchObject({ nodeEnv: 'production', graphqlIntrospection: false, corsOrigins: [] });
+  expect(loadConfig({ NODE_ENV: 'production', GRAPHQL_INTROSPECTION: 'true', CORS_ORIGINS: 'https://app.example.com, http://localhost:3000' })).toMatchObject({
+    graphqlIntrospection: true,
+    corsOrigins: ['https://app.example.com', 'http://localhost:3000'],
+  });
+  expect(loadConfig({ GRAPHQL_INTROSPECTION: 'off', CORS_ORIGINS: '' })).toMatchObject({ graphqlIntrospection: false, corsOrigins: [] });
+  expect(loadConfig({ GRAPHQL_MAX_DEPTH: '4', GRAPHQL_MAX_COST: '500' }).graphqlLimits).toMatchObject({ maxDepth: 4, maxCost: 500, maxTokens: 1000 });
+  expect(() => loadConfig({ GRAPHQL_INTROSPECTION: 'maybe' })).toThrow('GRAPHQL_INTROSPECTION must be true or false');
+  expect(() => loadConfig({ GRAPHQL_MAX_DEPTH: '0' })).toThrow('GRAPHQL_MAX_DEPTH must be an integer from 1 to 1000');
+  expect(() => loadConfig({ CORS_ORIGINS: 'https://app.example.com/path' })).toThrow('CORS_ORIGINS must be "*" or comma-separated origins');
+  expect(() => loadConfig({ CORS_ORIGINS: 'app.example.com' })).toThrow('CORS_ORIGINS must be "*"');
 });
 
 test('runtime variables', () => {

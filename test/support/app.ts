@@ -7,7 +7,7 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startApp, type App } from '../../src/app.js';
+import { startApp, type App, type AppOptions } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import type { EndpointStatus } from '../../src/domain/lifecycle.js';
 import type { Sql } from '../../src/storage/database.js';
@@ -59,7 +59,7 @@ export interface TestApp extends TestDatabase {
 export interface TestAppOptions {
   env?: Record<string, string>;
   hub?: FakeHub;
-  controller?: { crashLoop?: { failures: number; windowMs: number }; stopGraceMs?: number };
+  controller?: AppOptions['controller'];
 }
 
 /** The test environment: fast controller passes, short leases, one engine thread. */

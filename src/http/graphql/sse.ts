@@ -17,9 +17,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { getOperationAST, GraphQLError, type DocumentNode, type ExecutionResult } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
+import type { AccessWatch } from '../../live/access-watch.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
-import { authenticateRequest, header } from '../rest/endpoint-routes.js';
+import { authenticateRequest, header, teamHeaderOf } from '../rest/endpoint-routes.js';
 import { MAX_BODY_BYTES, readBodyText } from '../rest/router.js';
 import type { GraphQLContext } from './context.js';
 import { resultJson, type ResultSink } from './shared-execution.js';
@@ -116,7 +117,8 @@ function paramsFromUrl(url: URL): Params | null {
   return paramsOf({ query: url.searchParams.get('query'), variables, operationName: url.searchParams.get('operationName'), extensions });
 }
 
-export function createSseSubscriptions(yoga: Yoga, services: Services, log: (message: string, error?: unknown) => void) {
+/** With `access`, a stream whose key is revoked or whose team access changes ends with an error event. */
+export function createSseSubscriptions(yoga: Yoga, services: Services, log: (message: string, error?: unknown) => void, access?: AccessWatch) {
   /** Hands the request to yoga, with the body this path already read. */
   const toYoga = (req: IncomingMessage, res: ServerResponse, body: string | undefined) => {
     // whatwg-node reads a consumed request's body from `req.body` (as Express leaves it).
@@ -146,9 +148,16 @@ export function createSseSubscriptions(yoga: Yoga, services: Services, log: (mes
     }
     if (!params) return toYoga(req, res, body);
 
+    const epoch = access?.epoch ?? 0;
     const auth = await authenticateRequest(services, req);
     if (auth.type === 'error') return toYoga(req, res, body);
-    const enveloped = yoga.getEnveloped({ principal: auth.value, params, resultSink: new SseNextEvents(res) });
+    // Watched while the response is open: a change of access ends the stream with an error event.
+    const credentials = { authorization: header(req, 'authorization'), team: teamHeaderOf((n) => header(req, n)) };
+    const connection = access?.open(credentials, auth.value, epoch, () => {});
+    if (connection) res.once('close', () => connection.close());
+    const watched = connection?.subscription();
+    const sink = new SseNextEvents(res);
+    const enveloped = yoga.getEnveloped({ principal: watched?.principal ?? auth.value, params, resultSink: watched ? watched.sink(sink) : sink });
     let document: DocumentNode;
     try {
       document = enveloped.parse(params.query);
@@ -156,7 +165,13 @@ export function createSseSubscriptions(yoga: Yoga, services: Services, log: (mes
       return toYoga(req, res, body);
     }
     const operation = getOperationAST(document, params.operationName);
-    if (operation?.operation !== 'subscription' || enveloped.validate(enveloped.schema, document).length > 0) return toYoga(req, res, body);
+    if (operation?.operation !== 'subscription') return toYoga(req, res, body);
+    try {
+      if (enveloped.validate(enveloped.schema, document).length > 0) return toYoga(req, res, body);
+    } catch {
+      // An operation over a limit (limits.ts throws it): yoga answers it, with its status.
+      return toYoga(req, res, body);
+    }
 
     const contextValue = await enveloped.contextFactory();
     const stream = (await enveloped.subscribe({
@@ -169,17 +184,15 @@ export function createSseSubscriptions(yoga: Yoga, services: Services, log: (mes
     // Errors before the stream (variables that do not coerce): nothing has run yet, so yoga answers them.
     if (!(Symbol.asyncIterator in stream)) return toYoga(req, res, body);
 
-    const origin = header(req, 'origin');
+    // CORS headers, if any, are already set by the server (../cors.ts).
     res.writeHead(200, {
       'content-type': 'text/event-stream',
       connection: 'keep-alive',
       'cache-control': 'no-cache',
       'content-encoding': 'none',
-      // yoga's default CORS: the caller's origin, with credentials
-      ...(origin ? { 'access-control-allow-origin': origin, vary: 'Origin', 'access-control-allow-credentials': 'true' } : {}),
     });
     // Handed over: this frame (the body, the document, the context) is not kept for the stream's life.
-    return pump(res, stream[Symbol.asyncIterator](), log);
+    return pump(res, (watched ? watched.watch(stream) : stream)[Symbol.asyncIterator](), log);
   };
 }
 

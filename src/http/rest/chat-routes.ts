@@ -9,9 +9,9 @@ import type { ChatRouter } from '../../router/chat-router.js';
 import { errorBody, openAIError, type OpenAIError } from '../../router/openai-errors.js';
 import { collectBody, pipeStream } from '../../router/relay.js';
 import type { Services } from '../../services/index.js';
+import { openAIErrorOf } from '../failures.js';
 import { authenticateRequest } from './endpoint-routes.js';
 import { sendJson } from './responses.js';
-import { HttpError } from './responses.js';
 import { readJsonBody } from './router.js';
 
 export const CHAT_PATH = '/dedicated/v1/chat/completions';
@@ -44,8 +44,7 @@ export async function handleChatCompletion(
     try {
       body = await readJsonBody(req);
     } catch (error) {
-      if (error instanceof HttpError && error.status === 413) return sendOpenAIError(res, openAIError(413, 'invalid_request_error', error.message, 'request_too_large'));
-      return sendOpenAIError(res, openAIError(400, 'invalid_request_error', 'request body is not valid JSON', 'invalid_json'));
+      return sendOpenAIError(res, openAIErrorOf(error));
     }
     const routed = await router.route(auth.value, body, clientGone.signal);
     if (routed.type === 'error') return sendOpenAIError(res, routed.error);
@@ -63,8 +62,9 @@ export async function handleChatCompletion(
     if (!res.destroyed) res.end();
   } catch (error) {
     if (clientGone.signal.aborted) return;
-    log(`${CHAT_PATH} failed`, error);
-    if (!res.headersSent) sendOpenAIError(res, openAIError(500, 'server_error', 'internal error', 'internal_error'));
+    const mapped = openAIErrorOf(error);
+    if (mapped.status === 500) log(`${CHAT_PATH} failed`, error);
+    if (!res.headersSent) sendOpenAIError(res, mapped);
     else res.destroy();
   }
 }

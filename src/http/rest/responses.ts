@@ -17,6 +17,8 @@ export type ErrorCode =
   | 'INVALID_TRANSITION'
   | 'CONFLICT'
   | 'RESOURCE_EXHAUSTED'
+  /** 503 with Retry-After: a dependency (the database) cannot be reached; the request did nothing. */
+  | 'UNAVAILABLE'
   | 'INTERNAL';
 
 export class HttpError extends Error {

@@ -5,6 +5,8 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Result } from '../../domain/result.js';
+import { findNul, TEXT_RULES, textViolation } from '../../domain/field-checker.js';
+import { ClientInputError, restErrorOf } from '../failures.js';
 import { HttpError, httpErrorOf, sendError, sendJson } from './responses.js';
 
 export interface RouteRequest {
@@ -62,17 +64,52 @@ export function readBodyText(req: IncomingMessage): Promise<string | null> {
   });
 }
 
-/** The JSON body; an empty body reads as `undefined`. 413 past MAX_BODY_BYTES, 400 for text that is not JSON. */
+/** `application/json`, or a `+json` type, with any parameters (`; charset=utf-8`). */
+const JSON_CONTENT_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i;
+
+/**
+ * The JSON body; an empty body reads as `undefined`. 413 past MAX_BODY_BYTES;
+ * 415 for a body sent as another content type (a request without the header
+ * is read as JSON); 400 for text that is not JSON, or for a string anywhere
+ * inside it that holds NUL, which no field may (see TEXT_RULES).
+ */
 export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   const text = await readBodyText(req);
   if (text === null) throw new HttpError(413, 'INVALID_ARGUMENT', `request body exceeds ${MAX_BODY_BYTES} bytes`);
   if (text.trim() === '') return undefined;
+  const type = req.headers['content-type'];
+  if (type !== undefined && !JSON_CONTENT_TYPE.test(type)) {
+    throw new ClientInputError([{ field: 'Content-Type', message: `must be application/json (got ${JSON.stringify(type.slice(0, 100))})` }], 415);
+  }
+  let body: unknown;
   try {
-    return JSON.parse(text);
+    body = JSON.parse(text);
   } catch {
-    throw new HttpError(400, 'INVALID_ARGUMENT', 'request body is not valid JSON', {
-      fields: [{ field: 'body', message: 'must be valid JSON' }],
-    });
+    throw new ClientInputError([{ field: 'body', message: 'must be valid JSON' }], 400, 'invalid_json');
+  }
+  const nul = findNul(body, '');
+  if (nul !== undefined) throw new ClientInputError([{ field: nul || 'body', message: TEXT_RULES.nul }]);
+  return body;
+}
+
+/** A path parameter, decoded; a 400 naming it when it does not decode or holds NUL. */
+function decodeParam(name: string, raw: string): string {
+  let value: string;
+  try {
+    value = decodeURIComponent(raw);
+  } catch {
+    throw new ClientInputError([{ field: name, message: 'must be percent-encoded UTF-8' }]);
+  }
+  const broken = textViolation(value);
+  if (broken) throw new ClientInputError([{ field: name, message: broken }]);
+  return value;
+}
+
+/** The query string's parameters; a 400 naming one that holds NUL. */
+function checkQuery(query: URLSearchParams): void {
+  for (const [name, value] of query) {
+    if (findNul(name, '') !== undefined) throw new ClientInputError([{ field: 'query', message: TEXT_RULES.nul }]);
+    if (findNul(value, '') !== undefined) throw new ClientInputError([{ field: name, message: TEXT_RULES.nul }]);
   }
 }
 
@@ -105,7 +142,7 @@ export class Router {
       if (route.method !== method) continue;
       const params: Record<string, string> = {};
       route.names.forEach((name, i) => {
-        params[name] = decodeURIComponent(m[i + 1]!);
+        params[name] = decodeParam(name, m[i + 1]!);
       });
       return { handler: route.handler, params };
     }
@@ -118,6 +155,7 @@ export class Router {
       const found = this.match(method, url.pathname);
       if (found === undefined) throw new HttpError(404, 'NOT_FOUND', `no route for ${method} ${url.pathname}`);
       if (found === 'wrong-method') throw new HttpError(404, 'NOT_FOUND', `${url.pathname} does not accept ${method}`);
+      checkQuery(url.searchParams);
       const response = await found.handler({
         req,
         params: found.params,
@@ -132,8 +170,9 @@ export class Router {
       }
     } catch (error) {
       if (error instanceof HttpError) return sendError(res, error);
-      log(error);
-      sendError(res, new HttpError(500, 'INTERNAL', 'internal error'));
+      const mapped = restErrorOf(error);
+      if (mapped.status === 500) log(error);
+      sendError(res, mapped);
     }
   }
 }

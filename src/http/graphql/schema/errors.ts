@@ -6,6 +6,7 @@
 import { GraphQLError } from 'graphql';
 import type { ObjectRef, UnionRef } from '@pothos/core';
 import type { DomainError, FieldViolation, Result } from '../../../domain/result.js';
+import { graphqlFieldName, graphqlInvalidArgument } from '../../failures.js';
 import { builder } from '../builder.js';
 import { EndpointStatusValue } from './enums.js';
 
@@ -13,10 +14,7 @@ type SchemaTypesOf = typeof builder extends PothosSchemaTypes.SchemaBuilder<infe
 
 type ErrorOf<T extends DomainError['type']> = Extract<DomainError, { type: T }>;
 
-/** GraphQL names fields in camelCase; the shared validators speak the REST names. */
-export function graphqlFieldName(field: string): string {
-  return field.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
-}
+export { graphqlFieldName };
 
 export const ErrorInterface = builder.interfaceRef<DomainError>('Error').implement({
   description: 'An expected failure: the request was understood but cannot be carried out.',
@@ -90,11 +88,14 @@ export function payload<T, S>(result: Result<T>, wrap: (value: T) => S): S | Dom
   return result.type === 'ok' ? wrap(result.value) : result.error;
 }
 
-/** For queries, where an expected failure is a GraphQL error with a code rather than a result type. */
+/**
+ * For queries, where an expected failure is a GraphQL error with a code rather
+ * than a result type. An invalid argument answers 400 over HTTP, like every
+ * other error a client causes (src/http/failures.ts).
+ */
 export function unwrapOrThrow<T>(result: Result<T>): T {
   if (result.type === 'ok') return result.value;
   const { error } = result;
-  throw new GraphQLError(error.message, {
-    extensions: { code: error.type, ...(error.type === 'INVALID_ARGUMENT' ? { fields: error.fields.map((f) => ({ ...f, field: graphqlFieldName(f.field) })) } : {}) },
-  });
+  if (error.type === 'INVALID_ARGUMENT') throw graphqlInvalidArgument(error.message, error.fields);
+  throw new GraphQLError(error.message, { extensions: { code: error.type } });
 }

@@ -1,0 +1,241 @@
+/**
+ * graphql-ws (the `graphql-transport-ws` protocol) on `ws`, at /graphql: the
+ * protocol core is graphql-ws's own `makeServer`; this adapter is what
+ * `graphql-ws/use/ws` does, plus what a shared public socket needs:
+ *
+ * - Errors stay where they belong. A malformed message (not JSON, not an
+ *   object, a missing or mistyped field, a type a server never receives)
+ *   closes the socket with 4400; a subscribe whose query does not parse or
+ *   validate, names an unknown operation, or is past the socket's cap is
+ *   answered with an `error` message for its id, and the socket's other
+ *   subscriptions go on. 4500 ("Internal server error", logged, never
+ *   detailed) is left for real faults. Frame-level violations (a frame
+ *   larger than `maxPayload`, invalid UTF-8) are closed by `ws` with the
+ *   WebSocket codes 1009 and 1007.
+ * - At most `maxSubscriptions` operations run on one socket at once.
+ * - Access is watched (see `live/access-watch.ts`): a socket whose key stops
+ *   authenticating is closed with 4403 and the reason; a subscription whose
+ *   team access changed ends with a FORBIDDEN error.
+ */
+import type { IncomingMessage, Server } from 'node:http';
+import { GraphQLError, type DocumentNode, type ExecutionArgs, type ExecutionResult } from 'graphql';
+import { CloseCode, handleProtocols, makeServer, MessageType } from 'graphql-ws';
+import type { YogaServerInstance } from 'graphql-yoga';
+import { WebSocket, WebSocketServer } from 'ws';
+import type { AccessWatch, WatchedConnection, WatchedSubscription } from '../../live/access-watch.js';
+import type { Services } from '../../services/index.js';
+import type { Principal } from '../../services/principal.js';
+import { MAX_BODY_BYTES } from '../rest/router.js';
+import type { GraphQLContext } from './context.js';
+import { resultJson, type ResultSink } from './shared-execution.js';
+
+type Yoga = YogaServerInstance<{ req?: IncomingMessage; principal?: Principal; resultSink?: ResultSink }, GraphQLContext>;
+
+export interface WebSocketOptions {
+  /** Watches open sockets' access; without it, a socket keeps the access it opened with. */
+  access?: AccessWatch;
+  /** Operations in flight on one socket at once; a subscribe past it gets an `error` message. @default 100 */
+  maxSubscriptions?: number;
+  /** Largest message accepted, in bytes; a larger frame is closed with 1009. @default 1 MiB */
+  maxPayload?: number;
+  /** Interval of keep-alive pings; a socket that misses a pong for as long is dropped. @default 12000 */
+  keepAliveMs?: number;
+  log?: (message: string, error?: unknown) => void;
+}
+
+/** Past this much unsent data on a socket, shared results wait for the socket like any other message. */
+const SOCKET_HIGH_WATER = 256 * 1024;
+
+/** The message types a server receives; any other (well-formed) one is a protocol violation. */
+const SERVER_BOUND = new Set<string>([MessageType.ConnectionInit, MessageType.Ping, MessageType.Pong, MessageType.Subscribe, MessageType.Complete]);
+
+/** A close reason fits in a control frame: 123 bytes. */
+function closeReason(reason: string): string {
+  return Buffer.byteLength(reason) <= 123 ? reason : `${Buffer.from(reason).subarray(0, 120).toString().replace(/\uFFFD$/, '')}...`;
+}
+
+/**
+ * One graphql-ws subscription's `next` messages, written straight to its
+ * socket: the shared result's JSON (made once for all its subscribers) inside
+ * the message graphql-ws itself would send. A socket that is behind refuses,
+ * so that graphql-ws's own send, which waits for the write, paces it.
+ */
+class WebSocketNextMessages implements ResultSink {
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly id: string,
+  ) {}
+
+  write(result: ExecutionResult): boolean {
+    const { socket } = this;
+    if (socket.readyState !== WebSocket.OPEN || socket.bufferedAmount > SOCKET_HIGH_WATER) return false;
+    socket.send(`{"id":${JSON.stringify(this.id)},"type":"next","payload":${resultJson(result)}}`);
+    return true;
+  }
+}
+
+interface Extra {
+  socket: WebSocket;
+  request?: IncomingMessage;
+}
+
+/** What graphql-ws carries from `onSubscribe` to `execute`/`subscribe`. */
+interface Root {
+  execute(args: ExecutionArgs): unknown;
+  subscribe(args: ExecutionArgs): unknown;
+  access: WatchedSubscription | undefined;
+}
+
+function badRequest(message: string, code = 'BAD_REQUEST'): GraphQLError[] {
+  return [new GraphQLError(message, { extensions: { code } })];
+}
+
+/** Serves graphql-ws on the GraphQL path. Auth failures close the socket with 4401 or 4403 and a reason. */
+export function serveWebSocket(server: Server, path: string, yoga: Yoga, services: Services, options: WebSocketOptions = {}) {
+  const { access } = options;
+  const maxSubscriptions = options.maxSubscriptions ?? 100;
+  const keepAliveMs = options.keepAliveMs ?? 12_000;
+  const log = options.log ?? ((message, error) => console.error(message, error));
+  const wss = new WebSocketServer({ server, path, maxPayload: options.maxPayload ?? MAX_BODY_BYTES, handleProtocols: (protocols) => handleProtocols(protocols) });
+  /** Each authenticated socket's principal, kept current by the access watch. */
+  const connections = new WeakMap<object, { principal: Principal; watched?: WatchedConnection }>();
+
+  const graphqlWs = makeServer<Record<string, unknown>, Extra>({
+    onConnect: async (ctx) => {
+      const { socket } = ctx.extra;
+      const params = ctx.connectionParams ?? {};
+      const authorization = typeof params.authorization === 'string' ? params.authorization : undefined;
+      const team = ['x-friendli-team', 'x-team-id', 'teamId'].map((k) => params[k]).find((v) => typeof v === 'string') as string | undefined;
+      const epoch = access?.epoch ?? 0;
+      const result = await services.auth.authenticate(authorization, team);
+      if (result.type === 'error') {
+        const code = result.error.type === 'FORBIDDEN' ? CloseCode.Forbidden : CloseCode.Unauthorized;
+        socket.close(code, closeReason(result.error.message));
+        return false;
+      }
+      const watched = access?.open({ authorization, team }, result.value, epoch, (error) => {
+        socket.close(CloseCode.Forbidden, closeReason(`access revoked: ${error.message}`));
+      });
+      if (socket.readyState !== WebSocket.OPEN) {
+        watched?.close(); // it went away while authenticating
+        return false;
+      }
+      connections.set(ctx.extra, { principal: result.value, ...(watched ? { watched } : {}) });
+      // The upgrade request is not needed past authentication: let it go rather than keep it for the socket's life.
+      ctx.extra.request = undefined;
+      return true;
+    },
+    onSubscribe: async (ctx, id, params) => {
+      let inFlight = 0;
+      for (const _ in ctx.subscriptions) if (++inFlight > maxSubscriptions) break;
+      if (inFlight > maxSubscriptions) {
+        return badRequest(`too many operations on this socket: at most ${maxSubscriptions} at once; complete one first`, 'RESOURCE_EXHAUSTED');
+      }
+      const connection = connections.get(ctx.extra)!;
+      const watched = connection.watched?.subscription();
+      // Only what the context needs: a spread of graphql-ws's context would be copied into every subscription.
+      const sink = new WebSocketNextMessages(ctx.extra.socket, id);
+      const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
+        principal: watched?.principal ?? connection.principal,
+        params,
+        resultSink: watched ? watched.sink(sink) : sink,
+      });
+      // A syntax error or an operation over a limit (thrown by parse or validate) is this operation's error, not the socket's.
+      let document: DocumentNode;
+      try {
+        document = parse(params.query);
+        const errors = validate(schema, document);
+        if (errors.length > 0) return errors;
+      } catch (error) {
+        if (error instanceof GraphQLError) return [error];
+        throw error;
+      }
+      const root: Root = { execute, subscribe, access: watched };
+      return {
+        schema,
+        operationName: params.operationName,
+        document,
+        variableValues: params.variables,
+        contextValue: await contextFactory(),
+        rootValue: root,
+      } satisfies ExecutionArgs;
+    },
+    execute: (args) => (args.rootValue as Root).execute(args) as never,
+    subscribe: async (args) => {
+      const root = args.rootValue as Root;
+      const result = (await root.subscribe(args)) as ExecutionResult | AsyncIterable<ExecutionResult>;
+      // A running subscription is watched: a change of its access ends it with an error.
+      return (root.access && Symbol.asyncIterator in result ? root.access.watch(result) : result) as never;
+    },
+  });
+
+  wss.on('error', (error) => log('the WebSocket server failed', error));
+  wss.on('connection', (socket, request) => {
+    // Frame-level faults (too large, invalid UTF-8): `ws` closes the socket itself with the WebSocket code.
+    socket.on('error', () => {});
+    let pongWait: NodeJS.Timeout | null = null;
+    const ping =
+      keepAliveMs > 0
+        ? setInterval(() => {
+            if (socket.readyState !== WebSocket.OPEN) return;
+            pongWait = setTimeout(() => socket.terminate(), keepAliveMs);
+            socket.once('pong', () => {
+              if (pongWait) clearTimeout(pongWait);
+              pongWait = null;
+            });
+            socket.ping();
+          }, keepAliveMs)
+        : null;
+    const extra: Extra = { socket, request };
+    let onMessage: ((data: string) => Promise<void>) | undefined;
+    const closed = graphqlWs.opened(
+      {
+        protocol: socket.protocol,
+        send: (data) =>
+          new Promise((resolve, reject) => {
+            if (socket.readyState !== WebSocket.OPEN) return resolve();
+            socket.send(data, (error) => (error ? reject(error) : resolve()));
+          }),
+        close: (code, reason) => socket.close(code, reason),
+        onMessage: (cb) => {
+          onMessage = cb;
+        },
+      },
+      extra,
+    );
+    socket.on('message', async (data: Buffer) => {
+      if (!onMessage) return;
+      // Checked here, so that a malformed message is a 4400 and never reaches the core as a fault.
+      let message: unknown;
+      try {
+        message = JSON.parse(data.toString('utf8'));
+      } catch {
+        message = undefined;
+      }
+      const type = typeof message === 'object' && message !== null && !Array.isArray(message) ? (message as { type?: unknown }).type : undefined;
+      if (typeof type !== 'string' || !SERVER_BOUND.has(type)) {
+        return socket.close(CloseCode.BadRequest, message === undefined ? 'Invalid message received: not JSON' : 'Invalid message received: not a message a server accepts');
+      }
+      try {
+        // graphql-ws validates an already parsed message as it does a string (4400 for a bad one).
+        await onMessage(message as never);
+      } catch (error) {
+        log('a WebSocket message failed', error);
+        socket.close(CloseCode.InternalServerError, 'Internal server error');
+      }
+    });
+    socket.once('close', (code, reason) => {
+      if (pongWait) clearTimeout(pongWait);
+      if (ping) clearInterval(ping);
+      connections.get(extra)?.watched?.close();
+      void closed(code, reason.toString());
+    });
+  });
+
+  return {
+    close: async () => {
+      for (const client of wss.clients) client.close(1001, 'Going away');
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+}

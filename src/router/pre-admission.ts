@@ -1,0 +1,114 @@
+/**
+ * Checks that refuse a bad chat request before it waits for a slot, so that
+ * a 400 comes at once however busy the endpoint is (the engine would refuse
+ * it too, but only once admitted, after the queue):
+ *
+ * - without the tokenizer, against the endpoint's spec: `max_tokens` that
+ *   alone fills max_token_count;
+ * - with the tokenizer, when the request would have to wait: the replica's
+ *   `POST /tokenize` renders the prompt and counts its tokens without taking a
+ *   sequence, and the engine's own rules (checkTokenLimits) are applied to
+ *   the count. An engine without the route (a custom ENGINE_COMMAND), or one
+ *   that does not answer in time, is skipped: the request queues as before.
+ */
+import http from 'node:http';
+import { checkRequestedTokens, checkTokenLimits, type ChatRequest, type RequestError } from '../engine/chat-request.js';
+import type { EndpointRecord } from '../storage/endpoints-repository.js';
+import type { ReplicaRecord } from '../storage/replicas-repository.js';
+import { openAIError, type OpenAIError } from './openai-errors.js';
+
+/** How long the gateway waits for a replica's token count before it lets the request queue unchecked. */
+export const TOKENIZE_TIMEOUT_MS = 5_000;
+/** The most of a /tokenize answer read (it is a few numbers). */
+const MAX_ANSWER_BYTES = 64 * 1024;
+
+export function openAIErrorOfRequest(error: RequestError): OpenAIError {
+  return openAIError(error.status, error.type === 'not_found_error' ? 'not_found_error' : error.type, error.message, error.code, error.param);
+}
+
+/** The checks that need only the endpoint's spec. */
+export function checkAgainstSpec(request: ChatRequest, endpoint: EndpointRecord): OpenAIError | undefined {
+  const error = checkRequestedTokens(request, endpoint.current.spec.advanced.maxTokenCount);
+  return error ? openAIErrorOfRequest(error) : undefined;
+}
+
+interface Answer {
+  status: number;
+  body: unknown;
+}
+
+function postJson(agent: http.Agent, url: string, payload: unknown, signal: AbortSignal): Promise<Answer> {
+  const text = JSON.stringify(payload);
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, {
+      method: 'POST',
+      agent,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
+      signal,
+    });
+    req.once('error', reject);
+    req.once('response', (res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > MAX_ANSWER_BYTES) return void res.destroy(new Error('tokenize answer too large'));
+        chunks.push(chunk);
+      });
+      res.once('error', reject);
+      res.once('end', () => {
+        let body: unknown;
+        try {
+          body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        } catch {
+          body = undefined;
+        }
+        resolve({ status: res.statusCode ?? 502, body });
+      });
+    });
+    req.end(text);
+  });
+}
+
+function isOpenAIErrorBody(body: unknown): body is { error: { message: string; type: string; param: string | null; code: string | null } } {
+  const error = (body as { error?: { message?: unknown } } | undefined)?.error;
+  return typeof error === 'object' && error !== null && typeof error.message === 'string';
+}
+
+/**
+ * The prompt's checks, by the replica's tokenizer: the 400 the completion
+ * would get, or undefined when it would pass (or cannot be told).
+ */
+export async function checkPromptTokens(
+  agent: http.Agent,
+  replica: ReplicaRecord,
+  endpoint: EndpointRecord,
+  request: ChatRequest,
+  signal: AbortSignal,
+): Promise<OpenAIError | undefined> {
+  let answer: Answer;
+  try {
+    answer = await postJson(
+      agent,
+      `${replica.address}/tokenize`,
+      { model: endpoint.id, messages: request.messages, chat_template_kwargs: request.chatTemplateKwargs, add_generation_prompt: true },
+      AbortSignal.any([signal, AbortSignal.timeout(TOKENIZE_TIMEOUT_MS)]),
+    );
+  } catch {
+    return undefined;
+  }
+  if (answer.status === 400 && isOpenAIErrorBody(answer.body)) {
+    const { message, param, code } = answer.body.error;
+    return openAIError(400, 'invalid_request_error', message, code ?? null, param ?? null);
+  }
+  const counted = answer.body as { count?: unknown; max_model_len?: unknown; max_input_length?: unknown } | undefined;
+  if (answer.status !== 200 || typeof counted?.count !== 'number' || !Number.isInteger(counted.count)) return undefined;
+  const { advanced } = endpoint.current.spec;
+  // The replica's own limits where it tells them (it may run an older version during a rollout).
+  const limits = {
+    maxInputLength: typeof counted.max_input_length === 'number' ? counted.max_input_length : advanced.maxInputLength,
+    contextSize: typeof counted.max_model_len === 'number' ? counted.max_model_len : advanced.maxTokenCount,
+  };
+  const error = checkTokenLimits(counted.count, request, limits);
+  return error ? openAIErrorOfRequest(error) : undefined;
+}
