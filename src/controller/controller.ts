@@ -32,7 +32,7 @@ import {
 } from '../storage/endpoints-repository.js';
 import {
   acquireLease,
-  countFailedSince,
+  failuresSince,
   endpointsToReconcile,
   holdsLease,
   liveReplicaIdsOnNode,
@@ -45,6 +45,10 @@ import {
 } from '../storage/replicas-repository.js';
 import { Nudge } from '../util/nudge.js';
 import { decideScale, replicaCapacity } from './autoscaler.js';
+import { decideAfterDeaths, DEFAULT_CRASH_POLICY, type CrashPolicy, type RecentDeaths } from './crash-policy.js';
+
+/** The last error of a replica whose engine died while it ran (a death, as the crash policy counts them). */
+const ENGINE_EXITED = 'the engine process exited';
 
 export interface ControllerOptions {
   sql: Sql;
@@ -60,8 +64,8 @@ export interface ControllerOptions {
   drainTimeoutMs?: number;
   /** SIGTERM to SIGKILL. @default 10000 */
   stopGraceMs?: number;
-  /** Replica failures within the window that mark the endpoint FAILED. @default 3 in 10 minutes */
-  crashLoop?: { failures: number; windowMs: number };
+  /** Replacement back-off and the deaths within a window that mark the endpoint FAILED. @default DEFAULT_CRASH_POLICY */
+  crashLoop?: Partial<CrashPolicy>;
   log?: (message: string, error?: unknown) => void;
 }
 
@@ -102,7 +106,7 @@ export class Controller {
   private readonly leaseTtlMs: number;
   private readonly drainTimeoutMs: number;
   private readonly stopGraceMs: number;
-  private readonly crashLoop: { failures: number; windowMs: number };
+  private readonly crashLoop: CrashPolicy;
   private readonly log: (message: string, error?: unknown) => void;
   /** Endpoints with a reconcile pass running in this process. */
   private readonly running = new Map<string, Promise<void>>();
@@ -126,7 +130,7 @@ export class Controller {
     this.leaseTtlMs = options.leaseTtlMs ?? 10_000;
     this.drainTimeoutMs = options.drainTimeoutMs ?? 30_000;
     this.stopGraceMs = options.stopGraceMs ?? 10_000;
-    this.crashLoop = options.crashLoop ?? { failures: 3, windowMs: 10 * 60_000 };
+    this.crashLoop = { ...DEFAULT_CRASH_POLICY, ...options.crashLoop };
     this.log = options.log ?? ((message, error) => console.error(`[controller] ${message}`, error ?? ''));
   }
 
@@ -291,6 +295,7 @@ export class Controller {
         const serving = replicas.filter((r) => r.state === 'READY');
         const target = endpoint.current;
         if (serving.length === 0) {
+          if (await this.backingOff(endpoint)) return;
           await this.startUp(endpoint);
         } else if (serving.some((r) => r.versionIndex !== target.versionIndex) && target.rolloutState !== 'FAILED') {
           await this.rollOut(endpoint, serving);
@@ -327,7 +332,7 @@ export class Controller {
       if (replica.state === 'READY' && !this.runtime.isAlive(handleOf(replica))) {
         const tail = await this.runtime.logTail(replica.id);
         this.log(`replica ${replica.id} of ${endpoint.id} died; last output:\n${tail.slice(-2000)}`);
-        await markReplica(this.sql, replica.id, { state: 'FAILED', lastError: 'the engine process exited' });
+        await markReplica(this.sql, replica.id, { state: 'FAILED', lastError: ENGINE_EXITED });
         died++;
         continue;
       }
@@ -336,8 +341,7 @@ export class Controller {
     if (died === 0) return live;
 
     await this.refreshCounts(endpoint.id, endpoint.desiredReplicaCnt, 'controller:replica-died');
-    const since = new Date(Date.now() - this.crashLoop.windowMs);
-    if (endpoint.desiredState === 'RUNNING' && (await countFailedSince(this.sql, endpoint.id, since)) >= this.crashLoop.failures) {
+    if (endpoint.desiredState === 'RUNNING' && decideAfterDeaths(this.crashLoop, await this.recentDeaths(endpoint.id), Date.now()).kind === 'fail') {
       await this.stopReplicas(live, 0);
       await this.refreshCounts(endpoint.id, 0, 'controller:crash-loop');
       await this.setStatus(
@@ -349,12 +353,28 @@ export class Controller {
           errorCode: 'INFERENCE_ENGINE_UNKNOWN_ERROR',
           desiredState: 'TERMINATED',
           cause: 'controller:crash-loop',
-          detail: { message: `the engine exited ${this.crashLoop.failures} times within ${Math.round(this.crashLoop.windowMs / 60_000)} minutes` },
+          detail: { message: `the engine exited ${this.crashLoop.failures} times within ${Math.round(this.crashLoop.windowMs / 1000)} seconds` },
         },
       );
       return 'failed';
     }
     return live;
+  }
+
+  /** Deaths of the endpoint's engines within the crash window. */
+  private recentDeaths(endpointId: string): Promise<RecentDeaths> {
+    return failuresSince(this.sql, endpointId, new Date(Date.now() - this.crashLoop.windowMs), ENGINE_EXITED);
+  }
+
+  /**
+   * Whether a replacement for an engine that died must wait out its back-off
+   * (the next pass after it starts it). Only a serving endpoint's replacements
+   * wait: a start, wake or restart asked for by a user goes at once.
+   */
+  private async backingOff(endpoint: EndpointRecord): Promise<boolean> {
+    if (endpoint.status !== 'RUNNING' && endpoint.status !== 'UPDATING') return false;
+    const decision = decideAfterDeaths(this.crashLoop, await this.recentDeaths(endpoint.id), Date.now());
+    return decision.kind === 'wait';
   }
 
   private async stopReplicas(replicas: ReplicaRecord[], drainMs: number): Promise<void> {
@@ -612,6 +632,7 @@ export class Controller {
       return;
     }
     if (decision.replicas > serving.length) {
+      if (await this.backingOff(endpoint)) return;
       this.lastScaleUp.set(id, now);
       await this.refreshCounts(id, decision.replicas, 'controller:scale-up');
       const missing = decision.replicas - serving.length;

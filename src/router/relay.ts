@@ -32,12 +32,36 @@ interface Usage {
   completion_tokens?: number;
 }
 
+/** The error of an answer whose replica stopped before it was complete (the engine died or its connection broke). */
+export const UPSTREAM_CUT = {
+  code: 'upstream_disconnected',
+  message: 'The replica serving this request stopped before the answer was complete. Nothing more will come; retry the request.',
+} as const;
+
+/** Thrown by the readers below when the replica's answer broke off. */
+export class UpstreamCutError extends Error {
+  readonly code = UPSTREAM_CUT.code;
+  constructor(cause?: unknown) {
+    super(UPSTREAM_CUT.message, { cause });
+    this.name = 'UpstreamCutError';
+  }
+}
+
+/**
+ * What a streamed answer cut short ends with: an error event in OpenAI's
+ * streaming error shape, then `[DONE]`, so that a client can tell it from a
+ * finished answer (OpenAI's own clients raise it as an APIError).
+ */
+export const CUT_EVENTS = `data: ${JSON.stringify({ error: { message: UPSTREAM_CUT.message, type: 'server_error', param: null, code: UPSTREAM_CUT.code } })}\n\ndata: [DONE]\n\n`;
+
 /** Watches the events of one streamed answer and records the outcome once. */
 class StreamMeter {
   private ttftMs: number | null = null;
   private usage: Usage | null = null;
   private finishReason: string | null = null;
   completed = false;
+  /** The replica's side ended first, without `[DONE]`. */
+  cut = false;
 
   constructor(private readonly routed: RoutedRequest) {}
 
@@ -93,6 +117,7 @@ class StreamMeter {
       ttftMs: this.ttftMs,
       finishReason: this.finishReason,
       cancelled: !this.completed,
+      errorCode: this.cut ? UPSTREAM_CUT.code : null,
     });
   }
 }
@@ -105,8 +130,17 @@ class StreamMeter {
 export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string> {
   const meter = new StreamMeter(routed);
   try {
-    for await (const data of sseData(routed.upstream)) {
-      if (meter.observe(data)) yield data;
+    try {
+      for await (const data of sseData(routed.upstream)) {
+        if (meter.observe(data)) yield data;
+      }
+    } catch (error) {
+      meter.cut = true;
+      throw new UpstreamCutError(error);
+    }
+    if (!meter.completed) {
+      meter.cut = true;
+      throw new UpstreamCutError();
     }
   } finally {
     meter.finish();
@@ -118,6 +152,8 @@ export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string
  * byte: each upstream chunk's complete events are written at once (less the
  * usage event a client did not ask for), with backpressure, and a partial
  * event waits for the rest (at the end of the answer, it goes as it is).
+ * An answer the replica's side ends without `[DONE]` (the engine died, its
+ * connection broke) ends with {@link CUT_EVENTS}, never silently.
  * Resolves when the answer ended or either side went away.
  */
 export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> {
@@ -131,6 +167,15 @@ export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> 
       settled = true;
       meter.finish();
       resolve();
+    };
+    /** The replica's side ended: a stream it did not finish gets the cut events (the client is still there). */
+    const upstreamEnded = () => {
+      if (settled) return;
+      if (!meter.completed && !out.destroyed && !out.writableEnded) {
+        meter.cut = true;
+        out.write(CUT_EVENTS);
+      }
+      done();
     };
     upstream.on('data', (chunk: Buffer) => {
       const bytes: Buffer = partial ? Buffer.concat([partial, chunk]) : chunk;
@@ -159,10 +204,10 @@ export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> 
       const last = partial?.toString('utf8').replace(/\s+$/, '');
       partial = null;
       if (last && meter.observe(eventData(last)) && !out.destroyed) out.write(`${last}${last.includes('\r') ? '\r\n\r\n' : '\n\n'}`);
-      done();
+      upstreamEnded();
     });
-    upstream.once('error', done);
-    upstream.once('close', done);
+    upstream.once('error', upstreamEnded);
+    upstream.once('close', upstreamEnded);
     out.once('close', done);
   });
 }
@@ -171,8 +216,15 @@ export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> 
 export async function collectBody(routed: RoutedRequest): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let completed = false;
+  let cut = false;
   try {
-    for await (const chunk of routed.upstream) chunks.push(chunk as Buffer);
+    try {
+      for await (const chunk of routed.upstream) chunks.push(chunk as Buffer);
+    } catch (error) {
+      // The client leaving aborts the upstream request too (an AbortError): only a break on the replica's side is a cut.
+      cut = (error as { name?: string }).name !== 'AbortError';
+      throw cut ? new UpstreamCutError(error) : error;
+    }
     completed = true;
   } finally {
     const body = Buffer.concat(chunks);
@@ -193,6 +245,7 @@ export async function collectBody(routed: RoutedRequest): Promise<Buffer> {
       ttftMs: completed ? performance.now() - routed.startedAt : null,
       finishReason,
       cancelled: !completed,
+      errorCode: cut ? UPSTREAM_CUT.code : null,
     });
   }
   return Buffer.concat(chunks);

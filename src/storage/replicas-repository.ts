@@ -78,10 +78,15 @@ export async function liveReplicaIdsOnNode(db: Queryable, node: string): Promise
 }
 
 /** Failed replicas of an endpoint created since a moment: the crash-loop count. */
-export async function countFailedSince(db: Queryable, endpointId: string, since: Date): Promise<number> {
-  const [row] = await db<{ n: number }[]>`
-    SELECT count(*)::int AS n FROM replicas WHERE endpoint_id = ${endpointId} AND state = 'FAILED' AND created_at >= ${since}`;
-  return row!.n;
+/**
+ * Replicas of the endpoint that failed with `lastError` since `since`: how
+ * many, and when the last one did (milliseconds since the epoch).
+ */
+export async function failuresSince(db: Queryable, endpointId: string, since: Date, lastError: string): Promise<{ count: number; lastAt: number | null }> {
+  const [row] = await db<{ n: number; last: Date | null }[]>`
+    SELECT count(*)::int AS n, max(coalesce(stopped_at, created_at)) AS last FROM replicas
+    WHERE endpoint_id = ${endpointId} AND state = 'FAILED' AND last_error = ${lastError} AND coalesce(stopped_at, created_at) >= ${since}`;
+  return { count: row!.n, lastAt: row!.last ? row!.last.getTime() : null };
 }
 
 /**

@@ -15,6 +15,8 @@ export interface RequestLogEntry {
   queuedMs: number;
   finishReason: string | null;
   cancelled: boolean;
+  /** Why the answer is incomplete when the gateway knows (e.g. 'upstream_disconnected'); null otherwise. */
+  errorCode?: string | null;
   startedAt: Date;
 }
 
@@ -33,13 +35,14 @@ export async function insertRequestLog(db: Queryable, entries: readonly RequestL
   const column = (type: number, of: (e: RequestLogEntry) => string | number | boolean | null) => db.array(entries.map(of) as never[], type);
   await db`
     INSERT INTO request_log (endpoint_id, replica_id, team_id, user_id, stream, http_status, prompt_tokens, completion_tokens,
-      ttft_ms, duration_ms, queued_ms, finish_reason, cancelled, started_at)
+      ttft_ms, duration_ms, queued_ms, finish_reason, cancelled, started_at, error_code)
     SELECT * FROM unnest(
       ${column(TEXT, (e) => e.endpointId)}::text[], ${column(TEXT, (e) => e.replicaId)}::text[], ${column(TEXT, (e) => e.teamId)}::text[],
       ${column(TEXT, (e) => e.userId)}::text[], ${column(BOOL, (e) => e.stream)}::boolean[], ${column(INT4, (e) => e.httpStatus)}::int[],
       ${column(INT4, (e) => e.promptTokens)}::int[], ${column(INT4, (e) => e.completionTokens)}::int[], ${column(FLOAT8, (e) => e.ttftMs)}::float8[],
       ${column(FLOAT8, (e) => e.durationMs)}::float8[], ${column(FLOAT8, (e) => e.queuedMs)}::float8[], ${column(TEXT, (e) => e.finishReason)}::text[],
-      ${column(BOOL, (e) => e.cancelled)}::boolean[], ${column(TIMESTAMPTZ, (e) => e.startedAt.toISOString())}::timestamptz[])`;
+      ${column(BOOL, (e) => e.cancelled)}::boolean[], ${column(TIMESTAMPTZ, (e) => e.startedAt.toISOString())}::timestamptz[],
+      ${column(TEXT, (e) => e.errorCode ?? null)}::text[])`;
 }
 
 /** Moves the endpoints' last-request times forward (never back). */

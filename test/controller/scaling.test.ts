@@ -10,7 +10,7 @@ let alice: SeededUser;
 let project: SeededProject;
 
 beforeAll(async () => {
-  t = await startTestApp({ controller: { crashLoop: { failures: 3, windowMs: 60_000 } } });
+  t = await startTestApp({ controller: { crashLoop: { failures: 3, windowMs: 60_000, backoffBaseMs: 1000 } } });
   alice = await t.seed.user();
   project = await alice.project('scaling');
 });
@@ -98,20 +98,34 @@ describe('replica failures', () => {
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
   });
 
-  test('a replica that keeps dying marks the endpoint FAILED with INFERENCE_ENGINE_UNKNOWN_ERROR', async () => {
+  test('a replica that keeps dying is replaced after a doubling back-off, then marks the endpoint FAILED with INFERENCE_ENGINE_UNKNOWN_ERROR', async () => {
     const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 }, advanced: { max_token_count: 1024 } });
     await waitForStatus(t.sql, id, 'RUNNING');
+    const gaps: number[] = [];
     for (let i = 0; i < 3; i++) {
       const replica = await waitFor('a ready replica', async () => (await liveReplicaRows(t.sql, id)).find((r) => r.state === 'READY'));
       process.kill(replica.pid, 'SIGKILL');
-      await waitFor('the death to be seen', async () => {
-        const [row] = await t.sql`SELECT state FROM replicas WHERE id = ${replica.id}`;
-        return row!.state === 'FAILED';
+      const [dead] = await waitFor('the death to be seen', async () => {
+        const rows = await t.sql`SELECT state, stopped_at FROM replicas WHERE id = ${replica.id}`;
+        return rows[0]!.state === 'FAILED' ? rows : undefined;
       });
+      if (i === 2) break;
+      // The endpoint keeps RUNNING while its replacement waits out the back-off.
+      expect((await statusOf(t.sql, id)).status).toBe('RUNNING');
+      const [next] = await waitFor('the replacement', async () => {
+        const rows = await t.sql`SELECT created_at FROM replicas WHERE endpoint_id = ${id} AND created_at > ${dead!.stopped_at} ORDER BY created_at LIMIT 1`;
+        return rows.length > 0 ? rows : undefined;
+      });
+      gaps.push(next!.created_at.getTime() - dead!.stopped_at.getTime());
     }
+    // 1 s after the first death, 2 s after the second (the policy's base in this file), never sooner.
+    expect(gaps[0]).toBeGreaterThanOrEqual(1000 - 50);
+    expect(gaps[1]).toBeGreaterThanOrEqual(2000 - 50);
     const failed = await waitForStatus(t.sql, id, 'FAILED');
     expect(failed.errorCode).toBe('INFERENCE_ENGINE_UNKNOWN_ERROR');
     expect(await liveReplicaRows(t.sql, id)).toEqual([]);
+    const [event] = await t.sql`SELECT detail FROM endpoint_events WHERE endpoint_id = ${id} AND status = 'FAILED'`;
+    expect(event!.detail.message).toBe('the engine exited 3 times within 60 seconds');
   });
 });
 

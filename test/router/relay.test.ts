@@ -7,7 +7,7 @@ import { PassThrough, Writable } from 'node:stream';
 import type http from 'node:http';
 import { expect, test } from 'vitest';
 import type { RoutedRequest } from '../../src/router/chat-router.js';
-import { pipeStream, relayStream } from '../../src/router/relay.js';
+import { collectBody, CUT_EVENTS, pipeStream, relayStream, UpstreamCutError } from '../../src/router/relay.js';
 
 type Outcome = Parameters<RoutedRequest['finish']>[0];
 
@@ -60,7 +60,7 @@ for (const [name, end] of [['LF', '\n\n'], ['CRLF', '\r\n\r\n']] as const) {
     await piping;
     const expected = events.filter((e) => e !== usage).map((e) => e + end).join('');
     expect(text()).toBe(expected);
-    expect(outcomes).toEqual([{ promptTokens: 7, completionTokens: 3, ttftMs: expect.any(Number), finishReason: 'stop', cancelled: false }]);
+    expect(outcomes).toEqual([{ promptTokens: 7, completionTokens: 3, ttftMs: expect.any(Number), finishReason: 'stop', cancelled: false, errorCode: null }]);
   });
 }
 
@@ -82,17 +82,54 @@ test('an event cut short at the end, or one that is not JSON, is passed on witho
   upstream.write(`${chunk('a')}\r\n\r\ndata: {"usage": {broken\r\n\r\n`);
   upstream.end(`${usage.slice(0, 60)}`);
   await piping;
-  expect(text()).toBe(`${chunk('a')}\r\n\r\ndata: {"usage": {broken\r\n\r\n${usage.slice(0, 60)}\n\n`);
-  expect(outcomes[0]).toMatchObject({ promptTokens: null, completionTokens: null, cancelled: true });
+  expect(text()).toBe(`${chunk('a')}\r\n\r\ndata: {"usage": {broken\r\n\r\n${usage.slice(0, 60)}\n\n${CUT_EVENTS}`);
+  expect(outcomes[0]).toMatchObject({ promptTokens: null, completionTokens: null, cancelled: true, errorCode: 'upstream_disconnected' });
 });
 
-test('an answer cut off before [DONE] is recorded as cancelled', async () => {
+test("an answer the replica ends before [DONE] ends with an error event in OpenAI's shape and [DONE], and is recorded as cut", async () => {
   const { upstream, request, outcomes } = routed(false);
-  const { out } = sink();
+  const { out, text } = sink();
   const piping = pipeStream(request, out);
   upstream.end(`${chunk('a')}\n\n`);
   await piping;
-  expect(outcomes[0]).toMatchObject({ cancelled: true, finishReason: null });
+  const events = text().split('\n\n').filter(Boolean);
+  expect(events).toEqual([chunk('a'), expect.stringMatching(/^data: \{"error":/), 'data: [DONE]']);
+  expect(JSON.parse(events[1]!.slice(6))).toEqual({ error: { message: expect.stringMatching(/stopped before the answer was complete/), type: 'server_error', param: null, code: 'upstream_disconnected' } });
+  expect(outcomes[0]).toMatchObject({ cancelled: true, finishReason: null, errorCode: 'upstream_disconnected' });
+});
+
+test('a broken upstream connection (an error, not an end) is a cut too; a client that left is not', async () => {
+  const broken = routed(false);
+  const a = sink();
+  const piping = pipeStream(broken.request, a.out);
+  broken.upstream.write(`${chunk('a')}\n\n`);
+  await new Promise((resolve) => setImmediate(resolve));
+  broken.upstream.destroy(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
+  await piping;
+  expect(a.text()).toBe(`${chunk('a')}\n\n${CUT_EVENTS}`);
+  expect(broken.outcomes[0]).toMatchObject({ cancelled: true, errorCode: 'upstream_disconnected' });
+
+  const left = routed(false);
+  const b = sink();
+  const leaving = pipeStream(left.request, b.out);
+  left.upstream.write(`${chunk('a')}\n\n`);
+  await new Promise((resolve) => setImmediate(resolve));
+  b.out.destroy();
+  await leaving;
+  expect(b.text()).toBe(`${chunk('a')}\n\n`);
+  expect(left.outcomes[0]).toMatchObject({ cancelled: true, errorCode: null });
+});
+
+test('the GraphQL relay throws UpstreamCutError for an answer cut before [DONE], after what came', async () => {
+  const { upstream, request, outcomes } = routed(false);
+  const payloads: string[] = [];
+  const reading = (async () => {
+    for await (const data of relayStream(request)) payloads.push(data);
+  })();
+  upstream.end(`${chunk('x')}\n\n`);
+  await expect(reading).rejects.toBeInstanceOf(UpstreamCutError);
+  expect(payloads).toEqual([chunk('x').slice(6)]);
+  expect(outcomes[0]).toMatchObject({ cancelled: true, errorCode: 'upstream_disconnected' });
 });
 
 test('the GraphQL relay reads the same framings into payloads', async () => {
@@ -105,4 +142,19 @@ test('the GraphQL relay reads the same framings into payloads', async () => {
   upstream.write(`${chunk('x')}\r\n\r\n${chunk('y')}\n`);
   upstream.end(`\n${chunk(null, 'stop')}\r\n\r\ndata: [DONE]`);
   expect(await reading).toEqual([chunk('x'), chunk('y'), chunk(null, 'stop')].map((e) => e.slice(6)).concat('[DONE]'));
+});
+
+test('a non-streamed body broken off by the replica throws UpstreamCutError (502 on the chat route); a client abort does not', async () => {
+  const broken = routed(false);
+  const reading = collectBody(broken.request);
+  broken.upstream.write('{"id":"c1","choi');
+  broken.upstream.destroy(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
+  await expect(reading).rejects.toBeInstanceOf(UpstreamCutError);
+  expect(broken.outcomes[0]).toMatchObject({ cancelled: true, errorCode: 'upstream_disconnected' });
+
+  const aborted = routed(false);
+  const leaving = collectBody(aborted.request);
+  aborted.upstream.destroy(Object.assign(new Error('This operation was aborted'), { name: 'AbortError' }));
+  await expect(leaving).rejects.toMatchObject({ name: 'AbortError' });
+  expect(aborted.outcomes[0]).toMatchObject({ cancelled: true, errorCode: null });
 });

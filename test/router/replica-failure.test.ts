@@ -1,0 +1,124 @@
+/**
+ * A replica that dies mid-answer: nothing ends silently. Open streams end
+ * with an error event in OpenAI's streaming shape and `[DONE]` (the `openai`
+ * client raises it), a non-streamed request gets a 503 in OpenAI's shape, the
+ * request log records the cut, and the replica is replaced.
+ */
+import OpenAI from 'openai';
+import { beforeAll, expect, test } from 'vitest';
+import { liveReplicaRows, startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+
+let t: TestApp;
+let alice: SeededUser;
+let endpoint: string;
+
+beforeAll(async () => {
+  t = await startTestApp();
+  alice = await t.seed.user();
+  const project = await alice.project('replica failure');
+  endpoint = await project.endpoint({
+    hfModelRepo: TINY_REPO,
+    autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+    advanced: { max_batch_size: 4, max_token_count: 4096 },
+  });
+  await waitForStatus(t.sql, endpoint, 'RUNNING');
+});
+
+const body = (stream: boolean) =>
+  JSON.stringify({ model: endpoint, stream, max_tokens: 3500, temperature: 1, messages: [{ role: 'user', content: 'Tell me a very long story.' }] });
+
+/** A READY replica whose engine answers (a row killed by the test before stays READY until the controller sees it). */
+async function readyReplica() {
+  return waitFor('a ready replica', async () => {
+    for (const row of await liveReplicaRows(t.sql, endpoint)) {
+      if (row.state === 'READY' && (await fetch(`${row.address}/health`).then((r) => r.ok, () => false))) return row;
+    }
+    return undefined;
+  });
+}
+
+/** Opens a raw streamed request and resolves once its first event arrived; `rest` reads the remainder. */
+async function openStream() {
+  const response = await fetch(`${t.url}/dedicated/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json' },
+    body: body(true),
+  });
+  expect(response.status).toBe(200);
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  while (!text.includes('\n\n')) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+  }
+  const rest = async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return text + decoder.decode();
+      text += decoder.decode(value, { stream: true });
+    }
+  };
+  return { rest };
+}
+
+test('SIGKILL mid-stream: every open stream ends with an error event and [DONE], the log records the cut, the replica is replaced', async () => {
+  const victim = await readyReplica();
+  const streams = await Promise.all([openStream(), openStream(), openStream()]);
+  process.kill(victim.pid, 'SIGKILL');
+  const texts = await Promise.all(streams.map((s) => s.rest()));
+  for (const text of texts) {
+    const events = text.split('\n\n').filter(Boolean);
+    expect(events.at(-1)).toBe('data: [DONE]');
+    const error = JSON.parse(events.at(-2)!.slice('data: '.length)) as { error: { type: string; code: string; message: string } };
+    expect(error.error).toMatchObject({ type: 'server_error', code: 'upstream_disconnected' });
+    // What came before the cut came whole: every earlier event is a chunk of the answer.
+    for (const event of events.slice(0, -2)) expect(JSON.parse(event.slice(6))).toHaveProperty('choices');
+  }
+  const replacement = await waitFor('a replacement', async () => {
+    const rows = await liveReplicaRows(t.sql, endpoint);
+    return rows.find((r) => r.id !== victim.id && r.state === 'READY');
+  });
+  expect(replacement.pid).not.toBe(victim.pid);
+  const cut = await waitFor('the cut in the request log', async () => {
+    const rows = await t.sql`SELECT error_code, cancelled FROM request_log WHERE endpoint_id = ${endpoint} AND error_code IS NOT NULL`;
+    return rows.length >= 3 ? rows : undefined;
+  });
+  expect(cut.every((r) => r.error_code === 'upstream_disconnected' && r.cancelled)).toBe(true);
+});
+
+test('the openai client raises the cut as an APIError instead of ending the stream quietly', async () => {
+  const victim = await readyReplica();
+  const openai = new OpenAI({ apiKey: alice.key, baseURL: `${t.url}/dedicated/v1`, maxRetries: 0 });
+  const stream = await openai.chat.completions.create({ model: endpoint, stream: true, max_tokens: 3500, messages: [{ role: 'user', content: 'Tell me a very long story.' }] });
+  let chunks = 0;
+  const consumed = (async () => {
+    for await (const chunk of stream) {
+      if (chunks++ === 0) process.kill(victim.pid, 'SIGKILL');
+      void chunk;
+    }
+  })();
+  await expect(consumed).rejects.toThrow(/stopped before the answer was complete/);
+  expect(chunks).toBeGreaterThan(0);
+});
+
+test('SIGKILL during a non-streamed request: 503 with Retry-After in OpenAI shape', async () => {
+  const victim = await readyReplica();
+  const pending = fetch(`${t.url}/dedicated/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json' },
+    body: body(false),
+  });
+  // Killed as soon as the engine has the request (it counts it as active): polled without pause, since it answers within a second.
+  const deadline = Date.now() + 10_000;
+  while (((await (await fetch(`${victim.address}/health`)).json()) as { active: number }).active === 0) {
+    if (Date.now() > deadline) throw new Error('the request never reached the engine');
+  }
+  process.kill(victim.pid, 'SIGKILL');
+  const response = await pending;
+  // The engine sends a whole answer's headers with its body, so nothing had come: the router found no other replica to retry on.
+  expect(response.status).toBe(503);
+  expect(response.headers.get('retry-after')).toBe('2');
+  expect(await response.json()).toEqual({ error: { type: 'server_error', code: 'replica_unavailable', param: null, message: expect.stringMatching(/no replica of endpoint .* answered; try again/) } });
+});
