@@ -122,3 +122,31 @@ test('SIGKILL during a non-streamed request: 503 with Retry-After in OpenAI shap
   expect(response.headers.get('retry-after')).toBe('2');
   expect(await response.json()).toEqual({ error: { type: 'server_error', code: 'replica_unavailable', param: null, message: expect.stringMatching(/no replica of endpoint .* answered; try again/) } });
 });
+
+test('the GraphQL chatCompletion subscription over SSE ends with an UPSTREAM_DISCONNECTED error, not a masked one', async () => {
+  const victim = await readyReplica();
+  const response = await fetch(`${t.url}/graphql`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+    body: JSON.stringify({
+      query: 'subscription($input: ChatCompletionInput!) { chatCompletion(input: $input) { choices { delta { content } } } }',
+      variables: { input: { model: endpoint, messages: [{ role: 'user', content: 'Tell me a very long story.' }], maxTokens: 3500 } },
+    }),
+  });
+  expect(response.status).toBe(200);
+  const decoder = new TextDecoder();
+  let text = '';
+  let killed = false;
+  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+    text += decoder.decode(chunk, { stream: true });
+    if (!killed && text.includes('"chatCompletion"')) {
+      killed = true;
+      process.kill(victim.pid, 'SIGKILL');
+    }
+  }
+  expect(killed).toBe(true);
+  const lastNext = text.split('\n\n').filter((e) => e.startsWith('event: next')).at(-1)!;
+  const payload = JSON.parse(lastNext.slice(lastNext.indexOf('data: ') + 6)) as { errors?: { message: string; extensions?: { code?: string } }[] };
+  expect(payload.errors?.[0]).toMatchObject({ message: expect.stringMatching(/stopped before the answer was complete/), extensions: { code: 'UPSTREAM_DISCONNECTED' } });
+  expect(text).toContain('event: complete');
+});

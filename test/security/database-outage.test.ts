@@ -18,6 +18,7 @@ import { connectDatabase, migrate, type Sql } from '../../src/storage/database.j
 import { isDatabaseUnavailable } from '../../src/storage/database-errors.js';
 import { ensureDatabase, freePort, startEmbeddedPostgres, type EmbeddedDatabase } from '../../src/storage/embedded-postgres.js';
 import { createBody, createSeed, type SeededUser } from '../support/gateway.js';
+import { openSocket } from '../support/live-clients.js';
 
 let dir: string;
 let port: number;
@@ -119,6 +120,11 @@ test('PostgreSQL stopped: 503 with Retry-After on REST, GraphQL and chat, /ready
   expect(await completion.json()).toEqual({
     error: { message: expect.stringContaining('database is unavailable'), type: 'server_error', param: null, code: 'database_unavailable' },
   });
+
+  // WebSocket: a key that must be looked up closes the socket with 1013 "try again later", not 4500.
+  const socket = await openSocket(gateway.url, { authorization: 'Bearer dek_not_cached_during_the_outage_0123456789' }, { ack: false });
+  const closed = await socket.waitClosed(8000);
+  expect(closed).toMatchObject({ code: 1013, reason: expect.stringContaining('database is unavailable') });
 
   // Back: the gateway recovers by itself.
   pg = await start();

@@ -20,6 +20,7 @@ import type { YogaServerInstance } from 'graphql-yoga';
 import type { AccessWatch } from '../../live/access-watch.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
+import { classifyFailure, isServerFailure, maskGraphQLError } from '../failures.js';
 import { authenticateRequest, header, teamHeaderOf } from '../rest/endpoint-routes.js';
 import { MAX_BODY_BYTES, readBodyText } from '../rest/router.js';
 import type { GraphQLContext } from './context.js';
@@ -83,8 +84,10 @@ function serialize(result: ExecutionResult): string {
 /** A GraphQL error passes as it is; anything else is logged and masked, like yoga's masked errors. */
 function exposed(error: unknown, log: (message: string, error?: unknown) => void): GraphQLError {
   if (error instanceof GraphQLError && (!error.originalError || error.originalError instanceof GraphQLError)) return error;
-  log('an SSE subscription failed', error);
-  return new GraphQLError('Unexpected error.');
+  // The one mapping: a client's mistake, a database outage or a cut upstream keeps its own error; a bug is masked (and logged).
+  if (isServerFailure(classifyFailure(error instanceof GraphQLError ? error.originalError : error))) log('an SSE subscription failed', error);
+  const masked = maskGraphQLError(error, 'Unexpected error.');
+  return masked instanceof GraphQLError ? masked : new GraphQLError('Unexpected error.');
 }
 
 function paramsOf(value: unknown): Params | null {

@@ -26,8 +26,12 @@ import type { AccessWatch, WatchedConnection, WatchedSubscription } from '../../
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
 import { MAX_BODY_BYTES } from '../rest/router.js';
+import { classifyFailure, DATABASE_UNAVAILABLE_MESSAGE } from '../failures.js';
 import type { GraphQLContext } from './context.js';
 import { resultJson, type ResultSink } from './shared-execution.js';
+
+/** WebSocket close code 1013, "Try Again Later" (RFC 6455 registry): the server cannot serve this connection now. */
+const TRY_AGAIN_LATER = 1013;
 
 type Yoga = YogaServerInstance<{ req?: IncomingMessage; principal?: Principal; resultSink?: ResultSink }, GraphQLContext>;
 
@@ -107,7 +111,15 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
       const authorization = typeof params.authorization === 'string' ? params.authorization : undefined;
       const team = ['x-friendli-team', 'x-team-id', 'teamId'].map((k) => params[k]).find((v) => typeof v === 'string') as string | undefined;
       const epoch = access?.epoch ?? 0;
-      const result = await services.auth.authenticate(authorization, team);
+      let result;
+      try {
+        result = await services.auth.authenticate(authorization, team);
+      } catch (error) {
+        // The database being away is no fault of ours to report as 4500: 1013 "try again later", as HTTP's 503.
+        if (classifyFailure(error).kind !== 'unavailable') throw error;
+        socket.close(TRY_AGAIN_LATER, closeReason(DATABASE_UNAVAILABLE_MESSAGE));
+        return false;
+      }
       if (result.type === 'error') {
         const code = result.error.type === 'FORBIDDEN' ? CloseCode.Forbidden : CloseCode.Unauthorized;
         socket.close(code, closeReason(result.error.message));
