@@ -79,7 +79,13 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
   const gateway = await startGateway(services, {
     port: config.port,
     host: config.host,
-    router: { wakeTimeoutMs: config.wakeTimeoutMs, queueTimeoutMs: config.queueTimeoutMs },
+    router: {
+      wakeTimeoutMs: config.wakeTimeoutMs,
+      queueTimeoutMs: config.queueTimeoutMs,
+      maxQueuePerEndpoint: config.queueMaxPerEndpoint,
+      maxQueuePerKey: config.queueMaxPerKey,
+      processId: controller.owner,
+    },
     subscriptionBuffer: config.subscriptionBuffer,
     subscriptionMaxLagMs: config.subscriptionMaxLagMs,
     wsMaxSubscriptions: config.wsMaxSubscriptions,

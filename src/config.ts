@@ -54,6 +54,10 @@ export interface Config {
   wakeTimeoutMs: number;
   /** How long a chat request waits for a free slot before 429. @default 30000 */
   queueTimeoutMs: number;
+  /** Chat requests queued at most per endpoint in one gateway process; past it, 429 `queue_full` at once. @default 256 */
+  queueMaxPerEndpoint: number;
+  /** Chat requests queued at most per API key and endpoint in one gateway process; past it, 429 `rate_limit_exceeded` at once. @default 64 */
+  queueMaxPerKey: number;
   /** Live-status signals buffered per subscriber. @default 1000 */
   subscriptionBuffer: number;
   /** How long a subscriber may stay behind its full buffer before it is cut off. @default 5000 */
@@ -235,6 +239,8 @@ export function loadConfig(env: Env = process.env): Config {
     drainTimeoutMs: readInteger(env, 'DRAIN_TIMEOUT_MS', 30_000, 0, 86_400_000),
     wakeTimeoutMs: readInteger(env, 'WAKE_TIMEOUT_MS', 120_000, 0, 86_400_000),
     queueTimeoutMs: readInteger(env, 'QUEUE_TIMEOUT_MS', 30_000, 0, 86_400_000),
+    queueMaxPerEndpoint: readInteger(env, 'QUEUE_MAX_PER_ENDPOINT', 256, 1, 1_000_000),
+    queueMaxPerKey: readInteger(env, 'QUEUE_MAX_PER_KEY', 64, 1, 1_000_000),
     subscriptionBuffer: readInteger(env, 'SUBSCRIPTION_BUFFER', 1000, 1, 1_000_000),
     subscriptionMaxLagMs: readInteger(env, 'SUBSCRIPTION_MAX_LAG_MS', 5000, 0, 3_600_000),
     nodeEnv,

@@ -1,7 +1,9 @@
 /**
- * The autoscaling decision, as a pure function: replicas follow the requests
- * in flight against max_batch_size, within [min, max]; scaling down waits for
- * the cooldown; with min = 0, an endpoint idle for the cooldown sleeps.
+ * The autoscaling decision, as a pure function: replicas follow the demand
+ * (the requests on the engines plus those waiting in every gateway process's
+ * admission queue) against max_batch_size, within [min, max]; scaling down
+ * waits for the cooldown; with min = 0, an endpoint idle for the cooldown
+ * sleeps.
  */
 export interface ScaleInput {
   minReplica: number;
@@ -10,8 +12,10 @@ export interface ScaleInput {
   maxBatchSize: number;
   /** Serving replicas now. */
   current: number;
-  /** Requests generating or queued, over all replicas. */
+  /** Requests generating or queued, over all replicas (the engines' own count). */
   load: number;
+  /** Requests waiting in the gateways' admission queues, over every gateway process. */
+  waiting: number;
   /** The last request, or when the endpoint started serving if it has had none since. */
   lastActivityAt: number;
   /** The last time replicas were added. */
@@ -36,14 +40,15 @@ export function replicaCapacity(maxBatchSize: number, healths: readonly ({ seque
 }
 
 export function decideScale(input: ScaleInput): ScaleDecision {
-  const { minReplica, maxReplica, cooldownMs, maxBatchSize, current, load, now } = input;
+  const { minReplica, maxReplica, cooldownMs, maxBatchSize, current, now } = input;
+  const demand = input.load + input.waiting;
   const idleFor = now - input.lastActivityAt;
-  if (minReplica === 0 && load === 0 && idleFor >= cooldownMs) return { replicas: 0, sleep: true };
+  if (minReplica === 0 && demand === 0 && idleFor >= cooldownMs) return { replicas: 0, sleep: true };
 
-  const demand = Math.ceil(load / Math.max(1, maxBatchSize));
-  const wanted = Math.min(maxReplica, Math.max(demand, minReplica, 1));
+  const needed = Math.ceil(demand / Math.max(1, maxBatchSize));
+  const wanted = Math.min(maxReplica, Math.max(needed, minReplica, 1));
   if (wanted >= current) return { replicas: wanted, sleep: false };
-  // Fewer are needed: wait until the load has been low for the cooldown, and remove one at a time.
-  const calm = idleFor >= cooldownMs || (load <= (current - 1) * maxBatchSize && now - input.lastScaleUpAt >= cooldownMs);
+  // Fewer are needed: wait until the demand has been low for the cooldown, and remove one at a time.
+  const calm = (demand === 0 && idleFor >= cooldownMs) || (demand <= (current - 1) * maxBatchSize && now - input.lastScaleUpAt >= cooldownMs);
   return { replicas: calm ? current - 1 : current, sleep: false };
 }

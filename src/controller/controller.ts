@@ -43,6 +43,7 @@ import {
   reserveReplica,
   type ReplicaRecord,
 } from '../storage/replicas-repository.js';
+import { queuedDemand, QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
 import { Nudge } from '../util/nudge.js';
 import { decideScale, replicaCapacity } from './autoscaler.js';
 import { decideAfterDeaths, DEFAULT_CRASH_POLICY, type CrashPolicy, type RecentDeaths } from './crash-policy.js';
@@ -98,7 +99,8 @@ const WITH_DELETED = { includeDeleted: true } as const;
 const handleOf = (r: ReplicaRecord): ReplicaHandle => ({ replicaId: r.id, address: r.address ?? '', pid: r.pid ?? 0, node: r.node });
 
 export class Controller {
-  readonly owner = `gw-${randomUUID()}`;
+  /** This process, as lease holder (its OS process id, then a random part). */
+  readonly owner = `gw-${process.pid}-${randomUUID()}`;
   private readonly sql: Sql;
   private readonly runtime: Runtime;
   private readonly models: ModelStore;
@@ -136,10 +138,15 @@ export class Controller {
 
   /** Reaps replicas no endpoint owns, then reconciles every interval (and at once on `poke`). */
   async start(): Promise<void> {
+    await this.reapOrphans();
+    void this.loop();
+  }
+
+  /** Stops the engines on this node that no live replica owns (the runtime finds them by its own records, pids included). */
+  private async reapOrphans(): Promise<void> {
     const keep = new Set(await liveReplicaIdsOnNode(this.sql, this.runtime.node));
     const reaped = await this.runtime.reapOrphans(keep);
     if (reaped.length > 0) this.log(`stopped ${reaped.length} orphaned replica(s): ${reaped.join(', ')}`);
-    void this.loop();
   }
 
   /**
@@ -318,6 +325,7 @@ export class Controller {
   private async observe(endpoint: EndpointRecord): Promise<ReplicaRecord[] | 'failed'> {
     const live: ReplicaRecord[] = [];
     let died = 0;
+    let pidUnknown = false;
     for (const replica of await liveReplicas(this.sql, endpoint.id)) {
       if (replica.node !== this.runtime.node) {
         live.push(replica); // another machine's replica: its own gateway observes it
@@ -325,7 +333,9 @@ export class Controller {
       }
       const abandoned = (replica.state === 'STARTING' && !this.starting.has(replica.id)) || replica.state === 'DRAINING';
       if (abandoned) {
-        await this.runtime.stop(handleOf(replica), 0);
+        // A replica abandoned before its engine answered has no pid in its row, but its engine may run: it is reaped below.
+        if (replica.pid === null) pidUnknown = true;
+        else await this.runtime.stop(handleOf(replica), 0);
         await markReplica(this.sql, replica.id, { state: 'STOPPED', lastError: 'abandoned by a gateway that stopped' });
         continue;
       }
@@ -338,6 +348,7 @@ export class Controller {
       }
       live.push(replica);
     }
+    if (pidUnknown) await this.reapOrphans();
     if (died === 0) return live;
 
     await this.refreshCounts(endpoint.id, endpoint.desiredReplicaCnt, 'controller:replica-died');
@@ -573,8 +584,16 @@ export class Controller {
     if (endpoint.status !== 'UPDATING') {
       await this.setStatus(id, { desired: 'RUNNING' }, { status: 'UPDATING', phase: null, errorCode: null, cause: 'controller:rollout' });
     }
+    let count = serving.length;
     for (const old of serving.filter((r) => r.versionIndex !== target.versionIndex)) {
       try {
+        if (count > Math.max(endpoint.desiredReplicaCnt, 1)) {
+          // More serve than wanted (a process that died had started this one's replacement but not retired it): retire it alone.
+          await this.stopReplica(old, this.drainTimeoutMs);
+          count--;
+          await this.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout');
+          continue;
+        }
         let started = await this.startReplica(endpoint, target);
         if (!started) {
           // No room for one more: retire the old replica first, then start in its place.
@@ -606,6 +625,8 @@ export class Controller {
     const spec: EndpointSpec = endpoint.current.spec;
     const healths = await Promise.all(serving.map((r) => this.runtime.health(handleOf(r), 1500)));
     const load = healths.reduce((sum, h) => sum + (h ? h.active + h.queued : 0), 0);
+    // Requests the engines do not see yet: those waiting in every gateway process's admission queue.
+    const waiting = await queuedDemand(this.sql, id, QUEUE_DEPTH_STALE_MS);
     const activity = [
       endpoint.lastRequestAt?.getTime() ?? 0,
       ...healths.map((h) => (h?.lastRequestAt ? Date.parse(h.lastRequestAt) : 0)),
@@ -619,6 +640,7 @@ export class Controller {
       maxBatchSize: replicaCapacity(spec.advanced.maxBatchSize, healths),
       current: serving.length,
       load,
+      waiting,
       lastActivityAt: Math.max(...activity),
       lastScaleUpAt: this.lastScaleUp.get(id) ?? 0,
       now,

@@ -1,79 +1,282 @@
 /**
  * Admission to an endpoint's replicas: at most replicas x max_batch_size
- * requests run at once (through this gateway process); the rest wait in FIFO
- * order, up to a bounded time.
+ * requests run at once (through this gateway process); the rest wait, up to a
+ * bounded time, in one queue per API key, and a freed slot goes to the key
+ * served least recently (round-robin between keys), so that one heavy client
+ * cannot starve the others.
+ *
+ * A request is queued only when it can be expected to start within the queue
+ * timeout, judged from the measured service rate (an EWMA of how long an
+ * admitted request holds its slot, over the slots serving and those being
+ * added) and the requests that would be served before it. Otherwise it is
+ * refused at once, with the seconds after which a retry would be queued.
+ * Before any measurement, requests queue (within the bounds).
  */
 import { once } from './once.js';
 
 export class QueueTimeoutError extends Error {}
 export class QueueAbortedError extends Error {}
 
+/** A request refused at once instead of queued; `retryAfterS` is computed from the service rate. */
+export class QueueRefusedError extends Error {
+  constructor(readonly refusal: Refusal) {
+    super(refusal.message);
+  }
+}
+
+export interface AdmissionLimits {
+  /** How long a request may wait for a slot. */
+  timeoutMs: number;
+  /** Requests queued at most for the endpoint (in this process). */
+  maxQueue: number;
+  /** Requests queued at most per API key for the endpoint (in this process). */
+  maxPerKey: number;
+}
+
+export interface AdmissionInput extends AdmissionLimits {
+  /** Requests holding a slot. */
+  running: number;
+  /** Slots of the serving replicas. */
+  slots: number;
+  /** Slots of replicas being added (desired > ready): counted as capacity coming. */
+  coming: number;
+  /** This key's requests already queued. */
+  ownQueued: number;
+  /** Each other key's queued requests. */
+  othersQueued: readonly number[];
+  /** The measured mean time a request holds its slot; undefined before any measurement. */
+  holdMs: number | undefined;
+}
+
+export interface Refusal {
+  /** `queue_full`: the endpoint's queue is full, or would not reach this request in time; `rate_limit_exceeded`: this key's queue is full. */
+  code: 'queue_full' | 'rate_limit_exceeded';
+  message: string;
+  retryAfterS: number;
+}
+
+export type AdmissionDecision = { kind: 'run' } | { kind: 'queue'; expectedWaitMs: number | undefined } | ({ kind: 'refuse' } & Refusal);
+
+/** Retry-After in whole seconds, at least 1. */
+function seconds(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000));
+}
+
+/**
+ * Requests served before a new one of a key with `ownQueued` waiting, under
+ * round-robin: its own queue, and from each other key at most one per round
+ * until this one's round.
+ */
+export function requestsAhead(ownQueued: number, othersQueued: readonly number[]): number {
+  return othersQueued.reduce((sum, q) => sum + Math.min(q, ownQueued + 1), ownQueued);
+}
+
+/** The decision for one arriving request, as a pure function of the gate's state. */
+export function decideAdmission(input: AdmissionInput): AdmissionDecision {
+  const { running, slots, coming, ownQueued, othersQueued, holdMs, timeoutMs, maxQueue, maxPerKey } = input;
+  const queued = othersQueued.reduce((a, b) => a + b, ownQueued);
+  if (queued === 0 && running < slots) return { kind: 'run' };
+  const capacity = Math.max(1, slots + coming);
+  // The expected wait of a request with `ahead` requests served before it, all slots busy: one slot frees every holdMs / capacity.
+  const waitFor = (ahead: number) => (holdMs === undefined ? undefined : ((ahead + 1) * holdMs) / capacity);
+  if (queued >= maxQueue) {
+    const drain = waitFor(queued - maxQueue);
+    return { kind: 'refuse', code: 'queue_full', retryAfterS: seconds(drain ?? 0), message: `endpoint is at capacity: ${queued} requests are queued, the most it holds` };
+  }
+  if (ownQueued >= maxPerKey) {
+    // One of this key's own requests is served after at most one of each other key's.
+    const next = waitFor(othersQueued.filter((q) => q > 0).length);
+    return { kind: 'refuse', code: 'rate_limit_exceeded', retryAfterS: seconds(next ?? 0), message: `this API key has ${ownQueued} requests queued for the endpoint, the most one key may` };
+  }
+  const wait = waitFor(requestsAhead(ownQueued, othersQueued));
+  if (wait !== undefined && wait > timeoutMs) {
+    return {
+      kind: 'refuse',
+      code: 'queue_full',
+      retryAfterS: seconds(wait - timeoutMs),
+      message: `endpoint is at capacity: a slot is expected in ${(wait / 1000).toFixed(1)} s, past the ${(timeoutMs / 1000).toFixed(1)} s a request may wait`,
+    };
+  }
+  return { kind: 'queue', expectedWaitMs: wait };
+}
+
+/** Weight of the newest hold time in the moving average. */
+const HOLD_EWMA_ALPHA = 0.2;
+/** Keys remembered for round-robin beyond those waiting. */
+const MAX_REMEMBERED_KEYS = 4096;
+
 interface Waiter {
+  key: string;
+  /** Requests expected ahead of it when it was queued (to learn from a timeout). */
+  ahead: number;
   admit: () => void;
   fail: (error: Error) => void;
 }
 
 export class EndpointGate {
   private running = 0;
-  private readonly waiting: Waiter[] = [];
+  /** Waiting requests per key, keys in the order they began waiting. */
+  private readonly queues = new Map<string, Waiter[]>();
+  private size = 0;
+  /** The admission sequence number of each key's last admitted request. */
+  private readonly lastServed = new Map<string, number>();
+  private sequence = 0;
+  private holdEwma: number | undefined;
 
-  /** `limit` is read at each admission: the replica count can change while requests wait. */
-  constructor(private readonly limit: () => number) {}
+  /**
+   * `limit` (slots now) and `coming` (slots being added) are read at each
+   * decision: the replica count changes while requests wait. `onQueueChange`
+   * is called whenever the number of queued requests changes.
+   */
+  constructor(
+    private readonly limit: () => number,
+    private readonly limits: AdmissionLimits,
+    private readonly coming: () => number = () => 0,
+    private readonly onQueueChange: () => void = () => {},
+  ) {}
 
   get queued(): number {
-    return this.waiting.length;
+    return this.size;
   }
 
   get inFlight(): number {
     return this.running;
   }
 
-  /** Whether a request arriving now would wait (the slots are taken, or others already wait). */
-  get busy(): boolean {
-    return this.waiting.length > 0 || this.running >= this.limit();
+  /** The measured mean time an admitted request holds its slot, in ms. */
+  get holdMs(): number | undefined {
+    return this.holdEwma;
   }
 
-  /** Resolves with a release function once admitted. */
-  acquire(timeoutMs: number, signal: AbortSignal): Promise<() => void> {
-    const release = () => {
-      this.running--;
-      this.pump();
-    };
-    if (this.waiting.length === 0 && this.running < this.limit()) {
-      this.running++;
-      return Promise.resolve(once(release));
-    }
+  /** Whether a request arriving now would wait (the slots are taken, or others already wait). */
+  get busy(): boolean {
+    return this.size > 0 || this.running >= this.limit();
+  }
+
+  /** What would happen to a request of `key` arriving now. */
+  decide(key: string): AdmissionDecision {
+    const othersQueued: number[] = [];
+    for (const [k, q] of this.queues) if (k !== key) othersQueued.push(q.length);
+    return decideAdmission({
+      ...this.limits,
+      running: this.running,
+      slots: this.limit(),
+      coming: this.coming(),
+      ownQueued: this.queues.get(key)?.length ?? 0,
+      othersQueued,
+      holdMs: this.holdEwma,
+    });
+  }
+
+  /**
+   * Resolves with a release function once admitted; rejects with
+   * QueueRefusedError at once when the request is not to be queued, and with
+   * QueueTimeoutError or QueueAbortedError when its wait ends unadmitted.
+   */
+  acquire(key: string, signal: AbortSignal): Promise<() => void> {
+    const decision = this.decide(key);
+    if (decision.kind === 'refuse') return Promise.reject(new QueueRefusedError(decision));
+    if (decision.kind === 'run') return Promise.resolve(this.take(key));
+    const ahead = requestsAhead(this.queues.get(key)?.length ?? 0, [...this.queues].filter(([k]) => k !== key).map(([, q]) => q.length));
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {
+        key,
+        ahead,
         admit: () => {
           cleanup();
-          this.running++;
-          resolve(once(release));
+          resolve(this.take(key));
         },
         fail: (error) => {
           cleanup();
           reject(error);
         },
       };
-      const timer = setTimeout(() => this.remove(waiter, new QueueTimeoutError('queue wait exceeded')), timeoutMs);
+      const timer = setTimeout(() => {
+        this.learnFromTimeout(waiter);
+        this.remove(waiter, new QueueTimeoutError('queue wait exceeded'));
+      }, this.limits.timeoutMs);
       const onAbort = () => this.remove(waiter, new QueueAbortedError('client left'));
       signal.addEventListener('abort', onAbort, { once: true });
       const cleanup = () => {
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
       };
-      this.waiting.push(waiter);
+      let queue = this.queues.get(key);
+      if (!queue) this.queues.set(key, (queue = []));
+      queue.push(waiter);
+      this.size++;
+      this.onQueueChange();
     });
   }
 
-  /** Admits waiters while there is room (after a release, or when replicas were added). */
+  /** Admits waiters while there is room (after a release, or when replicas were added), least recently served key first. */
   pump(): void {
-    while (this.waiting.length > 0 && this.running < this.limit()) this.waiting.shift()!.admit();
+    let admitted = false;
+    while (this.size > 0 && this.running < this.limit()) {
+      let chosen: string | undefined;
+      let oldest = Infinity;
+      for (const key of this.queues.keys()) {
+        const served = this.lastServed.get(key) ?? -1;
+        if (served < oldest) {
+          oldest = served;
+          chosen = key;
+        }
+      }
+      const queue = this.queues.get(chosen!)!;
+      const waiter = queue.shift()!;
+      if (queue.length === 0) this.queues.delete(chosen!);
+      this.size--;
+      admitted = true;
+      waiter.admit();
+    }
+    if (admitted) this.onQueueChange();
+  }
+
+  /** Takes a slot for `key`; the release records how long it was held. */
+  private take(key: string): () => void {
+    this.running++;
+    this.lastServed.delete(key); // re-inserted last: the map stays in serving order for pruning
+    this.lastServed.set(key, this.sequence++);
+    if (this.lastServed.size > MAX_REMEMBERED_KEYS) {
+      for (const k of this.lastServed.keys()) {
+        if (this.lastServed.size <= MAX_REMEMBERED_KEYS) break;
+        if (!this.queues.has(k)) this.lastServed.delete(k);
+      }
+    }
+    const admittedAt = performance.now();
+    return once(() => {
+      this.running--;
+      this.observeHold(performance.now() - admittedAt);
+      this.pump();
+    });
+  }
+
+  private observeHold(ms: number): void {
+    this.holdEwma = this.holdEwma === undefined ? ms : this.holdEwma + HOLD_EWMA_ALPHA * (ms - this.holdEwma);
+  }
+
+  /**
+   * A request that waited the whole timeout behind `ahead` others saw fewer
+   * than ahead + 1 slots free up in that time: slots are held longer than
+   * timeout x capacity / (ahead + 1) on average, and a wait that outlasted
+   * the timeout is taken to last as long again (twice that). The estimate is
+   * raised to it, so that the next arrivals are refused at once instead.
+   */
+  private learnFromTimeout(waiter: Waiter): void {
+    const capacity = Math.max(1, this.limit() + this.coming());
+    const bound = (2 * this.limits.timeoutMs * capacity) / (waiter.ahead + 1);
+    this.holdEwma = Math.max(this.holdEwma ?? 0, bound);
   }
 
   private remove(waiter: Waiter, error: Error): void {
-    const index = this.waiting.indexOf(waiter);
-    if (index >= 0) this.waiting.splice(index, 1);
+    const queue = this.queues.get(waiter.key);
+    const index = queue ? queue.indexOf(waiter) : -1;
+    if (queue && index >= 0) {
+      queue.splice(index, 1);
+      if (queue.length === 0) this.queues.delete(waiter.key);
+      this.size--;
+      this.onQueueChange();
+    }
     waiter.fail(error);
   }
 }

@@ -1,11 +1,15 @@
 /**
  * How a chat request reaches a replica. The router checks the request, finds
  * the endpoint (the caller's teams only), holds the request while the
- * endpoint starts (waking a sleeping one), admits it in FIFO order within
- * replicas x max_batch_size, picks the least-loaded ready replica, and opens
- * the upstream request over a keep-alive connection. The surfaces (REST and
- * GraphQL) then relay the answer as it streams.
+ * endpoint starts (waking a sleeping one), admits it within replicas x
+ * max_batch_size (queued fairly between API keys, or refused at once with 429
+ * when it could not start in time: see admission.ts), picks the least-loaded
+ * ready replica, and opens the upstream request over a keep-alive connection.
+ * The surfaces (REST and GraphQL) then relay the answer as it streams. Each
+ * process publishes how many requests wait in its queues (see
+ * queue-depth-repository.ts), for the autoscaler.
  */
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { parseChatRequest, type ChatRequest } from '../engine/chat-request.js';
 import type { EndpointStatus } from '../domain/lifecycle.js';
@@ -13,9 +17,10 @@ import type { Services } from '../services/index.js';
 import { canAccessTeam, type Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
 import { findEndpoints, type EndpointRecord } from '../storage/endpoints-repository.js';
+import { forgetQueueDepths, publishQueueDepths, QUEUE_DEPTH_PUBLISH_MS, QUEUE_DEPTH_REFRESH_MS, QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
 import { readyReplicas, type ReplicaRecord } from '../storage/replicas-repository.js';
 import { Nudge } from '../util/nudge.js';
-import { EndpointGate, QueueTimeoutError } from './admission.js';
+import { EndpointGate, QueueRefusedError, QueueTimeoutError } from './admission.js';
 import { once } from './once.js';
 import { openAIError, type OpenAIError } from './openai-errors.js';
 import { checkAgainstSpec, checkPromptTokens } from './pre-admission.js';
@@ -26,6 +31,12 @@ export interface RouterOptions {
   wakeTimeoutMs?: number;
   /** How long a request may wait for a free slot. @default 30000 */
   queueTimeoutMs?: number;
+  /** This process in the published queue depths (the app passes its controller's lease owner). @default a random id */
+  processId?: string;
+  /** Requests queued at most per endpoint in this process; past it, 429 at once. @default 256 */
+  maxQueuePerEndpoint?: number;
+  /** Requests queued at most per API key and endpoint in this process; past it, 429 at once. @default 64 */
+  maxQueuePerKey?: number;
   /**
    * How long the endpoint and its ready replicas are reused as read. Past
    * that, requests keep using them while one background read refreshes them
@@ -76,6 +87,16 @@ export class ChatRouter {
   private readonly inFlight = new Map<string, number>();
   private readonly wakeTimeoutMs: number;
   private readonly queueTimeoutMs: number;
+  private readonly maxQueuePerEndpoint: number;
+  private readonly maxQueuePerKey: number;
+  /** This process, in the published queue depths. */
+  private readonly processId: string;
+  /** Endpoints whose queued count changed since it was last published. */
+  private readonly depthChanged = new Set<string>();
+  /** What was last published per endpoint, and when. */
+  private readonly depthPublished = new Map<string, { queued: number; at: number }>();
+  private publishing = false;
+  private readonly publisher: NodeJS.Timeout;
   private readonly replicaCacheMs: number;
   private readonly wakePollMs: number | undefined;
   private readonly refresher: NodeJS.Timeout;
@@ -93,15 +114,23 @@ export class ChatRouter {
   ) {
     this.wakeTimeoutMs = options.wakeTimeoutMs ?? 120_000;
     this.queueTimeoutMs = options.queueTimeoutMs ?? 30_000;
+    this.processId = options.processId ?? `gw-${process.pid}-${randomUUID()}`;
+    this.maxQueuePerEndpoint = options.maxQueuePerEndpoint ?? 256;
+    this.maxQueuePerKey = options.maxQueuePerKey ?? 64;
     this.replicaCacheMs = options.replicaCacheMs ?? 500;
     this.wakePollMs = options.wakePollMs;
     // Requests waiting for a slot are admitted as soon as replicas are added.
     this.refresher = setInterval(() => void this.refreshQueued(), this.replicaCacheMs);
     this.refresher.unref();
+    // The queued counts, for the controllers' autoscaling (which sees every process's).
+    this.publisher = setInterval(() => void this.publishDepths(), QUEUE_DEPTH_PUBLISH_MS);
+    this.publisher.unref();
   }
 
   close(): void {
     clearInterval(this.refresher);
+    clearInterval(this.publisher);
+    if (this.depthPublished.size > 0) void forgetQueueDepths(this.sql, this.processId).catch(() => {});
     this.agent.destroy();
     void this.unlisten?.().catch(() => {});
   }
@@ -144,6 +173,31 @@ export class ChatRouter {
     if (set?.size === 0) this.changeWatchers.delete(endpointId);
   }
 
+  /**
+   * Publishes this process's queued counts: those that changed since the
+   * last publication, and those not zero once they near staleness.
+   */
+  private async publishDepths(): Promise<void> {
+    if (this.publishing) return;
+    const now = performance.now();
+    const depths = new Map<string, number>();
+    for (const id of this.depthChanged) depths.set(id, this.gates.get(id)?.queued ?? 0);
+    for (const [id, last] of this.depthPublished) {
+      if (last.queued > 0 && now - last.at >= QUEUE_DEPTH_REFRESH_MS) depths.set(id, this.gates.get(id)?.queued ?? 0);
+    }
+    if (depths.size === 0) return;
+    this.depthChanged.clear();
+    this.publishing = true;
+    try {
+      await publishQueueDepths(this.sql, this.processId, depths, QUEUE_DEPTH_STALE_MS);
+      for (const [id, queued] of depths) this.depthPublished.set(id, { queued, at: now });
+    } catch {
+      for (const id of depths.keys()) this.depthChanged.add(id); // the next tick tries again
+    } finally {
+      this.publishing = false;
+    }
+  }
+
   private async refreshQueued(): Promise<void> {
     const waiting = [...this.gates.entries()].filter(([, gate]) => gate.queued > 0).map(([id]) => id);
     if (waiting.length === 0) return;
@@ -179,7 +233,9 @@ export class ChatRouter {
     const { endpoint } = ready;
 
     const gate = this.gateFor(endpoint.id);
-    // A request that would wait for a slot has its prompt counted first, so a bad one is refused at once, not after the queue.
+    // Requests are shared fairly between API keys (see admission.ts).
+    const key = principal.keyId ?? `user:${principal.user.id}`;
+    // A request that would wait for a slot has its prompt counted first, so a bad one is refused at once (400), not after the queue.
     const counter = gate.busy ? this.pick(endpoint.id, new Set()) : undefined;
     if (counter) {
       const overLimits = await checkPromptTokens(this.agent, counter, endpoint, parsed.request, signal);
@@ -188,10 +244,16 @@ export class ChatRouter {
     let release: () => void;
     const queueStart = performance.now();
     try {
-      release = await gate.acquire(this.queueTimeoutMs, signal);
+      release = await gate.acquire(key, signal);
     } catch (error) {
+      if (error instanceof QueueRefusedError) {
+        const { message, code, retryAfterS } = error.refusal;
+        return fail(openAIError(429, 'rate_limit_error', `endpoint '${endpoint.id}': ${message}; retry in ${retryAfterS} s`, code, null, retryAfterS));
+      }
       if (error instanceof QueueTimeoutError) {
-        return fail(openAIError(429, 'rate_limit_error', `endpoint '${endpoint.id}' is at capacity: the request waited ${Math.round(this.queueTimeoutMs / 1000)} s for a free slot`, 'queue_full', null, 1));
+        const next = gate.decide(key);
+        const retryAfterS = next.kind === 'refuse' ? next.retryAfterS : 1;
+        return fail(openAIError(429, 'rate_limit_error', `endpoint '${endpoint.id}' is at capacity: the request waited ${Math.round(this.queueTimeoutMs / 1000)} s for a free slot`, 'queue_full', null, retryAfterS));
       }
       return fail(openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed'));
     }
@@ -356,10 +418,20 @@ export class ChatRouter {
   private gateFor(endpointId: string): EndpointGate {
     let gate = this.gates.get(endpointId);
     if (!gate) {
-      gate = new EndpointGate(() => {
-        const entry = this.replicaCache.get(endpointId);
-        return entry ? entry.replicas.length * entry.maxBatchSize : 0;
-      });
+      gate = new EndpointGate(
+        () => {
+          const entry = this.replicaCache.get(endpointId);
+          return entry ? entry.replicas.length * entry.maxBatchSize : 0;
+        },
+        { timeoutMs: this.queueTimeoutMs, maxQueue: this.maxQueuePerEndpoint, maxPerKey: this.maxQueuePerKey },
+        // Replicas being added (the controller wants more than are ready): their slots are counted as coming.
+        () => {
+          const entry = this.replicaCache.get(endpointId);
+          const desired = this.endpointCache.get(endpointId)?.endpoint.desiredReplicaCnt ?? 0;
+          return entry ? Math.max(0, desired - entry.replicas.length) * entry.maxBatchSize : 0;
+        },
+        () => this.depthChanged.add(endpointId),
+      );
       this.gates.set(endpointId, gate);
     }
     return gate;

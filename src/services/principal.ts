@@ -14,6 +14,8 @@ export interface Principal {
   memberships: ReadonlyMap<string, TeamRole>;
   /** The team named by the team header, or the caller's default team. */
   actingTeamId: string | null;
+  /** The API key the request came with (absent for principals built without one, e.g. the admin CLI). */
+  keyId?: string;
 }
 
 /** The team header of the API we are compatible with, and a neutral alias. */
@@ -59,10 +61,10 @@ export async function authenticate(
   const team = teamHeader?.trim();
   if (team) {
     if (!memberships.has(team)) return fail(forbidden(`you are not a member of team '${team}'`));
-    return ok({ user, memberships, actingTeamId: team });
+    return ok({ user, memberships, actingTeamId: team, keyId: holder.keyId });
   }
   const fallback = user.defaultTeamId && memberships.has(user.defaultTeamId) ? user.defaultTeamId : [...memberships.keys()][0];
-  return ok({ user, memberships, actingTeamId: fallback ?? null });
+  return ok({ user, memberships, actingTeamId: fallback ?? null, keyId: holder.keyId });
 }
 
 /** A cached authentication; `userId` is set once it succeeded. */

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'vitest';
 import { decideScale, replicaCapacity, type ScaleInput } from '../../src/controller/autoscaler.js';
 
-const base: ScaleInput = { minReplica: 1, maxReplica: 4, cooldownMs: 10_000, maxBatchSize: 4, current: 1, load: 0, lastActivityAt: 0, lastScaleUpAt: 0, now: 5_000 };
+const base: ScaleInput = { minReplica: 1, maxReplica: 4, cooldownMs: 10_000, maxBatchSize: 4, current: 1, load: 0, waiting: 0, lastActivityAt: 0, lastScaleUpAt: 0, now: 5_000 };
 
 describe('decideScale', () => {
   test('follows the requests in flight against max_batch_size, within min and max', () => {
@@ -10,6 +10,24 @@ describe('decideScale', () => {
     expect(decideScale({ ...base, load: 13 })).toEqual({ replicas: 4, sleep: false });
     expect(decideScale({ ...base, load: 100 })).toEqual({ replicas: 4, sleep: false });
     expect(decideScale({ ...base, minReplica: 2, load: 0 })).toEqual({ replicas: 2, sleep: false });
+  });
+
+  test("requests waiting in the gateways' queues count as demand, as soon as they exceed what the serving replicas take", () => {
+    // max_batch_size 1: one request on the engine, five waiting in two gateways' queues.
+    const one = { ...base, maxBatchSize: 1, maxReplica: 2 };
+    expect(decideScale({ ...one, load: 1, waiting: 0 })).toEqual({ replicas: 1, sleep: false });
+    expect(decideScale({ ...one, load: 1, waiting: 1 })).toEqual({ replicas: 2, sleep: false });
+    expect(decideScale({ ...one, load: 1, waiting: 5 })).toEqual({ replicas: 2, sleep: false });
+    expect(decideScale({ ...base, load: 4, waiting: 5 })).toEqual({ replicas: 3, sleep: false });
+    // Requests waiting alone (the engines idle between two admissions) keep the replicas.
+    expect(decideScale({ ...one, current: 2, load: 0, waiting: 2, lastActivityAt: 0, lastScaleUpAt: 0, now: 60_000 })).toEqual({ replicas: 2, sleep: false });
+  });
+
+  test('no scale-down while the demand needs every replica, however long since the last request started', () => {
+    const long = { ...base, maxBatchSize: 1, current: 2, maxReplica: 2, lastActivityAt: 0, lastScaleUpAt: 0, now: 60_000 };
+    expect(decideScale({ ...long, load: 2 })).toEqual({ replicas: 2, sleep: false });
+    expect(decideScale({ ...long, load: 1, waiting: 1 })).toEqual({ replicas: 2, sleep: false });
+    expect(decideScale({ ...long, load: 1 })).toEqual({ replicas: 1, sleep: false });
   });
 
   test('scales down one replica at a time, only after the cooldown', () => {
@@ -24,6 +42,7 @@ describe('decideScale', () => {
     expect(decideScale(idle)).toEqual({ replicas: 0, sleep: true });
     expect(decideScale({ ...idle, now: 9_999 })).toEqual({ replicas: 1, sleep: false });
     expect(decideScale({ ...idle, load: 1 })).toEqual({ replicas: 1, sleep: false });
+    expect(decideScale({ ...idle, waiting: 1 })).toEqual({ replicas: 1, sleep: false });
     expect(decideScale({ ...idle, minReplica: 1 }).sleep).toBe(false);
   });
 

@@ -29,6 +29,8 @@ test('defaults with no variables set', () => {
     drainTimeoutMs: 30_000,
     wakeTimeoutMs: 120_000,
     queueTimeoutMs: 30_000,
+    queueMaxPerEndpoint: 256,
+    queueMaxPerKey: 64,
     subscriptionBuffer: 1000,
     subscriptionMaxLagMs: 5000,
     wsMaxSubscriptions: 100,
@@ -65,6 +67,12 @@ test('runtime variables', () => {
   expect(() => loadConfig({ ENGINE_COMMAND: 'x --port {port} {gpus}' })).toThrow('unknown placeholder {gpus}');
   expect(() => loadConfig({ HF_ENDPOINT: 'ftp://hub' })).toThrow('HF_ENDPOINT must be an http(s) URL');
   expect(() => loadConfig({ CPU_SLOTS: '-1' })).toThrow('CPU_SLOTS must be an integer from 0 to 1024');
+});
+
+test('admission queue variables', () => {
+  expect(loadConfig({ QUEUE_TIMEOUT_MS: '5000', QUEUE_MAX_PER_ENDPOINT: '32', QUEUE_MAX_PER_KEY: '4' })).toMatchObject({ queueTimeoutMs: 5000, queueMaxPerEndpoint: 32, queueMaxPerKey: 4 });
+  expect(() => loadConfig({ QUEUE_MAX_PER_ENDPOINT: '0' })).toThrow('QUEUE_MAX_PER_ENDPOINT must be an integer from 1 to 1000000');
+  expect(() => loadConfig({ QUEUE_MAX_PER_KEY: 'many' })).toThrow('QUEUE_MAX_PER_KEY must be an integer from 1 to 1000000');
 });
 
 test('malformed variables name the variable and the rule', () => {
