@@ -494,29 +494,28 @@ export class Controller {
       await hooks.onResolving?.();
       const model = await this.prepareModel(endpoint.id, version, hooks.onDownloadStart);
       await hooks.onEngineStart?.();
-      handle = await this.runtime.start({
-        replicaId,
-        endpointId: endpoint.id,
-        modelPath: model.path,
-        modelRepo: spec.model.source === 'hf' ? spec.model.repo : spec.model.artifact,
-        modelRevision: pinnedRevision(model.resolved) ?? (spec.model.source === 'hf' ? spec.model.revision : null),
-        gpuType: option.gpuType,
-        numGpu: option.numGpu,
-        maxBatchSize: spec.advanced.maxBatchSize,
-        contextSize: spec.advanced.maxTokenCount,
-        maxInputLength: spec.advanced.maxInputLength,
-        addSpecialTokens: spec.advanced.tokenizerAddSpecialTokens,
-        skipSpecialTokens: spec.advanced.tokenizerSkipSpecialTokens,
-      });
-      // The warm-up generation runs while the replica's address and the READY status are written; both must succeed.
+      handle = await this.runtime.start(
+        {
+          replicaId,
+          endpointId: endpoint.id,
+          modelPath: model.path,
+          modelRepo: spec.model.source === 'hf' ? spec.model.repo : spec.model.artifact,
+          modelRevision: pinnedRevision(model.resolved) ?? (spec.model.source === 'hf' ? spec.model.revision : null),
+          gpuType: option.gpuType,
+          numGpu: option.numGpu,
+          maxBatchSize: spec.advanced.maxBatchSize,
+          contextSize: spec.advanced.maxTokenCount,
+          maxInputLength: spec.advanced.maxInputLength,
+          addSpecialTokens: spec.advanced.tokenizerAddSpecialTokens,
+          skipSpecialTokens: spec.advanced.tokenizerSkipSpecialTokens,
+        },
+        undefined,
+        // Recorded at spawn: a gateway that takes over after this one dies mid-start can stop the engine by its pid.
+        (spawned) => markReplica(this.sql, replicaId, { state: 'STARTING', address: spawned.address, pid: spawned.pid }),
+      );
+      // The warm-up generation runs while the READY status is written; both must succeed.
       const started = handle;
-      const [written, warmed] = await Promise.allSettled([
-        (async () => {
-          await markReplica(this.sql, replicaId, { state: 'STARTING', address: started.address, pid: started.pid });
-          await hooks.onWarmup?.();
-        })(),
-        this.warmUp(started),
-      ]);
+      const [written, warmed] = await Promise.allSettled([hooks.onWarmup?.(), this.warmUp(started)]);
       if (written.status === 'rejected') throw written.reason;
       if (warmed.status === 'rejected') throw warmed.reason;
       await markReplica(this.sql, replicaId, { state: 'READY' });

@@ -178,7 +178,7 @@ export class LocalRuntime implements Runtime {
     return path.join(this.options.dir, `${replicaId}.log`);
   }
 
-  async start(launch: ReplicaLaunch, abort?: AbortSignal): Promise<ReplicaHandle> {
+  async start(launch: ReplicaLaunch, abort?: AbortSignal, onSpawned?: (handle: ReplicaHandle) => Promise<void>): Promise<ReplicaHandle> {
     await mkdir(this.options.dir, { recursive: true });
     const port = await freePort();
     const command = engineCommand(launch, port, {
@@ -211,6 +211,7 @@ export class LocalRuntime implements Runtime {
     const watcher = watchForProtocolLine(this.logPath(launch.replicaId), nudge);
     try {
       await writeFile(this.statePath(launch.replicaId), JSON.stringify(state));
+      await onSpawned?.(handle);
       await this.waitHealthy(handle, nudge, abort);
       return handle;
     } catch (error) {

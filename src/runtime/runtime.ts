@@ -64,8 +64,13 @@ export interface Runtime {
   readonly node: string;
   /** GPUs (or CPU-backed slots) of each kind this runtime offers. */
   capacity(): Partial<Record<GpuType, number>>;
-  /** Starts the engine and resolves once it answers its health check; throws ReplicaStartError. */
-  start(launch: ReplicaLaunch, signal?: AbortSignal): Promise<ReplicaHandle>;
+  /**
+   * Starts the engine and resolves once it answers its health check; throws
+   * ReplicaStartError. `onSpawned` runs as soon as the process exists (before
+   * the model loads), so that its pid can be recorded where another gateway
+   * finds it should this one die mid-start; if it throws, the engine is stopped.
+   */
+  start(launch: ReplicaLaunch, signal?: AbortSignal, onSpawned?: (handle: ReplicaHandle) => Promise<void>): Promise<ReplicaHandle>;
   /** Stops gracefully (SIGTERM, in-flight requests drain), then forcefully after `graceMs`. */
   stop(handle: ReplicaHandle, graceMs: number): Promise<void>;
   isAlive(handle: ReplicaHandle): boolean;

@@ -245,11 +245,16 @@ describe('a rollout whose gateway process was killed is completed by another', (
       const [engine] = await engineProcesses((replicaId) => replicaId === row.id);
       return engine ? { row, engine } : undefined;
     }, 90_000);
-    // Frozen while it loads, the engine never answers A's health check: A dies before writing its pid to the row.
+    // The row names the engine's pid from its spawn on (before its health check), so that whoever takes over can stop it.
+    await waitFor('the pid recorded at spawn', async () => {
+      const [row] = await db.sql<ReplicaRow[]>`SELECT pid FROM replicas WHERE id = ${started.row.id}`;
+      return row?.pid === started.engine.pid;
+    });
+    // Frozen while it loads, the engine never answers A's health check: A dies with the replica STARTING.
     process.kill(started.engine.pid, 'SIGSTOP');
     await kill(a);
     const [atKill] = await db.sql<ReplicaRow[]>`SELECT id, state, address, pid, version_index FROM replicas WHERE id = ${started.row.id}`;
-    expect(atKill).toMatchObject({ state: 'STARTING', pid: null });
+    expect(atKill).toMatchObject({ state: 'STARTING', pid: started.engine.pid });
 
     await expectRolledOut(id, ownerA, old);
     // A's half-started engine was stopped, and its row does not count as live.
