@@ -11,11 +11,15 @@ export interface StandaloneEngine {
   stop(): Promise<void>;
 }
 
-export async function startStandaloneEngine(modelPath: string, options: { maxBatchSize: number; contextSize: number; threads: number }): Promise<StandaloneEngine> {
+export async function startStandaloneEngine(
+  modelPath: string,
+  options: { maxBatchSize: number; contextSize: number; threads: number; nodeArgs?: string[] },
+): Promise<StandaloneEngine> {
   const t0 = performance.now();
   const child = spawn(
     process.execPath,
     [
+      ...(options.nodeArgs ?? []),
       '--import', 'tsx', path.join(REPO_ROOT, 'src/engine/main.ts'),
       '--model', modelPath, '--host', '127.0.0.1', '--port', '0',
       '--max-batch-size', String(options.maxBatchSize), '--context-size', String(options.contextSize),

@@ -8,7 +8,7 @@
  * template text while tokenizing, so a user typing "<|im_end|>" gets plain text, not a control
  * token: only what the template itself writes is parsed for special tokens.
  */
-import { JinjaTemplateChatWrapper, SpecialTokensText, type ChatHistoryItem, type LlamaModel, type Token } from 'node-llama-cpp';
+import { JinjaTemplateChatWrapper, SpecialTokensText, type ChatHistoryItem, type LlamaModel, type Token, type Tokenizer } from 'node-llama-cpp';
 import type { ChatMessage } from './chat-request.js';
 import { endsInsideThinkBlock, THINK_CLOSE, THINK_OPEN } from './reasoning.js';
 
@@ -29,6 +29,14 @@ export class ChatTemplateError extends Error {
 
 /** Distinct `chat_template_kwargs` seen recently; each needs its own wrapper instance. */
 const WRAPPER_CACHE_SIZE = 32;
+/**
+ * Distinct pieces of template-written text whose tokens are kept. A template writes the same few
+ * pieces (`<|im_start|>user\n`, the generation prompt…) into every prompt, and each native
+ * tokenize call costs tens of microseconds whatever its length, a large share of a short request.
+ */
+const TEMPLATE_TOKENS_CACHE_SIZE = 256;
+/** Template text longer than this (a message quoted by the template itself) is not kept. */
+const TEMPLATE_TOKENS_MAX_CHARS = 1024;
 
 export type PromptRendererOptions = {
   /** Prepend BOS when the model wants one and the template did not write it. */
@@ -42,11 +50,31 @@ export class ChatPromptRenderer {
   /** Token ids of `<think>` / `</think>` when they are single tokens. */
   readonly thinkTagTokens: ReadonlySet<Token>;
   private readonly wrappers = new Map<string, JinjaTemplateChatWrapper>();
+  private readonly templateTokens = new Map<string, readonly Token[]>();
+  /** model.tokenizer, remembering the tokens of template text (only that: message text is always tokenized). */
+  private readonly tokenizer: Tokenizer;
 
   constructor(
     private readonly model: LlamaModel,
     private readonly options: PromptRendererOptions,
   ) {
+    const base = model.tokenizer;
+    const tokenize = (text: string, specialTokens?: boolean, options?: 'trimLeadingSpace'): Token[] => {
+      // Only template text is tokenized with special tokens parsed (LlamaText's SpecialTokensText).
+      if (specialTokens !== true || text.length > TEMPLATE_TOKENS_MAX_CHARS) return base(text, specialTokens, options);
+      const key = `${options === 'trimLeadingSpace' ? 't' : '-'}${text}`;
+      let tokens = this.templateTokens.get(key);
+      if (tokens === undefined) {
+        tokens = base(text, true, options);
+        this.templateTokens.set(key, tokens);
+        if (this.templateTokens.size > TEMPLATE_TOKENS_CACHE_SIZE) {
+          const oldest = this.templateTokens.keys().next().value;
+          if (oldest !== undefined) this.templateTokens.delete(oldest);
+        }
+      }
+      return tokens.slice();
+    };
+    this.tokenizer = Object.assign(tokenize, { detokenize: base.detokenize, isSpecialToken: base.isSpecialToken, isEogToken: base.isEogToken }) as Tokenizer;
     const template = model.fileInfo.metadata.tokenizer?.chat_template;
     if (typeof template !== 'string' || template.trim() === '') {
       throw new ChatTemplateError('The model file has no chat template (tokenizer.chat_template), so it cannot serve chat completions.');
@@ -74,7 +102,7 @@ export class ChatPromptRenderer {
       throw new ChatTemplateError(`The model's chat template cannot render these messages: ${reason}`, { cause: error });
     }
 
-    let tokens = contextText.tokenize(this.model.tokenizer);
+    let tokens = contextText.tokenize(this.tokenizer);
     const bos = this.model.tokens.bos;
     if (this.options.addSpecialTokens && bos != null && this.model.tokens.shouldPrependBosToken && tokens[0] !== bos) {
       tokens = [bos, ...tokens];

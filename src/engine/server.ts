@@ -164,6 +164,23 @@ type Engine = {
   pool: SequencePool<LlamaContextSequence>;
 };
 
+/**
+ * When to decode the batch of tokens that sequences have queued. node-llama-cpp's default waits one
+ * event-loop turn (setImmediate) so that other sequences can add theirs, unless every sequence of
+ * the context has one queued. With fewer requests than sequences (one request: always), every
+ * token then waits a turn for sequences that nobody uses: about a tenth of a decode step of the
+ * tiny model. Here the batch goes at once when every sequence a request holds has queued its
+ * tokens, and waits the turn, as before, while some holder has not (it may be about to).
+ * `_queuedDecodeSequenceIds` is node-llama-cpp's own count (internal, 3.x); without it, the default.
+ */
+function dispatchWhenAllQueued(context: () => LlamaContext | undefined, active: () => number): (dispatch: () => void) => void {
+  return (dispatch) => {
+    const queued = (context() as unknown as { _queuedDecodeSequenceIds?: { size: number } } | undefined)?._queuedDecodeSequenceIds?.size;
+    if (queued !== undefined && queued >= active()) dispatch();
+    else setImmediate(dispatch);
+  };
+}
+
 /** Loads the model and creates its context; on failure frees what was created and throws EngineStartError. */
 async function loadEngine(options: ResolvedOptions, llamaOption: Llama | undefined, log: (line: string) => void): Promise<Engine> {
   const logLines: string[] = [];
@@ -191,15 +208,18 @@ async function loadEngine(options: ResolvedOptions, llamaOption: Llama | undefin
       );
     }
     const renderer = new ChatPromptRenderer(model, { addSpecialTokens: options.addSpecialTokens });
-    const context = await model.createContext({
+    let pool: SequencePool<LlamaContextSequence> | undefined;
+    const context: LlamaContext = await model.createContext({
       contextSize: options.contextSize,
       sequences: options.sequences,
       threads: options.threads,
       // Exactly the configured size or a clear failure, never a silently smaller context.
       failedCreationRemedy: false,
+      batching: { dispatchSchedule: dispatchWhenAllQueued(() => context, () => pool?.active ?? 0) },
     });
     const sequences = Array.from({ length: options.sequences }, () => context.getSequence());
-    return { llama, ownsLlama: llamaOption == null, model, context, renderer, pool: new SequencePool(sequences) };
+    pool = new SequencePool(sequences);
+    return { llama, ownsLlama: llamaOption == null, model, context, renderer, pool };
   } catch (error) {
     if (!(error instanceof EngineStartError)) await delay(LOG_FLUSH_MS);
     const classified = classifyEngineError(error, logLines);

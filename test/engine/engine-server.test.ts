@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { getLlama, LlamaLogLevel, type Llama, type LlamaModel } from 'node-llama-cpp';
 import { classifyEngineError, EngineStartError } from '../../src/engine/errors.js';
+import { ChatPromptRenderer } from '../../src/engine/prompt.js';
 import { ThinkSplitter, type Segment } from '../../src/engine/reasoning.js';
 import { startEngineServer, type EngineServer } from '../../src/engine/server.js';
 import { IncrementalDetokenizer, StopStringMatcher } from '../../src/engine/text-stream.js';
@@ -333,6 +334,31 @@ test('think splitter: tags emitted by the model, split across pieces, never appe
   expect(open.slice(1).every((s) => s.channel === 'content')).toBe(true);
   // Disabled (model without think blocks): text passes through untouched.
   expect(new ThinkSplitter({ enabled: false, startInReasoning: false }).push('<think>x')).toEqual([{ channel: 'content', text: '<think>x' }]);
+});
+
+test('prompt renderer: remembered template-text tokens give exactly the tokens of a fresh tokenization', () => {
+  const renderer = new ChatPromptRenderer(model, { addSpecialTokens: false });
+  const conversations = [
+    [{ role: 'user' as const, content: 'Hi there, tell me something.' }],
+    // Message text that spells control tokens stays text; leading spaces and newlines survive.
+    [{ role: 'system' as const, content: ' Be brief.' }, { role: 'user' as const, content: '<|im_end|>\n<think> hi' }],
+    [{ role: 'user' as const, content: '\nHi' }, { role: 'assistant' as const, content: ' Hello' }, { role: 'user' as const, content: 'héllo 🙂' }],
+  ];
+  for (const messages of conversations) {
+    for (const kwargs of [{}, { enable_thinking: false }]) {
+      // Reference: the same rendered text tokenized by node-llama-cpp's tokenizer, nothing remembered.
+      const wrapper = (renderer as unknown as { wrapperFor(k: object): { generateContextState(o: object): { contextText: { tokenize(t: unknown): number[] } } } }).wrapperFor(kwargs);
+      const chatHistory = messages.map((m) => (m.role === 'assistant' ? { type: 'model', response: [m.content] } : { type: m.role, text: m.content }));
+      const expected = wrapper.generateContextState({ chatHistory }).contextText.tokenize(model.tokenizer);
+      const first = renderer.render(messages, kwargs).tokens;
+      const second = renderer.render(messages, kwargs).tokens;
+      expect(first).toEqual(expected);
+      expect(second).toEqual(expected);
+      // Callers may change the returned array without changing what is remembered.
+      first.length = 0;
+      expect(renderer.render(messages, kwargs).tokens).toEqual(expected);
+    }
+  }
 });
 
 test('stop matcher and UTF-8-safe detokenizer', () => {
