@@ -26,6 +26,7 @@ const BENCHES: Record<string, () => Promise<Bench>> = {
   'cold-start': async () => (await import('./cold-start.js')).coldStart,
   batching: async () => (await import('./batching.js')).batching,
   threads: async () => (await import('./threads.js')).threads,
+  overload: async () => (await import('./overload.js')).overload,
 };
 
 const BENCHMARKS_MD = path.join(REPO_ROOT, 'BENCHMARKS.md');
