@@ -20,6 +20,8 @@ export interface ScaleInput {
   lastActivityAt: number;
   /** The last time replicas were added. */
   lastScaleUpAt: number;
+  /** The last time the demand needed every serving replica (more than one fewer could take). @default 0 */
+  lastBusyAt?: number;
   now: number;
 }
 
@@ -49,6 +51,7 @@ export function decideScale(input: ScaleInput): ScaleDecision {
   const wanted = Math.min(maxReplica, Math.max(needed, minReplica, 1));
   if (wanted >= current) return { replicas: wanted, sleep: false };
   // Fewer are needed: wait until the demand has been low for the cooldown, and remove one at a time.
-  const calm = (demand === 0 && idleFor >= cooldownMs) || (demand <= (current - 1) * maxBatchSize && now - input.lastScaleUpAt >= cooldownMs);
+  const lowFor = now - Math.max(input.lastScaleUpAt, input.lastBusyAt ?? 0);
+  const calm = (demand === 0 && idleFor >= cooldownMs) || (demand <= (current - 1) * maxBatchSize && lowFor >= cooldownMs);
   return { replicas: calm ? current - 1 : current, sleep: false };
 }

@@ -115,6 +115,8 @@ export class Controller {
   /** Replicas this process is starting right now (any other STARTING replica was abandoned). */
   private readonly starting = new Set<string>();
   private readonly lastScaleUp = new Map<string, number>();
+  /** Per endpoint, the last pass whose demand needed every serving replica (scale-in waits a cooldown after it). */
+  private readonly lastBusy = new Map<string, number>();
   private stopped = false;
   private ticking: Promise<void> | undefined;
   /** Ends the wait between ticks; a poke during a tick makes the next tick start at once. */
@@ -632,16 +634,20 @@ export class Controller {
       ...serving.map((r) => r.readyAt?.getTime() ?? 0),
     ];
     const now = Date.now();
+    const capacity = replicaCapacity(spec.advanced.maxBatchSize, healths);
+    // First seen by this process (a start, a takeover): counted as busy now, so that nothing scales in before a cooldown.
+    if (!this.lastBusy.has(id) || load + waiting > (serving.length - 1) * capacity) this.lastBusy.set(id, now);
     const decision = decideScale({
       minReplica: spec.autoscaling.minReplica,
       maxReplica: spec.autoscaling.maxReplica,
       cooldownMs: spec.autoscaling.cooldownPeriod * 1000,
-      maxBatchSize: replicaCapacity(spec.advanced.maxBatchSize, healths),
+      maxBatchSize: capacity,
       current: serving.length,
       load,
       waiting,
       lastActivityAt: Math.max(...activity),
       lastScaleUpAt: this.lastScaleUp.get(id) ?? 0,
+      lastBusyAt: this.lastBusy.get(id)!,
       now,
     });
     if (decision.sleep) {

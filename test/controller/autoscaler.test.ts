@@ -37,6 +37,14 @@ describe('decideScale', () => {
     expect(decideScale({ ...busy, load: 0, lastActivityAt: 0, now: 10_000 })).toEqual({ replicas: 2, sleep: false });
   });
 
+  test('scales in only once the demand has been low for a whole cooldown, not the moment a load ends', () => {
+    // Three replicas were needed until 20 s (lastBusyAt); the load has just ended, long after the last scale-up.
+    const after = { ...base, current: 3, load: 1, lastActivityAt: 20_000, lastScaleUpAt: 1_000, lastBusyAt: 20_000 };
+    expect(decideScale({ ...after, now: 20_500 })).toEqual({ replicas: 3, sleep: false });
+    expect(decideScale({ ...after, now: 29_999 })).toEqual({ replicas: 3, sleep: false });
+    expect(decideScale({ ...after, now: 30_000 })).toEqual({ replicas: 2, sleep: false });
+  });
+
   test('with min 0, an endpoint idle for the cooldown sleeps; one with requests does not', () => {
     const idle = { ...base, minReplica: 0, now: 10_000 };
     expect(decideScale(idle)).toEqual({ replicas: 0, sleep: true });
