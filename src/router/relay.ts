@@ -7,6 +7,7 @@
  */
 import type { Writable } from 'node:stream';
 import type { RoutedRequest } from './chat-router.js';
+import { errorBody, openAIError } from './openai-errors.js';
 import { eventData, eventEnd, sseData } from './sse.js';
 
 const FIRST_TOKEN = /"(?:reasoning_)?content":"[^"]/;
@@ -52,7 +53,7 @@ export class UpstreamCutError extends Error {
  * streaming error shape, then `[DONE]`, so that a client can tell it from a
  * finished answer (OpenAI's own clients raise it as an APIError).
  */
-export const CUT_EVENTS = `data: ${JSON.stringify({ error: { message: UPSTREAM_CUT.message, type: 'server_error', param: null, code: UPSTREAM_CUT.code } })}\n\ndata: [DONE]\n\n`;
+export const CUT_EVENTS = `data: ${JSON.stringify(errorBody(openAIError(502, 'server_error', UPSTREAM_CUT.message, UPSTREAM_CUT.code)))}\n\ndata: [DONE]\n\n`;
 
 /** Watches the events of one streamed answer and records the outcome once. */
 class StreamMeter {
