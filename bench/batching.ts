@@ -32,7 +32,10 @@ const THREADS = Number(process.env.BENCH_LLAMA_THREADS ?? 1);
  */
 const MODELS = {
   tiny: { name: 'the tiny GGUF (64-dim, 2 layers)', dimensions: undefined },
-  larger: { name: 'a larger generated GGUF (512-dim, 8 layers, F32)', dimensions: { embedding: 512, layers: 8, heads: 8, kvHeads: 4, feedForward: 1536 } },
+  larger: {
+    name: 'a larger generated GGUF (512-dim, 8 layers, F32)',
+    dimensions: { embedding: 512, layers: 8, heads: 8, kvHeads: 4, feedForward: 1536 },
+  },
 } as const;
 type ModelKind = keyof typeof MODELS;
 const MODEL_KINDS = (process.env.BENCH_BATCHING_MODEL ?? 'tiny,larger').split(',').map((m) => m.trim()) as ModelKind[];
@@ -53,7 +56,17 @@ async function measureModel(kind: ModelKind, dir: string, cpuProf: boolean, erro
     if (side === 'direct') {
       // The first direct pass also times single decode steps of 1 to 40 tokens (what bounds batching).
       const stepTokens = passes.direct.length === 0 ? STEP_TOKENS : [];
-      const config: LlamaDirectConfig = { modelPath: model.path, contextSize: CONTEXT, sequences: BATCH, threads: THREADS, levels: LEVELS, maxTokens: MAX_TOKENS, durationMs: LEVEL_MS, prompt: 'chat', stepTokens };
+      const config: LlamaDirectConfig = {
+        modelPath: model.path,
+        contextSize: CONTEXT,
+        sequences: BATCH,
+        threads: THREADS,
+        levels: LEVELS,
+        maxTokens: MAX_TOKENS,
+        durationMs: LEVEL_MS,
+        prompt: 'chat',
+        stepTokens,
+      };
       const r = await runChild<LlamaDirectResult>('load/llama-direct.ts', config, { timeoutMs: LEVELS.length * LEVEL_MS + 120_000 }).result;
       passes.direct.push(r.throughput);
       promptTokens = r.promptTokens;
@@ -63,14 +76,23 @@ async function measureModel(kind: ModelKind, dir: string, cpuProf: boolean, erro
       const profile = cpuProf && passes.engine.length === 0 && kind === MODEL_KINDS[0];
       const nodeArgs = profile ? await cpuProfArgs('batching-engine') : [];
       const engine = await startStandaloneEngine(model.path, { maxBatchSize: BATCH, contextSize: CONTEXT, threads: THREADS, nodeArgs });
-      const config: CompletionLoadConfig = { url: `${engine.url}/v1/chat/completions`, headers: {}, levels: LEVELS, maxTokens: MAX_TOKENS, durationMs: LEVEL_MS };
-      const r = await runChild<CompletionLoadResult>('load/completion-client.ts', config, { timeoutMs: LEVELS.length * LEVEL_MS + 120_000 }).result;
+      const config: CompletionLoadConfig = {
+        url: `${engine.url}/v1/chat/completions`,
+        headers: {},
+        levels: LEVELS,
+        maxTokens: MAX_TOKENS,
+        durationMs: LEVEL_MS,
+      };
+      const r = await runChild<CompletionLoadResult>('load/completion-client.ts', config, { timeoutMs: LEVELS.length * LEVEL_MS + 120_000 })
+        .result;
       await engine.stop();
       passes.engine.push(r.throughput);
       errorSamples.push(...r.errorSamples);
     }
     const last = passes[side][passes[side].length - 1]!;
-    console.log(`  ${kind.padEnd(6)} ${side.padEnd(6)}: ${last.map((l) => `${l.level} → ${(l.tokens / l.seconds).toFixed(0)} tok/s`).join(', ')}`);
+    console.log(
+      `  ${kind.padEnd(6)} ${side.padEnd(6)}: ${last.map((l) => `${l.level} → ${(l.tokens / l.seconds).toFixed(0)} tok/s`).join(', ')}`,
+    );
   }
   const rate = (all: Pass[], level: number) => {
     const rows = all.flat().filter((r) => r.level === level);
@@ -84,7 +106,12 @@ async function measureModel(kind: ModelKind, dir: string, cpuProf: boolean, erro
   for (const level of LEVELS) {
     const d = rate(passes.direct, level);
     const e = rate(passes.engine, level);
-    levels[`level${level}`] = { directTokensPerSecond: round(d, 1), engineTokensPerSecond: round(e, 1), ratio: round(e / d, 4), engineToDirectSingle: round(e / d1, 4) };
+    levels[`level${level}`] = {
+      directTokensPerSecond: round(d, 1),
+      engineTokensPerSecond: round(e, 1),
+      ratio: round(e / d, 4),
+      engineToDirectSingle: round(e / d1, 4),
+    };
     rows.push([kind, level, fmt(d, 0), fmt(e, 0), fmt(e / d, 3), fmt(d / d1, 2), fmt(e / e1, 2)]);
   }
   return { kind, spec, passes, levels, rows, errors, promptTokens, steps };
@@ -109,7 +136,9 @@ async function run(context: { cpuProf: boolean }): Promise<BenchOutcome> {
     levelMs: LEVEL_MS,
     rounds: ROUNDS,
     ...first.levels,
-    models: Object.fromEntries(results.map((r) => [r.kind, { promptTokens: r.promptTokens, decodeStepMs: r.steps, ...r.levels, passes: r.passes }])),
+    models: Object.fromEntries(
+      results.map((r) => [r.kind, { promptTokens: r.promptTokens, decodeStepMs: r.steps, ...r.levels, passes: r.passes }]),
+    ),
   };
   /** Scaling 1 → top level, and what one decode step costs (what bounds batching), per model. */
   const bounds = results.map((r) => {
@@ -140,10 +169,13 @@ async function run(context: { cpuProf: boolean }): Promise<BenchOutcome> {
       `Per model, passes alternate direct, engine, engine, direct${ROUNDS > 1 ? ` (${ROUNDS} times)` : ''}. Ratio = engine ÷ direct at the same N; scaling = tok/s at N ÷ tok/s at ${LEVELS[0]}.`,
     valid: problems.length === 0,
     problems,
-    table: { columns: ['model', 'concurrent', 'direct tok/s', 'engine tok/s', 'engine ÷ direct (same N)', 'direct scaling', 'engine scaling'], rows: results.flatMap((r) => r.rows) },
+    table: {
+      columns: ['model', 'concurrent', 'direct tok/s', 'engine tok/s', 'engine ÷ direct (same N)', 'direct scaling', 'engine scaling'],
+      rows: results.flatMap((r) => r.rows),
+    },
     targets: [],
     notes: [
-      'No target is asserted here: the ratios are reported (bench/overload.ts restates the first model\'s). On the tiny model a token is cheap, so per-request work outside llama.cpp (HTTP, JSON, the chat template, tokenizing) weighs more than with a real model.',
+      "No target is asserted here: the ratios are reported (bench/overload.ts restates the first model's). On the tiny model a token is cheap, so per-request work outside llama.cpp (HTTP, JSON, the chat template, tokenizing) weighs more than with a real model.",
       `Scaling and its bound, from this run's figures and single decode steps timed by the first direct pass: ${bounds.join('. ')}. On the larger model, one thread's F32 matrix products turn compute-bound as the batch grows (a step of 8 tokens costs about three steps of 1) and every answer pays its prompt, so batching cannot reach 3× there with ${MAX_TOKENS}-token answers; longer answers raise the ceiling, and a second llama.cpp thread would share its core with the engine's own thread, the load generator and the neighbours. On the tiny model a step barely grows with the batch, and what bounds the scaling is the work per token and sequence around it (a sampling call through the thread pool, the JavaScript of each generation loop, HTTP), on the same two cores.`,
       'Changed baseline (2026-11-23): the direct loops summed their tokens with `tokens += await …`, which drops the additions the other loops made during the await, so at N in flight the direct side reported about 1/N of its tokens (it "did not scale"); it also evaluated the bare message (19 tokens) instead of the chat-rendered prompt the engine evaluates (41), decoded on past the end-of-generation token, and reused one seed per sequence. Figures before that date are not comparable.',
     ],

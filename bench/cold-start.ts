@@ -16,7 +16,18 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { SPAWN_LINE_PREFIX } from '../src/runtime/local-runtime.js';
 import { writeTinyGguf } from '../test/support/tiny-gguf.js';
-import { ADMIN_KEY, api, defaultProject, gatewayEnv, runChild, startDatabase, startGatewayProcess, startHub, tempDir, TINY_REPO } from './lib/env.js';
+import {
+  ADMIN_KEY,
+  api,
+  defaultProject,
+  gatewayEnv,
+  runChild,
+  startDatabase,
+  startGatewayProcess,
+  startHub,
+  tempDir,
+  TINY_REPO,
+} from './lib/env.js';
 import { startStandaloneEngine } from './lib/engine.js';
 import { createEndpoint, deleteEndpoint, H100_X1, waitForStatus } from './lib/endpoints.js';
 import { fmt, median, round } from './lib/stats.js';
@@ -48,7 +59,11 @@ interface Streamed {
 /** One streamed chat completion; times its first token and its end at the client. */
 async function streamChat(url: string, body: Record<string, unknown>, headers: Record<string, string> = {}): Promise<Streamed> {
   const t0 = performance.now();
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
   let firstTokenMs = Number.NaN;
   let text = '';
   let buffered = '';
@@ -65,7 +80,9 @@ async function streamChat(url: string, body: Record<string, unknown>, headers: R
       const data = event.startsWith('data: ') ? event.slice(6) : '';
       if (data === '' || data === '[DONE]') continue;
       try {
-        const choice = (JSON.parse(data) as { choices?: { delta?: { content?: string; reasoning_content?: string }; finish_reason?: string | null }[] }).choices?.[0];
+        const choice = (
+          JSON.parse(data) as { choices?: { delta?: { content?: string; reasoning_content?: string }; finish_reason?: string | null }[] }
+        ).choices?.[0];
         if (choice && (choice.delta?.content || choice.delta?.reasoning_content || choice.finish_reason)) {
           firstTokenMs = performance.now() - t0;
           break;
@@ -116,7 +133,15 @@ async function engineMoments(dataDir: string, replicaId: string): Promise<{ spaw
 
 async function directColdStart(modelPath: string): Promise<{ totalMs: number; child: LlamaDirectResult }> {
   const t0 = performance.now();
-  const config: LlamaDirectConfig = { modelPath, contextSize: CONTEXT, sequences: BATCH, threads: THREADS, levels: [], maxTokens: 1, durationMs: 0 };
+  const config: LlamaDirectConfig = {
+    modelPath,
+    contextSize: CONTEXT,
+    sequences: BATCH,
+    threads: THREADS,
+    levels: [],
+    maxTokens: 1,
+    durationMs: 0,
+  };
   const child = await runChild<LlamaDirectResult>('load/llama-direct.ts', config, { timeoutMs: 120_000 }).result;
   return { totalMs: performance.now() - t0, child };
 }
@@ -147,7 +172,8 @@ async function splitWake(sql: Sql, dataDir: string, endpointId: string, sentAt: 
     SELECT id, address, created_at, ready_at FROM replicas WHERE endpoint_id = ${endpointId} AND state = 'READY' ORDER BY created_at DESC LIMIT 1`;
   if (!replica) throw new Error('the woken endpoint answered without a READY replica');
   const direct = await streamChat(`${replica.address}/v1/chat/completions`, CHAT_BODY);
-  if (direct.status !== 200 || Number.isNaN(direct.firstTokenMs)) throw new Error(`the woken replica answered ${direct.status} without a token: ${direct.text.slice(0, 200)}`);
+  if (direct.status !== 200 || Number.isNaN(direct.firstTokenMs))
+    throw new Error(`the woken replica answered ${direct.status} without a token: ${direct.text.slice(0, 200)}`);
   const { spawnAt, readyAt, uptimeMs } = await engineMoments(dataDir, replica.id);
   const engineLoadMs = readyAt - spawnAt;
   const gatewayMs = answer.firstTokenMs - engineLoadMs - direct.firstTokenMs;
@@ -221,7 +247,11 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     if (slept.status !== 200) throw new Error(`sleep failed (${slept.status}): ${JSON.stringify(slept.body)}`);
     await waitForStatus(gateway.url, endpointId, 'SLEEPING', 60_000);
     const sentAt = epochMs();
-    const answer = await streamChat(`${gateway.url}/dedicated/v1/chat/completions`, { model: endpointId, ...CHAT_BODY }, { authorization: `Bearer ${ADMIN_KEY}` });
+    const answer = await streamChat(
+      `${gateway.url}/dedicated/v1/chat/completions`,
+      { model: endpointId, ...CHAT_BODY },
+      { authorization: `Bearer ${ADMIN_KEY}` },
+    );
     if (answer.status !== 200 || Number.isNaN(answer.firstTokenMs)) {
       problems.push(`wake-on-request ${i + 1} answered ${answer.status} without a token: ${answer.text.slice(0, 200)}`);
       continue;
@@ -237,7 +267,9 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       engine.push(await engineColdStart(model.path));
     }
   }
-  console.log(`  create → RUNNING ${(creates[0]! / 1000).toFixed(2)} s; direct node-llama-cpp ${direct.map((d) => (d.totalMs / 1000).toFixed(2)).join(', ')} s; standalone engine ${engine.map((e) => (e.totalMs / 1000).toFixed(2)).join(', ')} s`);
+  console.log(
+    `  create → RUNNING ${(creates[0]! / 1000).toFixed(2)} s; direct node-llama-cpp ${direct.map((d) => (d.totalMs / 1000).toFixed(2)).join(', ')} s; standalone engine ${engine.map((e) => (e.totalMs / 1000).toFixed(2)).join(', ')} s`,
+  );
 
   await deleteEndpoint(gateway.url, db.sql, endpointId);
   await gateway.stop();
@@ -256,11 +288,43 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     ['built-in engine alone: spawn → ENGINE_READY → first token over HTTP', engine.length, fmt(engineMs, 0), ratio(engineMs)],
     ['gateway: create → RUNNING (download, engine, warm-up)', creates.length, fmt(createMs, 0), ratio(createMs)],
     ['gateway: request to a SLEEPING endpoint → first token (wake, cached model)', wakes.length, fmt(wakeMs, 0), ratio(wakeMs)],
-    ['… of which the engine: load, spawn → ENGINE_READY (replica log)', wakes.length, fmt(p50((w) => w.engineLoadMs), 0), ratio(p50((w) => w.engineLoadMs))],
-    ['… of which the engine: first token, same request straight to the woken replica', wakes.length, fmt(p50((w) => w.engineFirstTokenMs), 1), ratio(p50((w) => w.engineFirstTokenMs))],
+    [
+      '… of which the engine: load, spawn → ENGINE_READY (replica log)',
+      wakes.length,
+      fmt(
+        p50((w) => w.engineLoadMs),
+        0,
+      ),
+      ratio(p50((w) => w.engineLoadMs)),
+    ],
+    [
+      '… of which the engine: first token, same request straight to the woken replica',
+      wakes.length,
+      fmt(
+        p50((w) => w.engineFirstTokenMs),
+        1,
+      ),
+      ratio(p50((w) => w.engineFirstTokenMs)),
+    ],
     ["… of which the gateway's share: total − engine load − engine first token", wakes.length, fmt(gatewayMs, 1), ratio(gatewayMs)],
-    ["    gateway's share before the spawn: request → engine spawned", wakes.length, fmt(p50((w) => w.beforeSpawnMs), 1), ratio(p50((w) => w.beforeSpawnMs))],
-    ["    gateway's share after ENGINE_READY: → first token, less the engine's", wakes.length, fmt(p50((w) => w.afterReadyMs), 1), ratio(p50((w) => w.afterReadyMs))],
+    [
+      "    gateway's share before the spawn: request → engine spawned",
+      wakes.length,
+      fmt(
+        p50((w) => w.beforeSpawnMs),
+        1,
+      ),
+      ratio(p50((w) => w.beforeSpawnMs)),
+    ],
+    [
+      "    gateway's share after ENGINE_READY: → first token, less the engine's",
+      wakes.length,
+      fmt(
+        p50((w) => w.afterReadyMs),
+        1,
+      ),
+      ratio(p50((w) => w.afterReadyMs)),
+    ],
   ];
   // The run whose gateway share is the median: its timeline explains the figure.
   const middle = [...wakes].sort((a, b) => a.gatewayMs - b.gatewayMs)[Math.floor((wakes.length - 1) / 2)];
@@ -270,7 +334,7 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       `Baseline: a fresh process that imports node-llama-cpp, loads the same file (CPU, prebuilt binary, context ${CONTEXT}, ${BATCH} sequences, ${THREADS} threads, as the engine) and evaluates one token; timed from spawn to its report. ` +
       `Also the built-in engine started alone (\`npm run engine\` flags the controller uses) up to its first answered token. Endpoint: created once (create → RUNNING), then ${REPEATS} times slept and woken by a streamed chat request (max_tokens 1), timed from sending it to its first token at the client. ` +
       `Each wake is split: the engine's load is the woken replica's spawn → ENGINE_READY, from its log under the data dir (the runtime's line written just before spawning, the engine's readyAt); the engine's first token is the same streamed request sent straight to the woken replica right after, timed the same way; the gateway's share is the rest (total − engine load − engine first token), also split at the spawn and at ENGINE_READY. ` +
-      'p50 = median over the runs (the split rows: the median of each run\'s figure); ratios are ÷ the baseline.',
+      "p50 = median over the runs (the split rows: the median of each run's figure); ratios are ÷ the baseline.",
     valid: problems.length === 0 && wakes.length > 0,
     problems: wakes.length > 0 ? problems : [...problems, 'no wake-on-request was answered'],
     table: { columns: ['what', 'runs', 'p50 ms', 'ratio to direct'], rows },
@@ -280,7 +344,11 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       `Create → RUNNING, as the event log records it: ${phases.map((p) => `${p.step} +${(p.atMs / 1000).toFixed(2)} s`).join(' → ')}.`,
       `Wake-on-request runs (total = engine load + engine first token + gateway share, ms): ${wakes.map((w) => `${fmt(w.totalMs, 0)} = ${fmt(w.engineLoadMs, 0)} + ${fmt(w.engineFirstTokenMs, 1)} + ${fmt(w.gatewayMs, 1)}`).join('; ')}. ` +
         `Of the engine's load, the spawn call → the engine process's own start (exec, Node start-up before its clock starts): ${wakes.map((w) => fmt(w.engineExecMs, 1)).join(', ')} ms.`,
-      ...(middle ? [`The median run, ms after the request was sent (status and replica rows: PostgreSQL's transaction times, ms resolution): ${middle.timeline.map((t) => `${t.step} +${fmt(t.atMs, 1)}`).join(' → ')}.`] : []),
+      ...(middle
+        ? [
+            `The median run, ms after the request was sent (status and replica rows: PostgreSQL's transaction times, ms resolution): ${middle.timeline.map((t) => `${t.step} +${fmt(t.atMs, 1)}`).join(' → ')}.`,
+          ]
+        : []),
     ],
     data: {
       threads: THREADS,

@@ -73,14 +73,29 @@ async function measureFanout(
   before = await heapOf(server);
   const subscribers = runChild<SubscribersResult & { type: 'result' }>(
     'load/subscribers.ts',
-    { mode, baseUrl, key: ADMIN_KEY, endpointId, count, connectConcurrency: 64, connectBudgetMs: CONNECT_BUDGET_MS } satisfies SubscribersConfig,
+    {
+      mode,
+      baseUrl,
+      key: ADMIN_KEY,
+      endpointId,
+      count,
+      connectConcurrency: 64,
+      connectBudgetMs: CONNECT_BUDGET_MS,
+    } satisfies SubscribersConfig,
     { timeoutMs: CONNECT_BUDGET_MS + ROUNDS * 30_000 + 120_000 },
   );
   subscribers.on((message) => {
-    if (message.type === 'progress' && Number(message.connected) % 2000 === 0) console.log(`    ${serverKind} ${mode}: ${String(message.connected)} subscribers open`);
+    if (message.type === 'progress' && Number(message.connected) % 2000 === 0)
+      console.log(`    ${serverKind} ${mode}: ${String(message.connected)} subscribers open`);
   });
-  const connected = await nextMessage<{ connected: number; failed: number; ms: number; failSamples: string[] }>(subscribers, 'connected', CONNECT_BUDGET_MS + 60_000);
-  console.log(`  ${serverKind} ${mode}: ${connected.connected} of ${count} subscribers open in ${(connected.ms / 1000).toFixed(1)} s (${connected.failed} failed)`);
+  const connected = await nextMessage<{ connected: number; failed: number; ms: number; failSamples: string[] }>(
+    subscribers,
+    'connected',
+    CONNECT_BUDGET_MS + 60_000,
+  );
+  console.log(
+    `  ${serverKind} ${mode}: ${connected.connected} of ${count} subscribers open in ${(connected.ms / 1000).toFixed(1)} s (${connected.failed} failed)`,
+  );
   await sleep(1000);
   const after = await heapOf(server);
   const latencies: Float64Array[] = [];
@@ -100,7 +115,9 @@ async function measureFanout(
     subscribers.send({ type: 'collect', versionIndex, t0, timeoutMs: 30_000 });
     const c = await collected;
     if (round === 0) {
-      console.log(`    warm-up round: to all ${fmt(c.latencies.length > 0 ? Math.max(...c.latencies) : Number.NaN)} ms${c.missing > 0 ? `, ${c.missing} missing` : ''}`);
+      console.log(
+        `    warm-up round: to all ${fmt(c.latencies.length > 0 ? Math.max(...c.latencies) : Number.NaN)} ms${c.missing > 0 ? `, ${c.missing} missing` : ''}`,
+      );
       missing += c.missing;
       await sleep(300);
       continue;
@@ -109,7 +126,9 @@ async function measureFanout(
     missing += c.missing;
     const max = c.latencies.length > 0 ? Math.max(...c.latencies) : Number.NaN;
     toAll.push(max);
-    console.log(`    round ${round}: p50 ${fmt(median(c.latencies))} ms, to all ${fmt(max)} ms${c.missing > 0 ? `, ${c.missing} missing` : ''}`);
+    console.log(
+      `    round ${round}: p50 ${fmt(median(c.latencies))} ms, to all ${fmt(max)} ms${c.missing > 0 ? `, ${c.missing} missing` : ''}`,
+    );
     await sleep(300);
   }
   await profile('stop');
@@ -152,24 +171,45 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     CPU_SLOTS: '0',
     CONTROLLER_INTERVAL_MS: '500',
   };
-  const gateway = runChild<unknown>('gateway-child.ts', { env, databaseUrl: db.url }, {
-    timeoutMs: 20 * 60_000,
-    nodeArgs: ['--expose-gc'],
-  });
+  const gateway = runChild<unknown>(
+    'gateway-child.ts',
+    { env, databaseUrl: db.url },
+    {
+      timeoutMs: 20 * 60_000,
+      nodeArgs: ['--expose-gc'],
+    },
+  );
   const { url } = await nextMessage<{ url: string }>(gateway, 'ready');
-  const endpointId = await createEndpoint(url, { projectId: boot.project.id, name: 'fanout', instanceOptionId: H100_X1, hfModelRepo: TINY_REPO, advanced: {} });
+  const endpointId = await createEndpoint(url, {
+    projectId: boot.project.id,
+    name: 'fanout',
+    instanceOptionId: H100_X1,
+    hfModelRepo: TINY_REPO,
+    advanced: {},
+  });
 
   let comment = 0;
   const update = async () => {
     const t0 = nowMs();
-    const { status, body } = await api<{ versionIndex: number }>(url, 'PUT', `/dedicated/beta/endpoint/${endpointId}`, { newVersionComment: `fanout ${++comment}` });
+    const { status, body } = await api<{ versionIndex: number }>(url, 'PUT', `/dedicated/beta/endpoint/${endpointId}`, {
+      newVersionComment: `fanout ${++comment}`,
+    });
     if (status !== 200) throw new Error(`update failed (${status}): ${JSON.stringify(body)}`);
     return { versionIndex: body.versionIndex, t0 };
   };
 
   const runs: FanoutRun[] = [];
   // With --cpu-prof, the gateway child profiles itself during the measured graphql-ws rounds only.
-  const gatewayWs = await measureFanout('gateway', gateway, url, endpointId, 'ws', WS_TARGET, update, context.cpuProf ? 'fanout-gateway-ws-rounds' : undefined);
+  const gatewayWs = await measureFanout(
+    'gateway',
+    gateway,
+    url,
+    endpointId,
+    'ws',
+    WS_TARGET,
+    update,
+    context.cpuProf ? 'fanout-gateway-ws-rounds' : undefined,
+  );
   runs.push(gatewayWs);
   const gatewaySse = await measureFanout('gateway', gateway, url, endpointId, 'sse', SSE_TARGET, update);
   runs.push(gatewaySse);
@@ -199,8 +239,12 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     const [p50, p99] = quantiles(r.latencies, [0.5, 0.99]) as [number, number];
     const toAll = median(r.toAllMs);
     summaries.set(`${r.server}-${r.mode}`, { p50, p99, toAll, heap: r.heapPerSubscriberBytes });
-    if (r.missing > 0 || r.lost > 0) problems.push(`${r.server} ${r.mode}: ${r.missing} deliveries missing, ${r.lost} subscriptions lost: ${r.samples.slice(0, 2).join(' | ')}`);
-    if (r.connectFailed > 0) problems.push(`${r.server} ${r.mode}: ${r.connectFailed} subscriptions failed to open: ${r.samples.slice(0, 2).join(' | ')}`);
+    if (r.missing > 0 || r.lost > 0)
+      problems.push(
+        `${r.server} ${r.mode}: ${r.missing} deliveries missing, ${r.lost} subscriptions lost: ${r.samples.slice(0, 2).join(' | ')}`,
+      );
+    if (r.connectFailed > 0)
+      problems.push(`${r.server} ${r.mode}: ${r.connectFailed} subscriptions failed to open: ${r.samples.slice(0, 2).join(' | ')}`);
     (data.runs as unknown[]).push({
       server: r.server,
       mode: r.mode,
@@ -235,8 +279,13 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   }
   const gws = summaries.get('gateway-ws')!;
   const gsse = summaries.get('gateway-sse')!;
-  if (gatewayWs.connected < WS_TARGET) notes.push(`Only ${gatewayWs.connected} of ${WS_TARGET} graphql-ws subscribers opened within the ${CONNECT_BUDGET_MS / 1000} s budget on this machine; the figures are for that many.`);
-  notes.push(`Opening subscriptions: ${fmt(gatewayWs.connected / (gatewayWs.connectMs / 1000), 0)} graphql-ws/s and ${fmt(gatewaySse.connected / (gatewaySse.connectMs / 1000), 0)} SSE/s through the gateway (64 opening at a time).`);
+  if (gatewayWs.connected < WS_TARGET)
+    notes.push(
+      `Only ${gatewayWs.connected} of ${WS_TARGET} graphql-ws subscribers opened within the ${CONNECT_BUDGET_MS / 1000} s budget on this machine; the figures are for that many.`,
+    );
+  notes.push(
+    `Opening subscriptions: ${fmt(gatewayWs.connected / (gatewayWs.connectMs / 1000), 0)} graphql-ws/s and ${fmt(gatewaySse.connected / (gatewaySse.connectMs / 1000), 0)} SSE/s through the gateway (64 opening at a time).`,
+  );
   return {
     method:
       `bench/gateway-child.ts runs src/app.ts (gateway + controller, CPU_SLOTS=0 so the one endpoint waits for capacity and changes only when updated) under --expose-gc on a fresh embedded PostgreSQL. ` +
@@ -247,7 +296,18 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     valid: problems.length === 0,
     problems,
     table: {
-      columns: ['server / transport', 'subscribers open / wanted', 'open s', 'p50 ms', 'p99 ms', 'to all (median of rounds) ms', 'p99 ÷ bare', 'heap KiB / subscriber', 'heap ÷ bare', 'missing + lost'],
+      columns: [
+        'server / transport',
+        'subscribers open / wanted',
+        'open s',
+        'p50 ms',
+        'p99 ms',
+        'to all (median of rounds) ms',
+        'p99 ÷ bare',
+        'heap KiB / subscriber',
+        'heap ÷ bare',
+        'missing + lost',
+      ],
       rows,
     },
     targets: [

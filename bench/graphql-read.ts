@@ -52,7 +52,13 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   if (principal.type === 'error') throw new Error(principal.error.message);
   const ids: string[] = [];
   for (let i = 0; i < LIST_SIZE; i++) {
-    const created = await services.endpoints.create(principal.value, { projectId: boot.project.id, name: `read-${i}`, instanceOptionId: H100_X1, hfModelRepo: TINY_REPO, advanced: {} });
+    const created = await services.endpoints.create(principal.value, {
+      projectId: boot.project.id,
+      name: `read-${i}`,
+      instanceOptionId: H100_X1,
+      hfModelRepo: TINY_REPO,
+      advanced: {},
+    });
     if (created.type === 'error') throw new Error(created.error.message);
     ids.push(created.value.id);
   }
@@ -61,7 +67,8 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
 
   const bareYoga = createYoga({
     schema: createSchema({
-      typeDefs: 'type Query { hello: String, endpoint(id: ID!): BareEndpoint } type BareEndpoint { name: String, status: String, team: String }',
+      typeDefs:
+        'type Query { hello: String, endpoint(id: ID!): BareEndpoint } type BareEndpoint { name: String, status: String, team: String }',
       resolvers: {
         Query: {
           hello: () => 'world',
@@ -78,7 +85,14 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const bare = http.createServer(bareYoga);
   bare.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve) => bare.listen(0, '127.0.0.1', resolve));
-  onCleanup('bare yoga', () => new Promise<void>((resolve) => { bare.closeAllConnections(); bare.close(() => resolve()); }));
+  onCleanup(
+    'bare yoga',
+    () =>
+      new Promise<void>((resolve) => {
+        bare.closeAllConnections();
+        bare.close(() => resolve());
+      }),
+  );
   const bareUrl = `http://127.0.0.1:${(bare.address() as AddressInfo).port}`;
 
   const requestOf = (c: Case, i = 0) => ({
@@ -101,13 +115,18 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   for (const c of ['single', 'list'] as const) {
     const call = async (i: number) => {
       const r = requestOf(c, i);
-      const response = await fetch(`${gateway.url}${r.path}`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' }, body: r.body });
+      const response = await fetch(`${gateway.url}${r.path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/json' },
+        body: r.body,
+      });
       const body = (await response.json()) as { data?: Record<string, any>; errors?: unknown };
       if (response.status !== 200 || body.errors) throw new Error(`${c} failed: ${JSON.stringify(body)}`);
       return body.data!;
     };
     const first = await call(0);
-    if (c === 'list' && first.endpoints.nodes.length !== LIST_SIZE) problems.push(`the list returned ${first.endpoints.nodes.length} endpoints, not ${LIST_SIZE}`);
+    if (c === 'list' && first.endpoints.nodes.length !== LIST_SIZE)
+      problems.push(`the list returned ${first.endpoints.nodes.length} endpoints, not ${LIST_SIZE}`);
     if (c === 'single' && !first.endpoint?.project?.team?.name) problems.push(`the single read returned ${JSON.stringify(first)}`);
     statements.count = 0;
     statements.last = [];
@@ -116,12 +135,23 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     samples[c] = statements.last.slice(0, Math.round(statementsPer[c]!));
   }
 
-  type Totals = { ok: number; errors: number; windowMs: number; latency: Float64Array[]; samples: string[]; sent: number; serverCpuMs: number; postgresCpuMs: number };
+  type Totals = {
+    ok: number;
+    errors: number;
+    windowMs: number;
+    latency: Float64Array[];
+    samples: string[];
+    sent: number;
+    serverCpuMs: number;
+    postgresCpuMs: number;
+  };
   const empty = (): Totals => ({ ok: 0, errors: 0, windowMs: 0, latency: [], samples: [], sent: 0, serverCpuMs: 0, postgresCpuMs: 0 });
   const totals: Record<Case, Totals> = { bare: empty(), bareSql: empty(), single: empty(), list: empty() };
   // PostgreSQL's side of a read: the CPU of the bench database's backends (the pools keep their connections).
-  const backendPids = async () => (await db.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`).map((r) => r.pid);
-  const backendCpu = (pids: number[], before: Map<number, number>) => pids.reduce((sum, pid) => sum + (cpuTimeMs(pid) ?? 0) - (before.get(pid) ?? 0), 0);
+  const backendPids = async () =>
+    (await db.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`).map((r) => r.pid);
+  const backendCpu = (pids: number[], before: Map<number, number>) =>
+    pids.reduce((sum, pid) => sum + (cpuTimeMs(pid) ?? 0) - (before.get(pid) ?? 0), 0);
   const load = (c: Case) => {
     const config: HttpLoadConfig = {
       baseUrl: c === 'bare' || c === 'bareSql' ? bareUrl : gateway.url,
@@ -162,7 +192,12 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const rps = (c: Case) => totals[c].ok / (totals[c].windowMs / 1000);
   const bareRps = rps('bare');
   const rows: (string | number)[][] = [];
-  const data: Record<string, unknown> = { concurrency: CONCURRENCY, roundMs: ROUND_MS, statementsPerOperation: statementsPer, statementSamples: samples };
+  const data: Record<string, unknown> = {
+    concurrency: CONCURRENCY,
+    roundMs: ROUND_MS,
+    statementsPerOperation: statementsPer,
+    statementSamples: samples,
+  };
   const serverUs = (c: Case) => (totals[c].serverCpuMs * 1000) / Math.max(1, totals[c].sent);
   const postgresUs = (c: Case) => (totals[c].postgresCpuMs * 1000) / Math.max(1, totals[c].sent);
   const label: Record<Case, string> = {
@@ -211,7 +246,18 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     valid: problems.length === 0,
     problems,
     table: {
-      columns: ['operation', 'req/s', 'ratio to bare', 'ratio to bare + SQL', 'p50 ms', 'p99 ms', 'server CPU µs / req', 'PostgreSQL CPU µs / req', 'SQL statements / op', 'errors'],
+      columns: [
+        'operation',
+        'req/s',
+        'ratio to bare',
+        'ratio to bare + SQL',
+        'p50 ms',
+        'p99 ms',
+        'server CPU µs / req',
+        'PostgreSQL CPU µs / req',
+        'SQL statements / op',
+        'errors',
+      ],
       rows,
     },
     targets: [

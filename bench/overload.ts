@@ -19,7 +19,22 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ADMIN_KEY, BENCH_DIR, RESULTS_DIR, TINY_REPO, defaultProject, gatewayEnv, nextMessage, runChild, startDatabase, startGatewayProcess, startHub, tempDir, type BenchDatabase, type ChildHandle } from './lib/env.js';
+import {
+  ADMIN_KEY,
+  BENCH_DIR,
+  RESULTS_DIR,
+  TINY_REPO,
+  defaultProject,
+  gatewayEnv,
+  nextMessage,
+  runChild,
+  startDatabase,
+  startGatewayProcess,
+  startHub,
+  tempDir,
+  type BenchDatabase,
+  type ChildHandle,
+} from './lib/env.js';
 import { createEndpoint, deleteEndpoint, H100_X1, liveReplicas, waitForStatus } from './lib/endpoints.js';
 import { cpuTimeMs } from './lib/proc.js';
 import { target, type Bench, type BenchContext, type BenchOutcome, type BenchResult, type Target } from './lib/result.js';
@@ -62,7 +77,14 @@ interface Poll {
   published: number | null;
 }
 
-function loadConfig(url: string, headers: Record<string, string>, model: string, concurrency: number, durationMs: number, windowStartMs: number): OverloadLoadConfig {
+function loadConfig(
+  url: string,
+  headers: Record<string, string>,
+  model: string,
+  concurrency: number,
+  durationMs: number,
+  windowStartMs: number,
+): OverloadLoadConfig {
   return {
     url,
     headers,
@@ -102,7 +124,9 @@ async function pollWhile(db: BenchDatabase, endpointId: string, t0: () => number
       const healths = await Promise.all(ready.map((r) => engineHealth(r.address)));
       let published: number | null = null;
       try {
-        const [row] = await db.sql<{ q: string | null }[]>`SELECT sum(queued)::text AS q FROM gateway_queue_depth WHERE endpoint_id = ${endpointId} AND updated_at > now() - interval '5 seconds'`;
+        const [row] = await db.sql<
+          { q: string | null }[]
+        >`SELECT sum(queued)::text AS q FROM gateway_queue_depth WHERE endpoint_id = ${endpointId} AND updated_at > now() - interval '5 seconds'`;
         published = row?.q === null || row?.q === undefined ? 0 : Number(row.q);
       } catch {
         published = null;
@@ -128,14 +152,22 @@ function startLoad(config: OverloadLoadConfig): { child: ChildHandle<OverloadLoa
 }
 
 /** Runs the load child and polls alongside it from the load's start. */
-async function loadWithPolls(db: BenchDatabase, endpointId: string, config: OverloadLoadConfig, gatewayPid: number): Promise<{ r: OverloadLoadResult; polls: Poll[]; gatewayCpuMs: number }> {
+async function loadWithPolls(
+  db: BenchDatabase,
+  endpointId: string,
+  config: OverloadLoadConfig,
+  gatewayPid: number,
+): Promise<{ r: OverloadLoadResult; polls: Poll[]; gatewayCpuMs: number }> {
   const { child, started } = startLoad(config);
   let startWall: number | undefined;
   let cpu0 = 0;
-  void started.then((wall) => {
-    startWall = wall;
-    cpu0 = cpuTimeMs(gatewayPid) ?? 0;
-  }, () => undefined);
+  void started.then(
+    (wall) => {
+      startWall = wall;
+      cpu0 = cpuTimeMs(gatewayPid) ?? 0;
+    },
+    () => undefined,
+  );
   const pollsPromise = pollWhile(db, endpointId, () => startWall, child.result);
   const r = await child.result;
   const gatewayCpuMs = (cpuTimeMs(gatewayPid) ?? 0) - cpu0;
@@ -203,7 +235,8 @@ function summarize(r: OverloadLoadResult, windowStartMs: number): Summary {
   const [a50, a99] = quantiles(ahead, [0.5, 0.99]) as [number, number];
   // Requests waiting for a head, averaged over the goodput window.
   const waiting: number[] = [];
-  for (let i = 0; i + 1 < r.waitingSamples.length; i += 2) if (r.waitingSamples[i]! >= windowStartMs) waiting.push(r.waitingSamples[i + 1]!);
+  for (let i = 0; i + 1 < r.waitingSamples.length; i += 2)
+    if (r.waitingSamples[i]! >= windowStartMs) waiting.push(r.waitingSamples[i + 1]!);
   const served = Array.from(r.perClient);
   const [c50] = quantiles(served, [0.5]) as [number];
   const sum = served.reduce((a, b) => a + b, 0);
@@ -216,16 +249,31 @@ function summarize(r: OverloadLoadResult, windowStartMs: number): Summary {
     loopDelayMs: r.loopDelayMs,
     clientCpuMsPerS: r.cpuMsPerS,
     // 429s that came only once the request had waited (about) the whole queue timeout: queued, then not served in time.
-    refusalMs: { p50: ref50, p99: ref99, max: refMax, n: refusal.length, afterQueueTimeout: refusal.filter((t) => t >= 0.9 * QUEUE_TIMEOUT_MS).length },
+    refusalMs: {
+      p50: ref50,
+      p99: ref99,
+      max: refMax,
+      n: refusal.length,
+      afterQueueTimeout: refusal.filter((t) => t >= 0.9 * QUEUE_TIMEOUT_MS).length,
+    },
     refusalSteadyMs: { p50: st50, p99: st99, n: steady.length },
-    retryAfterS: { min: retryAfter.length ? Math.min(...retryAfter) / 1000 : Number.NaN, max: retryAfter.length ? Math.max(...retryAfter) / 1000 : Number.NaN, missing: missingRetryAfter },
+    retryAfterS: {
+      min: retryAfter.length ? Math.min(...retryAfter) / 1000 : Number.NaN,
+      max: retryAfter.length ? Math.max(...retryAfter) / 1000 : Number.NaN,
+      missing: missingRetryAfter,
+    },
     ttftServed: { p50: t50, p99: t99, max: tMax, n: ttft.length },
     aheadServed: { p50: a50, p99: a99 },
     waitingMean: mean(waiting),
     errors: r.errors,
     samples: r.errorSamples,
     refusals: r.refusalSamples,
-    perClient: { min: Math.min(...served), p50: c50, max: Math.max(...served), jain: sumSq > 0 ? (sum * sum) / (served.length * sumSq) : Number.NaN },
+    perClient: {
+      min: Math.min(...served),
+      p50: c50,
+      max: Math.max(...served),
+      jain: sumSq > 0 ? (sum * sum) / (served.length * sumSq) : Number.NaN,
+    },
   };
 }
 
@@ -235,7 +283,9 @@ function brokenness(label: string, s: Summary): string[] {
   const { dropped, otherStatus, socketErrors } = s.counts;
   if (dropped > 0) out.push(`${label}: ${dropped} stream(s) dropped after a 200: ${s.samples.slice(0, 3).join(' | ')}`);
   if (otherStatus + socketErrors > 0 || (s.errors.stalled ?? 0) > 0) {
-    out.push(`${label}: ${otherStatus} answer(s) other than 200/429/503, ${socketErrors} socket error(s), ${s.errors.stalled ?? 0} stalled (${JSON.stringify(s.errors)}): ${s.samples.slice(0, 3).join(' | ')}`);
+    out.push(
+      `${label}: ${otherStatus} answer(s) other than 200/429/503, ${socketErrors} socket error(s), ${s.errors.stalled ?? 0} stalled (${JSON.stringify(s.errors)}): ${s.samples.slice(0, 3).join(' | ')}`,
+    );
   }
   return out;
 }
@@ -269,34 +319,71 @@ function engineFigures(): { rows: (string | number)[][]; targets: Target[]; note
     }
     if (ratios.length === 0) notes.push(`bench/results/threads.json (${when(threads)}) has no "default ÷ best" figure.`);
   } else {
-    rows.push(['engine (threads run)', 'tok/s at the default thread count ÷ at the best measured', '–', 'no bench/results/threads.json: run `npm run bench -- threads`']);
-    targets.push({ what: 'engine: tok/s at the default thread count ÷ at the best measured (threads run)', target: '≥ 0.9', value: 'not run', met: null });
+    rows.push([
+      'engine (threads run)',
+      'tok/s at the default thread count ÷ at the best measured',
+      '–',
+      'no bench/results/threads.json: run `npm run bench -- threads`',
+    ]);
+    targets.push({
+      what: 'engine: tok/s at the default thread count ÷ at the best measured (threads run)',
+      target: '≥ 0.9',
+      value: 'not run',
+      met: null,
+    });
   }
 
   const batching = readResult('batching');
   if (batching) {
     const d = batching.data as Record<string, unknown>;
-    const level = (n: number) => d[`level${n}`] as { directTokensPerSecond?: number; engineTokensPerSecond?: number; engineToDirectSingle?: number; ratio?: number } | undefined;
+    const level = (n: number) =>
+      d[`level${n}`] as
+        { directTokensPerSecond?: number; engineTokensPerSecond?: number; engineToDirectSingle?: number; ratio?: number } | undefined;
     const model = typeof d.model === 'string' ? d.model : 'tiny';
     const threadsUsed = d.threads ?? '?';
     const from = `batching run ${when(batching)}, ${model} model, ${threadsUsed} thread(s)`;
     const one = level(1);
-    data.batching = { startedAt: batching.startedAt, valid: batching.valid, model, threads: threadsUsed, level1: one, level4: level(4), level8: level(8) };
+    data.batching = {
+      startedAt: batching.startedAt,
+      valid: batching.valid,
+      model,
+      threads: threadsUsed,
+      level1: one,
+      level4: level(4),
+      level8: level(8),
+    };
     if (one?.ratio !== undefined) {
       rows.push(['engine (batching run)', 'one request: engine ÷ raw node-llama-cpp', fmt(one.ratio, 3), from]);
-      targets.push({ ...target('engine: one request ÷ raw node-llama-cpp (same threads)', one.ratio, '>=', 0.9, '', 3), what: `engine: one request ÷ raw node-llama-cpp, same threads (${from})` });
+      targets.push({
+        ...target('engine: one request ÷ raw node-llama-cpp (same threads)', one.ratio, '>=', 0.9, '', 3),
+        what: `engine: one request ÷ raw node-llama-cpp, same threads (${from})`,
+      });
     }
     for (const n of [1, 4, 8]) {
       const l = level(n);
-      if (l?.engineTokensPerSecond !== undefined) rows.push(['engine (batching run)', `tok/s at ${n} in flight`, fmt(l.engineTokensPerSecond, 0), `${from}; raw node-llama-cpp ${fmt(l.directTokensPerSecond, 0)}`]);
+      if (l?.engineTokensPerSecond !== undefined)
+        rows.push([
+          'engine (batching run)',
+          `tok/s at ${n} in flight`,
+          fmt(l.engineTokensPerSecond, 0),
+          `${from}; raw node-llama-cpp ${fmt(l.directTokensPerSecond, 0)}`,
+        ]);
     }
     const e1 = one?.engineTokensPerSecond;
     const e8 = level(8)?.engineTokensPerSecond;
     if (e1 !== undefined && e8 !== undefined) {
-      targets.push({ ...target('engine: tok/s at 8 in flight ÷ at 1', e8 / e1, '>=', 3, '×', 2), what: `engine: tok/s at 8 in flight ÷ at 1 (${from}; the ≥ 3× target is meant for a model large enough for the batch to matter)` });
+      targets.push({
+        ...target('engine: tok/s at 8 in flight ÷ at 1', e8 / e1, '>=', 3, '×', 2),
+        what: `engine: tok/s at 8 in flight ÷ at 1 (${from}; the ≥ 3× target is meant for a model large enough for the batch to matter)`,
+      });
     }
   } else {
-    rows.push(['engine (batching run)', 'one request ÷ raw; tok/s at 1, 4, 8', '–', 'no bench/results/batching.json: run `npm run bench -- batching`']);
+    rows.push([
+      'engine (batching run)',
+      'one request ÷ raw; tok/s at 1, 4, 8',
+      '–',
+      'no bench/results/batching.json: run `npm run bench -- batching`',
+    ]);
   }
   return { rows, targets, notes, data };
 }
@@ -309,8 +396,15 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const rows: (string | number)[][] = [];
   const targets: Target[] = [];
   const data: Record<string, unknown> = {
-    tokenIntervalMs: TOKEN_INTERVAL_MS, maxTokens: MAX_TOKENS, maxBatchSize: BATCH, clients: CLIENTS, queueTimeoutMs: QUEUE_TIMEOUT_MS,
-    loadMs: LOAD_MS, scaleMs: SCALE_MS, windowStartMs: WINDOW_START_MS, retry: RETRY,
+    tokenIntervalMs: TOKEN_INTERVAL_MS,
+    maxTokens: MAX_TOKENS,
+    maxBatchSize: BATCH,
+    clients: CLIENTS,
+    queueTimeoutMs: QUEUE_TIMEOUT_MS,
+    loadMs: LOAD_MS,
+    scaleMs: SCALE_MS,
+    windowStartMs: WINDOW_START_MS,
+    retry: RETRY,
   };
 
   const db = await startDatabase();
@@ -318,7 +412,11 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const dataDir = await tempDir('overload');
   const engineCommand = `"${process.execPath}" --import tsx "${BENCH_DIR}/synthetic-engine.ts" --port {port} --interval-ms ${TOKEN_INTERVAL_MS} --max-batch-size {maxBatchSize}`;
   const gateway = await startGatewayProcess(
-    gatewayEnv(dataDir, db.url, hub.url, { ENGINE_COMMAND: engineCommand, CPU_SLOTS: String(MAX_REPLICAS), QUEUE_TIMEOUT_MS: String(QUEUE_TIMEOUT_MS) }),
+    gatewayEnv(dataDir, db.url, hub.url, {
+      ENGINE_COMMAND: engineCommand,
+      CPU_SLOTS: String(MAX_REPLICAS),
+      QUEUE_TIMEOUT_MS: String(QUEUE_TIMEOUT_MS),
+    }),
     context.cpuProf ? { cpuProf: 'overload-gateway' } : {},
   );
   const { projectId } = await defaultProject(gateway.url);
@@ -348,9 +446,13 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     const health = await engineHealth(replica.address);
     const summary = summarize(await child.result, 1000);
     problems.push(...brokenness(`direct (${label})`, summary));
-    console.log(`  direct (${label}): ${DIRECT_CLIENTS} clients → ${summary.tokenRate.toFixed(2)} streams/s by tokens, ${summary.goodput.toFixed(1)} completed/s (health mid-run ${JSON.stringify(health)})`);
+    console.log(
+      `  direct (${label}): ${DIRECT_CLIENTS} clients → ${summary.tokenRate.toFixed(2)} streams/s by tokens, ${summary.goodput.toFixed(1)} completed/s (health mid-run ${JSON.stringify(health)})`,
+    );
     if (health && (health.active !== BATCH || health.queued !== DIRECT_CLIENTS - BATCH)) {
-      notes.push(`Mid-way through the direct run (${label}) the engine's /health said active ${health.active}, queued ${health.queued} (expected ${BATCH} and ${DIRECT_CLIENTS - BATCH}).`);
+      notes.push(
+        `Mid-way through the direct run (${label}) the engine's /health said active ${health.active}, queued ${health.queued} (expected ${BATCH} and ${DIRECT_CLIENTS - BATCH}).`,
+      );
     }
     return { summary, health };
   };
@@ -395,14 +497,24 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     SELECT id, state, created_at, ready_at, stopped_at FROM replicas WHERE endpoint_id = ${scaled} ORDER BY coalesce(ready_at, created_at)`;
   const startWall = three.r.startWallMs;
   const added = replicaRows.filter((r) => r.created_at.getTime() >= startWall - 50 || (r.ready_at && r.ready_at.getTime() > startWall));
-  const readyAfter = added.map((r) => (r.ready_at ? r.ready_at.getTime() - startWall : Number.NaN)).filter(Number.isFinite).sort((a, b) => a - b);
+  const readyAfter = added
+    .map((r) => (r.ready_at ? r.ready_at.getTime() - startWall : Number.NaN))
+    .filter(Number.isFinite)
+    .sort((a, b) => a - b);
   const createdAfter = added.map((r) => r.created_at.getTime() - startWall).sort((a, b) => a - b);
   const secondReadyMs = readyAfter[0] ?? Number.NaN;
   const thirdReadyMs = readyAfter[1] ?? Number.NaN;
   // Goodput per second of the load, beside the replicas READY at that second's end and what they could serve at the direct rate.
   const series = three.r.completedPerSecond.map((n, s) => {
     const atEnd = three.polls.filter((p) => p.t <= (s + 1) * 1000).at(-1);
-    return { s: s + 1, goodput: n, refused: three.r.refusedPerSecond[s] ?? 0, readyReplicas: atEnd?.ready ?? null, capacity: atEnd ? round(atEnd.ready * mu, 1) : null, publishedQueue: atEnd?.published ?? null };
+    return {
+      s: s + 1,
+      goodput: n,
+      refused: three.r.refusedPerSecond[s] ?? 0,
+      readyReplicas: atEnd?.ready ?? null,
+      capacity: atEnd ? round(atEnd.ready * mu, 1) : null,
+      publishedQueue: atEnd?.published ?? null,
+    };
   });
   const fullSince = readyAfter.length >= MAX_REPLICAS - 1 ? readyAfter[MAX_REPLICAS - 2]! : Number.NaN;
   const fullSeconds = series.filter((p) => Number.isFinite(fullSince) && p.s - 1 >= Math.ceil(fullSince / 1000) && p.s * 1000 <= SCALE_MS);
@@ -413,7 +525,14 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   );
   // Scale-in: from the end of the load (no request sent after it; those under way still finish) to one READY replica again.
   const loadEndWall = startWall + SCALE_MS;
-  const lastAnswerMs = Math.max(...Array.from(three.r.sentAtMs, (t, i) => t + (Number.isFinite(three.r.totalMs[i]!) ? three.r.totalMs[i]! : Number.isFinite(three.r.headMs[i]!) ? three.r.headMs[i]! : 0))) - SCALE_MS;
+  const lastAnswerMs =
+    Math.max(
+      ...Array.from(
+        three.r.sentAtMs,
+        (t, i) =>
+          t + (Number.isFinite(three.r.totalMs[i]!) ? three.r.totalMs[i]! : Number.isFinite(three.r.headMs[i]!) ? three.r.headMs[i]! : 0),
+      ),
+    ) - SCALE_MS;
   let scaledInMs = Number.NaN;
   if (readyAfter.length > 0) {
     const seen = three.polls.find((p) => p.t >= SCALE_MS && p.ready <= 1);
@@ -432,34 +551,96 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   await db.stop();
 
   // ---------------------------------------------------------------- figures
-  const countsRow = (s: Summary) => `${s.counts.completed} / ${s.counts.s429} / ${s.counts.s503} / ${s.counts.otherStatus + s.counts.socketErrors} / ${s.counts.dropped}`;
+  const countsRow = (s: Summary) =>
+    `${s.counts.completed} / ${s.counts.s429} / ${s.counts.s503} / ${s.counts.otherStatus + s.counts.socketErrors} / ${s.counts.dropped}`;
   rows.push([
     'replica alone',
     `direct throughput (${DIRECT_CLIENTS} closed-loop clients at the engine, before / after)`,
     `${fmt(mu, 2)} streams/s`,
     `${fmt(before.summary.tokenRate, 2)} / ${fmt(after.summary.tokenRate, 2)} by tokens ÷ ${MAX_TOKENS}; ${fmt(before.summary.goodput, 1)} / ${fmt(after.summary.goodput, 1)} completed/s; TTFT p50 ${fmt(direct.ttftServed.p50, 0)} ms (its own FIFO)`,
   ]);
-  rows.push(['one replica, 200 clients', 'goodput (completed streams/s) ÷ direct', `${fmt(s1.goodput, 1)} /s = ${fmt(s1.goodput / mu, 3)}`, `window ${WINDOW_START_MS / 1000}–${LOAD_MS / 1000} s; engine busy ${fmt(engineActiveMean, 2)} of ${BATCH} on average, ${fmt(engineQueuedMean, 2)} queued in it`]);
-  rows.push(['one replica, 200 clients', 'time to a 429: p50 / p99 / max', `${fmt(s1.refusalMs.p50, 1)} / ${fmt(s1.refusalMs.p99, 1)} / ${fmt(s1.refusalMs.max, 0)} ms`, `${s1.refusalMs.n} × 429, ${s1.refusalMs.afterQueueTimeout} of them after waiting ≥ 0.9 × QUEUE_TIMEOUT_MS; sent after ${WINDOW_START_MS / 1000} s: p50 / p99 ${fmt(s1.refusalSteadyMs.p50, 1)} / ${fmt(s1.refusalSteadyMs.p99, 1)} ms; Retry-After ${fmt(s1.retryAfterS.min, 1)}–${fmt(s1.retryAfterS.max, 1)} s${s1.retryAfterS.missing ? `, ${s1.retryAfterS.missing} without` : ''}`]);
-  const byCode = (x: Summary) => Object.entries(x.refusalByCode).map(([code, v]) => `${code} ${v.n} × (${fmt(v.p50, 1)} / ${fmt(v.p99, 1)} ms)`).join('; ') || '–';
+  rows.push([
+    'one replica, 200 clients',
+    'goodput (completed streams/s) ÷ direct',
+    `${fmt(s1.goodput, 1)} /s = ${fmt(s1.goodput / mu, 3)}`,
+    `window ${WINDOW_START_MS / 1000}–${LOAD_MS / 1000} s; engine busy ${fmt(engineActiveMean, 2)} of ${BATCH} on average, ${fmt(engineQueuedMean, 2)} queued in it`,
+  ]);
+  rows.push([
+    'one replica, 200 clients',
+    'time to a 429: p50 / p99 / max',
+    `${fmt(s1.refusalMs.p50, 1)} / ${fmt(s1.refusalMs.p99, 1)} / ${fmt(s1.refusalMs.max, 0)} ms`,
+    `${s1.refusalMs.n} × 429, ${s1.refusalMs.afterQueueTimeout} of them after waiting ≥ 0.9 × QUEUE_TIMEOUT_MS; sent after ${WINDOW_START_MS / 1000} s: p50 / p99 ${fmt(s1.refusalSteadyMs.p50, 1)} / ${fmt(s1.refusalSteadyMs.p99, 1)} ms; Retry-After ${fmt(s1.retryAfterS.min, 1)}–${fmt(s1.retryAfterS.max, 1)} s${s1.retryAfterS.missing ? `, ${s1.retryAfterS.missing} without` : ''}`,
+  ]);
+  const byCode = (x: Summary) =>
+    Object.entries(x.refusalByCode)
+      .map(([code, v]) => `${code} ${v.n} × (${fmt(v.p50, 1)} / ${fmt(v.p99, 1)} ms)`)
+      .join('; ') || '–';
   rows.push([
     'one replica, 200 clients',
     '429s by error code: count (p50 / p99 time to it)',
     byCode(s1),
     `the load generator's own event-loop delay p50 / p99 ${fmt(s1.loopDelayMs.p50, 1)} / ${fmt(s1.loopDelayMs.p99, 1)} ms, its CPU ${fmt(s1.clientCpuMsPerS, 0)} ms/s; gateway CPU ${fmt(one.gatewayCpuMs / (LOAD_MS / 1000), 0)} ms/s`,
   ]);
-  rows.push(['one replica, 200 clients', 'served TTFT p50 / p99 / max', `${fmt(s1.ttftServed.p50, 0)} / ${fmt(s1.ttftServed.p99, 0)} / ${fmt(s1.ttftServed.max, 0)} ms`, `expected wait ${fmt(expectedWaitMs, 0)} ms (${fmt(s1.waitingMean, 1)} waiting on average); p99 ÷ expected = ${fmt(ttftRatio, 2)}`]);
-  rows.push(['one replica, 200 clients', 'completed / 429 / 503 / other / dropped', countsRow(s1), `${s1.counts.sent} requests; completions per client min ${s1.perClient.min}, median ${s1.perClient.p50}, max ${s1.perClient.max}`]);
-  rows.push(['1–3 replicas, 200 clients', '2nd / 3rd replica READY after the load\'s start', `${fmt(secondReadyMs / 1000, 2)} / ${fmt(thirdReadyMs / 1000, 2)} s`, `replicas created at ${createdAfter.map((t) => `${fmt(t / 1000, 2)} s`).join(', ') || 'none'}; cooldown ${COOLDOWN_S} s`]);
-  rows.push(['1–3 replicas, 200 clients', 'goodput per second of the load', series.map((p) => p.goodput).join(' '), `READY replicas at each second's end: ${series.map((p) => p.readyReplicas ?? '–').join(' ')}`]);
-  rows.push(['1–3 replicas, 200 clients', `goodput with ${MAX_REPLICAS} READY ÷ ${MAX_REPLICAS} × direct`, Number.isFinite(fullGoodput) ? `${fmt(fullGoodput, 1)} /s = ${fmt(fullGoodput / (MAX_REPLICAS * mu), 3)}` : '–', Number.isFinite(fullGoodput) ? `over ${fullSeconds.length} whole second(s)` : `${MAX_REPLICAS} replicas never READY during the load`]);
-  rows.push(['1–3 replicas, 200 clients', '429s by error code: count (p50 / p99 time to it); served TTFT p50 / p99', `${byCode(s3)}; TTFT ${fmt(s3.ttftServed.p50, 0)} / ${fmt(s3.ttftServed.p99, 0)} ms`, `load generator event-loop delay p99 ${fmt(s3.loopDelayMs.p99, 1)} ms`]);
-  rows.push(['1–3 replicas, 200 clients', 'time to a 429 p99; completed / 429 / 503 / other / dropped', `${fmt(s3.refusalMs.p99, 1)} ms (${s3.refusalMs.afterQueueTimeout} after the queue timeout); ${countsRow(s3)}`, Number.isFinite(scaledInMs) ? `back to 1 READY replica ${fmt(scaledInMs / 1000, 1)} s after the load's end (its last answer ${fmt(lastAnswerMs / 1000, 1)} s after it)` : readyAfter.length > 0 ? `still above 1 READY replica ${SCALE_IN_WATCH_MS / 1000} s after the load's end` : 'never scaled out']);
+  rows.push([
+    'one replica, 200 clients',
+    'served TTFT p50 / p99 / max',
+    `${fmt(s1.ttftServed.p50, 0)} / ${fmt(s1.ttftServed.p99, 0)} / ${fmt(s1.ttftServed.max, 0)} ms`,
+    `expected wait ${fmt(expectedWaitMs, 0)} ms (${fmt(s1.waitingMean, 1)} waiting on average); p99 ÷ expected = ${fmt(ttftRatio, 2)}`,
+  ]);
+  rows.push([
+    'one replica, 200 clients',
+    'completed / 429 / 503 / other / dropped',
+    countsRow(s1),
+    `${s1.counts.sent} requests; completions per client min ${s1.perClient.min}, median ${s1.perClient.p50}, max ${s1.perClient.max}`,
+  ]);
+  rows.push([
+    '1–3 replicas, 200 clients',
+    "2nd / 3rd replica READY after the load's start",
+    `${fmt(secondReadyMs / 1000, 2)} / ${fmt(thirdReadyMs / 1000, 2)} s`,
+    `replicas created at ${createdAfter.map((t) => `${fmt(t / 1000, 2)} s`).join(', ') || 'none'}; cooldown ${COOLDOWN_S} s`,
+  ]);
+  rows.push([
+    '1–3 replicas, 200 clients',
+    'goodput per second of the load',
+    series.map((p) => p.goodput).join(' '),
+    `READY replicas at each second's end: ${series.map((p) => p.readyReplicas ?? '–').join(' ')}`,
+  ]);
+  rows.push([
+    '1–3 replicas, 200 clients',
+    `goodput with ${MAX_REPLICAS} READY ÷ ${MAX_REPLICAS} × direct`,
+    Number.isFinite(fullGoodput) ? `${fmt(fullGoodput, 1)} /s = ${fmt(fullGoodput / (MAX_REPLICAS * mu), 3)}` : '–',
+    Number.isFinite(fullGoodput) ? `over ${fullSeconds.length} whole second(s)` : `${MAX_REPLICAS} replicas never READY during the load`,
+  ]);
+  rows.push([
+    '1–3 replicas, 200 clients',
+    '429s by error code: count (p50 / p99 time to it); served TTFT p50 / p99',
+    `${byCode(s3)}; TTFT ${fmt(s3.ttftServed.p50, 0)} / ${fmt(s3.ttftServed.p99, 0)} ms`,
+    `load generator event-loop delay p99 ${fmt(s3.loopDelayMs.p99, 1)} ms`,
+  ]);
+  rows.push([
+    '1–3 replicas, 200 clients',
+    'time to a 429 p99; completed / 429 / 503 / other / dropped',
+    `${fmt(s3.refusalMs.p99, 1)} ms (${s3.refusalMs.afterQueueTimeout} after the queue timeout); ${countsRow(s3)}`,
+    Number.isFinite(scaledInMs)
+      ? `back to 1 READY replica ${fmt(scaledInMs / 1000, 1)} s after the load's end (its last answer ${fmt(lastAnswerMs / 1000, 1)} s after it)`
+      : readyAfter.length > 0
+        ? `still above 1 READY replica ${SCALE_IN_WATCH_MS / 1000} s after the load's end`
+        : 'never scaled out',
+  ]);
 
-  targets.push(target('one replica, 200 clients: goodput ÷ the replica\'s direct throughput', s1.goodput / mu, '>=', 0.9, '', 4));
+  targets.push(target("one replica, 200 clients: goodput ÷ the replica's direct throughput", s1.goodput / mu, '>=', 0.9, '', 4));
   targets.push(target('one replica, 200 clients: time to a 429, p99', s1.refusalMs.p99, '<', 50, ' ms', 1));
-  targets.push(target('one replica, 200 clients: served TTFT p99 ÷ the queue\'s expected wait', ttftRatio, '<=', 2, '×', 2));
-  targets.push(target('streams dropped (all loads)', s1.counts.dropped + s3.counts.dropped + before.summary.counts.dropped + after.summary.counts.dropped, '==', 0, '', 0));
+  targets.push(target("one replica, 200 clients: served TTFT p99 ÷ the queue's expected wait", ttftRatio, '<=', 2, '×', 2));
+  targets.push(
+    target(
+      'streams dropped (all loads)',
+      s1.counts.dropped + s3.counts.dropped + before.summary.counts.dropped + after.summary.counts.dropped,
+      '==',
+      0,
+      '',
+      0,
+    ),
+  );
   if (s1.refusalMs.n === 0) notes.push('No request got a 429 under 200 clients on one replica: the time to a 429 could not be measured.');
 
   const engine = engineFigures();
@@ -476,7 +657,14 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   if (noScale) notes.push(`The 1–3 replica endpoint never added a replica under ${CLIENTS} clients in ${SCALE_MS / 1000} s.`);
 
   Object.assign(data, {
-    direct: { clients: DIRECT_CLIENTS, durationMs: DIRECT_MS, streamsPerSecond: round(mu, 3), healthMidRun: directHealth ?? null, before: roundDeep(before.summary), after: roundDeep(after.summary) },
+    direct: {
+      clients: DIRECT_CLIENTS,
+      durationMs: DIRECT_MS,
+      streamsPerSecond: round(mu, 3),
+      healthMidRun: directHealth ?? null,
+      before: roundDeep(before.summary),
+      after: roundDeep(after.summary),
+    },
     oneReplica: {
       summary: roundDeep(s1),
       goodputRatio: round(s1.goodput / mu, 4),
@@ -494,7 +682,12 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       maxReplica: MAX_REPLICAS,
       cooldownS: COOLDOWN_S,
       summary: roundDeep(s3),
-      replicas: replicaRows.map((r) => ({ id: r.id, state: r.state, createdAfterMs: r.created_at.getTime() - startWall, readyAfterMs: r.ready_at ? r.ready_at.getTime() - startWall : null })),
+      replicas: replicaRows.map((r) => ({
+        id: r.id,
+        state: r.state,
+        createdAfterMs: r.created_at.getTime() - startWall,
+        readyAfterMs: r.ready_at ? r.ready_at.getTime() - startWall : null,
+      })),
       secondReadyMs: round(secondReadyMs, 0),
       thirdReadyMs: round(thirdReadyMs, 0),
       goodputWithAllReady: round(fullGoodput, 2),

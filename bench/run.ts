@@ -65,12 +65,16 @@ async function runOne(name: string, cpuProf: boolean): Promise<BenchResult> {
   result.durationS = Math.round((performance.now() - t0) / 100) / 10;
   if (cpuProf) {
     // One directory per profiled process (bench/results/profiles/<bench>-<process>/); its main thread wrote the largest file.
-    const dirs = existsSync(PROFILES_DIR) ? (await readdir(PROFILES_DIR, { withFileTypes: true })).filter((d) => d.isDirectory() && d.name.startsWith(`${name}-`)) : [];
+    const dirs = existsSync(PROFILES_DIR)
+      ? (await readdir(PROFILES_DIR, { withFileTypes: true })).filter((d) => d.isDirectory() && d.name.startsWith(`${name}-`))
+      : [];
     const summaries: ProfileSummary[] = [];
     for (const dir of dirs) {
       try {
         const files = await Promise.all(
-          (await readdir(path.join(PROFILES_DIR, dir.name))).filter((f) => f.endsWith('.cpuprofile')).map(async (f) => ({ f, size: (await stat(path.join(PROFILES_DIR, dir.name, f))).size })),
+          (await readdir(path.join(PROFILES_DIR, dir.name)))
+            .filter((f) => f.endsWith('.cpuprofile'))
+            .map(async (f) => ({ f, size: (await stat(path.join(PROFILES_DIR, dir.name, f))).size })),
         );
         const main = files.sort((a, b) => b.size - a.size)[0];
         if (!main) continue;
@@ -93,7 +97,10 @@ async function runOne(name: string, cpuProf: boolean): Promise<BenchResult> {
 function printResult(r: BenchResult): void {
   console.log(`\n${r.title} — ${r.valid ? 'valid run' : 'INVALID RUN'} (${r.durationS} s)`);
   if (r.table.columns.length > 0) console.log(markdownTable(r.table.columns, r.table.rows));
-  for (const t of r.targets) console.log(`  target ${t.what}: ${t.value} (target ${t.target}) ${t.met === null ? 'not measured' : t.met ? 'met' : `MISSED: ${t.miss}`}`);
+  for (const t of r.targets)
+    console.log(
+      `  target ${t.what}: ${t.value} (target ${t.target}) ${t.met === null ? 'not measured' : t.met ? 'met' : `MISSED: ${t.miss}`}`,
+    );
   for (const n of r.notes) console.log(`  note: ${n}`);
   for (const p of r.problems) console.log(`  PROBLEM: ${p}`);
 }
@@ -109,7 +116,9 @@ function sectionOf(r: BenchResult, profiles: ProfileSummary[]): string {
   const out: string[] = [];
   out.push(`### \`${r.name}\` — ${r.title}`);
   out.push('');
-  out.push(`Run ${r.startedAt.replace('T', ' ').slice(0, 19)} UTC, ${r.durationS} s, ${r.valid ? 'valid' : '**INVALID**'}; machine load average then ${r.machine.loadAverage.join(' / ')}.`);
+  out.push(
+    `Run ${r.startedAt.replace('T', ' ').slice(0, 19)} UTC, ${r.durationS} s, ${r.valid ? 'valid' : '**INVALID**'}; machine load average then ${r.machine.loadAverage.join(' / ')}.`,
+  );
   out.push('');
   if (r.method) {
     out.push(`*Method.* ${r.method}`);
@@ -120,12 +129,20 @@ function sectionOf(r: BenchResult, profiles: ProfileSummary[]): string {
     out.push('');
   }
   if (r.targets.length > 0) {
-    out.push(markdownTable(['target', 'wanted', 'measured', 'verdict'], r.targets.map((t) => [t.what, t.target, t.value, t.met === null ? 'not measured' : t.met ? 'met' : `**missed**: ${t.miss ?? ''}`])));
+    out.push(
+      markdownTable(
+        ['target', 'wanted', 'measured', 'verdict'],
+        r.targets.map((t) => [t.what, t.target, t.value, t.met === null ? 'not measured' : t.met ? 'met' : `**missed**: ${t.miss ?? ''}`]),
+      ),
+    );
     out.push('');
   }
   for (const n of r.notes) out.push(`- ${n}`);
   for (const p of r.problems) out.push(`- **Problem:** ${p}`);
-  for (const p of profiles) out.push(`- CPU profile (\`npm run bench -- ${r.name} --cpu-prof\`, summary in \`bench/results/profiles/\`) of \`${p.file.split('/').slice(-2, -1)[0] ?? p.file}\`: ${describeProfile(p)}`);
+  for (const p of profiles)
+    out.push(
+      `- CPU profile (\`npm run bench -- ${r.name} --cpu-prof\`, summary in \`bench/results/profiles/\`) of \`${p.file.split('/').slice(-2, -1)[0] ?? p.file}\`: ${describeProfile(p)}`,
+    );
   if (r.notes.length + r.problems.length + profiles.length > 0) out.push('');
   return out.join('\n');
 }
@@ -143,19 +160,30 @@ async function regenerateMarkdown(): Promise<void> {
   lines.push('');
   lines.push(`Machine${machines.size > 1 ? 's' : ''}: ${[...machines.keys()].join('; ') || '–'}.`);
   lines.push('');
-  lines.push(markdownTable(
-    ['benchmark', 'run', 'target', 'wanted', 'measured', 'verdict'],
-    results.flatMap((r) =>
-      r.targets.length > 0
-        ? r.targets.map((t) => [`\`${r.name}\``, r.valid ? 'valid' : '**invalid**', t.what, t.target, t.value, t.met === null ? 'not measured' : t.met ? 'met' : `**missed** (${t.miss ?? ''})`])
-        : [[`\`${r.name}\``, r.valid ? 'valid' : '**invalid**', '–', '–', '–', r.problems[0]?.slice(0, 120) ?? '–']],
+  lines.push(
+    markdownTable(
+      ['benchmark', 'run', 'target', 'wanted', 'measured', 'verdict'],
+      results.flatMap((r) =>
+        r.targets.length > 0
+          ? r.targets.map((t) => [
+              `\`${r.name}\``,
+              r.valid ? 'valid' : '**invalid**',
+              t.what,
+              t.target,
+              t.value,
+              t.met === null ? 'not measured' : t.met ? 'met' : `**missed** (${t.miss ?? ''})`,
+            ])
+          : [[`\`${r.name}\``, r.valid ? 'valid' : '**invalid**', '–', '–', '–', r.problems[0]?.slice(0, 120) ?? '–']],
+      ),
     ),
-  ));
+  );
   lines.push('');
   for (const r of results) lines.push(sectionOf(r, await profileSummaries(r.name)));
   lines.push(END);
   const generated = lines.join('\n');
-  let markdown = existsSync(BENCHMARKS_MD) ? await readFile(BENCHMARKS_MD, 'utf8') : `# Benchmarks\n\nRun \`npm run bench\` (all) or \`npm run bench -- <name>\`.\n\n`;
+  let markdown = existsSync(BENCHMARKS_MD)
+    ? await readFile(BENCHMARKS_MD, 'utf8')
+    : `# Benchmarks\n\nRun \`npm run bench\` (all) or \`npm run bench -- <name>\`.\n\n`;
   const begin = markdown.indexOf(BEGIN);
   const end = markdown.indexOf(END);
   if (begin >= 0 && end > begin) markdown = markdown.slice(0, begin) + generated + markdown.slice(end + END.length);
@@ -183,7 +211,8 @@ async function main(): Promise<void> {
   await mkdir(RESULTS_DIR, { recursive: true });
   if (cpuProf) {
     for (const name of selected) {
-      for (const f of existsSync(PROFILES_DIR) ? await readdir(PROFILES_DIR) : []) if (f.startsWith(`${name}-`)) await rm(path.join(PROFILES_DIR, f), { recursive: true, force: true });
+      for (const f of existsSync(PROFILES_DIR) ? await readdir(PROFILES_DIR) : [])
+        if (f.startsWith(`${name}-`)) await rm(path.join(PROFILES_DIR, f), { recursive: true, force: true });
     }
   }
   console.log(`Machine: ${describeMachine(machine())}`);
@@ -192,7 +221,9 @@ async function main(): Promise<void> {
   for (const name of selected) results.push(await runOne(name, cpuProf));
   await regenerateMarkdown();
   const invalid = results.filter((r) => !r.valid).map((r) => r.name);
-  console.log(`\n${results.length} benchmark(s) in ${((performance.now() - t0) / 1000).toFixed(0)} s; results in bench/results/, summary in BENCHMARKS.md.${invalid.length > 0 ? ` INVALID: ${invalid.join(', ')}` : ''}`);
+  console.log(
+    `\n${results.length} benchmark(s) in ${((performance.now() - t0) / 1000).toFixed(0)} s; results in bench/results/, summary in BENCHMARKS.md.${invalid.length > 0 ? ` INVALID: ${invalid.join(', ')}` : ''}`,
+  );
   process.exit(invalid.length > 0 ? 1 : 0);
 }
 

@@ -9,7 +9,19 @@
  * noisy neighbour on the shared machine hits both alike.
  */
 import { quantiles, fmt, round, concat, median } from './lib/stats.js';
-import { BENCH_DIR, ADMIN_KEY, TINY_REPO, defaultProject, gatewayEnv, nextMessage, runChild, startDatabase, startGatewayProcess, startHub, tempDir } from './lib/env.js';
+import {
+  BENCH_DIR,
+  ADMIN_KEY,
+  TINY_REPO,
+  defaultProject,
+  gatewayEnv,
+  nextMessage,
+  runChild,
+  startDatabase,
+  startGatewayProcess,
+  startHub,
+  tempDir,
+} from './lib/env.js';
 import { createEndpoint, deleteEndpoint, H100_X1, liveReplicas, waitForStatus } from './lib/endpoints.js';
 import { cpuTimeMs } from './lib/proc.js';
 import { target, type Bench, type BenchContext, type BenchOutcome } from './lib/result.js';
@@ -52,7 +64,20 @@ interface ModeTotals {
 }
 
 function emptyTotals(): ModeTotals {
-  return { ttft: [], itl: [], tokens: 0, windowMs: 0, started: 0, completed: 0, dropped: 0, errors: {}, samples: [], gatewayCpuMs: 0, proxyCpuMs: 0, engineCpuMs: 0 };
+  return {
+    ttft: [],
+    itl: [],
+    tokens: 0,
+    windowMs: 0,
+    started: 0,
+    completed: 0,
+    dropped: 0,
+    errors: {},
+    samples: [],
+    gatewayCpuMs: 0,
+    proxyCpuMs: 0,
+    engineCpuMs: 0,
+  };
 }
 
 async function run(context: BenchContext): Promise<BenchOutcome> {
@@ -61,7 +86,10 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const hub = await startHub();
   const dataDir = await tempDir('streaming');
   const engineCommand = `"${process.execPath}" --import tsx "${BENCH_DIR}/synthetic-engine.ts" --port {port} --interval-ms ${TOKEN_INTERVAL_MS}`;
-  const gateway = await startGatewayProcess(gatewayEnv(dataDir, db.url, hub.url, { ENGINE_COMMAND: engineCommand, CPU_SLOTS: '1' }), context.cpuProf ? { cpuProf: 'streaming-gateway' } : {});
+  const gateway = await startGatewayProcess(
+    gatewayEnv(dataDir, db.url, hub.url, { ENGINE_COMMAND: engineCommand, CPU_SLOTS: '1' }),
+    context.cpuProf ? { cpuProf: 'streaming-gateway' } : {},
+  );
   const { projectId } = await defaultProject(gateway.url);
 
   const createdAt = performance.now();
@@ -153,7 +181,12 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   await db.stop();
 
   const rows: (string | number)[][] = [];
-  const data: Record<string, unknown> = { tokenIntervalMs: TOKEN_INTERVAL_MS, roundMs: ROUND_MS, endpointStartMs: round(startMs, 0), levels: {} };
+  const data: Record<string, unknown> = {
+    tokenIntervalMs: TOKEN_INTERVAL_MS,
+    roundMs: ROUND_MS,
+    endpointStartMs: round(startMs, 0),
+    levels: {},
+  };
   const resultTargets = [];
   let totalDropped = 0;
   for (const level of LEVELS) {
@@ -163,9 +196,19 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       const [itl50, itl99] = quantiles(concat(t.itl), [0.5, 0.99]) as [number, number];
       const tps = t.tokens / (t.windowMs / 1000);
       return {
-        ttft50, ttft99, itl50, itl99, tps,
-        requests: t.completed, dropped: t.dropped, errors: t.errors, samples: t.samples.slice(0, 5),
-        gatewayCpuMs: t.gatewayCpuMs, proxyCpuMs: t.proxyCpuMs, engineCpuMs: t.engineCpuMs, ttftCount: concat(t.ttft).length,
+        ttft50,
+        ttft99,
+        itl50,
+        itl99,
+        tps,
+        requests: t.completed,
+        dropped: t.dropped,
+        errors: t.errors,
+        samples: t.samples.slice(0, 5),
+        gatewayCpuMs: t.gatewayCpuMs,
+        proxyCpuMs: t.proxyCpuMs,
+        engineCpuMs: t.engineCpuMs,
+        ttftCount: concat(t.ttft).length,
       };
     };
     const s = { direct: summary(totals.direct), proxy: summary(totals.proxy), gateway: summary(totals.gateway) };
@@ -173,8 +216,12 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     const dropped = d.dropped + s.proxy.dropped + s.gateway.dropped;
     totalDropped += dropped;
     if (dropped > 0) {
-      const errors = ROUNDS.slice(0, 3).map((m) => `${m} ${JSON.stringify(s[m].errors)}`).join(', ');
-      problems.push(`${level.streams} streams: ${dropped} dropped (${errors}): ${[...d.samples, ...s.proxy.samples, ...s.gateway.samples].slice(0, 3).join(' | ')}`);
+      const errors = ROUNDS.slice(0, 3)
+        .map((m) => `${m} ${JSON.stringify(s[m].errors)}`)
+        .join(', ');
+      problems.push(
+        `${level.streams} streams: ${dropped} dropped (${errors}): ${[...d.samples, ...s.proxy.samples, ...s.gateway.samples].slice(0, 3).join(' | ')}`,
+      );
     }
     const engineCpuPerToken = (m: Mode) => (s[m].engineCpuMs * 1000) / Math.max(1, totals[m].tokens);
     // A proxy's CPU per relayed token. The gateway's is net of what it spends while the load goes direct (controller passes, timers).
@@ -187,7 +234,12 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       const p = s[m];
       level_[m] = {
         ...roundAll(p),
-        added: { ttftP50Ms: round(p.ttft50 - d.ttft50), ttftP99Ms: round(p.ttft99 - d.ttft99), itlP50Ms: round(p.itl50 - d.itl50), itlP99Ms: round(p.itl99 - d.itl99) },
+        added: {
+          ttftP50Ms: round(p.ttft50 - d.ttft50),
+          ttftP99Ms: round(p.ttft99 - d.ttft99),
+          itlP50Ms: round(p.itl50 - d.itl50),
+          itlP99Ms: round(p.itl99 - d.itl99),
+        },
         throughputRatio: round(p.tps / d.tps, 4),
         cpuUsPerToken: round(proxyCpuPerToken[m], 1),
         engineCpuUsPerToken: round(engineCpuPerToken(m), 1),
@@ -214,7 +266,8 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     }
     const g = s.gateway;
     if (level.streams === 64) resultTargets.push(target('added TTFT p99 at 64 streams', g.ttft99 - d.ttft99, '<', 2, ' ms'));
-    if (level.streams === 512) resultTargets.push(target('throughput ratio (gateway ÷ direct) at 512 streams', g.tps / d.tps, '>=', 0.9, '', 3));
+    if (level.streams === 512)
+      resultTargets.push(target('throughput ratio (gateway ÷ direct) at 512 streams', g.tps / d.tps, '>=', 0.9, '', 3));
   }
   resultTargets.push(target('streams dropped (all levels, all paths)', totalDropped, '==', 0, '', 0));
 
@@ -230,11 +283,25 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     valid: problems.length === 0,
     problems,
     table: {
-      columns: ['streams', 'path', 'requests', 'TTFT p50 / p99 ms', 'added TTFT p50 / p99', 'added ITL p50 / p99', 'tok/s', 'ratio to direct', 'proxy CPU µs/token', '÷ engine CPU/token', 'dropped'],
+      columns: [
+        'streams',
+        'path',
+        'requests',
+        'TTFT p50 / p99 ms',
+        'added TTFT p50 / p99',
+        'added ITL p50 / p99',
+        'tok/s',
+        'ratio to direct',
+        'proxy CPU µs/token',
+        '÷ engine CPU/token',
+        'dropped',
+      ],
       rows,
     },
     targets: resultTargets,
-    notes: [`The endpoint went from create to RUNNING in ${(startMs / 1000).toFixed(1)} s (model download from the stand-in hub, engine start, warm-up).`],
+    notes: [
+      `The endpoint went from create to RUNNING in ${(startMs / 1000).toFixed(1)} s (model download from the stand-in hub, engine start, warm-up).`,
+    ],
     data,
   };
 }

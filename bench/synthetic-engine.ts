@@ -82,10 +82,14 @@ function finish(stream: Stream): void {
   leave(stream);
   const { res } = stream;
   if (res.destroyed) return;
-  res.write(`data: ${JSON.stringify({ ...stream.base, choices: [{ index: 0, delta: {}, finish_reason: 'length' }], ...(stream.includeUsage ? { usage: null } : {}) })}\n\n`);
+  res.write(
+    `data: ${JSON.stringify({ ...stream.base, choices: [{ index: 0, delta: {}, finish_reason: 'length' }], ...(stream.includeUsage ? { usage: null } : {}) })}\n\n`,
+  );
   if (stream.includeUsage) {
     const { usage: _usage, ...base } = stream.base;
-    res.write(`data: ${JSON.stringify({ ...base, choices: [], usage: { prompt_tokens: stream.promptTokens, completion_tokens: stream.sent, total_tokens: stream.promptTokens + stream.sent } })}\n\n`);
+    res.write(
+      `data: ${JSON.stringify({ ...base, choices: [], usage: { prompt_tokens: stream.promptTokens, completion_tokens: stream.sent, total_tokens: stream.promptTokens + stream.sent } })}\n\n`,
+    );
   }
   res.end('data: [DONE]\n\n');
   if (draining && active.size === 0) process.exit(0);
@@ -130,7 +134,13 @@ async function readBody(req: http.IncomingMessage): Promise<string> {
 }
 
 async function chat(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-  let body: { stream?: boolean; max_tokens?: number; max_completion_tokens?: number; stream_options?: { include_usage?: boolean }; messages?: unknown[] };
+  let body: {
+    stream?: boolean;
+    max_tokens?: number;
+    max_completion_tokens?: number;
+    stream_options?: { include_usage?: boolean };
+    messages?: unknown[];
+  };
   try {
     body = JSON.parse(await readBody(req)) as typeof body;
   } catch {
@@ -148,16 +158,36 @@ async function chat(req: http.IncomingMessage, res: http.ServerResponse): Promis
       created,
       model: modelName,
       choices: [{ index: 0, message: { role: 'assistant', content: WORDS.slice(0, maxTokens).join('') }, finish_reason: 'length' }],
-      usage: { prompt_tokens: promptTokens, completion_tokens: Math.min(maxTokens, WORDS.length), total_tokens: promptTokens + Math.min(maxTokens, WORDS.length) },
+      usage: {
+        prompt_tokens: promptTokens,
+        completion_tokens: Math.min(maxTokens, WORDS.length),
+        total_tokens: promptTokens + Math.min(maxTokens, WORDS.length),
+      },
     });
   }
   const includeUsage = body.stream_options?.include_usage === true;
   const base: Record<string, unknown> = { id, object: 'chat.completion.chunk', created, model: modelName };
   if (includeUsage) base.usage = null;
   // The chunk around a token's text, serialized once: {"id":…,"choices":[{"index":0,"delta":{"content":"<text>"},"finish_reason":null}],"usage":null}
-  const head = JSON.stringify({ id, object: 'chat.completion.chunk', created, model: modelName, choices: [{ index: 0, delta: { content: '\u0000' }, finish_reason: null }], ...(includeUsage ? { usage: null } : {}) });
+  const head = JSON.stringify({
+    id,
+    object: 'chat.completion.chunk',
+    created,
+    model: modelName,
+    choices: [{ index: 0, delta: { content: '\u0000' }, finish_reason: null }],
+    ...(includeUsage ? { usage: null } : {}),
+  });
   const [before, after] = head.split('\\u0000') as [string, string];
-  const stream: Stream = { res, prefix: `data: ${before}`, suffix: `${after}\n\n`, remaining: maxTokens, sent: 0, includeUsage, base, promptTokens };
+  const stream: Stream = {
+    res,
+    prefix: `data: ${before}`,
+    suffix: `${after}\n\n`,
+    remaining: maxTokens,
+    sent: 0,
+    includeUsage,
+    base,
+    promptTokens,
+  };
   if (active.size >= maxBatchSize || waiting.length > 0) {
     // The batch is full: wait, FIFO, for a stream to end (a client that leaves meanwhile leaves the queue).
     waiting.push(stream);
@@ -172,9 +202,16 @@ async function chat(req: http.IncomingMessage, res: http.ServerResponse): Promis
 
 function start(stream: Stream): void {
   const { res, base } = stream;
-  res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
+  res.writeHead(200, {
+    'Content-Type': 'text/event-stream; charset=utf-8',
+    'Cache-Control': 'no-cache',
+    Connection: 'keep-alive',
+    'X-Accel-Buffering': 'no',
+  });
   res.socket?.setNoDelay(true);
-  res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] })}\n\n`);
+  res.write(
+    `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] })}\n\n`,
+  );
   // Prefill is free: the first token goes out with the head; the rest at each decode step.
   writeToken(stream);
   active.add(stream);
@@ -185,10 +222,17 @@ const server = http.createServer((req, res) => {
   const path = (req.url ?? '/').split('?')[0];
   if (path === '/health') {
     const batch = Number.isFinite(maxBatchSize) ? { maxBatchSize, sequences: maxBatchSize } : {};
-    return sendJson(res, draining ? 503 : 200, { status: draining ? 'draining' : 'ok', active: active.size, queued: waiting.length, totalRequests, ...batch });
+    return sendJson(res, draining ? 503 : 200, {
+      status: draining ? 'draining' : 'ok',
+      active: active.size,
+      queued: waiting.length,
+      totalRequests,
+      ...batch,
+    });
   }
   if (path === '/v1/chat/completions' && req.method === 'POST') {
-    if (draining) return sendJson(res, 503, { error: { message: 'shutting down', type: 'server_error', param: null, code: 'engine_shutting_down' } });
+    if (draining)
+      return sendJson(res, 503, { error: { message: 'shutting down', type: 'server_error', param: null, code: 'engine_shutting_down' } });
     chat(req, res).catch(() => res.destroy());
     return;
   }
@@ -197,7 +241,11 @@ const server = http.createServer((req, res) => {
 // As long as the gateway's own keep-alive: the benchmark measures relaying, not reconnects.
 server.keepAliveTimeout = 65_000;
 server.headersTimeout = 66_000;
-server.listen(port, host, () => process.stderr.write(`synthetic engine on http://${host}:${port} (decode step ${intervalMs} ms${Number.isFinite(maxBatchSize) ? `, at most ${maxBatchSize} streams at once` : ''})\n`));
+server.listen(port, host, () =>
+  process.stderr.write(
+    `synthetic engine on http://${host}:${port} (decode step ${intervalMs} ms${Number.isFinite(maxBatchSize) ? `, at most ${maxBatchSize} streams at once` : ''})\n`,
+  ),
+);
 
 process.on('SIGTERM', () => {
   draining = true;

@@ -21,9 +21,20 @@ const LLAMA_DEFAULT_THREADS = 4;
 
 /** Tokens/s summed over `replicas` processes decoding one request each at once, with `threads` each. */
 async function measure(modelPath: string, threads: number, replicas: number): Promise<number> {
-  const config: LlamaDirectConfig = { modelPath, contextSize: 512, sequences: 1, threads, levels: [1], maxTokens: MAX_TOKENS, durationMs: LEVEL_MS };
+  const config: LlamaDirectConfig = {
+    modelPath,
+    contextSize: 512,
+    sequences: 1,
+    threads,
+    levels: [1],
+    maxTokens: MAX_TOKENS,
+    durationMs: LEVEL_MS,
+  };
   const results = await Promise.all(
-    Array.from({ length: replicas }, () => runChild<LlamaDirectResult>('load/llama-direct.ts', config, { timeoutMs: LEVEL_MS + 120_000 }).result),
+    Array.from(
+      { length: replicas },
+      () => runChild<LlamaDirectResult>('load/llama-direct.ts', config, { timeoutMs: LEVEL_MS + 120_000 }).result,
+    ),
   );
   return results.reduce((sum, r) => sum + r.throughput[0]!.tokensPerSecond, 0);
 }
@@ -35,25 +46,41 @@ async function run(): Promise<BenchOutcome> {
     { name: 'tiny (64-dim, 2 layers)', file: await writeTinyGguf(path.join(dir, 'tiny.gguf')) },
     {
       name: 'larger (512-dim, 8 layers, F32)',
-      file: await writeTinyGguf(path.join(dir, 'larger.gguf'), { seed: 7, dimensions: { embedding: 512, layers: 8, heads: 8, kvHeads: 4, feedForward: 1536 } }),
+      file: await writeTinyGguf(path.join(dir, 'larger.gguf'), {
+        seed: 7,
+        dimensions: { embedding: 512, layers: 8, heads: 8, kvHeads: 4, feedForward: 1536 },
+      }),
     },
   ];
   const threadCounts = [...new Set([1, 2, budget.cores, LLAMA_DEFAULT_THREADS].filter((n) => n >= 1))].sort((a, b) => a - b);
   const replicaCounts = [...new Set([1, budget.slots])];
   const rows: (string | number)[][] = [];
-  const data: Record<string, unknown> = { cores: budget.cores, defaultSlots: budget.slots, defaultThreads: budget.threads, threadCounts, replicaCounts, models: {} };
+  const data: Record<string, unknown> = {
+    cores: budget.cores,
+    defaultSlots: budget.slots,
+    defaultThreads: budget.threads,
+    threadCounts,
+    replicaCounts,
+    models: {},
+  };
   const targets: BenchOutcome['targets'] = [];
   for (const model of models) {
     const curve: Record<string, number> = {};
     for (const replicas of replicaCounts) {
       // Oversubscribing threads collapsed one replica already (below 2 tok/s): several would only take minutes to say so.
-      for (const threads of replicas > 1 ? threadCounts.filter((t) => t * replicas <= Math.max(budget.cores, 2 * replicas)) : threadCounts) {
+      for (const threads of replicas > 1
+        ? threadCounts.filter((t) => t * replicas <= Math.max(budget.cores, 2 * replicas))
+        : threadCounts) {
         const tps = await measure(model.file.path, threads, replicas);
         curve[`${replicas}x${threads}`] = round(tps, 1);
         console.log(`  ${model.name}: ${replicas} replica(s) x ${threads} thread(s) → ${tps.toFixed(1)} tok/s`);
         rows.push([model.name, replicas, threads, fmt(tps, 1)]);
       }
-      const best = Math.max(...Object.entries(curve).filter(([k]) => k.startsWith(`${replicas}x`)).map(([, v]) => v));
+      const best = Math.max(
+        ...Object.entries(curve)
+          .filter(([k]) => k.startsWith(`${replicas}x`))
+          .map(([, v]) => v),
+      );
       const atDefault = curve[`${replicas}x${budget.threads}`]!;
       const ratio = atDefault / best;
       targets.push({
@@ -75,7 +102,9 @@ async function run(): Promise<BenchOutcome> {
     problems: [],
     table: { columns: ['model', 'replicas at once', 'threads each', 'tok/s (sum)'], rows },
     targets,
-    notes: [`The default from src/runtime/cpu-budget.ts on this machine: ${budget.slots} slot(s) of ${budget.threads} thread(s) (${budget.cores} cores counted).`],
+    notes: [
+      `The default from src/runtime/cpu-budget.ts on this machine: ${budget.slots} slot(s) of ${budget.threads} thread(s) (${budget.cores} cores counted).`,
+    ],
     data,
   };
 }

@@ -10,7 +10,17 @@
  * event, read back), run on scratch tables of the same PostgreSQL by a child
  * process at the same concurrency and spread.
  */
-import { ADMIN_KEY, defaultProject, gatewayEnv, runChild, startDatabase, startGatewayProcess, startHub, tempDir, TINY_REPO } from './lib/env.js';
+import {
+  ADMIN_KEY,
+  defaultProject,
+  gatewayEnv,
+  runChild,
+  startDatabase,
+  startGatewayProcess,
+  startHub,
+  tempDir,
+  TINY_REPO,
+} from './lib/env.js';
 import { createEndpoint, H100_X1 } from './lib/endpoints.js';
 import { concat, fmt, quantiles, round } from './lib/stats.js';
 import { target, type Bench, type BenchContext, type BenchOutcome } from './lib/result.js';
@@ -29,11 +39,16 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const hub = await startHub();
   const dataDir = await tempDir('writes');
   // No capacity: endpoints wait in REQUESTING_VIRTUAL_MACHINE, so an update only appends a version (the controller still runs its passes).
-  const gateway = await startGatewayProcess(gatewayEnv(dataDir, db.url, hub.url, { CPU_SLOTS: '0', CONTROLLER_INTERVAL_MS: '500' }), context.cpuProf ? { cpuProf: 'writes-gateway' } : {});
+  const gateway = await startGatewayProcess(
+    gatewayEnv(dataDir, db.url, hub.url, { CPU_SLOTS: '0', CONTROLLER_INTERVAL_MS: '500' }),
+    context.cpuProf ? { cpuProf: 'writes-gateway' } : {},
+  );
   const { projectId } = await defaultProject(gateway.url);
   const ids: string[] = [];
   for (let i = 0; i <= SPREAD; i++) {
-    ids.push(await createEndpoint(gateway.url, { projectId, name: `write-${i}`, instanceOptionId: H100_X1, hfModelRepo: TINY_REPO, advanced: {} }));
+    ids.push(
+      await createEndpoint(gateway.url, { projectId, name: `write-${i}`, instanceOptionId: H100_X1, hfModelRepo: TINY_REPO, advanced: {} }),
+    );
   }
   const single = ids[0]!;
   const spread = ids.slice(1);
@@ -47,17 +62,25 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const results: Record<Case, { gateway?: HttpLoadResult; floor?: SqlWritesResult }> = { one: {}, spread: {} };
   for (const c of ['one', 'spread'] as Case[]) {
     const targetIds = c === 'one' ? [single] : spread;
-    const floor = await runChild<SqlWritesResult>('load/sql-writes.ts', {
-      url: db.url,
-      heads: c === 'one' ? ['h0'] : spread.map((_, i) => `h${i + 1}`),
-      concurrency: CONCURRENCY,
-      warmupMs: 500,
-      durationMs: ROUND_MS,
-    } satisfies SqlWritesConfig, { timeoutMs: ROUND_MS + 60_000 }).result;
+    const floor = await runChild<SqlWritesResult>(
+      'load/sql-writes.ts',
+      {
+        url: db.url,
+        heads: c === 'one' ? ['h0'] : spread.map((_, i) => `h${i + 1}`),
+        concurrency: CONCURRENCY,
+        warmupMs: 500,
+        durationMs: ROUND_MS,
+      } satisfies SqlWritesConfig,
+      { timeoutMs: ROUND_MS + 60_000 },
+    ).result;
     const config: HttpLoadConfig = {
       baseUrl: gateway.url,
       headers: { authorization: `Bearer ${ADMIN_KEY}` },
-      requests: targetIds.map((id) => ({ method: 'PUT', path: `/dedicated/beta/endpoint/${id}`, body: JSON.stringify({ newVersionComment: 'bench' }) })),
+      requests: targetIds.map((id) => ({
+        method: 'PUT',
+        path: `/dedicated/beta/endpoint/${id}`,
+        body: JSON.stringify({ newVersionComment: 'bench' }),
+      })),
       concurrency: CONCURRENCY,
       warmupMs: 500,
       durationMs: ROUND_MS,
@@ -70,7 +93,9 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       acknowledged.set(id, [...(acknowledged.get(id) ?? []), versionIndex]);
     }
     results[c] = { gateway: r, floor };
-    console.log(`  ${c.padEnd(6)}: gateway ${(r.ok / (r.windowMs / 1000)).toFixed(0)} updates/s (${r.errors} errors), database floor ${(floor.ok / (floor.windowMs / 1000)).toFixed(0)} tx/s`);
+    console.log(
+      `  ${c.padEnd(6)}: gateway ${(r.ok / (r.windowMs / 1000)).toFixed(0)} updates/s (${r.errors} errors), database floor ${(floor.ok / (floor.windowMs / 1000)).toFixed(0)} tx/s`,
+    );
   }
 
   // Every endpoint's versions: 0..n, consecutive, each acknowledged index exactly once.
@@ -79,7 +104,11 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     FROM endpoint_versions v JOIN endpoints e ON e.id = v.endpoint_id
     WHERE v.endpoint_id = ANY(${ids}) GROUP BY v.endpoint_id, e.current_version`;
   const eventCounts = new Map(
-    (await db.sql<{ endpoint_id: string; n: number }[]>`SELECT endpoint_id, count(*)::int AS n FROM endpoint_events WHERE endpoint_id = ANY(${ids}) AND type = 'VERSION_ADDED' GROUP BY endpoint_id`).map((r) => [r.endpoint_id, r.n]),
+    (
+      await db.sql<
+        { endpoint_id: string; n: number }[]
+      >`SELECT endpoint_id, count(*)::int AS n FROM endpoint_events WHERE endpoint_id = ANY(${ids}) AND type = 'VERSION_ADDED' GROUP BY endpoint_id`
+    ).map((r) => [r.endpoint_id, r.n]),
   );
   let checkedVersions = 0;
   const verifyProblems: string[] = [];
@@ -91,11 +120,17 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     const ackUnique = new Set(acks).size === acks.length;
     const ackMatches = acks.length === stored.length - 1 && acks.every((v, i) => v === i + 1);
     const events = eventCounts.get(row.endpoint_id) ?? 0;
-    if (!consecutive) verifyProblems.push(`${row.endpoint_id}: stored versions are not consecutive from 0 (${stored.length} rows, last ${stored[stored.length - 1]})`);
+    if (!consecutive)
+      verifyProblems.push(
+        `${row.endpoint_id}: stored versions are not consecutive from 0 (${stored.length} rows, last ${stored[stored.length - 1]})`,
+      );
     if (!ackUnique) verifyProblems.push(`${row.endpoint_id}: an acknowledged version index was returned twice`);
-    if (!ackMatches) verifyProblems.push(`${row.endpoint_id}: ${acks.length} updates acknowledged but ${stored.length - 1} versions stored`);
-    if (row.current_version !== stored.length - 1) verifyProblems.push(`${row.endpoint_id}: current_version ${row.current_version}, last stored ${stored.length - 1}`);
-    if (events !== stored.length - 1) verifyProblems.push(`${row.endpoint_id}: ${events} VERSION_ADDED events for ${stored.length - 1} updates`);
+    if (!ackMatches)
+      verifyProblems.push(`${row.endpoint_id}: ${acks.length} updates acknowledged but ${stored.length - 1} versions stored`);
+    if (row.current_version !== stored.length - 1)
+      verifyProblems.push(`${row.endpoint_id}: current_version ${row.current_version}, last stored ${stored.length - 1}`);
+    if (events !== stored.length - 1)
+      verifyProblems.push(`${row.endpoint_id}: ${events} VERSION_ADDED events for ${stored.length - 1} updates`);
   }
   if (rows.length !== ids.length) verifyProblems.push(`versions found for ${rows.length} of ${ids.length} endpoints`);
   problems.push(...verifyProblems.slice(0, 10));
@@ -104,7 +139,13 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   await db.stop();
 
   const table: (string | number)[][] = [];
-  const data: Record<string, unknown> = { concurrency: CONCURRENCY, roundMs: ROUND_MS, spread: SPREAD, versionsChecked: checkedVersions, verification: verifyProblems.length === 0 ? 'ok' : verifyProblems };
+  const data: Record<string, unknown> = {
+    concurrency: CONCURRENCY,
+    roundMs: ROUND_MS,
+    spread: SPREAD,
+    versionsChecked: checkedVersions,
+    verification: verifyProblems.length === 0 ? 'ok' : verifyProblems,
+  };
   const targets = [];
   for (const c of ['one', 'spread'] as Case[]) {
     const g = results[c].gateway!;
@@ -115,7 +156,17 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     const fRate = f.ok / (f.windowMs / 1000);
     const [g50, g99] = quantiles(concat([g.latencyMs]), [0.5, 0.99]) as [number, number];
     const [f50, f99] = quantiles(concat([f.latencyMs]), [0.5, 0.99]) as [number, number];
-    data[c] = { gatewayUpdatesPerSecond: round(gRate, 1), floorTxPerSecond: round(fRate, 1), ratio: round(gRate / fRate, 4), gatewayP50Ms: round(g50), gatewayP99Ms: round(g99), floorP50Ms: round(f50), floorP99Ms: round(f99), updates: g.ok + g.warmup.ok, errors: g.errors };
+    data[c] = {
+      gatewayUpdatesPerSecond: round(gRate, 1),
+      floorTxPerSecond: round(fRate, 1),
+      ratio: round(gRate / fRate, 4),
+      gatewayP50Ms: round(g50),
+      gatewayP99Ms: round(g99),
+      floorP50Ms: round(f50),
+      floorP99Ms: round(f99),
+      updates: g.ok + g.warmup.ok,
+      errors: g.errors,
+    };
     table.push([
       c === 'one' ? '1 endpoint (row-lock contention)' : `spread over ${SPREAD} endpoints`,
       fmt(gRate, 0),
@@ -136,9 +187,14 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       `Afterwards every endpoint's stored versions must be 0..n with each acknowledged versionIndex returned exactly once, current_version = n, and n VERSION_ADDED events; otherwise the run is invalid.`,
     valid: problems.length === 0,
     problems,
-    table: { columns: ['case', 'gateway updates/s', 'floor tx/s', 'ratio', 'gateway p50 / p99 ms', 'floor p50 / p99 ms', 'errors'], rows: table },
+    table: {
+      columns: ['case', 'gateway updates/s', 'floor tx/s', 'ratio', 'gateway p50 / p99 ms', 'floor p50 / p99 ms', 'errors'],
+      rows: table,
+    },
     targets,
-    notes: [`${checkedVersions} stored versions checked over ${rows.length} endpoints: ${verifyProblems.length === 0 ? 'consecutive, none lost or duplicated' : `${verifyProblems.length} problems`}. No throughput target is set for writes: the ratio to the database floor is reported.`],
+    notes: [
+      `${checkedVersions} stored versions checked over ${rows.length} endpoints: ${verifyProblems.length === 0 ? 'consecutive, none lost or duplicated' : `${verifyProblems.length} problems`}. No throughput target is set for writes: the ratio to the database floor is reported.`,
+    ],
     data,
   };
 }

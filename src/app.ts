@@ -51,7 +51,10 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
       ...options.engineEnv,
     },
   });
-  const cache = new ModelCache({ dir: config.modelCacheDir, ...(config.modelCacheMaxBytes ? { maxBytes: config.modelCacheMaxBytes } : {}) });
+  const cache = new ModelCache({
+    dir: config.modelCacheDir,
+    ...(config.modelCacheMaxBytes ? { maxBytes: config.modelCacheMaxBytes } : {}),
+  });
   const models = new ModelStore({
     cache,
     artifacts: new WandbArtifactSource(cache, {

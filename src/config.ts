@@ -156,7 +156,10 @@ function readBoolean(env: Env, name: string, fallback: boolean): boolean {
 function readOrigins(env: Env, name: string, fallback: string[]): string[] {
   const raw = env[name];
   if (raw === undefined) return fallback;
-  const origins = raw.split(',').map((o) => o.trim()).filter(Boolean);
+  const origins = raw
+    .split(',')
+    .map((o) => o.trim())
+    .filter(Boolean);
   for (const origin of origins) {
     if (origin === '*') continue;
     let parsed: URL | undefined;
@@ -166,7 +169,11 @@ function readOrigins(env: Env, name: string, fallback: string[]): string[] {
       parsed = undefined;
     }
     if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.origin !== origin) {
-      throw new ConfigError(name, 'must be "*" or comma-separated origins such as https://app.example.com (scheme, lower-case host and port, no path)', origin);
+      throw new ConfigError(
+        name,
+        'must be "*" or comma-separated origins such as https://app.example.com (scheme, lower-case host and port, no path)',
+        origin,
+      );
     }
   }
   return origins;
@@ -227,7 +234,12 @@ export function loadConfig(env: Env = process.env): Config {
     wandbApiKey: optional(env, 'WANDB_API_KEY'),
     modelCacheDir: path.resolve(optional(env, 'MODEL_CACHE_DIR') ?? path.join(dataDir, 'models')),
     modelCacheMaxBytes: readSize(env, 'MODEL_CACHE_MAX_BYTES'),
-    quantPreference: quant ? quant.split(',').map((q) => q.trim()).filter(Boolean) : undefined,
+    quantPreference: quant
+      ? quant
+          .split(',')
+          .map((q) => q.trim())
+          .filter(Boolean)
+      : undefined,
     engineCommand,
     gpuInventory,
     cpuSlots: cpu.slots,

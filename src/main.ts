@@ -28,7 +28,9 @@ async function main(): Promise<void> {
 
   const app = await startApp(config, database.sql);
   const { inventory } = app;
-  const slots = Object.entries(inventory.inventory).map(([kind, n]) => `${kind}=${n}`).join(', ');
+  const slots = Object.entries(inventory.inventory)
+    .map(([kind, n]) => `${kind}=${n}`)
+    .join(', ');
   console.log(
     `Replicas run here with ${config.engineCommand ? `ENGINE_COMMAND (${config.engineCommand})` : 'the built-in llama.cpp engine'}; ` +
       `${inventory.source === 'cpu' ? 'no GPU found, CPU-backed slots' : inventory.source === 'nvidia' ? 'GPUs' : 'GPU_INVENTORY'}: ${slots}; ` +

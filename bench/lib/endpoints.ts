@@ -7,17 +7,32 @@ export const H100_X1 = 'TwD5AqnBSVN0';
 
 export async function createEndpoint(baseUrl: string, body: Record<string, unknown>): Promise<string> {
   const created = await api<{ endpointId?: string }>(baseUrl, 'POST', '/dedicated/beta/endpoint', body);
-  if (created.status !== 200 || !created.body.endpointId) throw new Error(`creating the endpoint failed (${created.status}): ${JSON.stringify(created.body)}`);
+  if (created.status !== 200 || !created.body.endpointId)
+    throw new Error(`creating the endpoint failed (${created.status}): ${JSON.stringify(created.body)}`);
   return created.body.endpointId;
 }
 
 /** Polls the REST status until `status`; a FAILED endpoint throws with its error code. */
-export async function waitForStatus(baseUrl: string, id: string, status: string, timeoutMs: number): Promise<{ status: string; phase: string | null; errorCode: string | null }> {
-  return waitFor(`${id} to be ${status}`, async () => {
-    const { body } = await api<{ status: string; phase: string | null; errorCode: string | null }>(baseUrl, 'GET', `/dedicated/beta/endpoint/${id}/status`);
-    if (body.status === 'FAILED' && status !== 'FAILED') throw new Error(`endpoint ${id} FAILED (${body.errorCode})`);
-    return body.status === status ? body : undefined;
-  }, timeoutMs, 50);
+export async function waitForStatus(
+  baseUrl: string,
+  id: string,
+  status: string,
+  timeoutMs: number,
+): Promise<{ status: string; phase: string | null; errorCode: string | null }> {
+  return waitFor(
+    `${id} to be ${status}`,
+    async () => {
+      const { body } = await api<{ status: string; phase: string | null; errorCode: string | null }>(
+        baseUrl,
+        'GET',
+        `/dedicated/beta/endpoint/${id}/status`,
+      );
+      if (body.status === 'FAILED' && status !== 'FAILED') throw new Error(`endpoint ${id} FAILED (${body.errorCode})`);
+      return body.status === status ? body : undefined;
+    },
+    timeoutMs,
+    50,
+  );
 }
 
 export interface LiveReplica {
@@ -35,9 +50,13 @@ export async function liveReplicas(sql: Sql, endpointId: string): Promise<LiveRe
 
 /** Deletes the endpoint (the controller stops its replicas); any engine still alive after that is stopped here. */
 export async function deleteEndpoint(baseUrl: string, sql: Sql, endpointId: string): Promise<void> {
-  const pids = (await sql<{ pid: number | null }[]>`SELECT pid FROM replicas WHERE endpoint_id = ${endpointId} AND pid IS NOT NULL`).map((r) => r.pid!);
+  const pids = (await sql<{ pid: number | null }[]>`SELECT pid FROM replicas WHERE endpoint_id = ${endpointId} AND pid IS NOT NULL`).map(
+    (r) => r.pid!,
+  );
   await api(baseUrl, 'DELETE', `/dedicated/beta/endpoint/${endpointId}`).catch(() => undefined);
-  await waitFor('replicas to stop', async () => (await liveReplicas(sql, endpointId).catch(() => [])).length === 0, 15_000).catch(() => undefined);
+  await waitFor('replicas to stop', async () => (await liveReplicas(sql, endpointId).catch(() => [])).length === 0, 15_000).catch(
+    () => undefined,
+  );
   // Only processes that are still our engines (a pid may have been reused since).
   await Promise.all(pids.filter((pid) => commandLine(pid).includes('engine')).map((pid) => killGroup(pid, 2000)));
 }

@@ -142,7 +142,9 @@ export async function startDatabase(options: { migrate?: boolean } = {}): Promis
 // ------------------------------------------------------------------ hub
 
 export async function startHub(): Promise<FakeHub> {
-  const hub = await startFakeHub({ repos: [{ id: TINY_REPO, files: { 'tiny-llama-Q8_0.gguf': buildTinyGguf(), 'README.md': '# tiny llama\n' } }] });
+  const hub = await startFakeHub({
+    repos: [{ id: TINY_REPO, files: { 'tiny-llama-Q8_0.gguf': buildTinyGguf(), 'README.md': '# tiny llama\n' } }],
+  });
   onCleanup('fake hub', () => hub.close());
   return hub;
 }
@@ -161,7 +163,10 @@ export interface GatewayProcess {
  * `node --import tsx src/main.ts`, as `npm start` runs it. With `cpuProf`, the
  * process writes a V8 CPU profile into bench/results/profiles when it exits.
  */
-export async function startGatewayProcess(env: Record<string, string>, options: { cpuProf?: string; nodeArgs?: string[] } = {}): Promise<GatewayProcess> {
+export async function startGatewayProcess(
+  env: Record<string, string>,
+  options: { cpuProf?: string; nodeArgs?: string[] } = {},
+): Promise<GatewayProcess> {
   const args = ['--import', 'tsx', ...(options.nodeArgs ?? [])];
   if (options.cpuProf) args.push(...(await cpuProfArgs(options.cpuProf)));
   args.push('src/main.ts');
@@ -232,7 +237,12 @@ export async function killGroup(pid: number, graceMs = 3000): Promise<void> {
 }
 
 /** The usual environment of a benchmark gateway process. */
-export function gatewayEnv(dataDir: string, databaseUrl: string, hubUrl: string, extra: Record<string, string> = {}): Record<string, string> {
+export function gatewayEnv(
+  dataDir: string,
+  databaseUrl: string,
+  hubUrl: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
   return {
     DATABASE_URL: databaseUrl,
     DATA_DIR: dataDir,
@@ -269,7 +279,11 @@ export interface ChildHandle<R> {
  * for `{ type: 'result', ... }`. A child that exits first, or outlives
  * `timeoutMs`, rejects.
  */
-export function runChild<R>(file: string, config: unknown, options: { timeoutMs: number; nodeArgs?: string[]; env?: Record<string, string> }): ChildHandle<R> {
+export function runChild<R>(
+  file: string,
+  config: unknown,
+  options: { timeoutMs: number; nodeArgs?: string[]; env?: Record<string, string> },
+): ChildHandle<R> {
   const child = fork(path.join(BENCH_DIR, file), [], {
     cwd: REPO_ROOT,
     execArgv: ['--import', 'tsx', ...(options.nodeArgs ?? [])],
@@ -334,7 +348,13 @@ export function nextMessage<T>(handle: ChildHandle<unknown>, type: string, timeo
 }
 
 /** In a child: receives the config, runs, reports the result (or the error), exits. */
-export function childMain<C, R extends object>(run: (config: C, send: (message: Record<string, unknown>) => void, receive: (handler: (message: Record<string, unknown>) => void) => void) => Promise<R>): void {
+export function childMain<C, R extends object>(
+  run: (
+    config: C,
+    send: (message: Record<string, unknown>) => void,
+    receive: (handler: (message: Record<string, unknown>) => void) => void,
+  ) => Promise<R>,
+): void {
   const handlers: ((message: Record<string, unknown>) => void)[] = [];
   const send = (message: Record<string, unknown>) => process.send?.(message);
   process.on('message', (message: Record<string, unknown>) => {
@@ -344,7 +364,9 @@ export function childMain<C, R extends object>(run: (config: C, send: (message: 
           process.send!({ type: 'result', ...result }, () => process.exit(0));
         },
         (error: unknown) => {
-          process.send!({ type: 'error', message: error instanceof Error ? (error.stack ?? error.message) : String(error) }, () => process.exit(1));
+          process.send!({ type: 'error', message: error instanceof Error ? (error.stack ?? error.message) : String(error) }, () =>
+            process.exit(1),
+          );
         },
       );
     } else {
@@ -356,7 +378,13 @@ export function childMain<C, R extends object>(run: (config: C, send: (message: 
 
 // ------------------------------------------------------------------ HTTP helpers
 
-export async function api<T = any>(baseUrl: string, method: string, route: string, body?: unknown, key = ADMIN_KEY): Promise<{ status: number; body: T }> {
+export async function api<T = any>(
+  baseUrl: string,
+  method: string,
+  route: string,
+  body?: unknown,
+  key = ADMIN_KEY,
+): Promise<{ status: number; body: T }> {
   const response = await fetch(new URL(route, baseUrl), {
     method,
     headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
@@ -366,7 +394,12 @@ export async function api<T = any>(baseUrl: string, method: string, route: strin
   return { status: response.status, body: (text ? JSON.parse(text) : undefined) as T };
 }
 
-export async function graphql<T = any>(baseUrl: string, query: string, variables: Record<string, unknown> = {}, key = ADMIN_KEY): Promise<T> {
+export async function graphql<T = any>(
+  baseUrl: string,
+  query: string,
+  variables: Record<string, unknown> = {},
+  key = ADMIN_KEY,
+): Promise<T> {
   const { status, body } = await api<{ data?: T; errors?: unknown[] }>(baseUrl, 'POST', '/graphql', { query, variables }, key);
   if (status !== 200 || body.errors) throw new Error(`GraphQL failed (${status}): ${JSON.stringify(body.errors ?? body)}`);
   return body.data!;
@@ -374,7 +407,10 @@ export async function graphql<T = any>(baseUrl: string, query: string, variables
 
 /** The bootstrap admin's default project. */
 export async function defaultProject(baseUrl: string): Promise<{ projectId: string; teamId: string }> {
-  const data = await graphql<{ me: { defaultTeam: { id: string; projects: { id: string }[] } } }>(baseUrl, '{ me { defaultTeam { id projects { id } } } }');
+  const data = await graphql<{ me: { defaultTeam: { id: string; projects: { id: string }[] } } }>(
+    baseUrl,
+    '{ me { defaultTeam { id projects { id } } } }',
+  );
   return { projectId: data.me.defaultTeam.projects[0]!.id, teamId: data.me.defaultTeam.id };
 }
 

@@ -43,7 +43,8 @@ function areaOf(frame: ProfileNode['callFrame']): string {
   if (name === '(program)' || name === '(root)') return '(program)';
   const url = shortUrl(frame.url);
   if (url === '') return '(native)';
-  if (url.startsWith('node:')) return `node:${url.slice(5).split('/')[0] === 'internal' ? url.slice(5).split('/').slice(0, 2).join('/') : url.slice(5)}`;
+  if (url.startsWith('node:'))
+    return `node:${url.slice(5).split('/')[0] === 'internal' ? url.slice(5).split('/').slice(0, 2).join('/') : url.slice(5)}`;
   const nm = url.lastIndexOf('node_modules/');
   if (nm >= 0) {
     const parts = url.slice(nm + 'node_modules/'.length).split('/');
@@ -90,7 +91,13 @@ export async function summarizeProfile(file: string, top = 15): Promise<ProfileS
 
 /** A few lines of text for BENCHMARKS.md. */
 export function describeProfile(summary: ProfileSummary, lines = 8): string {
-  const areas = summary.areas.slice(0, lines).map((a) => `${a.area} ${a.share}%`).join(', ');
-  const fns = summary.topFunctions.slice(0, lines).map((f) => `\`${f.name}\` ${f.share}%`).join(', ');
+  const areas = summary.areas
+    .slice(0, lines)
+    .map((a) => `${a.area} ${a.share}%`)
+    .join(', ');
+  const fns = summary.topFunctions
+    .slice(0, lines)
+    .map((f) => `\`${f.name}\` ${f.share}%`)
+    .join(', ');
   return `busy ${(summary.busyMs / 1000).toFixed(1)} s (idle ${(summary.idleMs / 1000).toFixed(1)} s). By area: ${areas}. Top self time: ${fns}.`;
 }

@@ -49,11 +49,17 @@ export interface Bench {
 export function target(what: string, value: number, op: '<' | '<=' | '>=' | '>' | '==', limit: number, unit = '', decimals = 2): Target {
   const shown = `${Number.isFinite(value) ? value.toFixed(decimals) : String(value)}${unit}`;
   if (!Number.isFinite(value)) return { what, target: `${op} ${limit}${unit}`, value: shown, met: null };
-  const met = op === '<' ? value < limit : op === '<=' ? value <= limit : op === '>=' ? value >= limit : op === '>' ? value > limit : value === limit;
+  const met =
+    op === '<' ? value < limit : op === '<=' ? value <= limit : op === '>=' ? value >= limit : op === '>' ? value > limit : value === limit;
   const t: Target = { what, target: `${op.replace('<=', '≤').replace('>=', '≥')} ${limit}${unit}`, value: shown, met };
   if (!met) {
-    if (op === '<' || op === '<=') t.miss = limit > 0 ? `${(value / limit).toFixed(1)}× the limit (+${(value - limit).toFixed(decimals)}${unit})` : `+${(value - limit).toFixed(decimals)}${unit}`;
-    else if (op === '>=' || op === '>') t.miss = `${(limit - value).toFixed(decimals)}${unit} short (${((value / limit) * 100).toFixed(0)}% of the target)`;
+    if (op === '<' || op === '<=')
+      t.miss =
+        limit > 0
+          ? `${(value / limit).toFixed(1)}× the limit (+${(value - limit).toFixed(decimals)}${unit})`
+          : `+${(value - limit).toFixed(decimals)}${unit}`;
+    else if (op === '>=' || op === '>')
+      t.miss = `${(limit - value).toFixed(decimals)}${unit} short (${((value / limit) * 100).toFixed(0)}% of the target)`;
     else t.miss = `off by ${(value - limit).toFixed(decimals)}${unit}`;
   }
   return t;

@@ -43,7 +43,12 @@ childMain<Record<string, never>, { closed: true }>(async (_config, send, receive
   await new Promise<void>((resolve) => {
     receive((message) => {
       if (message.type === 'broadcast') {
-        const data = { endpointStatus: { event: { id: String(message.versionIndex), type: 'VERSION_ADDED', versionIndex: message.versionIndex }, status } };
+        const data = {
+          endpointStatus: {
+            event: { id: String(message.versionIndex), type: 'VERSION_ADDED', versionIndex: message.versionIndex },
+            status,
+          },
+        };
         const ws = JSON.stringify({ id: '1', type: 'next', payload: { data } });
         const sse = `event: next\ndata: ${JSON.stringify({ data })}\n\n`;
         for (const socket of sockets) socket.send(ws);

@@ -32,21 +32,30 @@ childMain<CompletionLoadConfig, CompletionLoadResult>(async (config) => {
         temperature: 0.8,
         seed,
       });
-      const req = http.request(config.url, { method: 'POST', agent, headers: { ...config.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (text += c));
-        res.on('end', () => {
-          try {
-            const parsed = JSON.parse(text) as { usage?: { completion_tokens?: number } };
-            if (res.statusCode === 200 && typeof parsed.usage?.completion_tokens === 'number') return resolve(parsed.usage.completion_tokens);
-          } catch {
-            // reported below
-          }
-          if (errorSamples.length < 5) errorSamples.push(`HTTP ${res.statusCode}: ${text.slice(0, 200)}`);
-          resolve(undefined);
-        });
-      });
+      const req = http.request(
+        config.url,
+        {
+          method: 'POST',
+          agent,
+          headers: { ...config.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () => {
+            try {
+              const parsed = JSON.parse(text) as { usage?: { completion_tokens?: number } };
+              if (res.statusCode === 200 && typeof parsed.usage?.completion_tokens === 'number')
+                return resolve(parsed.usage.completion_tokens);
+            } catch {
+              // reported below
+            }
+            if (errorSamples.length < 5) errorSamples.push(`HTTP ${res.statusCode}: ${text.slice(0, 200)}`);
+            resolve(undefined);
+          });
+        },
+      );
       req.on('error', (e) => {
         if (errorSamples.length < 5) errorSamples.push(e.message);
         resolve(undefined);

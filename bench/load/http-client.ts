@@ -47,7 +47,10 @@ childMain<HttpLoadConfig, HttpLoadResult>(async (config) => {
           path: spec.path,
           method: spec.method,
           agent,
-          headers: { ...config.headers, ...(spec.body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(spec.body) } : {}) },
+          headers: {
+            ...config.headers,
+            ...(spec.body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(spec.body) } : {}),
+          },
         },
         (res) => {
           const chunks: Buffer[] = [];
@@ -55,8 +58,10 @@ childMain<HttpLoadConfig, HttpLoadResult>(async (config) => {
           res.on('end', () => {
             const ms = performance.now() - started;
             const text = Buffer.concat(chunks).toString('utf8');
-            if (res.statusCode !== config.expectStatus) return resolve({ ok: false, ms, detail: `HTTP ${res.statusCode}: ${text.slice(0, 200)}` });
-            if (config.graphql && (!text.startsWith('{"data"') || text.includes('"errors"'))) return resolve({ ok: false, ms, detail: text.slice(0, 200) });
+            if (res.statusCode !== config.expectStatus)
+              return resolve({ ok: false, ms, detail: `HTTP ${res.statusCode}: ${text.slice(0, 200)}` });
+            if (config.graphql && (!text.startsWith('{"data"') || text.includes('"errors"')))
+              return resolve({ ok: false, ms, detail: text.slice(0, 200) });
             if (config.capture) {
               try {
                 const value = (JSON.parse(text) as Record<string, unknown>)[config.capture];

@@ -47,7 +47,12 @@ childMain<LlamaDirectConfig, LlamaDirectResult>(async (config) => {
   const llamaMs = performance.now();
   const model = await llama.loadModel({ modelPath: config.modelPath });
   const modelMs = performance.now();
-  const context = await model.createContext({ contextSize: config.contextSize, sequences: config.sequences, threads: config.threads, failedCreationRemedy: false });
+  const context = await model.createContext({
+    contextSize: config.contextSize,
+    sequences: config.sequences,
+    threads: config.threads,
+    failedCreationRemedy: false,
+  });
   const sequences = Array.from({ length: config.sequences }, () => context.getSequence());
   const contextMs = performance.now();
   const message = 'Hi there, tell me something.';
@@ -63,7 +68,14 @@ childMain<LlamaDirectConfig, LlamaDirectResult>(async (config) => {
     const sequence = sequences[index]!;
     await sequence.clearHistory();
     let n = 0;
-    for await (const token of sequence.evaluate(prompt, { temperature: 0.8, topK: 0, topP: 1, minP: 0, seed: ++seed, yieldEogToken: true })) {
+    for await (const token of sequence.evaluate(prompt, {
+      temperature: 0.8,
+      topK: 0,
+      topP: 1,
+      minP: 0,
+      seed: ++seed,
+      yieldEogToken: true,
+    })) {
       n++;
       // Like the engine: the end-of-generation token counts and ends the answer (evaluate() would go on past it).
       if (n >= maxTokens || model.isEogToken(token)) break;

@@ -75,7 +75,16 @@ export interface OverloadLoadResult {
   waitingSamples: Float64Array;
   /** Completed streams per client. */
   perClient: Int32Array;
-  counts: { sent: number; ok: number; completed: number; dropped: number; s429: number; s503: number; otherStatus: number; socketErrors: number };
+  counts: {
+    sent: number;
+    ok: number;
+    completed: number;
+    dropped: number;
+    s429: number;
+    s503: number;
+    otherStatus: number;
+    socketErrors: number;
+  };
   errors: Record<string, number>;
   errorSamples: string[];
   /** Bodies of some 429/503 answers, for the record. */
@@ -130,10 +139,24 @@ childMain<OverloadLoadConfig, OverloadLoadResult>(async (config, send) => {
   const agent = new http.Agent({ keepAlive: true, maxSockets: config.concurrency, keepAliveMsecs: 60_000 });
   const payload = JSON.stringify(config.body);
   const rec: Rec = {
-    sentAt: [], ahead: [], status: [], head: [], ttft: [], total: [], completed: [], retryAfter: [], code: [], windowTokens: 0,
-    completedPerSecond: [], refusedPerSecond: [], perClient: Array.from({ length: config.concurrency }, () => 0),
+    sentAt: [],
+    ahead: [],
+    status: [],
+    head: [],
+    ttft: [],
+    total: [],
+    completed: [],
+    retryAfter: [],
+    code: [],
+    windowTokens: 0,
+    completedPerSecond: [],
+    refusedPerSecond: [],
+    perClient: Array.from({ length: config.concurrency }, () => 0),
     counts: { sent: 0, ok: 0, completed: 0, dropped: 0, s429: 0, s503: 0, otherStatus: 0, socketErrors: 0 },
-    errors: {}, errorSamples: [], refusalSamples: [], windowCompleted: 0,
+    errors: {},
+    errorSamples: [],
+    refusalSamples: [],
+    windowCompleted: 0,
   };
   const codes: string[] = [''];
   const codeOf = (text: string): number => {
@@ -207,12 +230,18 @@ childMain<OverloadLoadConfig, OverloadLoadResult>(async (config, send) => {
         headers: { ...config.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
       });
       open.add(req);
-      const guard = setTimeout(() => {
-        if (status === 200) rec.counts.dropped++;
-        error('stalled', `status ${status || 'none'}, ${tokens} tokens, no end ${Math.round(performance.now() - sentAt)} ms after sending`);
-        req.destroy();
-        settle(false, config.errorBackoffMs);
-      }, Math.max(1000, hardDeadline - sentAt));
+      const guard = setTimeout(
+        () => {
+          if (status === 200) rec.counts.dropped++;
+          error(
+            'stalled',
+            `status ${status || 'none'}, ${tokens} tokens, no end ${Math.round(performance.now() - sentAt)} ms after sending`,
+          );
+          req.destroy();
+          settle(false, config.errorBackoffMs);
+        },
+        Math.max(1000, hardDeadline - sentAt),
+      );
       req.on('error', (e) => {
         if (settled) return;
         if (status === 200) {
@@ -241,7 +270,10 @@ childMain<OverloadLoadConfig, OverloadLoadResult>(async (config, send) => {
                 rec.counts.s429++;
                 bump(rec.refusedPerSecond, Math.floor((headAt - start) / 1000));
               } else rec.counts.s503++;
-              if (rec.refusalSamples.length < 4 || (rec.refusalSamples.length < 8 && !rec.refusalSamples.some((s) => s.startsWith(String(status))))) {
+              if (
+                rec.refusalSamples.length < 4 ||
+                (rec.refusalSamples.length < 8 && !rec.refusalSamples.some((s) => s.startsWith(String(status))))
+              ) {
                 rec.refusalSamples.push(`${status} retry-after ${res.headers['retry-after'] ?? '–'}: ${text}`.slice(0, 400));
               }
               const wait = Number.isFinite(retryAfter) ? retryAfter : config.maxRetryMs;

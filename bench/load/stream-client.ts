@@ -75,10 +75,13 @@ function oneStream(agent: http.Agent, config: StreamLoadConfig, payload: string,
       agent,
       headers: { ...config.headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
     });
-    const guard = setTimeout(() => {
-      fail('stalled', `no end ${Math.round(performance.now() - sentAt)} ms after sending`);
-      req.destroy();
-    }, Math.max(1000, deadline - sentAt));
+    const guard = setTimeout(
+      () => {
+        fail('stalled', `no end ${Math.round(performance.now() - sentAt)} ms after sending`);
+        req.destroy();
+      },
+      Math.max(1000, deadline - sentAt),
+    );
     req.on('error', (error) => {
       clearTimeout(guard);
       fail('socket', error.message);
@@ -136,7 +139,13 @@ function oneStream(agent: http.Agent, config: StreamLoadConfig, payload: string,
   });
 }
 
-async function phase(agent: http.Agent, config: StreamLoadConfig, payload: string, durationMs: number, mark?: (what: string) => void): Promise<Recorder> {
+async function phase(
+  agent: http.Agent,
+  config: StreamLoadConfig,
+  payload: string,
+  durationMs: number,
+  mark?: (what: string) => void,
+): Promise<Recorder> {
   const start = performance.now();
   const end = start + durationMs;
   const rec = newRecorder(start, end);

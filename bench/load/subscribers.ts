@@ -33,7 +33,8 @@ export interface SubscribersResult {
   lostSamples: string[];
 }
 
-const QUERY = 'subscription($id: ID!) { endpointStatus(endpointId: $id) { event { id type versionIndex } status { status phase currReplicaCnt } } }';
+const QUERY =
+  'subscription($id: ID!) { endpointStatus(endpointId: $id) { event { id type versionIndex } status { status phase currReplicaCnt } } }';
 const VERSION = /"versionIndex":(\d+)/;
 
 childMain<SubscribersConfig, SubscribersResult>(async (config, send, receive) => {
@@ -111,7 +112,12 @@ childMain<SubscribersConfig, SubscribersResult>(async (config, send, receive) =>
       const req = http.request(`${config.baseUrl}/graphql`, {
         method: 'POST',
         agent,
-        headers: { authorization: `Bearer ${config.key}`, 'content-type': 'application/json', accept: 'text/event-stream', 'content-length': Buffer.byteLength(body) },
+        headers: {
+          authorization: `Bearer ${config.key}`,
+          'content-type': 'application/json',
+          accept: 'text/event-stream',
+          'content-length': Buffer.byteLength(body),
+        },
       });
       req.on('response', (res) => {
         if (res.statusCode !== 200) {
@@ -175,7 +181,12 @@ childMain<SubscribersConfig, SubscribersResult>(async (config, send, receive) =>
         void (async () => {
           while ((received.get(v)?.length ?? 0) < connected - lost && performance.now() < until) await sleep(5);
           const times = received.get(v) ?? [];
-          send({ type: 'collected', versionIndex: v, latencies: Float64Array.from(times, (t) => t - t0), missing: connected - times.length });
+          send({
+            type: 'collected',
+            versionIndex: v,
+            latencies: Float64Array.from(times, (t) => t - t0),
+            missing: connected - times.length,
+          });
         })();
       } else if (message.type === 'close') {
         closing = true;

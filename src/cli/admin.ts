@@ -66,7 +66,13 @@ export async function runAdmin(argv: string[], services: Services, print: (line:
   const { identity } = services;
   switch (command) {
     case 'create-user': {
-      const user = unwrap(await identity.createUser('system', { email: required(values, 'email'), name: required(values, 'name'), isAdmin: values.admin ?? false }));
+      const user = unwrap(
+        await identity.createUser('system', {
+          email: required(values, 'email'),
+          name: required(values, 'name'),
+          isAdmin: values.admin ?? false,
+        }),
+      );
       print(`user ${user.id} ${user.email}${user.isAdmin ? ' (admin)' : ''}; personal team ${user.defaultTeamId}`);
       return;
     }
@@ -89,7 +95,9 @@ export async function runAdmin(argv: string[], services: Services, print: (line:
       return;
     }
     case 'create-team': {
-      const team = unwrap(await identity.createTeam(await principalFor(services, required(values, 'owner')), { name: required(values, 'name') }));
+      const team = unwrap(
+        await identity.createTeam(await principalFor(services, required(values, 'owner')), { name: required(values, 'name') }),
+      );
       print(`team ${team.id} ${team.name}`);
       return;
     }
@@ -97,7 +105,11 @@ export async function runAdmin(argv: string[], services: Services, print: (line:
       const role = (values.role ?? 'MEMBER').toUpperCase();
       if (role !== 'OWNER' && role !== 'MEMBER') throw new UsageError('--role must be OWNER or MEMBER');
       const member = unwrap(
-        await identity.addTeamMember('system', { teamId: required(values, 'team'), user: required(values, 'user'), role: role as TeamRole }),
+        await identity.addTeamMember('system', {
+          teamId: required(values, 'team'),
+          user: required(values, 'user'),
+          role: role as TeamRole,
+        }),
       );
       print(`user ${member.userId} is ${member.role} of team ${member.teamId}`);
       return;
@@ -105,7 +117,9 @@ export async function runAdmin(argv: string[], services: Services, print: (line:
     case 'create-project': {
       const teamId = required(values, 'team');
       const name = required(values, 'name');
-      const owner = await services.db<{ user_id: string }[]>`SELECT user_id FROM team_members WHERE team_id = ${teamId} ORDER BY created_at LIMIT 1`;
+      const owner = await services.db<
+        { user_id: string }[]
+      >`SELECT user_id FROM team_members WHERE team_id = ${teamId} ORDER BY created_at LIMIT 1`;
       if (!owner[0]) throw new UsageError(`team '${teamId}' not found`);
       const project = unwrap(await identity.createProject(await principalFor(services, owner[0].user_id), { teamId, name }));
       print(`project ${project.id} ${project.name} in team ${project.teamId}`);

@@ -16,7 +16,14 @@ import { newId } from '../domain/ids.js';
 import { findInstanceOption } from '../domain/instance-catalog.js';
 import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
 import { ModelSourceError } from '../models/errors.js';
-import { checkModelSettings, pinnedRevision, SettingsError, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
+import {
+  checkModelSettings,
+  pinnedRevision,
+  SettingsError,
+  type ModelStore,
+  type PreparedModel,
+  type ResolvedModel,
+} from '../models/model-store.js';
 import { EngineCommandError } from '../runtime/engine-command.js';
 import { ReplicaStartError, type ReplicaHandle, type Runtime } from '../runtime/runtime.js';
 import { showsCounts, writeReplicaCounts, writeStatus } from '../services/endpoint-state.js';
@@ -86,7 +93,12 @@ function errorCodeOf(error: unknown): EndpointErrorCode {
 
 /** A message for the event log: our own errors carry user-safe text; anything else is not shown. */
 function safeMessage(error: unknown): string {
-  if (error instanceof ModelSourceError || error instanceof SettingsError || error instanceof ReplicaStartError || error instanceof WarmupError) {
+  if (
+    error instanceof ModelSourceError ||
+    error instanceof SettingsError ||
+    error instanceof ReplicaStartError ||
+    error instanceof WarmupError
+  ) {
     return error.message;
   }
   if (error instanceof EngineCommandError) return error.message;
@@ -245,7 +257,14 @@ export class Controller {
   private async setStatus(
     id: string,
     expected: { desired: DesiredState; statuses?: readonly EndpointStatus[] },
-    change: { status: EndpointStatus; phase: EndpointPhase | null; errorCode: EndpointErrorCode | null; desiredState?: DesiredState; cause: string; detail?: Record<string, unknown> },
+    change: {
+      status: EndpointStatus;
+      phase: EndpointPhase | null;
+      errorCode: EndpointErrorCode | null;
+      desiredState?: DesiredState;
+      cause: string;
+      detail?: Record<string, unknown>;
+    },
   ): Promise<void> {
     await this.guarded(
       id,
@@ -263,7 +282,16 @@ export class Controller {
       const endpoint = await lockEndpoint(tx, id, WITH_DELETED);
       if (!endpoint) return;
       const live = await liveReplicas(tx, id);
-      await writeReplicaCounts(tx, endpoint, countsOf(endpoint, live.filter((r) => r.state === 'READY'), desiredReplicas), cause);
+      await writeReplicaCounts(
+        tx,
+        endpoint,
+        countsOf(
+          endpoint,
+          live.filter((r) => r.state === 'READY'),
+          desiredReplicas,
+        ),
+        cause,
+      );
     });
   }
 
@@ -288,7 +316,11 @@ export class Controller {
           await this.stopReplicas(replicas, 0);
           await this.refreshCounts(id, 0, 'controller:terminate');
           if (endpoint.status !== 'FAILED') {
-            await this.setStatus(id, { desired: 'TERMINATED' }, { status: 'TERMINATED', phase: null, errorCode: endpoint.errorCode, cause: 'controller:terminated' });
+            await this.setStatus(
+              id,
+              { desired: 'TERMINATED' },
+              { status: 'TERMINATED', phase: null, errorCode: endpoint.errorCode, cause: 'controller:terminated' },
+            );
           }
         }
         return;
@@ -296,7 +328,11 @@ export class Controller {
         if (replicas.length > 0 || endpoint.status === 'STOPPING') {
           await this.stopReplicas(replicas, this.drainTimeoutMs);
           await this.refreshCounts(id, 0, 'controller:sleep');
-          await this.setStatus(id, { desired: 'SLEEPING' }, { status: 'SLEEPING', phase: null, errorCode: endpoint.errorCode, cause: 'controller:slept' });
+          await this.setStatus(
+            id,
+            { desired: 'SLEEPING' },
+            { status: 'SLEEPING', phase: null, errorCode: endpoint.errorCode, cause: 'controller:slept' },
+          );
         }
         return;
       case 'RUNNING': {
@@ -310,7 +346,11 @@ export class Controller {
           await this.rollOut(endpoint, serving);
         } else {
           if (endpoint.status === 'UPDATING' || endpoint.status === 'READY' || endpoint.status === 'UNKNOWN') {
-            await this.setStatus(id, { desired: 'RUNNING' }, { status: 'RUNNING', phase: null, errorCode: endpoint.errorCode, cause: 'controller:serving' });
+            await this.setStatus(
+              id,
+              { desired: 'RUNNING' },
+              { status: 'RUNNING', phase: null, errorCode: endpoint.errorCode, cause: 'controller:serving' },
+            );
           }
           await this.autoscale(endpoint, serving);
         }
@@ -354,7 +394,10 @@ export class Controller {
     if (died === 0) return live;
 
     await this.refreshCounts(endpoint.id, endpoint.desiredReplicaCnt, 'controller:replica-died');
-    if (endpoint.desiredState === 'RUNNING' && decideAfterDeaths(this.crashLoop, await this.recentDeaths(endpoint.id), Date.now()).kind === 'fail') {
+    if (
+      endpoint.desiredState === 'RUNNING' &&
+      decideAfterDeaths(this.crashLoop, await this.recentDeaths(endpoint.id), Date.now()).kind === 'fail'
+    ) {
       await this.stopReplicas(live, 0);
       await this.refreshCounts(endpoint.id, 0, 'controller:crash-loop');
       await this.setStatus(
@@ -366,7 +409,9 @@ export class Controller {
           errorCode: 'INFERENCE_ENGINE_UNKNOWN_ERROR',
           desiredState: 'TERMINATED',
           cause: 'controller:crash-loop',
-          detail: { message: `the engine exited ${this.crashLoop.failures} times within ${Math.round(this.crashLoop.windowMs / 1000)} seconds` },
+          detail: {
+            message: `the engine exited ${this.crashLoop.failures} times within ${Math.round(this.crashLoop.windowMs / 1000)} seconds`,
+          },
         },
       );
       return 'failed';
@@ -425,7 +470,11 @@ export class Controller {
     let shown = { phase: endpoint.phase, errorCode: endpoint.errorCode };
     const reportPhase = async (phase: EndpointPhase) => {
       if (!startingStatus || (shown.phase === phase && shown.errorCode === null)) return;
-      await this.setStatus(id, { desired: 'RUNNING', statuses: [startingStatus] }, { status: startingStatus, phase, errorCode: null, cause: `controller:${phase.toLowerCase()}` });
+      await this.setStatus(
+        id,
+        { desired: 'RUNNING', statuses: [startingStatus] },
+        { status: startingStatus, phase, errorCode: null, cause: `controller:${phase.toLowerCase()}` },
+      );
       shown = { phase, errorCode: null };
     };
     const desired = Math.max(endpoint.current.spec.autoscaling.minReplica, 1);
@@ -436,7 +485,12 @@ export class Controller {
         onResolving: startingStatus === 'INITIALIZING' ? () => reportPhase('DOWNLOADING_MODEL') : undefined,
         onEngineStart: () => reportPhase('ENGINE_INITIALIZING'),
         onWarmup: startingStatus
-          ? () => this.setStatus(id, { desired: 'RUNNING', statuses: [startingStatus] }, { status: 'READY', phase: null, errorCode: null, cause: 'controller:warm-up' })
+          ? () =>
+              this.setStatus(
+                id,
+                { desired: 'RUNNING', statuses: [startingStatus] },
+                { status: 'READY', phase: null, errorCode: null, cause: 'controller:warm-up' },
+              )
           : undefined,
       });
       if (!started) return; // no capacity yet: the next pass tries again
@@ -451,7 +505,14 @@ export class Controller {
       await this.setStatus(
         id,
         { desired: 'RUNNING' },
-        { status: 'FAILED', phase: null, errorCode: code, desiredState: 'TERMINATED', cause: 'controller:start-failed', detail: { message: safeMessage(error) } },
+        {
+          status: 'FAILED',
+          phase: null,
+          errorCode: code,
+          desiredState: 'TERMINATED',
+          cause: 'controller:start-failed',
+          detail: { message: safeMessage(error) },
+        },
       );
     }
   }
@@ -482,7 +543,15 @@ export class Controller {
       (tx) =>
         reserveReplica(
           tx,
-          { id: replicaId, endpointId: endpoint.id, versionIndex: version.versionIndex, runtime: this.runtime.name, node: this.runtime.node, gpuType: option.gpuType, numGpu: option.numGpu },
+          {
+            id: replicaId,
+            endpointId: endpoint.id,
+            versionIndex: version.versionIndex,
+            runtime: this.runtime.name,
+            node: this.runtime.node,
+            gpuType: option.gpuType,
+            numGpu: option.numGpu,
+          },
           capacity,
         ),
     );
@@ -521,7 +590,8 @@ export class Controller {
       if (written.status === 'rejected') throw written.reason;
       if (warmed.status === 'rejected') throw warmed.reason;
       await markReplica(this.sql, replicaId, { state: 'READY' });
-      if (model.resolved) await setVersionRollout(this.sql, endpoint.id, version.versionIndex, { rolloutState: 'ROLLED_OUT', model: model.resolved });
+      if (model.resolved)
+        await setVersionRollout(this.sql, endpoint.id, version.versionIndex, { rolloutState: 'ROLLED_OUT', model: model.resolved });
       return true;
     } catch (error) {
       if (handle) await this.runtime.stop(handle, 0);
@@ -547,7 +617,10 @@ export class Controller {
     const model = await this.models.prepareVersion(version.spec, version.model as ResolvedModel | null, hooks);
     if (this.options.builtInEngine) {
       if (!model.path) {
-        throw new ModelSourceError('WORKLOAD_INIT_MANIFEST_TYPE_ERROR', 'the built-in engine runs GGUF models only; set ENGINE_COMMAND to use another engine');
+        throw new ModelSourceError(
+          'WORKLOAD_INIT_MANIFEST_TYPE_ERROR',
+          'the built-in engine runs GGUF models only; set ENGINE_COMMAND to use another engine',
+        );
       }
       await checkModelSettings(model.path, version.spec);
     }
@@ -613,7 +686,13 @@ export class Controller {
         await this.setStatus(
           id,
           { desired: 'RUNNING' },
-          { status: 'RUNNING', phase: null, errorCode: code, cause: 'controller:rollout-failed', detail: { message: safeMessage(error), versionIndex: target.versionIndex } },
+          {
+            status: 'RUNNING',
+            phase: null,
+            errorCode: code,
+            cause: 'controller:rollout-failed',
+            detail: { message: safeMessage(error), versionIndex: target.versionIndex },
+          },
         );
         return;
       }
@@ -663,11 +742,15 @@ export class Controller {
       this.lastScaleUp.set(id, now);
       await this.refreshCounts(id, decision.replicas, 'controller:scale-up');
       const missing = decision.replicas - serving.length;
-      await Promise.all(Array.from({ length: missing }, () => this.startReplica(endpoint, endpoint.current).catch((error: unknown) => {
-        if (error instanceof StaleError) throw error;
-        this.log(`scaling ${id} up failed`, error);
-        return false;
-      })));
+      await Promise.all(
+        Array.from({ length: missing }, () =>
+          this.startReplica(endpoint, endpoint.current).catch((error: unknown) => {
+            if (error instanceof StaleError) throw error;
+            this.log(`scaling ${id} up failed`, error);
+            return false;
+          }),
+        ),
+      );
       await this.refreshCounts(id, decision.replicas, 'controller:scale-up');
     } else if (decision.replicas < serving.length) {
       await this.refreshCounts(id, decision.replicas, 'controller:scale-down');

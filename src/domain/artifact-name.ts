@@ -20,16 +20,25 @@ export interface ArtifactName {
 export type ParseArtifactNameResult = { ok: true; value: ArtifactName } | { ok: false; message: string };
 
 export function parseArtifactName(name: string): ParseArtifactNameResult {
-  const fail = (why: string): ParseArtifactNameResult => ({ ok: false, message: `"${name}" is not a W&B registry artifact name: ${why}; ${NAME_SHAPE}.` });
+  const fail = (why: string): ParseArtifactNameResult => ({
+    ok: false,
+    message: `"${name}" is not a W&B registry artifact name: ${why}; ${NAME_SHAPE}.`,
+  });
   if (typeof name !== 'string' || name.length === 0) return { ok: false, message: `The artifact name is empty: ${NAME_SHAPE}.` };
   const colon = name.indexOf(':');
   if (colon < 0) return fail('the version is missing');
   const [path, version] = [name.slice(0, colon), name.slice(colon + 1)];
   const parts = path.split('/');
-  if (parts.length !== 3) return fail(`it has ${parts.length} slash-separated part${parts.length === 1 ? '' : 's'} before the version, not 3`);
+  if (parts.length !== 3)
+    return fail(`it has ${parts.length} slash-separated part${parts.length === 1 ? '' : 's'} before the version, not 3`);
   const [org, rawRegistry, collection] = parts as [string, string, string];
   const registry = rawRegistry.startsWith(REGISTRY_PROJECT_PREFIX) ? rawRegistry.slice(REGISTRY_PROJECT_PREFIX.length) : rawRegistry;
-  for (const [what, value] of [['organization', org], ['registry', registry], ['name', collection], ['version', version]] as const) {
+  for (const [what, value] of [
+    ['organization', org],
+    ['registry', registry],
+    ['name', collection],
+    ['version', version],
+  ] as const) {
     if (value.length === 0) return fail(`the ${what} is empty`);
     if (value.length > MAX_SEGMENT) return fail(`the ${what} is longer than ${MAX_SEGMENT} characters`);
     if (!SEGMENT.test(value)) return fail(`the ${what} may only contain letters, digits, "-", "_" and "." (and not start with ".")`);

@@ -6,7 +6,15 @@
 import { formatArtifactName, parseArtifactName, type ArtifactName } from './artifact-name.js';
 import { FieldChecker, isObject } from './field-checker.js';
 import { GPU_COUNTS, GPU_TYPES, DEFAULT_INSTANCE_OPTION, instanceOptionFor, type GpuCount, type GpuType } from './instance-catalog.js';
-import { checkConsistency, DEFAULT_ADVANCED, DEFAULT_AUTOSCALING, LIMITS, readScaling, type AutoscalingPolicy, type EndpointSpec } from './endpoint-spec.js';
+import {
+  checkConsistency,
+  DEFAULT_ADVANCED,
+  DEFAULT_AUTOSCALING,
+  LIMITS,
+  readScaling,
+  type AutoscalingPolicy,
+  type EndpointSpec,
+} from './endpoint-spec.js';
 import { fail, invalidArgument, ok, type Result } from './result.js';
 
 export interface ArtifactCreateInput {
@@ -20,7 +28,15 @@ export interface ArtifactCreateInput {
   instanceId: string | null;
 }
 
-export const ARTIFACT_CREATE_FIELDS = ['wandbArtifactVersionName', 'name', 'projectId', 'idempotencyKey', 'autoscalingPolicy', 'simplescale', 'accelerator'] as const;
+export const ARTIFACT_CREATE_FIELDS = [
+  'wandbArtifactVersionName',
+  'name',
+  'projectId',
+  'idempotencyKey',
+  'autoscalingPolicy',
+  'simplescale',
+  'accelerator',
+] as const;
 
 export function parseArtifactCreate(body: unknown): Result<ArtifactCreateInput> {
   if (!isObject(body)) return fail(invalidArgument([{ field: 'body', message: 'must be a JSON object' }]));

@@ -26,9 +26,7 @@ export interface AdvancedConfig {
 }
 
 /** Where a version's model comes from: a hub repository, or a W&B registry artifact. */
-export type ModelSource =
-  | { source: 'hf'; repo: string; revision: string | null }
-  | { source: 'wandb'; artifact: string };
+export type ModelSource = { source: 'hf'; repo: string; revision: string | null } | { source: 'wandb'; artifact: string };
 
 /** Everything a version fixes about an endpoint. */
 export interface EndpointSpec {
@@ -178,16 +176,10 @@ function readAdvanced(check: FieldChecker, body: Record<string, unknown>, requir
 export function checkConsistency(check: FieldChecker, spec: EndpointSpec): void {
   const { autoscaling, advanced } = spec;
   if (autoscaling.minReplica > autoscaling.maxReplica) {
-    check.fail(
-      'autoscalingPolicy.minReplica',
-      `must not exceed maxReplica (${autoscaling.minReplica} > ${autoscaling.maxReplica})`,
-    );
+    check.fail('autoscalingPolicy.minReplica', `must not exceed maxReplica (${autoscaling.minReplica} > ${autoscaling.maxReplica})`);
   }
   if (advanced.maxInputLength > advanced.maxTokenCount) {
-    check.fail(
-      'advanced.max_input_length',
-      `must not exceed max_token_count (${advanced.maxInputLength} > ${advanced.maxTokenCount})`,
-    );
+    check.fail('advanced.max_input_length', `must not exceed max_token_count (${advanced.maxInputLength} > ${advanced.maxTokenCount})`);
   }
 }
 

@@ -81,7 +81,8 @@ function optionalNumber(body: Record<string, unknown>, name: string, min: number
 function optionalPositiveInteger(body: Record<string, unknown>, name: string, max: number): number | undefined {
   const value = body[name];
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'number' || !Number.isInteger(value)) fail(`${name} must be an integer (got ${describe(value)})`, name, 'invalid_type');
+  if (typeof value !== 'number' || !Number.isInteger(value))
+    fail(`${name} must be an integer (got ${describe(value)})`, name, 'invalid_type');
   if (value < 1) fail(`${name} must be at least 1 (got ${value})`, name);
   if (value > max) fail(`${name} must be at most ${max}, the largest max_token_count an endpoint can have (got ${value})`, name);
   return value;
@@ -104,15 +105,21 @@ function parseTemplateKwargs(kwargs: unknown): Record<string, unknown> {
   const param = 'chat_template_kwargs';
   if (!isPlainObject(kwargs)) fail(`${param} must be an object (got ${describe(kwargs)})`, param, 'invalid_type');
   const names = Object.keys(kwargs);
-  if (names.length > TEMPLATE_KWARGS_LIMITS.members) fail(`${param} may have at most ${TEMPLATE_KWARGS_LIMITS.members} members (got ${names.length})`, param);
+  if (names.length > TEMPLATE_KWARGS_LIMITS.members)
+    fail(`${param} may have at most ${TEMPLATE_KWARGS_LIMITS.members} members (got ${names.length})`, param);
   for (const name of names) {
     const at = `${param}.${name}`;
     if (!KWARG_NAME.test(name) || name.length > TEMPLATE_KWARGS_LIMITS.nameLength) {
-      fail(`${param} member names must be template variable names (letters, digits and '_', not starting with a digit, at most ${TEMPLATE_KWARGS_LIMITS.nameLength}; got ${JSON.stringify(name.slice(0, 80))})`, param);
+      fail(
+        `${param} member names must be template variable names (letters, digits and '_', not starting with a digit, at most ${TEMPLATE_KWARGS_LIMITS.nameLength}; got ${JSON.stringify(name.slice(0, 80))})`,
+        param,
+      );
     }
     if (RESERVED_KWARGS.has(name)) fail(`${at} cannot be set: the engine passes ${name} to the chat template itself`, at);
     const value = kwargs[name];
-    const ok = isTemplateScalar(value) || (Array.isArray(value) && value.length <= TEMPLATE_KWARGS_LIMITS.listItems && value.every(isTemplateScalar));
+    const ok =
+      isTemplateScalar(value) ||
+      (Array.isArray(value) && value.length <= TEMPLATE_KWARGS_LIMITS.listItems && value.every(isTemplateScalar));
     if (!ok) {
       fail(
         `${at} must be a boolean, a number, a string of at most ${TEMPLATE_KWARGS_LIMITS.stringLength} characters, null, or a list of at most ${TEMPLATE_KWARGS_LIMITS.listItems} of those (got ${describe(value).slice(0, 80)})`,
@@ -122,7 +129,11 @@ function parseTemplateKwargs(kwargs: unknown): Record<string, unknown> {
     }
   }
   if (kwargs.enable_thinking !== undefined && kwargs.enable_thinking !== null && typeof kwargs.enable_thinking !== 'boolean') {
-    fail(`${param}.enable_thinking must be a boolean (got ${describe(kwargs.enable_thinking)})`, `${param}.enable_thinking`, 'invalid_type');
+    fail(
+      `${param}.enable_thinking must be a boolean (got ${describe(kwargs.enable_thinking)})`,
+      `${param}.enable_thinking`,
+      'invalid_type',
+    );
   }
   const out = { ...kwargs };
   // null means "not set" in JSON clients; to Jinja it would be a defined value.
@@ -138,9 +149,12 @@ function parseContent(value: unknown, param: string, role: ChatRole): string {
     return value
       .map((part, j) => {
         const partParam = `${param}[${j}]`;
-        if (!isPlainObject(part)) fail(`${partParam} must be an object like {"type": "text", "text": "..."} (got ${describe(part)})`, partParam, 'invalid_type');
-        if (part.type !== 'text') fail(`${partParam}.type must be "text": this model accepts text only (got ${describe(part.type)})`, `${partParam}.type`);
-        if (typeof part.text !== 'string') fail(`${partParam}.text must be a string (got ${describe(part.text)})`, `${partParam}.text`, 'invalid_type');
+        if (!isPlainObject(part))
+          fail(`${partParam} must be an object like {"type": "text", "text": "..."} (got ${describe(part)})`, partParam, 'invalid_type');
+        if (part.type !== 'text')
+          fail(`${partParam}.type must be "text": this model accepts text only (got ${describe(part.type)})`, `${partParam}.type`);
+        if (typeof part.text !== 'string')
+          fail(`${partParam}.text must be a string (got ${describe(part.text)})`, `${partParam}.text`, 'invalid_type');
         return part.text;
       })
       .join('');
@@ -184,7 +198,10 @@ function refuseUnsupported(body: Record<string, unknown>): void {
   if (body.logprobs === true) fail('logprobs are not supported by this engine', 'logprobs');
   const format = body.response_format;
   if (isPlainObject(format) && format.type !== undefined && format.type !== 'text') {
-    fail(`response_format.type must be "text": structured output is not supported by this engine (got ${describe(format.type)})`, 'response_format');
+    fail(
+      `response_format.type must be "text": structured output is not supported by this engine (got ${describe(format.type)})`,
+      'response_format',
+    );
   }
 }
 
@@ -202,9 +219,11 @@ export function parseChatRequest(body: unknown): ParseResult {
     let includeUsage = false;
     const streamOptions = body.stream_options;
     if (streamOptions !== undefined && streamOptions !== null) {
-      if (!isPlainObject(streamOptions)) fail(`stream_options must be an object (got ${describe(streamOptions)})`, 'stream_options', 'invalid_type');
+      if (!isPlainObject(streamOptions))
+        fail(`stream_options must be an object (got ${describe(streamOptions)})`, 'stream_options', 'invalid_type');
       const flag = streamOptions.include_usage ?? false;
-      if (typeof flag !== 'boolean') fail(`stream_options.include_usage must be a boolean (got ${describe(flag)})`, 'stream_options.include_usage', 'invalid_type');
+      if (typeof flag !== 'boolean')
+        fail(`stream_options.include_usage must be a boolean (got ${describe(flag)})`, 'stream_options.include_usage', 'invalid_type');
       includeUsage = flag;
     }
 
@@ -218,7 +237,8 @@ export function parseChatRequest(body: unknown): ParseResult {
 
     let seed: number | undefined;
     if (body.seed !== undefined && body.seed !== null) {
-      if (typeof body.seed !== 'number' || !Number.isSafeInteger(body.seed)) fail(`seed must be an integer (got ${describe(body.seed)})`, 'seed', 'invalid_type');
+      if (typeof body.seed !== 'number' || !Number.isSafeInteger(body.seed))
+        fail(`seed must be an integer (got ${describe(body.seed)})`, 'seed', 'invalid_type');
       seed = body.seed;
     }
 
@@ -254,7 +274,10 @@ export type TokenLimits = { maxInputLength: number; contextSize: number };
  * fills max_token_count (every prompt has at least one token). The gateway
  * checks it before a request waits for a slot.
  */
-export function checkRequestedTokens(request: Pick<ChatRequest, 'maxTokens' | 'maxTokensParam'>, contextSize: number): RequestError | undefined {
+export function checkRequestedTokens(
+  request: Pick<ChatRequest, 'maxTokens' | 'maxTokensParam'>,
+  contextSize: number,
+): RequestError | undefined {
   if (request.maxTokens === undefined || request.maxTokens < contextSize) return undefined;
   return invalidRequest(
     `This endpoint's max_token_count is ${contextSize} tokens, but ${request.maxTokensParam} asks for ${request.maxTokens}, which leaves no room for the prompt. ` +
@@ -269,7 +292,11 @@ export function checkRequestedTokens(request: Pick<ChatRequest, 'maxTokens' | 'm
  * engine before the request takes a sequence, and by the gateway (with the
  * count the engine's /tokenize gives) before the request waits for a slot.
  */
-export function checkTokenLimits(promptTokens: number, request: Pick<ChatRequest, 'maxTokens' | 'maxTokensParam'>, limits: TokenLimits): RequestError | undefined {
+export function checkTokenLimits(
+  promptTokens: number,
+  request: Pick<ChatRequest, 'maxTokens' | 'maxTokensParam'>,
+  limits: TokenLimits,
+): RequestError | undefined {
   if (promptTokens > limits.maxInputLength) {
     return invalidRequest(
       `The prompt has ${promptTokens} tokens, more than this endpoint's max_input_length of ${limits.maxInputLength} tokens. Shorten the messages.`,

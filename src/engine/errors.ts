@@ -6,9 +6,7 @@
 import { InsufficientMemoryError } from 'node-llama-cpp';
 
 export type EngineErrorCode =
-  | 'INFERENCE_ENGINE_MEMORY_ERROR'
-  | 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR'
-  | 'INFERENCE_ENGINE_UNKNOWN_ERROR';
+  'INFERENCE_ENGINE_MEMORY_ERROR' | 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR' | 'INFERENCE_ENGINE_UNKNOWN_ERROR';
 
 export type ClassifiedEngineError = { code: EngineErrorCode; message: string };
 
@@ -91,8 +89,14 @@ export function classifyEngineError(error: unknown, logLines: readonly string[] 
   if (/Invalid GGUF magic/i.test(message)) {
     return { code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', message: 'The model file is not a GGUF file.' };
   }
-  if (/Unsupported GGUF|GGUF version|Failed to parse GGUF|unexpected end of file|out of bounds|RangeError/i.test(message) || error instanceof RangeError) {
-    return { code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', message: 'The model file is not a readable GGUF file (corrupted or truncated).' };
+  if (
+    /Unsupported GGUF|GGUF version|Failed to parse GGUF|unexpected end of file|out of bounds|RangeError/i.test(message) ||
+    error instanceof RangeError
+  ) {
+    return {
+      code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR',
+      message: 'The model file is not a readable GGUF file (corrupted or truncated).',
+    };
   }
 
   const log = logLines.join('\n');
@@ -120,7 +124,7 @@ export function classifyEngineError(error: unknown, logLines: readonly string[] 
     return { code: 'INFERENCE_ENGINE_UNKNOWN_ERROR', message: 'The model could not be loaded.' };
   }
   if (/chat template/i.test(message)) {
-    return { code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', message: 'The model\'s chat template cannot be used.' };
+    return { code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', message: "The model's chat template cannot be used." };
   }
   return { code: 'INFERENCE_ENGINE_UNKNOWN_ERROR', message: 'The inference engine failed to start.' };
 }

@@ -32,7 +32,8 @@ function integerFlag(values: Record<string, unknown>, name: string, min: number,
   const text = String(raw);
   if (!/^\d+$/.test(text)) throw new UsageError(`--${name} must be an integer (got "${text}")`);
   const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < min || value > max) throw new UsageError(`--${name} must be from ${min} to ${max} (got ${text})`);
+  if (!Number.isSafeInteger(value) || value < min || value > max)
+    throw new UsageError(`--${name} must be from ${min} to ${max} (got ${text})`);
   return value;
 }
 
@@ -67,7 +68,8 @@ function parseEngineArgs(argv: readonly string[]): EngineServerOptions & { drain
   const host = values.host;
   if (host !== undefined && (typeof host !== 'string' || host === '')) throw new UsageError('--host must not be empty');
   const modelName = values['model-name'];
-  if (modelName !== undefined && (typeof modelName !== 'string' || modelName === '')) throw new UsageError('--model-name must not be empty');
+  if (modelName !== undefined && (typeof modelName !== 'string' || modelName === ''))
+    throw new UsageError('--model-name must not be empty');
   return {
     modelPath: model,
     host: host as string | undefined,
@@ -123,7 +125,9 @@ async function main(): Promise<void> {
 
   const uptimeMs = performance.now();
   const readyAt = performance.timeOrigin + uptimeMs;
-  process.stdout.write(`ENGINE_READY ${JSON.stringify({ port: server.port, pid: process.pid, readyAt: round(readyAt), uptimeMs: round(uptimeMs) })}\n`);
+  process.stdout.write(
+    `ENGINE_READY ${JSON.stringify({ port: server.port, pid: process.pid, readyAt: round(readyAt), uptimeMs: round(uptimeMs) })}\n`,
+  );
 }
 
 /** Three decimals: microseconds, enough for timings and short in the log. */

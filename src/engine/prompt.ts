@@ -8,7 +8,14 @@
  * template text while tokenizing, so a user typing "<|im_end|>" gets plain text, not a control
  * token: only what the template itself writes is parsed for special tokens.
  */
-import { JinjaTemplateChatWrapper, SpecialTokensText, type ChatHistoryItem, type LlamaModel, type Token, type Tokenizer } from 'node-llama-cpp';
+import {
+  JinjaTemplateChatWrapper,
+  SpecialTokensText,
+  type ChatHistoryItem,
+  type LlamaModel,
+  type Token,
+  type Tokenizer,
+} from 'node-llama-cpp';
 import type { ChatMessage } from './chat-request.js';
 import { endsInsideThinkBlock, THINK_CLOSE, THINK_OPEN } from './reasoning.js';
 
@@ -74,7 +81,11 @@ export class ChatPromptRenderer {
       }
       return tokens.slice();
     };
-    this.tokenizer = Object.assign(tokenize, { detokenize: base.detokenize, isSpecialToken: base.isSpecialToken, isEogToken: base.isEogToken }) as Tokenizer;
+    this.tokenizer = Object.assign(tokenize, {
+      detokenize: base.detokenize,
+      isSpecialToken: base.isSpecialToken,
+      isEogToken: base.isEogToken,
+    }) as Tokenizer;
     const template = model.fileInfo.metadata.tokenizer?.chat_template;
     if (typeof template !== 'string' || template.trim() === '') {
       throw new ChatTemplateError('The model file has no chat template (tokenizer.chat_template), so it cannot serve chat completions.');
@@ -148,7 +159,9 @@ export class ChatPromptRenderer {
       });
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
-      throw new ChatTemplateError(`The model's chat template cannot be rendered with these chat_template_kwargs: ${reason}`, { cause: error });
+      throw new ChatTemplateError(`The model's chat template cannot be rendered with these chat_template_kwargs: ${reason}`, {
+        cause: error,
+      });
     }
     this.wrappers.set(key, wrapper);
     if (this.wrappers.size > WRAPPER_CACHE_SIZE) {

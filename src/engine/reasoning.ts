@@ -44,7 +44,12 @@ export class ThinkSplitter {
     for (;;) {
       const open = buffer.indexOf(THINK_OPEN);
       const close = buffer.indexOf(THINK_CLOSE);
-      const next = open >= 0 && (close < 0 || open < close) ? { index: open, tag: THINK_OPEN } : close >= 0 ? { index: close, tag: THINK_CLOSE } : null;
+      const next =
+        open >= 0 && (close < 0 || open < close)
+          ? { index: open, tag: THINK_OPEN }
+          : close >= 0
+            ? { index: close, tag: THINK_CLOSE }
+            : null;
       if (next == null) break;
       this.emit(out, buffer.slice(0, next.index));
       // A stray tag (</think> outside a block, <think> inside one) is dropped without switching.

@@ -10,14 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { basename } from 'node:path';
-import {
-  getLlama,
-  LlamaLogLevel,
-  type Llama,
-  type LlamaContext,
-  type LlamaContextSequence,
-  type LlamaModel,
-} from 'node-llama-cpp';
+import { getLlama, LlamaLogLevel, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
 import { LIMITS } from '../domain/endpoint-spec.js';
 import { checkTokenLimits, invalidRequest, parseChatRequest, type ChatRequest, type RequestError } from './chat-request.js';
 import { classifyEngineError, EngineStartError } from './errors.js';
@@ -105,7 +98,13 @@ async function settleWithin(promise: Promise<unknown>, ms: number, what: string,
   const timedOut = new Promise<'timeout'>((resolve) => {
     timer = setTimeout(() => resolve('timeout'), ms);
   });
-  const result = await Promise.race([promise.then(() => 'done', () => 'done'), timedOut]);
+  const result = await Promise.race([
+    promise.then(
+      () => 'done',
+      () => 'done',
+    ),
+    timedOut,
+  ]);
   clearTimeout(timer);
   if (result === 'timeout') log(`[engine] ${what} did not finish within ${ms} ms; continuing`);
 }
@@ -215,7 +214,12 @@ async function loadEngine(options: ResolvedOptions, llamaOption: Llama | undefin
       threads: options.threads,
       // Exactly the configured size or a clear failure, never a silently smaller context.
       failedCreationRemedy: false,
-      batching: { dispatchSchedule: dispatchWhenAllQueued(() => context, () => pool?.active ?? 0) },
+      batching: {
+        dispatchSchedule: dispatchWhenAllQueued(
+          () => context,
+          () => pool?.active ?? 0,
+        ),
+      },
     });
     const sequences = Array.from({ length: options.sequences }, () => context.getSequence());
     pool = new SequencePool(sequences);
@@ -316,7 +320,11 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
       raw = await readBody(req);
     } catch (error) {
       if (error instanceof BodyTooLargeError) {
-        sendError(res, { ...invalidRequest(`The request body is larger than ${MAX_BODY_BYTES} bytes`, null), status: 413 }, { Connection: 'close' });
+        sendError(
+          res,
+          { ...invalidRequest(`The request body is larger than ${MAX_BODY_BYTES} bytes`, null), status: 413 },
+          { Connection: 'close' },
+        );
         return undefined;
       }
       throw error;
@@ -387,7 +395,8 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
         lease = await pool.acquire(controller.signal);
       } catch (error) {
         if (error instanceof QueueAbortedError) {
-          if (controller.signal.reason === SHUTDOWN) sendError(res, serverError(503, 'The engine is shutting down', 'engine_shutting_down'), { Connection: 'close' });
+          if (controller.signal.reason === SHUTDOWN)
+            sendError(res, serverError(503, 'The engine is shutting down', 'engine_shutting_down'), { Connection: 'close' });
           return;
         }
         throw error;
@@ -404,7 +413,13 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
     }
   }
 
-  async function completeOnce(res: ServerResponse, params: GenerationParams, sequence: LlamaContextSequence, signal: AbortSignal, promptTokens: number) {
+  async function completeOnce(
+    res: ServerResponse,
+    params: GenerationParams,
+    sequence: LlamaContextSequence,
+    signal: AbortSignal,
+    promptTokens: number,
+  ) {
     let content = '';
     let reasoning = '';
     const result = await runGeneration(
@@ -417,7 +432,8 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
       signal,
     );
     if (result.finishReason == null) {
-      if (signal.reason === SHUTDOWN) sendError(res, serverError(503, 'The engine is shutting down', 'engine_shutting_down'), { Connection: 'close' });
+      if (signal.reason === SHUTDOWN)
+        sendError(res, serverError(503, 'The engine is shutting down', 'engine_shutting_down'), { Connection: 'close' });
       return;
     }
     sendJson(res, 200, {
@@ -432,7 +448,11 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
           finish_reason: result.finishReason,
         },
       ],
-      usage: { prompt_tokens: promptTokens, completion_tokens: result.completionTokens, total_tokens: promptTokens + result.completionTokens },
+      usage: {
+        prompt_tokens: promptTokens,
+        completion_tokens: result.completionTokens,
+        total_tokens: promptTokens + result.completionTokens,
+      },
     });
   }
 
@@ -502,7 +522,11 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
         created,
         model: config.modelName,
         choices: [],
-        usage: { prompt_tokens: promptTokens, completion_tokens: result.completionTokens, total_tokens: promptTokens + result.completionTokens },
+        usage: {
+          prompt_tokens: promptTokens,
+          completion_tokens: result.completionTokens,
+          total_tokens: promptTokens + result.completionTokens,
+        },
       });
     }
     res.end('data: [DONE]\n\n');
@@ -511,7 +535,8 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/health') {
-      if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, { ...invalidRequest('Use GET /health', null, 'method_not_allowed'), status: 405 });
+      if (req.method !== 'GET' && req.method !== 'HEAD')
+        return sendError(res, { ...invalidRequest('Use GET /health', null, 'method_not_allowed'), status: 405 });
       return sendJson(res, draining ? 503 : 200, health(draining ? 'draining' : 'ok'));
     }
     if (path === '/v1/models') {
@@ -522,16 +547,24 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
       });
     }
     if (path === '/v1/chat/completions') {
-      if (req.method !== 'POST') return sendError(res, { ...invalidRequest('Use POST /v1/chat/completions', null, 'method_not_allowed'), status: 405 });
+      if (req.method !== 'POST')
+        return sendError(res, { ...invalidRequest('Use POST /v1/chat/completions', null, 'method_not_allowed'), status: 405 });
       if (draining) return sendError(res, serverError(503, 'The engine is shutting down', 'engine_shutting_down'), { Connection: 'close' });
       return handleChat(req, res);
     }
     if (path === '/tokenize') {
-      if (req.method !== 'POST') return sendError(res, { ...invalidRequest('Use POST /tokenize', null, 'method_not_allowed'), status: 405 });
+      if (req.method !== 'POST')
+        return sendError(res, { ...invalidRequest('Use POST /tokenize', null, 'method_not_allowed'), status: 405 });
       if (draining) return sendError(res, serverError(503, 'The engine is shutting down', 'engine_shutting_down'), { Connection: 'close' });
       return handleTokenize(req, res);
     }
-    return sendError(res, { status: 404, message: `No route for ${req.method} ${path}`, type: 'not_found_error', param: null, code: 'not_found' });
+    return sendError(res, {
+      status: 404,
+      message: `No route for ${req.method} ${path}`,
+      type: 'not_found_error',
+      param: null,
+      code: 'not_found',
+    });
   }
 
   const server: Server = createServer((req, res) => {
@@ -553,7 +586,11 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
   } catch (error) {
     await disposeEngine(engine, log);
     const code = (error as { code?: string }).code;
-    throw new EngineStartError('INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', `Cannot listen on ${config.host}:${config.port}${code ? ` (${code})` : ''}`, { cause: error });
+    throw new EngineStartError(
+      'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR',
+      `Cannot listen on ${config.host}:${config.port}${code ? ` (${code})` : ''}`,
+      { cause: error },
+    );
   }
   const port = (server.address() as AddressInfo).port;
   const urlHost = config.host.includes(':') ? `[${config.host}]` : config.host;

@@ -45,7 +45,9 @@ export class CorsPolicy {
     const preflight = req.method === 'OPTIONS' && origin !== undefined && req.headers['access-control-request-method'] !== undefined;
     if (preflight) {
       if (allowOrigin === undefined) {
-        sendJson(res, 403, { error: { code: 'FORBIDDEN', message: `origin ${JSON.stringify(origin.slice(0, 200))} is not allowed (CORS_ORIGINS)` } });
+        sendJson(res, 403, {
+          error: { code: 'FORBIDDEN', message: `origin ${JSON.stringify(origin.slice(0, 200))} is not allowed (CORS_ORIGINS)` },
+        });
         return true;
       }
       res.writeHead(204, {

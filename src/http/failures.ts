@@ -39,7 +39,9 @@ export class ClientInputError extends Error {
     /** 400, or 415 for a body sent with a content type other than JSON. */
     readonly status: 400 | 415 = 400,
     /** The reason in one word, for the OpenAI shape's `code`. */
-    readonly reason: 'invalid_value' | 'invalid_json' | 'unsupported_media_type' = status === 415 ? 'unsupported_media_type' : 'invalid_value',
+    readonly reason: 'invalid_value' | 'invalid_json' | 'unsupported_media_type' = status === 415
+      ? 'unsupported_media_type'
+      : 'invalid_value',
   ) {
     super(`invalid request: ${fields.map((f) => `${f.field}: ${f.message}`).join('; ')}`);
     this.name = 'ClientInputError';
@@ -54,7 +56,8 @@ export type Failure =
 
 /** What a thrown error means to the client. */
 export function classifyFailure(error: unknown): Failure {
-  if (error instanceof ClientInputError) return { kind: 'invalid', status: error.status, message: error.message, fields: error.fields, reason: error.reason };
+  if (error instanceof ClientInputError)
+    return { kind: 'invalid', status: error.status, message: error.message, fields: error.fields, reason: error.reason };
   if (error instanceof UpstreamCutError) return { kind: 'upstream', status: 502, message: error.message, code: error.code };
   const database = databaseFailureOf(error);
   if (database?.kind === 'unavailable') {
@@ -64,7 +67,13 @@ export function classifyFailure(error: unknown): Failure {
     // PostgreSQL's message names the value's problem (`invalid byte sequence for encoding "UTF8": 0x00`,
     // `value "…" is out of range for type integer`), not the schema; it cannot say which request field.
     const fields = [{ field: 'request', message: `holds a value the database cannot store (${database.message})` }];
-    return { kind: 'invalid', status: 400, message: `invalid request: ${fields[0]!.field}: ${fields[0]!.message}`, fields, reason: 'invalid_value' };
+    return {
+      kind: 'invalid',
+      status: 400,
+      message: `invalid request: ${fields[0]!.field}: ${fields[0]!.message}`,
+      fields,
+      reason: 'invalid_value',
+    };
   }
   return { kind: 'internal', status: 500, message: 'internal error' };
 }
@@ -110,7 +119,13 @@ export function sendThrown(res: ServerResponse, error: unknown, shape: 'rest' | 
 export function openAIErrorOf(error: unknown): OpenAIError {
   if (error instanceof HttpError && error.status < 500) {
     const fields = (error.details?.fields as FieldViolation[] | undefined) ?? [];
-    return openAIError(error.status, 'invalid_request_error', error.message, error.status === 413 ? 'request_too_large' : 'invalid_value', fields[0]?.field ?? null);
+    return openAIError(
+      error.status,
+      'invalid_request_error',
+      error.message,
+      error.status === 413 ? 'request_too_large' : 'invalid_value',
+      fields[0]?.field ?? null,
+    );
   }
   const failure = classifyFailure(error);
   switch (failure.kind) {

@@ -41,8 +41,18 @@ function refuse(rule: TargetRule, message: string): RequestTarget {
 export function parseRequestTarget(target: string | undefined, host?: string | string[]): RequestTarget {
   const raw = target ?? '';
   if (!raw.startsWith('/') || raw.startsWith('//')) {
-    const form = raw === '*' ? 'asterisk-form' : /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(raw) ? 'absolute-form' : raw.startsWith('//') ? 'a network-path reference' : 'authority-form or not a path';
-    return refuse('origin-form', `the request target must be a path that starts with a single "/" (origin-form, RFC 9112 §3.2.1); ${quoted(raw)} is ${form}`);
+    const form =
+      raw === '*'
+        ? 'asterisk-form'
+        : /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(raw)
+          ? 'absolute-form'
+          : raw.startsWith('//')
+            ? 'a network-path reference'
+            : 'authority-form or not a path';
+    return refuse(
+      'origin-form',
+      `the request target must be a path that starts with a single "/" (origin-form, RFC 9112 §3.2.1); ${quoted(raw)} is ${form}`,
+    );
   }
   const queryAt = raw.indexOf('?');
   const path = queryAt === -1 ? raw : raw.slice(0, queryAt);
@@ -95,7 +105,9 @@ const CLIENT_ERROR_STATUS: Record<string, [number, string]> = {
 /** Writes a whole JSON error response on a raw socket and closes it (for requests no handler answers). */
 function endWithJson(socket: Duplex, status: number, reason: string, code: string, message: string, rule: string): void {
   const body = JSON.stringify({ error: { code, message, details: { rule } } });
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
 /**

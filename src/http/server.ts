@@ -59,7 +59,12 @@ export async function startGateway(services: Services, options: GatewayOptions):
   // Access changes (a revoked key, a removed member) reach this process's caches and open subscriptions at once.
   const access = new AccessWatch(services.db, services.auth, log);
   await access.start();
-  const yoga = createGraphQL(services, chat, { hub, bufferSize: options.subscriptionBuffer ?? 1000, maxLagMs: options.subscriptionMaxLagMs ?? 5000 }, options.graphql);
+  const yoga = createGraphQL(
+    services,
+    chat,
+    { hub, bufferSize: options.subscriptionBuffer ?? 1000, maxLagMs: options.subscriptionMaxLagMs ?? 5000 },
+    options.graphql,
+  );
   const cors = new CorsPolicy(options.corsOrigins ?? []);
   const rest = endpointRoutes(services);
   const sseSubscriptions = createSseSubscriptions(yoga, services, log, access);
@@ -108,7 +113,11 @@ export async function startGateway(services: Services, options: GatewayOptions):
   // What Node's parser refuses (a target that is neither a path nor a URL, a malformed header) is a JSON 400 too.
   server.on('clientError', answerClientError);
   server.on('connect', answerConnect);
-  const ws = attachWebSocket(server, yoga, services, { access, log, ...(options.wsMaxSubscriptions ? { maxSubscriptions: options.wsMaxSubscriptions } : {}) });
+  const ws = attachWebSocket(server, yoga, services, {
+    access,
+    log,
+    ...(options.wsMaxSubscriptions ? { maxSubscriptions: options.wsMaxSubscriptions } : {}),
+  });
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -33,7 +33,10 @@ export class EventHub {
   private listening: { unlisten(): Promise<void> }[] = [];
   private started = false;
   /** One read of an endpoint per change, shared by every subscriber that shows it. */
-  private readonly snapshots = new Map<string, { version: string; value: Promise<EndpointRecord | undefined> | EndpointRecord | undefined }>();
+  private readonly snapshots = new Map<
+    string,
+    { version: string; value: Promise<EndpointRecord | undefined> | EndpointRecord | undefined }
+  >();
 
   constructor(
     private readonly sql: Sql,
@@ -74,7 +77,10 @@ export class EventHub {
     const cached = this.snapshots.get(endpointId);
     if (cached && cached.version === version) return cached.value;
     // Deleted endpoints included: the last update a subscriber gets is the deletion's.
-    const entry: { version: string; value: Promise<EndpointRecord | undefined> | EndpointRecord | undefined } = { version, value: undefined };
+    const entry: { version: string; value: Promise<EndpointRecord | undefined> | EndpointRecord | undefined } = {
+      version,
+      value: undefined,
+    };
     const value = findEndpoints(this.sql, [endpointId], { includeDeleted: true }).then(([endpoint]) => {
       entry.value = endpoint;
       return endpoint;
@@ -87,7 +93,10 @@ export class EventHub {
 
   private wants(subscriber: Subscriber, endpointId: string, projectId?: string): boolean {
     const { filter } = subscriber;
-    return (filter.endpointId === undefined || filter.endpointId === endpointId) && (filter.projectId === undefined || filter.projectId === projectId);
+    return (
+      (filter.endpointId === undefined || filter.endpointId === endpointId) &&
+      (filter.projectId === undefined || filter.projectId === projectId)
+    );
   }
 
   private onEvent(payload: string): void {
@@ -108,7 +117,10 @@ export class EventHub {
 
   private async dispatch(batch: { id: string }[]): Promise<void> {
     try {
-      const events = await findEvents(this.sql, batch.map((b) => b.id));
+      const events = await findEvents(
+        this.sql,
+        batch.map((b) => b.id),
+      );
       for (const event of events) {
         for (const subscriber of this.subscribers) {
           if (this.wants(subscriber, event.endpointId, event.projectId)) subscriber.listener({ kind: 'event', event });

@@ -71,7 +71,9 @@ export class LiveEventStream implements AsyncIterableIterator<LiveItem> {
     this.maxLagMs = options.maxLagMs ?? 5000;
     this.last = options.after ?? null;
     // Subscribed first, then the backlog is read: anything committed meanwhile is in the buffer, and duplicates are skipped by id.
-    this.unsubscribe = hub.subscribe('endpointId' in scope ? { endpointId: scope.endpointId } : { projectId: scope.projectId }, (signal) => this.onSignal(signal));
+    this.unsubscribe = hub.subscribe('endpointId' in scope ? { endpointId: scope.endpointId } : { projectId: scope.projectId }, (signal) =>
+      this.onSignal(signal),
+    );
   }
 
   [Symbol.asyncIterator](): this {
@@ -152,7 +154,7 @@ export class LiveEventStream implements AsyncIterableIterator<LiveItem> {
 
 async function readAll(sql: Sql, scope: EventScope, after: string): Promise<EndpointEventRecord[]> {
   const all: EndpointEventRecord[] = [];
-  for (let cursor = after; ; ) {
+  for (let cursor = after; ;) {
     const page = await listEvents(sql, scope, cursor, 1000);
     all.push(...page);
     if (page.length < 1000) return all;

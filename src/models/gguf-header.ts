@@ -62,17 +62,28 @@ class Reader {
   async scalar(type: number): Promise<Scalar> {
     const b = await this.bytes(SCALAR_SIZES[type]!);
     switch (type) {
-      case 0: return b.readUInt8(0);
-      case 1: return b.readInt8(0);
-      case 2: return b.readUInt16LE(0);
-      case 3: return b.readInt16LE(0);
-      case 4: return b.readUInt32LE(0);
-      case 5: return b.readInt32LE(0);
-      case 6: return b.readFloatLE(0);
-      case 7: return b.readUInt8(0) !== 0;
-      case 10: return b.readBigUInt64LE(0);
-      case 11: return b.readBigInt64LE(0);
-      default: return b.readDoubleLE(0);
+      case 0:
+        return b.readUInt8(0);
+      case 1:
+        return b.readInt8(0);
+      case 2:
+        return b.readUInt16LE(0);
+      case 3:
+        return b.readInt16LE(0);
+      case 4:
+        return b.readUInt32LE(0);
+      case 5:
+        return b.readInt32LE(0);
+      case 6:
+        return b.readFloatLE(0);
+      case 7:
+        return b.readUInt8(0) !== 0;
+      case 10:
+        return b.readBigUInt64LE(0);
+      case 11:
+        return b.readBigInt64LE(0);
+      default:
+        return b.readDoubleLE(0);
     }
   }
 }

@@ -11,7 +11,17 @@ export const DEFAULT_HUB_ENDPOINT = 'https://huggingface.co';
 
 /** Most to least preferred: good quality per byte first, full precision last. */
 export const DEFAULT_QUANT_PREFERENCE: readonly string[] = [
-  'Q4_K_M', 'Q4_K_S', 'Q5_K_M', 'Q5_K_S', 'Q6_K', 'Q8_0', 'Q4_0', 'IQ4_XS', 'F16', 'BF16', 'F32',
+  'Q4_K_M',
+  'Q4_K_S',
+  'Q5_K_M',
+  'Q5_K_S',
+  'Q6_K',
+  'Q8_0',
+  'Q4_0',
+  'IQ4_XS',
+  'F16',
+  'BF16',
+  'F32',
 ];
 
 export interface HubFile {
@@ -109,13 +119,19 @@ export function hubResponseError(res: Response, ctx: HubContext): ModelSourceErr
   }
   switch (errorCode) {
     case 'GatedRepo':
-      return new ModelSourceError(NO_ACCESS, ctx.tokenSent
-        ? `${repo} is a gated repository and the token's account has not been granted access. Request access on the hub's page for ${repo}.`
-        : `${repo} is a gated repository: provide an access token of an account that has been granted access.`);
+      return new ModelSourceError(
+        NO_ACCESS,
+        ctx.tokenSent
+          ? `${repo} is a gated repository and the token's account has not been granted access. Request access on the hub's page for ${repo}.`
+          : `${repo} is a gated repository: provide an access token of an account that has been granted access.`,
+      );
     case 'RepoNotFound':
-      return new ModelSourceError(NO_ACCESS, ctx.tokenSent
-        ? `Repository ${repo} was not found, or it is private and the token has no access to it.`
-        : `Repository ${repo} was not found, or it is private or gated: check the name or provide an access token.`);
+      return new ModelSourceError(
+        NO_ACCESS,
+        ctx.tokenSent
+          ? `Repository ${repo} was not found, or it is private and the token has no access to it.`
+          : `Repository ${repo} was not found, or it is private or gated: check the name or provide an access token.`,
+      );
     case 'RevisionNotFound':
       return new ModelSourceError(NO_ACCESS, `Revision "${revision ?? 'main'}" was not found in ${repo}.`);
     case 'EntryNotFound':
@@ -141,7 +157,12 @@ async function hubFetch(url: string, init: RequestInit, ctx: HubContext): Promis
   }
 }
 
-async function hubJson(url: string, token: string | undefined, ctx: HubContext, signal?: AbortSignal): Promise<{ res: Response; body: unknown }> {
+async function hubJson(
+  url: string,
+  token: string | undefined,
+  ctx: HubContext,
+  signal?: AbortSignal,
+): Promise<{ res: Response; body: unknown }> {
   const res = await hubFetch(url, { headers: hubHeaders(token, { accept: 'application/json' }), signal }, ctx);
   if (!res.ok) throw hubResponseError(res, ctx);
   try {
@@ -163,11 +184,22 @@ function nextPage(res: Response): string | undefined {
 
 function isTreeEntry(value: unknown): value is TreeEntry {
   const entry = value as TreeEntry;
-  return typeof entry === 'object' && entry !== null && typeof entry.path === 'string'
-    && (entry.type === 'file' || entry.type === 'directory') && typeof entry.size === 'number';
+  return (
+    typeof entry === 'object' &&
+    entry !== null &&
+    typeof entry.path === 'string' &&
+    (entry.type === 'file' || entry.type === 'directory') &&
+    typeof entry.size === 'number'
+  );
 }
 
-async function listTree(endpoint: string, commitSha: string, token: string | undefined, ctx: HubContext, signal?: AbortSignal): Promise<TreeEntry[]> {
+async function listTree(
+  endpoint: string,
+  commitSha: string,
+  token: string | undefined,
+  ctx: HubContext,
+  signal?: AbortSignal,
+): Promise<TreeEntry[]> {
   const entries: TreeEntry[] = [];
   let url: string | undefined = `${endpoint}/api/models/${ctx.repo}/tree/${commitSha}?recursive=true&expand=false`;
   while (url) {

@@ -13,7 +13,15 @@ import { mkdir, open, readFile, readdir, rename, rm, stat, statfs, writeFile } f
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ModelSourceError } from './errors.js';
-import { hubEndpoint, hubHeaders, hubResolveUrl, hubResponseError, hubToken, type HubAccessOptions, type ResolvedHubModel } from './hf-hub.js';
+import {
+  hubEndpoint,
+  hubHeaders,
+  hubResolveUrl,
+  hubResponseError,
+  hubToken,
+  type HubAccessOptions,
+  type ResolvedHubModel,
+} from './hf-hub.js';
 
 export interface DownloadProgress {
   bytesDone: number;
@@ -97,7 +105,10 @@ function urlResponseError(res: Response, label: string, source: string): ModelSo
   void res.body?.cancel().catch(() => {});
   switch (res.status) {
     case 401:
-      return new ModelSourceError('WORKLOAD_INIT_INVALID_TOKEN_ERROR', `${capitalize(source)} rejected the credentials (401) for ${label}.`);
+      return new ModelSourceError(
+        'WORKLOAD_INIT_INVALID_TOKEN_ERROR',
+        `${capitalize(source)} rejected the credentials (401) for ${label}.`,
+      );
     case 403:
       return new ModelSourceError('WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR', `${capitalize(source)} denied access (403) to ${label}.`);
     case 404:
@@ -188,7 +199,14 @@ export class ModelCache {
   /** Total bytes of complete blobs, the figure `maxBytes` limits. */
   async usedBytes(): Promise<number> {
     const names = await readdir(this.blobsDir).catch(() => [] as string[]);
-    const sizes = await Promise.all(names.map((name) => stat(join(this.blobsDir, name)).then((s) => s.size, () => 0)));
+    const sizes = await Promise.all(
+      names.map((name) =>
+        stat(join(this.blobsDir, name)).then(
+          (s) => s.size,
+          () => 0,
+        ),
+      ),
+    );
     return sizes.reduce((a, b) => a + b, 0);
   }
 
@@ -233,13 +251,18 @@ export class ModelCache {
       inFlight.set(flightKey, flight);
     } else if (req.onProgress) {
       // A joiner sees no intermediate progress from the shared transfer, but still gets the final report.
-      flight.then((file) => req.onProgress?.({ bytesDone: file.size, bytesTotal: file.size }), () => {});
+      flight.then(
+        (file) => req.onProgress?.({ bytesDone: file.size, bytesTotal: file.size }),
+        () => {},
+      );
     }
     return flight;
   }
 
   private async cachedBlob(req: BlobRequest): Promise<CachedModelFile | undefined> {
-    return (req.sha256 && (await this.lookup(req.sha256, req.size))) || (req.md5 && (await this.lookupMd5Hex(req.md5, req.size))) || undefined;
+    return (
+      (req.sha256 && (await this.lookup(req.sha256, req.size))) || (req.md5 && (await this.lookupMd5Hex(req.md5, req.size))) || undefined
+    );
   }
 
   private async fetchLocked(req: BlobRequest): Promise<CachedModelFile> {
@@ -274,7 +297,10 @@ export class ModelCache {
         );
       }
     }
-    const alreadyHave = await stat(partial).then((s) => Math.min(s.size, size), () => 0);
+    const alreadyHave = await stat(partial).then(
+      (s) => Math.min(s.size, size),
+      () => 0,
+    );
     const fs = await statfs(this.tmpDir);
     const free = Number(fs.bavail) * Number(fs.bsize);
     if (free < size - alreadyHave) {
@@ -353,7 +379,10 @@ async function download(req: BlobRequest, partial: string): Promise<string> {
   const { url, size, label, source, signal } = req;
   const failed = (message: string, cause?: unknown) => new ModelSourceError(DOWNLOAD_ERROR, message, { cause });
 
-  let offset = await stat(partial).then((s) => s.size, () => 0);
+  let offset = await stat(partial).then(
+    (s) => s.size,
+    () => 0,
+  );
   if (offset > size) {
     await rm(partial, { force: true });
     offset = 0;

@@ -159,14 +159,19 @@ export const BUILT_IN_ENGINE_MAX_SEQUENCES = 256;
 
 export async function checkModelSettings(path: string, spec: EndpointSpec): Promise<void> {
   if (spec.advanced.maxBatchSize > BUILT_IN_ENGINE_MAX_SEQUENCES) {
-    throw new SettingsError(`max_batch_size (${spec.advanced.maxBatchSize}) is larger than the built-in engine's ${BUILT_IN_ENGINE_MAX_SEQUENCES} sequences; use ENGINE_COMMAND for larger batches`);
+    throw new SettingsError(
+      `max_batch_size (${spec.advanced.maxBatchSize}) is larger than the built-in engine's ${BUILT_IN_ENGINE_MAX_SEQUENCES} sequences; use ENGINE_COMMAND for larger batches`,
+    );
   }
   let context: number | undefined;
   try {
     context = trainedContextLength(await readGgufHeader(path));
   } catch (error) {
     if (error instanceof GgufFormatError) {
-      throw new ModelSourceError('WORKLOAD_INIT_MANIFEST_TYPE_ERROR', `the model file cannot be run by the built-in engine: ${error.message}`);
+      throw new ModelSourceError(
+        'WORKLOAD_INIT_MANIFEST_TYPE_ERROR',
+        `the model file cannot be run by the built-in engine: ${error.message}`,
+      );
     }
     throw error;
   }

@@ -81,12 +81,22 @@ export function decideAdmission(input: AdmissionInput): AdmissionDecision {
   const waitFor = (ahead: number) => (holdMs === undefined ? undefined : ((ahead + 1) * holdMs) / capacity);
   if (queued >= maxQueue) {
     const drain = waitFor(queued - maxQueue);
-    return { kind: 'refuse', code: 'queue_full', retryAfterS: seconds(drain ?? 0), message: `endpoint is at capacity: ${queued} requests are queued, the most it holds` };
+    return {
+      kind: 'refuse',
+      code: 'queue_full',
+      retryAfterS: seconds(drain ?? 0),
+      message: `endpoint is at capacity: ${queued} requests are queued, the most it holds`,
+    };
   }
   if (ownQueued >= maxPerKey) {
     // One of this key's own requests is served after at most one of each other key's.
     const next = waitFor(othersQueued.filter((q) => q > 0).length);
-    return { kind: 'refuse', code: 'rate_limit_exceeded', retryAfterS: seconds(next ?? 0), message: `this API key has ${ownQueued} requests queued for the endpoint, the most one key may` };
+    return {
+      kind: 'refuse',
+      code: 'rate_limit_exceeded',
+      retryAfterS: seconds(next ?? 0),
+      message: `this API key has ${ownQueued} requests queued for the endpoint, the most one key may`,
+    };
   }
   const wait = waitFor(requestsAhead(ownQueued, othersQueued));
   if (wait !== undefined && wait > timeoutMs) {
@@ -177,7 +187,10 @@ export class EndpointGate {
     const decision = this.decide(key);
     if (decision.kind === 'refuse') return Promise.reject(new QueueRefusedError(decision));
     if (decision.kind === 'run') return Promise.resolve(this.take(key));
-    const ahead = requestsAhead(this.queues.get(key)?.length ?? 0, [...this.queues].filter(([k]) => k !== key).map(([, q]) => q.length));
+    const ahead = requestsAhead(
+      this.queues.get(key)?.length ?? 0,
+      [...this.queues].filter(([k]) => k !== key).map(([, q]) => q.length),
+    );
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {
         key,

@@ -17,7 +17,13 @@ import type { Services } from '../services/index.js';
 import { canAccessTeam, type Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
 import { findEndpoints, type EndpointRecord } from '../storage/endpoints-repository.js';
-import { forgetQueueDepths, publishQueueDepths, QUEUE_DEPTH_PUBLISH_MS, QUEUE_DEPTH_REFRESH_MS, QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
+import {
+  forgetQueueDepths,
+  publishQueueDepths,
+  QUEUE_DEPTH_PUBLISH_MS,
+  QUEUE_DEPTH_REFRESH_MS,
+  QUEUE_DEPTH_STALE_MS,
+} from '../storage/queue-depth-repository.js';
 import { readyReplicas, type ReplicaRecord } from '../storage/replicas-repository.js';
 import { Nudge } from '../util/nudge.js';
 import { EndpointGate, QueueRefusedError, QueueTimeoutError } from './admission.js';
@@ -219,7 +225,9 @@ export class ChatRouter {
     }
     const model = (body as { model?: unknown }).model;
     if (typeof model !== 'string' || model === '') {
-      return fail(openAIError(400, 'invalid_request_error', 'model is required: pass the endpoint id', 'missing_required_parameter', 'model'));
+      return fail(
+        openAIError(400, 'invalid_request_error', 'model is required: pass the endpoint id', 'missing_required_parameter', 'model'),
+      );
     }
     const found = await this.endpointFor(principal, model, false);
     if (!found) return fail(modelNotFound(model));
@@ -248,12 +256,23 @@ export class ChatRouter {
     } catch (error) {
       if (error instanceof QueueRefusedError) {
         const { message, code, retryAfterS } = error.refusal;
-        return fail(openAIError(429, 'rate_limit_error', `endpoint '${endpoint.id}': ${message}; retry in ${retryAfterS} s`, code, null, retryAfterS));
+        return fail(
+          openAIError(429, 'rate_limit_error', `endpoint '${endpoint.id}': ${message}; retry in ${retryAfterS} s`, code, null, retryAfterS),
+        );
       }
       if (error instanceof QueueTimeoutError) {
         const next = gate.decide(key);
         const retryAfterS = next.kind === 'refuse' ? next.retryAfterS : 1;
-        return fail(openAIError(429, 'rate_limit_error', `endpoint '${endpoint.id}' is at capacity: the request waited ${Math.round(this.queueTimeoutMs / 1000)} s for a free slot`, 'queue_full', null, retryAfterS));
+        return fail(
+          openAIError(
+            429,
+            'rate_limit_error',
+            `endpoint '${endpoint.id}' is at capacity: the request waited ${Math.round(this.queueTimeoutMs / 1000)} s for a free slot`,
+            'queue_full',
+            null,
+            retryAfterS,
+          ),
+        );
       }
       return fail(openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed'));
     }
@@ -306,7 +325,9 @@ export class ChatRouter {
       }
     }
     release();
-    return fail(openAIError(503, 'server_error', `no replica of endpoint '${endpoint.id}' answered; try again`, 'replica_unavailable', null, 2));
+    return fail(
+      openAIError(503, 'server_error', `no replica of endpoint '${endpoint.id}' answered; try again`, 'replica_unavailable', null, 2),
+    );
   }
 
   /**
@@ -314,7 +335,12 @@ export class ChatRouter {
    * is woken, a starting one awaited. A failed or terminated endpoint is
    * refused at once; past the wait, the answer is 503 with Retry-After.
    */
-  private async waitUntilServing(principal: Principal, first: EndpointRecord, signal: AbortSignal, fresh = false): Promise<{ endpoint: EndpointRecord } | OpenAIError> {
+  private async waitUntilServing(
+    principal: Principal,
+    first: EndpointRecord,
+    signal: AbortSignal,
+    fresh = false,
+  ): Promise<{ endpoint: EndpointRecord } | OpenAIError> {
     const deadline = performance.now() + this.wakeTimeoutMs;
     let endpoint = first;
     if (fresh) {
@@ -330,7 +356,13 @@ export class ChatRouter {
         if (replicas.length > 0) return { endpoint };
         if (UNAVAILABLE.includes(endpoint.status)) {
           const why = endpoint.errorCode ? ` (${endpoint.errorCode})` : '';
-          return openAIError(409, 'invalid_request_error', `endpoint '${endpoint.id}' is ${endpoint.status}${why} and serves no requests: restart it`, 'endpoint_not_running', 'model');
+          return openAIError(
+            409,
+            'invalid_request_error',
+            `endpoint '${endpoint.id}' is ${endpoint.status}${why} and serves no requests: restart it`,
+            'endpoint_not_running',
+            'model',
+          );
         }
         let waitMs = this.wakePollMs ?? Math.min(100 + poll * 50, 500);
         if (!changes) {
@@ -340,7 +372,14 @@ export class ChatRouter {
         }
         if (endpoint.status === 'SLEEPING') await this.services.endpoints.act(principal, endpoint.id, 'wake');
         if (performance.now() > deadline) {
-          return openAIError(503, 'server_error', `endpoint '${endpoint.id}' is ${endpoint.status} and not serving yet; retry shortly`, 'endpoint_not_ready', null, 10);
+          return openAIError(
+            503,
+            'server_error',
+            `endpoint '${endpoint.id}' is ${endpoint.status} and not serving yet; retry shortly`,
+            'endpoint_not_ready',
+            null,
+            10,
+          );
         }
         // Until the endpoint's next event, or the next poll (a fallback: announcements can be missed while LISTEN reconnects).
         if (waitMs > 0) await changes.wait(waitMs, signal);
@@ -447,9 +486,16 @@ export class ChatRouter {
   }
 
   /** Opens the upstream request; resolves with the answer's head. The body streams on. */
-  private send(replica: ReplicaRecord, request: ChatRequest, body: Record<string, unknown>, signal: AbortSignal): Promise<http.IncomingMessage> {
+  private send(
+    replica: ReplicaRecord,
+    request: ChatRequest,
+    body: Record<string, unknown>,
+    signal: AbortSignal,
+  ): Promise<http.IncomingMessage> {
     // Usage is always asked for, to record token counts; the relay drops it if the client did not ask.
-    const upstreamBody = request.stream ? { ...body, stream_options: { ...(body.stream_options as object | undefined), include_usage: true } } : body;
+    const upstreamBody = request.stream
+      ? { ...body, stream_options: { ...(body.stream_options as object | undefined), include_usage: true } }
+      : body;
     const payload = JSON.stringify(upstreamBody);
     return new Promise((resolve, reject) => {
       const req = http.request(`${replica.address}/v1/chat/completions`, {
@@ -467,7 +513,13 @@ export class ChatRouter {
 }
 
 function modelNotFound(model: string): OpenAIError {
-  return openAIError(404, 'not_found_error', `The model '${model}' does not exist or you do not have access to it.`, 'model_not_found', 'model');
+  return openAIError(
+    404,
+    'not_found_error',
+    `The model '${model}' does not exist or you do not have access to it.`,
+    'model_not_found',
+    'model',
+  );
 }
 
 function fail(error: OpenAIError): RouteResult {

@@ -13,7 +13,14 @@ export interface OpenAIError {
   retryAfter?: number;
 }
 
-export function openAIError(status: number, type: OpenAIError['type'], message: string, code: string | null, param: string | null = null, retryAfter?: number): OpenAIError {
+export function openAIError(
+  status: number,
+  type: OpenAIError['type'],
+  message: string,
+  code: string | null,
+  param: string | null = null,
+  retryAfter?: number,
+): OpenAIError {
   return { status, type, message, param, code, ...(retryAfter !== undefined ? { retryAfter } : {}) };
 }
 

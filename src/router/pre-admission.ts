@@ -23,7 +23,13 @@ export const TOKENIZE_TIMEOUT_MS = 5_000;
 const MAX_ANSWER_BYTES = 64 * 1024;
 
 export function openAIErrorOfRequest(error: RequestError): OpenAIError {
-  return openAIError(error.status, error.type === 'not_found_error' ? 'not_found_error' : error.type, error.message, error.code, error.param);
+  return openAIError(
+    error.status,
+    error.type === 'not_found_error' ? 'not_found_error' : error.type,
+    error.message,
+    error.code,
+    error.param,
+  );
 }
 
 /** The checks that need only the endpoint's spec. */

@@ -101,7 +101,8 @@ class StreamMeter {
    * decoded; anything else is read as text by `observe`.
    */
   observeEvent(event: Buffer): boolean {
-    if (this.ttftMs === null || event.length < SHORT_EVENT_BYTES || hasUsageObject(event)) return this.observe(eventData(event.toString('utf8')));
+    if (this.ttftMs === null || event.length < SHORT_EVENT_BYTES || hasUsageObject(event))
+      return this.observe(eventData(event.toString('utf8')));
     const finish = event.indexOf(FINISH_KEY_BYTES);
     if (finish >= 0) {
       const start = finish + FINISH_KEY_BYTES.length;

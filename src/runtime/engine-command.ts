@@ -47,7 +47,9 @@ export function validateTemplate(template: string): void {
   if (words.length === 0) throw new EngineCommandError('ENGINE_COMMAND is empty');
   for (const [, name] of template.matchAll(/\{(\w+)\}/g)) {
     if (!(PLACEHOLDERS as readonly string[]).includes(name!)) {
-      throw new EngineCommandError(`ENGINE_COMMAND has an unknown placeholder {${name}}; known: ${PLACEHOLDERS.map((p) => `{${p}}`).join(' ')}`);
+      throw new EngineCommandError(
+        `ENGINE_COMMAND has an unknown placeholder {${name}}; known: ${PLACEHOLDERS.map((p) => `{${p}}`).join(' ')}`,
+      );
     }
   }
   if (!template.includes('{port}')) throw new EngineCommandError('ENGINE_COMMAND must contain {port}: the gateway picks the port');
@@ -58,7 +60,11 @@ export interface EngineCommand {
   args: string[];
 }
 
-export function engineCommand(launch: ReplicaLaunch, port: number, options: { template?: string; threads?: number; cpuOnly: boolean }): EngineCommand {
+export function engineCommand(
+  launch: ReplicaLaunch,
+  port: number,
+  options: { template?: string; threads?: number; cpuOnly: boolean },
+): EngineCommand {
   if (options.template) {
     const values: Record<(typeof PLACEHOLDERS)[number], string> = {
       model: launch.modelPath ?? launch.modelRepo,

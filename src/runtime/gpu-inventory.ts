@@ -19,7 +19,10 @@ export class InventoryError extends Error {}
 
 export function parseInventory(text: string): Inventory {
   const inventory: Inventory = {};
-  for (const part of text.split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const part of text
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const match = /^([A-Za-z0-9]+)\s*=\s*(\d+)$/.exec(part);
     const kind = match?.[1]?.toUpperCase() as GpuType | undefined;
     if (!match || !kind || !GPU_TYPES.includes(kind)) {
@@ -42,8 +45,15 @@ export function kindOfGpuName(name: string): GpuType | undefined {
 
 function nvidiaGpus(): string[] {
   try {
-    const out = execFileSync('nvidia-smi', ['--query-gpu=name', '--format=csv,noheader'], { encoding: 'utf8', timeout: 5000, stdio: ['ignore', 'pipe', 'ignore'] });
-    return out.split('\n').map((l) => l.trim()).filter(Boolean);
+    const out = execFileSync('nvidia-smi', ['--query-gpu=name', '--format=csv,noheader'], {
+      encoding: 'utf8',
+      timeout: 5000,
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    return out
+      .split('\n')
+      .map((l) => l.trim())
+      .filter(Boolean);
   } catch {
     return [];
   }

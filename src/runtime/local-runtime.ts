@@ -188,7 +188,10 @@ export class LocalRuntime implements Runtime {
     });
     const log = openSync(this.logPath(launch.replicaId), 'a');
     // When the engine was started, for reading its log: the engine's ENGINE_READY line says when it was ready.
-    writeSync(log, `${SPAWN_LINE_PREFIX}${JSON.stringify({ at: Math.round((performance.timeOrigin + performance.now()) * 1000) / 1000 })}\n`);
+    writeSync(
+      log,
+      `${SPAWN_LINE_PREFIX}${JSON.stringify({ at: Math.round((performance.timeOrigin + performance.now()) * 1000) / 1000 })}\n`,
+    );
     const child = spawn(command.file, command.args, {
       detached: true,
       stdio: ['ignore', log, log],
@@ -197,7 +200,9 @@ export class LocalRuntime implements Runtime {
     closeSync(log);
     const pid = await new Promise<number>((resolve, reject) => {
       child.once('spawn', () => resolve(child.pid!));
-      child.once('error', (error) => reject(new ReplicaStartError('INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', `the engine command could not start: ${error.message}`)));
+      child.once('error', (error) =>
+        reject(new ReplicaStartError('INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', `the engine command could not start: ${error.message}`)),
+      );
     });
     // The wait for the health check ends early when the engine writes its protocol line or exits.
     const nudge = new Nudge();
@@ -240,7 +245,10 @@ export class LocalRuntime implements Runtime {
       const pause = (this.options.healthPollDelay ?? healthPollDelay)(Date.now() - started);
       await nudge.wait(Math.min(pause, Math.max(0, deadline - Date.now())), abort);
     }
-    throw new ReplicaStartError('WORKLOAD_INIT_GRPC_ERROR', `the engine did not answer its health check within ${Math.round(timeoutMs / 1000)} s`);
+    throw new ReplicaStartError(
+      'WORKLOAD_INIT_GRPC_ERROR',
+      `the engine did not answer its health check within ${Math.round(timeoutMs / 1000)} s`,
+    );
   }
 
   /** Why a starting engine exited: its ENGINE_ERROR line when it wrote one. */
@@ -252,14 +260,19 @@ export class LocalRuntime implements Runtime {
     if (match) {
       try {
         const reported = JSON.parse(match[1]!) as { code?: string; message?: string };
-        const code = ENDPOINT_ERROR_CODES.includes(reported.code as EndpointErrorCode) ? (reported.code as EndpointErrorCode) : 'INFERENCE_ENGINE_UNKNOWN_ERROR';
+        const code = ENDPOINT_ERROR_CODES.includes(reported.code as EndpointErrorCode)
+          ? (reported.code as EndpointErrorCode)
+          : 'INFERENCE_ENGINE_UNKNOWN_ERROR';
         return new ReplicaStartError(code, reported.message ?? 'the engine failed to load the model');
       } catch {
         // fall through: an unreadable line is treated like no line
       }
     }
     const code = this.exited.get(handle.pid);
-    return new ReplicaStartError('WORKLOAD_INIT_GRPC_ERROR', `the engine exited before answering its health check (exit code ${code ?? 'unknown'})`);
+    return new ReplicaStartError(
+      'WORKLOAD_INIT_GRPC_ERROR',
+      `the engine exited before answering its health check (exit code ${code ?? 'unknown'})`,
+    );
   }
 
   async stop(handle: ReplicaHandle, graceMs: number): Promise<void> {

@@ -124,7 +124,10 @@ export class EndpointService {
    * out to the artifact (a new version). The key is unique per project in
    * the database, so concurrent calls with one key make one endpoint.
    */
-  async createFromArtifact(principal: Principal, body: unknown): Promise<Result<{ endpoint: EndpointRecord; project: ProjectRecord; created: boolean }>> {
+  async createFromArtifact(
+    principal: Principal,
+    body: unknown,
+  ): Promise<Result<{ endpoint: EndpointRecord; project: ProjectRecord; created: boolean }>> {
     const parsed = parseArtifactCreate(body);
     if (parsed.type === 'error') return parsed;
     const input = parsed.value;
@@ -155,7 +158,14 @@ export class EndpointService {
       }
       const spec = artifactSpec(input, null);
       if (spec.type === 'error') return spec;
-      const created = await this.insertNew(principal, project, spec.value, `Created from ${artifact}`, input.idempotencyKey, 'api:wandb-artifact-create');
+      const created = await this.insertNew(
+        principal,
+        project,
+        spec.value,
+        `Created from ${artifact}`,
+        input.idempotencyKey,
+        'api:wandb-artifact-create',
+      );
       if (created) return this.changed(created.id, ok({ endpoint: created, project, created: true }));
       // Another call with this key created it first: roll that one out instead.
     }

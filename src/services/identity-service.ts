@@ -95,7 +95,10 @@ export class IdentityService {
     });
   }
 
-  async createUser(principal: Principal | 'system', input: { email: string; name: string; isAdmin?: boolean }): Promise<Result<UserRecord>> {
+  async createUser(
+    principal: Principal | 'system',
+    input: { email: string; name: string; isAdmin?: boolean },
+  ): Promise<Result<UserRecord>> {
     if (principal !== 'system' && !principal.user.isAdmin) return fail(forbidden('only an admin can create users'));
     const check = new FieldChecker();
     const email = check.string(input, 'email', { required: true, maxLength: 254, pattern: EMAIL, patternRule: 'must be an email address' });

@@ -87,7 +87,13 @@ export async function pingDatabase(sql: Sql, timeoutMs: number): Promise<boolean
     timer = setTimeout(() => resolve(false), timeoutMs);
   });
   try {
-    return await Promise.race([sql`SELECT 1`.then(() => true as const, () => false as const), late]);
+    return await Promise.race([
+      sql`SELECT 1`.then(
+        () => true as const,
+        () => false as const,
+      ),
+      late,
+    ]);
   } finally {
     clearTimeout(timer);
   }

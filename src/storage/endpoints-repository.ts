@@ -4,12 +4,7 @@
  * statement.
  */
 import type { EndpointSpec } from '../domain/endpoint-spec.js';
-import type {
-  DesiredState,
-  EndpointErrorCode,
-  EndpointPhase,
-  EndpointStatus,
-} from '../domain/lifecycle.js';
+import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
 import type { Queryable } from './database.js';
 import type { TeamRecord } from './identity-repository.js';
 import type { ProjectRecord } from './projects-repository.js';
@@ -140,9 +135,10 @@ function toVersion(r: VersionRow): VersionRecord {
     spec: {
       name: r.name,
       instanceId: r.instance_id,
-      model: r.wandb_artifact !== null
-        ? { source: 'wandb', artifact: r.wandb_artifact }
-        : { source: 'hf', repo: r.hf_model_repo!, revision: r.hf_model_repo_revision },
+      model:
+        r.wandb_artifact !== null
+          ? { source: 'wandb', artifact: r.wandb_artifact }
+          : { source: 'hf', repo: r.hf_model_repo!, revision: r.hf_model_repo_revision },
       autoscaling: { minReplica: r.autoscaling_min, maxReplica: r.autoscaling_max, cooldownPeriod: r.autoscaling_cooldown },
       advanced: {
         maxBatchSize: r.max_batch_size,
@@ -216,7 +212,14 @@ export async function findEndpointIdByKey(db: Queryable, projectId: string, idem
 
 export async function insertVersion(
   db: Queryable,
-  v: { endpointId: string; versionIndex: number; spec: EndpointSpec; comment: string | null; creatorId: string; rolledBackFrom?: number | null },
+  v: {
+    endpointId: string;
+    versionIndex: number;
+    spec: EndpointSpec;
+    comment: string | null;
+    creatorId: string;
+    rolledBackFrom?: number | null;
+  },
 ): Promise<void> {
   const { spec } = v;
   const hub = spec.model.source === 'hf' ? spec.model : null;
@@ -297,9 +300,7 @@ export async function listEndpoints(
   page: { afterSeq: number; limit: number },
 ): Promise<EndpointRecord[]> {
   const filter =
-    'projectIds' in scope
-      ? db`e.project_id = ANY(${scope.projectIds as string[]})`
-      : db`e.team_id = ANY(${scope.teamIds as string[]})`;
+    'projectIds' in scope ? db`e.project_id = ANY(${scope.projectIds as string[]})` : db`e.team_id = ANY(${scope.teamIds as string[]})`;
   const rows = await db<EndpointRow[]>`
     SELECT ${db.unsafe(ENDPOINT_COLUMNS)} FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
     WHERE ${filter} AND e.deleted_at IS NULL AND e.seq > ${page.afterSeq}
@@ -433,7 +434,8 @@ interface EventRow {
   created_at: Date;
 }
 
-const EVENT_COLUMNS = 'id, endpoint_id, project_id, team_id, type, status, phase, error_code, version_index, cause, actor_id, detail, created_at';
+const EVENT_COLUMNS =
+  'id, endpoint_id, project_id, team_id, type, status, phase, error_code, version_index, cause, actor_id, detail, created_at';
 
 const toEvent = (r: EventRow): EndpointEventRecord => ({
   id: String(r.id),

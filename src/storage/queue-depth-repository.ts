@@ -6,7 +6,12 @@
 import type { Queryable } from './database.js';
 
 /** Writes this process's queued counts; rows older than `staleMs` (of dead processes) are deleted on the way. */
-export async function publishQueueDepths(db: Queryable, processId: string, depths: ReadonlyMap<string, number>, staleMs: number): Promise<void> {
+export async function publishQueueDepths(
+  db: Queryable,
+  processId: string,
+  depths: ReadonlyMap<string, number>,
+  staleMs: number,
+): Promise<void> {
   if (depths.size === 0) return;
   const endpointIds = [...depths.keys()];
   const counts = endpointIds.map((id) => depths.get(id)!);

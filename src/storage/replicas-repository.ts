@@ -82,7 +82,12 @@ export async function liveReplicaIdsOnNode(db: Queryable, node: string): Promise
  * Replicas of the endpoint that failed with `lastError` since `since`: how
  * many, and when the last one did (milliseconds since the epoch).
  */
-export async function failuresSince(db: Queryable, endpointId: string, since: Date, lastError: string): Promise<{ count: number; lastAt: number | null }> {
+export async function failuresSince(
+  db: Queryable,
+  endpointId: string,
+  since: Date,
+  lastError: string,
+): Promise<{ count: number; lastAt: number | null }> {
   const [row] = await db<{ n: number; last: Date | null }[]>`
     SELECT count(*)::int AS n, max(coalesce(stopped_at, created_at)) AS last FROM replicas
     WHERE endpoint_id = ${endpointId} AND state = 'FAILED' AND last_error = ${lastError} AND coalesce(stopped_at, created_at) >= ${since}`;

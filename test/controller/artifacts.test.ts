@@ -5,7 +5,16 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { CreateEndpointFromArtifactDocument } from '../../src/sdk/client.js';
-import { liveReplicaRows, startTestApp, statusOf, statusTrail, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import {
+  liveReplicaRows,
+  startTestApp,
+  statusOf,
+  statusTrail,
+  waitFor,
+  waitForStatus,
+  type SeededUser,
+  type TestApp,
+} from '../support/app.js';
 import { FAKE_WANDB_KEY, startFakeWandb, type FakeWandb } from '../support/fake-wandb.js';
 import type { SeededProject } from '../support/gateway.js';
 import { buildTinyGguf } from '../support/tiny-gguf.js';
@@ -29,8 +38,18 @@ beforeAll(async () => {
           { version: 'v1', aliases: ['latest'], files: { 'tiny-Q8_0.gguf': buildTinyGguf({ seed: 12 }), 'README.md': 'v1' } },
         ],
       },
-      { org: 'acme', registry: 'model', name: 'not-a-model', versions: [{ version: 'v0', type: 'dataset', files: { 'data.csv': 'a,b\n' } }] },
-      { org: 'acme', registry: 'model', name: 'fault-target', versions: [{ version: 'v0', files: { 'f-Q8_0.gguf': buildTinyGguf({ seed: 13 }) } }] },
+      {
+        org: 'acme',
+        registry: 'model',
+        name: 'not-a-model',
+        versions: [{ version: 'v0', type: 'dataset', files: { 'data.csv': 'a,b\n' } }],
+      },
+      {
+        org: 'acme',
+        registry: 'model',
+        name: 'fault-target',
+        versions: [{ version: 'v0', files: { 'f-Q8_0.gguf': buildTinyGguf({ seed: 13 }) } }],
+      },
     ],
   });
   t = await startTestApp({ env: { WANDB_BASE_URL: registry.url, WANDB_API_KEY: FAKE_WANDB_KEY, CPU_SLOTS: '8' } });
@@ -42,13 +61,18 @@ afterAll(() => registry.close());
 afterEach(() => registry.setFault(null));
 
 async function versionsOf(id: string) {
-  return t.sql<{ version_index: number; comment: string | null; wandb_artifact: string; model: { artifact: string; digest: string } | null }[]>`
+  return t.sql<
+    { version_index: number; comment: string | null; wandb_artifact: string; model: { artifact: string; digest: string } | null }[]
+  >`
     SELECT version_index, comment, wandb_artifact, model FROM endpoint_versions WHERE endpoint_id = ${id} ORDER BY version_index`;
 }
 
 describe('creating from an artifact', () => {
   test('REST without projectId: a new project in the default team, a generated name, then RUNNING', async () => {
-    const res = await alice.rest('POST', ROUTE, { wandbArtifactVersionName: 'acme/model/tiny-llama:v0', accelerator: { type: 'A100', count: 1 } });
+    const res = await alice.rest('POST', ROUTE, {
+      wandbArtifactVersionName: 'acme/model/tiny-llama:v0',
+      accelerator: { type: 'A100', count: 1 },
+    });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
       endpointId: expect.stringMatching(/^ep_/),
@@ -64,13 +88,21 @@ describe('creating from an artifact', () => {
     const spec = await alice.rest('GET', `/dedicated/beta/endpoint/${id}`);
     expect(spec.body).toMatchObject({ gpuType: 'A100', numGpu: 1, hfModelRepo: null, projectId: res.body.projectId });
     const [version] = await versionsOf(id);
-    expect(version).toMatchObject({ wandb_artifact: 'acme/model/tiny-llama:v0', model: { artifact: 'acme/model/tiny-llama:v0', digest: registry.manifestOf('acme', 'model', 'tiny-llama', 'v0').digest } });
+    expect(version).toMatchObject({
+      wandb_artifact: 'acme/model/tiny-llama:v0',
+      model: { artifact: 'acme/model/tiny-llama:v0', digest: registry.manifestOf('acme', 'model', 'tiny-llama', 'v0').digest },
+    });
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
   });
 
   test('GraphQL, by alias: the spec shows the artifact, its resolved version and digest', async () => {
     const { createEndpointFromArtifact: result } = await alice.graphql.request(CreateEndpointFromArtifactDocument, {
-      input: { wandbArtifactVersionName: 'acme/model/tiny-llama:latest', projectId: project.id, name: 'from-graphql', autoscalingPolicy: { minReplica: 1 } },
+      input: {
+        wandbArtifactVersionName: 'acme/model/tiny-llama:latest',
+        projectId: project.id,
+        name: 'from-graphql',
+        autoscalingPolicy: { minReplica: 1 },
+      },
     });
     if (result.__typename !== 'CreateEndpointFromArtifactSuccess') throw new Error(result.__typename);
     expect(result).toMatchObject({ created: true, project: { id: project.id }, endpoint: { name: 'from-graphql' } });
@@ -82,7 +114,12 @@ describe('creating from an artifact', () => {
     });
     expect(read.body.data.endpoint.spec).toEqual({
       hfModelRepo: null,
-      wandbArtifact: { name: 'acme/model/tiny-llama:latest', version: 'v1', digest: registry.manifestOf('acme', 'model', 'tiny-llama', 'v1').digest, file: 'tiny-Q8_0.gguf' },
+      wandbArtifact: {
+        name: 'acme/model/tiny-llama:latest',
+        version: 'v1',
+        digest: registry.manifestOf('acme', 'model', 'tiny-llama', 'v1').digest,
+        file: 'tiny-Q8_0.gguf',
+      },
     });
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
   });
@@ -118,7 +155,12 @@ describe('idempotent rollouts', () => {
   test('ten concurrent calls with one key yield one endpoint', async () => {
     const calls = await Promise.all(
       Array.from({ length: 10 }, () =>
-        alice.rest('POST', ROUTE, { wandbArtifactVersionName: 'acme/model/tiny-llama:v0', projectId: project.id, idempotencyKey: 'burst-1', simplescale: { replicas: 0 } }),
+        alice.rest('POST', ROUTE, {
+          wandbArtifactVersionName: 'acme/model/tiny-llama:v0',
+          projectId: project.id,
+          idempotencyKey: 'burst-1',
+          simplescale: { replicas: 0 },
+        }),
       ),
     );
     expect(calls.map((c) => c.status)).toEqual(Array(10).fill(200));
@@ -140,9 +182,19 @@ describe('bad requests', () => {
   });
 
   test('idempotencyKey without projectId, a bad accelerator, and unknown fields are 400s', async () => {
-    const res = await alice.rest('POST', ROUTE, { wandbArtifactVersionName: 'acme/model/tiny-llama:v0', idempotencyKey: 'k', accelerator: { type: 'T4', count: 3 }, extra: 1 });
+    const res = await alice.rest('POST', ROUTE, {
+      wandbArtifactVersionName: 'acme/model/tiny-llama:v0',
+      idempotencyKey: 'k',
+      accelerator: { type: 'T4', count: 3 },
+      extra: 1,
+    });
     expect(res.status).toBe(400);
-    expect(res.body.error.details.fields.map((f: { field: string }) => f.field).sort()).toEqual(['accelerator.count', 'accelerator.type', 'extra', 'projectId']);
+    expect(res.body.error.details.fields.map((f: { field: string }) => f.field).sort()).toEqual([
+      'accelerator.count',
+      'accelerator.type',
+      'extra',
+      'projectId',
+    ]);
   });
 });
 
@@ -155,7 +207,8 @@ describe('failure codes', () => {
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
   }
 
-  test('an unknown artifact: WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR', () => failsWith('acme/model/nope:v0', 'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR'));
+  test('an unknown artifact: WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR', () =>
+    failsWith('acme/model/nope:v0', 'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR'));
   test('a missing manifest: WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR', async () => {
     registry.setFault({ type: 'missing-manifest' });
     await failsWith('acme/model/fault-target:v0', 'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR');

@@ -1,7 +1,18 @@
 import { describe, expect, test } from 'vitest';
 import { decideScale, replicaCapacity, type ScaleInput } from '../../src/controller/autoscaler.js';
 
-const base: ScaleInput = { minReplica: 1, maxReplica: 4, cooldownMs: 10_000, maxBatchSize: 4, current: 1, load: 0, waiting: 0, lastActivityAt: 0, lastScaleUpAt: 0, now: 5_000 };
+const base: ScaleInput = {
+  minReplica: 1,
+  maxReplica: 4,
+  cooldownMs: 10_000,
+  maxBatchSize: 4,
+  current: 1,
+  load: 0,
+  waiting: 0,
+  lastActivityAt: 0,
+  lastScaleUpAt: 0,
+  now: 5_000,
+};
 
 describe('decideScale', () => {
   test('follows the requests in flight against max_batch_size, within min and max', () => {
@@ -20,7 +31,10 @@ describe('decideScale', () => {
     expect(decideScale({ ...one, load: 1, waiting: 5 })).toEqual({ replicas: 2, sleep: false });
     expect(decideScale({ ...base, load: 4, waiting: 5 })).toEqual({ replicas: 3, sleep: false });
     // Requests waiting alone (the engines idle between two admissions) keep the replicas.
-    expect(decideScale({ ...one, current: 2, load: 0, waiting: 2, lastActivityAt: 0, lastScaleUpAt: 0, now: 60_000 })).toEqual({ replicas: 2, sleep: false });
+    expect(decideScale({ ...one, current: 2, load: 0, waiting: 2, lastActivityAt: 0, lastScaleUpAt: 0, now: 60_000 })).toEqual({
+      replicas: 2,
+      sleep: false,
+    });
   });
 
   test('no scale-down while the demand needs every replica, however long since the last request started', () => {
@@ -59,6 +73,9 @@ describe('decideScale', () => {
     expect(replicaCapacity(8, [{}, { sequences: 8 }])).toBe(8);
     expect(replicaCapacity(16, [undefined])).toBe(16);
     // 768 requests on replicas that decode 256 at once want 3 of them, not 1.
-    expect(decideScale({ ...base, maxReplica: 4, maxBatchSize: replicaCapacity(1024, [{ sequences: 256 }]), load: 768 })).toEqual({ replicas: 3, sleep: false });
+    expect(decideScale({ ...base, maxReplica: 4, maxBatchSize: replicaCapacity(1024, [{ sequences: 256 }]), load: 768 })).toEqual({
+      replicas: 3,
+      sleep: false,
+    });
   });
 });

@@ -36,8 +36,13 @@ describe('model source failures', () => {
   });
 
   test('a private or missing repository: WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR', async () => {
-    expect((await failedTrail({ hfModelRepo: 'test-org/private-GGUF' })).trail).toEqual([...UNTIL_DOWNLOAD, 'FAILED WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR']);
-    expect((await failedTrail({ hfModelRepo: 'test-org/does-not-exist' })).trail.at(-1)).toBe('FAILED WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR');
+    expect((await failedTrail({ hfModelRepo: 'test-org/private-GGUF' })).trail).toEqual([
+      ...UNTIL_DOWNLOAD,
+      'FAILED WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR',
+    ]);
+    expect((await failedTrail({ hfModelRepo: 'test-org/does-not-exist' })).trail.at(-1)).toBe(
+      'FAILED WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR',
+    );
   });
 
   test('the hub API fails with 500: WORKLOAD_INIT_HF_WANDB_API_ERROR', async () => {

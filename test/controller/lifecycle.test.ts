@@ -3,7 +3,17 @@
  * the stand-in hub, through every status and phase of the contract.
  */
 import { beforeAll, describe, expect, test } from 'vitest';
-import { liveReplicaRows, startTestApp, statusOf, statusTrail, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import {
+  liveReplicaRows,
+  startTestApp,
+  statusOf,
+  statusTrail,
+  TINY_REPO,
+  waitFor,
+  waitForStatus,
+  type SeededUser,
+  type TestApp,
+} from '../support/app.js';
 import type { SeededProject } from '../support/gateway.js';
 
 let t: TestApp;
@@ -47,7 +57,10 @@ describe('one endpoint through its whole life', () => {
     expect(answer.body.choices[0]!.message.content.length).toBeGreaterThan(0);
     // The version records what the model resolved to.
     const [version] = await t.sql`SELECT rollout_state, model FROM endpoint_versions WHERE endpoint_id = ${id} AND version_index = 0`;
-    expect(version).toMatchObject({ rollout_state: 'ROLLED_OUT', model: { repo: TINY_REPO, file: 'tiny-llama-Q8_0.gguf', sha256: expect.stringMatching(/^[0-9a-f]{64}$/) } });
+    expect(version).toMatchObject({
+      rollout_state: 'ROLLED_OUT',
+      model: { repo: TINY_REPO, file: 'tiny-llama-Q8_0.gguf', sha256: expect.stringMatching(/^[0-9a-f]{64}$/) },
+    });
   });
 
   test('sleep drains (STOPPING), then SLEEPING with the replica stopped', async () => {

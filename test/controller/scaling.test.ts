@@ -2,7 +2,17 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { beforeAll, describe, expect, test } from 'vitest';
-import { liveReplicaRows, startTestApp, statusOf, statusTrail, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import {
+  liveReplicaRows,
+  startTestApp,
+  statusOf,
+  statusTrail,
+  TINY_REPO,
+  waitFor,
+  waitForStatus,
+  type SeededUser,
+  type TestApp,
+} from '../support/app.js';
 import type { SeededProject } from '../support/gateway.js';
 
 let t: TestApp;
@@ -66,7 +76,11 @@ describe('autoscaler', () => {
   });
 
   test('with minReplica 0, an idle endpoint sleeps after its cooldown: RUNNING, STOPPING, SLEEPING', async () => {
-    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 0, maxReplica: 1, cooldownPeriod: 1 }, advanced: { max_token_count: 1024 } });
+    const id = await project.endpoint({
+      hfModelRepo: TINY_REPO,
+      autoscalingPolicy: { minReplica: 0, maxReplica: 1, cooldownPeriod: 1 },
+      advanced: { max_token_count: 1024 },
+    });
     await waitForStatus(t.sql, id, 'RUNNING');
     await waitForStatus(t.sql, id, 'SLEEPING', 30_000);
     expect((await statusTrail(t.sql, id)).slice(-3)).toEqual(['RUNNING', 'STOPPING', 'SLEEPING']);
@@ -78,7 +92,11 @@ describe('autoscaler', () => {
 
 describe('replica failures', () => {
   test('a replica killed with SIGKILL is replaced; the endpoint keeps RUNNING', async () => {
-    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 }, advanced: { max_token_count: 1024 } });
+    const id = await project.endpoint({
+      hfModelRepo: TINY_REPO,
+      autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+      advanced: { max_token_count: 1024 },
+    });
     await waitForStatus(t.sql, id, 'RUNNING');
     const [victim] = await liveReplicaRows(t.sql, id);
     process.kill(victim!.pid, 'SIGKILL');
@@ -99,7 +117,11 @@ describe('replica failures', () => {
   });
 
   test('a replica that keeps dying is replaced after a doubling back-off, then marks the endpoint FAILED with INFERENCE_ENGINE_UNKNOWN_ERROR', async () => {
-    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 }, advanced: { max_token_count: 1024 } });
+    const id = await project.endpoint({
+      hfModelRepo: TINY_REPO,
+      autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+      advanced: { max_token_count: 1024 },
+    });
     await waitForStatus(t.sql, id, 'RUNNING');
     const gaps: number[] = [];
     for (let i = 0; i < 3; i++) {
@@ -113,7 +135,8 @@ describe('replica failures', () => {
       // The endpoint keeps RUNNING while its replacement waits out the back-off.
       expect((await statusOf(t.sql, id)).status).toBe('RUNNING');
       const [next] = await waitFor('the replacement', async () => {
-        const rows = await t.sql`SELECT created_at FROM replicas WHERE endpoint_id = ${id} AND created_at > ${dead!.stopped_at} ORDER BY created_at LIMIT 1`;
+        const rows =
+          await t.sql`SELECT created_at FROM replicas WHERE endpoint_id = ${id} AND created_at > ${dead!.stopped_at} ORDER BY created_at LIMIT 1`;
         return rows.length > 0 ? rows : undefined;
       });
       gaps.push(next!.created_at.getTime() - dead!.stopped_at.getTime());
@@ -132,8 +155,16 @@ describe('replica failures', () => {
 describe('gateway restart', () => {
   test('running endpoints survive a restart: replicas are adopted, none is lost or orphaned', async () => {
     const ids = [
-      await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 }, advanced: { max_token_count: 1024 } }),
-      await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 }, advanced: { max_token_count: 1024 } }),
+      await project.endpoint({
+        hfModelRepo: TINY_REPO,
+        autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+        advanced: { max_token_count: 1024 },
+      }),
+      await project.endpoint({
+        hfModelRepo: TINY_REPO,
+        autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+        advanced: { max_token_count: 1024 },
+      }),
     ];
     for (const id of ids) await waitForStatus(t.sql, id, 'RUNNING');
     const before = new Map<string, { id: string; pid: number }>();
@@ -170,7 +201,12 @@ describe('capacity', () => {
     const bob = await small.seed.user();
     const p = await bob.project('two slots');
     // 2 GPUs of a kind per replica: the first endpoint takes both slots.
-    const first = await p.endpoint({ hfModelRepo: TINY_REPO, instanceOptionId: 'zfTutSiLn0Hq', autoscalingPolicy: { minReplica: 1, maxReplica: 1 }, advanced: { max_token_count: 1024 } });
+    const first = await p.endpoint({
+      hfModelRepo: TINY_REPO,
+      instanceOptionId: 'zfTutSiLn0Hq',
+      autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+      advanced: { max_token_count: 1024 },
+    });
     await waitForStatus(small.sql, first, 'RUNNING');
     const second = await p.endpoint({ hfModelRepo: TINY_REPO, instanceOptionId: 'TwD5AqnBSVN0', advanced: { max_token_count: 1024 } });
     await new Promise((r) => setTimeout(r, 1500));

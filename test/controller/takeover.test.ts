@@ -112,7 +112,9 @@ interface ReplicaRow {
 }
 
 async function replicaRows(id: string): Promise<ReplicaRow[]> {
-  return db.sql<ReplicaRow[]>`SELECT id, state, address, pid, version_index FROM replicas WHERE endpoint_id = ${id} ORDER BY created_at, id`;
+  return db.sql<
+    ReplicaRow[]
+  >`SELECT id, state, address, pid, version_index FROM replicas WHERE endpoint_id = ${id} ORDER BY created_at, id`;
 }
 
 const LIVE = ['STARTING', 'READY', 'DRAINING'];
@@ -133,18 +135,28 @@ async function servingEndpoint(envA: Record<string, string> = {}) {
   const restA = restClient(a.url, ADMIN_KEY);
   const teams = await restA('POST', '/graphql', { query: '{ teams { projects { id } } }' });
   const projectId = teams.body.data.teams[0].projects[0].id as string;
-  const created = await restA('POST', '/dedicated/beta/endpoint', createBody(projectId, {
-    hfModelRepo: TINY_REPO,
-    autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
-    advanced: { max_batch_size: 1, max_token_count: 1024, max_input_length: 256 },
-  }));
+  const created = await restA(
+    'POST',
+    '/dedicated/beta/endpoint',
+    createBody(projectId, {
+      hfModelRepo: TINY_REPO,
+      autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+      advanced: { max_batch_size: 1, max_token_count: 1024, max_input_length: 256 },
+    }),
+  );
   expect(created.status).toBe(200);
   const id = created.body.endpointId as string;
-  await waitFor('RUNNING through gateway A', async () => {
-    const s = await statusOf(db.sql, id);
-    return s.status === 'RUNNING' && s.curr === 1 ? s : undefined;
-  }, 90_000).catch(async (error: Error) => {
-    throw new Error(`${error.message}: ${JSON.stringify(await statusOf(db.sql, id))}, replicas ${JSON.stringify(await replicaRows(id))}\n${a.output().slice(-3000)}`);
+  await waitFor(
+    'RUNNING through gateway A',
+    async () => {
+      const s = await statusOf(db.sql, id);
+      return s.status === 'RUNNING' && s.curr === 1 ? s : undefined;
+    },
+    90_000,
+  ).catch(async (error: Error) => {
+    throw new Error(
+      `${error.message}: ${JSON.stringify(await statusOf(db.sql, id))}, replicas ${JSON.stringify(await replicaRows(id))}\n${a.output().slice(-3000)}`,
+    );
   });
   const ownerA = (await leaseOwner(id))!;
   expect(ownerA).toMatch(/^gw-/);
@@ -193,12 +205,21 @@ function keepBusy(address: string) {
  * endpoint belongs to a live replica row.
  */
 async function expectRolledOut(id: string, ownerA: string, old: ReplicaRow): Promise<void> {
-  const status = await waitFor('the rollout to complete under gateway B', async () => {
-    const s = await statusOf(db.sql, id);
-    const live = (await replicaRows(id)).filter((r) => LIVE.includes(r.state));
-    const done = s.status === 'RUNNING' && s.curr === 1 && s.updated === s.curr && live.length === 1 && live.every((r) => r.state === 'READY' && r.version_index === 1);
-    return done ? s : undefined;
-  }, 120_000);
+  const status = await waitFor(
+    'the rollout to complete under gateway B',
+    async () => {
+      const s = await statusOf(db.sql, id);
+      const live = (await replicaRows(id)).filter((r) => LIVE.includes(r.state));
+      const done =
+        s.status === 'RUNNING' &&
+        s.curr === 1 &&
+        s.updated === s.curr &&
+        live.length === 1 &&
+        live.every((r) => r.state === 'READY' && r.version_index === 1);
+      return done ? s : undefined;
+    },
+    120_000,
+  );
   expect(status).toMatchObject({ status: 'RUNNING', errorCode: null, curr: 1, desired: 1, updated: 1 });
 
   const owner = await leaseOwner(id);
@@ -226,7 +247,8 @@ async function expectRolledOut(id: string, ownerA: string, old: ReplicaRow): Pro
   const ids = new Set(rows.map((r) => r.id));
   const engines = await engineProcesses((replicaId) => ids.has(replicaId));
   expect(engines.map((e) => e.replicaId)).toEqual([live[0]!.id]);
-  for (const row of rows.filter((r) => !LIVE.includes(r.state) && r.pid !== null)) expect(await running(row.pid!), `the engine of ${row.state} replica ${row.id}`).toBe(false);
+  for (const row of rows.filter((r) => !LIVE.includes(r.state) && r.pid !== null))
+    expect(await running(row.pid!), `the engine of ${row.state} replica ${row.id}`).toBe(false);
 
   // The version's rollout is recorded as done, and the status came back from UPDATING without an error.
   const [version] = await db.sql`SELECT rollout_state FROM endpoint_versions WHERE endpoint_id = ${id} AND version_index = 1`;
@@ -235,16 +257,20 @@ async function expectRolledOut(id: string, ownerA: string, old: ReplicaRow): Pro
 }
 
 describe('a rollout whose gateway process was killed is completed by another', () => {
-  test('killed while the new replica\'s engine is starting: B stops that engine (A\'s, detached) and rolls out afresh', async () => {
+  test("killed while the new replica's engine is starting: B stops that engine (A's, detached) and rolls out afresh", async () => {
     const { a, restA, id, ownerA, old } = await servingEndpoint();
     await update(restA, id);
     // The new replica's engine process exists (A spawned it) and is still loading: A is killed now.
-    const started = await waitFor('the new replica\'s engine process', async () => {
-      const row = (await replicaRows(id)).find((r) => r.version_index === 1);
-      if (!row) return undefined;
-      const [engine] = await engineProcesses((replicaId) => replicaId === row.id);
-      return engine ? { row, engine } : undefined;
-    }, 90_000);
+    const started = await waitFor(
+      "the new replica's engine process",
+      async () => {
+        const row = (await replicaRows(id)).find((r) => r.version_index === 1);
+        if (!row) return undefined;
+        const [engine] = await engineProcesses((replicaId) => replicaId === row.id);
+        return engine ? { row, engine } : undefined;
+      },
+      90_000,
+    );
     // The row names the engine's pid from its spawn on (before its health check), so that whoever takes over can stop it.
     await waitFor('the pid recorded at spawn', async () => {
       const [row] = await db.sql<ReplicaRow[]>`SELECT pid FROM replicas WHERE id = ${started.row.id}`;
@@ -269,7 +295,11 @@ describe('a rollout whose gateway process was killed is completed by another', (
     const idle = keepBusy(old.address!);
     try {
       await update(restA, id);
-      await waitFor('the old replica to drain', async () => (await replicaRows(id)).find((r) => r.id === old.id)!.state === 'DRAINING', 90_000);
+      await waitFor(
+        'the old replica to drain',
+        async () => (await replicaRows(id)).find((r) => r.id === old.id)!.state === 'DRAINING',
+        90_000,
+      );
       const fresh = (await replicaRows(id)).filter((r) => r.version_index === 1);
       expect(fresh.map((r) => r.state)).toEqual(['READY']);
       await kill(a);
@@ -285,7 +315,11 @@ describe('a rollout whose gateway process was killed is completed by another', (
     let fresh: ReplicaRow[];
     try {
       await update(restA, id);
-      await waitFor('the old replica to drain', async () => (await replicaRows(id)).find((r) => r.id === old.id)!.state === 'DRAINING', 90_000);
+      await waitFor(
+        'the old replica to drain',
+        async () => (await replicaRows(id)).find((r) => r.id === old.id)!.state === 'DRAINING',
+        90_000,
+      );
       await kill(a);
       // The state a kill a moment earlier leaves (both replicas READY, the lease A's until it expires):
       // A marks the new replica READY and, a few statements later, the old one DRAINING.

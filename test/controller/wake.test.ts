@@ -37,7 +37,11 @@ afterAll(async () => {
 
 async function sleepingEndpoint(name: string): Promise<string> {
   const project = await alice.project(name);
-  const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 0, maxReplica: 1, cooldownPeriod: 600 }, advanced: { max_token_count: 1024 } });
+  const id = await project.endpoint({
+    hfModelRepo: TINY_REPO,
+    autoscalingPolicy: { minReplica: 0, maxReplica: 1, cooldownPeriod: 600 },
+    advanced: { max_token_count: 1024 },
+  });
   await waitForStatus(t.sql, id, 'RUNNING');
   await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`);
   await waitForStatus(t.sql, id, 'SLEEPING');
@@ -48,7 +52,11 @@ describe('wake on request', () => {
   test("a request to a SLEEPING endpoint goes on at the endpoint's RUNNING event, without waiting for a poll", async () => {
     const id = await sleepingEndpoint('wake-events');
     const t0 = Date.now();
-    const routed = await router.route(principal, { model: id, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 }, AbortSignal.timeout(25_000));
+    const routed = await router.route(
+      principal,
+      { model: id, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 },
+      AbortSignal.timeout(25_000),
+    );
     const routedAt = Date.now();
     if (routed.type !== 'ok') throw new Error(`the request was refused: ${JSON.stringify(routed.error)}`);
     const chunks: Buffer[] = [];
@@ -68,7 +76,12 @@ describe('wake on request', () => {
     const log = (await readFile(path.join(t.dataDir, 'replicas', `${replica!.id}.log`), 'utf8')).split('\n');
     expect(log[0]!.startsWith(SPAWN_LINE_PREFIX)).toBe(true);
     const { at } = JSON.parse(log[0]!.slice(SPAWN_LINE_PREFIX.length)) as { at: number };
-    const ready = JSON.parse(log.find((l) => l.startsWith('ENGINE_READY '))!.slice('ENGINE_READY '.length)) as { port: number; pid: number; readyAt: number; uptimeMs: number };
+    const ready = JSON.parse(log.find((l) => l.startsWith('ENGINE_READY '))!.slice('ENGINE_READY '.length)) as {
+      port: number;
+      pid: number;
+      readyAt: number;
+      uptimeMs: number;
+    };
     expect(ready.pid).toBe(replica!.pid);
     expect(replica!.address).toBe(`http://127.0.0.1:${ready.port}`);
     expect(at).toBeGreaterThanOrEqual(t0 - 5);

@@ -43,12 +43,18 @@ test('defaults with no variables set', () => {
 
 test('security variables: production turns introspection and CORS off unless set', () => {
   expect(loadConfig({ NODE_ENV: 'production' })).toMatchObject({ nodeEnv: 'production', graphqlIntrospection: false, corsOrigins: [] });
-  expect(loadConfig({ NODE_ENV: 'production', GRAPHQL_INTROSPECTION: 'true', CORS_ORIGINS: 'https://app.example.com, http://localhost:3000' })).toMatchObject({
+  expect(
+    loadConfig({ NODE_ENV: 'production', GRAPHQL_INTROSPECTION: 'true', CORS_ORIGINS: 'https://app.example.com, http://localhost:3000' }),
+  ).toMatchObject({
     graphqlIntrospection: true,
     corsOrigins: ['https://app.example.com', 'http://localhost:3000'],
   });
   expect(loadConfig({ GRAPHQL_INTROSPECTION: 'off', CORS_ORIGINS: '' })).toMatchObject({ graphqlIntrospection: false, corsOrigins: [] });
-  expect(loadConfig({ GRAPHQL_MAX_DEPTH: '4', GRAPHQL_MAX_COST: '500' }).graphqlLimits).toMatchObject({ maxDepth: 4, maxCost: 500, maxTokens: 1000 });
+  expect(loadConfig({ GRAPHQL_MAX_DEPTH: '4', GRAPHQL_MAX_COST: '500' }).graphqlLimits).toMatchObject({
+    maxDepth: 4,
+    maxCost: 500,
+    maxTokens: 1000,
+  });
   expect(() => loadConfig({ GRAPHQL_INTROSPECTION: 'maybe' })).toThrow('GRAPHQL_INTROSPECTION must be true or false');
   expect(() => loadConfig({ GRAPHQL_MAX_DEPTH: '0' })).toThrow('GRAPHQL_MAX_DEPTH must be an integer from 1 to 1000');
   expect(() => loadConfig({ CORS_ORIGINS: 'https://app.example.com/path' })).toThrow('CORS_ORIGINS must be "*" or comma-separated origins');
@@ -63,14 +69,20 @@ test('runtime variables', () => {
   });
   expect(() => loadConfig({ MODEL_CACHE_MAX_BYTES: 'lots' })).toThrow('MODEL_CACHE_MAX_BYTES must be a size in bytes');
   expect(() => loadConfig({ GPU_INVENTORY: 'V100=2' })).toThrow('GPU_INVENTORY is invalid');
-  expect(() => loadConfig({ ENGINE_COMMAND: 'vllm serve {model}' })).toThrow('ENGINE_COMMAND is invalid: ENGINE_COMMAND must contain {port}');
+  expect(() => loadConfig({ ENGINE_COMMAND: 'vllm serve {model}' })).toThrow(
+    'ENGINE_COMMAND is invalid: ENGINE_COMMAND must contain {port}',
+  );
   expect(() => loadConfig({ ENGINE_COMMAND: 'x --port {port} {gpus}' })).toThrow('unknown placeholder {gpus}');
   expect(() => loadConfig({ HF_ENDPOINT: 'ftp://hub' })).toThrow('HF_ENDPOINT must be an http(s) URL');
   expect(() => loadConfig({ CPU_SLOTS: '-1' })).toThrow('CPU_SLOTS must be an integer from 0 to 1024');
 });
 
 test('admission queue variables', () => {
-  expect(loadConfig({ QUEUE_TIMEOUT_MS: '5000', QUEUE_MAX_PER_ENDPOINT: '32', QUEUE_MAX_PER_KEY: '4' })).toMatchObject({ queueTimeoutMs: 5000, queueMaxPerEndpoint: 32, queueMaxPerKey: 4 });
+  expect(loadConfig({ QUEUE_TIMEOUT_MS: '5000', QUEUE_MAX_PER_ENDPOINT: '32', QUEUE_MAX_PER_KEY: '4' })).toMatchObject({
+    queueTimeoutMs: 5000,
+    queueMaxPerEndpoint: 32,
+    queueMaxPerKey: 4,
+  });
   expect(() => loadConfig({ QUEUE_MAX_PER_ENDPOINT: '0' })).toThrow('QUEUE_MAX_PER_ENDPOINT must be an integer from 1 to 1000000');
   expect(() => loadConfig({ QUEUE_MAX_PER_KEY: 'many' })).toThrow('QUEUE_MAX_PER_KEY must be an integer from 1 to 1000000');
 });

@@ -15,8 +15,16 @@ describe('the transition table of the contract', () => {
 
   test('targets: each action records its documented status and phase', () => {
     expect(transitionTarget('sleep', 'RUNNING')).toMatchObject({ status: 'SLEEPING', phase: null, desiredState: 'SLEEPING' });
-    expect(transitionTarget('wake', 'SLEEPING')).toMatchObject({ status: 'AWAKING', phase: 'ENGINE_INITIALIZING', desiredState: 'RUNNING' });
-    expect(transitionTarget('restart', 'FAILED')).toMatchObject({ status: 'INITIALIZING', phase: 'REQUESTING_VIRTUAL_MACHINE', clearsError: true });
+    expect(transitionTarget('wake', 'SLEEPING')).toMatchObject({
+      status: 'AWAKING',
+      phase: 'ENGINE_INITIALIZING',
+      desiredState: 'RUNNING',
+    });
+    expect(transitionTarget('restart', 'FAILED')).toMatchObject({
+      status: 'INITIALIZING',
+      phase: 'REQUESTING_VIRTUAL_MACHINE',
+      clearsError: true,
+    });
     expect(transitionTarget('terminate', 'RUNNING')).toMatchObject({ status: 'TERMINATING', phase: null, desiredState: 'TERMINATED' });
   });
 

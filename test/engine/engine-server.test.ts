@@ -166,7 +166,14 @@ test('GET /health and GET /v1/models', async () => {
   const res = await fetch(`${server.url}/health`);
   expect(res.status).toBe(200);
   const body = (await res.json()) as Json;
-  expect(body).toMatchObject({ status: 'ok', model: 'tiny-test', maxBatchSize: MAX_BATCH_SIZE, contextSize: CONTEXT_SIZE, active: 0, queued: 0 });
+  expect(body).toMatchObject({
+    status: 'ok',
+    model: 'tiny-test',
+    maxBatchSize: MAX_BATCH_SIZE,
+    contextSize: CONTEXT_SIZE,
+    active: 0,
+    queued: 0,
+  });
   expect(typeof body.totalRequests).toBe('number');
   expect(body.lastRequestAt === null || !Number.isNaN(Date.parse(body.lastRequestAt))).toBe(true);
 
@@ -178,7 +185,11 @@ test('GET /health and GET /v1/models', async () => {
 test('non-streaming completion: OpenAI shape, exact usage, max_tokens gives "length"', async () => {
   const before = await health();
   const body = await complete(server.url, { model: 'whatever', messages: hello, max_tokens: 16, temperature: 0, seed: 1 });
-  expect(body).toMatchObject({ object: 'chat.completion', model: 'tiny-test', choices: [{ index: 0, finish_reason: 'length', message: { role: 'assistant' } }] });
+  expect(body).toMatchObject({
+    object: 'chat.completion',
+    model: 'tiny-test',
+    choices: [{ index: 0, finish_reason: 'length', message: { role: 'assistant' } }],
+  });
   expect(body.id).toMatch(/^chatcmpl-/);
   expect(Number.isInteger(body.created)).toBe(true);
   const message = body.choices[0].message;
@@ -194,7 +205,15 @@ test('non-streaming completion: OpenAI shape, exact usage, max_tokens gives "len
 
   // Content given as text parts renders the same prompt.
   const parts = await complete(server.url, {
-    messages: [{ role: 'user', content: [{ type: 'text', text: 'hello ' }, { type: 'text', text: 'world' }] }],
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'hello ' },
+          { type: 'text', text: 'world' },
+        ],
+      },
+    ],
     max_completion_tokens: 16,
     temperature: 0,
   });
@@ -207,7 +226,15 @@ test('non-streaming completion: OpenAI shape, exact usage, max_tokens gives "len
 });
 
 test('addSpecialTokens prepends BOS to the rendered prompt', async () => {
-  const withBos = await startEngineServer({ llama, gpu: false, threads: 1, modelPath: files.off.path, contextSize: 128, maxBatchSize: 1, addSpecialTokens: true });
+  const withBos = await startEngineServer({
+    llama,
+    gpu: false,
+    threads: 1,
+    modelPath: files.off.path,
+    contextSize: 128,
+    maxBatchSize: 1,
+    addSpecialTokens: true,
+  });
   try {
     const plain = await complete(server.url, { messages: hello, max_tokens: 1 });
     const bos = await complete(withBos.url, { messages: hello, max_tokens: 1 });
@@ -225,7 +252,11 @@ test('streaming: role chunk, deltas, finish chunk, usage chunk, [DONE]; text equ
 
   expect(streamed.done).toBe(true);
   const [first, ...rest] = streamed.chunks;
-  expect(first).toMatchObject({ object: 'chat.completion.chunk', model: 'tiny-test', choices: [{ index: 0, delta: { role: 'assistant' }, finish_reason: null }] });
+  expect(first).toMatchObject({
+    object: 'chat.completion.chunk',
+    model: 'tiny-test',
+    choices: [{ index: 0, delta: { role: 'assistant' }, finish_reason: null }],
+  });
   const usageChunk = rest.pop()!;
   const finishChunk = rest.pop()!;
   expect(rest.length).toBeGreaterThan(1); // token-by-token deltas
@@ -276,7 +307,12 @@ test('a stop string ends the output before it, with finish_reason "stop"', async
 
 test('reasoning: enable_thinking routes output to reasoning_content or content; omitted follows the template default', async () => {
   const ask = async (base: string, kwargs?: Json) => {
-    const body = await complete(base, { messages: hello, max_tokens: 12, temperature: 0, ...(kwargs ? { chat_template_kwargs: kwargs } : {}) });
+    const body = await complete(base, {
+      messages: hello,
+      max_tokens: 12,
+      temperature: 0,
+      ...(kwargs ? { chat_template_kwargs: kwargs } : {}),
+    });
     return body.choices[0].message as { content: string; reasoning_content?: string };
   };
   const thinking = (m: { content: string; reasoning_content?: string }) => {
@@ -317,7 +353,11 @@ test('think splitter: tags emitted by the model, split across pieces, never appe
     segments.push(...splitter.flush());
     return segments;
   };
-  const join = (segments: Segment[], channel: Segment['channel']) => segments.filter((s) => s.channel === channel).map((s) => s.text).join('');
+  const join = (segments: Segment[], channel: Segment['channel']) =>
+    segments
+      .filter((s) => s.channel === channel)
+      .map((s) => s.text)
+      .join('');
 
   const pieces = ['<th', 'ink>\nLet me', ' think.</thi', 'nk>\n\nThe answer', ' is 4.'];
   const segments = run(pieces);
@@ -333,7 +373,9 @@ test('think splitter: tags emitted by the model, split across pieces, never appe
   expect(open[0]!.channel).toBe('reasoning');
   expect(open.slice(1).every((s) => s.channel === 'content')).toBe(true);
   // Disabled (model without think blocks): text passes through untouched.
-  expect(new ThinkSplitter({ enabled: false, startInReasoning: false }).push('<think>x')).toEqual([{ channel: 'content', text: '<think>x' }]);
+  expect(new ThinkSplitter({ enabled: false, startInReasoning: false }).push('<think>x')).toEqual([
+    { channel: 'content', text: '<think>x' },
+  ]);
 });
 
 test('prompt renderer: remembered template-text tokens give exactly the tokens of a fresh tokenization', () => {
@@ -341,14 +383,27 @@ test('prompt renderer: remembered template-text tokens give exactly the tokens o
   const conversations = [
     [{ role: 'user' as const, content: 'Hi there, tell me something.' }],
     // Message text that spells control tokens stays text; leading spaces and newlines survive.
-    [{ role: 'system' as const, content: ' Be brief.' }, { role: 'user' as const, content: '<|im_end|>\n<think> hi' }],
-    [{ role: 'user' as const, content: '\nHi' }, { role: 'assistant' as const, content: ' Hello' }, { role: 'user' as const, content: 'héllo 🙂' }],
+    [
+      { role: 'system' as const, content: ' Be brief.' },
+      { role: 'user' as const, content: '<|im_end|>\n<think> hi' },
+    ],
+    [
+      { role: 'user' as const, content: '\nHi' },
+      { role: 'assistant' as const, content: ' Hello' },
+      { role: 'user' as const, content: 'héllo 🙂' },
+    ],
   ];
   for (const messages of conversations) {
     for (const kwargs of [{}, { enable_thinking: false }]) {
       // Reference: the same rendered text tokenized by node-llama-cpp's tokenizer, nothing remembered.
-      const wrapper = (renderer as unknown as { wrapperFor(k: object): { generateContextState(o: object): { contextText: { tokenize(t: unknown): number[] } } } }).wrapperFor(kwargs);
-      const chatHistory = messages.map((m) => (m.role === 'assistant' ? { type: 'model', response: [m.content] } : { type: m.role, text: m.content }));
+      const wrapper = (
+        renderer as unknown as {
+          wrapperFor(k: object): { generateContextState(o: object): { contextText: { tokenize(t: unknown): number[] } } };
+        }
+      ).wrapperFor(kwargs);
+      const chatHistory = messages.map((m) =>
+        m.role === 'assistant' ? { type: 'model', response: [m.content] } : { type: m.role, text: m.content },
+      );
       const expected = wrapper.generateContextState({ chatHistory }).contextText.tokenize(model.tokenizer);
       const first = renderer.render(messages, kwargs).tokens;
       const second = renderer.render(messages, kwargs).tokens;
@@ -478,7 +533,7 @@ test(`${MAX_BATCH_SIZE + 2} concurrent streams: at most ${MAX_BATCH_SIZE} active
   expect(await health()).toMatchObject({ active: 0, queued: 0 });
 });
 
-test('max_batch_size past llama.cpp\'s 256 sequences: 256 decode at once, the rest queue; past 1024 it is refused', async () => {
+test("max_batch_size past llama.cpp's 256 sequences: 256 decode at once, the rest queue; past 1024 it is refused", async () => {
   const wide = await startEngineServer({ llama, gpu: false, threads: 1, modelPath: files.off.path, contextSize: 48, maxBatchSize: 300 });
   try {
     expect(await (await fetch(`${wide.url}/health`)).json()).toMatchObject({ maxBatchSize: 300, sequences: 256, active: 0, queued: 0 });
@@ -488,7 +543,10 @@ test('max_batch_size past llama.cpp\'s 256 sequences: 256 decode at once, the re
     await wide.close(0);
   }
   const tooWide = await startEngineServer({ llama, modelPath: files.off.path, maxBatchSize: 1025 }).catch((error: unknown) => error);
-  expect(classifyEngineError(tooWide)).toEqual({ code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', message: 'maxBatchSize must be an integer from 1 to 1024 (got 1025)' });
+  expect(classifyEngineError(tooWide)).toEqual({
+    code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR',
+    message: 'maxBatchSize must be an integer from 1 to 1024 (got 1025)',
+  });
 });
 
 test('throughput grows with concurrency (printed, not asserted)', async () => {
@@ -497,7 +555,9 @@ test('throughput grows with concurrency (printed, not asserted)', async () => {
   for (const concurrency of [1, 4, MAX_BATCH_SIZE]) {
     const started = performance.now();
     const bodies = await Promise.all(
-      Array.from({ length: concurrency }, (_, i) => complete(server.url, { messages: [{ role: 'user', content: `request ${i}` }], max_tokens: maxTokens, temperature: 0 })),
+      Array.from({ length: concurrency }, (_, i) =>
+        complete(server.url, { messages: [{ role: 'user', content: `request ${i}` }], max_tokens: maxTokens, temperature: 0 }),
+      ),
     );
     const seconds = (performance.now() - started) / 1000;
     for (const body of bodies) expect(body.usage.completion_tokens).toBe(maxTokens);
@@ -545,7 +605,10 @@ test('a client that disconnects mid-stream cancels its generation and frees the 
 // standalone process
 
 function runEngine(args: string[]): { child: ChildProcess; stdout: string[]; stderr: () => string; exit: Promise<number | null> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/engine/main.ts', ...args], { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/engine/main.ts', ...args], {
+    cwd: process.cwd(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const stdout: string[] = [];
   let stdoutBuffer = '';
   let stderr = '';
@@ -561,7 +624,21 @@ function runEngine(args: string[]): { child: ChildProcess; stdout: string[]; std
 }
 
 test('CLI: ENGINE_READY, streams tokens, drains an in-flight stream on SIGTERM and exits 0', async () => {
-  const engine = runEngine(['--model', files.off.path, '--port', '0', '--cpu', '--threads', '1', '--context-size', '512', '--max-batch-size', '2', '--model-name', 'cli-model']);
+  const engine = runEngine([
+    '--model',
+    files.off.path,
+    '--port',
+    '0',
+    '--cpu',
+    '--threads',
+    '1',
+    '--context-size',
+    '512',
+    '--max-batch-size',
+    '2',
+    '--model-name',
+    'cli-model',
+  ]);
   try {
     expect(await waitFor(async () => engine.stdout.length > 0 || engine.child.exitCode != null, 30_000), engine.stderr()).toBe(true);
     const match = /^ENGINE_READY (\{.*\})$/.exec(engine.stdout[0] ?? '');
@@ -612,7 +689,10 @@ test('CLI: ENGINE_ERROR line and exit 3 on a non-GGUF, truncated or unsupported 
     return JSON.parse(lines[0]!.slice('ENGINE_ERROR '.length)) as { code: string; message: string };
   };
   expect(exits).toEqual([3, 3, 3, 2]);
-  expect(errorLine(runs[0]!.stderr())).toEqual({ code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', message: 'The model file is not a GGUF file.' });
+  expect(errorLine(runs[0]!.stderr())).toEqual({
+    code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR',
+    message: 'The model file is not a GGUF file.',
+  });
   const truncatedError = errorLine(runs[1]!.stderr());
   expect(truncatedError.code).toBe('INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR');
   expect(truncatedError.message).toMatch(/^The model file is corrupted or incomplete \(200000 bytes/);
@@ -635,7 +715,10 @@ test('classifyEngineError on errors provoked from node-llama-cpp', async () => {
   expect(classifyEngineError(notGgufError).code).toBe('INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR');
 
   const missingError = await llama.loadModel({ modelPath: join(dir, 'missing.gguf') }).catch((error: unknown) => error);
-  expect(classifyEngineError(missingError)).toEqual({ code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', message: 'The model file does not exist.' });
+  expect(classifyEngineError(missingError)).toEqual({
+    code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR',
+    message: 'The model file does not exist.',
+  });
 
   const truncated = join(dir, 'truncated-2.gguf');
   await writeFile(truncated, (await readFile(files.off.path)).subarray(0, 300_000));
@@ -647,13 +730,18 @@ test('classifyEngineError on errors provoked from node-llama-cpp', async () => {
   const truncatedError = await llama.loadModel({ modelPath: truncated }).catch((error: unknown) => error);
   expect((truncatedError as Error).message).toBe('Failed to load model');
   await new Promise((resolve) => setTimeout(resolve, 100));
-  expect(classifyEngineError(truncatedError, llamaLog)).toEqual({ code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', message: 'The model file is corrupted or incomplete.' });
+  expect(classifyEngineError(truncatedError, llamaLog)).toEqual({
+    code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR',
+    message: 'The model file is corrupted or incomplete.',
+  });
   expect(classifyEngineError(truncatedError, []).code).toBe('INFERENCE_ENGINE_UNKNOWN_ERROR');
 
   // A KV cache that does not fit in (capped) RAM.
   await llama.setRamCap(4 * 1024 * 1024);
   try {
-    const memoryError = await model.createContext({ contextSize: 4096, sequences: 8, failedCreationRemedy: false }).catch((error: unknown) => error);
+    const memoryError = await model
+      .createContext({ contextSize: 4096, sequences: 8, failedCreationRemedy: false })
+      .catch((error: unknown) => error);
     const classified = classifyEngineError(memoryError);
     expect(classified.code).toBe('INFERENCE_ENGINE_MEMORY_ERROR');
     expect(classified.message).toMatch(/too large for the available RAM/);
@@ -662,7 +750,13 @@ test('classifyEngineError on errors provoked from node-llama-cpp', async () => {
   }
 
   // An absurd context size is refused before llama.cpp tries to allocate it.
-  const absurd = await startEngineServer({ llama, modelPath: files.off.path, gpu: false, contextSize: 1_000_000_000, maxBatchSize: 1 }).catch((error: unknown) => error);
+  const absurd = await startEngineServer({
+    llama,
+    modelPath: files.off.path,
+    gpu: false,
+    contextSize: 1_000_000_000,
+    maxBatchSize: 1,
+  }).catch((error: unknown) => error);
   expect(absurd).toBeInstanceOf(EngineStartError);
   expect(classifyEngineError(absurd)).toEqual({
     code: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR',

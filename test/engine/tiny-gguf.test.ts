@@ -114,7 +114,12 @@ test('tokenize/detokenize round-trips ASCII and multi-byte UTF-8', () => {
   expect(model.detokenize(cjk.slice(0, 1))).toBe('\uFFFD');
 });
 
-async function generate(sequence: LlamaContextSequence, prompt: Token[], maxTokens: number, options: Parameters<LlamaContextSequence['evaluate']>[1]) {
+async function generate(
+  sequence: LlamaContextSequence,
+  prompt: Token[],
+  maxTokens: number,
+  options: Parameters<LlamaContextSequence['evaluate']>[1],
+) {
   await sequence.clearHistory();
   const out: Token[] = [];
   for await (const token of sequence.evaluate(prompt, options)) {
@@ -243,7 +248,11 @@ test('LlamaCompletion: max tokens, stop strings and AbortSignal cancellation', a
     expect(full.response.length).toBeGreaterThan(4);
 
     const stop = full.response.slice(4, 6);
-    const stopped = await completion.generateCompletionWithMeta('hello world', { maxTokens: 16, temperature: 0, customStopTriggers: [stop] });
+    const stopped = await completion.generateCompletionWithMeta('hello world', {
+      maxTokens: 16,
+      temperature: 0,
+      customStopTriggers: [stop],
+    });
     expect(stopped.metadata.stopReason).toBe('customStopTrigger');
     expect(stopped.response).toBe(full.response.slice(0, full.response.indexOf(stop)));
 

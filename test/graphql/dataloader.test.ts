@@ -46,7 +46,11 @@ test('one endpoint with its project and team is one statement, and never shows a
   t.queries.reset();
   const res = await alice.rest('POST', '/graphql', { query: read, variables: { id: endpoint.id } });
   expect(res.body.errors, JSON.stringify(res.body.errors)).toBeUndefined();
-  expect(res.body.data.endpoint).toMatchObject({ id: endpoint.id, name: 'single', project: { id: project.id, name: 'single', team: { id: project.teamId } } });
+  expect(res.body.data.endpoint).toMatchObject({
+    id: endpoint.id,
+    name: 'single',
+    project: { id: project.id, name: 'single', team: { id: project.teamId } },
+  });
   expect(res.body.data.endpoint.team).toEqual(res.body.data.endpoint.project.team);
   expect(t.queries.count).toBe(1);
 

@@ -87,7 +87,15 @@ describe('queries', () => {
       id,
       name: 'gql',
       status: { endpointId: id, status: 'INITIALIZING', phase: 'REQUESTING_VIRTUAL_MACHINE', errorCode: null, currReplicaCnt: 0 },
-      spec: { gpuType: 'H100', numGpu: 1, maxBatchSize: 3, autoscalingMax: 2, projectId: project.id, teamId: alice.teamId, creatorId: alice.user.id },
+      spec: {
+        gpuType: 'H100',
+        numGpu: 1,
+        maxBatchSize: 3,
+        autoscalingMax: 2,
+        projectId: project.id,
+        teamId: alice.teamId,
+        creatorId: alice.user.id,
+      },
       currentVersion: { versionIndex: 0, comment: null, rolloutState: 'RECORDED' },
     });
     expect((await bob.graphql.request(EndpointDocument, { id })).endpoint).toBeNull();
@@ -98,7 +106,11 @@ describe('queries', () => {
     const ids = [await p.endpoint({ name: 'a' }), await p.endpoint({ name: 'b' }), await p.endpoint({ name: 'c' })];
     const page1 = await alice.graphql.request(EndpointsDocument, { projectId: p.id, first: 2 });
     expect(page1.endpoints.edges.map((e) => e.node.id)).toEqual(ids.slice(0, 2));
-    expect(page1.endpoints.edges[0]!.node.project).toEqual({ id: p.id, name: 'paged', team: { id: alice.teamId, name: expect.any(String) } });
+    expect(page1.endpoints.edges[0]!.node.project).toEqual({
+      id: p.id,
+      name: 'paged',
+      team: { id: alice.teamId, name: expect.any(String) },
+    });
     expect(page1.endpoints.pageInfo.hasNextPage).toBe(true);
     const page2 = await alice.graphql.request(EndpointsDocument, { projectId: p.id, first: 2, after: page1.endpoints.pageInfo.endCursor });
     expect(page2.endpoints.edges.map((e) => e.node.id)).toEqual(ids.slice(2));
@@ -184,7 +196,11 @@ describe('endpoint mutations', () => {
     const rolled = await alice.graphql.request(RollbackEndpointDocument, { id, versionIndex: 0 });
     expect(rolled.rollbackEndpoint).toMatchObject({
       __typename: 'RollbackEndpointSuccess',
-      endpoint: { name: 'original', spec: { maxInputLength: 2048, hfModelRepoRevision: null }, currentVersion: { versionIndex: 2, comment: 'Rollback to version 0' } },
+      endpoint: {
+        name: 'original',
+        spec: { maxInputLength: 2048, hfModelRepoRevision: null },
+        currentVersion: { versionIndex: 2, comment: 'Rollback to version 0' },
+      },
     });
     const { endpoint } = await alice.graphql.request(EndpointVersionsDocument, { id });
     expect(endpoint!.versions.edges.map((e) => [e.node.versionIndex, e.node.rolledBackFrom, e.node.spec.name])).toEqual([
@@ -208,7 +224,9 @@ describe('endpoint mutations', () => {
       action: 'sleep',
     });
     await t.setStatus(id, 'RUNNING');
-    expect((await alice.graphql.request(SleepEndpointDocument, { id })).sleepEndpoint).toMatchObject({ endpoint: { status: { status: 'SLEEPING' } } });
+    expect((await alice.graphql.request(SleepEndpointDocument, { id })).sleepEndpoint).toMatchObject({
+      endpoint: { status: { status: 'SLEEPING' } },
+    });
     expect((await alice.graphql.request(WakeEndpointDocument, { id })).wakeEndpoint).toMatchObject({
       endpoint: { status: { status: 'AWAKING', phase: 'ENGINE_INITIALIZING' } },
     });
@@ -229,20 +247,28 @@ describe('endpoint mutations', () => {
   test('deleteEndpoint', async () => {
     const id = await createEndpoint();
     expect((await bob.graphql.request(DeleteEndpointDocument, { id })).deleteEndpoint.__typename).toBe('NotFoundError');
-    expect((await alice.graphql.request(DeleteEndpointDocument, { id })).deleteEndpoint).toEqual({ __typename: 'DeleteEndpointSuccess', endpointId: id });
+    expect((await alice.graphql.request(DeleteEndpointDocument, { id })).deleteEndpoint).toEqual({
+      __typename: 'DeleteEndpointSuccess',
+      endpointId: id,
+    });
     expect((await alice.graphql.request(EndpointDocument, { id })).endpoint).toBeNull();
   });
 });
 
 describe('identity mutations', () => {
   test('createUser is for admins; createApiKey shows the key once; revokeApiKey ends it', async () => {
-    expect((await alice.graphql.request(CreateUserDocument, { email: 'x@example.com', name: 'X' })).createUser.__typename).toBe('ForbiddenError');
+    expect((await alice.graphql.request(CreateUserDocument, { email: 'x@example.com', name: 'X' })).createUser.__typename).toBe(
+      'ForbiddenError',
+    );
     const created = await admin.graphql.request(CreateUserDocument, { email: 'dana@example.com', name: 'Dana' });
     expect(created.createUser).toMatchObject({ __typename: 'CreateUserSuccess', user: { email: 'dana@example.com' } });
     const duplicate = await admin.graphql.request(CreateUserDocument, { email: 'dana@example.com', name: 'Dana' });
     expect(duplicate.createUser.__typename).toBe('ConflictError');
     const invalid = await admin.graphql.request(CreateUserDocument, { email: 'not-an-email', name: 'D' });
-    expect(invalid.createUser).toMatchObject({ __typename: 'InvalidArgumentError', fields: [{ field: 'email', message: 'must be an email address' }] });
+    expect(invalid.createUser).toMatchObject({
+      __typename: 'InvalidArgumentError',
+      fields: [{ field: 'email', message: 'must be an email address' }],
+    });
 
     const forDana = await admin.graphql.request(CreateApiKeyDocument, { name: 'dana laptop', user: 'dana@example.com' });
     if (forDana.createApiKey.__typename !== 'CreateApiKeySuccess') throw new Error('expected a key');
@@ -254,7 +280,9 @@ describe('identity mutations', () => {
 
     const own = await dana.request(CreateApiKeyDocument, { name: 'second' });
     if (own.createApiKey.__typename !== 'CreateApiKeySuccess') throw new Error('expected a key');
-    expect((await alice.graphql.request(RevokeApiKeyDocument, { id: own.createApiKey.apiKey.id })).revokeApiKey.__typename).toBe('NotFoundError');
+    expect((await alice.graphql.request(RevokeApiKeyDocument, { id: own.createApiKey.apiKey.id })).revokeApiKey.__typename).toBe(
+      'NotFoundError',
+    );
     const revoked = await dana.request(RevokeApiKeyDocument, { id: own.createApiKey.apiKey.id });
     expect(revoked.revokeApiKey).toMatchObject({ __typename: 'RevokeApiKeySuccess', apiKey: { revokedAt: expect.any(String) } });
     const rejected = await createClient(t.url, own.createApiKey.secret)
@@ -269,10 +297,14 @@ describe('identity mutations', () => {
     const teamId = created.createTeam.team.id;
     expect(created.createTeam.team.myRole).toBe('OWNER');
 
-    expect((await bob.graphql.request(AddTeamMemberDocument, { teamId, user: bob.user.email })).addTeamMember.__typename).toBe('NotFoundError');
+    expect((await bob.graphql.request(AddTeamMemberDocument, { teamId, user: bob.user.email })).addTeamMember.__typename).toBe(
+      'NotFoundError',
+    );
     const added = await alice.graphql.request(AddTeamMemberDocument, { teamId, user: bob.user.email });
     expect(added.addTeamMember).toMatchObject({ member: { role: 'MEMBER', user: { id: bob.user.id } } });
-    expect((await bob.graphql.request(AddTeamMemberDocument, { teamId, user: admin.user.email })).addTeamMember.__typename).toBe('ForbiddenError');
+    expect((await bob.graphql.request(AddTeamMemberDocument, { teamId, user: admin.user.email })).addTeamMember.__typename).toBe(
+      'ForbiddenError',
+    );
 
     const proj = await bob.graphql.request(CreateProjectDocument, { name: 'shared', teamId });
     expect(proj.createProject).toMatchObject({ __typename: 'CreateProjectSuccess', project: { name: 'shared', team: { id: teamId } } });

@@ -94,7 +94,9 @@ test('one execution per event for the same operation, variables and audience; se
   // A second event is a new execution, shared again.
   const next = same.map((it) => it.next());
   s.publish({ n: 6 });
-  expect((await Promise.all(next)).map((r) => (r.value as { data: { shared: { scaled: number } } }).data.shared.scaled)).toEqual([12, 12, 12]);
+  expect((await Promise.all(next)).map((r) => (r.value as { data: { shared: { scaled: number } } }).data.shared.scaled)).toEqual([
+    12, 12, 12,
+  ]);
   expect(s.executions()).toBe(4);
 
   // Ending a subscriber ends its source subscription.

@@ -113,17 +113,23 @@ describe('demand across gateway processes', () => {
     const published = await waitFor(
       'the queue published',
       async () => {
-        const rows = await db.sql<{ process_id: string; queued: number }[]>`SELECT process_id, queued FROM gateway_queue_depth WHERE endpoint_id = ${id} AND queued > 0`;
+        const rows = await db.sql<
+          { process_id: string; queued: number }[]
+        >`SELECT process_id, queued FROM gateway_queue_depth WHERE endpoint_id = ${id} AND queued > 0`;
         return rows[0];
       },
       30_000,
     );
     expect(published.process_id.startsWith(`gw-${other.child.pid}-`)).toBe(true);
 
-    const scaled = await waitFor('a second replica READY', async () => {
-      const c = await counts(id);
-      return c.ready === 2 && c.curr === 2 ? c : undefined;
-    }, 90_000);
+    const scaled = await waitFor(
+      'a second replica READY',
+      async () => {
+        const c = await counts(id);
+        return c.ready === 2 && c.curr === 2 ? c : undefined;
+      },
+      90_000,
+    );
     expect(scaled).toMatchObject({ status: 'RUNNING', desired: 2 });
     const causes = await db.sql`SELECT cause FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED'`;
     expect(causes.map((c) => c.cause)).toContain('controller:scale-up');
@@ -136,12 +142,18 @@ describe('demand across gateway processes', () => {
     expect(tallies.reduce((sum, t) => sum + t.ok, 0)).toBeGreaterThan(0);
 
     // No demand: back to minReplica after the cooldown, and the published queue is empty.
-    const calm = await waitFor('scale-in to one replica', async () => {
-      const c = await counts(id);
-      return c.curr === 1 && c.desired === 1 && c.ready === 1 ? c : undefined;
-    }, 60_000);
+    const calm = await waitFor(
+      'scale-in to one replica',
+      async () => {
+        const c = await counts(id);
+        return c.curr === 1 && c.desired === 1 && c.ready === 1 ? c : undefined;
+      },
+      60_000,
+    );
     expect(calm.status).toBe('RUNNING');
-    const [queued] = await db.sql<{ queued: number }[]>`SELECT coalesce(sum(queued), 0)::int AS queued FROM gateway_queue_depth WHERE endpoint_id = ${id}`;
+    const [queued] = await db.sql<
+      { queued: number }[]
+    >`SELECT coalesce(sum(queued), 0)::int AS queued FROM gateway_queue_depth WHERE endpoint_id = ${id}`;
     expect(queued!.queued).toBe(0);
   }, 240_000);
 });

@@ -21,13 +21,22 @@ beforeAll(async () => {
 const wsUrl = () => `${t.url.replace('http', 'ws')}/graphql`;
 
 function client(key: string, extra: Record<string, unknown> = {}): Client {
-  return createClient({ url: wsUrl(), webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${key}`, ...extra }, retryAttempts: 0, lazy: false });
+  return createClient({
+    url: wsUrl(),
+    webSocketImpl: WebSocket,
+    connectionParams: { authorization: `Bearer ${key}`, ...extra },
+    retryAttempts: 0,
+    lazy: false,
+  });
 }
 
 describe('authorization', () => {
   test('a bad key is closed with 4401 and a reason; a team the caller is not in with 4403', async () => {
     const closes: { code: number; reason: string }[] = [];
-    for (const [key, extra] of [['dek_wrong', {}], [bob.key, { 'x-friendli-team': alice.teamId }]] as const) {
+    for (const [key, extra] of [
+      ['dek_wrong', {}],
+      [bob.key, { 'x-friendli-team': alice.teamId }],
+    ] as const) {
       await new Promise<void>((resolve) => {
         const c = createClient({
           url: wsUrl(),
@@ -87,7 +96,15 @@ describe('transports and content', () => {
       signal: controller.signal,
     });
     expect(response.headers.get('content-type')).toMatch(/text\/event-stream/);
-    const updates: { event: { type: string; status: string | null } | null; status: { status: string; phase: string | null; downloadProgress: { bytesDone: number; bytesTotal: number } | null; currReplicaCnt: number } }[] = [];
+    const updates: {
+      event: { type: string; status: string | null } | null;
+      status: {
+        status: string;
+        phase: string | null;
+        downloadProgress: { bytesDone: number; bytesTotal: number } | null;
+        currReplicaCnt: number;
+      };
+    }[] = [];
     const decoder = new TextDecoder();
     let buffer = '';
     for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
@@ -109,7 +126,12 @@ describe('transports and content', () => {
     expect(progress.length).toBeGreaterThan(1);
     expect(progress.some((p) => p.bytesDone < p.bytesTotal)).toBe(true);
     for (let i = 1; i < progress.length; i++) expect(progress[i]!.bytesDone).toBeGreaterThanOrEqual(progress[i - 1]!.bytesDone);
-    expect(updates.filter((u) => u.event?.type === 'STATUS_CHANGED').map((u) => u.event!.status)).toEqual(['INITIALIZING', 'INITIALIZING', 'READY', 'RUNNING']);
+    expect(updates.filter((u) => u.event?.type === 'STATUS_CHANGED').map((u) => u.event!.status)).toEqual([
+      'INITIALIZING',
+      'INITIALIZING',
+      'READY',
+      'RUNNING',
+    ]);
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
   });
 });
@@ -199,7 +221,11 @@ describe('SSE subscriptions', () => {
   const sse = (key: string, init: { method?: string; body?: unknown; query?: Record<string, string> } = {}) =>
     fetch(`${t.url}/graphql${init.query ? `?${new URLSearchParams(init.query)}` : ''}`, {
       method: init.method ?? 'POST',
-      headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream', ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: {
+        authorization: `Bearer ${key}`,
+        accept: 'text/event-stream',
+        ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
       ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
     });
 
@@ -234,7 +260,7 @@ describe('SSE subscriptions', () => {
     expect(JSON.stringify(events)).not.toContain(alice.teamId);
   });
 
-  test('what is not a valid, authenticated subscription gets graphql-yoga\'s own answers', async () => {
+  test("what is not a valid, authenticated subscription gets graphql-yoga's own answers", async () => {
     // A query asking for SSE: its result as one event.
     const query = await readSse(await sse(alice.key, { body: { query: '{ instanceOptions { id } }' } }));
     expect(query.events[0]!.data.data.instanceOptions.length).toBeGreaterThan(0);

@@ -20,7 +20,7 @@ const ADMIN_KEY = 'test_two_gateways_admin_key_0123456789';
 
 let db: TestDatabase;
 let hub: FakeHub;
-let dirs: string[] = [];
+const dirs: string[] = [];
 let a: GatewayProcess;
 let b: GatewayProcess;
 let restB: RestClient;
@@ -71,7 +71,12 @@ afterAll(async () => {
 });
 
 function wsClient(url: string, key = ADMIN_KEY): Client {
-  return createClient({ url: `${url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${key}` }, retryAttempts: 0 });
+  return createClient({
+    url: `${url.replace('http', 'ws')}/graphql`,
+    webSocketImpl: WebSocket,
+    connectionParams: { authorization: `Bearer ${key}` },
+    retryAttempts: 0,
+  });
 }
 
 function collect(client: Client, query: string, variables: Record<string, unknown>) {
@@ -107,10 +112,22 @@ describe('two gateway processes on one database', () => {
     await waitFor('the subscription to start', async () => (await db.sql`SELECT 1`).length > 0);
     await new Promise((r) => setTimeout(r, 300));
 
-    const created = await restB('POST', '/dedicated/beta/endpoint', createBody(projectId, { hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 }, advanced: { max_token_count: 1024 } }));
+    const created = await restB(
+      'POST',
+      '/dedicated/beta/endpoint',
+      createBody(projectId, {
+        hfModelRepo: TINY_REPO,
+        autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+        advanced: { max_token_count: 1024 },
+      }),
+    );
     const id = created.body.endpointId as string;
     const statusClient = wsClient(a.url);
-    const statusSub = collect(statusClient, `subscription($id: ID!) { endpointStatus(endpointId: $id) { event { id type status } status { status phase currReplicaCnt } } }`, { id });
+    const statusSub = collect(
+      statusClient,
+      `subscription($id: ID!) { endpointStatus(endpointId: $id) { event { id type status } status { status phase currReplicaCnt } } }`,
+      { id },
+    );
     statusUpdates.items = statusSub.items as never;
 
     await waitFor('RUNNING', async () => (await status(id)) === 'RUNNING');
@@ -133,7 +150,22 @@ describe('two gateway processes on one database', () => {
     await waitFor('every event to arrive', async () => events.items.filter((e) => e.endpointId === id).length === stored.length, 10_000);
     expect(events.items.filter((e) => e.endpointId === id)).toEqual(stored);
     const trail = stored.filter((e) => e.type === 'CREATED' || e.type === 'STATUS_CHANGED').map((e) => e.status);
-    expect(trail).toEqual(['INITIALIZING', 'INITIALIZING', 'INITIALIZING', 'READY', 'RUNNING', 'STOPPING', 'SLEEPING', 'AWAKING', 'READY', 'RUNNING', 'UPDATING', 'RUNNING', 'TERMINATING', 'TERMINATED']);
+    expect(trail).toEqual([
+      'INITIALIZING',
+      'INITIALIZING',
+      'INITIALIZING',
+      'READY',
+      'RUNNING',
+      'STOPPING',
+      'SLEEPING',
+      'AWAKING',
+      'READY',
+      'RUNNING',
+      'UPDATING',
+      'RUNNING',
+      'TERMINATING',
+      'TERMINATED',
+    ]);
     expect(stored.map((e) => e.type)).toEqual(expect.arrayContaining(['CREATED', 'VERSION_ADDED', 'REPLICAS_CHANGED', 'DELETED']));
 
     // The status subscription: the current status first, every change after it, and completion on delete.
@@ -150,7 +182,8 @@ describe('two gateway processes on one database', () => {
     const first = wsClient(a.url);
     const before = collect(first, EVENTS, { projectId });
     await new Promise((r) => setTimeout(r, 300));
-    const id = (await restB('POST', '/dedicated/beta/endpoint', createBody(projectId, { hfModelRepo: 'test-org/no-weights' }))).body.endpointId as string;
+    const id = (await restB('POST', '/dedicated/beta/endpoint', createBody(projectId, { hfModelRepo: 'test-org/no-weights' }))).body
+      .endpointId as string;
     await waitFor('the first events', async () => before.items.some((e) => e.endpointId === id && e.type === 'CREATED'));
     const lastSeen = before.items.at(-1)!.id;
     await first.dispose(); // the connection drops
@@ -161,11 +194,17 @@ describe('two gateway processes on one database', () => {
     const second = wsClient(b.url);
     const after = collect(second, EVENTS, { projectId, after: lastSeen });
     await restB('PUT', `/dedicated/beta/endpoint/${id}`, { newVersionComment: 'live again' });
-    const stored = await waitFor('the missed and the live events', async () => {
-      const rows = await db.sql<{ id: string }[]>`SELECT id::text FROM endpoint_events WHERE project_id = ${projectId} AND id > ${lastSeen}::bigint ORDER BY endpoint_events.id`;
-      const live = after.items.some((e) => e.type === 'VERSION_ADDED' && e.versionIndex === 6);
-      return live && after.items.length >= rows.length ? rows : undefined;
-    }, 10_000);
+    const stored = await waitFor(
+      'the missed and the live events',
+      async () => {
+        const rows = await db.sql<
+          { id: string }[]
+        >`SELECT id::text FROM endpoint_events WHERE project_id = ${projectId} AND id > ${lastSeen}::bigint ORDER BY endpoint_events.id`;
+        const live = after.items.some((e) => e.type === 'VERSION_ADDED' && e.versionIndex === 6);
+        return live && after.items.length >= rows.length ? rows : undefined;
+      },
+      10_000,
+    );
     expect(after.items.map((e) => e.id)).toEqual(stored.map((r) => r.id));
     expect(new Set(after.items.map((e) => e.id)).size).toBe(after.items.length);
     await second.dispose();

@@ -43,7 +43,10 @@ const resolve = (repo: string, extra: Partial<ResolveHubModelOptions> = {}) =>
   resolveHubModel({ repo, endpoint: hub.url, token: FAKE_HUB_TOKEN, ...extra });
 
 async function expectCode(promise: Promise<unknown>, code: ModelSourceErrorCode): Promise<ModelSourceError> {
-  const err = await promise.then(() => undefined, (e: unknown) => e);
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(ModelSourceError);
   expect((err as ModelSourceError).code).toBe(code);
   return err as ModelSourceError;
@@ -147,13 +150,16 @@ describe('ModelCache.ensureHubFile', () => {
   it('shares one transfer between concurrent calls for the same blob', async () => {
     hub.setFault({ type: 'slow', chunkBytes: 1000, delayMs: 5 });
     const resolved = await resolve('org/single');
-    const [a, b] = await Promise.all([ensure(new ModelCache({ dir: cacheDir }), resolved), ensure(new ModelCache({ dir: cacheDir }), resolved)]);
+    const [a, b] = await Promise.all([
+      ensure(new ModelCache({ dir: cacheDir }), resolved),
+      ensure(new ModelCache({ dir: cacheDir }), resolved),
+    ]);
     expect(a).toEqual(b);
     expect(await readFile(a.path)).toEqual(SINGLE);
     expect(cdnGets()).toHaveLength(1);
   });
 
-  it('waits while a live process holds the lock file and takes over a dead one\'s', async () => {
+  it("waits while a live process holds the lock file and takes over a dead one's", async () => {
     const resolved = await resolve('org/single');
     const lock = join(cacheDir, 'tmp', `${sha256(SINGLE)}.lock`);
     await mkdir(join(cacheDir, 'tmp'), { recursive: true });

@@ -38,8 +38,18 @@ const artifacts: FakeArtifact[] = [
       { version: 'v1', aliases: ['latest', 'production'], files: { 'config.json': '{}', 'model.gguf': SINGLE } },
     ],
   },
-  { org: 'acme', registry: 'model', name: 'flat', versions: [{ version: 'v0', aliases: ['latest'], layout: 'V1', files: { 'weights/model.gguf': OTHER } }] },
-  { org: 'acme', registry: 'model', name: 'linked', versions: [{ version: 'v0', files: { 'model.gguf': OTHER }, references: { 'remote.gguf': 's3://bucket/remote.gguf' } }] },
+  {
+    org: 'acme',
+    registry: 'model',
+    name: 'flat',
+    versions: [{ version: 'v0', aliases: ['latest'], layout: 'V1', files: { 'weights/model.gguf': OTHER } }],
+  },
+  {
+    org: 'acme',
+    registry: 'model',
+    name: 'linked',
+    versions: [{ version: 'v0', files: { 'model.gguf': OTHER }, references: { 'remote.gguf': 's3://bucket/remote.gguf' } }],
+  },
   { org: 'acme', registry: 'datasets', name: 'corpus', versions: [{ version: 'v0', type: 'dataset', files: { 'data.gguf': OTHER } }] },
   { org: 'acme', registry: 'model', name: 'uploading', versions: [{ version: 'v0', state: 'PENDING', files: { 'model.gguf': OTHER } }] },
   { org: 'solo', registry: 'model', name: 'tiny', versions: [{ version: 'v2', aliases: ['latest'], files: { 'tiny.gguf': OTHER } }] },
@@ -58,7 +68,10 @@ const resolve = (ref: string, extra: Partial<WandbAccessOptions> = {}) => resolv
 const fileGets = () => wandb.requests.filter((r) => r.route === 'download' || r.route === 'storage');
 
 async function expectCode(promise: Promise<unknown>, code: ModelSourceErrorCode): Promise<ModelSourceError> {
-  const err = await promise.then(() => undefined, (e: unknown) => e);
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(ModelSourceError);
   expect((err as ModelSourceError).code).toBe(code);
   expect((err as ModelSourceError).message).not.toContain(FAKE_WANDB_KEY);
@@ -79,7 +92,10 @@ afterEach(async () => {
 
 describe('parseArtifactName', () => {
   it('accepts <org>/<registry>/<name>:<version> with a version or an alias', () => {
-    expect(parseArtifactName('acme/model/llama-3.1_8b:v3')).toEqual({ ok: true, value: { org: 'acme', registry: 'model', name: 'llama-3.1_8b', version: 'v3' } });
+    expect(parseArtifactName('acme/model/llama-3.1_8b:v3')).toEqual({
+      ok: true,
+      value: { org: 'acme', registry: 'model', name: 'llama-3.1_8b', version: 'v3' },
+    });
     expect(parseArtifactName('acme/model/llama:latest')).toMatchObject({ ok: true, value: { version: 'latest' } });
     expect(parseArtifactName('acme/model/llama:prod-2.1_b')).toMatchObject({ ok: true, value: { version: 'prod-2.1_b' } });
     // The SDK's spelling of the registry project is accepted too.
@@ -109,12 +125,20 @@ describe('parseArtifactName', () => {
 });
 
 describe('resolveArtifact', () => {
-  it('resolves a version through the SDK\'s queries, with basic auth, and lists its files with their download URLs', async () => {
+  it("resolves a version through the SDK's queries, with basic auth, and lists its files with their download URLs", async () => {
     const resolved = await resolve('acme/model/llama:v0');
     const { digest, artifactId } = wandb.manifestOf('acme', 'model', 'llama', 'v0');
     expect(resolved).toMatchObject({
-      org: 'acme', registry: 'model', name: 'llama', version: 'v0', aliases: [], type: 'model',
-      artifactId, digest, entity: 'acme-org', project: 'wandb-registry-model',
+      org: 'acme',
+      registry: 'model',
+      name: 'llama',
+      version: 'v0',
+      aliases: [],
+      type: 'model',
+      artifactId,
+      digest,
+      entity: 'acme-org',
+      project: 'wandb-registry-model',
     });
     const hex = (data: Buffer) => md5(data).digest('hex');
     expect(resolved.files.map((f) => f.path).sort()).toEqual(['README.md', 'model-Q4_K_M.gguf', 'model-Q8_0.gguf']);
@@ -127,7 +151,10 @@ describe('resolveArtifact', () => {
 
     const graphql = wandb.requests.filter((r) => r.route === 'graphql');
     expect(graphql.map((r) => `${r.operation} ${r.status}`)).toEqual([
-      'FetchOrganization 200', 'ArtifactMembershipByName 200', 'FetchArtifactManifest 200', 'ServerFeaturesQuery 200',
+      'FetchOrganization 200',
+      'ArtifactMembershipByName 200',
+      'FetchArtifactManifest 200',
+      'ServerFeaturesQuery 200',
     ]);
     expect(graphql.every((r) => r.method === 'POST' && r.path === '/graphql' && r.authorization === basic(FAKE_WANDB_KEY))).toBe(true);
     // The manifest comes from its signed URL on the storage host, which never sees the key.
@@ -152,7 +179,9 @@ describe('resolveArtifact', () => {
     await start({ features: [] });
     const [v2] = (await resolve('acme/model/linked:v0')).files;
     const { artifactId } = wandb.manifestOf('acme', 'model', 'linked', 'v0');
-    expect(v2!.url).toBe(`${wandb.url}/artifactsV2/default/acme-org/wandb-registry-model/linked/${encodeURIComponent(artifactId)}/${md5(OTHER).digest('hex')}/model.gguf`);
+    expect(v2!.url).toBe(
+      `${wandb.url}/artifactsV2/default/acme-org/wandb-registry-model/linked/${encodeURIComponent(artifactId)}/${md5(OTHER).digest('hex')}/model.gguf`,
+    );
 
     const [v1] = (await resolve('acme/model/flat:latest')).files;
     expect(v1).toMatchObject({ path: 'weights/model.gguf', url: `${wandb.url}/artifacts/acme-org/${md5(OTHER).digest('hex')}` });
@@ -163,7 +192,11 @@ describe('resolveArtifact', () => {
     const resolved = await resolve('acme/model/linked:v0');
     expect(resolved.files.map((f) => f.path)).toEqual(['model.gguf']);
     // ...but they count in the digest, as in the SDK.
-    expect(manifestDigest((wandb.manifestOf('acme', 'model', 'linked', 'v0').manifest as { contents: Record<string, { digest: string }> }).contents)).toBe(resolved.digest);
+    expect(
+      manifestDigest(
+        (wandb.manifestOf('acme', 'model', 'linked', 'v0').manifest as { contents: Record<string, { digest: string }> }).contents,
+      ),
+    ).toBe(resolved.digest);
   });
 
   it('reads WANDB_BASE_URL and WANDB_API_KEY when no options are given', async () => {
@@ -174,7 +207,10 @@ describe('resolveArtifact', () => {
       expect((await resolveArtifact('acme/model/llama:latest')).version).toBe('v1');
       await expectCode(resolveArtifact('acme/model/llama:latest', { apiKey: 'local-wrong' }), 'WORKLOAD_INIT_INVALID_TOKEN_ERROR');
     } finally {
-      for (const [name, value] of [['WANDB_BASE_URL', saved.url], ['WANDB_API_KEY', saved.key]] as const) {
+      for (const [name, value] of [
+        ['WANDB_BASE_URL', saved.url],
+        ['WANDB_API_KEY', saved.key],
+      ] as const) {
         if (value === undefined) delete process.env[name];
         else process.env[name] = value;
       }
@@ -243,18 +279,28 @@ describe('resolveArtifact failures', () => {
     wandb.setFault({ type: 'malformed' }, { times: 1 });
     await expectCode(resolve('acme/model/llama:v0'), 'WORKLOAD_INIT_HF_WANDB_API_ERROR');
     wandb.setFault(
-      { type: 'malformed', contentType: 'application/json', body: '{"data":{"project":{"artifactCollectionMembership":{"id":"x","aliases":"none"}}}}' },
+      {
+        type: 'malformed',
+        contentType: 'application/json',
+        body: '{"data":{"project":{"artifactCollectionMembership":{"id":"x","aliases":"none"}}}}',
+      },
       { operation: 'ArtifactMembershipByName', times: 1 },
     );
     expect((await expectCode(resolve('acme/model/llama:v0'), 'WORKLOAD_INIT_HF_WANDB_API_ERROR')).message).toMatch(/unexpected/);
-    wandb.setFault({ type: 'malformed', contentType: 'application/json', body: '{"version":1,"contents":"nope"}' }, { on: ['manifest'], times: 1 });
+    wandb.setFault(
+      { type: 'malformed', contentType: 'application/json', body: '{"version":1,"contents":"nope"}' },
+      { on: ['manifest'], times: 1 },
+    );
     expect((await expectCode(resolve('acme/model/llama:v0'), 'WORKLOAD_INIT_HF_WANDB_API_ERROR')).message).toMatch(/manifest/);
 
     const closed = createServer();
     await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
     const { port } = closed.address() as AddressInfo;
     await new Promise((r) => closed.close(r));
-    const unreachable = await expectCode(resolve('acme/model/llama:v0', { baseUrl: `http://127.0.0.1:${port}` }), 'WORKLOAD_INIT_HF_WANDB_API_ERROR');
+    const unreachable = await expectCode(
+      resolve('acme/model/llama:v0', { baseUrl: `http://127.0.0.1:${port}` }),
+      'WORKLOAD_INIT_HF_WANDB_API_ERROR',
+    );
     expect(unreachable.message).toMatch(/Could not reach W&B/);
   });
 
@@ -263,7 +309,9 @@ describe('resolveArtifact failures', () => {
     expect((await resolve('solo/model/tiny:latest')).version).toBe('v2');
     wandb.setFault({ type: 'graphql-error' }, { operation: 'ServerFeaturesQuery' });
     const { artifactId } = wandb.manifestOf('solo', 'model', 'tiny', 'v2');
-    expect((await resolve('solo/model/tiny:latest')).files[0]!.url).not.toContain(encodeURIComponent(artifactId) + '/' + encodeURIComponent(artifactId));
+    expect((await resolve('solo/model/tiny:latest')).files[0]!.url).not.toContain(
+      encodeURIComponent(artifactId) + '/' + encodeURIComponent(artifactId),
+    );
   });
 
   it('fails a manifest that does not match the artifact digest, or arrives cut, with DOWNLOAD_ERROR', async () => {
@@ -289,7 +337,10 @@ describe('downloading artifact files into the model cache', () => {
     const artifact = await resolve('acme/model/llama:v0');
     const file = pickModelFile(artifact.files, { artifact: 'acme/model/llama:v0' });
     expect(file.path).toBe('model-Q4_K_M.gguf');
-    const result = await cache.ensureUrlFile({ ...wandbFileDownload(artifact, file, { apiKey: FAKE_WANDB_KEY }), onProgress: (p) => seen.push(p.bytesDone) });
+    const result = await cache.ensureUrlFile({
+      ...wandbFileDownload(artifact, file, { apiKey: FAKE_WANDB_KEY }),
+      onProgress: (p) => seen.push(p.bytesDone),
+    });
     expect(result).toEqual({ path: join(cacheDir, 'blobs', sha256(Q4)), sha256: sha256(Q4), size: Q4.length, cached: false });
     expect(await readFile(result.path)).toEqual(Q4);
     expect(seen.at(-1)).toBe(Q4.length);
@@ -343,7 +394,10 @@ describe('downloading artifact files into the model cache', () => {
   it('maps a rejected key on the file route to INVALID_TOKEN', async () => {
     const artifact = await resolve('acme/model/llama:latest');
     const file = pickModelFile(artifact.files);
-    await expectCode(new ModelCache({ dir: cacheDir }).ensureUrlFile(wandbFileDownload(artifact, file, { apiKey: 'local-revoked' })), 'WORKLOAD_INIT_INVALID_TOKEN_ERROR');
+    await expectCode(
+      new ModelCache({ dir: cacheDir }).ensureUrlFile(wandbFileDownload(artifact, file, { apiKey: 'local-revoked' })),
+      'WORKLOAD_INIT_INVALID_TOKEN_ERROR',
+    );
     expect(fileGets().at(-1)).toMatchObject({ route: 'download', status: 401 });
   });
 
@@ -351,7 +405,10 @@ describe('downloading artifact files into the model cache', () => {
     wandb.setFault({ type: 'slow', chunkBytes: 1000, delayMs: 5 });
     const artifact = await resolve('acme/model/llama:latest');
     const request = wandbFileDownload(artifact, pickModelFile(artifact.files), { apiKey: FAKE_WANDB_KEY });
-    const [a, b] = await Promise.all([new ModelCache({ dir: cacheDir }).ensureUrlFile(request), new ModelCache({ dir: cacheDir }).ensureUrlFile(request)]);
+    const [a, b] = await Promise.all([
+      new ModelCache({ dir: cacheDir }).ensureUrlFile(request),
+      new ModelCache({ dir: cacheDir }).ensureUrlFile(request),
+    ]);
     expect(a).toEqual(b);
     expect(wandb.requests.filter((r) => r.route === 'storage')).toHaveLength(1);
   });
@@ -381,8 +438,14 @@ describe('pickModelFile', () => {
     })();
     expect(other).toMatchObject({ code: 'WORKLOAD_INIT_MANIFEST_TYPE_ERROR' });
     expect(other?.message).toMatch(/acme\/model\/llama:v3 contains safetensors weights/);
-    expect(() => pickModelFile(files('a-00001-of-00002.gguf', 'a-00002-of-00002.gguf'))).toThrow(expect.objectContaining({ code: 'WORKLOAD_INIT_MANIFEST_TYPE_ERROR' }));
-    expect(() => pickModelFile(files('README.md', 'config.json'))).toThrow(expect.objectContaining({ code: 'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR' }));
-    expect(() => pickModelFile(files('m-IQ2_XS.gguf', 'm-IQ1_S.gguf'))).toThrow(expect.objectContaining({ code: 'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR' }));
+    expect(() => pickModelFile(files('a-00001-of-00002.gguf', 'a-00002-of-00002.gguf'))).toThrow(
+      expect.objectContaining({ code: 'WORKLOAD_INIT_MANIFEST_TYPE_ERROR' }),
+    );
+    expect(() => pickModelFile(files('README.md', 'config.json'))).toThrow(
+      expect.objectContaining({ code: 'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR' }),
+    );
+    expect(() => pickModelFile(files('m-IQ2_XS.gguf', 'm-IQ1_S.gguf'))).toThrow(
+      expect.objectContaining({ code: 'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR' }),
+    );
   });
 });

@@ -28,7 +28,13 @@ describe('POST /dedicated/beta/endpoint', () => {
       updatedAt: expect.stringMatching(ISO),
     });
     const spec = await alice.rest('GET', `/dedicated/beta/endpoint/${res.body.endpointId}`);
-    expect(spec.body).toMatchObject({ versionIndex: 0, versionComment: 'first', autoscalingMin: 0, autoscalingMax: 1, autoscalingCooldown: 300 });
+    expect(spec.body).toMatchObject({
+      versionIndex: 0,
+      versionComment: 'first',
+      autoscalingMin: 0,
+      autoscalingMax: 1,
+      autoscalingCooldown: 300,
+    });
   });
 
   test('400 names every bad field and its rule, and writes nothing', async () => {
@@ -63,7 +69,10 @@ describe('POST /dedicated/beta/endpoint', () => {
     const res = await alice.rest(
       'POST',
       '/dedicated/beta/endpoint',
-      createBody(project.id, { autoscalingPolicy: { minReplica: 3, maxReplica: 2 }, advanced: { max_input_length: 9000, max_token_count: 4096 } }),
+      createBody(project.id, {
+        autoscalingPolicy: { minReplica: 3, maxReplica: 2 },
+        advanced: { max_input_length: 9000, max_token_count: 4096 },
+      }),
     );
     expect(res.status).toBe(400);
     expect(res.body.error.details.fields).toEqual([
@@ -81,14 +90,21 @@ describe('POST /dedicated/beta/endpoint', () => {
       'advanced',
       'hfModelRepo',
     ]);
-    const both = await alice.rest('POST', '/dedicated/beta/endpoint', createBody(project.id, { simplescale: { replicas: 2 }, autoscalingPolicy: {} }));
+    const both = await alice.rest(
+      'POST',
+      '/dedicated/beta/endpoint',
+      createBody(project.id, { simplescale: { replicas: 2 }, autoscalingPolicy: {} }),
+    );
     expect(both.body.error.details.fields).toEqual([{ field: 'simplescale', message: 'cannot be given together with autoscalingPolicy' }]);
     const simple = await alice.rest('POST', '/dedicated/beta/endpoint', createBody(project.id, { simplescale: { replicas: 2 } }));
     const spec = await alice.rest('GET', `/dedicated/beta/endpoint/${simple.body.endpointId}`);
     expect([spec.body.autoscalingMin, spec.body.autoscalingMax]).toEqual([2, 2]);
     const broken = await alice.rest('POST', '/dedicated/beta/endpoint', '{"projectId":');
     expect(broken.status).toBe(400);
-    expect(broken.body.error).toMatchObject({ code: 'INVALID_ARGUMENT', details: { fields: [{ field: 'body', message: 'must be valid JSON' }] } });
+    expect(broken.body.error).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      details: { fields: [{ field: 'body', message: 'must be valid JSON' }] },
+    });
   });
 
   test('a body over 1 MiB is answered 413 (the client reads the answer, not a reset), and nothing is written', async () => {
@@ -271,7 +287,9 @@ describe('updates and versions', () => {
     const id = await project.endpoint({ autoscalingPolicy: { minReplica: 1, maxReplica: 2 } });
     const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { autoscalingPolicy: { maxReplica: 0 } });
     expect(res.status).toBe(400);
-    expect(res.body.error.details.fields).toEqual([{ field: 'autoscalingPolicy.minReplica', message: 'must not exceed maxReplica (1 > 0)' }]);
+    expect(res.body.error.details.fields).toEqual([
+      { field: 'autoscalingPolicy.minReplica', message: 'must not exceed maxReplica (1 > 0)' },
+    ]);
     const typo = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { nmae: 'x' });
     expect(typo.body.error.details.fields).toEqual([{ field: 'nmae', message: 'is not a known field' }]);
     const versions = await alice.rest('GET', `/dedicated/beta/endpoint/${id}/version`);
@@ -325,7 +343,10 @@ describe('updates and versions', () => {
     const walkedByOne: number[] = [];
     cursor = null;
     for (let i = 0; i < 3; i++) {
-      const res: { body: { data: Record<string, unknown>; nextCursor: string | null } } = await alice.rest('GET', `${base}?limit=1${cursor ? `&cursor=${cursor}` : ''}`);
+      const res: { body: { data: Record<string, unknown>; nextCursor: string | null } } = await alice.rest(
+        'GET',
+        `${base}?limit=1${cursor ? `&cursor=${cursor}` : ''}`,
+      );
       walkedByOne.push(...Object.keys(res.body.data).map(Number));
       cursor = res.body.nextCursor;
     }
@@ -346,7 +367,13 @@ describe('lifecycle actions', () => {
     await t.setStatus(id, 'RUNNING');
     const slept = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`);
     expect(slept.status).toBe(200);
-    expect(slept.body).toEqual({ endpointId: id, status: 'SLEEPING', errorCode: null, createdAt: expect.any(String), updatedAt: expect.any(String) });
+    expect(slept.body).toEqual({
+      endpointId: id,
+      status: 'SLEEPING',
+      errorCode: null,
+      createdAt: expect.any(String),
+      updatedAt: expect.any(String),
+    });
     expect('phase' in slept.body).toBe(false);
 
     const woken = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/wake`);
@@ -406,7 +433,8 @@ describe('lifecycle actions', () => {
     await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/wake`);
     await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/terminate`);
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
-    const events = await t.sql`SELECT type, status, phase, version_index, cause, actor_id FROM endpoint_events WHERE endpoint_id = ${id} ORDER BY id`;
+    const events =
+      await t.sql`SELECT type, status, phase, version_index, cause, actor_id FROM endpoint_events WHERE endpoint_id = ${id} ORDER BY id`;
     expect(events.map((e) => [e.type, e.status, e.phase, e.version_index, e.cause])).toEqual([
       ['CREATED', 'INITIALIZING', 'REQUESTING_VIRTUAL_MACHINE', 0, 'api:create'],
       ['STATUS_CHANGED', 'UPDATING', null, 1, 'api:update'],
@@ -421,7 +449,10 @@ describe('lifecycle actions', () => {
 
   test('DELETE answers 204, then the endpoint is gone', async () => {
     const id = await project.endpoint();
-    const res = await fetch(new URL(`/dedicated/beta/endpoint/${id}`, t.url), { method: 'DELETE', headers: { authorization: `Bearer ${alice.key}` } });
+    const res = await fetch(new URL(`/dedicated/beta/endpoint/${id}`, t.url), {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${alice.key}` },
+    });
     expect(res.status).toBe(204);
     expect(await res.text()).toBe('');
     expect((await alice.rest('GET', `/dedicated/beta/endpoint/${id}`)).status).toBe(404);

@@ -55,7 +55,9 @@ async function replicaHealth(endpointId: string) {
 
 /** Requests queued for the endpoint, as this gateway process published them. */
 async function publishedQueue(endpointId: string): Promise<number> {
-  const [row] = await t.sql<{ queued: number }[]>`SELECT coalesce(sum(queued), 0)::int AS queued FROM gateway_queue_depth WHERE endpoint_id = ${endpointId}`;
+  const [row] = await t.sql<
+    { queued: number }[]
+  >`SELECT coalesce(sum(queued), 0)::int AS queued FROM gateway_queue_depth WHERE endpoint_id = ${endpointId}`;
   return row!.queued;
 }
 
@@ -86,7 +88,12 @@ describe('fail-fast admission', () => {
         const body = (await response.json()) as { error: { type: string; code: string } };
         expect(body.error.type).toBe('rate_limit_error');
         return { status: 429, ms, retryAfter: response.headers.get('retry-after'), code: body.error.code };
-      }).map((p) => p.then((r) => void results.push(r), () => undefined)),
+      }).map((p) =>
+        p.then(
+          (r) => void results.push(r),
+          () => undefined,
+        ),
+      ),
     );
     // What came within half the timeout; the requests still waiting are then let go.
     await Promise.race([requests, new Promise((r) => setTimeout(r, QUEUE_TIMEOUT_MS / 2))]);

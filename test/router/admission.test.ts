@@ -1,6 +1,13 @@
 /** The admission decision (pure) and the gate's fair queue, without engines. */
 import { describe, expect, test } from 'vitest';
-import { decideAdmission, EndpointGate, QueueRefusedError, QueueTimeoutError, requestsAhead, type AdmissionInput } from '../../src/router/admission.js';
+import {
+  decideAdmission,
+  EndpointGate,
+  QueueRefusedError,
+  QueueTimeoutError,
+  requestsAhead,
+  type AdmissionInput,
+} from '../../src/router/admission.js';
 
 const base: AdmissionInput = {
   running: 2,
@@ -34,7 +41,11 @@ describe('decideAdmission', () => {
 
   test('before any measurement, requests queue, within the bounds', () => {
     expect(decideAdmission({ ...base, holdMs: undefined, othersQueued: [200] })).toEqual({ kind: 'queue', expectedWaitMs: undefined });
-    expect(decideAdmission({ ...base, holdMs: undefined, othersQueued: [256] })).toMatchObject({ kind: 'refuse', code: 'queue_full', retryAfterS: 1 });
+    expect(decideAdmission({ ...base, holdMs: undefined, othersQueued: [256] })).toMatchObject({
+      kind: 'refuse',
+      code: 'queue_full',
+      retryAfterS: 1,
+    });
     expect(decideAdmission({ ...base, holdMs: undefined, ownQueued: 64 })).toMatchObject({ kind: 'refuse', code: 'rate_limit_exceeded' });
   });
 
@@ -64,7 +75,12 @@ describe('decideAdmission', () => {
 /** A gate with `slots` slots and the given limits; admissions are recorded in order. */
 function gate(slots: number, limits: Partial<AdmissionInput> = {}) {
   let changes = 0;
-  const g = new EndpointGate(() => slots, { timeoutMs: 60_000, maxQueue: 256, maxPerKey: 64, ...limits }, () => 0, () => changes++);
+  const g = new EndpointGate(
+    () => slots,
+    { timeoutMs: 60_000, maxQueue: 256, maxPerKey: 64, ...limits },
+    () => 0,
+    () => changes++,
+  );
   const admitted: string[] = [];
   const releases: (() => void)[] = [];
   const ask = (key: string, label: string, signal = new AbortController().signal) =>
@@ -79,7 +95,14 @@ describe('EndpointGate', () => {
   test('a freed slot goes to the key served least recently: a light key is not stuck behind a heavy backlog', async () => {
     const { g, admitted, releases, ask } = gate(1);
     await ask('heavy', 'h0');
-    const waiting = [ask('heavy', 'h1'), ask('heavy', 'h2'), ask('heavy', 'h3'), ask('light', 'l1'), ask('heavy', 'h4'), ask('light', 'l2')];
+    const waiting = [
+      ask('heavy', 'h1'),
+      ask('heavy', 'h2'),
+      ask('heavy', 'h3'),
+      ask('light', 'l1'),
+      ask('heavy', 'h4'),
+      ask('light', 'l2'),
+    ];
     expect(g.queued).toBe(6);
     for (let i = 0; i < 6; i++) {
       releases.shift()!();

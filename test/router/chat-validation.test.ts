@@ -57,14 +57,14 @@ beforeAll(async () => {
   await waitForStatus(t.sql, endpoint, 'RUNNING');
   replicaAddress = (await liveReplicaRows(t.sql, endpoint))[0]!.address;
   // Take both slots (and both of the engine's sequences) with long generations.
-  held = [0, 1].map(() =>
-    fetch(`${t.url}/dedicated/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: endpoint, messages: MESSAGES, max_tokens: 3900, temperature: 0, stream: true }),
-      signal: holders.signal,
-    }).catch(() => undefined), // the stream is left unread: generating, until the abort
-
+  held = [0, 1].map(
+    () =>
+      fetch(`${t.url}/dedicated/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: endpoint, messages: MESSAGES, max_tokens: 3900, temperature: 0, stream: true }),
+        signal: holders.signal,
+      }).catch(() => undefined), // the stream is left unread: generating, until the abort
   );
   await waitFor('both slots busy', async () => (await health()).active === 2);
 }, 120_000);
@@ -128,18 +128,30 @@ describe('with every slot taken', () => {
       expect(ms).toBeLessThan(FAST_MS);
     }
     // A template variable that is not junk passes the checks (and so waits for its slot).
-    const fine = await timedChat({ model: endpoint, messages: MESSAGES, max_tokens: 4, chat_template_kwargs: { enable_thinking: false, reasoning_effort: 'low' } });
+    const fine = await timedChat({
+      model: endpoint,
+      messages: MESSAGES,
+      max_tokens: 4,
+      chat_template_kwargs: { enable_thinking: false, reasoning_effort: 'low' },
+    });
     expect(fine.status).toBe(429);
   });
 
   test('the same over GraphQL and through the official client', async () => {
     const started = performance.now();
     const result = await alice.graphql.request(CreateChatCompletionDocument, { input: { model: endpoint, messages: LONG, maxTokens: 4 } });
-    expect(result.createChatCompletion).toMatchObject({ __typename: 'ChatCompletionError', status: 400, code: 'context_length_exceeded', param: 'messages' });
+    expect(result.createChatCompletion).toMatchObject({
+      __typename: 'ChatCompletionError',
+      status: 400,
+      code: 'context_length_exceeded',
+      param: 'messages',
+    });
     expect(performance.now() - started).toBeLessThan(FAST_MS);
 
     const openai = new OpenAI({ apiKey: alice.key, baseURL: `${t.url}/dedicated/v1`, maxRetries: 0 });
-    const error = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 2_000_000 }).catch((e: unknown) => e);
+    const error = await openai.chat.completions
+      .create({ model: endpoint, messages: MESSAGES, max_tokens: 2_000_000 })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);
     expect(error).toMatchObject({ status: 400, param: 'max_tokens' });
   });

@@ -8,7 +8,16 @@ import { createClient as createWsClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { CreateChatCompletionDocument } from '../../src/sdk/client.js';
-import { liveReplicaRows, startTestApp, statusTrail, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import {
+  liveReplicaRows,
+  startTestApp,
+  statusTrail,
+  TINY_REPO,
+  waitFor,
+  waitForStatus,
+  type SeededUser,
+  type TestApp,
+} from '../support/app.js';
 
 let t: TestApp;
 let alice: SeededUser;
@@ -75,7 +84,13 @@ function rawChat(body: Record<string, unknown>, key = alice.key, signal?: AbortS
 
 describe('the openai client', () => {
   test('non-streaming: one chat.completion with exact usage', async () => {
-    const completion = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 12, temperature: 0, seed: 7 });
+    const completion = await openai.chat.completions.create({
+      model: endpoint,
+      messages: MESSAGES,
+      max_tokens: 12,
+      temperature: 0,
+      seed: 7,
+    });
     expect(completion.object).toBe('chat.completion');
     expect(completion.choices[0]!.message.role).toBe('assistant');
     expect(completion.choices[0]!.message.content!.length).toBeGreaterThan(0);
@@ -110,12 +125,17 @@ describe('the openai client', () => {
     });
     await expect(openai.chat.completions.create({ model: 'ep_nope', messages: MESSAGES })).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     const anonymous = new OpenAI({ apiKey: 'dek_wrong', baseURL: `${t.url}/dedicated/v1`, maxRetries: 0 });
-    await expect(anonymous.chat.completions.create({ model: endpoint, messages: MESSAGES })).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+    await expect(anonymous.chat.completions.create({ model: endpoint, messages: MESSAGES })).rejects.toBeInstanceOf(
+      OpenAI.AuthenticationError,
+    );
   });
 
   test('a body over 1 MiB is a 413 in the OpenAI error shape', async () => {
     const huge = [{ role: 'user' as const, content: 'x'.repeat(2 << 20) }];
-    await expect(openai.chat.completions.create({ model: endpoint, messages: huge })).rejects.toMatchObject({ status: 413, code: 'request_too_large' });
+    await expect(openai.chat.completions.create({ model: endpoint, messages: huge })).rejects.toMatchObject({
+      status: 413,
+      code: 'request_too_large',
+    });
   });
 
   test('limits: a prompt over max_input_length, and prompt + max_tokens over max_token_count, are 400s naming the numbers', async () => {
@@ -124,7 +144,9 @@ describe('the openai client', () => {
     expect(overInput).toBeInstanceOf(OpenAI.BadRequestError);
     expect((overInput as Error).message).toMatch(/\d+ tokens/);
     expect((overInput as Error).message).toContain('64');
-    const overTotal = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 5000 }).catch((e: unknown) => e);
+    const overTotal = await openai.chat.completions
+      .create({ model: endpoint, messages: MESSAGES, max_tokens: 5000 })
+      .catch((e: unknown) => e);
     expect(overTotal).toBeInstanceOf(OpenAI.BadRequestError);
     expect((overTotal as Error).message).toContain('4096');
     const invalid = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, temperature: 7 }).catch((e: unknown) => e);
@@ -151,14 +173,29 @@ describe('the wire format', () => {
   });
 
   test('the request is logged with time to first token, tokens in and out, and duration', async () => {
-    const completion = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 5, temperature: 0, stream: true, stream_options: { include_usage: true } });
+    const completion = await openai.chat.completions.create({
+      model: endpoint,
+      messages: MESSAGES,
+      max_tokens: 5,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let usage: OpenAI.CompletionUsage | undefined;
     for await (const chunk of completion) if (chunk.usage) usage = chunk.usage;
     const row = await waitFor('the log row', async () => {
-      const rows = await t.sql`SELECT * FROM request_log WHERE endpoint_id = ${endpoint} AND stream AND completion_tokens = 5 ORDER BY id DESC LIMIT 1`;
+      const rows =
+        await t.sql`SELECT * FROM request_log WHERE endpoint_id = ${endpoint} AND stream AND completion_tokens = 5 ORDER BY id DESC LIMIT 1`;
       return rows[0];
     });
-    expect(row).toMatchObject({ http_status: 200, prompt_tokens: usage!.prompt_tokens, completion_tokens: 5, finish_reason: 'length', cancelled: false, user_id: alice.user.id });
+    expect(row).toMatchObject({
+      http_status: 200,
+      prompt_tokens: usage!.prompt_tokens,
+      completion_tokens: 5,
+      finish_reason: 'length',
+      cancelled: false,
+      user_id: alice.user.id,
+    });
     expect(row.ttft_ms).toBeGreaterThan(0);
     expect(row.duration_ms).toBeGreaterThanOrEqual(row.ttft_ms);
   });
@@ -166,10 +203,19 @@ describe('the wire format', () => {
 
 describe('reasoning', () => {
   const ask = (kwargs?: Record<string, unknown>, stream = false) =>
-    rawChat({ model: thinking, messages: MESSAGES, max_tokens: 8, temperature: 0, stream, ...(kwargs ? { chat_template_kwargs: kwargs } : {}) });
+    rawChat({
+      model: thinking,
+      messages: MESSAGES,
+      max_tokens: 8,
+      temperature: 0,
+      stream,
+      ...(kwargs ? { chat_template_kwargs: kwargs } : {}),
+    });
 
   test('enable_thinking true: the think block goes to reasoning_content, never mixed with content', async () => {
-    const whole = (await (await ask({ enable_thinking: true })).json()) as { choices: { message: { content: string; reasoning_content?: string } }[] };
+    const whole = (await (await ask({ enable_thinking: true })).json()) as {
+      choices: { message: { content: string; reasoning_content?: string } }[];
+    };
     expect(whole.choices[0]!.message.reasoning_content!.length).toBeGreaterThan(0);
     expect(whole.choices[0]!.message.content).toBe('');
     const events = await readSse(await ask({ enable_thinking: true }, true));
@@ -179,7 +225,9 @@ describe('reasoning', () => {
   });
 
   test('enable_thinking false: only content; omitted: the model family default (this template reasons)', async () => {
-    const off = (await (await ask({ enable_thinking: false })).json()) as { choices: { message: { content: string; reasoning_content?: string } }[] };
+    const off = (await (await ask({ enable_thinking: false })).json()) as {
+      choices: { message: { content: string; reasoning_content?: string } }[];
+    };
     expect(off.choices[0]!.message.content.length).toBeGreaterThan(0);
     expect(off.choices[0]!.message.reasoning_content).toBeUndefined();
     const byDefault = (await (await ask()).json()) as { choices: { message: { content: string; reasoning_content?: string } }[] };
@@ -190,7 +238,11 @@ describe('reasoning', () => {
 describe('backpressure and cancellation', () => {
   test('more concurrent requests than replicas x max_batch_size queue; past the wait the answer is 429 with Retry-After', async () => {
     const clients = new AbortController();
-    const long = [0, 1].map(() => rawChat({ model: endpoint, messages: MESSAGES, max_tokens: 3900, temperature: 0, stream: true }, alice.key, clients.signal).catch(() => undefined));
+    const long = [0, 1].map(() =>
+      rawChat({ model: endpoint, messages: MESSAGES, max_tokens: 3900, temperature: 0, stream: true }, alice.key, clients.signal).catch(
+        () => undefined,
+      ),
+    );
     await waitFor('both slots busy', async () => (await replicaHealth(endpoint)).active === 2);
     const third = await rawChat({ model: endpoint, messages: MESSAGES, max_tokens: 4 });
     expect(third.status).toBe(429);
@@ -204,7 +256,11 @@ describe('backpressure and cancellation', () => {
 
   test('a client that disconnects mid-stream cancels the generation on the replica and frees its slot', async () => {
     const client = new AbortController();
-    const response = await rawChat({ model: endpoint, messages: MESSAGES, max_tokens: 3900, temperature: 0, stream: true }, alice.key, client.signal);
+    const response = await rawChat(
+      { model: endpoint, messages: MESSAGES, max_tokens: 3900, temperature: 0, stream: true },
+      alice.key,
+      client.signal,
+    );
     const reader = (response.body as ReadableStream<Uint8Array>).getReader();
     await reader.read();
     await reader.read();
@@ -213,7 +269,10 @@ describe('backpressure and cancellation', () => {
     const before = (await replicaHealth(endpoint)).totalCompletionTokens;
     await new Promise((r) => setTimeout(r, 300));
     expect((await replicaHealth(endpoint)).totalCompletionTokens).toBe(before);
-    const row = await waitFor('the log row', async () => (await t.sql`SELECT cancelled FROM request_log WHERE endpoint_id = ${endpoint} AND cancelled LIMIT 1`)[0]);
+    const row = await waitFor(
+      'the log row',
+      async () => (await t.sql`SELECT cancelled FROM request_log WHERE endpoint_id = ${endpoint} AND cancelled LIMIT 1`)[0],
+    );
     expect(row.cancelled).toBe(true);
   });
 });
@@ -221,7 +280,11 @@ describe('backpressure and cancellation', () => {
 describe('waking and holding', () => {
   test('a request to a SLEEPING endpoint wakes it and is answered once it serves', async () => {
     const project = await alice.project('sleepy');
-    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 0, maxReplica: 1, cooldownPeriod: 600 }, advanced: { max_token_count: 1024 } });
+    const id = await project.endpoint({
+      hfModelRepo: TINY_REPO,
+      autoscalingPolicy: { minReplica: 0, maxReplica: 1, cooldownPeriod: 600 },
+      advanced: { max_token_count: 1024 },
+    });
     await waitForStatus(t.sql, id, 'RUNNING');
     await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`);
     await waitForStatus(t.sql, id, 'SLEEPING');
@@ -256,10 +319,24 @@ describe('GraphQL', () => {
   test('the chatCompletion subscription over graphql-ws streams the same text as REST', async () => {
     const input = { model: endpoint, messages: MESSAGES, maxTokens: 10, temperature: 0, seed: 5, includeUsage: true };
     const whole = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 10, temperature: 0, seed: 5 });
-    const client = createWsClient({ url: `${t.url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${alice.key}` } });
-    const chunks: { choices: { delta: { role: string | null; content: string | null }; finishReason: string | null }[]; usage: { completionTokens: number } | null }[] = [];
+    const client = createWsClient({
+      url: `${t.url.replace('http', 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: { authorization: `Bearer ${alice.key}` },
+    });
+    const chunks: {
+      choices: { delta: { role: string | null; content: string | null }; finishReason: string | null }[];
+      usage: { completionTokens: number } | null;
+    }[] = [];
     await new Promise<void>((resolve, reject) => {
-      client.subscribe({ query: SUBSCRIPTION, variables: { input } }, { next: (r) => chunks.push((r.data as { chatCompletion: (typeof chunks)[number] }).chatCompletion), error: reject, complete: resolve });
+      client.subscribe(
+        { query: SUBSCRIPTION, variables: { input } },
+        {
+          next: (r) => chunks.push((r.data as { chatCompletion: (typeof chunks)[number] }).chatCompletion),
+          error: reject,
+          complete: resolve,
+        },
+      );
     });
     await client.dispose();
     expect(chunks[0]!.choices[0]!.delta.role).toBe('assistant');
@@ -268,7 +345,11 @@ describe('GraphQL', () => {
   });
 
   test('closing the subscription cancels the generation', async () => {
-    const client = createWsClient({ url: `${t.url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: { authorization: `Bearer ${alice.key}` } });
+    const client = createWsClient({
+      url: `${t.url.replace('http', 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: { authorization: `Bearer ${alice.key}` },
+    });
     let received = 0;
     await new Promise<void>((resolve, reject) => {
       const unsubscribe = client.subscribe(
@@ -293,20 +374,35 @@ describe('GraphQL', () => {
     const response = await fetch(`${t.url}/graphql`, {
       method: 'POST',
       headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
-      body: JSON.stringify({ query: SUBSCRIPTION, variables: { input: { model: endpoint, messages: MESSAGES, maxTokens: 4, temperature: 0 } } }),
+      body: JSON.stringify({
+        query: SUBSCRIPTION,
+        variables: { input: { model: endpoint, messages: MESSAGES, maxTokens: 4, temperature: 0 } },
+      }),
     });
     expect(response.headers.get('content-type')).toMatch(/text\/event-stream/);
     const text = await response.text();
-    const data = text.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).filter(Boolean).map((d) => JSON.parse(d));
+    const data = text
+      .split('\n')
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).trim())
+      .filter(Boolean)
+      .map((d) => JSON.parse(d));
     const chunks = data.filter((d) => d.data).map((d) => d.data.chatCompletion);
     expect(chunks.length).toBeGreaterThan(2);
     expect(chunks.at(-1).choices[0].finishReason).toBe('length');
   });
 
   test('createChatCompletion returns the whole answer; errors are typed', async () => {
-    const ok = await alice.graphql.request(CreateChatCompletionDocument, { input: { model: endpoint, messages: MESSAGES, maxTokens: 3, temperature: 0 } });
-    expect(ok.createChatCompletion).toMatchObject({ __typename: 'CreateChatCompletionSuccess', completion: { usage: { completionTokens: 3 }, choices: [{ finishReason: 'length' }] } });
-    const tooHot = await alice.graphql.request(CreateChatCompletionDocument, { input: { model: endpoint, messages: MESSAGES, temperature: 9 } });
+    const ok = await alice.graphql.request(CreateChatCompletionDocument, {
+      input: { model: endpoint, messages: MESSAGES, maxTokens: 3, temperature: 0 },
+    });
+    expect(ok.createChatCompletion).toMatchObject({
+      __typename: 'CreateChatCompletionSuccess',
+      completion: { usage: { completionTokens: 3 }, choices: [{ finishReason: 'length' }] },
+    });
+    const tooHot = await alice.graphql.request(CreateChatCompletionDocument, {
+      input: { model: endpoint, messages: MESSAGES, temperature: 9 },
+    });
     expect(tooHot.createChatCompletion).toMatchObject({ __typename: 'ChatCompletionError', status: 400, param: 'temperature' });
     const foreign = await bob.graphql.request(CreateChatCompletionDocument, { input: { model: endpoint, messages: MESSAGES } });
     expect(foreign.createChatCompletion).toMatchObject({ __typename: 'ChatCompletionError', status: 404, code: 'model_not_found' });
@@ -320,7 +416,13 @@ describe('several gateways', () => {
     const other = await startGateway(createServices(t.sql), { port: 0, host: '127.0.0.1', log: () => {} });
     try {
       const client = new OpenAI({ apiKey: alice.key, baseURL: `${other.url}/dedicated/v1`, maxRetries: 0 });
-      const completion = await client.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 3, temperature: 0, seed: 9 });
+      const completion = await client.chat.completions.create({
+        model: endpoint,
+        messages: MESSAGES,
+        max_tokens: 3,
+        temperature: 0,
+        seed: 9,
+      });
       const direct = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 3, temperature: 0, seed: 9 });
       expect(completion.choices[0]!.message.content).toBe(direct.choices[0]!.message.content);
     } finally {

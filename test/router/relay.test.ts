@@ -38,9 +38,13 @@ function sink() {
 
 const chunk = (content: string | null, finish: string | null = null) =>
   `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":${content === null ? '{}' : JSON.stringify({ content })},"finish_reason":${finish ? `"${finish}"` : 'null'}}],"usage":null}`;
-const usage = 'data: {"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}';
+const usage =
+  'data: {"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}';
 
-for (const [name, end] of [['LF', '\n\n'], ['CRLF', '\r\n\r\n']] as const) {
+for (const [name, end] of [
+  ['LF', '\n\n'],
+  ['CRLF', '\r\n\r\n'],
+] as const) {
   test(`events ended by ${name}, cut anywhere: passed through as they are, less the usage event the client did not ask for`, async () => {
     const { upstream, request, outcomes } = routed(false);
     const { out, text } = sink();
@@ -58,9 +62,14 @@ for (const [name, end] of [['LF', '\n\n'], ['CRLF', '\r\n\r\n']] as const) {
     }
     upstream.end();
     await piping;
-    const expected = events.filter((e) => e !== usage).map((e) => e + end).join('');
+    const expected = events
+      .filter((e) => e !== usage)
+      .map((e) => e + end)
+      .join('');
     expect(text()).toBe(expected);
-    expect(outcomes).toEqual([{ promptTokens: 7, completionTokens: 3, ttftMs: expect.any(Number), finishReason: 'stop', cancelled: false, errorCode: null }]);
+    expect(outcomes).toEqual([
+      { promptTokens: 7, completionTokens: 3, ttftMs: expect.any(Number), finishReason: 'stop', cancelled: false, errorCode: null },
+    ]);
   });
 }
 
@@ -94,7 +103,14 @@ test("an answer the replica ends before [DONE] ends with an error event in OpenA
   await piping;
   const events = text().split('\n\n').filter(Boolean);
   expect(events).toEqual([chunk('a'), expect.stringMatching(/^data: \{"error":/), 'data: [DONE]']);
-  expect(JSON.parse(events[1]!.slice(6))).toEqual({ error: { message: expect.stringMatching(/stopped before the answer was complete/), type: 'server_error', param: null, code: 'upstream_disconnected' } });
+  expect(JSON.parse(events[1]!.slice(6))).toEqual({
+    error: {
+      message: expect.stringMatching(/stopped before the answer was complete/),
+      type: 'server_error',
+      param: null,
+      code: 'upstream_disconnected',
+    },
+  });
   expect(outcomes[0]).toMatchObject({ cancelled: true, finishReason: null, errorCode: 'upstream_disconnected' });
 });
 

@@ -27,13 +27,26 @@ beforeAll(async () => {
 
 // Greedy: the tiny model's greedy answers run to max_tokens without an end of sequence, so a stream is surely open when its engine dies.
 const body = (stream: boolean) =>
-  JSON.stringify({ model: endpoint, stream, max_tokens: 3500, temperature: 0, messages: [{ role: 'user', content: 'Tell me a very long story.' }] });
+  JSON.stringify({
+    model: endpoint,
+    stream,
+    max_tokens: 3500,
+    temperature: 0,
+    messages: [{ role: 'user', content: 'Tell me a very long story.' }],
+  });
 
 /** A READY replica whose engine answers (a row killed by the test before stays READY until the controller sees it). */
 async function readyReplica() {
   return waitFor('a ready replica', async () => {
     for (const row of await liveReplicaRows(t.sql, endpoint)) {
-      if (row.state === 'READY' && (await fetch(`${row.address}/health`).then((r) => r.ok, () => false))) return row;
+      if (
+        row.state === 'READY' &&
+        (await fetch(`${row.address}/health`).then(
+          (r) => r.ok,
+          () => false,
+        ))
+      )
+        return row;
     }
     return undefined;
   });
@@ -93,7 +106,13 @@ test('SIGKILL mid-stream: every open stream ends with an error event and [DONE],
 test('the openai client raises the cut as an APIError instead of ending the stream quietly', async () => {
   const victim = await readyReplica();
   const openai = new OpenAI({ apiKey: alice.key, baseURL: `${t.url}/dedicated/v1`, maxRetries: 0 });
-  const stream = await openai.chat.completions.create({ model: endpoint, stream: true, max_tokens: 3500, temperature: 0, messages: [{ role: 'user', content: 'Tell me a very long story.' }] });
+  const stream = await openai.chat.completions.create({
+    model: endpoint,
+    stream: true,
+    max_tokens: 3500,
+    temperature: 0,
+    messages: [{ role: 'user', content: 'Tell me a very long story.' }],
+  });
   let chunks = 0;
   const consumed = (async () => {
     for await (const chunk of stream) {
@@ -120,7 +139,14 @@ test('SIGKILL during a non-streamed request: 503 with Retry-After in OpenAI shap
   // The engine sends a whole answer's headers with its body, so nothing had come: the router found no other replica to retry on.
   expect(response.status).toBe(503);
   expect(response.headers.get('retry-after')).toBe('2');
-  expect(await response.json()).toEqual({ error: { type: 'server_error', code: 'replica_unavailable', param: null, message: expect.stringMatching(/no replica of endpoint .* answered; try again/) } });
+  expect(await response.json()).toEqual({
+    error: {
+      type: 'server_error',
+      code: 'replica_unavailable',
+      param: null,
+      message: expect.stringMatching(/no replica of endpoint .* answered; try again/),
+    },
+  });
 });
 
 test('the GraphQL chatCompletion subscription over SSE ends with an UPSTREAM_DISCONNECTED error, not a masked one', async () => {
@@ -130,7 +156,9 @@ test('the GraphQL chatCompletion subscription over SSE ends with an UPSTREAM_DIS
     headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
     body: JSON.stringify({
       query: 'subscription($input: ChatCompletionInput!) { chatCompletion(input: $input) { choices { delta { content } } } }',
-      variables: { input: { model: endpoint, messages: [{ role: 'user', content: 'Tell me a very long story.' }], maxTokens: 3500, temperature: 0 } },
+      variables: {
+        input: { model: endpoint, messages: [{ role: 'user', content: 'Tell me a very long story.' }], maxTokens: 3500, temperature: 0 },
+      },
     }),
   });
   expect(response.status).toBe(200);
@@ -145,8 +173,16 @@ test('the GraphQL chatCompletion subscription over SSE ends with an UPSTREAM_DIS
     }
   }
   expect(killed).toBe(true);
-  const lastNext = text.split('\n\n').filter((e) => e.startsWith('event: next')).at(-1)!;
-  const payload = JSON.parse(lastNext.slice(lastNext.indexOf('data: ') + 6)) as { errors?: { message: string; extensions?: { code?: string } }[] };
-  expect(payload.errors?.[0]).toMatchObject({ message: expect.stringMatching(/stopped before the answer was complete/), extensions: { code: 'UPSTREAM_DISCONNECTED' } });
+  const lastNext = text
+    .split('\n\n')
+    .filter((e) => e.startsWith('event: next'))
+    .at(-1)!;
+  const payload = JSON.parse(lastNext.slice(lastNext.indexOf('data: ') + 6)) as {
+    errors?: { message: string; extensions?: { code?: string } }[];
+  };
+  expect(payload.errors?.[0]).toMatchObject({
+    message: expect.stringMatching(/stopped before the answer was complete/),
+    extensions: { code: 'UPSTREAM_DISCONNECTED' },
+  });
   expect(text).toContain('event: complete');
 });

@@ -37,7 +37,12 @@ test('with one of two replicas SIGKILLed, every request (streamed or not) is ans
   // At once, before the controller has seen the death: nothing fails.
   const answers = await Promise.all(Array.from({ length: 12 }, ask));
   expect(answers.every((a) => a.choices.length === 1)).toBe(true);
-  const stream = await openai.chat.completions.create({ model: endpoint, stream: true, max_tokens: 4, messages: [{ role: 'user', content: 'Hi' }] });
+  const stream = await openai.chat.completions.create({
+    model: endpoint,
+    stream: true,
+    max_tokens: 4,
+    messages: [{ role: 'user', content: 'Hi' }],
+  });
   let chunks = 0;
   for await (const chunk of stream) chunks += chunk.choices.length;
   expect(chunks).toBeGreaterThan(0);

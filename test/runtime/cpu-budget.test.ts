@@ -25,7 +25,9 @@ test('defaults by core count: one slot per core (at most 4), the cores but one s
 
 test('explicit settings win; oversubscription is allowed with a warning that names both variables', () => {
   expect(cpuBudget({ cores: 16, slots: 1 })).toMatchObject({ slots: 1, threads: 15 });
-  expect(cpuBudget({ cores: 2, threads: 2 }).warning).toMatch(/2 CPU replicas x 2 engine threads exceed the 2 cores.*CPU_SLOTS or ENGINE_THREADS/);
+  expect(cpuBudget({ cores: 2, threads: 2 }).warning).toMatch(
+    /2 CPU replicas x 2 engine threads exceed the 2 cores.*CPU_SLOTS or ENGINE_THREADS/,
+  );
   expect(cpuBudget({ cores: 4, slots: 0 })).toMatchObject({ slots: 0, threads: 3 });
   expect(cpuBudget({ cores: 2, slots: 3 }).warning).toContain('3 CPU replicas x 1 engine threads exceed the 2 cores');
   expect(cpuBudget({ cores: 4, slots: 0 }).warning).toBeUndefined();

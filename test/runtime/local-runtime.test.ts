@@ -157,7 +157,10 @@ describe('starting an engine', () => {
       const lines = log.split('\n');
       expect(lines[0]!.startsWith(SPAWN_LINE_PREFIX)).toBe(true);
       const { at } = JSON.parse(lines[0]!.slice(SPAWN_LINE_PREFIX.length)) as { at: number };
-      const ready = JSON.parse(lines.find((l) => l.startsWith('ENGINE_READY '))!.slice('ENGINE_READY '.length)) as { readyAt: number; pid: number };
+      const ready = JSON.parse(lines.find((l) => l.startsWith('ENGINE_READY '))!.slice('ENGINE_READY '.length)) as {
+        readyAt: number;
+        pid: number;
+      };
       expect(ready.pid).toBe(handle.pid);
       // Spawned before it was ready (the stand-in waits 300 ms after listening), found ready after.
       expect(ready.readyAt - at).toBeGreaterThanOrEqual(300);

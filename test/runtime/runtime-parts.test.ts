@@ -33,9 +33,18 @@ const launch: ReplicaLaunch = {
 
 describe('engine command templates', () => {
   test('placeholders are filled; quotes group words', () => {
-    const command = engineCommand(launch, 4321, { template: `llama-server -m {model} --port {port} -np {maxBatchSize} --alias "my model"`, cpuOnly: false });
-    expect(command).toEqual({ file: 'llama-server', args: ['-m', '/cache/blobs/abc', '--port', '4321', '-np', '8', '--alias', 'my model'] });
-    const vllm = engineCommand({ ...launch, modelPath: null }, 9000, { template: 'vllm serve {model} --port {port} --tensor-parallel-size {numGpu} --revision {revision}', cpuOnly: false });
+    const command = engineCommand(launch, 4321, {
+      template: `llama-server -m {model} --port {port} -np {maxBatchSize} --alias "my model"`,
+      cpuOnly: false,
+    });
+    expect(command).toEqual({
+      file: 'llama-server',
+      args: ['-m', '/cache/blobs/abc', '--port', '4321', '-np', '8', '--alias', 'my model'],
+    });
+    const vllm = engineCommand({ ...launch, modelPath: null }, 9000, {
+      template: 'vllm serve {model} --port {port} --tensor-parallel-size {numGpu} --revision {revision}',
+      cpuOnly: false,
+    });
     expect(vllm.args).toEqual(['serve', 'org/model', '--port', '9000', '--tensor-parallel-size', '2', '--revision', 'deadbeef']);
     expect(splitWords(`a 'b c' "d"`)).toEqual(['a', 'b c', 'd']);
   });
@@ -43,7 +52,23 @@ describe('engine command templates', () => {
   test('the built-in engine gets the endpoint settings', () => {
     const command = engineCommand(launch, 4321, { cpuOnly: true, threads: 2 });
     expect(command.file).toBe(process.execPath);
-    expect(command.args).toEqual(expect.arrayContaining(['--model', '/cache/blobs/abc', '--port', '4321', '--max-batch-size', '8', '--context-size', '4096', '--max-input-length', '2048', '--cpu', '--threads', '2']));
+    expect(command.args).toEqual(
+      expect.arrayContaining([
+        '--model',
+        '/cache/blobs/abc',
+        '--port',
+        '4321',
+        '--max-batch-size',
+        '8',
+        '--context-size',
+        '4096',
+        '--max-input-length',
+        '2048',
+        '--cpu',
+        '--threads',
+        '2',
+      ]),
+    );
   });
 });
 
@@ -65,12 +90,21 @@ describe('GGUF header', () => {
     const header = await readGgufHeader(file);
     expect(header.metadata.get('general.architecture')).toBe('llama');
     expect(trainedContextLength(header)).toBe(777);
-    const spec = { name: 'x', instanceId: 'TwD5AqnBSVN0', model: { source: 'hf' as const, repo: 'o/m', revision: null }, autoscaling: DEFAULT_AUTOSCALING };
-    await expect(checkModelSettings(file, { ...spec, advanced: { ...DEFAULT_ADVANCED, maxTokenCount: 777, maxInputLength: 700 } })).resolves.toBeUndefined();
-    await expect(checkModelSettings(file, { ...spec, advanced: { ...DEFAULT_ADVANCED, maxTokenCount: 778, maxInputLength: 700 } })).rejects.toThrow(
-      "max_token_count (778) is larger than the model's context (777 tokens)",
-    );
-    await expect(checkModelSettings(file, { ...spec, advanced: { ...DEFAULT_ADVANCED, maxTokenCount: 777, maxInputLength: 700, maxBatchSize: 300 } })).rejects.toBeInstanceOf(SettingsError);
+    const spec = {
+      name: 'x',
+      instanceId: 'TwD5AqnBSVN0',
+      model: { source: 'hf' as const, repo: 'o/m', revision: null },
+      autoscaling: DEFAULT_AUTOSCALING,
+    };
+    await expect(
+      checkModelSettings(file, { ...spec, advanced: { ...DEFAULT_ADVANCED, maxTokenCount: 777, maxInputLength: 700 } }),
+    ).resolves.toBeUndefined();
+    await expect(
+      checkModelSettings(file, { ...spec, advanced: { ...DEFAULT_ADVANCED, maxTokenCount: 778, maxInputLength: 700 } }),
+    ).rejects.toThrow("max_token_count (778) is larger than the model's context (777 tokens)");
+    await expect(
+      checkModelSettings(file, { ...spec, advanced: { ...DEFAULT_ADVANCED, maxTokenCount: 777, maxInputLength: 700, maxBatchSize: 300 } }),
+    ).rejects.toBeInstanceOf(SettingsError);
     const other = path.join(dir, 'not.gguf');
     await writeFile(other, 'hello world, not a model');
     await expect(readGgufHeader(other)).rejects.toBeInstanceOf(GgufFormatError);

@@ -67,10 +67,18 @@ describe('an allowlist', () => {
   test('preflights: a listed origin gets 204 with methods and headers; a foreign one a 403 without CORS headers', async () => {
     for (const path of ['/graphql', '/dedicated/beta/endpoint', '/dedicated/beta/endpoint/x', '/dedicated/v1/chat/completions']) {
       const preflight = (origin: string) =>
-        rawGet(listed.port, path, { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' }, 'OPTIONS');
+        rawGet(
+          listed.port,
+          path,
+          { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+          'OPTIONS',
+        );
       const ok = await preflight(APP);
       expect(ok.status, path).toBe(204);
-      expect(corsHeaders(ok)).toMatchObject({ 'access-control-allow-origin': APP, 'access-control-allow-methods': expect.stringContaining('POST') });
+      expect(corsHeaders(ok)).toMatchObject({
+        'access-control-allow-origin': APP,
+        'access-control-allow-methods': expect.stringContaining('POST'),
+      });
       expect(ok.headers['access-control-allow-headers']).toMatch(/Authorization/);
       expect(ok.headers['access-control-allow-headers']).toMatch(/Content-Type/);
       expect(ok.headers['access-control-allow-credentials']).toBeUndefined();
@@ -85,7 +93,10 @@ describe('an allowlist', () => {
     const alice = await listed.seed.user();
     const project = await alice.project('cors');
     const endpointId = await project.endpoint();
-    const body = JSON.stringify({ query: 'subscription($id: ID!) { endpointStatus(endpointId: $id) { status { status } } }', variables: { id: endpointId } });
+    const body = JSON.stringify({
+      query: 'subscription($id: ID!) { endpointStatus(endpointId: $id) { status { status } } }',
+      variables: { id: endpointId },
+    });
     const head = async (origin: string) => {
       const raw = await rawExchange(
         listed.port,

@@ -108,7 +108,10 @@ test('PostgreSQL stopped: 503 with Retry-After on REST, GraphQL and chat, /ready
   expect(gql.status).toBe(503);
   expect(gql.headers.get('retry-after')).toBe('5');
   const gqlBody = (await gql.json()) as { errors: { message: string; extensions: Record<string, unknown> }[] };
-  expect(gqlBody.errors[0]).toMatchObject({ message: expect.stringContaining('database is unavailable'), extensions: { code: 'UNAVAILABLE', retryAfter: 5 } });
+  expect(gqlBody.errors[0]).toMatchObject({
+    message: expect.stringContaining('database is unavailable'),
+    extensions: { code: 'UNAVAILABLE', retryAfter: 5 },
+  });
   expect(gqlBody.errors[0]!.extensions.http).toBeUndefined();
   const mutation = await graphql('mutation($id: ID!) { sleepEndpoint(id: $id) { __typename } }', { id: endpointId });
   expect(mutation.status).toBe(503);
@@ -142,7 +145,9 @@ test('PostgreSQL stopped: 503 with Retry-After on REST, GraphQL and chat, /ready
   expect((await fetch(`${gateway.url}/readyz`)).status).toBe(200);
 
   // Nothing lost, nothing half-written: the one endpoint and its one version, and writes work again.
-  const names = await sql<{ name: string }[]>`SELECT v.name FROM endpoints e JOIN endpoint_versions v ON v.endpoint_id = e.id ORDER BY v.name`;
+  const names = await sql<
+    { name: string }[]
+  >`SELECT v.name FROM endpoints e JOIN endpoint_versions v ON v.endpoint_id = e.id ORDER BY v.name`;
   expect(names.map((r) => r.name)).toEqual(['before-the-outage']);
   const updated = await alice.rest('PUT', `/dedicated/beta/endpoint/${endpointId}`, { newVersionComment: 'after the outage' });
   expect(updated.status).toBe(200);
@@ -151,8 +156,7 @@ test('PostgreSQL stopped: 503 with Retry-After on REST, GraphQL and chat, /ready
   expect(created.status).toBe(200);
   const list = await graphql('query($p: ID) { endpoints(projectId: $p) { edges { node { name } } } }', { p: projectId });
   expect(list.status).toBe(200);
-  expect(((await list.json()) as { data: { endpoints: { edges: { node: { name: string } }[] } } }).data.endpoints.edges.map((e) => e.node.name)).toEqual([
-    'before-the-outage',
-    'after-the-outage',
-  ]);
+  expect(
+    ((await list.json()) as { data: { endpoints: { edges: { node: { name: string } }[] } } }).data.endpoints.edges.map((e) => e.node.name),
+  ).toEqual(['before-the-outage', 'after-the-outage']);
 }, 90_000);

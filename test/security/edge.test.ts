@@ -86,7 +86,11 @@ test('WebSocket upgrades and CONNECT with targets that are not paths are refused
   const connect = await rawExchange(t.port, 'CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n', 2000);
   expect(connect).not.toMatch(/^HTTP\/1\.1 2/);
   // CONNECT with a path is no proxy request either: a 405 that says so, not a connection closed unanswered.
-  const connectPath = await rawExchange(t.port, 'CONNECT /dedicated/beta/endpoint/%% HTTP/1.1\r\nHost: gateway\r\ncontent-length: 2\r\n\r\n-0', 2000);
+  const connectPath = await rawExchange(
+    t.port,
+    'CONNECT /dedicated/beta/endpoint/%% HTTP/1.1\r\nHost: gateway\r\ncontent-length: 2\r\n\r\n-0',
+    2000,
+  );
   expect(connectPath).toMatch(/^HTTP\/1\.1 405 /);
   expect(connectPath).toContain('CONNECT is not supported');
   await expectServing();
@@ -94,7 +98,10 @@ test('WebSocket upgrades and CONNECT with targets that are not paths are refused
 
 test('a refused target on a keep-alive connection leaves the connection serving the next request', async () => {
   const host = `127.0.0.1:${t.port}`;
-  const raw = await rawExchange(t.port, `GET //[ HTTP/1.1\r\nHost: ${host}\r\n\r\nGET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+  const raw = await rawExchange(
+    t.port,
+    `GET //[ HTTP/1.1\r\nHost: ${host}\r\n\r\nGET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+  );
   const [first, second] = parseResponses(raw);
   expect(first?.status).toBe(400);
   expect(second?.status).toBe(200);
@@ -113,9 +120,15 @@ test('targets Node itself refuses get the same JSON 400, then the connection clo
 test('a hundred hostile targets in a row, pipelined on one connection, then a normal request', async () => {
   const host = `127.0.0.1:${t.port}`;
   // Only targets that reach the server's handler: one Node's parser refuses closes the connection (previous test).
-  const ours = REFUSED.map(([target]) => target).filter((target) => target.startsWith('/') || target.startsWith('http') || target.startsWith('HTTP') || target === '*');
+  const ours = REFUSED.map(([target]) => target).filter(
+    (target) => target.startsWith('/') || target.startsWith('http') || target.startsWith('HTTP') || target === '*',
+  );
   const targets = Array.from({ length: 100 }, (_, i) => ours[i % ours.length]!);
-  const raw = await rawExchange(t.port, targets.map((target) => `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n\r\n`).join('') + `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+  const raw = await rawExchange(
+    t.port,
+    targets.map((target) => `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n\r\n`).join('') +
+      `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+  );
   const responses = parseResponses(raw);
   expect(responses).toHaveLength(101);
   expect(responses.slice(0, 100).every((r) => r.status === 400)).toBe(true);
@@ -128,7 +141,10 @@ test('well-formed targets still route: paths with escapes, queries, REST and Gra
   const missing = await rawGet(t.port, '/dedicated/beta/endpoint/no%20such%2Fid', auth);
   expect(missing.status).toBe(404);
   expect(JSON.parse(missing.body).error.code).toBe('NOT_FOUND');
-  const graphql = await rawGet(t.port, `/graphql?query=${encodeURIComponent('{ me { user { id } } }')}`, { ...auth, accept: 'application/json' });
+  const graphql = await rawGet(t.port, `/graphql?query=${encodeURIComponent('{ me { user { id } } }')}`, {
+    ...auth,
+    accept: 'application/json',
+  });
   expect(graphql.status).toBe(200);
   expect(JSON.parse(graphql.body).data.me.user.id).toBe(alice.user.id);
   const unknown = await rawGet(t.port, '/nowhere?x=1');
@@ -143,7 +159,10 @@ test('a handler that rejects is a masked 500 and a log line; the process keeps s
   const authenticate = t.services.auth.authenticate;
   t.services.auth.authenticate = () => Promise.reject(new Error('secret detail: database password is hunter2'));
   try {
-    const body = JSON.stringify({ query: 'subscription($id: ID!) { endpointStatus(endpointId: $id) { status { status } } }', variables: { id: 'x' } });
+    const body = JSON.stringify({
+      query: 'subscription($id: ID!) { endpointStatus(endpointId: $id) { status { status } } }',
+      variables: { id: 'x' },
+    });
     const host = `127.0.0.1:${t.port}`;
     const [answer] = parseResponses(
       await rawExchange(
@@ -162,7 +181,23 @@ test('a handler that rejects is a masked 500 and a log line; the process keeps s
 });
 
 test('parseRequestTarget is total: no input throws', () => {
-  const samples = ['', '/', '//', '/%', '/%%', '/?%', '/\u0000', '/\uffff', '/\ud800', '/a?b#c', '#', '?', '/a/../', 'x'.repeat(10_000), `/${'%41'.repeat(5000)}`];
+  const samples = [
+    '',
+    '/',
+    '//',
+    '/%',
+    '/%%',
+    '/?%',
+    '/\u0000',
+    '/\uffff',
+    '/\ud800',
+    '/a?b#c',
+    '#',
+    '?',
+    '/a/../',
+    'x'.repeat(10_000),
+    `/${'%41'.repeat(5000)}`,
+  ];
   for (let i = 0; i < 2000; i++) {
     let s = '/';
     for (let j = 0; j < 12; j++) s += String.fromCharCode(Math.floor(Math.random() * 0x80));

@@ -53,12 +53,20 @@ describe('REST', () => {
       ['POST', '/dedicated/beta/endpoint', createBody(projectId, { hfModelRepoRevision: 'main\u0000' }), 'hfModelRepoRevision'],
       ['PUT', `/dedicated/beta/endpoint/${endpointId}`, { newVersionComment: '\u0000' }, 'newVersionComment'],
       ['PUT', `/dedicated/beta/endpoint/${endpointId}`, { advanced: { 'max_\u0000': 1 } }, 'advanced.max_\u0000'],
-      ['POST', '/dedicated/endpoint/wandb-artifact-create', { wandbArtifactVersionName: 'acme/models/llama:v1', projectId, idempotencyKey: 'k\u0000' }, 'idempotencyKey'],
+      [
+        'POST',
+        '/dedicated/endpoint/wandb-artifact-create',
+        { wandbArtifactVersionName: 'acme/models/llama:v1', projectId, idempotencyKey: 'k\u0000' },
+        'idempotencyKey',
+      ],
     ];
     for (const [method, path, body, field] of cases) {
       const res = await alice.rest(method, path, body);
       expect(res.status, field).toBe(400);
-      expect(res.body.error).toMatchObject({ code: 'INVALID_ARGUMENT', details: { fields: [{ field, message: 'must not contain NUL (\\u0000) characters' }] } });
+      expect(res.body.error).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        details: { fields: [{ field, message: 'must not contain NUL (\\u0000) characters' }] },
+      });
     }
     expect(await rowCounts()).toEqual(before);
   });
@@ -67,7 +75,10 @@ describe('REST', () => {
     const body = `{"advanced":${'{"a":'.repeat(20_000)}"\\u0000"${'}'.repeat(20_000)}}`;
     const res = await raw('PUT', `/dedicated/beta/endpoint/${endpointId}`, { body, headers: JSON_TYPE });
     expect(res.status).toBe(400);
-    expect(res.body.error.details.fields[0]).toEqual({ field: `advanced${'.a'.repeat(20_000)}`, message: 'must not contain NUL (\\u0000) characters' });
+    expect(res.body.error.details.fields[0]).toEqual({
+      field: `advanced${'.a'.repeat(20_000)}`,
+      message: 'must not contain NUL (\\u0000) characters',
+    });
   });
 
   test('a refused artifact create leaves no project behind (it created one before checking the policy)', async () => {
@@ -77,7 +88,9 @@ describe('REST', () => {
       autoscalingPolicy: { minReplica: 1, maxReplica: 0 },
     });
     expect(res.status).toBe(400);
-    expect(res.body.error.details.fields).toEqual([{ field: 'autoscalingPolicy.minReplica', message: 'must not exceed maxReplica (1 > 0)' }]);
+    expect(res.body.error.details.fields).toEqual([
+      { field: 'autoscalingPolicy.minReplica', message: 'must not exceed maxReplica (1 > 0)' },
+    ]);
     expect(await rowCounts()).toEqual(before);
   });
 
@@ -86,16 +99,32 @@ describe('REST', () => {
     const body = JSON.stringify(createBody(projectId, { initialVersionComment: 'X' })).replace('"X"', '"broken \\ud83d emoji"');
     const res = await raw('POST', '/dedicated/beta/endpoint', { body, headers: JSON_TYPE });
     expect(res.status).toBe(400);
-    expect(res.body.error.details.fields).toEqual([{ field: 'initialVersionComment', message: 'must be valid Unicode text (it contains an unpaired UTF-16 surrogate)' }]);
+    expect(res.body.error.details.fields).toEqual([
+      { field: 'initialVersionComment', message: 'must be valid Unicode text (it contains an unpaired UTF-16 surrogate)' },
+    ]);
     const name = JSON.stringify(createBody(projectId, { name: 'X' })).replace('"X"', '"\\udc00"');
-    expect((await raw('POST', '/dedicated/beta/endpoint', { body: name, headers: JSON_TYPE })).body.error.details.fields[0].field).toBe('name');
+    expect((await raw('POST', '/dedicated/beta/endpoint', { body: name, headers: JSON_TYPE })).body.error.details.fields[0].field).toBe(
+      'name',
+    );
     // A proper pair is fine.
-    expect((await alice.rest('POST', '/dedicated/beta/endpoint', createBody(projectId, { name: 'ok', initialVersionComment: 'emoji \ud83d\ude00' }))).status).toBe(200);
+    expect(
+      (
+        await alice.rest(
+          'POST',
+          '/dedicated/beta/endpoint',
+          createBody(projectId, { name: 'ok', initialVersionComment: 'emoji \ud83d\ude00' }),
+        )
+      ).status,
+    ).toBe(200);
     expect((await rowCounts()).endpoints).toBe(before.endpoints + 1);
   });
 
   test('a NUL in a path parameter or a query parameter is a 400 naming it', async () => {
-    for (const path of [`/dedicated/beta/endpoint/ep%00x`, `/dedicated/beta/endpoint/ep%00x/status`, `/dedicated/beta/endpoint/ep%00/version`]) {
+    for (const path of [
+      `/dedicated/beta/endpoint/ep%00x`,
+      `/dedicated/beta/endpoint/ep%00x/status`,
+      `/dedicated/beta/endpoint/ep%00/version`,
+    ]) {
       const res = await alice.rest('GET', path);
       expect(res.status, path).toBe(400);
       expect(res.body.error.details.fields).toEqual([{ field: 'id', message: 'must not contain NUL (\\u0000) characters' }]);
@@ -156,45 +185,74 @@ describe('REST', () => {
     const before = await rowCounts();
     const broken = await raw('POST', '/dedicated/beta/endpoint', { body: '{"projectId":', headers: JSON_TYPE });
     expect(broken.status).toBe(400);
-    expect(broken.body.error).toMatchObject({ code: 'INVALID_ARGUMENT', details: { fields: [{ field: 'body', message: 'must be valid JSON' }] } });
+    expect(broken.body.error).toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      details: { fields: [{ field: 'body', message: 'must be valid JSON' }] },
+    });
     for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/jsonx']) {
-      const res = await raw('POST', '/dedicated/beta/endpoint', { body: JSON.stringify(createBody(projectId)), headers: { 'content-type': type } });
+      const res = await raw('POST', '/dedicated/beta/endpoint', {
+        body: JSON.stringify(createBody(projectId)),
+        headers: { 'content-type': type },
+      });
       expect(res.status, type).toBe(415);
-      expect(res.body.error).toMatchObject({ code: 'INVALID_ARGUMENT', details: { fields: [{ field: 'Content-Type', message: expect.stringContaining('must be application/json') }] } });
+      expect(res.body.error).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        details: { fields: [{ field: 'Content-Type', message: expect.stringContaining('must be application/json') }] },
+      });
     }
     expect(await rowCounts()).toEqual(before);
     // JSON with parameters, and a +json type, are JSON.
-    const withCharset = await raw('PUT', `/dedicated/beta/endpoint/${endpointId}`, { body: '{}', headers: { 'content-type': 'application/json; charset=utf-8' } });
+    const withCharset = await raw('PUT', `/dedicated/beta/endpoint/${endpointId}`, {
+      body: '{}',
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+    });
     expect(withCharset.status).toBe(200);
   });
 });
 
 describe('GraphQL', () => {
-  const post = (body: string, headers: Record<string, string> = JSON_TYPE) => raw('POST', '/graphql', { body, headers: { accept: 'application/json', ...headers } });
+  const post = (body: string, headers: Record<string, string> = JSON_TYPE) =>
+    raw('POST', '/graphql', { body, headers: { accept: 'application/json', ...headers } });
   const ENDPOINT = 'query($id: ID!) { endpoint(id: $id) { id name } }';
 
   test('a content type yoga cannot read is a 415 naming Content-Type (it was an empty 415)', async () => {
     for (const type of ['text/plain', 'application/xml', 'application/octet-stream']) {
       const res = await post(JSON.stringify({ query: '{ __typename }' }), { 'content-type': type });
       expect(res.status, type).toBe(415);
-      expect(res.body.errors[0]).toMatchObject({ extensions: { code: 'INVALID_ARGUMENT', fields: [{ field: 'Content-Type', message: expect.stringContaining('must be application/json') }] } });
+      expect(res.body.errors[0]).toMatchObject({
+        extensions: {
+          code: 'INVALID_ARGUMENT',
+          fields: [{ field: 'Content-Type', message: expect.stringContaining('must be application/json') }],
+        },
+      });
     }
   });
 
   test('a GET, or a form body, whose variables (or extensions) are not JSON is a 400 naming them (it was a 500)', async () => {
-    const get = await raw('GET', `/graphql?query=${encodeURIComponent(ENDPOINT)}&variables=%7Bnope`, { headers: { accept: 'application/json' } });
+    const get = await raw('GET', `/graphql?query=${encodeURIComponent(ENDPOINT)}&variables=%7Bnope`, {
+      headers: { accept: 'application/json' },
+    });
     expect(get.status).toBe(400);
-    expect(get.body.errors[0].extensions).toEqual({ code: 'INVALID_ARGUMENT', fields: [{ field: 'variables', message: 'must be a JSON object' }] });
-    const extensions = await raw('GET', `/graphql?query=${encodeURIComponent('{ __typename }')}&extensions=%5B`, { headers: { accept: 'application/json' } });
+    expect(get.body.errors[0].extensions).toEqual({
+      code: 'INVALID_ARGUMENT',
+      fields: [{ field: 'variables', message: 'must be a JSON object' }],
+    });
+    const extensions = await raw('GET', `/graphql?query=${encodeURIComponent('{ __typename }')}&extensions=%5B`, {
+      headers: { accept: 'application/json' },
+    });
     expect(extensions.status).toBe(400);
     expect(extensions.body.errors[0].extensions.fields).toEqual([{ field: 'extensions', message: 'must be a JSON object' }]);
     const form = await post(`query=${encodeURIComponent(ENDPOINT)}&variables=%7B`, { 'content-type': 'application/x-www-form-urlencoded' });
     expect(form.status).toBe(400);
     expect(form.body.errors[0].extensions.fields).toEqual([{ field: 'variables', message: 'must be a JSON object' }]);
     // A well-formed GET still works.
-    const fine = await raw('GET', `/graphql?query=${encodeURIComponent(ENDPOINT)}&variables=${encodeURIComponent(JSON.stringify({ id: endpointId }))}`, {
-      headers: { accept: 'application/json' },
-    });
+    const fine = await raw(
+      'GET',
+      `/graphql?query=${encodeURIComponent(ENDPOINT)}&variables=${encodeURIComponent(JSON.stringify({ id: endpointId }))}`,
+      {
+        headers: { accept: 'application/json' },
+      },
+    );
     expect(fine.status).toBe(200);
     expect(fine.body.data.endpoint).toEqual({ id: endpointId, name: 'target' });
   });
@@ -212,17 +270,34 @@ describe('GraphQL', () => {
     const before = await rowCounts();
     const id = await post(JSON.stringify({ query: ENDPOINT, variables: { id: 'ep_\u0000' } }));
     expect(id.status).toBe(400);
-    expect(id.body.errors[0]).toMatchObject({ extensions: { code: 'INVALID_ARGUMENT', fields: [{ field: '$id', message: 'must not contain NUL (\\u0000) characters' }] } });
+    expect(id.body.errors[0]).toMatchObject({
+      extensions: { code: 'INVALID_ARGUMENT', fields: [{ field: '$id', message: 'must not contain NUL (\\u0000) characters' }] },
+    });
     expect(id.body.data).toBeUndefined();
 
-    const literal = await post(JSON.stringify({ query: `mutation { updateEndpoint(id: "${endpointId}", input: { newVersionComment: "a\\u0000b" }) { __typename } }` }));
+    const literal = await post(
+      JSON.stringify({
+        query: `mutation { updateEndpoint(id: "${endpointId}", input: { newVersionComment: "a\\u0000b" }) { __typename } }`,
+      }),
+    );
     expect(literal.status).toBe(400);
-    expect(literal.body.errors[0].extensions.fields).toEqual([{ field: 'input.newVersionComment', message: 'must not contain NUL (\\u0000) characters' }]);
+    expect(literal.body.errors[0].extensions.fields).toEqual([
+      { field: 'input.newVersionComment', message: 'must not contain NUL (\\u0000) characters' },
+    ]);
 
     const nested = await post(
       JSON.stringify({
         query: 'mutation($input: CreateEndpointInput!) { createEndpoint(input: $input) { __typename } }',
-        variables: { input: { projectId, name: 'x', instanceOptionId: 'TwD5AqnBSVN0', hfModelRepo: 'org/m', advanced: {}, initialVersionComment: '\u0000' } },
+        variables: {
+          input: {
+            projectId,
+            name: 'x',
+            instanceOptionId: 'TwD5AqnBSVN0',
+            hfModelRepo: 'org/m',
+            advanced: {},
+            initialVersionComment: '\u0000',
+          },
+        },
       }),
     );
     expect(nested.status).toBe(400);
@@ -248,7 +323,8 @@ describe('GraphQL', () => {
   test('stored-text rules hold over GraphQL too', async () => {
     const res = await post(
       JSON.stringify({
-        query: 'mutation($id: ID!, $input: UpdateEndpointInput!) { updateEndpoint(id: $id, input: $input) { __typename ... on InvalidArgumentError { fields { field message } } } }',
+        query:
+          'mutation($id: ID!, $input: UpdateEndpointInput!) { updateEndpoint(id: $id, input: $input) { __typename ... on InvalidArgumentError { fields { field message } } } }',
         variables: { id: endpointId, input: { name: 'x' } },
       }).replace('"name":"x"', '"name":"\\ud800"'),
     );
@@ -261,13 +337,19 @@ describe('GraphQL', () => {
 });
 
 describe('chat', () => {
-  const chat = (body: string, type = 'application/json') => raw('POST', '/dedicated/v1/chat/completions', { body, headers: { 'content-type': type } });
+  const chat = (body: string, type = 'application/json') =>
+    raw('POST', '/dedicated/v1/chat/completions', { body, headers: { 'content-type': type } });
 
   test('a NUL in a message, a wrong content type, and malformed JSON: 4xx in the OpenAI shape naming the param', async () => {
     const nul = await chat(JSON.stringify({ model: endpointId, messages: [{ role: 'user', content: 'hi\u0000' }] }));
     expect(nul.status).toBe(400);
     expect(nul.body).toEqual({
-      error: { message: expect.stringContaining('NUL'), type: 'invalid_request_error', param: 'messages[0].content', code: 'invalid_value' },
+      error: {
+        message: expect.stringContaining('NUL'),
+        type: 'invalid_request_error',
+        param: 'messages[0].content',
+        code: 'invalid_value',
+      },
     });
     const text = await chat(JSON.stringify({ model: endpointId, messages: [] }), 'text/plain');
     expect(text.status).toBe(415);

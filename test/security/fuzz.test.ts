@@ -47,7 +47,7 @@ import {
   pctEncode,
   printable,
   raw,
-  RawJson,
+  type RawJson,
   printedSchema,
   tokenSoup,
   toJsonText,
@@ -180,7 +180,13 @@ function send(method: string, path: string, headers: Record<string, string>, bod
   stats.http++;
   const label = `${method} ${path.length > 200 ? `${path.slice(0, 200)}…` : path}`;
   return bounded(label, async (signal) => {
-    const response = await fetch(`${t.url}${path}`, { method, headers, signal, redirect: 'manual', ...(body !== undefined ? { body: new Uint8Array(body) } : {}) });
+    const response = await fetch(`${t.url}${path}`, {
+      method,
+      headers,
+      signal,
+      redirect: 'manual',
+      ...(body !== undefined ? { body: new Uint8Array(body) } : {}),
+    });
     const type = response.headers.get('content-type') ?? '';
     let text = '';
     if (type.startsWith('text/event-stream') && response.body) {
@@ -213,7 +219,8 @@ const SUCCEEDED = /"__typename":\s*"\w+Success"/;
 
 function expectSound(answer: Answer, label: string): void {
   if (answer.status >= 500) throw new Error(`${answer.status} from ${label}: ${snippet(answer.text)}`);
-  if (MASKED.test(answer.text)) throw new Error(`a masked internal error (GraphQL's 500), status ${answer.status}, from ${label}: ${snippet(answer.text)}`);
+  if (MASKED.test(answer.text))
+    throw new Error(`a masked internal error (GraphQL's 500), status ${answer.status}, from ${label}: ${snippet(answer.text)}`);
 }
 
 // ---------------------------------------------------------------------------
@@ -228,7 +235,18 @@ interface Caller {
 const caller: fc.Arbitrary<Caller> = fc.record({
   auth: fc.oneof(
     { arbitrary: fc.constant('alice' as const), weight: 12 },
-    { arbitrary: fc.constantFrom('none' as const, 'bearer-only' as const, 'wrong' as const, 'basic' as const, 'alice-extra' as const, 'lowercase' as const, 'revoked-shape' as const), weight: 2 },
+    {
+      arbitrary: fc.constantFrom(
+        'none' as const,
+        'bearer-only' as const,
+        'wrong' as const,
+        'basic' as const,
+        'alice-extra' as const,
+        'lowercase' as const,
+        'revoked-shape' as const,
+      ),
+      weight: 2,
+    },
   ),
   team: fc.oneof(
     { arbitrary: fc.constant(undefined), weight: 10 },
@@ -273,7 +291,16 @@ if (SURVEY) {
   console.error = (...args: unknown[]) => {
     serverLog.push(
       args
-        .map((a) => (a instanceof Error ? `${a.name}: ${a.message} ${a.stack?.split('\n').find((l) => l.includes('/src/'))?.trim() ?? ''}` : String(a)))
+        .map((a) =>
+          a instanceof Error
+            ? `${a.name}: ${a.message} ${
+                a.stack
+                  ?.split('\n')
+                  .find((l) => l.includes('/src/'))
+                  ?.trim() ?? ''
+              }`
+            : String(a),
+        )
         .join(' '),
     );
   };
@@ -293,7 +320,11 @@ function symptomOf(message: string): string {
   ];
   const found = kinds.map(([re, name]) => [re.exec(message), name] as const).find(([m]) => m);
   const kind = found ? found[1](found[0]!) : message.slice(0, 60);
-  const where = / raw "/.test(message) ? 'raw' : /graphql-ws session/.test(message) ? 'graphql-ws' : (/\b(GET|POST|PUT|DELETE|PATCH|OPTIONS) (\/[\w-]*(?:\/[\w-]*)?)/.exec(message)?.slice(1).join(' ') ?? '');
+  const where = / raw "/.test(message)
+    ? 'raw'
+    : /graphql-ws session/.test(message)
+      ? 'graphql-ws'
+      : (/\b(GET|POST|PUT|DELETE|PATCH|OPTIONS) (\/[\w-]*(?:\/[\w-]*)?)/.exec(message)?.slice(1).join(' ') ?? '');
   return `${kind} ${where}`;
 }
 
@@ -305,16 +336,22 @@ async function survey<T extends object>(seed: number, numRuns: number, arb: fc.A
     try {
       await run(value);
       await new Promise((resolve) => setImmediate(resolve));
-      if (crashes.length > before) throw new Error(`the gateway threw: ${crashes[crashes.length - 1]!.split('\n').slice(0, 2).join(' | ')}`);
+      if (crashes.length > before)
+        throw new Error(`the gateway threw: ${crashes[crashes.length - 1]!.split('\n').slice(0, 2).join(' | ')}`);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       // The gateway's own reports of a request that failed (not the controller's work on endpoints).
-      const server = serverLog.filter((l) => /Error/.test(l) && (/^\[controller\] (\/|[A-Z]+ \/|an SSE)/.test(l) || !l.startsWith('[controller]')));
+      const server = serverLog.filter(
+        (l) => /Error/.test(l) && (/^\[controller\] (\/|[A-Z]+ \/|an SSE)/.test(l) || !l.startsWith('[controller]')),
+      );
       // One entry per symptom and cause: the status and route (or the kind of failure), and the gateway's own error and where it was thrown.
       const symptom = symptomOf(message);
-      const cause = (server.find((l) => /\w+Error: /.test(l)) ?? '').replace(/^[^]*?(\w+Error: [^:]*)[^]*?( at [^ ]*\/src\/[^ ]*)?$/, '$1$2').replace(/ep_\w+|\d+|"[^"]*"/g, '…');
+      const cause = (server.find((l) => /\w+Error: /.test(l)) ?? '')
+        .replace(/^[^]*?(\w+Error: [^:]*)[^]*?( at [^ ]*\/src\/[^ ]*)?$/, '$1$2')
+        .replace(/ep_\w+|\d+|"[^"]*"/g, '…');
       const key = `${symptom.slice(0, 200)} | ${cause.slice(0, 200)}`;
-      if (!failures.has(key)) failures.set(key, `${snippet(message)}\n    case: ${describeCase(value)}\n    gateway log: ${snippet(server.join(' / '))}`);
+      if (!failures.has(key))
+        failures.set(key, `${snippet(message)}\n    case: ${describeCase(value)}\n    gateway log: ${snippet(server.join(' / '))}`);
     }
   }
   if (failures.size > 0) {
@@ -332,7 +369,8 @@ function check<T extends object>(seed: number, numRuns: number, arb: fc.Arbitrar
       await run(value);
       // Give an exception thrown after the answer (a late write, a timer) the time to surface.
       await new Promise((resolve) => setImmediate(resolve));
-      if (crashes.length > before) throw new Error(`the gateway threw: ${crashes[crashes.length - 1]!.split('\n').slice(0, 4).join(' | ')}`);
+      if (crashes.length > before)
+        throw new Error(`the gateway threw: ${crashes[crashes.length - 1]!.split('\n').slice(0, 4).join(' | ')}`);
     }),
     { seed, numRuns, plugins: [fc.interruptAfterTimeLimit(PROPERTY_BUDGET_MS, { failOnInterrupt: true })] },
   );
@@ -346,7 +384,14 @@ interface RestCase {
 
 /** Mostly a clean envelope (Alice's key, JSON), so that the body reaches the rules; otherwise any caller, encoding and content type. */
 const restEnvelope: fc.Arbitrary<RestCase> = fc.oneof(
-  { arbitrary: fc.constant<RestCase>({ caller: { auth: 'alice', teamHeader: 'x-friendli-team' }, encoding: { kind: 'json' }, contentType: 'application/json' }), weight: 3 },
+  {
+    arbitrary: fc.constant<RestCase>({
+      caller: { auth: 'alice', teamHeader: 'x-friendli-team' },
+      encoding: { kind: 'json' },
+      contentType: 'application/json',
+    }),
+    weight: 3,
+  },
   { arbitrary: fc.record({ caller, encoding: bodyEncoding, contentType }), weight: 2 },
 );
 
@@ -378,7 +423,24 @@ const cursor: fc.Arbitrary<string> = fc.oneof(
     arbitrary: fc
       .tuple(
         fc.constantFrom('ver', 'ep', 'x', ''),
-        fc.oneof(fc.integer({ min: -3, max: 40 }), fc.constantFrom(2 ** 31 - 1, 2 ** 31, -(2 ** 31) - 1, 999_999_999_999_999, -999_999_999_999_999, 2 ** 53, '1.5', '1e3', '01', '+1', ' 1', '1:2', '')),
+        fc.oneof(
+          fc.integer({ min: -3, max: 40 }),
+          fc.constantFrom(
+            2 ** 31 - 1,
+            2 ** 31,
+            -(2 ** 31) - 1,
+            999_999_999_999_999,
+            -999_999_999_999_999,
+            2 ** 53,
+            '1.5',
+            '1e3',
+            '01',
+            '+1',
+            ' 1',
+            '1:2',
+            '',
+          ),
+        ),
         fc.boolean(),
       )
       .map(([kind, position, bytesForm]) => {
@@ -399,12 +461,18 @@ describe('fuzz', () => {
     bob = await t.seed.user();
     project = await alice.project('fuzz');
     bobProject = await bob.project('bob');
-    const hub = [await project.endpoint({ hfModelRepo: 'fuzz-nohub/seed-a' }), await project.endpoint({ hfModelRepo: 'fuzz-nohub/seed-b' })];
+    const hub = [
+      await project.endpoint({ hfModelRepo: 'fuzz-nohub/seed-a' }),
+      await project.endpoint({ hfModelRepo: 'fuzz-nohub/seed-b' }),
+    ];
     for (let i = 0; i < 3; i++) {
       const updated = await alice.rest('PUT', `/dedicated/beta/endpoint/${hub[0]}`, { newVersionComment: `v${i + 1}` });
       expect(updated.status).toBe(200);
     }
-    const artifact = await alice.rest('POST', '/dedicated/endpoint/wandb-artifact-create', { wandbArtifactVersionName: 'acme/model/seed:v1', projectId: project.id });
+    const artifact = await alice.rest('POST', '/dedicated/endpoint/wandb-artifact-create', {
+      wandbArtifactVersionName: 'acme/model/seed:v1',
+      projectId: project.id,
+    });
     expect(artifact.status).toBe(200);
     seeded = { hub, artifact: artifact.body.endpointId, bobs: await bobProject.endpoint({ hfModelRepo: 'fuzz-nohub/seed-bob' }) };
   });
@@ -412,8 +480,16 @@ describe('fuzz', () => {
   afterAll(() => {
     process.off('uncaughtException', onUncaught);
     process.off('unhandledRejection', onUnhandled);
-    if (SURVEY) console.log([...tally].sort().map(([k, n]) => `${k}: ${n}`).join('\n'));
-    console.log(`fuzz: ${stats.http} HTTP requests, ${stats.raw} raw requests, ${stats.wsConnections} WebSocket connections with ${stats.wsFrames} frames`);
+    if (SURVEY)
+      console.log(
+        [...tally]
+          .sort()
+          .map(([k, n]) => `${k}: ${n}`)
+          .join('\n'),
+      );
+    console.log(
+      `fuzz: ${stats.http} HTTP requests, ${stats.raw} raw requests, ${stats.wsConnections} WebSocket connections with ${stats.wsFrames} frames`,
+    );
   });
 
   // -------------------------------------------------------------------------
@@ -437,7 +513,15 @@ describe('fuzz', () => {
       projectId: field(fc.constantFrom(project.id, bobProject.id, 'prj_0000fuzz000000')),
       name: field(validName),
       instanceOptionId: field(fc.constantFrom(...INSTANCE_IDS)),
-      advanced: field(looseRecord({ max_batch_size: field(fc.nat(2000)), max_token_count: hostileNumber, max_input_length: hostileNumber, tokenizer_skip_special_tokens: field(fc.boolean()), enable_content_logging: field(fc.boolean()) })),
+      advanced: field(
+        looseRecord({
+          max_batch_size: field(fc.nat(2000)),
+          max_token_count: hostileNumber,
+          max_input_length: hostileNumber,
+          tokenizer_skip_special_tokens: field(fc.boolean()),
+          enable_content_logging: field(fc.boolean()),
+        }),
+      ),
       hfModelRepo: field(validRepo),
       autoscalingPolicy: field(looseRecord({ minReplica: hostileNumber, maxReplica: hostileNumber, cooldownPeriod: hostileNumber })),
       simplescale: field(looseRecord({ replicas: hostileNumber })),
@@ -472,7 +556,17 @@ describe('fuzz', () => {
     const body = fc.oneof(
       { arbitrary: mutatedValid(valid), weight: 5 },
       { arbitrary: fc.tuple(valid, crossFieldViolation).map(([v, c]) => ({ ...v, simplescale: undefined, ...c })), weight: 1 },
-      { arbitrary: looseRecord({ name: field(validName), advanced: field(validAdvanced), autoscalingPolicy: field(validPolicy), simplescale: field(validSimplescale), hfModelRepoRevision: field(validRevision), newVersionComment: field(validComment) }), weight: 3 },
+      {
+        arbitrary: looseRecord({
+          name: field(validName),
+          advanced: field(validAdvanced),
+          autoscalingPolicy: field(validPolicy),
+          simplescale: field(validSimplescale),
+          hfModelRepoRevision: field(validRevision),
+          newVersionComment: field(validComment),
+        }),
+        weight: 3,
+      },
       { arbitrary: wrongValue, weight: 1 },
       { arbitrary: fc.constant(undefined), weight: 1 },
     );
@@ -483,15 +577,31 @@ describe('fuzz', () => {
 
   test('the lifecycle actions, reads and deletes: any id, any body, any method', { timeout: TEST_TIMEOUT_MS }, async () => {
     const route = fc.oneof(
-      fc.record({ method: fc.constant('PUT'), suffix: fc.constantFrom('/restart', '/wake', '/sleep', '/terminate', '/restart/', '//wake', '/sleep/x') }),
-      fc.record({ method: fc.constantFrom('GET', 'POST', 'PATCH', 'OPTIONS'), suffix: fc.constantFrom('', '/', '/status', '/version', '/restart', '/terminate') }),
+      fc.record({
+        method: fc.constant('PUT'),
+        suffix: fc.constantFrom('/restart', '/wake', '/sleep', '/terminate', '/restart/', '//wake', '/sleep/x'),
+      }),
+      fc.record({
+        method: fc.constantFrom('GET', 'POST', 'PATCH', 'OPTIONS'),
+        suffix: fc.constantFrom('', '/', '/status', '/version', '/restart', '/terminate'),
+      }),
       fc.record({ method: fc.constant('DELETE'), suffix: fc.constantFrom('', '/', '/status') }),
     );
-    const arb = fc.record({ envelope: restEnvelope, id: endpointSegment(), route, body: fc.option(fc.oneof(anyJson, deepJson), { freq: 2, nil: undefined }) });
+    const arb = fc.record({
+      envelope: restEnvelope,
+      id: endpointSegment(),
+      route,
+      body: fc.option(fc.oneof(anyJson, deepJson), { freq: 2, nil: undefined }),
+    });
     await check(1303, 250, arb, async ({ envelope, id, route, body }) => {
       // Deleting a seeded endpoint would leave the other runs nothing to act on.
       const target = route.method === 'DELETE' && [...seeded.hub, seeded.artifact].includes(id) ? MISSING_ENDPOINT : id;
-      await restRequest(route.method, `/dedicated/beta/endpoint/${target}${route.suffix}`, envelope, route.method === 'GET' || route.method === 'OPTIONS' ? undefined : body);
+      await restRequest(
+        route.method,
+        `/dedicated/beta/endpoint/${target}${route.suffix}`,
+        envelope,
+        route.method === 'GET' || route.method === 'OPTIONS' ? undefined : body,
+      );
     });
   });
 
@@ -503,7 +613,10 @@ describe('fuzz', () => {
         projectId: fc.constantFrom(project.id, bobProject.id),
         idempotencyKey: fc.constantFrom('k1', 'k2', 'fuzz-key'),
         autoscalingPolicy: validPolicy,
-        accelerator: fc.record({ type: fc.constantFrom(...GPU_TYPE_NAMES, 'h100', 'TPU'), count: fc.constantFrom(1, 2, 3, 4, 8, 16) }, { requiredKeys: [] }),
+        accelerator: fc.record(
+          { type: fc.constantFrom(...GPU_TYPE_NAMES, 'h100', 'TPU'), count: fc.constantFrom(1, 2, 3, 4, 8, 16) },
+          { requiredKeys: [] },
+        ),
       },
       { requiredKeys: ['wandbArtifactVersionName'] },
     );
@@ -518,13 +631,26 @@ describe('fuzz', () => {
     });
     // Without projectId (and so without idempotencyKey) the call makes a new project for the endpoint.
     const inNewProject = fc.record(
-      { wandbArtifactVersionName: validArtifactName, name: validName, autoscalingPolicy: validPolicy, accelerator: fc.record({ type: fc.constantFrom(...GPU_TYPE_NAMES), count: fc.constantFrom(1, 2, 4, 8) }) },
+      {
+        wandbArtifactVersionName: validArtifactName,
+        name: validName,
+        autoscalingPolicy: validPolicy,
+        accelerator: fc.record({ type: fc.constantFrom(...GPU_TYPE_NAMES), count: fc.constantFrom(1, 2, 4, 8) }),
+      },
       { requiredKeys: ['wandbArtifactVersionName'] },
     );
     const body = fc.oneof(
       { arbitrary: mutatedValid(valid), weight: 3 },
       { arbitrary: mutatedValid(inNewProject), weight: 2 },
-      { arbitrary: fc.tuple(fc.oneof(valid, inNewProject), crossFieldViolation.filter((c) => 'autoscalingPolicy' in c)).map(([v, c]) => ({ ...v, ...c })), weight: 1 },
+      {
+        arbitrary: fc
+          .tuple(
+            fc.oneof(valid, inNewProject),
+            crossFieldViolation.filter((c) => 'autoscalingPolicy' in c),
+          )
+          .map(([v, c]) => ({ ...v, ...c })),
+        weight: 1,
+      },
       { arbitrary: loose, weight: 4 },
       { arbitrary: wrongValue, weight: 1 },
     );
@@ -569,7 +695,10 @@ describe('fuzz', () => {
     const valid = fc.record(
       {
         model,
-        messages: fc.array(fc.record({ role: fc.constantFrom('user', 'system', 'assistant'), content: fc.oneof(fc.string(), hostileString) }), { minLength: 1, maxLength: 3 }),
+        messages: fc.array(
+          fc.record({ role: fc.constantFrom('user', 'system', 'assistant'), content: fc.oneof(fc.string(), hostileString) }),
+          { minLength: 1, maxLength: 3 },
+        ),
         stream: fc.boolean(),
         temperature: fc.double({ min: 0, max: 2, noNaN: true }),
         top_p: fc.double({ min: 0, max: 1, noNaN: true }),
@@ -583,7 +712,12 @@ describe('fuzz', () => {
     );
     const loose = looseRecord({
       model: field(model),
-      messages: field(fc.array(looseRecord({ role: field(fc.constantFrom('user', 'system', 'assistant', 'tool', 'developer')), content: field(hostileString) }), { maxLength: 3 })),
+      messages: field(
+        fc.array(
+          looseRecord({ role: field(fc.constantFrom('user', 'system', 'assistant', 'tool', 'developer')), content: field(hostileString) }),
+          { maxLength: 3 },
+        ),
+      ),
       stream: field(fc.boolean()),
       temperature: hostileNumber,
       top_p: hostileNumber,
@@ -593,7 +727,11 @@ describe('fuzz', () => {
       stream_options: field(fc.record({ include_usage: fc.boolean() })),
       chat_template_kwargs: fc.oneof(anyJson, deepJson),
     });
-    const body = fc.oneof({ arbitrary: mutatedValid(valid), weight: 4 }, { arbitrary: loose, weight: 2 }, { arbitrary: wrongValue, weight: 1 });
+    const body = fc.oneof(
+      { arbitrary: mutatedValid(valid), weight: 4 },
+      { arbitrary: loose, weight: 2 },
+      { arbitrary: wrongValue, weight: 1 },
+    );
     const arb = fc.record({ envelope: restEnvelope, method: fc.constantFrom('POST', 'POST', 'POST', 'GET', 'PUT'), body });
     await check(1306, 100, arb, async ({ envelope, method, body }) => {
       await restRequest(method, '/dedicated/v1/chat/completions', envelope, method === 'GET' ? undefined : body);
@@ -604,9 +742,16 @@ describe('fuzz', () => {
   // GraphQL.
 
   function graphqlContext(): { ctx: Contextual; fieldCtx: Record<string, Contextual> } {
-    const endpointId = fc.oneof({ arbitrary: fc.constantFrom(...seeded.hub, seeded.artifact), weight: 4 }, { arbitrary: fc.constantFrom(seeded.bobs, MISSING_ENDPOINT), weight: 1 });
+    const endpointId = fc.oneof(
+      { arbitrary: fc.constantFrom(...seeded.hub, seeded.artifact), weight: 4 },
+      { arbitrary: fc.constantFrom(seeded.bobs, MISSING_ENDPOINT), weight: 1 },
+    );
     const missingIds = fc.oneof(fc.constantFrom(MISSING_ENDPOINT, 'key_0000fuzz000000', 'usr_0000fuzz000000'), hostileString);
-    const eventId = fc.oneof(fc.nat(50).map(String), fc.constantFrom('-1', '0', '99999999999999999999', '9223372036854775807', '9223372036854775808', '1.5', '1e3', ' 1', 'x'), hostileString);
+    const eventId = fc.oneof(
+      fc.nat(50).map(String),
+      fc.constantFrom('-1', '0', '99999999999999999999', '9223372036854775807', '9223372036854775808', '1.5', '1e3', ' 1', 'x'),
+      hostileString,
+    );
     const ctx: Contextual = {
       id: endpointId,
       endpointId,
@@ -694,34 +839,75 @@ describe('fuzz', () => {
       variablesAs: fc.constantFrom('object', 'object', 'object', 'string', 'array', 'null'),
     });
     await check(1307, 500, arb, async ({ caller: c, op, transport, variablesAs }) => {
-      const variables = variablesAs === 'object' ? op.variables : variablesAs === 'string' ? JSON.stringify(op.variables) : variablesAs === 'array' ? [op.variables] : null;
-      await graphqlRequest(transport, c, { query: op.query, variables, operationName: op.operationName }, undefined, undefined, op.kind === 'subscription');
+      const variables =
+        variablesAs === 'object'
+          ? op.variables
+          : variablesAs === 'string'
+            ? JSON.stringify(op.variables)
+            : variablesAs === 'array'
+              ? [op.variables]
+              : null;
+      await graphqlRequest(
+        transport,
+        c,
+        { query: op.query, variables, operationName: op.operationName },
+        undefined,
+        undefined,
+        op.kind === 'subscription',
+      );
     });
   });
 
   test('GraphQL: broken documents and malformed request bodies', { timeout: TEST_TIMEOUT_MS }, async () => {
     const { ctx, fieldCtx } = graphqlContext();
-    const anyOp = fc.oneof(operation('query', ctx, fieldCtx), operation('mutation', ctx, fieldCtx), operation('subscription', ctx, fieldCtx));
+    const anyOp = fc.oneof(
+      operation('query', ctx, fieldCtx),
+      operation('mutation', ctx, fieldCtx),
+      operation('subscription', ctx, fieldCtx),
+    );
     const document = fc.oneof(
-      { arbitrary: fc.tuple(anyOp, fc.array(documentCorruption, { minLength: 1, maxLength: 3 })).map(([op, cs]) => ({ query: cs.reduce(corrupt, op.query), variables: op.variables as unknown })), weight: 6 },
+      {
+        arbitrary: fc
+          .tuple(anyOp, fc.array(documentCorruption, { minLength: 1, maxLength: 3 }))
+          .map(([op, cs]) => ({ query: cs.reduce(corrupt, op.query), variables: op.variables as unknown })),
+        weight: 6,
+      },
       { arbitrary: tokenSoup.map((query) => ({ query, variables: undefined as unknown })), weight: 2 },
-      { arbitrary: fc.tuple(wrongValue, fc.option(wrongValue, { nil: undefined })).map(([query, variables]) => ({ query, variables })), weight: 1 },
+      {
+        arbitrary: fc.tuple(wrongValue, fc.option(wrongValue, { nil: undefined })).map(([query, variables]) => ({ query, variables })),
+        weight: 1,
+      },
       { arbitrary: anyOp.map((op) => ({ query: op.query, variables: wrongVariables(op) })), weight: 2 },
     );
     const arb = fc.record({
       caller,
       document,
       operationName: fc.option(fc.oneof(fc.constantFrom('Op', 'Nope'), hostileString, anyJson), { freq: 3, nil: undefined }),
-      extensions: fc.option(fc.oneof(anyJson, fc.constant({ persistedQuery: { version: 1, sha256Hash: 'abc' } })), { freq: 4, nil: undefined }),
+      extensions: fc.option(fc.oneof(anyJson, fc.constant({ persistedQuery: { version: 1, sha256Hash: 'abc' } })), {
+        freq: 4,
+        nil: undefined,
+      }),
       transport: fc.constantFrom<Transport>('post', 'post', 'post', 'get', 'post-sse'),
       encoding: bodyEncoding,
       contentType: fc.oneof({ arbitrary: contentType, weight: 3 }, { arbitrary: fc.constant('application/graphql'), weight: 1 }),
       batch: fc.boolean(),
     });
-    await check(1308, 400, arb, async ({ caller: c, document, operationName, extensions, transport, encoding, contentType: type, batch }) => {
-      const params = { query: document.query, variables: document.variables, operationName, extensions };
-      await graphqlRequest(transport, c, batch && transport === 'post' ? [params, params] : params, encoding, type, isSubscription(document.query, operationName));
-    });
+    await check(
+      1308,
+      400,
+      arb,
+      async ({ caller: c, document, operationName, extensions, transport, encoding, contentType: type, batch }) => {
+        const params = { query: document.query, variables: document.variables, operationName, extensions };
+        await graphqlRequest(
+          transport,
+          c,
+          batch && transport === 'post' ? [params, params] : params,
+          encoding,
+          type,
+          isSubscription(document.query, operationName),
+        );
+      },
+    );
   });
 
   /** Whether a document is a valid subscription (whose SSE stream may rightly stay open and silent). */
@@ -785,13 +971,19 @@ describe('fuzz', () => {
       case 'deep-list-argument':
         return { query: `{ endpoints(projectId: ${'['.repeat(n)}"x"${']'.repeat(n)}) { nodes { id } } }` };
       case 'deep-object-argument':
-        return { query: `mutation { createChatCompletion(input: { model: "${MISSING_ENDPOINT}", messages: [], chatTemplateKwargs: ${'{ a: '.repeat(n)}1${' }'.repeat(n)} }) { __typename } }` };
+        return {
+          query: `mutation { createChatCompletion(input: { model: "${MISSING_ENDPOINT}", messages: [], chatTemplateKwargs: ${'{ a: '.repeat(n)}1${' }'.repeat(n)} }) { __typename } }`,
+        };
       case 'aliases':
         return { query: `{ ${Array.from({ length: n }, (_, i) => `a${i}: ${shape.field!.replace('$ID', seeded.hub[0]!)}`).join(' ')} }` };
       case 'directives':
         return { query: `{ me ${'@include(if: true) '.repeat(n)}{ user { id } } }` };
       case 'fragment-bomb': {
-        const fragments = Array.from({ length: n }, (_, i) => (i === 0 ? 'fragment F0 on Query { me { user { id email } } instanceOptions { id } }' : `fragment F${i} on Query { ...F${i - 1} ...F${i - 1} me { user { id } } }`));
+        const fragments = Array.from({ length: n }, (_, i) =>
+          i === 0
+            ? 'fragment F0 on Query { me { user { id email } } instanceOptions { id } }'
+            : `fragment F${i} on Query { ...F${i - 1} ...F${i - 1} me { user { id } } }`,
+        );
         return { query: `{ ...F${n - 1} } ${fragments.join(' ')}` };
       }
       case 'fragment-cycle': {
@@ -815,7 +1007,9 @@ describe('fuzz', () => {
   /** Objects and arrays nested n deep, alternately, as JSON text. */
   function deepValue(n: number): RawJson {
     const open = Array.from({ length: n }, (_, i) => (i % 2 ? '[' : '{"a":')).join('');
-    const close = Array.from({ length: n }, (_, i) => (i % 2 ? ']' : '}')).reverse().join('');
+    const close = Array.from({ length: n }, (_, i) => (i % 2 ? ']' : '}'))
+      .reverse()
+      .join('');
     return raw(`${open}1${close}`);
   }
 
@@ -832,41 +1026,43 @@ describe('fuzz', () => {
   function rawExchange(bytes: Buffer, label: string): Promise<RawOutcome> {
     stats.raw++;
     const { port, hostname } = new URL(t.url);
-    return bounded(label, (signal) =>
-      new Promise<RawOutcome>((resolve) => {
-        const socket = net.connect(Number(port), hostname);
-        let received = Buffer.alloc(0);
-        let done = false;
-        const finish = (outcome: RawOutcome) => {
-          if (done) return;
-          done = true;
-          socket.destroy();
-          resolve(outcome);
-        };
-        signal.addEventListener('abort', () => socket.destroy());
-        socket.on('connect', () => socket.write(bytes, () => {}));
-        socket.on('data', (chunk: Buffer) => {
-          received = Buffer.concat([received, chunk]);
-          // Skip interim answers (100 Continue) up to the final one.
-          let text = received.toString('latin1');
-          for (;;) {
-            const line = /^HTTP\/1\.[01] (\d{3})[^\r\n]*\r\n/.exec(text);
-            if (!line) {
-              if (text.length > 64 && !text.startsWith('HTTP/')) finish({ status: -1, head: text.slice(0, 200), closed: null });
-              return;
+    return bounded(
+      label,
+      (signal) =>
+        new Promise<RawOutcome>((resolve) => {
+          const socket = net.connect(Number(port), hostname);
+          let received = Buffer.alloc(0);
+          let done = false;
+          const finish = (outcome: RawOutcome) => {
+            if (done) return;
+            done = true;
+            socket.destroy();
+            resolve(outcome);
+          };
+          signal.addEventListener('abort', () => socket.destroy());
+          socket.on('connect', () => socket.write(bytes, () => {}));
+          socket.on('data', (chunk: Buffer) => {
+            received = Buffer.concat([received, chunk]);
+            // Skip interim answers (100 Continue) up to the final one.
+            let text = received.toString('latin1');
+            for (;;) {
+              const line = /^HTTP\/1\.[01] (\d{3})[^\r\n]*\r\n/.exec(text);
+              if (!line) {
+                if (text.length > 64 && !text.startsWith('HTTP/')) finish({ status: -1, head: text.slice(0, 200), closed: null });
+                return;
+              }
+              const status = Number(line[1]);
+              if (status >= 200 || status === 101) return finish({ status, head: text.slice(0, 200), closed: null });
+              const end = text.indexOf('\r\n\r\n');
+              if (end < 0) return;
+              text = text.slice(end + 4);
+              received = Buffer.from(text, 'latin1');
             }
-            const status = Number(line[1]);
-            if (status >= 200 || status === 101) return finish({ status, head: text.slice(0, 200), closed: null });
-            const end = text.indexOf('\r\n\r\n');
-            if (end < 0) return;
-            text = text.slice(end + 4);
-            received = Buffer.from(text, 'latin1');
-          }
-        });
-        socket.on('end', () => finish({ status: null, head: received.toString('latin1').slice(0, 200), closed: 'end' }));
-        socket.on('close', () => finish({ status: null, head: received.toString('latin1').slice(0, 200), closed: 'end' }));
-        socket.on('error', () => finish({ status: null, head: received.toString('latin1').slice(0, 200), closed: 'reset' }));
-      }),
+          });
+          socket.on('end', () => finish({ status: null, head: received.toString('latin1').slice(0, 200), closed: 'end' }));
+          socket.on('close', () => finish({ status: null, head: received.toString('latin1').slice(0, 200), closed: 'end' }));
+          socket.on('error', () => finish({ status: null, head: received.toString('latin1').slice(0, 200), closed: 'reset' }));
+        }),
     );
   }
 
@@ -889,7 +1085,18 @@ describe('fuzz', () => {
       { arbitrary: fc.constantFrom('get', 'FOO', 'G ET', 'GET\u0000', '', 'M-SEARCH2', 'A'.repeat(2_000), 'GÉT').map(bad), weight: 2 },
     );
     const path = fc.oneof(
-      fc.constantFrom('/', '/healthz', '/readyz', '/graphql', '/dedicated/', '/dedicated/beta/endpoint', `/dedicated/beta/endpoint/${'{id}'}`, '/dedicated/v1/chat/completions', '/dedicated/endpoint/wandb-artifact-create', '/nope'),
+      fc.constantFrom(
+        '/',
+        '/healthz',
+        '/readyz',
+        '/graphql',
+        '/dedicated/',
+        '/dedicated/beta/endpoint',
+        `/dedicated/beta/endpoint/${'{id}'}`,
+        '/dedicated/v1/chat/completions',
+        '/dedicated/endpoint/wandb-artifact-create',
+        '/nope',
+      ),
       urlPiece.map((p) => `/dedicated/beta/endpoint/${p}`),
       urlPiece.map((p) => `/dedicated/beta/endpoint/${p}/version?cursor=${p}&limit=${p}`),
       urlPiece.map((p) => `/graphql?query=${p}`),
@@ -897,19 +1104,66 @@ describe('fuzz', () => {
     const target = fc.oneof(
       { arbitrary: path.map(ok), weight: 6 },
       {
-        arbitrary: fc.constantFrom(
-          '//', '//[', '//[::1', '//[::1]', '//%', '///', '//a', '//a/dedicated/beta/endpoint', '//[/graphql', '/\\', '\\', '/..', '/../../etc/passwd', '/./dedicated/beta/endpoint',
-          '/dedicated/beta/endpoint/..%2f..%2f', '*', '?', '?%', '/?%', '/healthz?%', '/graphql?%', '/graphql?query=%', '/graphql?query=%7B&variables=%', '/dedicated/beta/endpoint?limit=%',
-          '/dedicated/beta/endpoint/%', '/dedicated/beta/endpoint/%zz/status', '/dedicated/beta/endpoint/%E0%A4%A', '/dedicated/beta/endpoint/%ED%A0%80', '/dedicated/beta/endpoint/%00',
-          '/dedicated/beta/endpoint/%C0%80/restart', '/#frag', '/dedicated/beta/endpoint#x', '/%2e%2e/dedicated', '/dedicated/beta/endpoint/a%2Fb/status',
-        ).map(ok),
+        arbitrary: fc
+          .constantFrom(
+            '//',
+            '//[',
+            '//[::1',
+            '//[::1]',
+            '//%',
+            '///',
+            '//a',
+            '//a/dedicated/beta/endpoint',
+            '//[/graphql',
+            '/\\',
+            '\\',
+            '/..',
+            '/../../etc/passwd',
+            '/./dedicated/beta/endpoint',
+            '/dedicated/beta/endpoint/..%2f..%2f',
+            '*',
+            '?',
+            '?%',
+            '/?%',
+            '/healthz?%',
+            '/graphql?%',
+            '/graphql?query=%',
+            '/graphql?query=%7B&variables=%',
+            '/dedicated/beta/endpoint?limit=%',
+            '/dedicated/beta/endpoint/%',
+            '/dedicated/beta/endpoint/%zz/status',
+            '/dedicated/beta/endpoint/%E0%A4%A',
+            '/dedicated/beta/endpoint/%ED%A0%80',
+            '/dedicated/beta/endpoint/%00',
+            '/dedicated/beta/endpoint/%C0%80/restart',
+            '/#frag',
+            '/dedicated/beta/endpoint#x',
+            '/%2e%2e/dedicated',
+            '/dedicated/beta/endpoint/a%2Fb/status',
+          )
+          .map(ok),
         weight: 6,
       },
       {
-        arbitrary: fc.constantFrom(
-          'http://evil.example/dedicated/beta/endpoint', 'http://gateway/graphql', 'https://x/healthz', 'http://[/', 'http://[::1]/healthz', 'http://a:b@c/', 'http:///x', 'ftp://x/',
-          'http://%/', 'http://x:99999/', 'javascript:alert(1)', 'file:///etc/passwd', 'http://x/%', 'mailto:x', 'a:b',
-        ).map(ok),
+        arbitrary: fc
+          .constantFrom(
+            'http://evil.example/dedicated/beta/endpoint',
+            'http://gateway/graphql',
+            'https://x/healthz',
+            'http://[/',
+            'http://[::1]/healthz',
+            'http://a:b@c/',
+            'http:///x',
+            'ftp://x/',
+            'http://%/',
+            'http://x:99999/',
+            'javascript:alert(1)',
+            'file:///etc/passwd',
+            'http://x/%',
+            'mailto:x',
+            'a:b',
+          )
+          .map(ok),
         weight: 3,
       },
       { arbitrary: fc.constantFrom('example.com:443', 'localhost:80', '[::1]:443', 'x:', ':1').map(ok), weight: 2 },
@@ -920,19 +1174,55 @@ describe('fuzz', () => {
     const version = fc.oneof(
       { arbitrary: fc.constant(ok('HTTP/1.1')), weight: 10 },
       { arbitrary: fc.constant(ok('HTTP/1.0')), weight: 2 },
-      { arbitrary: fc.constantFrom('HTTP/2.0', 'HTTP/0.9', 'HTTP/1.1 x', 'http/1.1', 'HTTP/1.12', 'HTTP/9.9', '', 'HTTP/1.1\u0000', 'HTTPS/1.1').map(bad), weight: 2 },
+      {
+        arbitrary: fc
+          .constantFrom('HTTP/2.0', 'HTTP/0.9', 'HTTP/1.1 x', 'http/1.1', 'HTTP/1.12', 'HTTP/9.9', '', 'HTTP/1.1\u0000', 'HTTPS/1.1')
+          .map(bad),
+        weight: 2,
+      },
     );
     const header = fc.oneof(
       { arbitrary: fc.constant(ok('authorization: Bearer $KEY')), weight: 4 },
       {
         arbitrary: fc
           .constantFrom(
-            'authorization: Bearer', 'authorization: Bearer dek_x', 'authorization: Basic Og==', 'authorization: Bearer $KEY $KEY', 'x-friendli-team: $TEAM', 'x-team-id: team_0000',
-            'x-friendli-team: ', 'accept: text/event-stream', 'accept: */*', 'accept: application/graphql-response+json', 'content-type: application/json', 'content-type: text/plain',
-            'content-type: multipart/form-data; boundary=x', 'content-type: application/x-www-form-urlencoded', 'content-type: ', 'expect: 100-continue', 'expect: 200-ok', 'connection: close',
-            'connection: keep-alive', 'connection: upgrade', 'upgrade: websocket', 'upgrade: h2c', 'sec-websocket-version: 13', 'sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==',
-            'sec-websocket-protocol: graphql-transport-ws', 'sec-websocket-version: 99', 'origin: http://evil.example', 'host: ', 'host: [', 'host: a b', 'host: x:99999',
-            'x-forwarded-for: 1.2.3.4', 'cookie: a=b', 'range: bytes=0-1', 'if-none-match: *', 'content-encoding: gzip', 'accept-encoding: br',
+            'authorization: Bearer',
+            'authorization: Bearer dek_x',
+            'authorization: Basic Og==',
+            'authorization: Bearer $KEY $KEY',
+            'x-friendli-team: $TEAM',
+            'x-team-id: team_0000',
+            'x-friendli-team: ',
+            'accept: text/event-stream',
+            'accept: */*',
+            'accept: application/graphql-response+json',
+            'content-type: application/json',
+            'content-type: text/plain',
+            'content-type: multipart/form-data; boundary=x',
+            'content-type: application/x-www-form-urlencoded',
+            'content-type: ',
+            'expect: 100-continue',
+            'expect: 200-ok',
+            'connection: close',
+            'connection: keep-alive',
+            'connection: upgrade',
+            'upgrade: websocket',
+            'upgrade: h2c',
+            'sec-websocket-version: 13',
+            'sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==',
+            'sec-websocket-protocol: graphql-transport-ws',
+            'sec-websocket-version: 99',
+            'origin: http://evil.example',
+            'host: ',
+            'host: [',
+            'host: a b',
+            'host: x:99999',
+            'x-forwarded-for: 1.2.3.4',
+            'cookie: a=b',
+            'range: bytes=0-1',
+            'if-none-match: *',
+            'content-encoding: gzip',
+            'accept-encoding: br',
           )
           .map(ok),
         weight: 6,
@@ -941,7 +1231,20 @@ describe('fuzz', () => {
       { arbitrary: fc.constantFrom(2_000, 20_000).map((n) => ok(`x-long: ${'a'.repeat(n)}`)), weight: 1 },
       {
         arbitrary: fc
-          .constantFrom('no-colon', 'bad name: x', ': empty-name', 'x-nul: a\u0000b', 'x-fold: a\r\n folded', 'x-cr: a\rb', 'content-length: -1', 'content-length: 1e3', 'content-length: 99999999999999999999', 'transfer-encoding: gzip', 'transfer-encoding: chunked, chunked', 'x-é: 1')
+          .constantFrom(
+            'no-colon',
+            'bad name: x',
+            ': empty-name',
+            'x-nul: a\u0000b',
+            'x-fold: a\r\n folded',
+            'x-cr: a\rb',
+            'content-length: -1',
+            'content-length: 1e3',
+            'content-length: 99999999999999999999',
+            'transfer-encoding: gzip',
+            'transfer-encoding: chunked, chunked',
+            'x-é: 1',
+          )
           .map(bad),
         weight: 2,
       },
@@ -951,17 +1254,30 @@ describe('fuzz', () => {
       { arbitrary: fc.constant('none' as const), weight: 3 },
       { arbitrary: fc.constant('length' as const), weight: 5 },
       { arbitrary: fc.constant('chunked' as const), weight: 2 },
-      { arbitrary: fc.constantFrom('bad-chunks' as const, 'length-and-chunked' as const, 'two-lengths' as const, 'extra-bytes' as const), weight: 1 },
+      {
+        arbitrary: fc.constantFrom('bad-chunks' as const, 'length-and-chunked' as const, 'two-lengths' as const, 'extra-bytes' as const),
+        weight: 1,
+      },
     );
     const body = fc.oneof(
       anyJson.map((v) => Buffer.from(toJsonText(v), 'utf8')),
       fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.from(b)),
       fc.constant(Buffer.from(JSON.stringify(createBody('$PROJECT', { name: 'raw' })), 'utf8')),
     );
-    const arb = fc.record({ method, target, version, headers: fc.array(header, { maxLength: 6 }), framing, body, host: fc.constantFrom(true, true, true, false), close: fc.boolean() });
+    const arb = fc.record({
+      method,
+      target,
+      version,
+      headers: fc.array(header, { maxLength: 6 }),
+      framing,
+      body,
+      host: fc.constantFrom(true, true, true, false),
+      close: fc.boolean(),
+    });
     await check(1310, 400, arb, async (r) => {
       const endpointId = seeded.hub[0]!;
-      const fill = (s: string) => s.replaceAll('$KEY', alice.key).replaceAll('$TEAM', alice.teamId).replaceAll('$PROJECT', project.id).replaceAll('{id}', endpointId);
+      const fill = (s: string) =>
+        s.replaceAll('$KEY', alice.key).replaceAll('$TEAM', alice.teamId).replaceAll('$PROJECT', project.id).replaceAll('{id}', endpointId);
       const lines: string[] = [`${r.method.text} ${fill(r.target.text)} ${r.version.text}`];
       let malformed = Boolean(r.method.malformed || r.target.malformed || r.version.malformed);
       if (r.host) lines.push('host: gateway');
@@ -1018,9 +1334,12 @@ describe('fuzz', () => {
       const before = await rowCounts();
       const outcome = await rawExchange(bytes, label);
       if (outcome.status === -1) throw new Error(`not an HTTP answer (${JSON.stringify(outcome.head)}) to ${label}`);
-      if (outcome.status === null && !malformed) throw new Error(`the connection was ${outcome.closed === 'reset' ? 'reset' : 'closed'} without an answer to ${label}`);
-      if (outcome.status !== null && outcome.status >= 500) throw new Error(`${outcome.status} (${JSON.stringify(outcome.head)}) from ${label}`);
-      if (outcome.status === null || outcome.status >= 400) expectNoNewRows(before, await rowCounts(), `${outcome.status ?? 'no answer'} from ${label}`);
+      if (outcome.status === null && !malformed)
+        throw new Error(`the connection was ${outcome.closed === 'reset' ? 'reset' : 'closed'} without an answer to ${label}`);
+      if (outcome.status !== null && outcome.status >= 500)
+        throw new Error(`${outcome.status} (${JSON.stringify(outcome.head)}) from ${label}`);
+      if (outcome.status === null || outcome.status >= 400)
+        expectNoNewRows(before, await rowCounts(), `${outcome.status ?? 'no answer'} from ${label}`);
     });
   });
 
@@ -1028,7 +1347,14 @@ describe('fuzz', () => {
   // graphql-ws frames.
 
   type Frame =
-    | { kind: 'subscribe'; id: string; op: GraphQLOperation; shape: 'normal' | 'corrupted' | 'query-not-string' | 'variables-wrong' | 'extra-keys' | 'no-payload'; corruption?: unknown; junk?: unknown }
+    | {
+        kind: 'subscribe';
+        id: string;
+        op: GraphQLOperation;
+        shape: 'normal' | 'corrupted' | 'query-not-string' | 'variables-wrong' | 'extra-keys' | 'no-payload';
+        corruption?: unknown;
+        junk?: unknown;
+      }
     | { kind: 'complete'; id: string }
     | { kind: 'ping' | 'pong'; payload: unknown }
     | { kind: 'json'; value: unknown }
@@ -1051,14 +1377,29 @@ describe('fuzz', () => {
           kind: fc.constant('subscribe' as const),
           id,
           op,
-          shape: fc.constantFrom('normal', 'normal', 'normal', 'normal', 'corrupted', 'corrupted', 'corrupted', 'query-not-string', 'variables-wrong', 'extra-keys', 'no-payload') as fc.Arbitrary<'normal'>,
+          shape: fc.constantFrom(
+            'normal',
+            'normal',
+            'normal',
+            'normal',
+            'corrupted',
+            'corrupted',
+            'corrupted',
+            'query-not-string',
+            'variables-wrong',
+            'extra-keys',
+            'no-payload',
+          ) as fc.Arbitrary<'normal'>,
           corruption: documentCorruption,
           junk: wrongValue,
         }),
         weight: 14,
       },
       { arbitrary: fc.record({ kind: fc.constant('complete' as const), id }), weight: 3 },
-      { arbitrary: fc.record({ kind: fc.constantFrom('ping' as const, 'pong' as const), payload: fc.option(anyJson, { nil: undefined }) }), weight: 1 },
+      {
+        arbitrary: fc.record({ kind: fc.constantFrom('ping' as const, 'pong' as const), payload: fc.option(anyJson, { nil: undefined }) }),
+        weight: 1,
+      },
       { arbitrary: fc.record({ kind: fc.constant('json' as const), value: anyJson }), weight: 1 },
       { arbitrary: fc.record({ kind: fc.constant('text' as const), text: hostileString }), weight: 1 },
       { arbitrary: fc.record({ kind: fc.constant('binary' as const), bytes: fc.uint8Array({ maxLength: 32 }) }), weight: 1 },
@@ -1067,16 +1408,32 @@ describe('fuzz', () => {
     );
     const init = fc.oneof(
       { arbitrary: fc.constant({ kind: 'alice' as const }), weight: 10 },
-      { arbitrary: fc.constantFrom({ kind: 'none' as const }, { kind: 'no-payload' as const }, { kind: 'wrong-key' as const }, { kind: 'bob-team' as const }), weight: 2 },
+      {
+        arbitrary: fc.constantFrom(
+          { kind: 'none' as const },
+          { kind: 'no-payload' as const },
+          { kind: 'wrong-key' as const },
+          { kind: 'bob-team' as const },
+        ),
+        weight: 2,
+      },
       { arbitrary: fc.record({ kind: fc.constant('payload' as const), payload: anyJson }), weight: 1 },
     );
-    const arb = fc.record({ init, frames: fc.array(frame, { minLength: 1, maxLength: 8 }), protocol: fc.oneof({ arbitrary: fc.constant('graphql-transport-ws'), weight: 8 }, { arbitrary: fc.constantFrom('graphql-ws', ''), weight: 1 }) });
+    const arb = fc.record({
+      init,
+      frames: fc.array(frame, { minLength: 1, maxLength: 8 }),
+      protocol: fc.oneof(
+        { arbitrary: fc.constant('graphql-transport-ws'), weight: 8 },
+        { arbitrary: fc.constantFrom('graphql-ws', ''), weight: 1 },
+      ),
+    });
     await check(1311, 250, arb, async ({ init, frames, protocol }) => {
       const before = await rowCounts();
       const { messages, unsettled } = await wsSession(init, frames, protocol);
       // A valid mutation sent before the socket closed (a later frame broke the protocol) still runs; its outcome is unknown here.
       if (unsettled) await settledCounts();
-      else if (!messages.some((m) => SUCCEEDED.test(m))) expectNoNewRows(before, await rowCounts(), `graphql-ws session ${describeCase({ init, frames })}: ${snippet(messages.join(' '))}`);
+      else if (!messages.some((m) => SUCCEEDED.test(m)))
+        expectNoNewRows(before, await rowCounts(), `graphql-ws session ${describeCase({ init, frames })}: ${snippet(messages.join(' '))}`);
     });
   });
 
@@ -1102,7 +1459,12 @@ describe('fuzz', () => {
     }
     // Shapes graphql-ws itself refuses close the socket (4400): nothing to answer.
     const isObj = (v: unknown) => v === undefined || v === null || (typeof v === 'object' && !Array.isArray(v));
-    const wellFormed = typeof payload.query === 'string' && isObj(payload.variables) && isObj(payload.extensions) && frame.id !== '' && (payload.operationName === undefined || typeof payload.operationName === 'string');
+    const wellFormed =
+      typeof payload.query === 'string' &&
+      isObj(payload.variables) &&
+      isObj(payload.extensions) &&
+      frame.id !== '' &&
+      (payload.operationName === undefined || typeof payload.operationName === 'string');
     let mustAnswer = wellFormed;
     let mutation = false;
     if (wellFormed) {
@@ -1173,11 +1535,15 @@ describe('fuzz', () => {
 
       if (open() && init.kind !== 'none') {
         const payload =
-          init.kind === 'alice' ? { authorization: `Bearer ${alice.key}` }
-          : init.kind === 'wrong-key' ? { authorization: 'Bearer dek_wrong' }
-          : init.kind === 'bob-team' ? { authorization: `Bearer ${alice.key}`, 'x-friendli-team': bob.teamId }
-          : init.kind === 'payload' ? init.payload
-          : undefined;
+          init.kind === 'alice'
+            ? { authorization: `Bearer ${alice.key}` }
+            : init.kind === 'wrong-key'
+              ? { authorization: 'Bearer dek_wrong' }
+              : init.kind === 'bob-team'
+                ? { authorization: `Bearer ${alice.key}`, 'x-friendli-team': bob.teamId }
+                : init.kind === 'payload'
+                  ? init.payload
+                  : undefined;
         sendText(JSON.stringify(payload === undefined ? { type: 'connection_init' } : { type: 'connection_init', payload }));
         while (open() && !acked && closedBy === null) await changed();
       }
@@ -1230,7 +1596,9 @@ describe('fuzz', () => {
       }
       const closed = closedBy as { code: number; reason: string; byUs: boolean };
       if (!closed.byUs && [4500, 1011, 1006].includes(closed.code)) {
-        throw new Error(`the server closed the socket with ${closed.code} "${closed.reason}" after ${label}; it sent: ${snippet(messages.join(' '))}`);
+        throw new Error(
+          `the server closed the socket with ${closed.code} "${closed.reason}" after ${label}; it sent: ${snippet(messages.join(' '))}`,
+        );
       }
       const masked = messages.find((m) => MASKED.test(m));
       if (masked) throw new Error(`a masked internal error in ${snippet(masked)} after ${label}`);

@@ -107,7 +107,9 @@ describe('over HTTP, default limits', () => {
     const braces = await postGraphQL(t.url, alice.key, '{'.repeat(5000) + '}'.repeat(5000));
     expect(braces.status).toBeLessThan(500);
     expect(braces.body.errors[0].message).toMatch(/Syntax Error/);
-    const strict = await postGraphQL(t.url, alice.key, '{'.repeat(5000) + '}'.repeat(5000), undefined, { accept: 'application/graphql-response+json' });
+    const strict = await postGraphQL(t.url, alice.key, '{'.repeat(5000) + '}'.repeat(5000), undefined, {
+      accept: 'application/graphql-response+json',
+    });
     expect(strict.status).toBe(400);
     expectLimit(await postGraphQL(t.url, alice.key, `${'{ a '.repeat(5000)}${'}'.repeat(5000)}`), 'GRAPHQL_MAX_TOKENS');
     for (const body of ['{'.repeat(5000), '['.repeat(5000) + ']'.repeat(5000)]) {
@@ -126,7 +128,8 @@ describe('over HTTP, default limits', () => {
 
   test('cost: lists multiply by their page size; 100 × 100 is refused naming GRAPHQL_MAX_COST before any SQL', async () => {
     const alice = await t.seed.user();
-    const query = (first: number) => `{ endpoints(first: ${first}) { nodes { versions(first: ${first}) { nodes { versionIndex comment } } } } }`;
+    const query = (first: number) =>
+      `{ endpoints(first: ${first}) { nodes { versions(first: ${first}) { nodes { versionIndex comment } } } } }`;
     expect((await postGraphQL(t.url, alice.key, query(10))).body.errors).toBeUndefined();
     t.queries.reset();
     const response = await postGraphQL(t.url, alice.key, query(100));
@@ -173,7 +176,11 @@ describe('over HTTP, default limits', () => {
     const full = await postGraphQL(t.url, alice.key, getIntrospectionQuery());
     expect(full.status).toBe(200);
     expect(full.body.data.__schema.queryType.name).toBe('Query');
-    const bomb = await postGraphQL(t.url, alice.key, '{ __schema { types { fields { type { fields { type { fields { type { fields { name } } } } } } } } } }');
+    const bomb = await postGraphQL(
+      t.url,
+      alice.key,
+      '{ __schema { types { fields { type { fields { type { fields { type { fields { name } } } } } } } } } }',
+    );
     expect(bomb.body.data).toBeUndefined();
     expect(bomb.body.errors[0].message).toMatch(/Maximum introspection depth exceeded/);
   });
@@ -194,7 +201,10 @@ describe('configured limits (small gateway), introspection off', () => {
     expectLimit(await postGraphQL(small.url, alice.key, '{ me { defaultTeam { projects { id } } } }'), 'GRAPHQL_MAX_DEPTH');
     expect((await postGraphQL(small.url, alice.key, '{ me { user { id } } }')).status).toBe(200);
     expectLimit(await postGraphQL(small.url, alice.key, '{ a: me { user { id } } b: me { user { id } } }'), 'GRAPHQL_MAX_ALIASES');
-    expectLimit(await postGraphQL(small.url, alice.key, '{ __typename @include(if: true) __typename @skip(if: false) }'), 'GRAPHQL_MAX_DIRECTIVES');
+    expectLimit(
+      await postGraphQL(small.url, alice.key, '{ __typename @include(if: true) __typename @skip(if: false) }'),
+      'GRAPHQL_MAX_DIRECTIVES',
+    );
     expectLimit(await postGraphQL(small.url, alice.key, `{ ${'__typename '.repeat(60)}}`), 'GRAPHQL_MAX_TOKENS');
     expectLimit(await postGraphQL(small.url, alice.key, '{ endpoints(first: 30) { nodes { id } } }'), 'GRAPHQL_MAX_COST');
     expect((await postGraphQL(small.url, alice.key, '{ endpoints(first: 20) { nodes { id } } }')).status).toBe(200);
@@ -215,7 +225,10 @@ describe('configured limits (small gateway), introspection off', () => {
   test('production defaults from the configuration: no introspection', async () => {
     const config = loadConfig({ NODE_ENV: 'production' });
     expect(config.graphqlLimits).toEqual(DEFAULT_GRAPHQL_LIMITS);
-    const prod = await startSecuredGateway({ graphql: { limits: config.graphqlLimits, introspection: config.graphqlIntrospection }, corsOrigins: config.corsOrigins });
+    const prod = await startSecuredGateway({
+      graphql: { limits: config.graphqlLimits, introspection: config.graphqlIntrospection },
+      corsOrigins: config.corsOrigins,
+    });
     const alice = await prod.seed.user();
     const response = await postGraphQL(prod.url, alice.key, '{ __schema { types { name } } }');
     expect(response.status).toBe(400);
@@ -230,7 +243,10 @@ describe('configured limits (small gateway), introspection off', () => {
     const response = await fetch(`${small.url}/graphql`, {
       method: 'POST',
       headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json', accept: 'text/event-stream' },
-      body: JSON.stringify({ query: 'subscription($id: ID!) { endpointStatus(endpointId: $id) { status { downloadProgress { bytesDone } } } }', variables: { id: endpointId } }),
+      body: JSON.stringify({
+        query: 'subscription($id: ID!) { endpointStatus(endpointId: $id) { status { downloadProgress { bytesDone } } } }',
+        variables: { id: endpointId },
+      }),
     });
     const text = await response.text();
     expect(response.status, text).toBe(400);
@@ -281,8 +297,20 @@ describe('over WebSocket (graphql-ws)', () => {
     try {
       expect(await run(client, '{ __typename }')).toEqual({ data: { __typename: 'Query' } }); // connected and authenticated
       small.queries.reset();
-      expectWsLimit(await run(client, 'subscription($id: ID!) { endpointStatus(endpointId: $id) { status { downloadProgress { bytesDone } } } }', { id: endpointId }), 'GRAPHQL_MAX_DEPTH');
-      expectWsLimit(await run(client, 'subscription($id: ID!) { a: endpointStatus(endpointId: $id) { status { status } } b: endpointStatus(endpointId: $id) { status { status } } }', { id: endpointId }), 'GRAPHQL_MAX_ALIASES');
+      expectWsLimit(
+        await run(client, 'subscription($id: ID!) { endpointStatus(endpointId: $id) { status { downloadProgress { bytesDone } } } }', {
+          id: endpointId,
+        }),
+        'GRAPHQL_MAX_DEPTH',
+      );
+      expectWsLimit(
+        await run(
+          client,
+          'subscription($id: ID!) { a: endpointStatus(endpointId: $id) { status { status } } b: endpointStatus(endpointId: $id) { status { status } } }',
+          { id: endpointId },
+        ),
+        'GRAPHQL_MAX_ALIASES',
+      );
       expectWsLimit(await run(client, '{ __typename @include(if: true) __typename @skip(if: false) }'), 'GRAPHQL_MAX_DIRECTIVES');
       expectWsLimit(await run(client, `{ ${'__typename '.repeat(60)}}`), 'GRAPHQL_MAX_TOKENS');
       expectWsLimit(await run(client, '{ endpoints(first: 100) { nodes { id } } }'), 'GRAPHQL_MAX_COST');
@@ -292,7 +320,9 @@ describe('over WebSocket (graphql-ws)', () => {
       expect(small.queries.count).toBe(0);
       // The socket still serves.
       expect(await run(client, '{ me { user { id } } }')).toEqual({ data: { me: { user: { id: alice.user.id } } } });
-      expect(await run(client, 'query($n: Int) { endpoints(first: $n) { nodes { id } } }', { n: 10 })).toMatchObject({ data: { endpoints: { nodes: [{ id: endpointId }] } } });
+      expect(await run(client, 'query($n: Int) { endpoints(first: $n) { nodes { id } } }', { n: 10 })).toMatchObject({
+        data: { endpoints: { nodes: [{ id: endpointId }] } },
+      });
       expect(closes).toEqual([]);
     } finally {
       await client.dispose();
@@ -315,7 +345,9 @@ describe('over WebSocket (graphql-ws)', () => {
 });
 
 test('a document nested past the stack is a 400, even with a huge token budget', async () => {
-  const loose = await startSecuredGateway({ graphql: { limits: { ...DEFAULT_GRAPHQL_LIMITS, maxTokens: 1_000_000, maxDepth: 1000 }, introspection: true } });
+  const loose = await startSecuredGateway({
+    graphql: { limits: { ...DEFAULT_GRAPHQL_LIMITS, maxTokens: 1_000_000, maxDepth: 1000 }, introspection: true },
+  });
   const alice = await loose.seed.user();
   const response = await postGraphQL(loose.url, alice.key, `${'{ a '.repeat(100_000)}${'}'.repeat(100_000)}`);
   expect(response.status, JSON.stringify(response.body).slice(0, 300)).toBe(400);

@@ -31,12 +31,25 @@ export async function startSecuredGateway(options: Partial<GatewayOptions> = {})
   const logs: SecuredGateway['logs'] = [];
   const db = await createTestDatabase({ onQuery: () => queries.count++ });
   const services = createServices(db.sql);
-  const gateway = await startGateway(services, { port: 0, host: '127.0.0.1', log: (message, error) => logs.push({ message, error }), ...options });
+  const gateway = await startGateway(services, {
+    port: 0,
+    host: '127.0.0.1',
+    log: (message, error) => logs.push({ message, error }),
+    ...options,
+  });
   onCleanup(async () => {
     await gateway.close();
     await db.close();
   });
-  return { gateway, url: gateway.url, port: Number(new URL(gateway.url).port), services, queries, logs, seed: createSeed(services, gateway.url) };
+  return {
+    gateway,
+    url: gateway.url,
+    port: Number(new URL(gateway.url).port),
+    services,
+    queries,
+    logs,
+    seed: createSeed(services, gateway.url),
+  };
 }
 
 export interface RawResponse {
@@ -90,27 +103,48 @@ export function rawExchange(port: number, request: string | Buffer, timeoutMs = 
 
 /** One request line with a Host header, and `Connection: close` so that the exchange ends with the answer. */
 export async function rawGet(port: number, target: string, headers: Record<string, string> = {}, method = 'GET'): Promise<RawResponse> {
-  const head = Object.entries({ host: `127.0.0.1:${port}`, connection: 'close', ...headers }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  const head = Object.entries({ host: `127.0.0.1:${port}`, connection: 'close', ...headers })
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
   const [response] = parseResponses(await rawExchange(port, `${method} ${target} HTTP/1.1\r\n${head}\r\n`));
   if (!response) throw new Error(`no response to ${method} ${target}`);
   return response;
 }
 
 /** One request with a body, over its own connection. */
-export async function rawRequest(port: number, method: string, target: string, headers: Record<string, string> = {}, body = ''): Promise<RawResponse> {
+export async function rawRequest(
+  port: number,
+  method: string,
+  target: string,
+  headers: Record<string, string> = {},
+  body = '',
+): Promise<RawResponse> {
   const all: Record<string, string> = { host: `127.0.0.1:${port}`, connection: 'close', ...headers };
   if (body !== '' || method === 'POST') all['content-length'] = String(Buffer.byteLength(body));
-  const head = Object.entries(all).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  const head = Object.entries(all)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
   const [response] = parseResponses(await rawExchange(port, `${method} ${target} HTTP/1.1\r\n${head}\r\n${body}`));
   if (!response) throw new Error(`no response to ${method} ${target}`);
   return response;
 }
 
 /** POSTs a GraphQL operation as JSON; answers the status and the parsed body. */
-export async function postGraphQL(url: string, key: string | undefined, query: string, variables?: Record<string, unknown>, headers: Record<string, string> = {}) {
+export async function postGraphQL(
+  url: string,
+  key: string | undefined,
+  query: string,
+  variables?: Record<string, unknown>,
+  headers: Record<string, string> = {},
+) {
   const response = await fetch(`${url}/graphql`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}), ...headers },
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json',
+      ...(key ? { authorization: `Bearer ${key}` } : {}),
+      ...headers,
+    },
     body: JSON.stringify({ query, ...(variables ? { variables } : {}) }),
   });
   const text = await response.text();

@@ -59,7 +59,10 @@ async function seedUser() {
   const key = await services.identity.createApiKey('system', { name: 'k', user: created.value.id });
   if (key.type === 'error') throw new Error(key.error.message);
   const user = created.value;
-  const project = await services.identity.createProject({ user, memberships: new Map([[user.defaultTeamId!, 'OWNER']]), actingTeamId: user.defaultTeamId }, { name: `p${n}` });
+  const project = await services.identity.createProject(
+    { user, memberships: new Map([[user.defaultTeamId!, 'OWNER']]), actingTeamId: user.defaultTeamId },
+    { name: `p${n}` },
+  );
   if (project.type === 'error') throw new Error(project.error.message);
   return { user, teamId: user.defaultTeamId!, key: key.value.secret, keyId: key.value.record.id, projectId: project.value.id };
 }
@@ -71,13 +74,19 @@ async function graphql(url: string, key: string, query: string, variables: Recor
 
 /** A subscription is live when an endpoint created now in its project reaches it. */
 async function createEndpoint(key: string, projectId: string): Promise<string> {
-  const created = await restClient(a.url, key)('POST', '/dedicated/beta/endpoint', createBody(projectId, { hfModelRepo: 'test-org/no-weights' }));
+  const created = await restClient(a.url, key)(
+    'POST',
+    '/dedicated/beta/endpoint',
+    createBody(projectId, { hfModelRepo: 'test-org/no-weights' }),
+  );
   expect(created.status).toBe(200);
   return created.body.endpointId as string;
 }
 
-const sawEndpoint = (s: RawSocket, id: string, endpointId: string) => s.of(id).some((m) => m.type === 'next' && m.payload.data.endpointEvents.endpointId === endpointId);
-const sseSaw = (s: SseStream, endpointId: string) => s.events.some((e) => e.event === 'next' && e.data?.data?.endpointEvents?.endpointId === endpointId);
+const sawEndpoint = (s: RawSocket, id: string, endpointId: string) =>
+  s.of(id).some((m) => m.type === 'next' && m.payload.data.endpointEvents.endpointId === endpointId);
+const sseSaw = (s: SseStream, endpointId: string) =>
+  s.events.some((e) => e.event === 'next' && e.data?.data?.endpointEvents?.endpointId === endpointId);
 
 /** Opens a WS and an SSE subscription on B to the project, and proves both are live. */
 async function liveOnB(key: string, projectId: string, extra: Record<string, unknown> = {}) {
@@ -112,7 +121,11 @@ describe('an access change made through one gateway ends access on the other wit
     await waitFor('the SSE stream to end', async () => sse.ended, 2000);
     expect(sse.ended!.at - t0).toBeLessThan(1000);
     expect(sse.events.slice(-2)).toEqual([
-      { event: 'next', data: { errors: [{ message: 'invalid or revoked API key: this subscription has ended', extensions: { code: 'UNAUTHENTICATED' } }] }, at: expect.any(Number) },
+      {
+        event: 'next',
+        data: { errors: [{ message: 'invalid or revoked API key: this subscription has ended', extensions: { code: 'UNAUTHENTICATED' } }] },
+        at: expect.any(Number),
+      },
       { event: 'complete', data: null, at: expect.any(Number) },
     ]);
     // A new socket with the key is refused too.
@@ -123,7 +136,10 @@ describe('an access change made through one gateway ends access on the other wit
   test("a member removed from a team loses that team's subscriptions at once, and keeps the others on the same socket", async () => {
     const owner = await seedUser();
     const carol = await seedUser();
-    const added = await graphql(a.url, owner.key, 'mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u) { __typename } }', { t: owner.teamId, u: carol.user.id });
+    const added = await graphql(a.url, owner.key, 'mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u) { __typename } }', {
+      t: owner.teamId,
+      u: carol.user.id,
+    });
     expect(added.body.data.addTeamMember.__typename).toBe('AddTeamMemberSuccess');
 
     // Carol on B: the shared team's events (WS and SSE) and her own team's events, on one socket.
@@ -132,19 +148,32 @@ describe('an access change made through one gateway ends access on the other wit
     await new Promise((r) => setTimeout(r, 300));
 
     // A role change that narrows nothing ends nothing.
-    await graphql(a.url, owner.key, 'mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u, role: OWNER) { __typename } }', { t: owner.teamId, u: carol.user.id });
+    await graphql(a.url, owner.key, 'mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u, role: OWNER) { __typename } }', {
+      t: owner.teamId,
+      u: carol.user.id,
+    });
     await new Promise((r) => setTimeout(r, 500));
     expect(ws.messages.filter((m) => m.type === 'error' || m.type === 'complete')).toEqual([]);
     expect(sse.ended).toBeUndefined();
-    await graphql(a.url, owner.key, 'mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u, role: MEMBER) { __typename } }', { t: owner.teamId, u: carol.user.id });
+    await graphql(a.url, owner.key, 'mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u, role: MEMBER) { __typename } }', {
+      t: owner.teamId,
+      u: carol.user.id,
+    });
 
     const t0 = performance.now();
-    const removed = await graphql(a.url, owner.key, 'mutation($t: ID!, $u: ID!) { removeTeamMember(teamId: $t, userId: $u) { __typename } }', { t: owner.teamId, u: carol.user.id });
+    const removed = await graphql(
+      a.url,
+      owner.key,
+      'mutation($t: ID!, $u: ID!) { removeTeamMember(teamId: $t, userId: $u) { __typename } }',
+      { t: owner.teamId, u: carol.user.id },
+    );
     expect(removed.body.data.removeTeamMember.__typename).toBe('RemoveTeamMemberSuccess');
 
     await waitFor("the shared team's WS subscription to end", async () => ws.of('events').some((m) => m.type === 'error'), 2000);
     const error = ws.of('events').find((m) => m.type === 'error')!;
-    expect(error.payload).toEqual([{ message: `your access to team '${owner.teamId}' changed: this subscription has ended`, extensions: { code: 'FORBIDDEN' } }]);
+    expect(error.payload).toEqual([
+      { message: `your access to team '${owner.teamId}' changed: this subscription has ended`, extensions: { code: 'FORBIDDEN' } },
+    ]);
     await waitFor('the SSE stream to end', async () => sse.ended, 2000);
     expect(sse.ended!.at - t0).toBeLessThan(1000);
     expect(sse.events.at(-2)).toMatchObject({ event: 'next', data: { errors: [{ extensions: { code: 'FORBIDDEN' } }] } });
@@ -164,12 +193,18 @@ describe('an access change made through one gateway ends access on the other wit
   test('a socket acting as the team it was removed from (team header) is closed with 4403', async () => {
     const owner = await seedUser();
     const dan = await seedUser();
-    await graphql(a.url, owner.key, 'mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u) { __typename } }', { t: owner.teamId, u: dan.user.id });
+    await graphql(a.url, owner.key, 'mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u) { __typename } }', {
+      t: owner.teamId,
+      u: dan.user.id,
+    });
     const ws = await openSocket(b.url, { authorization: `Bearer ${dan.key}`, 'x-friendli-team': owner.teamId });
     ws.subscribe('events', EVENTS, { p: owner.projectId });
     await new Promise((r) => setTimeout(r, 300));
     const t0 = performance.now();
-    await graphql(a.url, owner.key, 'mutation($t: ID!, $u: ID!) { removeTeamMember(teamId: $t, userId: $u) { __typename } }', { t: owner.teamId, u: dan.user.id });
+    await graphql(a.url, owner.key, 'mutation($t: ID!, $u: ID!) { removeTeamMember(teamId: $t, userId: $u) { __typename } }', {
+      t: owner.teamId,
+      u: dan.user.id,
+    });
     const closed = await ws.waitClosed(2000);
     expect(closed).toMatchObject({ code: 4403, reason: `access revoked: you are not a member of team '${owner.teamId}'` });
     expect(closed.at - t0).toBeLessThan(1000);

@@ -30,21 +30,42 @@ const auth = () => ({ authorization: `Bearer ${alice.key}` });
 /** Starts a live subscription and proves it is live: an endpoint created now reaches it. */
 async function provesLive(socket: Awaited<ReturnType<typeof openSocket>>, id: string): Promise<void> {
   const endpointId = await project.endpoint();
-  await waitFor(`subscription ${id} to see ${endpointId}`, async () => socket.of(id).some((m) => m.type === 'next' && m.payload.data.endpointEvents.endpointId === endpointId), 5000);
+  await waitFor(
+    `subscription ${id} to see ${endpointId}`,
+    async () => socket.of(id).some((m) => m.type === 'next' && m.payload.data.endpointEvents.endpointId === endpointId),
+    5000,
+  );
 }
 
 describe('per-operation errors stay per operation', () => {
   test('a syntax error gets an error message for its id; the other subscription on the socket keeps running (graphql-ws client)', async () => {
-    const client = createClient({ url: `${g.url.replace('http', 'ws')}/graphql`, webSocketImpl: WebSocket, connectionParams: auth(), retryAttempts: 0, lazy: false, onNonLazyError: () => {} });
+    const client = createClient({
+      url: `${g.url.replace('http', 'ws')}/graphql`,
+      webSocketImpl: WebSocket,
+      connectionParams: auth(),
+      retryAttempts: 0,
+      lazy: false,
+      onNonLazyError: () => {},
+    });
     const closes: number[] = [];
     client.on('closed', (event) => closes.push((event as CloseEvent).code));
     const live: { endpointId: string }[] = [];
     const liveState = { error: undefined as unknown, done: false };
-    client.subscribe({ query: EVENTS, variables: { p: project.id } }, { next: (r) => live.push((r.data as any).endpointEvents), error: (e) => (liveState.error = e), complete: () => (liveState.done = true) });
+    client.subscribe(
+      { query: EVENTS, variables: { p: project.id } },
+      {
+        next: (r) => live.push((r.data as any).endpointEvents),
+        error: (e) => (liveState.error = e),
+        complete: () => (liveState.done = true),
+      },
+    );
     await new Promise((r) => setTimeout(r, 200));
 
     const broken = await new Promise<unknown>((resolve) => {
-      client.subscribe({ query: 'subscription { endpointEvents(projectId: "x") { id ' }, { next: () => {}, error: resolve, complete: () => resolve('completed') });
+      client.subscribe(
+        { query: 'subscription { endpointEvents(projectId: "x") { id ' },
+        { next: () => {}, error: resolve, complete: () => resolve('completed') },
+      );
     });
     expect(broken).toEqual([expect.objectContaining({ message: expect.stringMatching(/^Syntax Error/) })]);
 
@@ -62,12 +83,20 @@ describe('per-operation errors stay per operation', () => {
     s.send({ id: 'unknown-op', type: 'subscribe', payload: { query: EVENTS, variables: { p: project.id }, operationName: 'Nope' } });
     s.subscribe('two-ops', 'query A { __typename } query B { __typename }');
     s.subscribe('bad-vars', EVENTS, { p: { not: 'an id' } });
-    await waitFor('every error', async () => ['invalid', 'unknown-op', 'two-ops'].every((id) => s.of(id).some((m) => m.type === 'error')) && s.of('bad-vars').length > 0, 5000);
+    await waitFor(
+      'every error',
+      async () =>
+        ['invalid', 'unknown-op', 'two-ops'].every((id) => s.of(id).some((m) => m.type === 'error')) && s.of('bad-vars').length > 0,
+      5000,
+    );
     expect(s.of('invalid')[0]!.payload[0].message).toMatch(/Cannot query field "nope"/);
     expect(s.of('unknown-op')[0]!.payload[0].message).toBe('Unable to identify operation');
     expect(s.of('two-ops')[0]!.payload[0].message).toBe('Unable to identify operation');
     // Variables that do not coerce: a result with errors, then complete (as graphql-ws answers them).
-    expect(s.of('bad-vars')[0]).toMatchObject({ type: 'next', payload: { errors: [expect.objectContaining({ message: expect.stringContaining('$p') })] } });
+    expect(s.of('bad-vars')[0]).toMatchObject({
+      type: 'next',
+      payload: { errors: [expect.objectContaining({ message: expect.stringContaining('$p') })] },
+    });
     await provesLive(s, 'live');
     expect(s.closed).toBeUndefined();
     s.socket.close();
@@ -81,7 +110,11 @@ describe('per-operation errors stay per operation', () => {
     s.subscribe('d', EVENTS, { p: project.id });
     await waitFor('the refusal', async () => s.of('d').length > 0, 5000);
     expect(s.of('d')).toEqual([
-      { id: 'd', type: 'error', payload: [expect.objectContaining({ message: expect.stringContaining('at most 3'), extensions: { code: 'RESOURCE_EXHAUSTED' } })] },
+      {
+        id: 'd',
+        type: 'error',
+        payload: [expect.objectContaining({ message: expect.stringContaining('at most 3'), extensions: { code: 'RESOURCE_EXHAUSTED' } })],
+      },
     ]);
     s.send({ id: 'a', type: 'complete' });
     await new Promise((r) => setTimeout(r, 100));
@@ -102,8 +135,16 @@ describe('protocol violations close the socket with 4400-series codes', () => {
     ['a type only a server sends (next)', { id: '1', type: 'next', payload: { data: {} } }, 4400],
     ['a type only a server sends (connection_ack)', { type: 'connection_ack' }, 4400],
     ['a subscribe without a query', { id: '1', type: 'subscribe', payload: { variables: {} } }, 4400],
-    ['a subscribe whose variables are not an object', { id: '1', type: 'subscribe', payload: { query: '{ me { id } }', variables: [1] } }, 4400],
-    ['a subscribe whose variables are a string', { id: '1', type: 'subscribe', payload: { query: '{ me { id } }', variables: '{}' } }, 4400],
+    [
+      'a subscribe whose variables are not an object',
+      { id: '1', type: 'subscribe', payload: { query: '{ me { id } }', variables: [1] } },
+      4400,
+    ],
+    [
+      'a subscribe whose variables are a string',
+      { id: '1', type: 'subscribe', payload: { query: '{ me { id } }', variables: '{}' } },
+      4400,
+    ],
     ['a subscribe without an id', { type: 'subscribe', payload: { query: '{ me { id } }' } }, 4400],
     ['a subscribe whose payload is not an object', { id: '1', type: 'subscribe', payload: 'query' }, 4400],
     ['a second connection_init', { type: 'connection_init', payload: {} }, 4429],

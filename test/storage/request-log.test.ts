@@ -32,7 +32,15 @@ function entry(i: number, overrides: Partial<RequestLogEntry> = {}): RequestLogE
 }
 
 test('a batch is stored column for column, with nulls where an entry has none', async () => {
-  const failed = entry(2, { replicaId: null, httpStatus: 503, promptTokens: null, completionTokens: null, ttftMs: null, finishReason: null, cancelled: true });
+  const failed = entry(2, {
+    replicaId: null,
+    httpStatus: 503,
+    promptTokens: null,
+    completionTokens: null,
+    ttftMs: null,
+    finishReason: null,
+    cancelled: true,
+  });
   await insertRequestLog(db.sql, [entry(1), failed, entry(3, { finishReason: 'it\'s "quoted", {braced}' })]);
   const rows = await db.sql`
     SELECT endpoint_id, replica_id, team_id, user_id, stream, http_status, prompt_tokens, completion_tokens,
@@ -40,18 +48,51 @@ test('a batch is stored column for column, with nulls where an entry has none', 
     FROM request_log ORDER BY id`;
   expect(rows).toEqual([
     {
-      endpoint_id: 'ep_1', replica_id: 'rp_1', team_id: 'tm_1', user_id: 'us_1', stream: false, http_status: 200, prompt_tokens: 11,
-      completion_tokens: 21, ttft_ms: 2.5, duration_ms: 31.25, queued_ms: 0.125, finish_reason: 'stop', cancelled: false,
+      endpoint_id: 'ep_1',
+      replica_id: 'rp_1',
+      team_id: 'tm_1',
+      user_id: 'us_1',
+      stream: false,
+      http_status: 200,
+      prompt_tokens: 11,
+      completion_tokens: 21,
+      ttft_ms: 2.5,
+      duration_ms: 31.25,
+      queued_ms: 0.125,
+      finish_reason: 'stop',
+      cancelled: false,
       started_at: new Date(Date.UTC(2026, 10, 21, 12, 0, 1, 250)),
     },
     {
-      endpoint_id: 'ep_2', replica_id: null, team_id: 'tm_1', user_id: 'us_1', stream: true, http_status: 503, prompt_tokens: null,
-      completion_tokens: null, ttft_ms: null, duration_ms: 32.25, queued_ms: 0.125, finish_reason: null, cancelled: true,
+      endpoint_id: 'ep_2',
+      replica_id: null,
+      team_id: 'tm_1',
+      user_id: 'us_1',
+      stream: true,
+      http_status: 503,
+      prompt_tokens: null,
+      completion_tokens: null,
+      ttft_ms: null,
+      duration_ms: 32.25,
+      queued_ms: 0.125,
+      finish_reason: null,
+      cancelled: true,
       started_at: new Date(Date.UTC(2026, 10, 21, 12, 0, 2, 250)),
     },
     {
-      endpoint_id: 'ep_3', replica_id: 'rp_3', team_id: 'tm_1', user_id: 'us_1', stream: false, http_status: 200, prompt_tokens: 13,
-      completion_tokens: 23, ttft_ms: 4.5, duration_ms: 33.25, queued_ms: 0.125, finish_reason: 'it\'s "quoted", {braced}', cancelled: false,
+      endpoint_id: 'ep_3',
+      replica_id: 'rp_3',
+      team_id: 'tm_1',
+      user_id: 'us_1',
+      stream: false,
+      http_status: 200,
+      prompt_tokens: 13,
+      completion_tokens: 23,
+      ttft_ms: 4.5,
+      duration_ms: 33.25,
+      queued_ms: 0.125,
+      finish_reason: 'it\'s "quoted", {braced}',
+      cancelled: false,
       started_at: new Date(Date.UTC(2026, 10, 21, 12, 0, 3, 250)),
     },
   ]);
@@ -59,7 +100,11 @@ test('a batch is stored column for column, with nulls where an entry has none', 
 
 test('batches of different sizes send the same statement', async () => {
   statements.length = 0;
-  for (const size of [1, 7, 130]) await insertRequestLog(db.sql, Array.from({ length: size }, (_, i) => entry(i)));
+  for (const size of [1, 7, 130])
+    await insertRequestLog(
+      db.sql,
+      Array.from({ length: size }, (_, i) => entry(i)),
+    );
   expect(statements).toHaveLength(3);
   expect(new Set(statements).size).toBe(1);
   const [row] = await db.sql`SELECT count(*)::int AS n FROM request_log WHERE endpoint_id LIKE 'ep_%'`;

@@ -34,7 +34,10 @@ export function standardRepos(): FakeRepo[] {
   const tiny = buildTinyGguf();
   return [
     { id: TINY_REPO, files: { 'tiny-llama-Q8_0.gguf': tiny, 'README.md': '# tiny llama\n' } },
-    { id: 'test-org/tiny-thinking-GGUF', files: { 'tiny-thinking-Q8_0.gguf': buildTinyGguf({ chatTemplate: REASONING_TEMPLATE, seed: 2 }) } },
+    {
+      id: 'test-org/tiny-thinking-GGUF',
+      files: { 'tiny-thinking-Q8_0.gguf': buildTinyGguf({ chatTemplate: REASONING_TEMPLATE, seed: 2 }) },
+    },
     { id: 'test-org/short-context-GGUF', files: { 'short-Q8_0.gguf': buildTinyGguf({ contextLength: 256, seed: 3 }) } },
     { id: 'test-org/private-GGUF', private: true, allowedTokens: ['hf_someone_else'], files: { 'p-Q8_0.gguf': tiny } },
     { id: 'test-org/safetensors-only', files: { 'model.safetensors': Buffer.alloc(4096, 1), 'config.json': '{}' } },
@@ -132,17 +135,40 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
   }
 }
 
-export async function statusOf(sql: Sql, id: string): Promise<{ status: EndpointStatus; phase: string | null; errorCode: string | null; curr: number; desired: number; updated: number }> {
-  const [row] = await sql<{ status: EndpointStatus; phase: string | null; error_code: string | null; curr_replica_cnt: number; desired_replica_cnt: number; updated_replica_cnt: number }[]>`
+export async function statusOf(
+  sql: Sql,
+  id: string,
+): Promise<{ status: EndpointStatus; phase: string | null; errorCode: string | null; curr: number; desired: number; updated: number }> {
+  const [row] = await sql<
+    {
+      status: EndpointStatus;
+      phase: string | null;
+      error_code: string | null;
+      curr_replica_cnt: number;
+      desired_replica_cnt: number;
+      updated_replica_cnt: number;
+    }[]
+  >`
     SELECT status, phase, error_code, curr_replica_cnt, desired_replica_cnt, updated_replica_cnt FROM endpoints WHERE id = ${id}`;
-  return { status: row!.status, phase: row!.phase, errorCode: row!.error_code, curr: row!.curr_replica_cnt, desired: row!.desired_replica_cnt, updated: row!.updated_replica_cnt };
+  return {
+    status: row!.status,
+    phase: row!.phase,
+    errorCode: row!.error_code,
+    curr: row!.curr_replica_cnt,
+    desired: row!.desired_replica_cnt,
+    updated: row!.updated_replica_cnt,
+  };
 }
 
 export function waitForStatus(sql: Sql, id: string, status: EndpointStatus, timeoutMs = 60_000) {
-  return waitFor(`${id} to be ${status}`, async () => {
-    const current = await statusOf(sql, id);
-    return current.status === status ? current : undefined;
-  }, timeoutMs);
+  return waitFor(
+    `${id} to be ${status}`,
+    async () => {
+      const current = await statusOf(sql, id);
+      return current.status === status ? current : undefined;
+    },
+    timeoutMs,
+  );
 }
 
 /** The status/phase/error sequence of an endpoint's events, as compact strings. */

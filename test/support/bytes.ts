@@ -5,7 +5,9 @@ export function bytes(size: number, seed: number): Buffer {
   const out = Buffer.alloc(size);
   let x = seed >>> 0 || 1;
   for (let i = 0; i < size; i++) {
-    x ^= x << 13; x ^= x >>> 17; x ^= x << 5;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
     out[i] = x & 0xff;
   }
   return out;

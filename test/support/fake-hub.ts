@@ -121,7 +121,11 @@ function storeFile(path: string, value: Buffer | string): StoredFile {
 }
 
 class HubError {
-  constructor(readonly status: number, readonly message: string, readonly code?: string) {}
+  constructor(
+    readonly status: number,
+    readonly message: string,
+    readonly code?: string,
+  ) {}
 }
 
 export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageSize = 1000 }: FakeHubOptions): Promise<FakeHub> {
@@ -160,13 +164,24 @@ export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageS
 
   function errorForFault(fault: HubFault, repoId: string, rev: string | undefined): HubError | undefined {
     switch (fault.type) {
-      case 'invalid-token': return new HubError(401, INVALID_CREDENTIALS);
-      case 'gated': return new HubError(403, `Access to model ${repoId} is restricted and you are not in the authorized list. Visit https://huggingface.co/${repoId} to ask for access.`, 'GatedRepo');
-      case 'repo-not-found': return new HubError(404, 'Repository not found', 'RepoNotFound');
-      case 'revision-not-found': return new HubError(404, `Invalid rev id: ${rev ?? 'main'}`, 'RevisionNotFound');
-      case 'entry-not-found': return new HubError(404, 'Entry not found', 'EntryNotFound');
-      case 'server-error': return new HubError(fault.status ?? 500, "Internal Error - We're working hard to fix this as soon as possible!");
-      default: return undefined;
+      case 'invalid-token':
+        return new HubError(401, INVALID_CREDENTIALS);
+      case 'gated':
+        return new HubError(
+          403,
+          `Access to model ${repoId} is restricted and you are not in the authorized list. Visit https://huggingface.co/${repoId} to ask for access.`,
+          'GatedRepo',
+        );
+      case 'repo-not-found':
+        return new HubError(404, 'Repository not found', 'RepoNotFound');
+      case 'revision-not-found':
+        return new HubError(404, `Invalid rev id: ${rev ?? 'main'}`, 'RevisionNotFound');
+      case 'entry-not-found':
+        return new HubError(404, 'Entry not found', 'EntryNotFound');
+      case 'server-error':
+        return new HubError(fault.status ?? 500, "Internal Error - We're working hard to fix this as soon as possible!");
+      default:
+        return undefined;
     }
   }
 
@@ -179,8 +194,16 @@ export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageS
     if (!entry || (entry.repo.private && !granted)) throw new HubError(token ? 404 : 401, 'Repository not found', 'RepoNotFound');
     if (entry.repo.gated && route === 'resolve' && !granted) {
       throw token
-        ? new HubError(403, `Access to model ${repoId} is restricted and you are not in the authorized list. Visit https://huggingface.co/${repoId} to ask for access.`, 'GatedRepo')
-        : new HubError(401, `Access to model ${repoId} is restricted. You must have access to it and be authenticated to access it. Please log in.`, 'GatedRepo');
+        ? new HubError(
+            403,
+            `Access to model ${repoId} is restricted and you are not in the authorized list. Visit https://huggingface.co/${repoId} to ask for access.`,
+            'GatedRepo',
+          )
+        : new HubError(
+            401,
+            `Access to model ${repoId} is restricted. You must have access to it and be authenticated to access it. Please log in.`,
+            'GatedRepo',
+          );
     }
     return entry;
   }
@@ -197,14 +220,16 @@ export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageS
       author: repo.id.split('/')[0],
       sha: commit,
       lastModified: created,
-      gated: repo.gated === true ? 'auto' : repo.gated ?? false,
+      gated: repo.gated === true ? 'auto' : (repo.gated ?? false),
       disabled: false,
       siblings: files.map((f) => ({ rfilename: f.path })),
       createdAt: created,
       usedStorage: files.reduce((n, f) => n + f.content.length, 0),
     };
     // `expand` narrows the answer to the named properties, as on the hub.
-    return expand.length === 0 ? info : Object.fromEntries(Object.entries(info).filter(([k]) => k === '_id' || k === 'id' || expand.includes(k)));
+    return expand.length === 0
+      ? info
+      : Object.fromEntries(Object.entries(info).filter(([k]) => k === '_id' || k === 'id' || expand.includes(k)));
   }
 
   function treeEntries(files: StoredFile[], commit: string, prefix: string, recursive: boolean, expand: boolean) {
@@ -219,14 +244,16 @@ export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageS
     const lastCommit = expand ? { lastCommit: { id: commit, title: 'Upload folder using huggingface_hub', date: created } } : {};
     return [
       ...[...dirs].sort().map((path) => ({ type: 'directory', oid: sha('sha1', `${commit}:${path}`), size: 0, path, ...lastCommit })),
-      ...shown.sort((a, b) => a.path.localeCompare(b.path)).map((f) => ({
-        type: 'file',
-        oid: f.oid,
-        size: f.lfs ? f.pointerSize : f.content.length,
-        path: f.path,
-        ...(f.lfs ? { lfs: { oid: f.sha256, size: f.content.length, pointerSize: f.pointerSize } } : {}),
-        ...lastCommit,
-      })),
+      ...shown
+        .sort((a, b) => a.path.localeCompare(b.path))
+        .map((f) => ({
+          type: 'file',
+          oid: f.oid,
+          size: f.lfs ? f.pointerSize : f.content.length,
+          path: f.path,
+          ...(f.lfs ? { lfs: { oid: f.sha256, size: f.content.length, pointerSize: f.pointerSize } } : {}),
+          ...lastCommit,
+        })),
     ];
   }
 
@@ -239,7 +266,9 @@ export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageS
 
   function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
     const text = JSON.stringify(body);
-    res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(text), ...headers }).end(text);
+    res
+      .writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(text), ...headers })
+      .end(text);
   }
 
   /** Serves a stored file, corrupted when asked, through the shared byte server. */
@@ -269,7 +298,13 @@ export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageS
       if (kind !== 'tree' || rev === undefined) throw new HubError(404, 'Not Found');
       const commit = commitFor(repo, rev);
       const prefix = rest.join('/');
-      const entries = treeEntries(files, commit, prefix, url.searchParams.get('recursive') === 'true', url.searchParams.get('expand') === 'true');
+      const entries = treeEntries(
+        files,
+        commit,
+        prefix,
+        url.searchParams.get('recursive') === 'true',
+        url.searchParams.get('expand') === 'true',
+      );
       if (prefix && entries.length === 0) throw new HubError(404, 'Entry not found', 'EntryNotFound');
       const offset = Number(Buffer.from(url.searchParams.get('cursor') ?? '', 'base64url').toString() || 0);
       const page = entries.slice(offset, offset + treePageSize);

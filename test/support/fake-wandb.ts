@@ -163,10 +163,19 @@ function artifactDigest(contents: Record<string, { digest: string }>): string {
 }
 
 class HttpFailure {
-  constructor(readonly status: number, readonly body: unknown, readonly contentType = 'application/json') {}
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+    readonly contentType = 'application/json',
+  ) {}
 }
 
-export async function startFakeWandb({ artifacts, keys = [FAKE_WANDB_KEY], orgEntities = {}, features = [V2_URL_WITH_ARTIFACT_ID] }: FakeWandbOptions): Promise<FakeWandb> {
+export async function startFakeWandb({
+  artifacts,
+  keys = [FAKE_WANDB_KEY],
+  orgEntities = {},
+  features = [V2_URL_WITH_ARTIFACT_ID],
+}: FakeWandbOptions): Promise<FakeWandb> {
   const requests: WandbRequestLog[] = [];
   const faults: ActiveFault[] = [];
   const versions: StoredVersion[] = [];
@@ -199,8 +208,17 @@ export async function startFakeWandb({ artifacts, keys = [FAKE_WANDB_KEY], orgEn
         contents,
       };
       versions.push({
-        artifact, spec, index, id, membershipId: gqlId('ArtifactCollectionMembership', n), entity,
-        project: `wandb-registry-${artifact.registry}`, contents, digest: artifactDigest(contents), manifest, size,
+        artifact,
+        spec,
+        index,
+        id,
+        membershipId: gqlId('ArtifactCollectionMembership', n),
+        entity,
+        project: `wandb-registry-${artifact.registry}`,
+        contents,
+        digest: artifactDigest(contents),
+        manifest,
+        size,
       });
     }
   }
@@ -220,12 +238,22 @@ export async function startFakeWandb({ artifacts, keys = [FAKE_WANDB_KEY], orgEn
 
   function failureFor(fault: WandbFault): HttpFailure | undefined {
     switch (fault.type) {
-      case 'invalid-key': return new HttpFailure(401, { errors: [{ message: 'user is not logged in' }] });
-      case 'forbidden': return new HttpFailure(403, { errors: [{ message: 'permission denied' }] });
-      case 'server-error': return new HttpFailure(fault.status ?? 500, { errors: [{ message: 'An internal error occurred. Please contact support.' }] });
-      case 'malformed': return new HttpFailure(200, fault.body ?? '<html><body><h1>Service Unavailable</h1></body></html>', fault.contentType ?? 'text/html');
-      case 'manifest-not-found': return new HttpFailure(404, '<?xml version="1.0"?><Error><Code>NoSuchKey</Code></Error>', 'application/xml');
-      default: return undefined;
+      case 'invalid-key':
+        return new HttpFailure(401, { errors: [{ message: 'user is not logged in' }] });
+      case 'forbidden':
+        return new HttpFailure(403, { errors: [{ message: 'permission denied' }] });
+      case 'server-error':
+        return new HttpFailure(fault.status ?? 500, { errors: [{ message: 'An internal error occurred. Please contact support.' }] });
+      case 'malformed':
+        return new HttpFailure(
+          200,
+          fault.body ?? '<html><body><h1>Service Unavailable</h1></body></html>',
+          fault.contentType ?? 'text/html',
+        );
+      case 'manifest-not-found':
+        return new HttpFailure(404, '<?xml version="1.0"?><Error><Code>NoSuchKey</Code></Error>', 'application/xml');
+      default:
+        return undefined;
     }
   }
 
@@ -237,8 +265,18 @@ export async function startFakeWandb({ artifacts, keys = [FAKE_WANDB_KEY], orgEn
   }
 
   const projectId = (v: { entity: string; project: string }) => Buffer.from(`Project:${v.entity}/${v.project}`).toString('base64');
-  const projectOf = (v: StoredVersion) => ({ id: projectId(v), internalId: projectId(v), name: v.project, entity: { id: gqlId('Entity', 1), name: v.entity } });
-  const collectionOf = (v: StoredVersion) => ({ __typename: 'ArtifactPortfolio', id: gqlId('ArtifactPortfolio', 1), name: v.artifact.name, project: projectOf(v) });
+  const projectOf = (v: StoredVersion) => ({
+    id: projectId(v),
+    internalId: projectId(v),
+    name: v.project,
+    entity: { id: gqlId('Entity', 1), name: v.entity },
+  });
+  const collectionOf = (v: StoredVersion) => ({
+    __typename: 'ArtifactPortfolio',
+    id: gqlId('ArtifactPortfolio', 1),
+    name: v.artifact.name,
+    project: projectOf(v),
+  });
   const artifactOf = (v: StoredVersion) => ({
     id: v.id,
     versionIndex: v.index,
@@ -252,7 +290,8 @@ export async function startFakeWandb({ artifacts, keys = [FAKE_WANDB_KEY], orgEn
   });
 
   const spoil = (ctx: ServerContext) => {
-    if (ctx.fault?.type === 'graphql-error') throw new GraphQLError(ctx.fault.message ?? 'Something went wrong while resolving this field.');
+    if (ctx.fault?.type === 'graphql-error')
+      throw new GraphQLError(ctx.fault.message ?? 'Something went wrong while resolving this field.');
   };
 
   const yoga = createYoga<ServerContext>({
@@ -288,14 +327,22 @@ export async function startFakeWandb({ artifacts, keys = [FAKE_WANDB_KEY], orgEn
             const colon = name.lastIndexOf(':');
             const [collection, wanted] = colon < 0 ? [name, 'latest'] : [name.slice(0, colon), name.slice(colon + 1)];
             const index = /^v(\d+)$/.exec(wanted)?.[1];
-            const v = findVersion((s) =>
-              s.entity === project.key.entity && s.project === project.key.project && s.artifact.name === collection
-              && (index !== undefined ? s.index === Number(index) : (s.spec.aliases ?? []).includes(wanted)));
+            const v = findVersion(
+              (s) =>
+                s.entity === project.key.entity &&
+                s.project === project.key.project &&
+                s.artifact.name === collection &&
+                (index !== undefined ? s.index === Number(index) : (s.spec.aliases ?? []).includes(wanted)),
+            );
             if (!v) return null;
             return {
               id: v.membershipId,
               versionIndex: v.index,
-              aliases: (v.spec.aliases ?? []).map((alias, i) => ({ id: gqlId('ArtifactAlias', v.index * 100 + i), alias, artifactCollection: collectionOf(v) })),
+              aliases: (v.spec.aliases ?? []).map((alias, i) => ({
+                id: gqlId('ArtifactAlias', v.index * 100 + i),
+                alias,
+                artifactCollection: collectionOf(v),
+              })),
               artifactCollection: collectionOf(v),
               artifact: artifactOf(v),
             };
@@ -321,7 +368,13 @@ export async function startFakeWandb({ artifacts, keys = [FAKE_WANDB_KEY], orgEn
     }),
   });
 
-  function send(res: ServerResponse, status: number, body: unknown, contentType = 'application/json', headers: Record<string, string> = {}): void {
+  function send(
+    res: ServerResponse,
+    status: number,
+    body: unknown,
+    contentType = 'application/json',
+    headers: Record<string, string> = {},
+  ): void {
     const text = typeof body === 'string' ? body : JSON.stringify(body);
     res.writeHead(status, { 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(text), ...headers }).end(text);
   }
@@ -375,9 +428,14 @@ export async function startFakeWandb({ artifacts, keys = [FAKE_WANDB_KEY], orgEn
       // V2 names the artifact: the file must belong to it, as W&B checks.
       if (isV2) {
         const [entity, project, collection] = [segments[2], segments[3], segments[4]];
-        const owner = findVersion((v) => v.entity === entity && v.project === project && v.artifact.name === collection
-          && Object.values(v.contents).some((c) => !c.ref && Buffer.from(c.digest, 'base64').toString('hex') === md5hex)
-          && (segments.length === 8 || segments[5] === v.id));
+        const owner = findVersion(
+          (v) =>
+            v.entity === entity &&
+            v.project === project &&
+            v.artifact.name === collection &&
+            Object.values(v.contents).some((c) => !c.ref && Buffer.from(c.digest, 'base64').toString('hex') === md5hex) &&
+            (segments.length === 8 || segments[5] === v.id),
+        );
         if (!owner) throw new HttpFailure(404, { error: 'artifact file not found' });
       }
       if (!objects.has(md5hex)) throw new HttpFailure(404, { error: 'artifact file not found' });
@@ -403,9 +461,18 @@ export async function startFakeWandb({ artifacts, keys = [FAKE_WANDB_KEY], orgEn
       let manifest = v.manifest;
       if (spoiler?.type === 'corrupt') {
         const [first] = Object.keys(v.contents);
-        manifest = { ...manifest, contents: { ...v.contents, [first!]: { ...v.contents[first!]!, digest: md5('other').digest('base64') } } };
+        manifest = {
+          ...manifest,
+          contents: { ...v.contents, [first!]: { ...v.contents[first!]!, digest: md5('other').digest('base64') } },
+        };
       }
-      return sendBytes(req, res, Buffer.from(JSON.stringify(manifest)), 'application/json', spoiler?.type === 'corrupt' ? undefined : spoiler);
+      return sendBytes(
+        req,
+        res,
+        Buffer.from(JSON.stringify(manifest)),
+        'application/json',
+        spoiler?.type === 'corrupt' ? undefined : spoiler,
+      );
     }
     if (segments[0] === 'objects' && segments.length === 2) {
       log.route = 'storage';
@@ -456,10 +523,17 @@ export async function startFakeWandb({ artifacts, keys = [FAKE_WANDB_KEY], orgEn
     setFault(fault, options = {}) {
       if (fault === null) return void faults.splice(0);
       const operation = options.operation ?? (fault.type === 'missing-manifest' ? 'FetchArtifactManifest' : undefined);
-      faults.unshift({ fault, routes: options.on ?? DEFAULT_ROUTES[fault.type], ...(operation ? { operation } : {}), remaining: options.times ?? Infinity });
+      faults.unshift({
+        fault,
+        routes: options.on ?? DEFAULT_ROUTES[fault.type],
+        ...(operation ? { operation } : {}),
+        remaining: options.times ?? Infinity,
+      });
     },
     manifestOf(org, registry, name, version) {
-      const v = findVersion((s) => s.artifact.org === org && s.artifact.registry === registry && s.artifact.name === name && s.spec.version === version);
+      const v = findVersion(
+        (s) => s.artifact.org === org && s.artifact.registry === registry && s.artifact.name === name && s.spec.version === version,
+      );
       if (!v) throw new Error(`fake-wandb: no ${org}/${registry}/${name}:${version}`);
       return { digest: v.digest, manifest: v.manifest, artifactId: v.id };
     },

@@ -15,10 +15,10 @@ import {
   GraphQLInputObjectType,
   GraphQLList,
   GraphQLNonNull,
-  GraphQLObjectType,
+  type GraphQLObjectType,
   GraphQLScalarType,
   GraphQLUnionType,
-  GraphQLInterfaceType,
+  type GraphQLInterfaceType,
   type GraphQLField,
   type GraphQLInputType,
   type GraphQLOutputType,
@@ -61,14 +61,106 @@ export function objectOf(entries: [string, unknown][]): Record<string, unknown> 
 // Leaves.
 
 export const SPECIAL_STRINGS = [
-  '', ' ', '   ', '\u0000', 'a\u0000b', '\u0000\u0000', '\uD800', '\uDC00', 'x\uDBFFy', '\uDFFF\uD800', '\uFFFF', '\uFFFE', '\uFEFF', '\u202E',
-  '\u2028', '\r\n', '\n', '\t', '\u0007', '\u007f', '\u0085', '%', '%00', '%zz', '%E0%A4%A', '%C0%80', '%ED%A0%80', '../', '..%2f', '/', '//', '\\',
-  "'", '"', '`', "'; DROP TABLE endpoints; --", '$1', '${x}', '{{x}}', '<script>alert(1)</script>', '__proto__', 'constructor', 'prototype',
-  'toString', 'hasOwnProperty', 'NaN', 'Infinity', '-Infinity', '-1', '0', '-0', '1e309', '0x10', 'null', 'true', 'undefined', '[]', '{}',
-  'ep_', 'ep_00000000000000', 'ep_zzzzzzzzzzzzzz', 'prj_00000000000000', 'team_00000000000000', 'usr_00000000000000', 'key_00000000000000',
-  '🙂', 'é', 'e\u0301', '𝕏', '\u{10FFFF}', 'A'.repeat(129), 'a'.repeat(1001), 'org/model', 'a/b/c', 'acme/model/llama:v3', 'a:b', '*', '?', '#',
-  '&', '=', '+', ';', ',', '|', 'Bearer', 'b\'ZXA6MA\'', 'ZXA6MA', 'dmVyOjA', 'dmVyOjk5OTk5OTk5OTk5OTk5OQ', 'dmVyOi05OTk5OTk5OTk5OTk5OQ',
-  'ZXA6OTk5OTk5OTk5OTk5OTk5', 'dmVyOjIxNDc0ODM2NDg', 'ZXA6LTE', 'dmVyOjE6Mg', 'dmVyOg', 'OjE', '====', '\u0000ep', 'ep\u0000',
+  '',
+  ' ',
+  '   ',
+  '\u0000',
+  'a\u0000b',
+  '\u0000\u0000',
+  '\uD800',
+  '\uDC00',
+  'x\uDBFFy',
+  '\uDFFF\uD800',
+  '\uFFFF',
+  '\uFFFE',
+  '\uFEFF',
+  '\u202E',
+  '\u2028',
+  '\r\n',
+  '\n',
+  '\t',
+  '\u0007',
+  '\u007f',
+  '\u0085',
+  '%',
+  '%00',
+  '%zz',
+  '%E0%A4%A',
+  '%C0%80',
+  '%ED%A0%80',
+  '../',
+  '..%2f',
+  '/',
+  '//',
+  '\\',
+  "'",
+  '"',
+  '`',
+  "'; DROP TABLE endpoints; --",
+  '$1',
+  '${x}',
+  '{{x}}',
+  '<script>alert(1)</script>',
+  '__proto__',
+  'constructor',
+  'prototype',
+  'toString',
+  'hasOwnProperty',
+  'NaN',
+  'Infinity',
+  '-Infinity',
+  '-1',
+  '0',
+  '-0',
+  '1e309',
+  '0x10',
+  'null',
+  'true',
+  'undefined',
+  '[]',
+  '{}',
+  'ep_',
+  'ep_00000000000000',
+  'ep_zzzzzzzzzzzzzz',
+  'prj_00000000000000',
+  'team_00000000000000',
+  'usr_00000000000000',
+  'key_00000000000000',
+  '🙂',
+  'é',
+  'e\u0301',
+  '𝕏',
+  '\u{10FFFF}',
+  'A'.repeat(129),
+  'a'.repeat(1001),
+  'org/model',
+  'a/b/c',
+  'acme/model/llama:v3',
+  'a:b',
+  '*',
+  '?',
+  '#',
+  '&',
+  '=',
+  '+',
+  ';',
+  ',',
+  '|',
+  'Bearer',
+  "b'ZXA6MA'",
+  'ZXA6MA',
+  'dmVyOjA',
+  'dmVyOjk5OTk5OTk5OTk5OTk5OQ',
+  'dmVyOi05OTk5OTk5OTk5OTk5OQ',
+  'ZXA6OTk5OTk5OTk5OTk5OTk5',
+  'dmVyOjIxNDc0ODM2NDg',
+  'ZXA6LTE',
+  'dmVyOjE6Mg',
+  'dmVyOg',
+  'OjE',
+  '====',
+  '\u0000ep',
+  'ep\u0000',
 ] as const;
 
 const loneSurrogate = fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c));
@@ -76,7 +168,11 @@ const controlChar = fc.integer({ min: 0, max: 0x1f }).map((c) => String.fromChar
 
 /** Text around a NUL, a lone surrogate or another character that storage or encoders choke on. */
 export const dangerousString: fc.Arbitrary<string> = fc
-  .tuple(fc.string({ maxLength: 6 }), fc.constantFrom('\u0000', '\u0000', '\u0000', '\uD800', '\uDFFF', '\uDBFF\uDBFF', '\u0000\uD800', '\uFFFF', '\u001b', '\u2028'), fc.string({ maxLength: 6 }))
+  .tuple(
+    fc.string({ maxLength: 6 }),
+    fc.constantFrom('\u0000', '\u0000', '\u0000', '\uD800', '\uDFFF', '\uDBFF\uDBFF', '\u0000\uD800', '\uFFFF', '\u001b', '\u2028'),
+    fc.string({ maxLength: 6 }),
+  )
   .map(([a, b, c]) => a + b + c);
 
 /** Strings of many kinds; huge ones are rare and at most ~1.2 MB of UTF-8. */
@@ -87,7 +183,10 @@ export const hostileString: fc.Arbitrary<string> = fc.oneof(
   { arbitrary: fc.constantFrom(...SPECIAL_STRINGS), weight: 6 },
   {
     arbitrary: fc
-      .array(fc.oneof(fc.constantFrom(...SPECIAL_STRINGS), fc.string({ maxLength: 6 }), loneSurrogate, controlChar), { minLength: 1, maxLength: 5 })
+      .array(fc.oneof(fc.constantFrom(...SPECIAL_STRINGS), fc.string({ maxLength: 6 }), loneSurrogate, controlChar), {
+        minLength: 1,
+        maxLength: 5,
+      })
       .map((parts) => parts.join('')),
     weight: 4,
   },
@@ -103,12 +202,49 @@ export const hostileString: fc.Arbitrary<string> = fc.oneof(
 export const hostileNumber: fc.Arbitrary<unknown> = fc.oneof(
   fc.integer({ min: -20, max: 20 }),
   fc.constantFrom(
-    11, 100, 101, 127, 128, 129, 255, 1000, 1001, 1024, 1025, 604_800, 604_801, 1 << 20, (1 << 20) + 1,
-    2 ** 31 - 1, 2 ** 31, -(2 ** 31), -(2 ** 31) - 1, 2 ** 32, 2 ** 53, 2 ** 53 + 2, -(2 ** 53), 1e21, 1e308, -1e308, Number.MIN_VALUE, 0.5, 1.5, -0.5, 2.0000001,
+    11,
+    100,
+    101,
+    127,
+    128,
+    129,
+    255,
+    1000,
+    1001,
+    1024,
+    1025,
+    604_800,
+    604_801,
+    1 << 20,
+    (1 << 20) + 1,
+    2 ** 31 - 1,
+    2 ** 31,
+    -(2 ** 31),
+    -(2 ** 31) - 1,
+    2 ** 32,
+    2 ** 53,
+    2 ** 53 + 2,
+    -(2 ** 53),
+    1e21,
+    1e308,
+    -1e308,
+    Number.MIN_VALUE,
+    0.5,
+    1.5,
+    -0.5,
+    2.0000001,
   ),
   fc.double({ noNaN: true, noDefaultInfinity: true }),
   fc.constantFrom(
-    raw('1e999'), raw('-1e999'), raw('1E+2'), raw('1.0'), raw('-0'), raw('0.0000001'), raw('123456789012345678901234567890'), raw('1e-400'), raw('10e0'),
+    raw('1e999'),
+    raw('-1e999'),
+    raw('1E+2'),
+    raw('1.0'),
+    raw('-0'),
+    raw('0.0000001'),
+    raw('123456789012345678901234567890'),
+    raw('1e-400'),
+    raw('10e0'),
   ),
 );
 
@@ -121,7 +257,10 @@ export const deepJson: fc.Arbitrary<RawJson> = fc
     return raw('[{"a":'.repeat(n) + 'null' + '}]'.repeat(n));
   });
 
-const keyArb = fc.oneof(fc.string({ maxLength: 8 }), fc.constantFrom('__proto__', 'constructor', 'prototype', '', '\u0000', 'name', 'a.b', 'max_batch_size'));
+const keyArb = fc.oneof(
+  fc.string({ maxLength: 8 }),
+  fc.constantFrom('__proto__', 'constructor', 'prototype', '', '\u0000', 'name', 'a.b', 'max_batch_size'),
+);
 
 /** Any JSON value, small, with hostile leaves. */
 export const anyJson: fc.Arbitrary<unknown> = fc.letrec<{ value: unknown }>((tie) => ({
@@ -137,10 +276,7 @@ export const anyJson: fc.Arbitrary<unknown> = fc.letrec<{ value: unknown }>((tie
 })).value;
 
 /** A wrong-typed value: anything but the type the field wants (or anything, deep nesting included). */
-export const wrongValue: fc.Arbitrary<unknown> = fc.oneof(
-  { arbitrary: anyJson, weight: 8 },
-  { arbitrary: deepJson, weight: 1 },
-);
+export const wrongValue: fc.Arbitrary<unknown> = fc.oneof({ arbitrary: anyJson, weight: 8 }, { arbitrary: deepJson, weight: 1 });
 
 /** Mostly the valid arbitrary, often a hostile or wrong-typed value instead. */
 export function field<T>(valid: fc.Arbitrary<T>, validWeight = 3): fc.Arbitrary<unknown> {
@@ -160,7 +296,12 @@ export const validComment = fc.oneof(fc.string({ maxLength: 40 }), fc.constant('
 const replicaCount = fc.integer({ min: 0, max: 10 });
 /** A policy that keeps minReplica <= maxReplica (with the default maxReplica of 1 when it is left out). */
 export const validPolicy = fc
-  .tuple(replicaCount, replicaCount, fc.option(fc.integer({ min: 0, max: 604_800 }), { nil: undefined }), fc.constantFrom('both', 'max', 'min', 'none'))
+  .tuple(
+    replicaCount,
+    replicaCount,
+    fc.option(fc.integer({ min: 0, max: 604_800 }), { nil: undefined }),
+    fc.constantFrom('both', 'max', 'min', 'none'),
+  )
   .map(([a, b, cooldownPeriod, which]) => {
     const [minReplica, maxReplica] = [Math.min(a, b), Math.max(a, b)];
     return {
@@ -174,7 +315,12 @@ export const validSimplescale = fc.record({ replicas: replicaCount });
 export const validAdvanced = fc
   .tuple(
     fc.record(
-      { tokenizer_skip_special_tokens: fc.boolean(), tokenizer_add_special_tokens: fc.boolean(), enable_content_logging: fc.boolean(), max_batch_size: fc.integer({ min: 1, max: 1024 }) },
+      {
+        tokenizer_skip_special_tokens: fc.boolean(),
+        tokenizer_add_special_tokens: fc.boolean(),
+        enable_content_logging: fc.boolean(),
+        max_batch_size: fc.integer({ min: 1, max: 1024 }),
+      },
       { requiredKeys: [] },
     ),
     fc.integer({ min: 1, max: 1 << 20 }),
@@ -193,19 +339,36 @@ export const validAdvanced = fc
  * the per-field checks, where a write may already have happened.
  */
 export const crossFieldViolation: fc.Arbitrary<Record<string, unknown>> = fc.oneof(
-  fc.tuple(fc.integer({ min: 0, max: 9 }), fc.integer({ min: 1, max: 10 })).map(([max, k]) => ({ autoscalingPolicy: { minReplica: Math.min(10, max + k), maxReplica: max } })),
+  fc
+    .tuple(fc.integer({ min: 0, max: 9 }), fc.integer({ min: 1, max: 10 }))
+    .map(([max, k]) => ({ autoscalingPolicy: { minReplica: Math.min(10, max + k), maxReplica: max } })),
   fc.integer({ min: 2, max: 10 }).map((min) => ({ autoscalingPolicy: { minReplica: min } })),
-  fc.tuple(fc.integer({ min: 1, max: 4096 }), fc.integer({ min: 1, max: 4096 })).map(([total, k]) => ({ advanced: { max_token_count: total, max_input_length: total + k } })),
+  fc
+    .tuple(fc.integer({ min: 1, max: 4096 }), fc.integer({ min: 1, max: 4096 }))
+    .map(([total, k]) => ({ advanced: { max_token_count: total, max_input_length: total + k } })),
   fc.integer({ min: 1, max: 2047 }).map((total) => ({ advanced: { max_token_count: total, max_input_length: 2048 } })),
 );
 
 export const validArtifactName = fc
-  .tuple(fc.stringMatching(/^[a-z][a-z0-9_-]{0,8}$/), fc.constantFrom('model', 'wandb-registry-model'), fc.stringMatching(/^[a-z][a-z0-9._-]{0,10}$/), fc.oneof(fc.nat(50).map((n) => `v${n}`), fc.constant('latest')))
+  .tuple(
+    fc.stringMatching(/^[a-z][a-z0-9_-]{0,8}$/),
+    fc.constantFrom('model', 'wandb-registry-model'),
+    fc.stringMatching(/^[a-z][a-z0-9._-]{0,10}$/),
+    fc.oneof(
+      fc.nat(50).map((n) => `v${n}`),
+      fc.constant('latest'),
+    ),
+  )
   .map(([org, reg, name, version]) => `${org}/${reg}/${name}:${version}`);
 
 /** An object holding some of `fields` (each maybe hostile), and sometimes unknown members. */
 export function looseRecord(fields: Record<string, fc.Arbitrary<unknown>>, extra = true): fc.Arbitrary<Record<string, unknown>> {
-  const entries = Object.entries(fields).map(([k, arb]) => fc.option(arb.map((v) => [k, v] as [string, unknown]), { nil: undefined, freq: 3 }));
+  const entries = Object.entries(fields).map(([k, arb]) =>
+    fc.option(
+      arb.map((v) => [k, v] as [string, unknown]),
+      { nil: undefined, freq: 3 },
+    ),
+  );
   return fc
     .tuple(fc.tuple(...entries), extra ? fc.array(fc.tuple(keyArb, anyJson), { maxLength: 2 }) : fc.constant([]))
     .map(([known, unknown]) => objectOf([...(known.filter(Boolean) as [string, unknown][]), ...(unknown as [string, unknown][])]));
@@ -224,7 +387,10 @@ export function mutatedValid(valid: fc.Arbitrary<Record<string, unknown>>): fc.A
     fc.record({ kind: fc.constant('add' as const), pick: fc.constant(0), key: keyArb, value: anyJson }),
     fc.record({ kind: fc.constant('nested' as const), pick: fc.nat(), key: keyArb, value: wrongValue }),
   );
-  const mutations = fc.oneof({ arbitrary: fc.constant([]), weight: 2 }, { arbitrary: fc.array(mutation, { minLength: 1, maxLength: 3 }), weight: 3 });
+  const mutations = fc.oneof(
+    { arbitrary: fc.constant([]), weight: 2 },
+    { arbitrary: fc.array(mutation, { minLength: 1, maxLength: 3 }), weight: 3 },
+  );
   const mutated = fc.tuple(valid, mutations).map(([body, mutations]) => {
     const entries = Object.entries(body);
     for (const m of mutations) {
@@ -251,7 +417,9 @@ export function mutatedValid(valid: fc.Arbitrary<Record<string, unknown>>): fc.A
     return objectOf(entries);
   });
   // Or the valid body with exactly one string, at any depth, poisoned: everything else passes, so the string meets the rules and the database.
-  const poisoned = fc.tuple(valid, fc.nat(), fc.oneof({ arbitrary: dangerousString, weight: 3 }, { arbitrary: hostileString, weight: 1 })).map(([body, pick, text]) => poisonOneString(body, pick, text) as Record<string, unknown>);
+  const poisoned = fc
+    .tuple(valid, fc.nat(), fc.oneof({ arbitrary: dangerousString, weight: 3 }, { arbitrary: hostileString, weight: 1 }))
+    .map(([body, pick, text]) => poisonOneString(body, pick, text) as Record<string, unknown>);
   return fc.oneof({ arbitrary: mutated, weight: 5 }, { arbitrary: poisoned, weight: 2 });
 }
 
@@ -290,11 +458,37 @@ export type BodyEncoding =
 export const bodyEncoding: fc.Arbitrary<BodyEncoding> = fc.oneof(
   { arbitrary: fc.constant({ kind: 'json' as const }), weight: 14 },
   { arbitrary: fc.record({ kind: fc.constant('truncated' as const), at: fc.nat() }), weight: 2 },
-  { arbitrary: fc.record({ kind: fc.constant('insert' as const), at: fc.nat(), text: fc.constantFrom(',', '}', '{', '"', '\\', ':', '\u0000', 'NaN', '/*', '\n', ']', "'") }), weight: 2 },
-  { arbitrary: fc.record({ kind: fc.constant('wrap' as const), before: fc.constantFrom('', '\uFEFF', ' \n', 'x', '['), after: fc.constantFrom('', ',', ' garbage', '}', '\u0000', '{}') }), weight: 2 },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('insert' as const),
+      at: fc.nat(),
+      text: fc.constantFrom(',', '}', '{', '"', '\\', ':', '\u0000', 'NaN', '/*', '\n', ']', "'"),
+    }),
+    weight: 2,
+  },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('wrap' as const),
+      before: fc.constantFrom('', '\uFEFF', ' \n', 'x', '['),
+      after: fc.constantFrom('', ',', ' garbage', '}', '\u0000', '{}'),
+    }),
+    weight: 2,
+  },
   { arbitrary: fc.record({ kind: fc.constant('bytes' as const), bytes: fc.uint8Array({ maxLength: 64 }) }), weight: 1 },
-  { arbitrary: fc.record({ kind: fc.constant('invalid-utf8' as const), bytes: fc.array(fc.constantFrom(0xff, 0xfe, 0xc0, 0x80, 0xed, 0xa0, 0xf8), { minLength: 1, maxLength: 4 }) }), weight: 1 },
-  { arbitrary: fc.record({ kind: fc.constant('literal' as const), text: fc.constantFrom('', ' ', 'null', '[]', '"x"', '0', 'true', '{}', '{"a":1,}', "{'a':1}", 'NaN', '\u0000') }), weight: 2 },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('invalid-utf8' as const),
+      bytes: fc.array(fc.constantFrom(0xff, 0xfe, 0xc0, 0x80, 0xed, 0xa0, 0xf8), { minLength: 1, maxLength: 4 }),
+    }),
+    weight: 1,
+  },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('literal' as const),
+      text: fc.constantFrom('', ' ', 'null', '[]', '"x"', '0', 'true', '{}', '{"a":1,}', "{'a':1}", 'NaN', '\u0000'),
+    }),
+    weight: 2,
+  },
 );
 
 export function encodeBody(value: unknown, encoding: BodyEncoding): Buffer {
@@ -328,9 +522,23 @@ export const contentType: fc.Arbitrary<string | undefined> = fc.oneof(
   { arbitrary: fc.constant('application/json'), weight: 12 },
   {
     arbitrary: fc.constantFrom(
-      undefined, 'text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=----fuzz', 'multipart/form-data',
-      'application/json; charset=utf-16le', 'application/json; charset=latin1', 'application/json; charset="x', 'application/graphql',
-      'application/graphql-response+json', 'application/octet-stream', '*/*', 'APPLICATION/JSON', ';;;', 'application/json, text/plain', 'json', 'text/event-stream',
+      undefined,
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=----fuzz',
+      'multipart/form-data',
+      'application/json; charset=utf-16le',
+      'application/json; charset=latin1',
+      'application/json; charset="x',
+      'application/graphql',
+      'application/graphql-response+json',
+      'application/octet-stream',
+      '*/*',
+      'APPLICATION/JSON',
+      ';;;',
+      'application/json, text/plain',
+      'json',
+      'text/event-stream',
     ),
     weight: 3,
   },
@@ -357,7 +565,35 @@ export const urlPiece: fc.Arbitrary<string> = fc.oneof(
   { arbitrary: hostileString.filter((s) => s.length < 2_000).map(pctEncode), weight: 4 },
   {
     arbitrary: fc.constantFrom(
-      '%', '%%', '%zz', '%E0%A4%A', '%C0%80', '%ED%A0%80', '%00', '%FF', '%2F', '%2e%2e', 'a%', '%u0041', '%%41', '%F0%9F%98', '%0A%0D', '%25', '%C3%28', '%E2%82', '🙂', 'é', "'", '"', '<', '>', '^', '`', '{', '}', '|',
+      '%',
+      '%%',
+      '%zz',
+      '%E0%A4%A',
+      '%C0%80',
+      '%ED%A0%80',
+      '%00',
+      '%FF',
+      '%2F',
+      '%2e%2e',
+      'a%',
+      '%u0041',
+      '%%41',
+      '%F0%9F%98',
+      '%0A%0D',
+      '%25',
+      '%C3%28',
+      '%E2%82',
+      '🙂',
+      'é',
+      "'",
+      '"',
+      '<',
+      '>',
+      '^',
+      '`',
+      '{',
+      '}',
+      '|',
     ),
     weight: 3,
   },
@@ -376,7 +612,10 @@ function scalarValue(type: GraphQLScalarType | GraphQLEnumType): fc.Arbitrary<un
   if (type instanceof GraphQLEnumType) return fc.constantFrom(...type.getValues().map((v) => v.name));
   switch (type.name) {
     case 'Int':
-      return fc.oneof({ arbitrary: fc.integer({ min: -3, max: 120 }), weight: 4 }, { arbitrary: fc.constantFrom(2 ** 31 - 1, -(2 ** 31), 1024, 2 ** 31 - 2), weight: 1 });
+      return fc.oneof(
+        { arbitrary: fc.integer({ min: -3, max: 120 }), weight: 4 },
+        { arbitrary: fc.constantFrom(2 ** 31 - 1, -(2 ** 31), 1024, 2 ** 31 - 2), weight: 1 },
+      );
     case 'Float':
       return fc.oneof(fc.double({ min: -2, max: 2, noNaN: true }), fc.constantFrom(0, 1, 1e308, -1e-308));
     case 'Boolean':
@@ -396,7 +635,8 @@ function scalarValue(type: GraphQLScalarType | GraphQLEnumType): fc.Arbitrary<un
  */
 export function inputValue(type: GraphQLInputType, name: string, ctx: Contextual, depth = 0): fc.Arbitrary<unknown> {
   const hostile = fc.oneof(wrongValue, hostileString, fc.constantFrom(2 ** 31, -(2 ** 31) - 1, 2 ** 53, 1.5, -1, 'x', null));
-  if (type instanceof GraphQLNonNull) return fc.oneof({ arbitrary: inputValue(type.ofType, name, ctx, depth), weight: 12 }, { arbitrary: fc.constant(null), weight: 1 });
+  if (type instanceof GraphQLNonNull)
+    return fc.oneof({ arbitrary: inputValue(type.ofType, name, ctx, depth), weight: 12 }, { arbitrary: fc.constant(null), weight: 1 });
   if (name in ctx) return fc.oneof({ arbitrary: ctx[name]!, weight: 5 }, { arbitrary: hostile, weight: 1 });
   if (type instanceof GraphQLList) {
     return fc.oneof(
@@ -408,7 +648,9 @@ export function inputValue(type: GraphQLInputType, name: string, ctx: Contextual
   if (type instanceof GraphQLInputObjectType) {
     if (depth > 4) return fc.constant(null);
     const fields = Object.fromEntries(Object.values(type.getFields()).map((f) => [f.name, inputValue(f.type, f.name, ctx, depth + 1)]));
-    const required = Object.values(type.getFields()).filter((f) => f.type instanceof GraphQLNonNull).map((f) => f.name);
+    const required = Object.values(type.getFields())
+      .filter((f) => f.type instanceof GraphQLNonNull)
+      .map((f) => f.name);
     const obj = fc
       .tuple(
         fc.record(fields, { requiredKeys: required }),
@@ -426,7 +668,10 @@ export function selectionFor(type: GraphQLOutputType, depth = 0, args: (f: Graph
   if (named instanceof GraphQLScalarType || named instanceof GraphQLEnumType) return '';
   if (depth > 2) return '{ __typename }';
   if (named instanceof GraphQLUnionType) {
-    return `{ __typename ${named.getTypes().map((t) => `... on ${t.name} ${selectionFor(t, depth + 1, args)}`).join(' ')} }`;
+    return `{ __typename ${named
+      .getTypes()
+      .map((t) => `... on ${t.name} ${selectionFor(t, depth + 1, args)}`)
+      .join(' ')} }`;
   }
   const obj = named as GraphQLObjectType | GraphQLInterfaceType;
   const parts = ['__typename'];
@@ -453,20 +698,36 @@ export interface GraphQLOperation {
  * all of its arguments. `fieldCtx` overrides the values of one root field's
  * arguments (so that deleteEndpoint never gets a seeded id, for example).
  */
-export function operation(kind: GraphQLOperation['kind'], ctx: Contextual, fieldCtx: Record<string, Contextual> = {}): fc.Arbitrary<GraphQLOperation> {
-  const root = kind === 'query' ? printedSchema.getQueryType()! : kind === 'mutation' ? printedSchema.getMutationType()! : printedSchema.getSubscriptionType()!;
+export function operation(
+  kind: GraphQLOperation['kind'],
+  ctx: Contextual,
+  fieldCtx: Record<string, Contextual> = {},
+): fc.Arbitrary<GraphQLOperation> {
+  const root =
+    kind === 'query'
+      ? printedSchema.getQueryType()!
+      : kind === 'mutation'
+        ? printedSchema.getMutationType()!
+        : printedSchema.getSubscriptionType()!;
   const fields = Object.values(root.getFields());
   return fc.constantFrom(...fields).chain((f) => {
     const context = { ...ctx, ...(fieldCtx[f.name] ?? {}) };
-    const argValues = Object.fromEntries(f.args.map((a) => [a.name, fc.option(inputValue(a.type, a.name, context), { freq: a.type instanceof GraphQLNonNull ? 20 : 2, nil: undefined })]));
-    return fc.tuple(fc.record(argValues), fc.boolean(), fc.option(fc.constantFrom('Op', 'Other', ''), { nil: undefined })).map(([values, alias, operationName]) => {
-      const defs = f.args.map((a) => `$${a.name}: ${a.type.toString()}`).join(', ');
-      const call = f.args.length > 0 ? `(${f.args.map((a) => `${a.name}: $${a.name}`).join(', ')})` : '';
-      const nestedArgs = (g: GraphQLField<unknown, unknown>) => (g.args.some((a) => a.name === 'first') ? '(first: 2)' : '');
-      const query = `${kind} Op${defs ? `(${defs})` : ''} { ${alias ? 'r: ' : ''}${f.name}${call} ${selectionFor(f.type, 0, nestedArgs)} }`;
-      const variables = Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined));
-      return { kind, field: f.name, query, variables, ...(operationName !== undefined ? { operationName } : {}) };
-    });
+    const argValues = Object.fromEntries(
+      f.args.map((a) => [
+        a.name,
+        fc.option(inputValue(a.type, a.name, context), { freq: a.type instanceof GraphQLNonNull ? 20 : 2, nil: undefined }),
+      ]),
+    );
+    return fc
+      .tuple(fc.record(argValues), fc.boolean(), fc.option(fc.constantFrom('Op', 'Other', ''), { nil: undefined }))
+      .map(([values, alias, operationName]) => {
+        const defs = f.args.map((a) => `$${a.name}: ${a.type.toString()}`).join(', ');
+        const call = f.args.length > 0 ? `(${f.args.map((a) => `${a.name}: $${a.name}`).join(', ')})` : '';
+        const nestedArgs = (g: GraphQLField<unknown, unknown>) => (g.args.some((a) => a.name === 'first') ? '(first: 2)' : '');
+        const query = `${kind} Op${defs ? `(${defs})` : ''} { ${alias ? 'r: ' : ''}${f.name}${call} ${selectionFor(f.type, 0, nestedArgs)} }`;
+        const variables = Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined));
+        return { kind, field: f.name, query, variables, ...(operationName !== undefined ? { operationName } : {}) };
+      });
   });
 }
 
@@ -478,7 +739,41 @@ export const documentCorruption = fc.oneof(
     kind: fc.constant('insert' as const),
     at: fc.nat(),
     text: fc.oneof(
-      fc.constantFrom('{', '}', '(', ')', '[', ']', ':', '$', '!', '@', '...', '"', '"""', '#', ',', '=', '|', '&', 'query', 'mutation', 'subscription', 'fragment', 'on', '\u0000', '\uD800', '\\u', '$$', '@skip', '1.5e', '0x1', '\n', '"\\u{110000}"', '"\\uD800"'),
+      fc.constantFrom(
+        '{',
+        '}',
+        '(',
+        ')',
+        '[',
+        ']',
+        ':',
+        '$',
+        '!',
+        '@',
+        '...',
+        '"',
+        '"""',
+        '#',
+        ',',
+        '=',
+        '|',
+        '&',
+        'query',
+        'mutation',
+        'subscription',
+        'fragment',
+        'on',
+        '\u0000',
+        '\uD800',
+        '\\u',
+        '$$',
+        '@skip',
+        '1.5e',
+        '0x1',
+        '\n',
+        '"\\u{110000}"',
+        '"\\uD800"',
+      ),
       hostileString.filter((s) => s.length < 50),
     ),
   }),
@@ -502,9 +797,60 @@ export function corrupt(doc: string, c: DocumentCorruption): string {
 }
 
 const TOKENS = [
-  '{', '}', '(', ')', '[', ']', ':', '$', '!', '@', '...', '=', '|', '&', ',', 'query', 'mutation', 'subscription', 'fragment', 'on', 'true', 'null',
-  'me', 'endpoint', 'endpoints', 'id', '__typename', '__schema', '__type', 'types', 'name', 'fields', 'x', 'Op', '1', '-1', '1.5', '"s"', '"""b"""', '#c\n',
-  'Int', 'String!', 'ID', '[ID!]!', 'input', 'type', 'schema', 'directive', '@include(if: true)', '\u0000', '\uFEFF', '"\\u0000"', '2147483648', '1e999',
+  '{',
+  '}',
+  '(',
+  ')',
+  '[',
+  ']',
+  ':',
+  '$',
+  '!',
+  '@',
+  '...',
+  '=',
+  '|',
+  '&',
+  ',',
+  'query',
+  'mutation',
+  'subscription',
+  'fragment',
+  'on',
+  'true',
+  'null',
+  'me',
+  'endpoint',
+  'endpoints',
+  'id',
+  '__typename',
+  '__schema',
+  '__type',
+  'types',
+  'name',
+  'fields',
+  'x',
+  'Op',
+  '1',
+  '-1',
+  '1.5',
+  '"s"',
+  '"""b"""',
+  '#c\n',
+  'Int',
+  'String!',
+  'ID',
+  '[ID!]!',
+  'input',
+  'type',
+  'schema',
+  'directive',
+  '@include(if: true)',
+  '\u0000',
+  '\uFEFF',
+  '"\\u0000"',
+  '2147483648',
+  '1e999',
 ];
 
 /** A random token soup, sometimes close to a document. */
@@ -522,7 +868,8 @@ function compact(value: unknown, depth = 0): unknown {
     return counts.size === 1 ? `<${JSON.stringify(value[0])} x ${value.length}>` : `${value.slice(0, 100)}… <${value.length} chars>`;
   }
   if (value instanceof RawJson) return `<raw JSON ${String(compact(value.text))}>`;
-  if (value instanceof Uint8Array) return `<${value.length} bytes: ${Buffer.from(value.subarray(0, 48)).toString('hex')}${value.length > 48 ? '…' : ''}>`;
+  if (value instanceof Uint8Array)
+    return `<${value.length} bytes: ${Buffer.from(value.subarray(0, 48)).toString('hex')}${value.length > 48 ? '…' : ''}>`;
   if (depth > 6) return '<…>';
   if (Array.isArray(value)) return value.slice(0, 20).map((v) => compact(v, depth + 1));
   if (value && typeof value === 'object') return objectOf(Object.entries(value).map(([k, v]) => [k, compact(v, depth + 1)]));

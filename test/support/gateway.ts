@@ -95,10 +95,13 @@ export function createSeed(services: Services, baseUrl: string): { user(options?
       rest,
       graphql: createClient(baseUrl, secret),
       async project(name = 'project', teamId = user.defaultTeamId!) {
-        const project = (await rest('POST', '/graphql', {
-          query: 'mutation($name: String!, $teamId: ID) { createProject(name: $name, teamId: $teamId) { ... on CreateProjectSuccess { project { id } } } }',
-          variables: { name, teamId },
-        })).body.data.createProject.project as { id: string };
+        const project = (
+          await rest('POST', '/graphql', {
+            query:
+              'mutation($name: String!, $teamId: ID) { createProject(name: $name, teamId: $teamId) { ... on CreateProjectSuccess { project { id } } } }',
+            variables: { name, teamId },
+          })
+        ).body.data.createProject.project as { id: string };
         return {
           id: project.id,
           teamId,
@@ -113,7 +116,6 @@ export function createSeed(services: Services, baseUrl: string): { user(options?
   };
   return { user: seedUser };
 }
-
 
 export async function startTestGateway(): Promise<TestGateway> {
   const queries = {

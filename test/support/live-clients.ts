@@ -55,12 +55,21 @@ export interface SseStream {
 }
 
 /** A GraphQL subscription over SSE (GET with the query in the URL), read as it arrives. */
-export async function openSse(baseUrl: string, key: string, query: string, variables: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<SseStream> {
+export async function openSse(
+  baseUrl: string,
+  key: string,
+  query: string,
+  variables: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
+): Promise<SseStream> {
   const url = new URL('/graphql', baseUrl);
   url.searchParams.set('query', query);
   url.searchParams.set('variables', JSON.stringify(variables));
   const abort = new AbortController();
-  const response = await fetch(url, { headers: { accept: 'text/event-stream', authorization: `Bearer ${key}`, ...headers }, signal: abort.signal });
+  const response = await fetch(url, {
+    headers: { accept: 'text/event-stream', authorization: `Bearer ${key}`, ...headers },
+    signal: abort.signal,
+  });
   const stream: SseStream = { status: response.status, events: [], ended: undefined, close: () => abort.abort() };
   void (async () => {
     const decoder = new TextDecoder();
@@ -74,8 +83,15 @@ export async function openSse(baseUrl: string, key: string, query: string, varia
           buffer = buffer.slice(end + 2);
           const lines = block.split('\n').filter((l) => !l.startsWith(':'));
           if (lines.length === 0) continue;
-          const event = lines.find((l) => l.startsWith('event:'))?.slice(6).trim() ?? 'message';
-          const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
+          const event =
+            lines
+              .find((l) => l.startsWith('event:'))
+              ?.slice(6)
+              .trim() ?? 'message';
+          const data = lines
+            .filter((l) => l.startsWith('data:'))
+            .map((l) => l.slice(5).trim())
+            .join('\n');
           stream.events.push({ event, data: data ? JSON.parse(data) : null, at: performance.now() });
         }
       }

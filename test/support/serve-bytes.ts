@@ -29,7 +29,12 @@ export async function serveBytes(
     headers = { ...headers, 'Content-Range': `bytes ${start}-${end}/${size}` };
   }
   const body = content.subarray(start, end + 1);
-  res.writeHead(status, { ...headers, 'Content-Type': options.contentType ?? 'application/octet-stream', 'Content-Length': body.length, 'Accept-Ranges': 'bytes' });
+  res.writeHead(status, {
+    ...headers,
+    'Content-Type': options.contentType ?? 'application/octet-stream',
+    'Content-Length': body.length,
+    'Accept-Ranges': 'bytes',
+  });
   if (req.method === 'HEAD') return void res.end();
   const fault = options.fault as TransferFault | null | undefined;
   if (fault?.type === 'truncate') {

@@ -127,10 +127,36 @@ function gpt2ByteToUnicode(): string[] {
 
 /** Merges are given as byte strings (ASCII); each produces a new token (left + right). */
 const MERGE_SOURCES: ReadonlyArray<readonly [string, string]> = [
-  [' ', 't'], ['h', 'e'], ['i', 'n'], ['e', 'r'], ['a', 'n'], [' ', 'a'], ['o', 'n'], ['r', 'e'],
-  [' t', 'he'], [' ', 's'], ['o', 'r'], ['e', 'n'], [' ', 'w'], ['a', 't'], [' ', 'o'], ['e', 's'],
-  ['l', 'l'], ['i', 's'], ['in', 'g'], [' ', 'c'], ['e', 'd'], [' ', 'h'], ['o', 'u'], [' ', 'i'],
-  ['l', 'o'], ['he', 'll'], ['hell', 'o'], [' w', 'or'], [' wor', 'l'], [' worl', 'd'],
+  [' ', 't'],
+  ['h', 'e'],
+  ['i', 'n'],
+  ['e', 'r'],
+  ['a', 'n'],
+  [' ', 'a'],
+  ['o', 'n'],
+  ['r', 'e'],
+  [' t', 'he'],
+  [' ', 's'],
+  ['o', 'r'],
+  ['e', 'n'],
+  [' ', 'w'],
+  ['a', 't'],
+  [' ', 'o'],
+  ['e', 's'],
+  ['l', 'l'],
+  ['i', 's'],
+  ['in', 'g'],
+  [' ', 'c'],
+  ['e', 'd'],
+  [' ', 'h'],
+  ['o', 'u'],
+  [' ', 'i'],
+  ['l', 'o'],
+  ['he', 'll'],
+  ['hell', 'o'],
+  [' w', 'or'],
+  [' wor', 'l'],
+  [' worl', 'd'],
 ];
 
 type VocabEntry = { text: string; type: number };
@@ -234,11 +260,16 @@ class ByteWriter {
 function writeKvValue(w: ByteWriter, v: KvValue): void {
   w.u32(v.type);
   switch (v.type) {
-    case GgufType.UINT32: return w.u32(v.value);
-    case GgufType.INT32: return w.i32(v.value);
-    case GgufType.FLOAT32: return w.f32(v.value);
-    case GgufType.BOOL: return w.u8(v.value ? 1 : 0);
-    case GgufType.STRING: return w.string(v.value);
+    case GgufType.UINT32:
+      return w.u32(v.value);
+    case GgufType.INT32:
+      return w.i32(v.value);
+    case GgufType.FLOAT32:
+      return w.f32(v.value);
+    case GgufType.BOOL:
+      return w.u8(v.value ? 1 : 0);
+    case GgufType.STRING:
+      return w.string(v.value);
     case GgufType.ARRAY: {
       w.u32(v.itemType);
       w.u64(v.value.length);
@@ -274,7 +305,13 @@ export function buildTinyGguf(options: TinyGgufOptions = {}): Buffer {
   const chatTemplate = options.chatTemplate ?? tinyChatTemplate(thinkingDefault);
   const name = options.name ?? 'tiny-test-llama';
   const addBosToken = options.addBosToken ?? true;
-  const { embedding: nEmbd, layers: nLayer, heads: nHead, kvHeads: nHeadKv, feedForward: nFf } = { ...TINY_GGUF_DIMENSIONS, ...options.dimensions };
+  const {
+    embedding: nEmbd,
+    layers: nLayer,
+    heads: nHead,
+    kvHeads: nHeadKv,
+    feedForward: nFf,
+  } = { ...TINY_GGUF_DIMENSIONS, ...options.dimensions };
   const headDim = nEmbd / nHead;
 
   const { tokens, merges, special } = buildVocab();

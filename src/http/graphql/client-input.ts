@@ -15,7 +15,8 @@ type RequestParser = Parameters<NonNullable<Plugin['onRequestParse']>>[0]['setRe
 
 type Params = { query?: string; variables?: Record<string, unknown>; operationName?: string; extensions?: Record<string, unknown> };
 
-const READABLE_TYPES = 'application/json (or application/graphql+json, application/graphql, application/x-www-form-urlencoded, multipart/form-data)';
+const READABLE_TYPES =
+  'application/json (or application/graphql+json, application/graphql, application/x-www-form-urlencoded, multipart/form-data)';
 
 function invalid(field: string, message: string, status: 400 | 415 = 400): GraphQLError {
   return graphqlInvalidArgument(`invalid request: ${field}: ${message}`, [{ field, message }], status);
@@ -50,7 +51,8 @@ function literalNul(root: ValueNode, rootPath: string): string | undefined {
     } else if (node.kind === Kind.LIST) {
       for (let i = node.values.length - 1; i >= 0; i--) stack.push({ node: node.values[i]!, path: `${path}[${i}]` });
     } else if (node.kind === Kind.OBJECT) {
-      for (let i = node.fields.length - 1; i >= 0; i--) stack.push({ node: node.fields[i]!.value, path: `${path}.${node.fields[i]!.name.value}` });
+      for (let i = node.fields.length - 1; i >= 0; i--)
+        stack.push({ node: node.fields[i]!.value, path: `${path}.${node.fields[i]!.name.value}` });
     }
   }
   return undefined;
@@ -113,7 +115,10 @@ export function useClientInputRules(): Plugin {
           // Its own 413 (a multipart part too large) stands; anything else the parser refused is the body's fault.
           if (error instanceof GraphQLError && status?.status !== undefined && status.status !== 400) throw error;
           const why = error instanceof Error ? error.message : String(error);
-          throw invalid('body', `must be a readable ${type?.split(';')[0] ?? 'request'} body holding a GraphQL request (${why.slice(0, 200)})`);
+          throw invalid(
+            'body',
+            `must be a readable ${type?.split(';')[0] ?? 'request'} body holding a GraphQL request (${why.slice(0, 200)})`,
+          );
         }
       }) as RequestParser);
     },

@@ -9,7 +9,14 @@ import type { ChatRouter } from '../../router/chat-router.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
 import { findEndpointsWithOwners, type EndpointRecord } from '../../storage/endpoints-repository.js';
-import { findTeams, findUsers, listTeamMembers, type MembershipRecord, type TeamRecord, type UserRecord } from '../../storage/identity-repository.js';
+import {
+  findTeams,
+  findUsers,
+  listTeamMembers,
+  type MembershipRecord,
+  type TeamRecord,
+  type UserRecord,
+} from '../../storage/identity-repository.js';
 import { findProjects, listProjectsOfTeams, type ProjectRecord } from '../../storage/projects-repository.js';
 
 function byId<T extends { id: string }>(load: (ids: readonly string[]) => Promise<T[]>) {
@@ -72,11 +79,17 @@ export class Loaders {
   }
 
   get projectsOfTeam() {
-    return (this.made.projectsOfTeam ??= groupedBy<ProjectRecord>((ids) => listProjectsOfTeams(this.db, ids), (p) => p.teamId));
+    return (this.made.projectsOfTeam ??= groupedBy<ProjectRecord>(
+      (ids) => listProjectsOfTeams(this.db, ids),
+      (p) => p.teamId,
+    ));
   }
 
   get membersOfTeam() {
-    return (this.made.membersOfTeam ??= groupedBy<MembershipRecord>((ids) => listTeamMembers(this.db, ids), (m) => m.teamId));
+    return (this.made.membersOfTeam ??= groupedBy<MembershipRecord>(
+      (ids) => listTeamMembers(this.db, ids),
+      (m) => m.teamId,
+    ));
   }
 }
 

@@ -113,7 +113,10 @@ const noIntrospection: ValidationRule = (context) =>
       reportError: {
         value: (error: GraphQLError) =>
           context.reportError(
-            new GraphQLError(`${error.message} (GRAPHQL_INTROSPECTION)`, { nodes: error.nodes ?? null, extensions: { code: 'INTROSPECTION_DISABLED', http: badRequest() } }),
+            new GraphQLError(`${error.message} (GRAPHQL_INTROSPECTION)`, {
+              nodes: error.nodes ?? null,
+              extensions: { code: 'INTROSPECTION_DISABLED', http: badRequest() },
+            }),
           ),
       },
     }) as ValidationContext,
@@ -134,7 +137,13 @@ type ArmorRule = (options: {
 }) => ValidationRule;
 
 /** A GraphQL Armor rule that reports (rather than throws) an error naming our limit. */
-function armorRule(rule: ArmorRule, limit: keyof GraphQLLimits, what: string, max: number, extra: { flattenFragments?: boolean } = {}): ValidationRule {
+function armorRule(
+  rule: ArmorRule,
+  limit: keyof GraphQLLimits,
+  what: string,
+  max: number,
+  extra: { flattenFragments?: boolean } = {},
+): ValidationRule {
   return rule({
     n: max,
     ...extra,

@@ -85,7 +85,8 @@ function serialize(result: ExecutionResult): string {
 function exposed(error: unknown, log: (message: string, error?: unknown) => void): GraphQLError {
   if (error instanceof GraphQLError && (!error.originalError || error.originalError instanceof GraphQLError)) return error;
   // The one mapping: a client's mistake, a database outage or a cut upstream keeps its own error; a bug is masked (and logged).
-  if (isServerFailure(classifyFailure(error instanceof GraphQLError ? error.originalError : error))) log('an SSE subscription failed', error);
+  if (isServerFailure(classifyFailure(error instanceof GraphQLError ? error.originalError : error)))
+    log('an SSE subscription failed', error);
   const masked = maskGraphQLError(error, 'Unexpected error.');
   return masked instanceof GraphQLError ? masked : new GraphQLError('Unexpected error.');
 }
@@ -121,7 +122,12 @@ function paramsFromUrl(url: URL): Params | null {
 }
 
 /** With `access`, a stream whose key is revoked or whose team access changes ends with an error event. */
-export function createSseSubscriptions(yoga: Yoga, services: Services, log: (message: string, error?: unknown) => void, access?: AccessWatch) {
+export function createSseSubscriptions(
+  yoga: Yoga,
+  services: Services,
+  log: (message: string, error?: unknown) => void,
+  access?: AccessWatch,
+) {
   /** Hands the request to yoga, with the body this path already read. */
   const toYoga = (req: IncomingMessage, res: ServerResponse, body: string | undefined) => {
     // whatwg-node reads a consumed request's body from `req.body` (as Express leaves it).
@@ -160,7 +166,11 @@ export function createSseSubscriptions(yoga: Yoga, services: Services, log: (mes
     if (connection) res.once('close', () => connection.close());
     const watched = connection?.subscription();
     const sink = new SseNextEvents(res);
-    const enveloped = yoga.getEnveloped({ principal: watched?.principal ?? auth.value, params, resultSink: watched ? watched.sink(sink) : sink });
+    const enveloped = yoga.getEnveloped({
+      principal: watched?.principal ?? auth.value,
+      params,
+      resultSink: watched ? watched.sink(sink) : sink,
+    });
     let document: DocumentNode;
     try {
       document = enveloped.parse(params.query);
@@ -200,7 +210,11 @@ export function createSseSubscriptions(yoga: Yoga, services: Services, log: (mes
 }
 
 /** Writes what a started subscription yields (results its sink refused, and errors) until it completes or the client goes away. */
-async function pump(res: ServerResponse, events: AsyncIterator<ExecutionResult>, log: (message: string, error?: unknown) => void): Promise<void> {
+async function pump(
+  res: ServerResponse,
+  events: AsyncIterator<ExecutionResult>,
+  log: (message: string, error?: unknown) => void,
+): Promise<void> {
   res.write(':\n\n');
   const ping = setInterval(() => res.write(':\n\n'), PING_MS);
   let closed = false;

@@ -51,11 +51,22 @@ export interface WebSocketOptions {
 const SOCKET_HIGH_WATER = 256 * 1024;
 
 /** The message types a server receives; any other (well-formed) one is a protocol violation. */
-const SERVER_BOUND = new Set<string>([MessageType.ConnectionInit, MessageType.Ping, MessageType.Pong, MessageType.Subscribe, MessageType.Complete]);
+const SERVER_BOUND = new Set<string>([
+  MessageType.ConnectionInit,
+  MessageType.Ping,
+  MessageType.Pong,
+  MessageType.Subscribe,
+  MessageType.Complete,
+]);
 
 /** A close reason fits in a control frame: 123 bytes. */
 function closeReason(reason: string): string {
-  return Buffer.byteLength(reason) <= 123 ? reason : `${Buffer.from(reason).subarray(0, 120).toString().replace(/\uFFFD$/, '')}...`;
+  return Buffer.byteLength(reason) <= 123
+    ? reason
+    : `${Buffer.from(reason)
+        .subarray(0, 120)
+        .toString()
+        .replace(/\uFFFD$/, '')}...`;
 }
 
 /**
@@ -100,7 +111,12 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
   const maxSubscriptions = options.maxSubscriptions ?? 100;
   const keepAliveMs = options.keepAliveMs ?? 12_000;
   const log = options.log ?? ((message, error) => console.error(message, error));
-  const wss = new WebSocketServer({ server, path, maxPayload: options.maxPayload ?? MAX_BODY_BYTES, handleProtocols: (protocols) => handleProtocols(protocols) });
+  const wss = new WebSocketServer({
+    server,
+    path,
+    maxPayload: options.maxPayload ?? MAX_BODY_BYTES,
+    handleProtocols: (protocols) => handleProtocols(protocols),
+  });
   /** Each authenticated socket's principal, kept current by the access watch. */
   const connections = new WeakMap<object, { principal: Principal; watched?: WatchedConnection }>();
 
@@ -109,7 +125,8 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
       const { socket } = ctx.extra;
       const params = ctx.connectionParams ?? {};
       const authorization = typeof params.authorization === 'string' ? params.authorization : undefined;
-      const team = ['x-friendli-team', 'x-team-id', 'teamId'].map((k) => params[k]).find((v) => typeof v === 'string') as string | undefined;
+      const team = ['x-friendli-team', 'x-team-id', 'teamId'].map((k) => params[k]).find((v) => typeof v === 'string') as
+        string | undefined;
       const epoch = access?.epoch ?? 0;
       let result;
       try {
@@ -141,7 +158,10 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
       let inFlight = 0;
       for (const _ in ctx.subscriptions) if (++inFlight > maxSubscriptions) break;
       if (inFlight > maxSubscriptions) {
-        return badRequest(`too many operations on this socket: at most ${maxSubscriptions} at once; complete one first`, 'RESOURCE_EXHAUSTED');
+        return badRequest(
+          `too many operations on this socket: at most ${maxSubscriptions} at once; complete one first`,
+          'RESOURCE_EXHAUSTED',
+        );
       }
       const connection = connections.get(ctx.extra)!;
       const watched = connection.watched?.subscription();
@@ -224,9 +244,13 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
       } catch {
         message = undefined;
       }
-      const type = typeof message === 'object' && message !== null && !Array.isArray(message) ? (message as { type?: unknown }).type : undefined;
+      const type =
+        typeof message === 'object' && message !== null && !Array.isArray(message) ? (message as { type?: unknown }).type : undefined;
       if (typeof type !== 'string' || !SERVER_BOUND.has(type)) {
-        return socket.close(CloseCode.BadRequest, message === undefined ? 'Invalid message received: not JSON' : 'Invalid message received: not a message a server accepts');
+        return socket.close(
+          CloseCode.BadRequest,
+          message === undefined ? 'Invalid message received: not JSON' : 'Invalid message received: not a message a server accepts',
+        );
       }
       try {
         // graphql-ws validates an already parsed message as it does a string (4400 for a bad one).

@@ -68,7 +68,10 @@ export function createGraphQL(
     ],
     context: async ({ request, principal }) => {
       if (!principal) {
-        const result = await services.auth.authenticate(request.headers.get('authorization'), teamHeaderOf((n) => request.headers.get(n)));
+        const result = await services.auth.authenticate(
+          request.headers.get('authorization'),
+          teamHeaderOf((n) => request.headers.get(n)),
+        );
         if (result.type === 'error') throw authError(result.error);
         principal = result.value;
       }
@@ -81,6 +84,11 @@ export function createGraphQL(
  * Serves graphql-ws on the same path (see `websocket.ts`). Auth failures close
  * the socket with 4401 or 4403 and a reason; malformed messages with 4400.
  */
-export function attachWebSocket(server: Server, yoga: YogaServerInstance<ServerContext, GraphQLContext>, services: Services, options: WebSocketOptions = {}) {
+export function attachWebSocket(
+  server: Server,
+  yoga: YogaServerInstance<ServerContext, GraphQLContext>,
+  services: Services,
+  options: WebSocketOptions = {},
+) {
   return serveWebSocket(server, GRAPHQL_PATH, yoga, services, options);
 }

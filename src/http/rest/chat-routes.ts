@@ -34,11 +34,20 @@ export async function handleChatCompletion(
     if (!res.writableFinished) clientGone.abort();
   });
   try {
-    if (req.method !== 'POST') return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${CHAT_PATH} accepts POST only`, 'method_not_allowed'));
+    if (req.method !== 'POST')
+      return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${CHAT_PATH} accepts POST only`, 'method_not_allowed'));
     const auth = await authenticateRequest(services, req);
     if (auth.type === 'error') {
       const status = auth.error.type === 'FORBIDDEN' ? 403 : 401;
-      return sendOpenAIError(res, openAIError(status, status === 401 ? 'authentication_error' : 'permission_error', auth.error.message, status === 401 ? 'invalid_api_key' : 'forbidden'));
+      return sendOpenAIError(
+        res,
+        openAIError(
+          status,
+          status === 401 ? 'authentication_error' : 'permission_error',
+          auth.error.message,
+          status === 401 ? 'invalid_api_key' : 'forbidden',
+        ),
+      );
     }
     let body: unknown;
     try {
@@ -52,11 +61,19 @@ export async function handleChatCompletion(
     const { upstream, request } = routed.value;
     if (!request.stream || upstream.statusCode !== 200) {
       const payload = await collectBody(routed.value);
-      res.writeHead(upstream.statusCode ?? 502, { 'content-type': upstream.headers['content-type'] ?? 'application/json', 'content-length': payload.length });
+      res.writeHead(upstream.statusCode ?? 502, {
+        'content-type': upstream.headers['content-type'] ?? 'application/json',
+        'content-length': payload.length,
+      });
       res.end(payload);
       return;
     }
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
     res.flushHeaders();
     await pipeStream(routed.value, res);
     if (!res.destroyed) res.end();

@@ -27,7 +27,10 @@ export function teamHeaderOf(get: (name: string) => string | null | undefined): 
 
 /** The caller of a Node request: its bearer key and team header. */
 export function authenticateRequest(services: Services, req: IncomingMessage): Promise<Result<Principal>> {
-  return services.auth.authenticate(header(req, 'authorization'), teamHeaderOf((n) => header(req, n)));
+  return services.auth.authenticate(
+    header(req, 'authorization'),
+    teamHeaderOf((n) => header(req, n)),
+  );
 }
 
 export function endpointRoutes(services: Services): Router {

@@ -79,7 +79,10 @@ export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   if (text.trim() === '') return undefined;
   const type = req.headers['content-type'];
   if (type !== undefined && !JSON_CONTENT_TYPE.test(type)) {
-    throw new ClientInputError([{ field: 'Content-Type', message: `must be application/json (got ${JSON.stringify(type.slice(0, 100))})` }], 415);
+    throw new ClientInputError(
+      [{ field: 'Content-Type', message: `must be application/json (got ${JSON.stringify(type.slice(0, 100))})` }],
+      415,
+    );
   }
   let body: unknown;
   try {

@@ -27,8 +27,17 @@ export class WandbArtifactSource implements ArtifactSource {
       ...(hooks.signal ? { signal: hooks.signal } : {}),
     };
     const found = await resolveArtifact(artifact, access);
-    const file = pickModelFile(found.files, { artifact, ...(this.options.quantPreference ? { quantPreference: this.options.quantPreference } : {}) });
-    const resolved = { source: 'wandb' as const, artifact: formatArtifactName(found), digest: found.digest, file: file.path, size: file.size };
+    const file = pickModelFile(found.files, {
+      artifact,
+      ...(this.options.quantPreference ? { quantPreference: this.options.quantPreference } : {}),
+    });
+    const resolved = {
+      source: 'wandb' as const,
+      artifact: formatArtifactName(found),
+      digest: found.digest,
+      file: file.path,
+      size: file.size,
+    };
     const hit = await this.cache.lookupMd5(file.md5, file.size);
     if (hit) return { resolved: { ...resolved, sha256: hit.sha256 }, path: hit.path };
     await hooks.onDownloadStart?.();

@@ -166,13 +166,19 @@ function httpError(
     );
   }
   if (status === 403) {
-    const who = ctx.org ? ` The API key's user must be a member of organization "${ctx.org}" with access to registry "${ctx.registry}".` : '';
-    return new ModelSourceError('WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR', `W&B denied access (403) while ${ctx.what} ${ctx.label}${said}.${who}`);
+    const who = ctx.org
+      ? ` The API key's user must be a member of organization "${ctx.org}" with access to registry "${ctx.registry}".`
+      : '';
+    return new ModelSourceError(
+      'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR',
+      `W&B denied access (403) while ${ctx.what} ${ctx.label}${said}.${who}`,
+    );
   }
   if (ctx.download && (status === 404 || status === 410)) {
     return new ModelSourceError(NOT_FOUND, `W&B no longer has ${ctx.label} (${status}).`);
   }
-  if (status === 429) return new ModelSourceError(API_ERROR, `W&B is rate-limiting requests (429) while ${ctx.what} ${ctx.label}; retry later.`);
+  if (status === 429)
+    return new ModelSourceError(API_ERROR, `W&B is rate-limiting requests (429) while ${ctx.what} ${ctx.label}; retry later.`);
   return new ModelSourceError(API_ERROR, `W&B answered ${status} while ${ctx.what} ${ctx.label}${said}.`);
 }
 
@@ -232,7 +238,13 @@ function graphqlCaller(baseUrl: string, apiKey: string | undefined, ctx: Context
         const message = graphqlMessages(err);
         if (status >= 200 && status < 300) {
           // The answer carries GraphQL errors: the caller decides whether that is fatal.
-          return { graphqlError: new ModelSourceError(API_ERROR, `W&B answered with an error while ${what} ${ctx.label}${message ? `: ${message}` : ''}.`, { cause: err }) };
+          return {
+            graphqlError: new ModelSourceError(
+              API_ERROR,
+              `W&B answered with an error while ${what} ${ctx.label}${message ? `: ${message}` : ''}.`,
+              { cause: err },
+            ),
+          };
         }
         throw httpError(status, { label: ctx.label, keySent: ctx.keySent, what, org: ctx.org, registry: ctx.registry }, undefined, message);
       }
@@ -243,7 +255,9 @@ function graphqlCaller(baseUrl: string, apiKey: string | undefined, ctx: Context
 
 /** Python's `urllib.parse.quote` (safe `/`), which the SDK applies to the parts of V2 download URLs. */
 function quote(part: string): string {
-  return encodeURIComponent(part).replace(/%2F/g, '/').replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return encodeURIComponent(part)
+    .replace(/%2F/g, '/')
+    .replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
 /** The manifest digest: md5 over the header and `<path>:<digest>\n` of each entry, sorted by path (code points). */
@@ -277,7 +291,10 @@ interface Manifest {
 function parseManifest(body: unknown, ctx: Context): Manifest {
   if (!isObject(body) || body.version !== 1 || !isObject(body.contents)) throw malformed(ctx, 'manifest');
   if (body.storagePolicy !== STORAGE_POLICY) {
-    throw new ModelSourceError(API_ERROR, `${ctx.label} uses the storage policy "${serverText(body.storagePolicy) ?? '?'}", which is not supported (only ${STORAGE_POLICY}).`);
+    throw new ModelSourceError(
+      API_ERROR,
+      `${ctx.label} uses the storage policy "${serverText(body.storagePolicy) ?? '?'}", which is not supported (only ${STORAGE_POLICY}).`,
+    );
   }
   const config = isObject(body.storagePolicyConfig) ? body.storagePolicyConfig : {};
   const layout = config.storageLayout ?? 'V1';
@@ -288,7 +305,8 @@ function parseManifest(body: unknown, ctx: Context): Manifest {
     if (!isObject(entry) || typeof entry.digest !== 'string') throw malformed(ctx, 'manifest entry');
     if (entry.ref !== undefined && entry.ref !== null && typeof entry.ref !== 'string') throw malformed(ctx, 'manifest entry');
     if (entry.size !== undefined && entry.size !== null && !isInt(entry.size)) throw malformed(ctx, 'manifest entry');
-    if (entry.birthArtifactID !== undefined && entry.birthArtifactID !== null && typeof entry.birthArtifactID !== 'string') throw malformed(ctx, 'manifest entry');
+    if (entry.birthArtifactID !== undefined && entry.birthArtifactID !== null && typeof entry.birthArtifactID !== 'string')
+      throw malformed(ctx, 'manifest entry');
     contents[path] = {
       digest: entry.digest,
       ...(isInt(entry.size) ? { size: entry.size } : {}),
@@ -333,31 +351,48 @@ export async function resolveArtifact(ref: string | ArtifactName, options: Wandb
   if ('graphqlError' in found) throw found.graphqlError;
   const projectData: unknown = found.data.project;
   if (projectData === null || projectData === undefined) {
-    throw new ModelSourceError(NOT_FOUND, `Registry "${registry}" of organization "${org}" was not found, or the API key's user cannot read it (looking up ${label}).`);
+    throw new ModelSourceError(
+      NOT_FOUND,
+      `Registry "${registry}" of organization "${org}" was not found, or the API key's user cannot read it (looking up ${label}).`,
+    );
   }
   if (!isObject(projectData)) throw malformed(ctx, 'project');
   const membership: unknown = projectData.artifactCollectionMembership;
   if (membership === null || membership === undefined) {
-    throw new ModelSourceError(NOT_FOUND, `${label} was not found: registry "${registry}" of "${org}" has no "${name}" with version or alias "${version}".`);
+    throw new ModelSourceError(
+      NOT_FOUND,
+      `${label} was not found: registry "${registry}" of "${org}" has no "${name}" with version or alias "${version}".`,
+    );
   }
   if (!isObject(membership) || !Array.isArray(membership.aliases)) throw malformed(ctx, 'artifact version');
   const artifact: unknown = membership.artifact;
-  if (artifact === null || artifact === undefined) throw new ModelSourceError(NOT_FOUND, `${label} was not found (the version has no artifact).`);
+  if (artifact === null || artifact === undefined)
+    throw new ModelSourceError(NOT_FOUND, `${label} was not found (the version has no artifact).`);
   if (
-    !isObject(artifact) || typeof artifact.id !== 'string' || !artifact.id || typeof artifact.digest !== 'string'
-    || !isObject(artifact.artifactType) || typeof artifact.artifactType.name !== 'string' || typeof artifact.state !== 'string'
+    !isObject(artifact) ||
+    typeof artifact.id !== 'string' ||
+    !artifact.id ||
+    typeof artifact.digest !== 'string' ||
+    !isObject(artifact.artifactType) ||
+    typeof artifact.artifactType.name !== 'string' ||
+    typeof artifact.state !== 'string'
   ) {
     throw malformed(ctx, 'artifact');
   }
   const aliases = membership.aliases.map((a: unknown) => (isObject(a) && typeof a.alias === 'string' ? a.alias : undefined));
   if (aliases.some((a) => a === undefined)) throw malformed(ctx, 'alias list');
-  const versionIndex = isInt(membership.versionIndex) ? membership.versionIndex : isInt(artifact.versionIndex) ? artifact.versionIndex : undefined;
+  const versionIndex = isInt(membership.versionIndex)
+    ? membership.versionIndex
+    : isInt(artifact.versionIndex)
+      ? artifact.versionIndex
+      : undefined;
   if (versionIndex === undefined) throw malformed(ctx, 'version index');
   const collection = isObject(membership.artifactCollection) ? membership.artifactCollection : undefined;
   const collectionName = typeof collection?.name === 'string' ? collection.name : name;
   const collectionProject = isObject(collection?.project) ? collection.project : undefined;
   const projectName = typeof collectionProject?.name === 'string' ? collectionProject.name : project;
-  const entityName = isObject(collectionProject?.entity) && typeof collectionProject.entity.name === 'string' ? collectionProject.entity.name : entity;
+  const entityName =
+    isObject(collectionProject?.entity) && typeof collectionProject.entity.name === 'string' ? collectionProject.entity.name : entity;
   const concrete = `v${versionIndex}`;
   const exact = formatArtifactName({ org, registry, name, version: concrete });
   const type = artifact.artifactType.name;
@@ -366,7 +401,10 @@ export async function resolveArtifact(ref: string | ArtifactName, options: Wandb
 
   if (artifact.state === 'DELETED') throw new ModelSourceError(NOT_FOUND, `${label} (${concrete}) has been deleted.`);
   if (artifact.state !== 'COMMITTED') {
-    throw new ModelSourceError(NOT_FOUND, `${label} (${concrete}) is not committed yet (state ${serverText(artifact.state)}): its upload has not finished.`);
+    throw new ModelSourceError(
+      NOT_FOUND,
+      `${label} (${concrete}) is not committed yet (state ${serverText(artifact.state)}): its upload has not finished.`,
+    );
   }
   if (type !== MODEL_ARTIFACT_TYPE) {
     throw new ModelSourceError(
@@ -399,7 +437,8 @@ export async function resolveArtifact(ref: string | ArtifactName, options: Wandb
     const features = await call(ServerFeaturesQueryDocument, {}, 'reading the server features for');
     // Servers without the features field answer with a GraphQL error: no features, as the SDK reads it.
     const list: unknown = 'data' in features && isObject(features.data.serverInfo) ? features.data.serverInfo.features : [];
-    withArtifactId = Array.isArray(list) && list.some((f: unknown) => isObject(f) && f.name === V2_URL_WITH_ARTIFACT_ID && f.isEnabled === true);
+    withArtifactId =
+      Array.isArray(list) && list.some((f: unknown) => isObject(f) && f.name === V2_URL_WITH_ARTIFACT_ID && f.isEnabled === true);
   }
 
   const files: ArtifactFile[] = [];
@@ -435,7 +474,13 @@ export async function resolveArtifact(ref: string | ArtifactName, options: Wandb
  * GETs the manifest JSON from its signed URL. The API key goes only to W&B's own origin, never to object storage.
  * A cut transfer is a download error; an unreadable body is an API error.
  */
-async function fetchManifest(directUrl: string, base: URL, apiKey: string | undefined, ctx: Context, signal?: AbortSignal): Promise<unknown> {
+async function fetchManifest(
+  directUrl: string,
+  base: URL,
+  apiKey: string | undefined,
+  ctx: Context,
+  signal?: AbortSignal,
+): Promise<unknown> {
   let url: URL;
   try {
     url = new URL(directUrl, base);
@@ -450,7 +495,9 @@ async function fetchManifest(directUrl: string, base: URL, apiKey: string | unde
     res = await fetch(url, { headers: { ...headers, accept: 'application/json' }, ...(signal ? { signal } : {}) });
   } catch (err) {
     if (signal?.aborted) throw signal.reason;
-    throw new ModelSourceError('WORKLOAD_INIT_DOWNLOAD_ERROR', `Could not download the manifest of ${ctx.label}: the connection failed.`, { cause: err });
+    throw new ModelSourceError('WORKLOAD_INIT_DOWNLOAD_ERROR', `Could not download the manifest of ${ctx.label}: the connection failed.`, {
+      cause: err,
+    });
   }
   if (res.status === 404 || res.status === 410) {
     void res.body?.cancel().catch(() => {});
@@ -462,7 +509,9 @@ async function fetchManifest(directUrl: string, base: URL, apiKey: string | unde
     text = await res.text();
   } catch (err) {
     if (signal?.aborted) throw signal.reason;
-    throw new ModelSourceError('WORKLOAD_INIT_DOWNLOAD_ERROR', `Download of the manifest of ${ctx.label} was interrupted; retry.`, { cause: err });
+    throw new ModelSourceError('WORKLOAD_INIT_DOWNLOAD_ERROR', `Download of the manifest of ${ctx.label} was interrupted; retry.`, {
+      cause: err,
+    });
   }
   try {
     return JSON.parse(text) as unknown;

@@ -98,7 +98,11 @@ const DeltaRef = builder.objectRef<Delta>('ChatDelta').implement({
   fields: (t) => ({
     role: t.string({ nullable: true, resolve: (d) => d.role ?? null }),
     content: t.string({ nullable: true, resolve: (d) => d.content ?? null }),
-    reasoningContent: t.string({ nullable: true, description: 'Text of the think block, when the model reasons.', resolve: (d) => d.reasoning_content ?? null }),
+    reasoningContent: t.string({
+      nullable: true,
+      description: 'Text of the think block, when the model reasons.',
+      resolve: (d) => d.reasoning_content ?? null,
+    }),
   }),
 });
 
@@ -154,7 +158,11 @@ const ChatCompletionError = builder.objectRef<OpenAIError & { type: string }>('C
     code: t.string({ nullable: true, resolve: (e) => e.code }),
     param: t.string({ nullable: true, resolve: (e) => (e.param ? graphqlFieldName(e.param) : null) }),
     status: t.exposeInt('status'),
-    retryAfter: t.int({ nullable: true, description: 'Seconds to wait before retrying (429 and 503).', resolve: (e) => e.retryAfter ?? null }),
+    retryAfter: t.int({
+      nullable: true,
+      description: 'Seconds to wait before retrying (429 and 503).',
+      resolve: (e) => e.retryAfter ?? null,
+    }),
   }),
 });
 
@@ -180,8 +188,6 @@ builder.mutationField('createChatCompletion', (t) =>
     },
   }),
 );
-
-
 
 builder.subscriptionField('chatCompletion', (t) =>
   t.field({

@@ -20,7 +20,11 @@ export function connectionType<T>(name: string, node: ObjectRef<any, T>) {
   return builder.objectRef<Page<T>>(`${name}Connection`).implement({
     fields: (t) => ({
       // The connection field already counts its page size (builder.ts `fieldComplexity`): these lists are those items.
-      edges: t.field({ type: [Edge], complexity: { field: 1, multiplier: 1 }, resolve: (page) => page.items.map((item, i) => ({ node: item, cursor: page.cursors[i]! })) }),
+      edges: t.field({
+        type: [Edge],
+        complexity: { field: 1, multiplier: 1 },
+        resolve: (page) => page.items.map((item, i) => ({ node: item, cursor: page.cursors[i]! })),
+      }),
       nodes: t.field({ type: [node], complexity: { field: 1, multiplier: 1 }, resolve: (page) => page.items as never }),
       pageInfo: t.field({ type: PageInfo, resolve: (page) => page as Page<unknown> }),
     }),

@@ -69,7 +69,11 @@ const RegistryArtifact = builder.objectRef<ArtifactView>('RegistryArtifact').imp
   description: 'The W&B registry artifact a version serves.',
   fields: (t) => ({
     name: t.string({ description: 'As requested, e.g. `acme/model/llama:latest`.', resolve: (a) => a.name }),
-    version: t.string({ nullable: true, description: 'The concrete version it resolved to when the version first started, e.g. `v3`.', resolve: (a) => (a.resolved ? (a.resolved.artifact.split(':').pop() ?? null) : null) }),
+    version: t.string({
+      nullable: true,
+      description: 'The concrete version it resolved to when the version first started, e.g. `v3`.',
+      resolve: (a) => (a.resolved ? (a.resolved.artifact.split(':').pop() ?? null) : null),
+    }),
     digest: t.string({ nullable: true, description: "The artifact version's digest.", resolve: (a) => a.resolved?.digest ?? null }),
     file: t.string({ nullable: true, resolve: (a) => a.resolved?.file ?? null }),
   }),
@@ -88,7 +92,11 @@ const EndpointSpec = builder.objectRef<VersionView>('EndpointSpec').implement({
       projectId: t.id({ resolve: (v) => v.endpoint.projectId }),
       teamId: t.id({ resolve: (v) => v.endpoint.teamId }),
       creatorId: t.id({ resolve: (v) => v.endpoint.creatorId }),
-      hfModelRepo: t.string({ nullable: true, description: 'Null for an endpoint served from a W&B artifact.', resolve: (v) => hubModelOf(spec(v)).repo }),
+      hfModelRepo: t.string({
+        nullable: true,
+        description: 'Null for an endpoint served from a W&B artifact.',
+        resolve: (v) => hubModelOf(spec(v)).repo,
+      }),
       hfModelRepoRevision: t.string({ nullable: true, resolve: (v) => hubModelOf(spec(v)).revision }),
       wandbArtifact: t.field({
         type: RegistryArtifact,
@@ -122,7 +130,11 @@ const EndpointVersion = builder.objectRef<VersionView>('EndpointVersion').implem
     versionIndex: t.int({ resolve: (v) => v.version.versionIndex }),
     comment: t.string({ nullable: true, resolve: (v) => v.version.comment }),
     rolloutState: t.field({ type: RolloutState, resolve: (v) => v.version.rolloutState }),
-    rolledBackFrom: t.int({ nullable: true, description: 'The version this one copies, for a rollback.', resolve: (v) => v.version.rolledBackFrom }),
+    rolledBackFrom: t.int({
+      nullable: true,
+      description: 'The version this one copies, for a rollback.',
+      resolve: (v) => v.version.rolledBackFrom,
+    }),
     createdAt: t.field({ type: 'DateTime', resolve: (v) => v.version.createdAt }),
     creator: t.field({ type: User, nullable: true, resolve: (v, _, { loaders }) => loaders.user.load(v.version.creatorId) }),
     spec: t.field({ type: EndpointSpec, resolve: (v) => v }),
@@ -162,7 +174,9 @@ builder.objectField(Project, 'endpoints', (t) =>
     type: EndpointConnection,
     args: connectionArgs(t),
     resolve: async (project, args, { principal, services }) =>
-      unwrapOrThrow(await services.endpoints.list(principal, { projectId: project.id, cursor: args.after, limit: args.first }, CONNECTION_ARG_NAMES)),
+      unwrapOrThrow(
+        await services.endpoints.list(principal, { projectId: project.id, cursor: args.after, limit: args.first }, CONNECTION_ARG_NAMES),
+      ),
   }),
 );
 
@@ -278,13 +292,21 @@ builder.mutationFields((t) => ({
     resolve: async (_, { input }, { principal, services }) => withEndpoint(await services.endpoints.create(principal, toRestBody(input))),
   }),
   updateEndpoint: t.field({
-    type: resultUnion('UpdateEndpointResult', EndpointPayload('UpdateEndpointSuccess'), [NotFoundError, InvalidArgumentError, InvalidTransitionError]),
+    type: resultUnion('UpdateEndpointResult', EndpointPayload('UpdateEndpointSuccess'), [
+      NotFoundError,
+      InvalidArgumentError,
+      InvalidTransitionError,
+    ]),
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: UpdateEndpointInput, required: true }) },
     resolve: async (_, { id, input }, { principal, services }) =>
       withEndpoint(await services.endpoints.update(principal, String(id), toRestBody(input))),
   }),
   rollbackEndpoint: t.field({
-    type: resultUnion('RollbackEndpointResult', EndpointPayload('RollbackEndpointSuccess'), [NotFoundError, InvalidArgumentError, InvalidTransitionError]),
+    type: resultUnion('RollbackEndpointResult', EndpointPayload('RollbackEndpointSuccess'), [
+      NotFoundError,
+      InvalidArgumentError,
+      InvalidTransitionError,
+    ]),
     description: 'Appends a new version whose spec copies version `versionIndex`.',
     args: { id: t.arg.id({ required: true }), versionIndex: t.arg.int({ required: true }) },
     resolve: async (_, { id, versionIndex }, { principal, services }) =>
@@ -293,7 +315,9 @@ builder.mutationFields((t) => ({
   deleteEndpoint: t.field({
     type: resultUnion(
       'DeleteEndpointResult',
-      builder.objectRef<{ endpointId: string }>('DeleteEndpointSuccess').implement({ fields: (f) => ({ endpointId: f.exposeID('endpointId') }) }),
+      builder
+        .objectRef<{ endpointId: string }>('DeleteEndpointSuccess')
+        .implement({ fields: (f) => ({ endpointId: f.exposeID('endpointId') }) }),
       [NotFoundError],
     ),
     description: 'Stops all replicas and deletes the endpoint.',
@@ -313,10 +337,15 @@ const AcceleratorInput = builder.inputType('AcceleratorInput', {
 const ArtifactEndpointInput = builder.inputType('ArtifactEndpointInput', {
   description: 'An endpoint from a W&B registry artifact version; the same fields as POST /dedicated/endpoint/wandb-artifact-create.',
   fields: (t) => ({
-    wandbArtifactVersionName: t.string({ required: true, description: '`<org>/<registry>/<name>:<version>`, the version `v3` or an alias such as `latest`.' }),
+    wandbArtifactVersionName: t.string({
+      required: true,
+      description: '`<org>/<registry>/<name>:<version>`, the version `v3` or an alias such as `latest`.',
+    }),
     name: t.string({ description: 'Generated from the artifact when omitted.' }),
     projectId: t.id({ description: 'Required with idempotencyKey; without both, a new project is created in the acting team.' }),
-    idempotencyKey: t.string({ description: 'A call with a key that already created an endpoint in the project rolls that endpoint out instead.' }),
+    idempotencyKey: t.string({
+      description: 'A call with a key that already created an endpoint in the project rolls that endpoint out instead.',
+    }),
     autoscalingPolicy: t.field({ type: AutoscalingPolicyInput }),
     simplescale: t.field({ type: SimplescaleInput }),
     accelerator: t.field({ type: AcceleratorInput }),
@@ -335,7 +364,11 @@ const CreateEndpointFromArtifactSuccess = builder
 
 builder.mutationField('createEndpointFromArtifact', (t) =>
   t.field({
-    type: resultUnion('CreateEndpointFromArtifactResult', CreateEndpointFromArtifactSuccess, [NotFoundError, InvalidArgumentError, InvalidTransitionError]),
+    type: resultUnion('CreateEndpointFromArtifactResult', CreateEndpointFromArtifactSuccess, [
+      NotFoundError,
+      InvalidArgumentError,
+      InvalidTransitionError,
+    ]),
     description: 'Creates an endpoint from a registry artifact version, or rolls out the endpoint an idempotency key created.',
     args: { input: t.arg({ type: ArtifactEndpointInput, required: true }) },
     resolve: async (_, { input }, { principal, services }) =>
@@ -344,10 +377,18 @@ builder.mutationField('createEndpointFromArtifact', (t) =>
 );
 
 const ACTIONS: Record<EndpointAction, { field: string; type: string; description: string }> = {
-  sleep: { field: 'sleepEndpoint', type: 'SleepEndpoint', description: 'Stops serving and keeps the configuration. From RUNNING, READY or UPDATING.' },
+  sleep: {
+    field: 'sleepEndpoint',
+    type: 'SleepEndpoint',
+    description: 'Stops serving and keeps the configuration. From RUNNING, READY or UPDATING.',
+  },
   wake: { field: 'wakeEndpoint', type: 'WakeEndpoint', description: 'Starts a SLEEPING endpoint again (AWAKING).' },
   restart: { field: 'restartEndpoint', type: 'RestartEndpoint', description: 'Re-initializes a FAILED or TERMINATED endpoint.' },
-  terminate: { field: 'terminateEndpoint', type: 'TerminateEndpoint', description: 'Stops all inference and releases the GPUs; the configuration is kept.' },
+  terminate: {
+    field: 'terminateEndpoint',
+    type: 'TerminateEndpoint',
+    description: 'Stops all inference and releases the GPUs; the configuration is kept.',
+  },
 };
 
 for (const [action, names] of Object.entries(ACTIONS) as [EndpointAction, (typeof ACTIONS)[EndpointAction]][]) {

@@ -51,7 +51,7 @@ export const InvalidArgumentError = errorType(
 export const InvalidTransitionError = errorType(
   'InvalidTransitionError',
   'INVALID_TRANSITION',
-  'The action is not allowed from the endpoint\'s current status.',
+  "The action is not allowed from the endpoint's current status.",
   (t) => ({
     status: t.field({ type: EndpointStatusValue, resolve: (e: ErrorOf<'INVALID_TRANSITION'>) => e.status }),
     action: t.exposeString('action'),
@@ -68,7 +68,9 @@ const ERROR_TYPE_NAMES: Record<DomainError['type'], string> = {
 };
 
 function isDomainError(value: unknown): value is DomainError {
-  return typeof value === 'object' && value !== null && 'type' in value && 'message' in value && (value as DomainError).type in ERROR_TYPE_NAMES;
+  return (
+    typeof value === 'object' && value !== null && 'type' in value && 'message' in value && (value as DomainError).type in ERROR_TYPE_NAMES
+  );
 }
 
 /** A `<Verb><Noun>Result` union of a success type and the error types it can meet. */

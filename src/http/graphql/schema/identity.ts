@@ -109,8 +109,12 @@ builder.queryFields((t) => ({
 const success = <T extends object>(name: string, fields: (t: any) => object) =>
   builder.objectRef<T>(name).implement({ fields: fields as never });
 
-const CreateUserSuccess = success<{ user: UserRecord }>('CreateUserSuccess', (t) => ({ user: t.field({ type: User, resolve: (p: { user: UserRecord }) => p.user }) }));
-const CreateTeamSuccess = success<{ team: TeamRecord }>('CreateTeamSuccess', (t) => ({ team: t.field({ type: Team, resolve: (p: { team: TeamRecord }) => p.team }) }));
+const CreateUserSuccess = success<{ user: UserRecord }>('CreateUserSuccess', (t) => ({
+  user: t.field({ type: User, resolve: (p: { user: UserRecord }) => p.user }),
+}));
+const CreateTeamSuccess = success<{ team: TeamRecord }>('CreateTeamSuccess', (t) => ({
+  team: t.field({ type: Team, resolve: (p: { team: TeamRecord }) => p.team }),
+}));
 const AddTeamMemberSuccess = success<{ member: MembershipRecord }>('AddTeamMemberSuccess', (t) => ({
   member: t.field({ type: TeamMember, resolve: (p: { member: MembershipRecord }) => p.member }),
 }));
@@ -135,7 +139,10 @@ builder.mutationFields((t) => ({
     description: 'Admins only. The new user gets a personal team; give them a key with createApiKey.',
     args: { email: t.arg.string({ required: true }), name: t.arg.string({ required: true }), isAdmin: t.arg.boolean() },
     resolve: async (_, args, { principal, services }) =>
-      payload(await services.identity.createUser(principal, { email: args.email, name: args.name, isAdmin: args.isAdmin ?? false }), (user) => ({ user })),
+      payload(
+        await services.identity.createUser(principal, { email: args.email, name: args.name, isAdmin: args.isAdmin ?? false }),
+        (user) => ({ user }),
+      ),
   }),
   createTeam: t.field({
     type: resultUnion('CreateTeamResult', CreateTeamSuccess, [InvalidArgumentError]),
@@ -165,9 +172,12 @@ builder.mutationFields((t) => ({
     description: 'Creates a project in the given team, or in the acting team.',
     args: { name: t.arg.string({ required: true }), teamId: t.arg.id() },
     resolve: async (_, args, { principal, services }) =>
-      payload(await services.identity.createProject(principal, { name: args.name, teamId: args.teamId ? String(args.teamId) : null }), (project) => ({
-        project,
-      })),
+      payload(
+        await services.identity.createProject(principal, { name: args.name, teamId: args.teamId ? String(args.teamId) : null }),
+        (project) => ({
+          project,
+        }),
+      ),
   }),
   createApiKey: t.field({
     type: resultUnion('CreateApiKeyResult', CreateApiKeySuccess, [NotFoundError, ForbiddenError, InvalidArgumentError]),

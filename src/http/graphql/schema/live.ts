@@ -225,14 +225,17 @@ builder.subscriptionFields((t) => ({
       "Emits the endpoint's current status, then every change: status, phase, error code, download progress and replica counts. " +
       'With `after` (an event id), the changes since that event come first. Completes when the endpoint is deleted.',
     args: { endpointId: t.arg.id({ required: true }), after: t.arg.id() },
-    subscribe: (_, { endpointId, after }, context) => new EndpointStatusSubscription(context, String(endpointId), after == null ? null : String(after)),
+    subscribe: (_, { endpointId, after }, context) =>
+      new EndpointStatusSubscription(context, String(endpointId), after == null ? null : String(after)),
     resolve: (update) => update as StatusUpdate,
   }),
   endpointEvents: t.field({
     type: EndpointEvent,
-    description: "Every event of every endpoint of a project: created, status changed, version added, replicas changed, deleted. With `after`, the missed ones come first.",
+    description:
+      'Every event of every endpoint of a project: created, status changed, version added, replicas changed, deleted. With `after`, the missed ones come first.',
     args: { projectId: t.arg.id({ required: true }), after: t.arg.id() },
-    subscribe: (_, { projectId, after }, context) => new EndpointEventsSubscription(context, String(projectId), after == null ? null : String(after)),
+    subscribe: (_, { projectId, after }, context) =>
+      new EndpointEventsSubscription(context, String(projectId), after == null ? null : String(after)),
     resolve: (event) => event as EndpointEventRecord,
   }),
 }));
