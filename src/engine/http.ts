@@ -1,6 +1,7 @@
 /** Small node:http helpers: JSON answers in the OpenAI error shape and a bounded body reader. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { RequestError } from './chat-request.js';
+import type { RequestError } from '../domain/chat-request.js';
+import { errorBody } from '../domain/openai-errors.js';
 
 export const MAX_BODY_BYTES = 16 * 1024 * 1024;
 
@@ -9,10 +10,6 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   const payload = JSON.stringify(body);
   res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload), ...headers });
   res.end(payload);
-}
-
-export function errorBody(error: RequestError) {
-  return { error: { message: error.message, type: error.type, param: error.param, code: error.code } };
 }
 
 export function sendError(res: ServerResponse, error: RequestError, headers: Record<string, string> = {}): void {

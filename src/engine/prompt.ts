@@ -16,7 +16,7 @@ import {
   type Token,
   type Tokenizer,
 } from 'node-llama-cpp';
-import type { ChatMessage } from './chat-request.js';
+import type { ChatMessage } from '../domain/chat-request.js';
 import { endsInsideThinkBlock, THINK_CLOSE, THINK_OPEN } from './reasoning.js';
 
 export type RenderedPrompt = {

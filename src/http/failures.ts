@@ -19,7 +19,7 @@ import type { ServerResponse } from 'node:http';
 import { GraphQLError } from 'graphql';
 import { maskError as yogaMaskError } from 'graphql-yoga';
 import type { FieldViolation } from '../domain/result.js';
-import { openAIError, type OpenAIError } from '../router/openai-errors.js';
+import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
 import { UpstreamCutError } from '../router/relay.js';
 import { databaseFailureOf } from '../storage/database-errors.js';
 import { HttpError, sendError, sendJson } from './rest/responses.js';

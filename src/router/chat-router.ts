@@ -11,7 +11,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
-import { parseChatRequest, type ChatRequest } from '../engine/chat-request.js';
+import { parseChatRequest, type ChatRequest } from '../domain/chat-request.js';
 import type { EndpointStatus } from '../domain/lifecycle.js';
 import type { Services } from '../services/index.js';
 import { canAccessTeam, type Principal } from '../services/principal.js';
@@ -28,7 +28,7 @@ import { readyReplicas, type ReplicaRecord } from '../storage/replicas-repositor
 import { Nudge } from '../util/nudge.js';
 import { EndpointGate, QueueRefusedError, QueueTimeoutError } from './admission.js';
 import { once } from './once.js';
-import { openAIError, type OpenAIError } from './openai-errors.js';
+import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
 import { checkAgainstSpec, checkPromptTokens } from './pre-admission.js';
 import type { RequestRecorder } from './request-recorder.js';
 

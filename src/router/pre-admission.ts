@@ -12,10 +12,10 @@
  *   that does not answer in time, is skipped: the request queues as before.
  */
 import http from 'node:http';
-import { checkRequestedTokens, checkTokenLimits, type ChatRequest, type RequestError } from '../engine/chat-request.js';
+import { checkRequestedTokens, checkTokenLimits, type ChatRequest, type RequestError } from '../domain/chat-request.js';
 import type { EndpointRecord } from '../storage/endpoints-repository.js';
 import type { ReplicaRecord } from '../storage/replicas-repository.js';
-import { openAIError, type OpenAIError } from './openai-errors.js';
+import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
 
 /** How long the gateway waits for a replica's token count before it lets the request queue unchecked. */
 export const TOKENIZE_TIMEOUT_MS = 5_000;
@@ -23,13 +23,7 @@ export const TOKENIZE_TIMEOUT_MS = 5_000;
 const MAX_ANSWER_BYTES = 64 * 1024;
 
 export function openAIErrorOfRequest(error: RequestError): OpenAIError {
-  return openAIError(
-    error.status,
-    error.type === 'not_found_error' ? 'not_found_error' : error.type,
-    error.message,
-    error.code,
-    error.param,
-  );
+  return error;
 }
 
 /** The checks that need only the endpoint's spec. */

@@ -7,7 +7,7 @@
  */
 import type { Writable } from 'node:stream';
 import type { RoutedRequest } from './chat-router.js';
-import { errorBody, openAIError } from './openai-errors.js';
+import { errorBody, openAIError } from '../domain/openai-errors.js';
 import { eventData, eventEnd, sseData } from './sse.js';
 
 const FIRST_TOKEN = /"(?:reasoning_)?content":"[^"]/;

@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ChatRouter } from '../../router/chat-router.js';
-import { errorBody, openAIError, type OpenAIError } from '../../router/openai-errors.js';
+import { errorBody, openAIError, type OpenAIError } from '../../domain/openai-errors.js';
 import { collectBody, pipeStream } from '../../router/relay.js';
 import type { Services } from '../../services/index.js';
 import { openAIErrorOf } from '../failures.js';

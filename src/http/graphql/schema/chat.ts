@@ -5,7 +5,7 @@
  * the chat router, so routing, limits, waking and cancellation are the same.
  */
 import { GraphQLError } from 'graphql';
-import type { OpenAIError } from '../../../router/openai-errors.js';
+import type { OpenAIError } from '../../../domain/openai-errors.js';
 import { collectBody, relayStream } from '../../../router/relay.js';
 import { builder } from '../builder.js';
 import { graphqlFieldName, resultUnion } from './errors.js';

@@ -6,6 +6,7 @@
  * instead of silently ignored.
  */
 import { LIMITS } from '../domain/endpoint-spec.js';
+import { openAIError, type OpenAIError } from './openai-errors.js';
 
 export type ChatRole = 'system' | 'user' | 'assistant';
 export type ChatMessage = { role: ChatRole; content: string };
@@ -26,13 +27,8 @@ export type ChatRequest = {
   chatTemplateKwargs: Record<string, unknown>;
 };
 
-export type RequestError = {
-  status: number;
-  message: string;
-  type: 'invalid_request_error' | 'server_error' | 'not_found_error';
-  param: string | null;
-  code: string | null;
-};
+/** A request refused, in the OpenAI error shape. */
+export type RequestError = OpenAIError;
 
 export type ParseResult = { ok: true; request: ChatRequest } | { ok: false; error: RequestError };
 
@@ -47,7 +43,7 @@ const RESERVED_KWARGS: ReadonlySet<string> = new Set(['messages', 'add_generatio
 const ROLES: ReadonlySet<string> = new Set<ChatRole>(['system', 'user', 'assistant']);
 
 export function invalidRequest(message: string, param: string | null, code: string | null = 'invalid_value'): RequestError {
-  return { status: 400, message, type: 'invalid_request_error', param, code };
+  return openAIError(400, 'invalid_request_error', message, code, param);
 }
 
 class ValidationError extends Error {
