@@ -10,7 +10,15 @@
  * admitted request holds its slot, over the slots serving and those being
  * added) and the requests that would be served before it. Otherwise it is
  * refused at once, with the seconds after which a retry would be queued.
- * Before any measurement, requests queue (within the bounds).
+ * Before any hold time is measured, the requests holding slots give a lower
+ * bound: each holds its slot at least as long as it has so far, and a
+ * request with whole rounds of requests ahead of it waits at least that long
+ * per round.
+ *
+ * When the estimate rises (a hold measured, or the running requests' age
+ * growing before any is), queued requests that can no longer be expected to
+ * start before their own timeout are refused then, with the same 429, rather
+ * than left to wait it out.
  */
 import { once } from './once.js';
 
@@ -46,6 +54,8 @@ export interface AdmissionInput extends AdmissionLimits {
   othersQueued: readonly number[];
   /** The measured mean time a request holds its slot; undefined before any measurement. */
   holdMs: number | undefined;
+  /** Before any measurement: how long the slots now held have been held, on average (a lower bound of a hold). */
+  holdAtLeastMs?: number | undefined;
 }
 
 export interface Refusal {
@@ -63,6 +73,19 @@ function seconds(ms: number): number {
 }
 
 /**
+ * How long a request with `ahead` requests served before it can be expected
+ * to wait, all `capacity` slots busy: one slot frees every holdMs / capacity.
+ * Before any measurement, with only a lower bound of the hold, only the
+ * whole rounds ahead of it count (the slots held now may free at any time):
+ * floor(ahead / capacity) holds at least. Undefined: nothing known.
+ */
+export function expectedWaitMs(ahead: number, capacity: number, holdMs: number | undefined, holdAtLeastMs?: number): number | undefined {
+  if (holdMs !== undefined) return ((ahead + 1) * holdMs) / capacity;
+  if (holdAtLeastMs !== undefined) return Math.floor(ahead / capacity) * holdAtLeastMs;
+  return undefined;
+}
+
+/**
  * Requests served before a new one of a key with `ownQueued` waiting, under
  * round-robin: its own queue, and from each other key at most one per round
  * until this one's round.
@@ -73,12 +96,11 @@ export function requestsAhead(ownQueued: number, othersQueued: readonly number[]
 
 /** The decision for one arriving request, as a pure function of the gate's state. */
 export function decideAdmission(input: AdmissionInput): AdmissionDecision {
-  const { running, slots, coming, ownQueued, othersQueued, holdMs, timeoutMs, maxQueue, maxPerKey } = input;
+  const { running, slots, coming, ownQueued, othersQueued, holdMs, holdAtLeastMs, timeoutMs, maxQueue, maxPerKey } = input;
   const queued = othersQueued.reduce((a, b) => a + b, ownQueued);
   if (queued === 0 && running < slots) return { kind: 'run' };
   const capacity = Math.max(1, slots + coming);
-  // The expected wait of a request with `ahead` requests served before it, all slots busy: one slot frees every holdMs / capacity.
-  const waitFor = (ahead: number) => (holdMs === undefined ? undefined : ((ahead + 1) * holdMs) / capacity);
+  const waitFor = (ahead: number) => expectedWaitMs(ahead, capacity, holdMs, holdAtLeastMs);
   if (queued >= maxQueue) {
     const drain = waitFor(queued - maxQueue);
     return {
@@ -115,10 +137,15 @@ const HOLD_EWMA_ALPHA = 0.2;
 /** Keys remembered for round-robin beyond those waiting. */
 const MAX_REMEMBERED_KEYS = 4096;
 
+/** How often queued requests are looked at again while they wait (see `reviewQueue`). */
+const REVIEW_MS = 10;
+
 interface Waiter {
   key: string;
   /** Requests expected ahead of it when it was queued (to learn from a timeout). */
   ahead: number;
+  /** When its wait ends unadmitted (performance.now()). */
+  deadline: number;
   admit: () => void;
   fail: (error: Error) => void;
 }
@@ -132,6 +159,9 @@ export class EndpointGate {
   private readonly lastServed = new Map<string, number>();
   private sequence = 0;
   private holdEwma: number | undefined;
+  /** When each slot now held was taken. */
+  private readonly heldSince = new Set<{ at: number }>();
+  private reviewer: NodeJS.Timeout | undefined;
 
   /**
    * `limit` (slots now) and `coming` (slots being added) are read at each
@@ -158,6 +188,14 @@ export class EndpointGate {
     return this.holdEwma;
   }
 
+  /** Before any hold is measured: the mean time the slots now held have been held (a lower bound of a hold). */
+  private holdAtLeastMs(now = performance.now()): number | undefined {
+    if (this.holdEwma !== undefined || this.heldSince.size === 0) return undefined;
+    let sum = 0;
+    for (const slot of this.heldSince) sum += now - slot.at;
+    return sum / this.heldSince.size;
+  }
+
   /** Whether a request arriving now would wait (the slots are taken, or others already wait). */
   get busy(): boolean {
     return this.size > 0 || this.running >= this.limit();
@@ -175,6 +213,7 @@ export class EndpointGate {
       ownQueued: this.queues.get(key)?.length ?? 0,
       othersQueued,
       holdMs: this.holdEwma,
+      holdAtLeastMs: this.holdAtLeastMs(),
     });
   }
 
@@ -195,6 +234,7 @@ export class EndpointGate {
       const waiter: Waiter = {
         key,
         ahead,
+        deadline: performance.now() + this.limits.timeoutMs,
         admit: () => {
           cleanup();
           resolve(this.take(key));
@@ -219,7 +259,60 @@ export class EndpointGate {
       queue.push(waiter);
       this.size++;
       this.onQueueChange();
+      this.reviewer ??= setInterval(() => this.reviewQueue(), REVIEW_MS).unref();
     });
+  }
+
+  /**
+   * Refuses the queued requests that can no longer be expected to start
+   * before their deadline, given the hold estimate now. They are taken in
+   * the order the round-robin would serve them; the one with p ahead of it
+   * is expected to start as `expectedWaitMs` says.
+   */
+  reviewQueue(): void {
+    if (this.size === 0) {
+      clearInterval(this.reviewer);
+      this.reviewer = undefined;
+      return;
+    }
+    const now = performance.now();
+    const holdAtLeastMs = this.holdAtLeastMs(now);
+    if (this.holdEwma === undefined && holdAtLeastMs === undefined) return;
+    const capacity = Math.max(1, this.limit() + this.coming());
+    const late: { waiter: Waiter; waitMs: number }[] = [];
+    let position = 0;
+    for (const round of this.serviceOrder()) {
+      for (const waiter of round) {
+        const waitMs = expectedWaitMs(position, capacity, this.holdEwma, holdAtLeastMs)!;
+        if (now + waitMs > waiter.deadline) late.push({ waiter, waitMs });
+        position++;
+      }
+    }
+    for (const { waiter, waitMs } of late) {
+      const retryAfterS = seconds(waitMs - (waiter.deadline - now));
+      this.remove(
+        waiter,
+        new QueueRefusedError({
+          code: 'queue_full',
+          retryAfterS,
+          message: `endpoint is at capacity: a slot is no longer expected within the ${(this.limits.timeoutMs / 1000).toFixed(1)} s a request may wait`,
+        }),
+      );
+    }
+  }
+
+  /** The queued requests in rounds, as pump() would admit them: one per key per round, least recently served key first. */
+  private *serviceOrder(): Generator<Waiter[]> {
+    const keys = [...this.queues.keys()].sort((a, b) => (this.lastServed.get(a) ?? -1) - (this.lastServed.get(b) ?? -1));
+    for (let round = 0; ; round++) {
+      const batch: Waiter[] = [];
+      for (const key of keys) {
+        const waiter = this.queues.get(key)?.[round];
+        if (waiter) batch.push(waiter);
+      }
+      if (batch.length === 0) return;
+      yield batch;
+    }
   }
 
   /** Admits waiters while there is room (after a release, or when replicas were added), least recently served key first. */
@@ -256,11 +349,14 @@ export class EndpointGate {
         if (!this.queues.has(k)) this.lastServed.delete(k);
       }
     }
-    const admittedAt = performance.now();
+    const slot = { at: performance.now() };
+    this.heldSince.add(slot);
     return once(() => {
       this.running--;
-      this.observeHold(performance.now() - admittedAt);
+      this.heldSince.delete(slot);
+      this.observeHold(performance.now() - slot.at);
       this.pump();
+      this.reviewQueue();
     });
   }
 

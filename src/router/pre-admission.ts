@@ -10,11 +10,14 @@
  *   sequence, and the engine's own rules (checkTokenLimits) are applied to
  *   the count. An engine without the route (a custom ENGINE_COMMAND), or one
  *   that does not answer in time, is skipped: the request queues as before.
+ *   A prompt too short to break the limits whatever the tokenizer (see
+ *   `mayBreakTokenLimits`) is not counted, so that a request refused for
+ *   capacity learns it without a round trip to a busy replica.
  */
 import http from 'node:http';
 import { checkRequestedTokens, checkTokenLimits, type ChatRequest, type RequestError } from '../domain/chat-request.js';
-import type { EndpointRecord } from '../storage/endpoints-repository.js';
-import type { ReplicaRecord } from '../storage/replicas-repository.js';
+import type { EndpointRecord } from '../domain/endpoint.js';
+import type { ReplicaRecord } from '../domain/replica.js';
 import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
 
 /** How long the gateway waits for a replica's token count before it lets the request queue unchecked. */
@@ -30,6 +33,23 @@ export function openAIErrorOfRequest(error: RequestError): OpenAIError {
 export function checkAgainstSpec(request: ChatRequest, endpoint: EndpointRecord): OpenAIError | undefined {
   const error = checkRequestedTokens(request, endpoint.current.spec.advanced.maxTokenCount);
   return error ? openAIErrorOfRequest(error) : undefined;
+}
+
+/** Tokens a chat template may add per message (role markers), and in all (a default system prompt, the generation prompt). */
+const TEMPLATE_TOKENS_PER_MESSAGE = 32;
+const TEMPLATE_TOKENS = 256;
+
+/**
+ * Whether the prompt might break the endpoint's token limits: false when even
+ * one token per byte of every message, plus a template's markers, stays
+ * within them (a token covers at least one byte in the byte-level and
+ * byte-fallback tokenizers GGUF models use). Then the count is not needed.
+ */
+export function mayBreakTokenLimits(request: ChatRequest, endpoint: EndpointRecord): boolean {
+  let bound = TEMPLATE_TOKENS + Buffer.byteLength(JSON.stringify(request.chatTemplateKwargs ?? {}));
+  for (const message of request.messages) bound += TEMPLATE_TOKENS_PER_MESSAGE + Buffer.byteLength(message.content);
+  const { maxInputLength, maxTokenCount } = endpoint.current.spec.advanced;
+  return bound > maxInputLength || bound + (request.maxTokens ?? 0) >= maxTokenCount;
 }
 
 interface Answer {

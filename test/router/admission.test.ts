@@ -130,12 +130,38 @@ describe('EndpointGate', () => {
 
   test('a wait that times out raises the estimate, so the next arrivals are refused at once', async () => {
     const { g, releases, ask } = gate(1, { timeoutMs: 100 });
+    // A hold measured near 0 ms: the next slot is expected at once, so a request queues and waits it out.
     await ask('a', 'a0');
+    releases.shift()!();
+    expect(g.holdMs).toBeLessThan(20);
+    await ask('a', 'a1');
     const timedOut = await g.acquire('b', new AbortController().signal).catch((e: unknown) => e);
     expect(timedOut).toBeInstanceOf(QueueTimeoutError);
     expect(g.holdMs).toBeGreaterThanOrEqual(100);
     expect(g.queued).toBe(0);
     expect(g.decide('c')).toMatchObject({ kind: 'refuse', code: 'queue_full' });
+    releases.shift()!();
+  });
+
+  test('before any hold is measured, the running requests age into a lower bound: a request whole rounds back that can no longer start in time is refused early', async () => {
+    const { g, releases, ask } = gate(1, { timeoutMs: 300 });
+    await ask('a', 'a0');
+    expect(g.decide('b')).toEqual({ kind: 'queue', expectedWaitMs: 0 });
+    const started = performance.now();
+    const waits = [0, 1, 2, 3].map((i) => g.acquire(`b${i}`, new AbortController().signal).catch((e: unknown) => e));
+    const [first, ...rest] = waits;
+    const refusals = await Promise.all(rest);
+    const tookMs = performance.now() - started;
+    // 1 slot held for t so far: the 4th in line waits at least 3t; refused once 3t passes its deadline (t > 75 ms), long before it.
+    for (const refusal of refusals) {
+      expect(refusal).toBeInstanceOf(QueueRefusedError);
+      expect((refusal as QueueRefusedError).refusal).toMatchObject({ code: 'queue_full' });
+    }
+    expect(tookMs).toBeLessThan(250);
+    expect(g.holdMs).toBeUndefined();
+    // The first in line may be served the moment the slot frees: it waits (here until its timeout).
+    expect(g.queued).toBe(1);
+    expect(await first).toBeInstanceOf(QueueTimeoutError);
     releases.shift()!();
   });
 

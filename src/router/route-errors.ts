@@ -1,0 +1,30 @@
+/** The chat route's own refusals, in the OpenAI error shape. */
+import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
+
+export function clientClosed(): OpenAIError {
+  return openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed');
+}
+
+export function noReplicaAnswered(endpointId: string): OpenAIError {
+  return openAIError(503, 'server_error', `no replica of endpoint '${endpointId}' answered; try again`, 'replica_unavailable', null, 2);
+}
+
+export function modelRequired(): OpenAIError {
+  return openAIError(400, 'invalid_request_error', 'model is required: pass the endpoint id', 'missing_required_parameter', 'model');
+}
+
+export function refused(endpointId: string, refusal: { message: string; code: string; retryAfterS: number }): OpenAIError {
+  const { message, code, retryAfterS } = refusal;
+  return openAIError(429, 'rate_limit_error', `endpoint '${endpointId}': ${message}; retry in ${retryAfterS} s`, code, null, retryAfterS);
+}
+
+export function waitedTooLong(endpointId: string, timeoutMs: number, retryAfterS: number): OpenAIError {
+  return openAIError(
+    429,
+    'rate_limit_error',
+    `endpoint '${endpointId}' is at capacity: the request waited ${Math.round(timeoutMs / 1000)} s for a free slot`,
+    'queue_full',
+    null,
+    retryAfterS,
+  );
+}

@@ -1,0 +1,147 @@
+/**
+ * Holding a request until its endpoint serves: a sleeping endpoint is woken,
+ * a starting one awaited; one that serves no requests (see lifecycle.ts) is
+ * refused at once, and past the wait the answer is 503 with Retry-After.
+ *
+ * A waiting request looks again at each of the endpoint's events (any
+ * gateway's writes are announced by NOTIFY, see src/live/event-hub.ts), and
+ * otherwise at a poll interval (a fallback: announcements can be missed
+ * while LISTEN reconnects).
+ */
+import type { EndpointStatus } from '../domain/lifecycle.js';
+import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
+import type { Services } from '../services/index.js';
+import type { Principal } from '../services/principal.js';
+import type { Sql } from '../storage/database.js';
+import type { EndpointRecord } from '../domain/endpoint.js';
+import { Nudge } from '../util/nudge.js';
+import { clientClosed } from './route-errors.js';
+
+export interface ServingWaitOptions {
+  /** How long a request may wait for a sleeping or starting endpoint to serve. */
+  timeoutMs: number;
+  /** The poll interval; by default 100 ms, then 50 ms more per look, up to 500 ms. */
+  pollMs: number | undefined;
+  /** The endpoint, if the caller may use it (read afresh). */
+  endpoint: (principal: Principal, id: string) => Promise<EndpointRecord | undefined>;
+  /** Whether the endpoint has a ready replica (`fresh`: read afresh). */
+  hasReplica: (endpoint: EndpointRecord, fresh: boolean) => Promise<boolean>;
+}
+
+// TODO(lead): the lifecycle's list, once it exports one.
+const UNAVAILABLE: readonly EndpointStatus[] = ['FAILED', 'TERMINATED', 'TERMINATING'];
+const isUnavailable = (status: EndpointStatus) => UNAVAILABLE.includes(status);
+
+export type ServingOutcome = { endpoint: EndpointRecord } | OpenAIError;
+
+export class ServingWait {
+  /** Requests waiting for an endpoint to serve, by endpoint: poked when one of its events is announced. */
+  private readonly watchers = new Map<string, Set<Nudge>>();
+  /** The LISTEN on endpoint events, opened when a request first waits; false where it failed. */
+  private listening: Promise<boolean> | undefined;
+  private unlisten: (() => Promise<void>) | undefined;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly services: Services,
+    private readonly options: ServingWaitOptions,
+  ) {}
+
+  close(): void {
+    void this.unlisten?.().catch(() => {});
+  }
+
+  /** Resolves once `first` (read afresh with `fresh`) has a ready replica, or with the error to answer. */
+  async until(principal: Principal, first: EndpointRecord, signal: AbortSignal, fresh = false): Promise<ServingOutcome> {
+    const deadline = performance.now() + this.options.timeoutMs;
+    let endpoint = first;
+    if (fresh) {
+      const current = await this.options.endpoint(principal, first.id);
+      if (!current) return modelNotFound(first.id);
+      endpoint = current;
+    }
+    // Opened once the endpoint is found not serving: its events end each wait early.
+    let changes: Nudge | undefined;
+    try {
+      for (let poll = 0; ; poll++) {
+        if (await this.options.hasReplica(endpoint, fresh || poll > 0)) return { endpoint };
+        if (isUnavailable(endpoint.status)) {
+          const why = endpoint.errorCode ? ` (${endpoint.errorCode})` : '';
+          return openAIError(
+            409,
+            'invalid_request_error',
+            `endpoint '${endpoint.id}' is ${endpoint.status}${why} and serves no requests: restart it`,
+            'endpoint_not_running',
+            'model',
+          );
+        }
+        let waitMs = this.options.pollMs ?? Math.min(100 + poll * 50, 500);
+        if (!changes) {
+          changes = await this.watch(endpoint.id);
+          // A change between the look above and the watch would go unseen: look again at once, unless this request wakes it.
+          if (endpoint.status !== 'SLEEPING') waitMs = 0;
+        }
+        if (endpoint.status === 'SLEEPING') await this.services.endpoints.act(principal, endpoint.id, 'wake');
+        if (performance.now() > deadline) {
+          return openAIError(
+            503,
+            'server_error',
+            `endpoint '${endpoint.id}' is ${endpoint.status} and not serving yet; retry shortly`,
+            'endpoint_not_ready',
+            null,
+            10,
+          );
+        }
+        if (waitMs > 0) await changes.wait(waitMs, signal);
+        if (signal.aborted) return clientClosed();
+        const refreshed = await this.options.endpoint(principal, endpoint.id);
+        if (!refreshed) return modelNotFound(endpoint.id);
+        endpoint = refreshed;
+      }
+    } finally {
+      if (changes) this.unwatch(endpoint.id, changes);
+    }
+  }
+
+  /** Resolves once the LISTEN is in place (or failed: the polling alone then finds the endpoint serving). */
+  private async watch(endpointId: string): Promise<Nudge> {
+    this.listening ??= this.sql
+      .listen('endpoint_events', (payload) => {
+        const id = payload.split(':')[1];
+        const watchers = id ? this.watchers.get(id) : undefined;
+        if (watchers) for (const watcher of watchers) watcher.poke();
+      })
+      .then(
+        (listening) => {
+          this.unlisten = () => listening.unlisten();
+          return true;
+        },
+        () => {
+          this.listening = undefined; // the next waiting request tries again
+          return false;
+        },
+      );
+    const watcher = new Nudge();
+    let set = this.watchers.get(endpointId);
+    if (!set) this.watchers.set(endpointId, (set = new Set()));
+    set.add(watcher);
+    await this.listening;
+    return watcher;
+  }
+
+  private unwatch(endpointId: string, watcher: Nudge): void {
+    const set = this.watchers.get(endpointId);
+    set?.delete(watcher);
+    if (set?.size === 0) this.watchers.delete(endpointId);
+  }
+}
+
+export function modelNotFound(model: string): OpenAIError {
+  return openAIError(
+    404,
+    'not_found_error',
+    `The model '${model}' does not exist or you do not have access to it.`,
+    'model_not_found',
+    'model',
+  );
+}
