@@ -5,8 +5,12 @@
  * connection per process; each announced event row is read once, however
  * many subscribers want it, and dispatched in id (commit) order.
  */
+import { LRUCache } from 'lru-cache';
+import type { EndpointEventRecord, EndpointRecord, EventScope } from '../domain/endpoint.js';
 import type { Sql } from '../storage/database.js';
-import { findEndpoints, findEvents, type EndpointEventRecord, type EndpointRecord } from '../storage/endpoints-repository.js';
+import { findEndpoints } from '../storage/endpoints-repository.js';
+import { findEvents } from '../storage/events-repository.js';
+import { LiveEventStream, type LiveStreamOptions } from './event-stream.js';
 
 export type LiveSignal =
   | { kind: 'event'; event: EndpointEventRecord }
@@ -33,15 +37,20 @@ export class EventHub {
   private listening: { unlisten(): Promise<void> }[] = [];
   private started = false;
   /** One read of an endpoint per change, shared by every subscriber that shows it. */
-  private readonly snapshots = new Map<
+  private readonly snapshots = new LRUCache<
     string,
     { version: string; value: Promise<EndpointRecord | undefined> | EndpointRecord | undefined }
-  >();
+  >({ max: 10_000 });
 
   constructor(
     private readonly sql: Sql,
     private readonly log: (message: string, error?: unknown) => void = () => {},
   ) {}
+
+  /** One subscriber's stream of the scope's events: what it missed since `after`, then the live ones (see event-stream.ts). */
+  stream(scope: EventScope, options: LiveStreamOptions = {}): LiveEventStream {
+    return new LiveEventStream(this, this.sql, scope, options);
+  }
 
   async start(): Promise<void> {
     const onListen = () => {
@@ -87,7 +96,6 @@ export class EventHub {
     });
     entry.value = value;
     this.snapshots.set(endpointId, entry);
-    if (this.snapshots.size > 10_000) this.snapshots.delete(this.snapshots.keys().next().value!);
     return value;
   }
 
