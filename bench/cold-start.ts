@@ -218,7 +218,6 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const engine: { totalMs: number; readyMs: number }[] = [];
   const creates: number[] = [];
   const wakes: Wake[] = [];
-  let phases: { step: string; atMs: number }[] = [];
 
   direct.push(await directColdStart(model.path));
   engine.push(await engineColdStart(model.path));
@@ -238,7 +237,7 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const events = await db.sql<{ status: string; phase: string | null; created_at: Date }[]>`
     SELECT status, phase, created_at FROM endpoint_events WHERE endpoint_id = ${endpointId} AND type IN ('CREATED', 'STATUS_CHANGED') ORDER BY id`;
   const first = events[0]?.created_at.getTime() ?? 0;
-  phases = events.map((e) => ({ step: [e.status, e.phase].filter(Boolean).join(' '), atMs: e.created_at.getTime() - first }));
+  const phases = events.map((e) => ({ step: [e.status, e.phase].filter(Boolean).join(' '), atMs: e.created_at.getTime() - first }));
 
   // Wake on request: sleep, then one streamed chat request; time to its first token (model cached), split.
   for (let i = 0; i < REPEATS; i++) {

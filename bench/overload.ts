@@ -122,7 +122,7 @@ async function pollWhile(db: BenchDatabase, endpointId: string, t0: () => number
       const replicas = await liveReplicas(db.sql, endpointId).catch(() => []);
       const ready = replicas.filter((r) => r.state === 'READY');
       const healths = await Promise.all(ready.map((r) => engineHealth(r.address)));
-      let published: number | null = null;
+      let published: number | null;
       try {
         const [row] = await db.sql<
           { q: string | null }[]

@@ -12,6 +12,7 @@ export function isObject(value: unknown): value is Json {
 }
 
 // Printable text: no control characters.
+// eslint-disable-next-line no-control-regex -- control characters are what this rule finds
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 
 /**
@@ -25,6 +26,7 @@ export const TEXT_RULES = {
   surrogate: 'must be valid Unicode text (it contains an unpaired UTF-16 surrogate)',
 } as const;
 
+// eslint-disable-next-line no-control-regex -- NUL is what this rule finds
 const NUL = /\u0000/;
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 

@@ -3,7 +3,7 @@ import { createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { LiveEventStream, SubscriptionOverflowError } from '../../src/live/event-stream.js';
-import { startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import { startTestApp, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
 import type { SeededProject } from '../support/gateway.js';
 
 let t: TestApp;

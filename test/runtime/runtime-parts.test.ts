@@ -1,6 +1,8 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import type { ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { GgufFormatError, readGgufHeader, trainedContextLength } from '../../src/models/gguf-header.js';
 import { checkModelSettings, SettingsError } from '../../src/models/model-store.js';
@@ -116,13 +118,13 @@ describe('engine health checks', () => {
     const { createServer } = await import('node:http');
     const { LocalRuntime } = await import('../../src/runtime/local-runtime.js');
     let answer = true;
-    const held: import('node:http').ServerResponse[] = [];
+    const held: ServerResponse[] = [];
     const server = createServer((req, res) => {
       if (answer) res.end(JSON.stringify({ status: 'ok', active: 1, queued: 0, sequences: 4 }));
       else held.push(res); // a busy engine: no answer
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const address = `http://127.0.0.1:${(server.address() as import('node:net').AddressInfo).port}`;
+    const address = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     const runtime = new LocalRuntime({ dir, inventory: {}, cpuOnly: true });
     const handle = { replicaId: 'rep_h', address, pid: process.pid, node: 'n' };
     try {
