@@ -2,14 +2,17 @@
  * `npm run admin -- <command> [--flag value ...]`: manages users, teams,
  * members, projects and API keys directly in the database, as the system
  * (no key needed). It uses the configured database: DATABASE_URL, or the
- * embedded one under DATA_DIR (adopted if `npm start` is running).
+ * embedded one under DATA_DIR (adopted if `npm start` is running); it says
+ * which on stderr, and refuses to run where DATA_DIR holds no database.
  */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../config.js';
 import type { Result } from '../domain/result.js';
 import { createServices, type Services } from '../services/index.js';
 import type { Principal } from '../services/principal.js';
-import { listMemberships, type TeamRole } from '../storage/identity-repository.js';
+import type { TeamRole } from '../domain/identity.js';
 import { openDatabase } from '../storage/open-database.js';
 
 const USAGE = `Usage: npm run admin -- <command> [options]
@@ -41,10 +44,9 @@ function unwrap<T>(result: Result<T>): T {
 
 /** Commands that act for a user (a team owner) borrow that user's identity. */
 async function principalFor(services: Services, idOrEmail: string): Promise<Principal> {
-  const user = await services.identity.findUser(idOrEmail);
-  if (!user) throw new UsageError(`user '${idOrEmail}' not found`);
-  const memberships = new Map((await listMemberships(services.db, user.id)).map((m) => [m.teamId, m.role]));
-  return { user, memberships, actingTeamId: user.defaultTeamId };
+  const principal = await services.identity.actAs(idOrEmail);
+  if (!principal) throw new UsageError(`user '${idOrEmail}' not found`);
+  return principal;
 }
 
 export async function runAdmin(argv: string[], services: Services, print: (line: string) => void): Promise<void> {
@@ -117,11 +119,9 @@ export async function runAdmin(argv: string[], services: Services, print: (line:
     case 'create-project': {
       const teamId = required(values, 'team');
       const name = required(values, 'name');
-      const owner = await services.db<
-        { user_id: string }[]
-      >`SELECT user_id FROM team_members WHERE team_id = ${teamId} ORDER BY created_at LIMIT 1`;
-      if (!owner[0]) throw new UsageError(`team '${teamId}' not found`);
-      const project = unwrap(await identity.createProject(await principalFor(services, owner[0].user_id), { teamId, name }));
+      const ownerId = await services.identity.earliestMemberOf(teamId);
+      if (!ownerId) throw new UsageError(`team '${teamId}' not found`);
+      const project = unwrap(await identity.createProject(await principalFor(services, ownerId), { teamId, name }));
       print(`project ${project.id} ${project.name} in team ${project.teamId}`);
       return;
     }
@@ -131,7 +131,15 @@ export async function runAdmin(argv: string[], services: Services, print: (line:
 }
 
 async function main(): Promise<void> {
-  const database = await openDatabase(loadConfig());
+  const config = loadConfig();
+  // The admin CLI never creates a database: without DATABASE_URL it needs DATA_DIR to hold the service's (npm start made it).
+  if (!config.databaseUrl && !existsSync(path.join(config.dataDir, 'pg', 'PG_VERSION'))) {
+    throw new UsageError(
+      `no database in ${path.join(config.dataDir, 'pg')}: set DATA_DIR to the directory \`npm start\` uses (default ./.data in its working directory), or DATABASE_URL`,
+    );
+  }
+  const database = await openDatabase(config);
+  console.error(`using the database: ${database.description}`);
   try {
     await runAdmin(process.argv.slice(2), createServices(database.sql), (line) => console.log(line));
   } finally {

@@ -1,5 +1,8 @@
 /** The admin CLI and the first-start bootstrap, run as real processes against a real database. */
 import { execFile, spawn } from 'node:child_process';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createServices } from '../../src/services/index.js';
@@ -54,6 +57,26 @@ describe('npm run admin', () => {
     expect(unknown.stderr).toContain("unknown command 'frobnicate'");
     const invalid = (await admin('create-user', '--email', 'bad', '--name', 'X')) as { stderr: string };
     expect(invalid.stderr).toContain('email: must be an email address');
+  });
+
+  test('says which database it opened, and refuses to guess where DATA_DIR holds none', async () => {
+    const listed = await admin('list-keys', '--user', 'ops@example.com');
+    const url = new URL(db.dbUrl);
+    expect(listed.stderr).toContain(`using the database: ${url.hostname}:${url.port}${url.pathname}`);
+
+    const empty = await mkdtemp(path.join(os.tmpdir(), 'admin-no-db-'));
+    try {
+      const env = { ...process.env, DATA_DIR: empty };
+      delete env.DATABASE_URL;
+      const refused = await run(process.execPath, ['--import', 'tsx', 'src/cli/admin.ts', 'list-keys', '--user', 'x'], { env }).catch(
+        (error: { stdout: string; stderr: string; code: number }) => error,
+      );
+      expect((refused as { code: number }).code).toBe(1);
+      expect(refused.stderr).toContain(`no database in ${path.join(empty, 'pg')}`);
+      expect(await readdir(empty)).toEqual([]); // nothing created
+    } finally {
+      await rm(empty, { recursive: true, force: true });
+    }
   });
 });
 
