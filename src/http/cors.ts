@@ -7,12 +7,12 @@
  * a 403.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { sendJson } from './rest/responses.js';
+import { sendJson } from './body.js';
 
 export const CORS_METHODS = 'GET, POST, PUT, DELETE, OPTIONS';
-export const CORS_REQUEST_HEADERS = 'Authorization, Content-Type, Accept, X-Friendli-Team, X-Team-Id';
+export const CORS_REQUEST_HEADERS = 'Authorization, Content-Type, Accept, X-Friendli-Team, X-Team-Id, X-Request-Id';
 /** Response headers a browser script may read besides the CORS-safelisted ones. */
-export const CORS_EXPOSED_HEADERS = 'Retry-After, WWW-Authenticate';
+export const CORS_EXPOSED_HEADERS = 'Retry-After, WWW-Authenticate, X-Request-Id';
 const PREFLIGHT_MAX_AGE_S = '600';
 
 export class CorsPolicy {

@@ -4,7 +4,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Services } from '../services/index.js';
+import { databaseOf, type Services } from '../services/index.js';
 import { acceptsEventStream, createSseSubscriptions } from './graphql/sse.js';
 import { attachWebSocket, createGraphQL, GRAPHQL_PATH } from './graphql/yoga.js';
 import { AccessWatch } from '../live/access-watch.js';
@@ -13,8 +13,12 @@ import { ChatRouter, type RouterOptions } from '../router/chat-router.js';
 import { RequestRecorder } from '../router/request-recorder.js';
 import { CHAT_PATH, handleChatCompletion } from './rest/chat-routes.js';
 import { endpointRoutes } from './rest/endpoint-routes.js';
-import { sendJson } from './rest/responses.js';
-import { classifyFailure, DATABASE_RETRY_AFTER_S, isServerFailure, sendThrown } from './failures.js';
+import { isServerFailure, type Failure } from '../domain/errors.js';
+import { sendJson } from './body.js';
+import { DATABASE_RETRY_AFTER_S, failureOf } from './failures.js';
+import { graphqlErrorOf } from './graphql/errors.js';
+import { restErrorOfFailure, sendRestError } from './rest/errors.js';
+import { assignRequestId, logFailure, type Log } from './request-id.js';
 import { pingDatabase } from '../storage/database-errors.js';
 import { CorsPolicy } from './cors.js';
 import type { GraphQLSecurityOptions } from './graphql/limits.js';
@@ -35,7 +39,8 @@ export interface Gateway {
 export interface GatewayOptions {
   port: number;
   host: string;
-  log?: (message: string, error?: unknown) => void;
+  /** Where failures are logged; each line names the request id the client was answered with (`x-request-id`). */
+  log?: Log;
   /** Chat routing: how long requests wait for a waking endpoint and for a free slot. */
   router?: RouterOptions;
   /** Live-status signals buffered per subscriber. @default 1000 */
@@ -50,20 +55,31 @@ export interface GatewayOptions {
   corsOrigins?: readonly string[];
 }
 
+/** The last-resort GraphQL answer for an error thrown past yoga: the GraphQL table's error, or a masked one. */
+function sendGraphQLFailure(res: http.ServerResponse, failure: Failure, requestId: string): void {
+  const error = graphqlErrorOf(failure, 'request');
+  const http = (error?.extensions.http ?? { status: 500 }) as { status: number; headers?: Record<string, string> };
+  const { http: _http, ...extensions } = error?.extensions ?? { code: 'INTERNAL_SERVER_ERROR', requestId };
+  sendJson(res, http.status, { errors: [{ message: error?.message ?? 'Unexpected error.', extensions }] }, http.headers);
+}
+
 export async function startGateway(services: Services, options: GatewayOptions): Promise<Gateway> {
-  const log = options.log ?? ((message, error) => console.error(message, error));
-  const recorder = new RequestRecorder(services.db, 250, log);
-  const chat = new ChatRouter(services.db, services, recorder, options.router);
-  const hub = new EventHub(services.db, log);
+  const log: Log = options.log ?? ((message, error) => console.error(message, error));
+  // The process's own wiring gets the database; the handlers get the services only.
+  const db = databaseOf(services);
+  const recorder = new RequestRecorder(db, 250, log);
+  const chat = new ChatRouter(db, services, recorder, options.router);
+  const hub = new EventHub(db, log);
   await hub.start();
   // Access changes (a revoked key, a removed member) reach this process's caches and open subscriptions at once.
-  const access = new AccessWatch(services.db, services.auth, log);
+  const access = new AccessWatch(db, services.auth, log);
   await access.start();
   const yoga = createGraphQL(
     services,
     chat,
     { hub, bufferSize: options.subscriptionBuffer ?? 1000, maxLagMs: options.subscriptionMaxLagMs ?? 5000 },
     options.graphql,
+    log,
   );
   const cors = new CorsPolicy(options.corsOrigins ?? []);
   const rest = endpointRoutes(services);
@@ -73,7 +89,10 @@ export async function startGateway(services: Services, options: GatewayOptions):
     // The target is checked before anything parses it: a target that is not a path is a 400, never a throw.
     const target = parseRequestTarget(req.url, req.headers.host);
     if (!target.ok) {
-      return sendJson(res, 400, { error: { code: 'INVALID_ARGUMENT', message: target.message, details: { rule: target.rule } } });
+      return sendRestError(
+        res,
+        restErrorOfFailure({ kind: 'invalid', message: target.message, fields: [], reason: 'invalid_value', rule: target.rule }),
+      );
     }
     const { url } = target;
     if (cors.apply(req, res)) return;
@@ -84,26 +103,30 @@ export async function startGateway(services: Services, options: GatewayOptions):
     } else if (url.pathname === CHAT_PATH) {
       await handleChatCompletion(req, res, services, chat, log);
     } else if (url.pathname.startsWith('/dedicated/')) {
-      await rest.handle(req, res, url, (error) => log(`${req.method} ${url.pathname} failed`, error));
+      await rest.handle(req, res, url, log);
     } else if (url.pathname === '/healthz') {
       sendJson(res, 200, { status: 'ok' });
     } else if (url.pathname === '/readyz') {
       // Within a second either way: a database that does not answer in time is as good as down.
-      if (await pingDatabase(services.db, READY_TIMEOUT_MS)) sendJson(res, 200, { status: 'ready' });
+      if (await pingDatabase(db, READY_TIMEOUT_MS)) sendJson(res, 200, { status: 'ready' });
       else sendJson(res, 503, { status: 'database unavailable' }, { 'retry-after': String(DATABASE_RETRY_AFTER_S) });
     } else {
       sendJson(res, 404, { error: { code: 'NOT_FOUND', message: `no route for ${req.method} ${url.pathname}` } });
     }
   };
   const server = http.createServer((req, res) => {
+    // Every answer carries the request's id; every log line about it names the id.
+    const requestId = assignRequestId(req, res);
     // Whatever a handler throws or rejects with is logged and answered 500 (masked), or ends the response: never the process.
     dispatch(req, res).catch((error: unknown) => {
       // A client error or a database outage gets its 4xx or 503 (src/http/failures.ts); only the rest is a bug worth a log.
-      if (isServerFailure(classifyFailure(error))) log(`${req.method} ${JSON.stringify((req.url ?? '').slice(0, 200))} failed`, error);
+      const failure = failureOf(error);
+      if (isServerFailure(failure)) logFailure(log, requestId, `${req.method} ${JSON.stringify((req.url ?? '').slice(0, 200))}`, error);
       if (res.headersSent || res.destroyed) return void res.destroy();
       const graphql = req.url === GRAPHQL_PATH || req.url?.startsWith(`${GRAPHQL_PATH}?`) || req.url?.startsWith(`${GRAPHQL_PATH}/`);
       try {
-        sendThrown(res, error, graphql ? 'graphql' : 'rest');
+        if (graphql) sendGraphQLFailure(res, failure, requestId);
+        else sendRestError(res, restErrorOfFailure(failure));
       } catch {
         res.destroy();
       }

@@ -27,7 +27,7 @@ import { GraphQLError } from 'graphql';
 import type { DomainError } from '../domain/result.js';
 import type { ResultSink } from '../http/graphql/shared-execution.js';
 import type { Authenticator, Principal } from '../services/principal.js';
-import type { TeamRole } from '../storage/identity-repository.js';
+import type { TeamRole } from '../domain/identity.js';
 import type { Sql } from '../storage/database.js';
 
 export const IDENTITY_CHANNEL = 'identity_changes';

@@ -9,10 +9,9 @@
  * than `maxLagMs` is cut off with SubscriptionOverflowError, and can resume
  * from the last event it saw.
  */
+import type { EndpointEventRecord, EventScope } from '../domain/endpoint.js';
 import type { Sql } from '../storage/database.js';
-import { latestEventId, listEvents, type EndpointEventRecord, type EventScope } from '../storage/endpoints-repository.js';
-
-export { latestEventId };
+import { latestEventId, listEvents } from '../storage/events-repository.js';
 import type { EventHub, LiveSignal } from './event-hub.js';
 
 export class SubscriptionOverflowError extends Error {

@@ -19,7 +19,7 @@ import type http from 'node:http';
 import { parseChatRequest, type ChatRequest } from '../domain/chat-request.js';
 import type { OpenAIError } from '../domain/openai-errors.js';
 import type { Services } from '../services/index.js';
-import { canAccessTeam, type Principal } from '../services/principal.js';
+import type { Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
@@ -94,7 +94,7 @@ export class ChatRouter {
 
   constructor(
     sql: Sql,
-    services: Services,
+    private readonly services: Services,
     private readonly recorder: RequestRecorder,
     options: RouterOptions = {},
   ) {
@@ -102,8 +102,8 @@ export class ChatRouter {
     this.maxQueuePerEndpoint = options.maxQueuePerEndpoint ?? 256;
     this.maxQueuePerKey = options.maxQueuePerKey ?? 64;
     const replicaCacheMs = options.replicaCacheMs ?? 500;
-    this.view = new ServingView(sql, replicaCacheMs, (id) => this.gates.get(id)?.pump());
-    this.serving = new ServingWait(sql, services, {
+    this.view = new ServingView(services.chatAccess, replicaCacheMs, (id) => this.gates.get(id)?.pump());
+    this.serving = new ServingWait(sql, services.chatAccess, {
       timeoutMs: options.wakeTimeoutMs ?? 120_000,
       pollMs: options.wakePollMs,
       endpoint: (principal, id) => this.endpointFor(principal, id, true),
@@ -111,7 +111,7 @@ export class ChatRouter {
     });
     // The queued counts, for the controllers' autoscaling (which sees every process's).
     this.depths = new QueueDepthPublisher(
-      sql,
+      services.chatAccess,
       options.processId ?? `gw-${process.pid}-${randomUUID()}`,
       (id) => this.gates.get(id)?.queued ?? 0,
     );
@@ -245,8 +245,7 @@ export class ChatRouter {
 
   /** The endpoint, if the caller may use it; cached records serve the hot path (see serving-view.ts). */
   private async endpointFor(principal: Principal, id: string, fresh: boolean): Promise<EndpointRecord | undefined> {
-    const endpoint = await this.view.endpoint(id, fresh);
-    return endpoint && canAccessTeam(principal, endpoint.teamId) ? endpoint : undefined;
+    return this.services.chatAccess.usableBy(principal, await this.view.endpoint(id, fresh));
   }
 
   private gateFor(endpointId: string): EndpointGate {

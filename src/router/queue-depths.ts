@@ -5,14 +5,8 @@
  * that changed since the last publication, and those not zero again before
  * they go stale.
  */
-import type { Sql } from '../storage/database.js';
-import {
-  forgetQueueDepths,
-  publishQueueDepths,
-  QUEUE_DEPTH_PUBLISH_MS,
-  QUEUE_DEPTH_REFRESH_MS,
-  QUEUE_DEPTH_STALE_MS,
-} from '../storage/queue-depth-repository.js';
+import type { ChatAccess } from '../services/chat-access.js';
+import { QUEUE_DEPTH_PUBLISH_MS, QUEUE_DEPTH_REFRESH_MS, QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
 
 export class QueueDepthPublisher {
   /** Endpoints whose queued count changed since it was last published. */
@@ -24,7 +18,7 @@ export class QueueDepthPublisher {
 
   /** `queuedOf` reads an endpoint's queued count in this process. */
   constructor(
-    private readonly sql: Sql,
+    private readonly access: ChatAccess,
     private readonly processId: string,
     private readonly queuedOf: (endpointId: string) => number,
   ) {
@@ -39,7 +33,7 @@ export class QueueDepthPublisher {
 
   close(): void {
     clearInterval(this.timer);
-    if (this.published.size > 0) void forgetQueueDepths(this.sql, this.processId).catch(() => {});
+    if (this.published.size > 0) void this.access.forgetQueueDepths(this.processId).catch(() => {});
   }
 
   private async publish(): Promise<void> {
@@ -54,7 +48,7 @@ export class QueueDepthPublisher {
     this.changed.clear();
     this.publishing = true;
     try {
-      await publishQueueDepths(this.sql, this.processId, depths, QUEUE_DEPTH_STALE_MS);
+      await this.access.publishQueueDepths(this.processId, depths, QUEUE_DEPTH_STALE_MS);
       for (const [id, queued] of depths) this.published.set(id, { queued, at: now });
     } catch {
       for (const id of depths.keys()) this.changed.add(id); // the next tick tries again

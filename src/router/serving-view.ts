@@ -5,14 +5,14 @@
  * `cacheMs`; then, for up to ten times as long, while one background read
  * refreshes it (no request waits on it); past that, a request waits for a
  * read. Concurrent reads of one thing share one statement. Both caches are
- * bounded (least recently used entries go first).
+ * bounded (least recently used entries go first). The records are read
+ * unchecked, for every caller: the router applies the access check
+ * (ChatAccess.usableBy) to each request.
  */
 import { LRUCache } from 'lru-cache';
-import type { Sql } from '../storage/database.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
-import { findEndpoints } from '../storage/endpoints-repository.js';
 import type { ReplicaRecord } from '../domain/replica.js';
-import { readyReplicas } from '../storage/replicas-repository.js';
+import type { ChatAccess } from '../services/chat-access.js';
 
 /** Endpoints (and their replica lists) remembered at most. */
 const MAX_CACHED_ENDPOINTS = 10_000;
@@ -31,7 +31,7 @@ export class ServingView {
 
   /** `onReplicas` is called with an endpoint's id whenever its replica list was read afresh. */
   constructor(
-    private readonly sql: Sql,
+    private readonly access: ChatAccess,
     private readonly cacheMs: number,
     private readonly onReplicas: (endpointId: string) => void,
   ) {}
@@ -63,7 +63,7 @@ export class ServingView {
 
   /** Re-reads the ready replicas of the given endpoints in one statement (for requests waiting for a slot). */
   async refreshReplicas(endpointIds: string[]): Promise<void> {
-    const replicas = await readyReplicas(this.sql, endpointIds).catch(() => undefined);
+    const replicas = await this.access.readyReplicas(endpointIds).catch(() => undefined);
     if (!replicas) return;
     for (const id of endpointIds) {
       const entry = this.replicas.peek(id);
@@ -80,7 +80,7 @@ export class ServingView {
 
   private loadEndpoint(id: string, shared = true): Promise<EndpointRecord | undefined> {
     const load = async () => {
-      const [endpoint] = await findEndpoints(this.sql, [id]);
+      const endpoint = await this.access.readEndpoint(id);
       if (endpoint) this.endpoints.set(id, { at: performance.now(), endpoint });
       else this.endpoints.delete(id);
       return endpoint;
@@ -90,7 +90,7 @@ export class ServingView {
 
   private loadReplicas(endpoint: EndpointRecord, shared = true): Promise<ReplicaRecord[]> {
     const load = async () => {
-      const replicas = await readyReplicas(this.sql, [endpoint.id]);
+      const replicas = await this.access.readyReplicas([endpoint.id]);
       this.replicas.set(endpoint.id, { at: performance.now(), replicas, maxBatchSize: endpoint.current.spec.advanced.maxBatchSize });
       this.onReplicas(endpoint.id);
       return replicas;

@@ -10,7 +10,7 @@
  */
 import type { EndpointStatus } from '../domain/lifecycle.js';
 import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
-import type { Services } from '../services/index.js';
+import type { ChatAccess } from '../services/chat-access.js';
 import type { Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
@@ -43,7 +43,7 @@ export class ServingWait {
 
   constructor(
     private readonly sql: Sql,
-    private readonly services: Services,
+    private readonly access: ChatAccess,
     private readonly options: ServingWaitOptions,
   ) {}
 
@@ -81,7 +81,7 @@ export class ServingWait {
           // A change between the look above and the watch would go unseen: look again at once, unless this request wakes it.
           if (endpoint.status !== 'SLEEPING') waitMs = 0;
         }
-        if (endpoint.status === 'SLEEPING') await this.services.endpoints.act(principal, endpoint.id, 'wake');
+        if (endpoint.status === 'SLEEPING') await this.access.wake(principal, endpoint.id);
         if (performance.now() > deadline) {
           return openAIError(
             503,

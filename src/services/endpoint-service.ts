@@ -12,25 +12,22 @@ import { newId } from '../domain/ids.js';
 import { isAllowed, transitionTarget, type LifecycleAction } from '../domain/lifecycle.js';
 import { parsePageRequest, toPage, type Page } from '../domain/pagination.js';
 import { fail, invalidArgument, invalidTransition, notFound, ok, type Result } from '../domain/result.js';
+import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
+import type { ProjectRecord } from '../domain/identity.js';
 import type { Sql, TransactionSql } from '../storage/database.js';
-import { writeStatus } from './endpoint-state.js';
-import type { IdentityService } from './identity-service.js';
 import {
   findEndpointIdByKey,
   findEndpoints,
-  findVersion,
   insertEndpoint,
-  insertEvent,
-  insertVersion,
   listEndpoints,
-  listVersions,
   lockEndpoint,
   markEndpointDeleted,
-  type EndpointRecord,
-  type VersionRecord,
 } from '../storage/endpoints-repository.js';
-import { findProjects, type ProjectRecord } from '../storage/projects-repository.js';
-import { canAccessTeam, type Principal } from './principal.js';
+import { insertEvent, latestEventId } from '../storage/events-repository.js';
+import { findVersion, insertVersion, listVersions } from '../storage/versions-repository.js';
+import { writeStatus } from './endpoint-state.js';
+import type { IdentityService } from './identity-service.js';
+import { visibleTo, type Principal } from './principal.js';
 
 export type EndpointAction = Extract<LifecycleAction, 'sleep' | 'wake' | 'restart' | 'terminate'>;
 
@@ -57,19 +54,28 @@ export class EndpointService {
   }
 
   async get(principal: Principal, id: string): Promise<Result<EndpointRecord>> {
-    const [endpoint] = await findEndpoints(this.db, [id]);
-    if (!endpoint || !canAccessTeam(principal, endpoint.teamId)) return fail(notFound('endpoint', id));
-    return ok(endpoint);
+    const [found] = await findEndpoints(this.db, [id]);
+    const endpoint = visibleTo(principal, found);
+    return endpoint ? ok(endpoint) : fail(notFound('endpoint', id));
+  }
+
+  /**
+   * The newest event id of an endpoint ('0' when it has none): where a live
+   * subscription starts. A position only, which tells nothing about the
+   * endpoint; the subscription checks access with `get`.
+   */
+  latestEventId(endpointId: string): Promise<string> {
+    return latestEventId(this.db, { endpointId });
   }
 
   async create(principal: Principal, body: unknown): Promise<Result<EndpointRecord>> {
     const parsed = parseCreateEndpoint(body);
     if (parsed.type === 'error') return parsed;
     const { projectId, spec, comment } = parsed.value;
-    const [project] = await findProjects(this.db, [projectId]);
-    if (!project || !canAccessTeam(principal, project.teamId)) return fail(notFound('project', projectId));
+    const project = await this.identity.getProject(principal, projectId);
+    if (project.type === 'error') return project;
 
-    const created = await this.insertNew(principal, project, spec, comment, null, 'api:create');
+    const created = await this.insertNew(principal, project.value, spec, comment, null, 'api:create');
     return this.changed(created!.id, ok(created!));
   }
 
@@ -136,9 +142,9 @@ export class EndpointService {
     if (fresh.type === 'error' && !input.projectId) return fresh;
     let project: ProjectRecord;
     if (input.projectId) {
-      const [found] = await findProjects(this.db, [input.projectId]);
-      if (!found || !canAccessTeam(principal, found.teamId)) return fail(notFound('project', input.projectId));
-      project = found;
+      const found = await this.identity.getProject(principal, input.projectId);
+      if (found.type === 'error') return found;
+      project = found.value;
     } else {
       const created = await this.identity.createProject(principal, { name: `${input.artifact.registry}/${input.artifact.name}` });
       if (created.type === 'error') return created;
@@ -183,9 +189,9 @@ export class EndpointService {
     if (page.type === 'error') return page;
     let scope: { projectIds: string[] } | { teamIds: string[] };
     if (query.projectId) {
-      const [project] = await findProjects(this.db, [query.projectId]);
-      if (!project || !canAccessTeam(principal, project.teamId)) return fail(notFound('project', query.projectId));
-      scope = { projectIds: [project.id] };
+      const project = await this.identity.getProject(principal, query.projectId);
+      if (project.type === 'error') return project;
+      scope = { projectIds: [project.value.id] };
     } else {
       scope = { teamIds: principal.actingTeamId ? [principal.actingTeamId] : [] };
     }
@@ -246,8 +252,8 @@ export class EndpointService {
     next: (current: VersionRecord) => Result<NewVersion>,
   ): Promise<Result<EndpointRecord>> {
     const outcome = await this.db.begin(async (tx): Promise<Result<EndpointRecord>> => {
-      const endpoint = await lockEndpoint(tx, id);
-      if (!endpoint || !canAccessTeam(principal, endpoint.teamId)) return fail(notFound('endpoint', id));
+      const endpoint = visibleTo(principal, await lockEndpoint(tx, id));
+      if (!endpoint) return fail(notFound('endpoint', id));
       if (!isAllowed(action, endpoint.status)) return fail(invalidTransition(action, endpoint.status));
       const proposed = next(endpoint.current);
       if (proposed.type === 'error') return proposed;
@@ -279,8 +285,8 @@ export class EndpointService {
 
   async act(principal: Principal, id: string, action: EndpointAction): Promise<Result<EndpointRecord>> {
     const outcome = await this.db.begin(async (tx): Promise<Result<EndpointRecord>> => {
-      const endpoint = await lockEndpoint(tx, id);
-      if (!endpoint || !canAccessTeam(principal, endpoint.teamId)) return fail(notFound('endpoint', id));
+      const endpoint = visibleTo(principal, await lockEndpoint(tx, id));
+      if (!endpoint) return fail(notFound('endpoint', id));
       if (!isAllowed(action, endpoint.status)) return fail(invalidTransition(action, endpoint.status));
       await this.transition(tx, endpoint, action, principal.user.id);
       return ok(await readLocked(tx, id));
@@ -288,10 +294,11 @@ export class EndpointService {
     return this.changed(id, outcome);
   }
 
-  async delete(principal: Principal, id: string): Promise<Result<null>> {
-    const outcome = await this.db.begin(async (tx): Promise<Result<null>> => {
-      const endpoint = await lockEndpoint(tx, id);
-      if (!endpoint || !canAccessTeam(principal, endpoint.teamId)) return fail(notFound('endpoint', id));
+  /** Deletes the endpoint; the answer is its final state, as this transaction left it (deleted, replicas still to stop). */
+  async delete(principal: Principal, id: string): Promise<Result<EndpointRecord>> {
+    const outcome = await this.db.begin(async (tx): Promise<Result<EndpointRecord>> => {
+      const endpoint = visibleTo(principal, await lockEndpoint(tx, id));
+      if (!endpoint) return fail(notFound('endpoint', id));
       await markEndpointDeleted(tx, id);
       await insertEvent(tx, {
         ...eventScope(endpoint),
@@ -303,7 +310,8 @@ export class EndpointService {
         cause: 'api:delete',
         actorId: principal.user.id,
       });
-      return ok(null);
+      const [final] = await findEndpoints(tx, [id], { includeDeleted: true });
+      return ok(final!);
     });
     return this.changed(id, outcome);
   }

@@ -4,14 +4,10 @@
  * transaction. The API actions and the controller both come through here.
  */
 import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
+import type { EndpointRecord, ReplicaCounts } from '../domain/endpoint.js';
 import type { Queryable } from '../storage/database.js';
-import {
-  insertEvent,
-  setReplicaCounts,
-  updateEndpointState,
-  type EndpointRecord,
-  type ReplicaCounts,
-} from '../storage/endpoints-repository.js';
+import { setReplicaCounts, updateEndpointState } from '../storage/endpoints-repository.js';
+import { insertEvent } from '../storage/events-repository.js';
 
 export interface StatusChange {
   status: EndpointStatus;

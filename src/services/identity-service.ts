@@ -6,6 +6,7 @@
 import { FieldChecker } from '../domain/field-checker.js';
 import { hashApiKey, newApiKey, newId } from '../domain/ids.js';
 import { fail, forbidden, invalidArgument, notFound, ok, type Result } from '../domain/result.js';
+import type { ApiKeyRecord, MembershipRecord, ProjectRecord, TeamRecord, TeamRole, UserRecord } from '../domain/identity.js';
 import type { Queryable, Sql } from '../storage/database.js';
 import {
   countUsers,
@@ -17,18 +18,15 @@ import {
   insertTeam,
   insertUser,
   listApiKeys,
+  listMemberships,
+  listTeamMembers,
   lockTeamOwners,
   revokeApiKey,
   setDefaultTeam,
   upsertMember,
-  type ApiKeyRecord,
-  type MembershipRecord,
-  type TeamRecord,
-  type TeamRole,
-  type UserRecord,
 } from '../storage/identity-repository.js';
-import { findProjects, insertProject, type ProjectRecord } from '../storage/projects-repository.js';
-import { canAccessTeam, isTeamOwner, type Principal } from './principal.js';
+import { findProjects, insertProject } from '../storage/projects-repository.js';
+import { canAccessTeam, isTeamOwner, visibleTo, type Principal } from './principal.js';
 
 export interface CreatedApiKey {
   record: ApiKeyRecord;
@@ -118,6 +116,30 @@ export class IdentityService {
     return findUserByIdOrEmail(this.db, idOrEmail);
   }
 
+  /**
+   * A user's principal without an API key, acting for their default team:
+   * the admin CLI borrows a team owner's identity this way.
+   */
+  async actAs(idOrEmail: string): Promise<Principal | undefined> {
+    const user = await findUserByIdOrEmail(this.db, idOrEmail);
+    if (!user) return undefined;
+    const memberships = new Map((await listMemberships(this.db, user.id)).map((m) => [m.teamId, m.role]));
+    return { user, memberships, actingTeamId: user.defaultTeamId };
+  }
+
+  /** The id of a team's earliest member (for the admin CLI, which acts as them); undefined for an unknown or empty team. */
+  async earliestMemberOf(teamId: string): Promise<string | undefined> {
+    const [first] = await listTeamMembers(this.db, [teamId]);
+    return first?.userId;
+  }
+
+  /** A team the caller belongs to. */
+  async getTeam(principal: Principal, id: string): Promise<Result<TeamRecord>> {
+    if (!canAccessTeam(principal, id)) return fail(notFound('team', id));
+    const [team] = await findTeams(this.db, [id]);
+    return team ? ok(team) : fail(notFound('team', id));
+  }
+
   async createTeam(principal: Principal, input: { name: string }): Promise<Result<TeamRecord>> {
     const name = readName('name', input.name);
     if (name.type === 'error') return name;
@@ -172,8 +194,9 @@ export class IdentityService {
   }
 
   async getProject(principal: Principal, id: string): Promise<Result<ProjectRecord>> {
-    const [project] = await findProjects(this.db, [id]);
-    return project && canAccessTeam(principal, project.teamId) ? ok(project) : fail(notFound('project', id));
+    const [found] = await findProjects(this.db, [id]);
+    const project = visibleTo(principal, found);
+    return project ? ok(project) : fail(notFound('project', id));
   }
 
   /** A key for oneself, or, for an admin, for any user. */

@@ -1,14 +1,24 @@
+/**
+ * The domain services, made once per process and shared by every surface.
+ * Handlers (REST routes, GraphQL resolvers, the CLI) reach storage only
+ * through them; the raw database stays with the process's own wiring
+ * (`databaseOf`).
+ */
 import type { Sql } from '../storage/database.js';
+import { ChatAccess } from './chat-access.js';
 import { EndpointService } from './endpoint-service.js';
 import { IdentityService } from './identity-service.js';
 import { Authenticator } from './principal.js';
+import { RequestReads } from './request-reads.js';
 
-/** The domain services, made once per process and shared by every surface. */
 export interface Services {
-  db: Sql;
   auth: Authenticator;
   endpoints: EndpointService;
   identity: IdentityService;
+  /** What the chat router reads, and its access check. */
+  chatAccess: ChatAccess;
+  /** One request's batched reads (GraphQL's dataloaders); call once per request. */
+  requestReads(): RequestReads;
 }
 
 export interface ServiceHooks {
@@ -16,8 +26,31 @@ export interface ServiceHooks {
   onEndpointChange?: (endpointId: string) => void;
 }
 
+const databases = new WeakMap<Services, Sql>();
+
 export function createServices(db: Sql, hooks: ServiceHooks = {}): Services {
   const auth = new Authenticator(db);
   const identity = new IdentityService(db, auth);
-  return { db, auth, endpoints: new EndpointService(db, identity, hooks.onEndpointChange), identity };
+  const endpoints = new EndpointService(db, identity, hooks.onEndpointChange);
+  const services: Services = {
+    auth,
+    endpoints,
+    identity,
+    chatAccess: new ChatAccess(db, endpoints),
+    requestReads: () => new RequestReads(db),
+  };
+  databases.set(services, db);
+  return services;
+}
+
+/**
+ * The database the services were made with, for the process's own wiring
+ * only: the gateway's request recorder, event hub, access watch and router
+ * (which LISTEN and write in bulk), and the readiness probe. Handlers never
+ * use it: they call the services.
+ */
+export function databaseOf(services: Services): Sql {
+  const db = databases.get(services);
+  if (!db) throw new Error('these services were not made by createServices');
+  return db;
 }

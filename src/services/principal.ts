@@ -1,12 +1,16 @@
 /**
  * Who is calling, and on behalf of which team. Built once per request from the
- * API key and the team header; every visibility rule asks `canAccessTeam`.
+ * API key and the team header. The visibility rule is here, once: a team's
+ * records (projects, endpoints) are seen by its members only
+ * (`canAccessTeam`, `visibleTo`). The services apply it; the surfaces and the
+ * router ask the services.
  */
 import { LRUCache } from 'lru-cache';
 import { hashApiKey } from '../domain/ids.js';
 import { fail, forbidden, ok, type Result } from '../domain/result.js';
 import type { Queryable } from '../storage/database.js';
-import { findKeyHolder, touchApiKey, type TeamRole, type UserRecord } from '../storage/identity-repository.js';
+import type { TeamRole, UserRecord } from '../domain/identity.js';
+import { findKeyHolder, touchApiKey } from '../storage/identity-repository.js';
 
 export interface Principal {
   user: UserRecord;
@@ -25,6 +29,11 @@ const KEY_TOUCH_INTERVAL_MS = 60_000;
 
 export function canAccessTeam(principal: Principal, teamId: string): boolean {
   return principal.memberships.has(teamId);
+}
+
+/** The record, when the caller may see it (a member of its team); otherwise undefined, as if it did not exist. */
+export function visibleTo<T extends { teamId: string }>(principal: Principal, record: T | undefined): T | undefined {
+  return record && canAccessTeam(principal, record.teamId) ? record : undefined;
 }
 
 export function isTeamOwner(principal: Principal, teamId: string): boolean {

@@ -1,39 +1,6 @@
 /** SQL for users, API keys, teams and team membership. */
+import type { ApiKeyRecord, MembershipRecord, TeamRecord, TeamRole, UserRecord } from '../domain/identity.js';
 import type { Queryable } from './database.js';
-
-export type TeamRole = 'OWNER' | 'MEMBER';
-
-export interface UserRecord {
-  id: string;
-  email: string;
-  name: string;
-  isAdmin: boolean;
-  defaultTeamId: string | null;
-  createdAt: Date;
-}
-
-export interface TeamRecord {
-  id: string;
-  name: string;
-  createdAt: Date;
-}
-
-export interface MembershipRecord {
-  teamId: string;
-  userId: string;
-  role: TeamRole;
-  createdAt: Date;
-}
-
-export interface ApiKeyRecord {
-  id: string;
-  userId: string;
-  name: string;
-  prefix: string;
-  createdAt: Date;
-  lastUsedAt: Date | null;
-  revokedAt: Date | null;
-}
 
 const USER_COLUMNS = 'u.id, u.email, u.name, u.is_admin, u.default_team_id, u.created_at';
 

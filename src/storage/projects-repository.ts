@@ -1,12 +1,6 @@
 /** SQL for projects. */
+import type { ProjectRecord } from '../domain/identity.js';
 import type { Queryable } from './database.js';
-
-export interface ProjectRecord {
-  id: string;
-  teamId: string;
-  name: string;
-  createdAt: Date;
-}
 
 interface ProjectRow {
   id: string;

@@ -1,26 +1,7 @@
 /** SQL for replicas, the controller's leases on endpoints, and capacity reservation. */
 import type { GpuType } from '../domain/instance-catalog.js';
+import type { ReplicaRecord, ReplicaState } from '../domain/replica.js';
 import type { Queryable } from './database.js';
-
-export type ReplicaState = 'STARTING' | 'READY' | 'DRAINING' | 'STOPPED' | 'FAILED';
-
-export const LIVE_REPLICA_STATES: readonly ReplicaState[] = ['STARTING', 'READY', 'DRAINING'];
-
-export interface ReplicaRecord {
-  id: string;
-  endpointId: string;
-  versionIndex: number;
-  runtime: string;
-  node: string;
-  gpuType: GpuType;
-  numGpu: number;
-  state: ReplicaState;
-  address: string | null;
-  pid: number | null;
-  lastError: string | null;
-  createdAt: Date;
-  readyAt: Date | null;
-}
 
 interface ReplicaRow {
   id: string;

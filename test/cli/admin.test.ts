@@ -66,8 +66,8 @@ describe('npm run admin', () => {
 
     const empty = await mkdtemp(path.join(os.tmpdir(), 'admin-no-db-'));
     try {
-      const env = { ...process.env, DATA_DIR: empty };
-      delete env.DATABASE_URL;
+      const { DATABASE_URL: _unset, ...inherited } = process.env;
+      const env = { ...inherited, DATA_DIR: empty };
       const refused = await run(process.execPath, ['--import', 'tsx', 'src/cli/admin.ts', 'list-keys', '--user', 'x'], { env }).catch(
         (error: { stdout: string; stderr: string; code: number }) => error,
       );

@@ -11,7 +11,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { classifyFailure } from '../../src/http/failures.js';
+import { httpStatusOf } from '../../src/domain/errors.js';
+import { failureOf } from '../../src/http/failures.js';
 import { startGateway, type Gateway } from '../../src/http/server.js';
 import { createServices } from '../../src/services/index.js';
 import { connectDatabase, migrate, type Sql } from '../../src/storage/database.js';
@@ -86,7 +87,8 @@ test('PostgreSQL stopped: 503 with Retry-After on REST, GraphQL and chat, /ready
   // A statement now fails as an outage, and the one mapping calls it one.
   const failure = await sql`SELECT 1`.catch((error: unknown) => error);
   expect(isDatabaseUnavailable(failure)).toBe(true);
-  expect(classifyFailure(failure)).toMatchObject({ kind: 'unavailable', status: 503 });
+  expect(failureOf(failure)).toMatchObject({ kind: 'unavailable' });
+  expect(httpStatusOf(failureOf(failure))).toBe(503);
 
   const ready = await timed(() => fetch(`${gateway.url}/readyz`));
   expect(ready.value.status).toBe(503);

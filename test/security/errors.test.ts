@@ -7,7 +7,10 @@
  * sent as text/plain).
  */
 import { beforeAll, describe, expect, test } from 'vitest';
-import { classifyFailure, openAIErrorOf, restErrorOf } from '../../src/http/failures.js';
+import { httpStatusOf } from '../../src/domain/errors.js';
+import { failureOf } from '../../src/http/failures.js';
+import { openAIErrorOf } from '../../src/http/rest/chat-errors.js';
+import { restErrorOf } from '../../src/http/rest/errors.js';
 import { startTestGateway, createBody, type SeededUser, type TestGateway } from '../support/gateway.js';
 
 let g: TestGateway;
@@ -369,7 +372,8 @@ describe('the safety net: PostgreSQL data exceptions that slip through', () => {
     ]);
     expect(errors.map((e) => (e as { code: string }).code)).toEqual(['22021', '22003', '22P02']);
     for (const error of errors) {
-      expect(classifyFailure(error)).toMatchObject({ kind: 'invalid', status: 400, fields: [{ field: 'request' }] });
+      expect(failureOf(error)).toMatchObject({ kind: 'invalid', fields: [{ field: 'request' }] });
+      expect(httpStatusOf(failureOf(error))).toBe(400);
       expect(restErrorOf(error)).toMatchObject({ status: 400, code: 'INVALID_ARGUMENT' });
       expect(openAIErrorOf(error)).toMatchObject({ status: 400, type: 'invalid_request_error' });
     }

@@ -4,7 +4,8 @@
  * never miss an event with a smaller id that commits later.
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { insertEvent, type EndpointEventInput } from '../../src/storage/endpoints-repository.js';
+import type { EndpointEventInput } from '../../src/domain/endpoint.js';
+import { insertEvent } from '../../src/storage/events-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 let db: TestDatabase;

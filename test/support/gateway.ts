@@ -9,7 +9,7 @@ import { startGateway, type Gateway } from '../../src/http/server.js';
 import { createClient } from '../../src/sdk/client.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import { updateEndpointState } from '../../src/storage/endpoints-repository.js';
-import type { UserRecord } from '../../src/storage/identity-repository.js';
+import type { UserRecord } from '../../src/domain/identity.js';
 import { desiredStateOf } from '../../src/domain/lifecycle.js';
 import { onCleanup } from './cleanup.js';
 import { createTestDatabase, type TestDatabase } from './database.js';

@@ -15,7 +15,11 @@ export const UNPAGED_LIST_MULTIPLIER = 10;
  * its `edges` and `nodes` lists are those same items (`connection.ts` counts
  * them once); any other list counts UNPAGED_LIST_MULTIPLIER.
  */
-export function fieldComplexity(args: Record<string, unknown>, _ctx: unknown, field: GraphQLField<unknown, any>): FieldComplexityValue {
+export function fieldComplexity(
+  args: Record<string, unknown>,
+  _ctx: unknown,
+  field: GraphQLField<unknown, GraphQLContext>,
+): FieldComplexityValue {
   if (field.args.some((arg) => arg.name === 'first')) {
     const first = typeof args.first === 'number' && Number.isFinite(args.first) ? args.first : PAGE_LIMIT.default;
     // Past the page limit the resolver refuses; what it could return is at most a full page.

@@ -4,12 +4,12 @@
  * GET whose `variables` is not JSON, a body that breaks its parser) answer a
  * 400 or 415 naming the field and the rule; and no operation runs with a
  * string that holds NUL (in its variables or its literals), which no field may
- * hold (TEXT_RULES). Errors take the one shape of src/http/failures.ts.
+ * hold (TEXT_RULES). Errors take the GraphQL table's shape (./errors.ts).
  */
 import { BREAK, GraphQLError, Kind, visit, type DocumentNode, type ValueNode } from 'graphql';
 import type { Plugin } from 'graphql-yoga';
 import { findNul, TEXT_RULES } from '../../domain/field-checker.js';
-import { graphqlInvalidArgument } from '../failures.js';
+import { graphqlInvalidArgument } from './errors.js';
 
 type RequestParser = Parameters<NonNullable<Plugin['onRequestParse']>>[0]['setRequestParser'] extends (parser: infer P) => void ? P : never;
 

@@ -15,15 +15,16 @@
  * handed to yoga unchanged, so every error keeps yoga's exact answer.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { getOperationAST, GraphQLError, type DocumentNode, type ExecutionResult } from 'graphql';
+import { getOperationAST, type DocumentNode, type ExecutionResult, type GraphQLError } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
 import type { AccessWatch } from '../../live/access-watch.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
-import { classifyFailure, isServerFailure, maskGraphQLError } from '../failures.js';
-import { authenticateRequest, header, teamHeaderOf } from '../rest/endpoint-routes.js';
-import { MAX_BODY_BYTES, readBodyText } from '../rest/router.js';
+import { authenticate, credentialsOfRequest, header } from '../authenticate.js';
+import { BODY_TOO_LARGE_MESSAGE, readBodyText, sendJson } from '../body.js';
+import { requestIdOf, type Log } from '../request-id.js';
 import type { GraphQLContext } from './context.js';
+import { exposedGraphQLError, reportGraphQLErrors } from './errors.js';
 import { resultJson, type ResultSink } from './shared-execution.js';
 
 const PING_MS = 12_000;
@@ -81,16 +82,6 @@ function serialize(result: ExecutionResult): string {
   });
 }
 
-/** A GraphQL error passes as it is; anything else is logged and masked, like yoga's masked errors. */
-function exposed(error: unknown, log: (message: string, error?: unknown) => void): GraphQLError {
-  if (error instanceof GraphQLError && (!error.originalError || error.originalError instanceof GraphQLError)) return error;
-  // The one mapping: a client's mistake, a database outage or a cut upstream keeps its own error; a bug is masked (and logged).
-  if (isServerFailure(classifyFailure(error instanceof GraphQLError ? error.originalError : error)))
-    log('an SSE subscription failed', error);
-  const masked = maskGraphQLError(error, 'Unexpected error.');
-  return masked instanceof GraphQLError ? masked : new GraphQLError('Unexpected error.');
-}
-
 function paramsOf(value: unknown): Params | null {
   if (typeof value !== 'object' || value === null) return null;
   const { query, variables, operationName, extensions } = value as Record<string, unknown>;
@@ -122,12 +113,7 @@ function paramsFromUrl(url: URL): Params | null {
 }
 
 /** With `access`, a stream whose key is revoked or whose team access changes ends with an error event. */
-export function createSseSubscriptions(
-  yoga: Yoga,
-  services: Services,
-  log: (message: string, error?: unknown) => void,
-  access?: AccessWatch,
-) {
+export function createSseSubscriptions(yoga: Yoga, services: Services, log: Log, access?: AccessWatch) {
   /** Hands the request to yoga, with the body this path already read. */
   const toYoga = (req: IncomingMessage, res: ServerResponse, body: string | undefined) => {
     // whatwg-node reads a consumed request's body from `req.body` (as Express leaves it).
@@ -141,11 +127,7 @@ export function createSseSubscriptions(
     if (req.method === 'POST') {
       if (!header(req, 'content-type')?.includes('json')) return void yoga(req, res);
       const text = await readBodyText(req);
-      if (text === null) {
-        res.writeHead(413, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ errors: [{ message: `request body exceeds ${MAX_BODY_BYTES} bytes` }] }));
-        return;
-      }
+      if (text === null) return sendJson(res, 413, { errors: [{ message: BODY_TOO_LARGE_MESSAGE }] });
       body = text;
       try {
         params = paramsOf(JSON.parse(text));
@@ -158,10 +140,10 @@ export function createSseSubscriptions(
     if (!params) return toYoga(req, res, body);
 
     const epoch = access?.epoch ?? 0;
-    const auth = await authenticateRequest(services, req);
+    const credentials = credentialsOfRequest(req);
+    const auth = await authenticate(services, credentials);
     if (auth.type === 'error') return toYoga(req, res, body);
     // Watched while the response is open: a change of access ends the stream with an error event.
-    const credentials = { authorization: header(req, 'authorization'), team: teamHeaderOf((n) => header(req, n)) };
     const connection = access?.open(credentials, auth.value, epoch, () => {});
     if (connection) res.once('close', () => connection.close());
     const watched = connection?.subscription();
@@ -205,16 +187,12 @@ export function createSseSubscriptions(
       'content-encoding': 'none',
     });
     // Handed over: this frame (the body, the document, the context) is not kept for the stream's life.
-    return pump(res, (watched ? watched.watch(stream) : stream)[Symbol.asyncIterator](), log);
+    return pump(res, (watched ? watched.watch(stream) : stream)[Symbol.asyncIterator](), requestIdOf(req), log);
   };
 }
 
 /** Writes what a started subscription yields (results its sink refused, and errors) until it completes or the client goes away. */
-async function pump(
-  res: ServerResponse,
-  events: AsyncIterator<ExecutionResult>,
-  log: (message: string, error?: unknown) => void,
-): Promise<void> {
+async function pump(res: ServerResponse, events: AsyncIterator<ExecutionResult>, requestId: string, log: Log): Promise<void> {
   res.write(':\n\n');
   const ping = setInterval(() => res.write(':\n\n'), PING_MS);
   let closed = false;
@@ -231,6 +209,7 @@ async function pump(
       const step = await events.next();
       if (closed) return;
       if (step.done) break;
+      reportGraphQLErrors(step.value.errors, requestId, log, 'an SSE subscription');
       if (!res.write(frameOf(step.value))) {
         await new Promise<void>((resolve) => (drained = resolve));
         drained = undefined;
@@ -240,7 +219,9 @@ async function pump(
   } catch (error) {
     // The stream failed (NOT_FOUND, SUBSCRIPTION_OVERFLOW, or a bug): its last event says why, as yoga reports it.
     if (closed) return;
-    res.write(`event: next\ndata: ${serialize({ errors: [exposed(error, log)] })}\n\n`);
+    const exposed = exposedGraphQLError(error);
+    reportGraphQLErrors([exposed], requestId, log, 'an SSE subscription');
+    res.write(`event: next\ndata: ${serialize({ errors: [exposed] })}\n\n`);
     res.end('event: complete\ndata:\n\n');
   } finally {
     clearInterval(ping);

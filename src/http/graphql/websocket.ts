@@ -25,13 +25,24 @@ import { WebSocket, WebSocketServer } from 'ws';
 import type { AccessWatch, WatchedConnection, WatchedSubscription } from '../../live/access-watch.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
-import { MAX_BODY_BYTES } from '../rest/router.js';
-import { classifyFailure, DATABASE_UNAVAILABLE_MESSAGE } from '../failures.js';
+import { failureOfDomainError, type Failure } from '../../domain/errors.js';
+import { authenticate, credentialsOfConnectionParams } from '../authenticate.js';
+import { MAX_BODY_BYTES } from '../body.js';
+import { failureOf } from '../failures.js';
+import { logFailure, REQUEST_ID_HEADER, requestIdOf, type Log } from '../request-id.js';
 import type { GraphQLContext } from './context.js';
+import { reportGraphQLErrors, unmasked } from './errors.js';
 import { resultJson, type ResultSink } from './shared-execution.js';
 
 /** WebSocket close code 1013, "Try Again Later" (RFC 6455 registry): the server cannot serve this connection now. */
 const TRY_AGAIN_LATER = 1013;
+
+/** How a socket that cannot open is closed: graphql-ws's 4401 and 4403, and 1013 (as HTTP's 503) for an outage. */
+const CLOSE_CODES: Partial<Record<Failure['kind'], number>> = {
+  unauthenticated: CloseCode.Unauthorized,
+  forbidden: CloseCode.Forbidden,
+  unavailable: TRY_AGAIN_LATER,
+};
 
 type Yoga = YogaServerInstance<{ req?: IncomingMessage; principal?: Principal; resultSink?: ResultSink }, GraphQLContext>;
 
@@ -44,7 +55,7 @@ export interface WebSocketOptions {
   maxPayload?: number;
   /** Interval of keep-alive pings; a socket that misses a pong for as long is dropped. @default 12000 */
   keepAliveMs?: number;
-  log?: (message: string, error?: unknown) => void;
+  log?: Log;
 }
 
 /** Past this much unsent data on a socket, shared results wait for the socket like any other message. */
@@ -92,6 +103,8 @@ class WebSocketNextMessages implements ResultSink {
 interface Extra {
   socket: WebSocket;
   request?: IncomingMessage;
+  /** The upgrade request's id (answered in its `x-request-id` header), for the socket's log lines. */
+  requestId: string;
 }
 
 /** What graphql-ws carries from `onSubscribe` to `execute`/`subscribe`. */
@@ -123,26 +136,24 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
   const graphqlWs = makeServer<Record<string, unknown>, Extra>({
     onConnect: async (ctx) => {
       const { socket } = ctx.extra;
-      const params = ctx.connectionParams ?? {};
-      const authorization = typeof params.authorization === 'string' ? params.authorization : undefined;
-      const team = ['x-friendli-team', 'x-team-id', 'teamId'].map((k) => params[k]).find((v) => typeof v === 'string') as
-        string | undefined;
+      const credentials = credentialsOfConnectionParams(ctx.connectionParams ?? {});
       const epoch = access?.epoch ?? 0;
       let result;
       try {
-        result = await services.auth.authenticate(authorization, team);
+        result = await authenticate(services, credentials);
       } catch (error) {
         // The database being away is no fault of ours to report as 4500: 1013 "try again later", as HTTP's 503.
-        if (classifyFailure(error).kind !== 'unavailable') throw error;
-        socket.close(TRY_AGAIN_LATER, closeReason(DATABASE_UNAVAILABLE_MESSAGE));
+        const failure = failureOf(error);
+        if (failure.kind !== 'unavailable') throw error;
+        socket.close(CLOSE_CODES.unavailable!, closeReason(failure.message));
         return false;
       }
       if (result.type === 'error') {
-        const code = result.error.type === 'FORBIDDEN' ? CloseCode.Forbidden : CloseCode.Unauthorized;
-        socket.close(code, closeReason(result.error.message));
+        const failure = failureOfDomainError(result.error);
+        socket.close(CLOSE_CODES[failure.kind] ?? CloseCode.Unauthorized, closeReason(failure.message));
         return false;
       }
-      const watched = access?.open({ authorization, team }, result.value, epoch, (error) => {
+      const watched = access?.open(credentials, result.value, epoch, (error) => {
         socket.close(CloseCode.Forbidden, closeReason(`access revoked: ${error.message}`));
       });
       if (socket.readyState !== WebSocket.OPEN) {
@@ -192,6 +203,13 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
         rootValue: root,
       } satisfies ExecutionArgs;
     },
+    // Masked errors (bugs) are logged once with the socket's request id, which they carry to the client.
+    onNext: (ctx, _id, _payload, _args, result) => {
+      reportGraphQLErrors(result.errors, ctx.extra.requestId, log, 'a WebSocket operation');
+    },
+    onError: (ctx, _id, _payload, errors) => {
+      reportGraphQLErrors(errors, ctx.extra.requestId, log, 'a WebSocket operation');
+    },
     execute: (args) => (args.rootValue as Root).execute(args) as never,
     subscribe: async (args) => {
       const root = args.rootValue as Root;
@@ -202,6 +220,8 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
   });
 
   wss.on('error', (error) => log('the WebSocket server failed', error));
+  // The upgrade's answer carries the request id, like every HTTP answer.
+  wss.on('headers', (headers, request) => headers.push(`${REQUEST_ID_HEADER}: ${requestIdOf(request)}`));
   wss.on('connection', (socket, request) => {
     // Frame-level faults (too large, invalid UTF-8): `ws` closes the socket itself with the WebSocket code.
     socket.on('error', () => {});
@@ -218,7 +238,7 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
             socket.ping();
           }, keepAliveMs)
         : null;
-    const extra: Extra = { socket, request };
+    const extra: Extra = { socket, request, requestId: requestIdOf(request) };
     let onMessage: ((data: string) => Promise<void>) | undefined;
     const closed = graphqlWs.opened(
       {
@@ -256,7 +276,7 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
         // graphql-ws validates an already parsed message as it does a string (4400 for a bad one).
         await onMessage(message as never);
       } catch (error) {
-        log('a WebSocket message failed', error);
+        logFailure(log, extra.requestId, 'a WebSocket message', unmasked(error));
         socket.close(CloseCode.InternalServerError, 'Internal server error');
       }
     });

@@ -4,14 +4,14 @@
  * header, a socket's from its `connection_init` payload.
  */
 import type { IncomingMessage, Server } from 'node:http';
-import { GraphQLError } from 'graphql';
 import { createYoga, type YogaServerInstance } from 'graphql-yoga';
-import type { DomainError } from '../../domain/result.js';
+import { failureOfDomainError } from '../../domain/errors.js';
 import type { ChatRouter } from '../../router/chat-router.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
-import { teamHeaderOf } from '../rest/endpoint-routes.js';
-import { maskGraphQLError } from '../failures.js';
+import { authenticate, credentialsOfFetchRequest } from '../authenticate.js';
+import type { Log } from '../request-id.js';
+import { graphqlErrorOf, maskGraphQLError, useErrorReporting } from './errors.js';
 import { useClientInputRules } from './client-input.js';
 import { createLoaders, type GraphQLContext } from './context.js';
 import { DEFAULT_GRAPHQL_LIMITS, useOperationLimits, type GraphQLSecurityOptions } from './limits.js';
@@ -29,11 +29,6 @@ interface ServerContext {
   resultSink?: ResultSink;
 }
 
-function authError(error: DomainError): GraphQLError {
-  const status = error.type === 'FORBIDDEN' ? 403 : 401;
-  return new GraphQLError(error.message, { extensions: { code: error.type, http: { status } } });
-}
-
 /**
  * `security`: operation limits and introspection (`limits.ts`); GraphiQL is
  * served only where introspection is on. CORS is answered by the HTTP server
@@ -44,17 +39,20 @@ export function createGraphQL(
   chat: ChatRouter,
   live: GraphQLContext['live'],
   security: GraphQLSecurityOptions = { limits: DEFAULT_GRAPHQL_LIMITS, introspection: true },
+  log: Log = (message, error) => console.error(message, error),
 ): YogaServerInstance<ServerContext, GraphQLContext> {
   return createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: GRAPHQL_PATH,
     logging: false,
-    // Client errors and database outages get their own errors (400, 415, 503); anything else is masked.
+    // Client errors and database outages get their own errors (400, 415, 503); anything else is masked,
+    // and logged once with its request id by useErrorReporting (yoga's own logging is off).
     maskedErrors: { maskError: maskGraphQLError },
     landingPage: false,
     graphiql: security.introspection,
     cors: false,
     plugins: [
+      useErrorReporting(log),
       // Before anything else: an operation over a limit is refused before its context (authentication) is built.
       useOperationLimits(security),
       // Unreadable requests answer 400 or 415 naming the field; no operation runs with a NUL in its input.
@@ -68,11 +66,8 @@ export function createGraphQL(
     ],
     context: async ({ request, principal }) => {
       if (!principal) {
-        const result = await services.auth.authenticate(
-          request.headers.get('authorization'),
-          teamHeaderOf((n) => request.headers.get(n)),
-        );
-        if (result.type === 'error') throw authError(result.error);
+        const result = await authenticate(services, credentialsOfFetchRequest(request));
+        if (result.type === 'error') throw graphqlErrorOf(failureOfDomainError(result.error), 'request')!;
         principal = result.value;
       }
       return { principal, services, chat, live, loaders: createLoaders(services) };

@@ -3,35 +3,11 @@
  * handler authenticates, calls the endpoint service and shapes the answer;
  * the rules live in the service.
  */
-import type { IncomingMessage } from 'node:http';
-import type { Result } from '../../domain/result.js';
 import type { Services } from '../../services/index.js';
-import { findTeams } from '../../storage/identity-repository.js';
-import { TEAM_HEADERS, type Principal } from '../../services/principal.js';
+import type { Principal } from '../../services/principal.js';
+import { authenticateRequest } from '../authenticate.js';
 import { Router, unwrap, type RouteRequest, type RouteResponse } from './router.js';
 import { specObject, statusObject } from './responses.js';
-
-/** A request header's (first) value. */
-export function header(req: IncomingMessage, name: string): string | undefined {
-  const value = req.headers[name];
-  return Array.isArray(value) ? value[0] : value;
-}
-
-export function teamHeaderOf(get: (name: string) => string | null | undefined): string | undefined {
-  for (const name of TEAM_HEADERS) {
-    const value = get(name);
-    if (value) return value;
-  }
-  return undefined;
-}
-
-/** The caller of a Node request: its bearer key and team header. */
-export function authenticateRequest(services: Services, req: IncomingMessage): Promise<Result<Principal>> {
-  return services.auth.authenticate(
-    header(req, 'authorization'),
-    teamHeaderOf((n) => header(req, n)),
-  );
-}
 
 export function endpointRoutes(services: Services): Router {
   const authed =
@@ -85,10 +61,11 @@ export function endpointRoutes(services: Services): Router {
     .add(
       'DELETE',
       `${base}/:id`,
-      authed(async (principal, { params }) => {
-        unwrap(await endpoints.delete(principal, params.id!));
-        return { status: 204 };
-      }),
+      // 200 with the final status object: the official SDK accepts only `200 application/json` here.
+      authed(async (principal, { params }) => ({
+        status: 200,
+        body: statusObject(unwrap(await endpoints.delete(principal, params.id!))),
+      })),
     )
     .add(
       'GET',
@@ -117,7 +94,7 @@ export function endpointRoutes(services: Services): Router {
     '/dedicated/endpoint/wandb-artifact-create',
     authed(async (principal, { body }) => {
       const { endpoint, project } = unwrap(await endpoints.createFromArtifact(principal, await body()));
-      const [team] = await findTeams(services.db, [project.teamId]);
+      const team = unwrap(await services.identity.getTeam(principal, project.teamId));
       return {
         status: 200,
         body: {
@@ -126,7 +103,7 @@ export function endpointRoutes(services: Services): Router {
           projectId: project.id,
           projectName: project.name,
           teamId: project.teamId,
-          teamName: team!.name,
+          teamName: team.name,
         },
       };
     }),

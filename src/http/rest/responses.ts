@@ -1,70 +1,11 @@
 /**
- * The REST wire shapes: the documented error body, and the status and spec
- * objects of the contract, built from the stored records.
+ * The REST wire shapes: the status and spec objects of the contract, built
+ * from the stored records. (Errors: ./errors.ts.)
  */
-import type { ServerResponse } from 'node:http';
 import { hubModelOf } from '../../domain/endpoint-spec.js';
 import { findInstanceOption } from '../../domain/instance-catalog.js';
-import type { DomainError } from '../../domain/result.js';
 import { reportedStatus, reportsPhase, type LifecycleAction } from '../../domain/lifecycle.js';
-import type { EndpointRecord, VersionRecord } from '../../storage/endpoints-repository.js';
-
-export type ErrorCode =
-  | 'UNAUTHENTICATED'
-  | 'FORBIDDEN'
-  | 'NOT_FOUND'
-  | 'INVALID_ARGUMENT'
-  | 'INVALID_TRANSITION'
-  | 'CONFLICT'
-  | 'RESOURCE_EXHAUSTED'
-  /** 503 with Retry-After: a dependency (the database) cannot be reached; the request did nothing. */
-  | 'UNAVAILABLE'
-  | 'INTERNAL';
-
-export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: ErrorCode,
-    message: string,
-    readonly details?: Record<string, unknown>,
-    readonly headers?: Record<string, string>,
-  ) {
-    super(message);
-    this.name = 'HttpError';
-  }
-}
-
-export function httpErrorOf(error: DomainError): HttpError {
-  switch (error.type) {
-    case 'UNAUTHENTICATED':
-      return new HttpError(401, 'UNAUTHENTICATED', error.message, undefined, { 'www-authenticate': 'Bearer' });
-    case 'FORBIDDEN':
-      return new HttpError(403, 'FORBIDDEN', error.message);
-    case 'NOT_FOUND':
-      return new HttpError(404, 'NOT_FOUND', error.message);
-    case 'INVALID_ARGUMENT':
-      return new HttpError(400, 'INVALID_ARGUMENT', error.message, { fields: error.fields });
-    case 'INVALID_TRANSITION':
-      return new HttpError(409, 'INVALID_TRANSITION', error.message, { status: error.status, action: error.action });
-    case 'CONFLICT':
-      return new HttpError(409, 'CONFLICT', error.message);
-  }
-}
-
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const payload = JSON.stringify(body);
-  res.writeHead(status, {
-    'content-type': 'application/json; charset=utf-8',
-    'content-length': Buffer.byteLength(payload),
-    ...headers,
-  });
-  res.end(payload);
-}
-
-export function sendError(res: ServerResponse, error: HttpError): void {
-  const body = { error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) } };
-  sendJson(res, error.status, body, error.headers);
-}
+import type { EndpointRecord, VersionRecord } from '../../domain/endpoint.js';
 
 /**
  * The status object of an endpoint, as the answer to `action`: `phase` is left

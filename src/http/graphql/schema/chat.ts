@@ -4,11 +4,10 @@
  * `createChatCompletion` mutation returns the whole answer. Both go through
  * the chat router, so routing, limits, waking and cancellation are the same.
  */
-import { GraphQLError } from 'graphql';
 import type { OpenAIError } from '../../../domain/openai-errors.js';
 import { collectBody, relayStream } from '../../../router/relay.js';
 import { builder } from '../builder.js';
-import { graphqlFieldName, resultUnion } from './errors.js';
+import { graphqlChatError, graphqlFieldName } from '../errors.js';
 
 interface Usage {
   prompt_tokens: number;
@@ -73,17 +72,6 @@ function toOpenAIBody(input: Input, stream: boolean): Record<string, unknown> {
   if (input.chatTemplateKwargs != null) body.chat_template_kwargs = input.chatTemplateKwargs;
   if (stream && input.includeUsage) body.stream_options = { include_usage: true };
   return body;
-}
-
-function chatError(error: OpenAIError): GraphQLError {
-  return new GraphQLError(error.message, {
-    extensions: {
-      code: error.code ?? error.type,
-      status: error.status,
-      ...(error.param ? { param: graphqlFieldName(error.param) } : {}),
-      ...(error.retryAfter !== undefined ? { retryAfter: error.retryAfter } : {}),
-    },
-  });
 }
 
 const UsageRef = builder.objectRef<Usage>('ChatUsage').implement({
@@ -198,11 +186,11 @@ builder.subscriptionField('chatCompletion', (t) =>
       const cancel = new AbortController();
       try {
         const routed = await chat.route(principal, toOpenAIBody(input, true), cancel.signal);
-        if (routed.type === 'error') throw chatError(routed.error);
+        if (routed.type === 'error') throw graphqlChatError(routed.error);
         const { upstream } = routed.value;
         if (upstream.statusCode !== 200) {
           const body = JSON.parse((await collectBody(routed.value)).toString('utf8')) as { error: Omit<OpenAIError, 'status'> };
-          throw chatError({ ...body.error, status: upstream.statusCode ?? 502 } as OpenAIError);
+          throw graphqlChatError({ ...body.error, status: upstream.statusCode ?? 502 } as OpenAIError);
         }
         for await (const data of relayStream(routed.value)) {
           if (data === '[DONE]') return;

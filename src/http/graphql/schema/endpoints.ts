@@ -1,17 +1,16 @@
 /**
  * Endpoints: their status, spec, versions, the instance catalog, and every
- * lifecycle mutation. Resolvers call the endpoint service and map results.
+ * lifecycle mutation. Resolvers call the endpoint service (or the request's
+ * checked reads) and map results; access is checked there, never here.
  */
 import { findInstanceOption, INSTANCE_OPTIONS, type InstanceOption as InstanceOptionRecord } from '../../../domain/instance-catalog.js';
-import type { Page } from '../../../domain/pagination.js';
 import type { Result } from '../../../domain/result.js';
 import { parsePageRequest } from '../../../domain/pagination.js';
 import { hubModelOf } from '../../../domain/endpoint-spec.js';
 import type { ResolvedModel } from '../../../models/model-store.js';
 import type { EndpointAction } from '../../../services/endpoint-service.js';
-import { canAccessTeam } from '../../../services/principal.js';
-import type { EndpointRecord, VersionRecord } from '../../../storage/endpoints-repository.js';
-import type { ProjectRecord } from '../../../storage/projects-repository.js';
+import type { DownloadProgress as DownloadProgressRecord, EndpointRecord, VersionRecord } from '../../../domain/endpoint.js';
+import type { ProjectRecord } from '../../../domain/identity.js';
 import { builder } from '../builder.js';
 import { CONNECTION_ARG_NAMES, connectionArgs, connectionType } from './connection.js';
 import { EndpointErrorCode, EndpointPhase, EndpointStatusValue, GpuType, RolloutState } from './enums.js';
@@ -33,7 +32,7 @@ const InstanceOption = builder.objectRef<InstanceOptionRecord>('InstanceOption')
   }),
 });
 
-const DownloadProgress = builder.objectRef<{ bytesDone: number; bytesTotal: number }>('DownloadProgress').implement({
+const DownloadProgress = builder.objectRef<DownloadProgressRecord>('DownloadProgress').implement({
   fields: (t) => ({
     bytesDone: t.float({ resolve: (p) => p.bytesDone }),
     bytesTotal: t.float({ resolve: (p) => p.bytesTotal }),
@@ -185,10 +184,7 @@ builder.queryFields((t) => ({
     type: Endpoint,
     nullable: true,
     args: { id: t.arg.id({ required: true }) },
-    resolve: async (_, { id }, { principal, loaders }) => {
-      const endpoint = await loaders.endpoint.load(String(id));
-      return endpoint && canAccessTeam(principal, endpoint.teamId) ? endpoint : null;
-    },
+    resolve: async (_, { id }, { principal, loaders }) => (await loaders.endpointFor(principal, String(id))) ?? null,
   }),
   endpoints: t.field({
     type: EndpointConnection,
@@ -401,5 +397,3 @@ for (const [action, names] of Object.entries(ACTIONS) as [EndpointAction, (typeo
     }),
   );
 }
-
-export type { Page };

@@ -1,3 +1,5 @@
+import { ROLLOUT_STATES } from '../../../domain/endpoint.js';
+import { TEAM_ROLES } from '../../../domain/identity.js';
 import { GPU_TYPES } from '../../../domain/instance-catalog.js';
 import { ENDPOINT_ERROR_CODES, ENDPOINT_PHASES, ENDPOINT_STATUSES } from '../../../domain/lifecycle.js';
 import { builder } from '../builder.js';
@@ -19,9 +21,9 @@ export const EndpointErrorCode = builder.enumType('EndpointErrorCode', {
 
 export const GpuType = builder.enumType('GpuType', { values: GPU_TYPES });
 
-export const TeamRole = builder.enumType('TeamRole', { values: ['OWNER', 'MEMBER'] as const });
+export const TeamRole = builder.enumType('TeamRole', { values: TEAM_ROLES });
 
 export const RolloutState = builder.enumType('RolloutState', {
   description: 'RECORDED: not applied yet; ROLLED_OUT: replicas ran it; FAILED: its rollout failed.',
-  values: ['RECORDED', 'ROLLED_OUT', 'FAILED'] as const,
+  values: ROLLOUT_STATES,
 });

@@ -3,10 +3,10 @@
  * success type and the errors it can meet (`<Verb><Noun>Result`), so clients
  * handle them with `__typename` instead of parsing error strings.
  */
-import { GraphQLError } from 'graphql';
 import type { ObjectRef, UnionRef } from '@pothos/core';
+import { failureOfDomainError } from '../../../domain/errors.js';
 import type { DomainError, FieldViolation, Result } from '../../../domain/result.js';
-import { graphqlFieldName, graphqlInvalidArgument } from '../../failures.js';
+import { graphqlErrorOf, graphqlFieldName } from '../errors.js';
 import { builder } from '../builder.js';
 import { EndpointStatusValue } from './enums.js';
 
@@ -29,7 +29,12 @@ const FieldErrorRef = builder.objectRef<FieldViolation>('FieldError').implement(
   }),
 });
 
-function errorType<T extends DomainError['type']>(name: string, type: T, description: string, extra?: (t: any) => object) {
+function errorType<T extends DomainError['type']>(
+  name: string,
+  type: T,
+  description: string,
+  extra?: (t: PothosSchemaTypes.ObjectFieldBuilder<SchemaTypesOf, ErrorOf<T>>) => object,
+) {
   return builder.objectRef<ErrorOf<T>>(name).implement({
     description,
     interfaces: [ErrorInterface],
@@ -58,8 +63,8 @@ export const InvalidTransitionError = errorType(
   }),
 );
 
-const ERROR_TYPE_NAMES: Record<DomainError['type'], string> = {
-  UNAUTHENTICATED: 'UnauthenticatedError',
+/** The schema's error types. UNAUTHENTICATED has none: authentication fails the whole request (../errors.ts). */
+const ERROR_TYPE_NAMES: Partial<Record<DomainError['type'], string>> = {
   NOT_FOUND: 'NotFoundError',
   FORBIDDEN: 'ForbiddenError',
   CONFLICT: 'ConflictError',
@@ -76,12 +81,12 @@ function isDomainError(value: unknown): value is DomainError {
 /** A `<Verb><Noun>Result` union of a success type and the error types it can meet. */
 export function resultUnion<S extends object>(
   name: string,
-  success: ObjectRef<any, S>,
-  errors: ObjectRef<any, any>[],
+  success: ObjectRef<SchemaTypesOf, S>,
+  errors: ObjectRef<SchemaTypesOf, DomainError>[],
 ): UnionRef<SchemaTypesOf, S | DomainError> {
   return builder.unionType(name, {
     types: [success, ...errors],
-    resolveType: (value) => (isDomainError(value) ? ERROR_TYPE_NAMES[value.type] : success.name),
+    resolveType: (value) => (isDomainError(value) ? ERROR_TYPE_NAMES[value.type]! : success.name),
   }) as unknown as UnionRef<SchemaTypesOf, S | DomainError>;
 }
 
@@ -92,12 +97,10 @@ export function payload<T, S>(result: Result<T>, wrap: (value: T) => S): S | Dom
 
 /**
  * For queries, where an expected failure is a GraphQL error with a code rather
- * than a result type. An invalid argument answers 400 over HTTP, like every
- * other error a client causes (src/http/failures.ts).
+ * than a result type (the GraphQL table, ../errors.ts): an invalid argument
+ * answers 400 over HTTP, like every other error a client causes.
  */
 export function unwrapOrThrow<T>(result: Result<T>): T {
   if (result.type === 'ok') return result.value;
-  const { error } = result;
-  if (error.type === 'INVALID_ARGUMENT') throw graphqlInvalidArgument(error.message, error.fields);
-  throw new GraphQLError(error.message, { extensions: { code: error.type } });
+  throw graphqlErrorOf(failureOfDomainError(result.error), 'field')!;
 }

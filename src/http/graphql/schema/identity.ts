@@ -1,8 +1,6 @@
 /** Users, API keys, teams, members and projects, with their queries and mutations. */
 import type { CreatedApiKey } from '../../../services/identity-service.js';
-import { canAccessTeam } from '../../../services/principal.js';
-import type { ApiKeyRecord, MembershipRecord, TeamRecord, UserRecord } from '../../../storage/identity-repository.js';
-import type { ProjectRecord } from '../../../storage/projects-repository.js';
+import type { ApiKeyRecord, MembershipRecord, ProjectRecord, TeamRecord, UserRecord } from '../../../domain/identity.js';
 import { builder } from '../builder.js';
 import { TeamRole } from './enums.js';
 import { ConflictError, ForbiddenError, InvalidArgumentError, NotFoundError, payload, resultUnion } from './errors.js';
@@ -93,45 +91,40 @@ builder.queryFields((t) => ({
     type: Team,
     nullable: true,
     args: { id: t.arg.id({ required: true }) },
-    resolve: async (_, { id }, { principal, loaders }) => (canAccessTeam(principal, String(id)) ? loaders.team.load(String(id)) : null),
+    resolve: async (_, { id }, { principal, loaders }) => (await loaders.teamFor(principal, String(id))) ?? null,
   }),
   project: t.field({
     type: Project,
     nullable: true,
     args: { id: t.arg.id({ required: true }) },
-    resolve: async (_, { id }, { principal, loaders }) => {
-      const project = await loaders.project.load(String(id));
-      return project && canAccessTeam(principal, project.teamId) ? project : null;
-    },
+    resolve: async (_, { id }, { principal, loaders }) => (await loaders.projectFor(principal, String(id))) ?? null,
   }),
 }));
 
-const success = <T extends object>(name: string, fields: (t: any) => object) =>
-  builder.objectRef<T>(name).implement({ fields: fields as never });
-
-const CreateUserSuccess = success<{ user: UserRecord }>('CreateUserSuccess', (t) => ({
-  user: t.field({ type: User, resolve: (p: { user: UserRecord }) => p.user }),
-}));
-const CreateTeamSuccess = success<{ team: TeamRecord }>('CreateTeamSuccess', (t) => ({
-  team: t.field({ type: Team, resolve: (p: { team: TeamRecord }) => p.team }),
-}));
-const AddTeamMemberSuccess = success<{ member: MembershipRecord }>('AddTeamMemberSuccess', (t) => ({
-  member: t.field({ type: TeamMember, resolve: (p: { member: MembershipRecord }) => p.member }),
-}));
-const RemoveTeamMemberSuccess = success<{ teamId: string; userId: string }>('RemoveTeamMemberSuccess', (t) => ({
-  teamId: t.exposeID('teamId'),
-  userId: t.exposeID('userId'),
-}));
-const CreateProjectSuccess = success<{ project: ProjectRecord }>('CreateProjectSuccess', (t) => ({
-  project: t.field({ type: Project, resolve: (p: { project: ProjectRecord }) => p.project }),
-}));
-const CreateApiKeySuccess = success<CreatedApiKey>('CreateApiKeySuccess', (t) => ({
-  apiKey: t.field({ type: ApiKey, resolve: (p: CreatedApiKey) => p.record }),
-  secret: t.string({ description: 'The key. It is shown only here; store it now.', resolve: (p: CreatedApiKey) => p.secret }),
-}));
-const RevokeApiKeySuccess = success<{ apiKey: ApiKeyRecord }>('RevokeApiKeySuccess', (t) => ({
-  apiKey: t.field({ type: ApiKey, resolve: (p: { apiKey: ApiKeyRecord }) => p.apiKey }),
-}));
+const CreateUserSuccess = builder.objectRef<{ user: UserRecord }>('CreateUserSuccess').implement({
+  fields: (t) => ({ user: t.field({ type: User, resolve: (p) => p.user }) }),
+});
+const CreateTeamSuccess = builder.objectRef<{ team: TeamRecord }>('CreateTeamSuccess').implement({
+  fields: (t) => ({ team: t.field({ type: Team, resolve: (p) => p.team }) }),
+});
+const AddTeamMemberSuccess = builder.objectRef<{ member: MembershipRecord }>('AddTeamMemberSuccess').implement({
+  fields: (t) => ({ member: t.field({ type: TeamMember, resolve: (p) => p.member }) }),
+});
+const RemoveTeamMemberSuccess = builder.objectRef<{ teamId: string; userId: string }>('RemoveTeamMemberSuccess').implement({
+  fields: (t) => ({ teamId: t.exposeID('teamId'), userId: t.exposeID('userId') }),
+});
+const CreateProjectSuccess = builder.objectRef<{ project: ProjectRecord }>('CreateProjectSuccess').implement({
+  fields: (t) => ({ project: t.field({ type: Project, resolve: (p) => p.project }) }),
+});
+const CreateApiKeySuccess = builder.objectRef<CreatedApiKey>('CreateApiKeySuccess').implement({
+  fields: (t) => ({
+    apiKey: t.field({ type: ApiKey, resolve: (p) => p.record }),
+    secret: t.string({ description: 'The key. It is shown only here; store it now.', resolve: (p) => p.secret }),
+  }),
+});
+const RevokeApiKeySuccess = builder.objectRef<{ apiKey: ApiKeyRecord }>('RevokeApiKeySuccess').implement({
+  fields: (t) => ({ apiKey: t.field({ type: ApiKey, resolve: (p) => p.apiKey }) }),
+});
 
 builder.mutationFields((t) => ({
   createUser: t.field({

@@ -6,25 +6,24 @@
  * served over graphql-ws and SSE.
  */
 import { GraphQLError } from 'graphql';
-import { latestEventId, LiveEventStream, SubscriptionOverflowError, type LiveItem } from '../../../live/event-stream.js';
-import type { EndpointEventRecord, EndpointRecord, EventScope } from '../../../storage/endpoints-repository.js';
+import {
+  ENDPOINT_EVENT_TYPES,
+  type EndpointEventRecord,
+  type EndpointRecord,
+  type EventScope,
+  type ReplicaCounts,
+} from '../../../domain/endpoint.js';
+import { SubscriptionOverflowError, type LiveEventStream, type LiveItem } from '../../../live/event-stream.js';
 import type { GraphQLContext } from '../context.js';
-import { canAccessTeam } from '../../../services/principal.js';
 import { builder } from '../builder.js';
 import { EndpointStatus } from './endpoints.js';
 import { EndpointErrorCode, EndpointPhase, EndpointStatusValue } from './enums.js';
 
 const EndpointEventType = builder.enumType('EndpointEventType', {
-  values: ['CREATED', 'STATUS_CHANGED', 'VERSION_ADDED', 'REPLICAS_CHANGED', 'DELETED'] as const,
+  values: ENDPOINT_EVENT_TYPES,
 });
 
-interface Counts {
-  currReplicaCnt: number;
-  desiredReplicaCnt: number;
-  updatedReplicaCnt: number;
-}
-
-const ReplicaCounts = builder.objectRef<Counts>('ReplicaCounts').implement({
+const ReplicaCounts = builder.objectRef<ReplicaCounts>('ReplicaCounts').implement({
   fields: (t) => ({
     currReplicaCnt: t.exposeInt('currReplicaCnt'),
     desiredReplicaCnt: t.exposeInt('desiredReplicaCnt'),
@@ -46,7 +45,7 @@ export const EndpointEvent = builder.objectRef<EndpointEventRecord>('EndpointEve
     replicas: t.field({
       type: ReplicaCounts,
       nullable: true,
-      resolve: (e) => (e.type === 'REPLICAS_CHANGED' && e.detail ? (e.detail as unknown as Counts) : null),
+      resolve: (e) => (e.type === 'REPLICAS_CHANGED' && e.detail ? (e.detail as unknown as ReplicaCounts) : null),
     }),
     cause: t.exposeString('cause', { description: '`api:<action>` for a user action, `controller:<step>` for the controller.' }),
     actorId: t.exposeID('actorId', { nullable: true }),
@@ -114,7 +113,7 @@ abstract class LiveSubscription<T> implements AsyncIterableIterator<T> {
 
   protected stream(scope: EventScope, after: string | null): LiveEventStream {
     const { hub, bufferSize, maxLagMs } = this.context.live;
-    return new LiveEventStream(hub, this.context.services.db, scope, { after, bufferSize, maxLagMs });
+    return hub.stream(scope, { after, bufferSize, maxLagMs });
   }
 
   [Symbol.asyncIterator](): this {
@@ -176,7 +175,7 @@ class EndpointStatusSubscription extends LiveSubscription<StatusUpdate> {
     const { principal, services } = this.context;
     const scope = { endpointId: this.endpointId };
     // The position is taken before the status is read: a change in between is replayed, never lost.
-    const position = this.after ?? (await latestEventId(services.db, scope));
+    const position = this.after ?? (await services.endpoints.latestEventId(this.endpointId));
     const found = await services.endpoints.get(principal, this.endpointId);
     if (found.type === 'error') throw new GraphQLError(found.error.message, { extensions: { code: 'NOT_FOUND' } });
     return { items: this.stream(scope, position), first: this.after === null ? { event: null, status: found.value } : null };
@@ -206,8 +205,8 @@ class EndpointEventsSubscription extends LiveSubscription<EndpointEventRecord> {
   }
 
   protected async begin() {
-    const project = await this.context.loaders.project.load(this.projectId);
-    if (!project || !canAccessTeam(this.context.principal, project.teamId)) {
+    const project = await this.context.loaders.projectFor(this.context.principal, this.projectId);
+    if (!project) {
       throw new GraphQLError(`project '${this.projectId}' not found`, { extensions: { code: 'NOT_FOUND' } });
     }
     return { items: this.stream({ projectId: project.id }, this.after), first: null };

@@ -1,0 +1,24 @@
+/** A replica: one running copy of an endpoint's version, on one node's GPUs. */
+import type { GpuType } from './instance-catalog.js';
+
+export const REPLICA_STATES = ['STARTING', 'READY', 'DRAINING', 'STOPPED', 'FAILED'] as const;
+export type ReplicaState = (typeof REPLICA_STATES)[number];
+
+/** The states in which a replica holds its GPUs. */
+export const LIVE_REPLICA_STATES: readonly ReplicaState[] = ['STARTING', 'READY', 'DRAINING'];
+
+export interface ReplicaRecord {
+  id: string;
+  endpointId: string;
+  versionIndex: number;
+  runtime: string;
+  node: string;
+  gpuType: GpuType;
+  numGpu: number;
+  state: ReplicaState;
+  address: string | null;
+  pid: number | null;
+  lastError: string | null;
+  createdAt: Date;
+  readyAt: Date | null;
+}

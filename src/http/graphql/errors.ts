@@ -1,0 +1,171 @@
+/**
+ * The GraphQL surface's errors: one table from the error model
+ * (src/domain/errors.ts) to a GraphQL error's `extensions.code` and the HTTP
+ * status it gives an answer over HTTP. Expected failures of mutations are
+ * result types instead (schema/errors.ts); this is for what is thrown, for
+ * query fields, and for authentication.
+ *
+ * A bug is masked as yoga masks it ("Unexpected error.", INTERNAL_SERVER_ERROR)
+ * and, where the answer leaves (`reportGraphQLErrors`: HTTP through the yoga
+ * plugin below, SSE, WebSocket), logged once with the request id, which the
+ * masked error also carries as `extensions.requestId`.
+ */
+import { GraphQLError, type ExecutionResult } from 'graphql';
+import { mapAsyncIterator, maskError as yogaMaskError, type Plugin } from 'graphql-yoga';
+import type { IncomingMessage } from 'node:http';
+import { httpStatusOf, type Failure, type FailureKind } from '../../domain/errors.js';
+import type { OpenAIError } from '../../domain/openai-errors.js';
+import type { FieldViolation } from '../../domain/result.js';
+import { failureOf } from '../failures.js';
+import { logFailure, requestIdOf, type Log } from '../request-id.js';
+
+/** GraphQL names fields in camelCase; the shared validators speak the REST names. */
+export function graphqlFieldName(field: string): string {
+  return field.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+}
+
+type Located = Pick<GraphQLError, 'nodes' | 'source' | 'positions' | 'path'>;
+
+const locationOf = (at?: Located) => (at ? { nodes: at.nodes, source: at.source, positions: at.positions, path: at.path } : {});
+
+/**
+ * Where a failure stands: `request` when the whole request fails (no data:
+ * authentication), `field` when one field does (its siblings still answer).
+ */
+export type Scope = 'request' | 'field';
+
+type Row<K extends FailureKind> = {
+  code: string;
+  /** Whether the HTTP status is set for a field's error too (a client's mistake, an outage), or only for the request's. */
+  fieldStatus: boolean;
+  extensions?: (failure: Extract<Failure, { kind: K }>) => Record<string, unknown>;
+  headers?: (failure: Extract<Failure, { kind: K }>) => Record<string, string>;
+};
+
+const retryAfter = (f: { retryAfter: number }) => ({ retryAfter: f.retryAfter });
+const retryAfterHeader = (f: { retryAfter: number }) => ({ 'Retry-After': String(f.retryAfter) });
+
+const GRAPHQL: { [K in Exclude<FailureKind, 'internal'>]: Row<K> } = {
+  invalid: {
+    code: 'INVALID_ARGUMENT',
+    fieldStatus: true,
+    extensions: (f) => ({ fields: f.fields.map((v) => ({ ...v, field: graphqlFieldName(v.field) })) }),
+  },
+  unauthenticated: { code: 'UNAUTHENTICATED', fieldStatus: false },
+  forbidden: { code: 'FORBIDDEN', fieldStatus: false },
+  'not-found': { code: 'NOT_FOUND', fieldStatus: false },
+  conflict: { code: 'CONFLICT', fieldStatus: false },
+  'invalid-transition': { code: 'INVALID_TRANSITION', fieldStatus: false },
+  overloaded: { code: 'RESOURCE_EXHAUSTED', fieldStatus: true, extensions: retryAfter, headers: retryAfterHeader },
+  unavailable: { code: 'UNAVAILABLE', fieldStatus: true, extensions: retryAfter, headers: retryAfterHeader },
+  upstream: { code: 'UPSTREAM_DISCONNECTED', fieldStatus: true },
+};
+
+/** The GraphQL error of a failure; undefined for a bug, which is masked (see `maskGraphQLError`). */
+export function graphqlErrorOf(failure: Failure, scope: Scope = 'field', at?: Located): GraphQLError | undefined {
+  if (failure.kind === 'internal') return undefined;
+  const row = GRAPHQL[failure.kind] as Row<Exclude<FailureKind, 'internal'>>;
+  const headers = row.headers?.(failure as never);
+  const http = scope === 'request' || row.fieldStatus ? { http: { status: httpStatusOf(failure), ...(headers ? { headers } : {}) } } : {};
+  return new GraphQLError(failure.message, {
+    ...locationOf(at),
+    extensions: { code: row.code, ...row.extensions?.(failure as never), ...http },
+  });
+}
+
+/** An INVALID_ARGUMENT error: its fields in GraphQL's names, and a 400 (or 413, 415) over HTTP. */
+export function graphqlInvalidArgument(message: string, fields: FieldViolation[], status: 400 | 413 | 415 = 400): GraphQLError {
+  const reason = status === 415 ? 'unsupported_media_type' : status === 413 ? 'too_large' : 'invalid_value';
+  return graphqlErrorOf({ kind: 'invalid', message, fields, reason })!;
+}
+
+/** Masked errors, each with the error it hides (for the log). */
+const hidden = new WeakMap<GraphQLError, unknown>();
+/** Masked errors already logged (a shared result reaches several subscribers). */
+const reported = new WeakSet<GraphQLError>();
+
+/**
+ * yoga's `maskError`: a failure the client caused, an outage or a cut
+ * upstream gets its own error (400, 503, 502 over HTTP); a bug is masked as
+ * yoga masks it, and remembered, to be logged with its request id where the
+ * answer leaves (`reportGraphQLErrors`).
+ */
+export function maskGraphQLError(error: unknown, message: string, isDev?: boolean): Error {
+  const located = error instanceof GraphQLError ? error : undefined;
+  const original = located ? located.originalError : error;
+  if (original !== undefined && original !== null && !(original instanceof GraphQLError)) {
+    const mapped = graphqlErrorOf(failureOf(original), 'field', located);
+    if (mapped) return mapped;
+  }
+  const masked = yogaMaskError(error, message, isDev);
+  if (masked !== error && masked instanceof GraphQLError) hidden.set(masked, original ?? error);
+  return masked;
+}
+
+/** Masks a thrown error as a GraphQL error (for the transports that answer errors themselves). */
+export function exposedGraphQLError(error: unknown): GraphQLError {
+  const masked = maskGraphQLError(error, 'Unexpected error.');
+  return masked instanceof GraphQLError ? masked : new GraphQLError('Unexpected error.');
+}
+
+/**
+ * Logs each masked error among `errors` once, with the request id, and adds
+ * the id to the error's extensions, so that the client can quote it.
+ */
+export function reportGraphQLErrors(
+  errors: readonly GraphQLError[] | undefined,
+  requestId: string,
+  log: Log,
+  what = 'a GraphQL operation',
+): void {
+  if (!errors) return;
+  for (const error of errors) {
+    if (!hidden.has(error) || reported.has(error)) continue;
+    reported.add(error);
+    (error.extensions as Record<string, unknown>).requestId = requestId;
+    logFailure(log, requestId, what, hidden.get(error));
+  }
+}
+
+/** The error a masked error hides (for a log line), or the error itself. */
+export function unmasked(error: unknown): unknown {
+  return error instanceof GraphQLError && hidden.has(error) ? hidden.get(error) : error;
+}
+
+function reportResult(result: unknown, requestId: string, log: Log): void {
+  if (Array.isArray(result)) for (const one of result) reportResult(one, requestId, log);
+  else if (result && typeof result === 'object' && 'errors' in result) {
+    reportGraphQLErrors((result as ExecutionResult).errors, requestId, log);
+  }
+}
+
+/** Reports the masked errors of every answer yoga writes over HTTP (results, streamed results, and request errors). */
+export function useErrorReporting(log: Log): Plugin<Record<string, unknown>, { req?: IncomingMessage }> {
+  return {
+    onResultProcess({ result, setResult, serverContext }) {
+      const req = serverContext.req;
+      if (!req) return;
+      const requestId = requestIdOf(req);
+      if (result && typeof result === 'object' && Symbol.asyncIterator in result) {
+        setResult(
+          mapAsyncIterator(result, (one) => {
+            reportResult(one, requestId, log);
+            return one;
+          }),
+        );
+      } else reportResult(result, requestId, log);
+    },
+  };
+}
+
+/** A chat route's error (in the OpenAI shape) as a GraphQL error, for the `chatCompletion` subscription. */
+export function graphqlChatError(error: OpenAIError): GraphQLError {
+  return new GraphQLError(error.message, {
+    extensions: {
+      code: error.code ?? error.type,
+      status: error.status,
+      ...(error.param ? { param: graphqlFieldName(error.param) } : {}),
+      ...(error.retryAfter !== undefined ? { retryAfter: error.retryAfter } : {}),
+    },
+  });
+}

@@ -1,0 +1,50 @@
+/** SQL for the endpoints' append-only event log, which live subscribers follow. */
+import type { EndpointEventInput, EndpointEventRecord, EventScope } from '../domain/endpoint.js';
+import type { Queryable } from './database.js';
+import { EVENT_COLUMNS, toEvent, type EventRow } from './endpoint-rows.js';
+
+/**
+ * Appends an event. Writers take one transaction-level lock first, so event
+ * ids are assigned in commit order: a subscriber that has seen event N has
+ * seen every event below N, and can resume from N without a gap. The lock
+ * and the insert are one statement: the materialized CTE takes the lock
+ * before the row (and so its id) is made, and the lock is held from there
+ * to commit.
+ */
+export async function insertEvent(db: Queryable, event: EndpointEventInput): Promise<string> {
+  const [row] = await db<{ id: string }[]>`
+    WITH ordered AS MATERIALIZED (SELECT pg_advisory_xact_lock(7266431003))
+    INSERT INTO endpoint_events (
+      endpoint_id, project_id, team_id, type, status, phase, error_code, version_index, cause, actor_id, detail
+    ) SELECT
+      ${event.endpointId}, ${event.projectId}, ${event.teamId}, ${event.type}, ${event.status}, ${event.phase},
+      ${event.errorCode}, ${event.versionIndex}, ${event.cause}, ${event.actorId},
+      ${event.detail ? db.json(event.detail as never) : null}
+    FROM ordered
+    RETURNING id`;
+  return row!.id;
+}
+
+const scopeFilter = (db: Queryable, scope: EventScope) =>
+  'endpointId' in scope ? db`endpoint_id = ${scope.endpointId}` : db`project_id = ${scope.projectId}`;
+
+/** Events of an endpoint or a project after an event id, oldest first. */
+export async function listEvents(db: Queryable, scope: EventScope, afterId = '0', limit = 1000): Promise<EndpointEventRecord[]> {
+  const filter = scopeFilter(db, scope);
+  const rows = await db<EventRow[]>`
+    SELECT ${db.unsafe(EVENT_COLUMNS)} FROM endpoint_events
+    WHERE ${filter} AND id > ${afterId}::bigint ORDER BY id LIMIT ${limit}`;
+  return rows.map(toEvent);
+}
+
+/** The newest event id of an endpoint or a project ('0' when it has none). */
+export async function latestEventId(db: Queryable, scope: EventScope): Promise<string> {
+  const [row] = await db<{ id: string | null }[]>`SELECT max(id)::text AS id FROM endpoint_events WHERE ${scopeFilter(db, scope)}`;
+  return row?.id ?? '0';
+}
+
+export async function findEvents(db: Queryable, ids: readonly string[]): Promise<EndpointEventRecord[]> {
+  const rows = await db<EventRow[]>`
+    SELECT ${db.unsafe(EVENT_COLUMNS)} FROM endpoint_events WHERE id = ANY(${ids as string[]}::bigint[]) ORDER BY id`;
+  return rows.map(toEvent);
+}
