@@ -8,6 +8,7 @@ import { cpuBudget } from './runtime/cpu-budget.js';
 import { EngineCommandError, validateTemplate } from './runtime/engine-command.js';
 import { InventoryError, parseInventory } from './runtime/gpu-inventory.js';
 import { DEFAULT_GRAPHQL_LIMITS, type GraphQLLimits } from './http/graphql/limits.js';
+import { DEFAULT_RETRY_POLICY, type RetryPolicy } from './models/retry.js';
 
 export interface Config {
   /** TCP port of the HTTP server. @default 8080 */
@@ -32,6 +33,12 @@ export interface Config {
   modelCacheMaxBytes: number | undefined;
   /** GGUF quantizations to prefer when a repository has several, most preferred first. */
   quantPreference: string[] | undefined;
+  /**
+   * How hub and registry calls and downloads are retried on 429, 5xx and failed connections: MODEL_SOURCE_RETRIES
+   * (@default 5), MODEL_SOURCE_RETRY_BASE_MS (@default 1000), MODEL_SOURCE_RETRY_MAX_DELAY_MS (@default 8000),
+   * MODEL_SOURCE_RETRY_MAX_TIME_MS (@default 60000). See src/models/retry.ts.
+   */
+  modelSourceRetry: RetryPolicy;
   /** An OpenAI-compatible engine command with {model} {port} {numGpu} … placeholders, instead of the built-in engine. */
   engineCommand: string | undefined;
   /** GPUs per kind, e.g. "H100=8,A100=2"; unset: detected, or CPU slots. */
@@ -240,6 +247,12 @@ export function loadConfig(env: Env = process.env): Config {
           .map((q) => q.trim())
           .filter(Boolean)
       : undefined,
+    modelSourceRetry: {
+      retries: readInteger(env, 'MODEL_SOURCE_RETRIES', DEFAULT_RETRY_POLICY.retries, 0, 100),
+      baseDelayMs: readInteger(env, 'MODEL_SOURCE_RETRY_BASE_MS', DEFAULT_RETRY_POLICY.baseDelayMs, 0, 3_600_000),
+      maxDelayMs: readInteger(env, 'MODEL_SOURCE_RETRY_MAX_DELAY_MS', DEFAULT_RETRY_POLICY.maxDelayMs, 0, 3_600_000),
+      maxTimeMs: readInteger(env, 'MODEL_SOURCE_RETRY_MAX_TIME_MS', DEFAULT_RETRY_POLICY.maxTimeMs, 0, 86_400_000),
+    },
     engineCommand,
     gpuInventory,
     cpuSlots: cpu.slots,

@@ -37,7 +37,21 @@ function decodeCursor(kind: string, cursor: string, maxPosition: number): number
   const [k, n, extra] = text.split(':');
   if (k !== kind || n === undefined || extra !== undefined || !/^\d{1,15}$/.test(n)) return undefined;
   const position = Number(n);
-  return position <= maxPosition ? position : undefined;
+  // Only the exact text we issue: base64url decoding skips characters it does not know (quotes, padding), which
+  // would let other spellings of a cursor through.
+  return position <= maxPosition && encodeCursor(kind, position) === cursor ? position : undefined;
+}
+
+/** Python's text form of a bytes value, `b'<text>'`: what the official Python SDK puts in the query string. */
+const PYTHON_BYTES_REPR = /^b'([A-Za-z0-9_-]+)'$/;
+
+/**
+ * The cursor inside the official Python SDK's form of it. The SDK types cursors as `bytes` and sends `str(cursor)`,
+ * i.e. `b'<cursor>'`; a cursor we issue is base64url, which never needs escaping in that form, so exactly those
+ * characters between `b'` and `'` are accepted. Anything else is passed on unchanged (and must be a cursor itself).
+ */
+function unwrapBytesRepr(cursor: string): string {
+  return PYTHON_BYTES_REPR.exec(cursor)?.[1] ?? cursor;
 }
 
 /**
@@ -64,7 +78,7 @@ export function parsePageRequest(
   }
   let after = start;
   if (raw.cursor !== undefined && raw.cursor !== null && raw.cursor !== '') {
-    const position = typeof raw.cursor === 'string' ? decodeCursor(kind, raw.cursor, maxPosition) : undefined;
+    const position = typeof raw.cursor === 'string' ? decodeCursor(kind, unwrapBytesRepr(raw.cursor), maxPosition) : undefined;
     if (position === undefined) fields.push({ field: names.cursor, message: 'is not a cursor returned by this list' });
     else after = position;
   }

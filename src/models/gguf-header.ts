@@ -3,6 +3,14 @@
  * loading the model, to check an endpoint's settings against the model before
  * an engine starts. Values are read through a small sliding buffer, so a
  * multi-megabyte vocabulary array is skipped, not held.
+ *
+ * Why not node-llama-cpp's `readGgufFileInfo` (which the engine uses, src/engine/model-file.ts): as of 3.21.1 it
+ * yields the same keys and values for a whole file, but (1) it does not notice a file that ends inside its metadata
+ * (an interrupted download): reads past the end come back as zero bytes and it returns made-up keys, e.g.
+ * `{ "voca\0\0\0\0\0\0": 0 }`, without an error, so the settings check would silently see no context length;
+ * (2) it reads a GGUF version it does not know (say 9) as version 3 with only a console warning, where this check
+ * must refuse it; (3) it reads every array (the tokenizer's vocabulary and merges) into memory: `ignoreKeys` drops
+ * keys only after they were read. test/models/gguf-header.test.ts pins these cases.
  */
 import { open, type FileHandle } from 'node:fs/promises';
 

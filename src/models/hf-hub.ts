@@ -6,6 +6,15 @@
  * Failures are told apart by status plus the `X-Error-Code` / `X-Error-Message` headers, as `hf_raise_for_status` does.
  */
 import { ModelSourceError } from './errors.js';
+import {
+  isTransientStatus,
+  retryAfterMs,
+  TransientError,
+  withRetries,
+  type RetryOptions,
+  type RetryPolicy,
+  type RetryReporter,
+} from './retry.js';
 
 export const DEFAULT_HUB_ENDPOINT = 'https://huggingface.co';
 
@@ -44,6 +53,19 @@ export interface HubAccessOptions {
   /** Access token; defaults to $HF_TOKEN. */
   token?: string;
   signal?: AbortSignal;
+  /** How 429, 5xx and failed connections are retried (see retry.ts); the default is DEFAULT_RETRY_POLICY. */
+  retry?: Partial<RetryPolicy>;
+  /** Told about each retry before it is waited for. */
+  onRetry?: RetryReporter;
+}
+
+/** The retry options of an access: its policy, reporter and signal. */
+export function hubRetryOptions(options: HubAccessOptions): RetryOptions {
+  return {
+    ...(options.retry ? { policy: options.retry } : {}),
+    ...(options.onRetry ? { onRetry: options.onRetry } : {}),
+    ...(options.signal ? { signal: options.signal } : {}),
+  };
 }
 
 export interface ResolveHubModelOptions extends HubAccessOptions {
@@ -98,79 +120,136 @@ export function hubResolveUrl(endpoint: string, repo: string, revision: string, 
   return `${endpoint}/${repo}/resolve/${encodeURIComponent(revision)}/${encodedPath}`;
 }
 
+/** The message the hub sends with a 401 for a token it does not know (`hf_raise_for_status` keys on it). */
+export const HUB_INVALID_CREDENTIALS = INVALID_CREDENTIALS;
+/** The message the hub sends for a repository disabled by its owners or the hub (`DisabledRepoError`). */
+export const HUB_DISABLED_REPO = 'Access to this resource is disabled.';
+
 /**
- * Maps a failed hub answer to a ModelSourceError. Like `hf_raise_for_status`, the `X-Error-Code` header wins over
- * the status, because the hub answers 401 (not 404) to anonymous callers for private, gated and missing repos alike.
- * A 401 is blamed on the token only when one was sent, or when the hub says the credentials are invalid.
+ * Maps a failed hub answer to a ModelSourceError in the order `huggingface_hub`'s `hf_raise_for_status` uses:
+ * the `X-Error-Code` header first (RevisionNotFound, EntryNotFound, GatedRepo), then `X-Error-Message` (a disabled
+ * repo), then RepoNotFound, or a 401 whose message is not "Invalid credentials in Authorization header" (the hub
+ * answers 401 to anonymous callers for private, gated and missing repos alike), then the status: 400, 403, 429,
+ * and the rest. So a 401 is the token's fault only when the hub says the credentials are invalid, and a 401 with
+ * RepoNotFound is a repository that is missing or not readable with this token. 429 and 5xx come back as
+ * TransientError (with the Retry-After), which the callers retry.
  */
 export function hubResponseError(res: Response, ctx: HubContext): ModelSourceError {
   void res.body?.cancel().catch(() => {}); // free the connection; the body adds nothing the headers don't say
   const errorCode = res.headers.get('x-error-code');
   const hubMessage = res.headers.get('x-error-message');
   const { repo, revision, file } = ctx;
+  const status = res.status;
 
-  if (res.status === 401 && (ctx.tokenSent || hubMessage === INVALID_CREDENTIALS || !errorCode)) {
+  if (errorCode === 'RevisionNotFound') {
+    return new ModelSourceError(NO_ACCESS, `Revision "${revision ?? 'main'}" was not found in ${repo} (${status} RevisionNotFound).`);
+  }
+  if (errorCode === 'EntryNotFound') {
+    return new ModelSourceError(
+      'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR',
+      `${file ?? 'The requested path'} was not found in ${repo} at revision ${revision ?? 'main'} (${status} EntryNotFound).`,
+    );
+  }
+  if (errorCode === 'GatedRepo') {
+    return new ModelSourceError(
+      NO_ACCESS,
+      ctx.tokenSent
+        ? `${repo} is a gated repository and the token's account has not been granted access (${status} GatedRepo). Request access on the hub's page for ${repo}.`
+        : `${repo} is a gated repository (${status} GatedRepo): provide an access token of an account that has been granted access.`,
+    );
+  }
+  if (hubMessage === HUB_DISABLED_REPO) {
+    return new ModelSourceError(NO_ACCESS, `Access to ${repo} is disabled on the hub (${status}).`);
+  }
+  if (errorCode === 'RepoNotFound' || (status === 401 && hubMessage !== INVALID_CREDENTIALS)) {
+    return new ModelSourceError(
+      NO_ACCESS,
+      ctx.tokenSent
+        ? `Repository ${repo} was not found, or it is private and the token has no access to it (${status}).`
+        : `Repository ${repo} was not found, or it is private or gated (${status}): check the name or provide an access token.`,
+    );
+  }
+  if (status === 401) {
     return new ModelSourceError(
       'WORKLOAD_INIT_INVALID_TOKEN_ERROR',
       ctx.tokenSent
-        ? `The hub rejected the access token (401) while reading ${repo}. Check that the token is valid and not expired.`
-        : `The hub requires an access token (401) to read ${repo}.`,
+        ? `The hub rejected the access token (401: ${INVALID_CREDENTIALS}) while reading ${repo}. Check that the token is valid and not expired.`
+        : `The hub rejected the request's credentials (401: ${INVALID_CREDENTIALS}) while reading ${repo}.`,
     );
   }
-  switch (errorCode) {
-    case 'GatedRepo':
-      return new ModelSourceError(
-        NO_ACCESS,
-        ctx.tokenSent
-          ? `${repo} is a gated repository and the token's account has not been granted access. Request access on the hub's page for ${repo}.`
-          : `${repo} is a gated repository: provide an access token of an account that has been granted access.`,
-      );
-    case 'RepoNotFound':
-      return new ModelSourceError(
-        NO_ACCESS,
-        ctx.tokenSent
-          ? `Repository ${repo} was not found, or it is private and the token has no access to it.`
-          : `Repository ${repo} was not found, or it is private or gated: check the name or provide an access token.`,
-      );
-    case 'RevisionNotFound':
-      return new ModelSourceError(NO_ACCESS, `Revision "${revision ?? 'main'}" was not found in ${repo}.`);
-    case 'EntryNotFound':
-      return new ModelSourceError(
-        'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR',
-        `${file ?? 'The requested path'} was not found in ${repo} at revision ${revision ?? 'main'}.`,
-      );
+  if (status === 400) {
+    return new ModelSourceError(
+      API_ERROR,
+      `The hub refused the request for ${repo} as malformed (400${hubMessage ? `: ${hubMessage}` : ''}).`,
+    );
   }
-  if (res.status === 403 || res.status === 404) {
-    return new ModelSourceError(NO_ACCESS, `The hub denied access to ${repo} (${res.status}${hubMessage ? `: ${hubMessage}` : ''}).`);
+  if (status === 403 || status === 404) {
+    return new ModelSourceError(NO_ACCESS, `The hub denied access to ${repo} (${status}${hubMessage ? `: ${hubMessage}` : ''}).`);
   }
-  if (res.status === 429) return new ModelSourceError(API_ERROR, 'The hub is rate-limiting requests (429); retry later.');
-  return new ModelSourceError(API_ERROR, `The hub answered ${res.status} while reading ${repo}${file ? `/${file}` : ''}.`);
+  if (status === 429) {
+    return new TransientError(API_ERROR, `The hub is rate-limiting requests (429) for ${repo}.`, retryAfterMs(res));
+  }
+  const message = `The hub answered ${status} while reading ${repo}${file ? `/${file}` : ''}.`;
+  return isTransientStatus(status) ? new TransientError(API_ERROR, message, retryAfterMs(res)) : new ModelSourceError(API_ERROR, message);
 }
 
-/** fetch that turns "hub unreachable" into an API error but lets cancellation through untouched. */
-async function hubFetch(url: string, init: RequestInit, ctx: HubContext): Promise<Response> {
-  try {
-    return await fetch(url, init);
-  } catch (err) {
-    if (init.signal?.aborted) throw init.signal.reason;
-    throw new ModelSourceError(API_ERROR, `Could not reach the hub at ${new URL(url).host} while reading ${ctx.repo}.`, { cause: err });
-  }
+/** What every hub call of one resolution shares: where, with which token, and how failures are retried. */
+interface HubCall {
+  token: string | undefined;
+  retry: RetryOptions;
 }
 
-async function hubJson(
+/**
+ * One request, retried while it fails transiently. `accept` reads the answer (and throws hubResponseError for a
+ * failed one); a connection that fails or is cut while the answer is read is retried too. Cancellation passes
+ * through untouched.
+ */
+function hubRequest<T>(
   url: string,
-  token: string | undefined,
+  init: RequestInit,
   ctx: HubContext,
-  signal?: AbortSignal,
-): Promise<{ res: Response; body: unknown }> {
-  const res = await hubFetch(url, { headers: hubHeaders(token, { accept: 'application/json' }), signal }, ctx);
-  if (!res.ok) throw hubResponseError(res, ctx);
-  try {
-    return { res, body: await res.json() };
-  } catch (err) {
-    if (signal?.aborted) throw signal.reason;
-    throw new ModelSourceError(API_ERROR, `The hub sent an unreadable answer for ${ctx.repo}.`, { cause: err });
-  }
+  call: HubCall,
+  operation: string,
+  accept: (res: Response) => Promise<T>,
+): Promise<T> {
+  const signal = call.retry.signal;
+  return withRetries(
+    'the hub',
+    operation,
+    async () => {
+      let res: Response;
+      try {
+        res = await fetch(url, { ...init, ...(signal ? { signal } : {}) });
+      } catch (err) {
+        if (signal?.aborted) throw signal.reason;
+        throw new TransientError(API_ERROR, `Could not reach the hub at ${new URL(url).host} while reading ${ctx.repo}.`, undefined, {
+          cause: err,
+        });
+      }
+      return accept(res);
+    },
+    call.retry,
+  );
+}
+
+function hubJson(url: string, ctx: HubContext, call: HubCall, operation: string): Promise<{ res: Response; body: unknown }> {
+  const signal = call.retry.signal;
+  return hubRequest(url, { headers: hubHeaders(call.token, { accept: 'application/json' }) }, ctx, call, operation, async (res) => {
+    if (!res.ok) throw hubResponseError(res, ctx);
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      if (signal?.aborted) throw signal.reason;
+      // The connection was cut mid-answer: worth another attempt.
+      throw new TransientError(API_ERROR, `The hub's answer for ${ctx.repo} was cut off.`, undefined, { cause: err });
+    }
+    try {
+      return { res, body: JSON.parse(text) as unknown };
+    } catch (err) {
+      throw new ModelSourceError(API_ERROR, `The hub sent an unreadable answer for ${ctx.repo}.`, { cause: err });
+    }
+  });
 }
 
 function unparseable(ctx: HubContext, what: string): ModelSourceError {
@@ -193,17 +272,11 @@ function isTreeEntry(value: unknown): value is TreeEntry {
   );
 }
 
-async function listTree(
-  endpoint: string,
-  commitSha: string,
-  token: string | undefined,
-  ctx: HubContext,
-  signal?: AbortSignal,
-): Promise<TreeEntry[]> {
+async function listTree(endpoint: string, commitSha: string, ctx: HubContext, call: HubCall): Promise<TreeEntry[]> {
   const entries: TreeEntry[] = [];
   let url: string | undefined = `${endpoint}/api/models/${ctx.repo}/tree/${commitSha}?recursive=true&expand=false`;
   while (url) {
-    const { res, body } = await hubJson(url, token, ctx, signal);
+    const { res, body } = await hubJson(url, ctx, call, `listing the files of ${ctx.repo}`);
     if (!Array.isArray(body) || !body.every(isTreeEntry)) throw unparseable(ctx, 'file listing');
     entries.push(...body);
     url = nextPage(res);
@@ -266,32 +339,43 @@ export function pickGgufFile<F extends { path: string }>(files: readonly F[], qu
  * metadata and tree to everyone and refuse only the file itself.
  */
 export async function resolveHubModel(options: ResolveHubModelOptions): Promise<ResolvedHubModel> {
-  const { repo, revision = 'main', quantPreference = DEFAULT_QUANT_PREFERENCE, signal } = options;
+  const { repo, revision = 'main', quantPreference = DEFAULT_QUANT_PREFERENCE } = options;
   const endpoint = hubEndpoint(options.endpoint);
   const token = hubToken(options.token);
   const ctx: HubContext = { repo, revision, tokenSent: Boolean(token) };
+  const call: HubCall = { token, retry: hubRetryOptions(options) };
   if (!REPO_ID.test(repo) || repo.split('/').some((part) => part === '.' || part === '..')) {
     throw new ModelSourceError(NO_ACCESS, `"${repo}" is not a valid repository id (expected "owner/name").`);
   }
 
-  const info = await hubJson(`${endpoint}/api/models/${repo}/revision/${encodeURIComponent(revision)}?expand=sha`, token, ctx, signal);
+  const info = await hubJson(
+    `${endpoint}/api/models/${repo}/revision/${encodeURIComponent(revision)}?expand=sha`,
+    ctx,
+    call,
+    `reading the model info of ${repo}@${revision}`,
+  );
   const commitSha = (info.body as { sha?: unknown } | null)?.sha;
   if (typeof commitSha !== 'string' || !COMMIT_SHA.test(commitSha)) throw unparseable(ctx, 'model info');
 
   // Pin the listing and the download to the commit so a push in between cannot mix two revisions.
-  const tree = await listTree(endpoint, commitSha, token, ctx, signal);
+  const tree = await listTree(endpoint, commitSha, ctx, call);
   const files = tree
     .filter((e) => e.type === 'file')
     .map((e): HubFile => ({ path: e.path, size: e.lfs?.size ?? e.size, ...(e.lfs?.oid ? { sha256: e.lfs.oid.toLowerCase() } : {}) }));
   const file = pickGgufFile(files, quantPreference, repo);
 
   const fileCtx = { ...ctx, file: file.path };
-  const head = await hubFetch(
+  const head = await hubRequest(
     hubResolveUrl(endpoint, repo, commitSha, file.path),
-    { method: 'HEAD', redirect: 'manual', headers: hubHeaders(token, { 'accept-encoding': 'identity' }), signal },
+    { method: 'HEAD', redirect: 'manual', headers: hubHeaders(token, { 'accept-encoding': 'identity' }) },
     fileCtx,
+    call,
+    `reading the metadata of ${file.path} from ${repo}`,
+    async (res) => {
+      if (res.status >= 400) throw hubResponseError(res, fileCtx);
+      return res;
+    },
   );
-  if (head.status >= 400) throw hubResponseError(head, fileCtx);
   // X-Linked-Etag carries the LFS sha256; fill it in when the tree did not (non-LFS listing, older mirrors).
   const linkedEtag = head.headers.get('x-linked-etag')?.replace(/^W\//, '').replace(/"/g, '').toLowerCase();
   if (!file.sha256 && linkedEtag && SHA256.test(linkedEtag)) file.sha256 = linkedEtag;

@@ -14,10 +14,20 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ModelSourceError } from './errors.js';
 import {
+  isTransientStatus,
+  retryAfterMs,
+  TransientError,
+  withRetries,
+  type RetryOptions,
+  type RetryPolicy,
+  type RetryReporter,
+} from './retry.js';
+import {
   hubEndpoint,
   hubHeaders,
   hubResolveUrl,
   hubResponseError,
+  hubRetryOptions,
   hubToken,
   type HubAccessOptions,
   type ResolvedHubModel,
@@ -54,6 +64,10 @@ export interface EnsureUrlFileOptions {
   responseError?: (res: Response) => ModelSourceError;
   onProgress?: (progress: DownloadProgress) => void;
   signal?: AbortSignal;
+  /** How 429, 5xx and cut transfers are retried (each retry resumes by Range); default DEFAULT_RETRY_POLICY. */
+  retry?: Partial<RetryPolicy>;
+  /** Told about each retry before it is waited for. */
+  onRetry?: RetryReporter;
 }
 
 export interface CachedModelFile {
@@ -76,9 +90,11 @@ interface BlobRequest {
   headers: Record<string, string>;
   label: string;
   source: string;
+  /** 429 and 5xx come back as TransientError, which is retried */
   responseError: (res: Response) => ModelSourceError;
   onProgress?: (progress: DownloadProgress) => void;
   signal?: AbortSignal;
+  retry: RetryOptions;
 }
 
 const PROGRESS_INTERVAL_MS = 100;
@@ -114,8 +130,12 @@ function urlResponseError(res: Response, label: string, source: string): ModelSo
     case 404:
     case 410:
       return new ModelSourceError('WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR', `${capitalize(source)} has no ${label} (${res.status}).`);
-    default:
-      return new ModelSourceError(DOWNLOAD_ERROR, `${capitalize(source)} answered ${res.status} while sending ${label}.`);
+    default: {
+      const message = `${capitalize(source)} answered ${res.status} while sending ${label}.`;
+      return isTransientStatus(res.status)
+        ? new TransientError(DOWNLOAD_ERROR, message, retryAfterMs(res))
+        : new ModelSourceError(DOWNLOAD_ERROR, message);
+    }
   }
 }
 
@@ -157,6 +177,7 @@ export class ModelCache {
       responseError: (res) => hubResponseError(res, ctx),
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
+      retry: hubRetryOptions(options),
     });
   }
 
@@ -193,6 +214,11 @@ export class ModelCache {
       responseError: options.responseError ?? ((res) => urlResponseError(res, label, source)),
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
+      retry: {
+        ...(options.retry ? { policy: options.retry } : {}),
+        ...(options.onRetry ? { onRetry: options.onRetry } : {}),
+        ...(options.signal ? { signal: options.signal } : {}),
+      },
     });
   }
 
@@ -392,6 +418,7 @@ async function download(req: BlobRequest, partial: string): Promise<string> {
   if (offset > 0) for await (const chunk of createReadStream(partial, { end: offset - 1 })) digests.update(chunk as Buffer);
   const progress = throttledProgress(size, req.onProgress);
 
+  let current = digests;
   if (offset < size) {
     const request = (from: number) =>
       fetch(url, {
@@ -399,47 +426,60 @@ async function download(req: BlobRequest, partial: string): Promise<string> {
         signal,
       }).catch((err: unknown) => {
         if (signal?.aborted) throw signal.reason;
-        throw failed(`Could not download ${label}: the connection failed.`, err);
+        throw new TransientError(DOWNLOAD_ERROR, `Could not download ${label}: the connection failed.`, undefined, { cause: err });
       });
 
-    let res = await request(offset);
-    let current = digests;
-    const resumed = res.status === 206 && res.headers.get('content-range')?.startsWith(`bytes ${offset}-`);
-    if (offset > 0 && !resumed && (res.ok || res.status === 416)) {
-      // The server ignored or refused the range: start over rather than append misaligned bytes.
-      void res.body?.cancel().catch(() => {});
-      await rm(partial, { force: true });
-      [offset, current, res] = [0, new Digests(req.md5 !== undefined), await request(0)];
-    }
-    return finish(await streamInto(res, offset, current));
+    // Each attempt resumes from what the earlier ones wrote: `offset` and `current` follow the partial file.
+    await withRetries(
+      source,
+      `downloading ${label}`,
+      async () => {
+        let res = await request(offset);
+        const resumed = res.status === 206 && res.headers.get('content-range')?.startsWith(`bytes ${offset}-`);
+        if (offset > 0 && !resumed && (res.ok || res.status === 416)) {
+          // The server ignored or refused the range: start over rather than append misaligned bytes.
+          void res.body?.cancel().catch(() => {});
+          await rm(partial, { force: true });
+          [offset, current] = [0, new Digests(req.md5 !== undefined)];
+          res = await request(0);
+        }
+        await streamInto(res);
+      },
+      req.retry,
+    );
   }
-  return finish(digests);
+  return finish(current);
 
-  async function streamInto(res: Response, from: number, digest: Digests): Promise<Digests> {
+  /** Appends the answer's bytes to the partial, advancing `offset` and `current` with every chunk written. */
+  async function streamInto(res: Response): Promise<void> {
     if (!res.ok) throw req.responseError(res);
-    if (!res.body) throw failed(`${capitalize(source)} sent no content for ${label}.`);
-    let done = from;
+    if (!res.body) throw new TransientError(DOWNLOAD_ERROR, `${capitalize(source)} sent no content for ${label}.`);
     let oversized = false;
-    progress(done, true);
+    progress(offset, true);
     const handle = await open(partial, 'a');
     // A reader rather than `for await`: the body's declared type is not async-iterable under every lib setup.
     const reader = res.body.getReader();
     try {
       for (let next = await reader.read(); !next.done; next = await reader.read()) {
         const chunk = next.value;
-        if ((oversized = done + chunk.byteLength > size)) {
+        if ((oversized = offset + chunk.byteLength > size)) {
           await reader.cancel();
           break;
         }
         await handle.appendFile(chunk);
-        digest.update(chunk);
-        done += chunk.byteLength;
-        progress(done);
+        current.update(chunk);
+        offset += chunk.byteLength;
+        progress(offset);
       }
       await handle.sync(); // the rename into blobs/ must not expose data still in the page cache only
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
-      throw failed(`Download of ${label} was interrupted after ${done} of ${size} bytes; retrying resumes it.`, err);
+      throw new TransientError(
+        DOWNLOAD_ERROR,
+        `Download of ${label} was interrupted after ${offset} of ${size} bytes; retrying resumes it.`,
+        undefined,
+        { cause: err },
+      );
     } finally {
       await handle.close().catch(() => {});
     }
@@ -447,10 +487,9 @@ async function download(req: BlobRequest, partial: string): Promise<string> {
       await rm(partial, { force: true });
       throw failed(`${label} is larger than the ${size} bytes ${source} announced.`);
     }
-    if (done !== size) {
-      throw failed(`Download of ${label} stopped after ${done} of ${size} bytes; retrying resumes it.`);
+    if (offset !== size) {
+      throw new TransientError(DOWNLOAD_ERROR, `Download of ${label} stopped after ${offset} of ${size} bytes; retrying resumes it.`);
     }
-    return digest;
   }
 
   async function finish(digest: Digests): Promise<string> {

@@ -8,8 +8,9 @@
 import type { EndpointSpec } from '../domain/endpoint-spec.js';
 import { ModelSourceError } from './errors.js';
 import { GgufFormatError, readGgufHeader, trainedContextLength } from './gguf-header.js';
-import { resolveHubModel, type ResolvedHubModel } from './hf-hub.js';
+import { resolveHubModel, type HubAccessOptions, type ResolvedHubModel } from './hf-hub.js';
 import type { DownloadProgress, ModelCache } from './model-cache.js';
+import type { RetryPolicy, RetryReporter } from './retry.js';
 
 /** What a version's model resolved to; stored with the version. */
 export type ResolvedModel =
@@ -53,12 +54,16 @@ export interface ModelStoreOptions {
   allowExternalFormats: boolean;
   /** The registry artifact source; without it, artifact versions cannot start. */
   artifacts?: ArtifactSource;
+  /** How hub calls and downloads are retried (see retry.ts); default DEFAULT_RETRY_POLICY. */
+  retry?: Partial<RetryPolicy>;
 }
 
 export interface PrepareHooks {
   /** Called once, before bytes are transferred (not at all when the file is cached). */
   onDownloadStart?: () => Promise<void> | void;
   onProgress?: (progress: DownloadProgress) => void;
+  /** Called before each retry of a hub or registry call or download, with the attempt that comes next. */
+  onRetry?: RetryReporter;
   signal?: AbortSignal;
 }
 
@@ -100,11 +105,7 @@ export class ModelStore {
       return this.options.artifacts.prepare(spec.model.artifact, hooks);
     }
     const { repo, revision } = spec.model;
-    const access = {
-      ...(this.options.hubEndpoint ? { endpoint: this.options.hubEndpoint } : {}),
-      ...(this.options.hubToken ? { token: this.options.hubToken } : {}),
-      ...(hooks.signal ? { signal: hooks.signal } : {}),
-    };
+    const access = this.hubAccess(hooks);
     let hub: ResolvedHubModel;
     try {
       hub = await resolveHubModel({
@@ -140,12 +141,21 @@ export class ModelStore {
     if (hit) return hit;
     await hooks.onDownloadStart?.();
     const file = await this.options.cache.ensureHubFile(toResolvedHub(resolved), {
-      ...(this.options.hubEndpoint ? { endpoint: this.options.hubEndpoint } : {}),
-      ...(this.options.hubToken ? { token: this.options.hubToken } : {}),
+      ...this.hubAccess(hooks),
       ...(hooks.onProgress ? { onProgress: hooks.onProgress } : {}),
-      ...(hooks.signal ? { signal: hooks.signal } : {}),
     });
     return { resolved, path: file.path };
+  }
+
+  /** Where the hub is, with which token, and how its calls are retried and reported. */
+  private hubAccess(hooks: PrepareHooks): HubAccessOptions {
+    return {
+      ...(this.options.hubEndpoint ? { endpoint: this.options.hubEndpoint } : {}),
+      ...(this.options.hubToken ? { token: this.options.hubToken } : {}),
+      ...(hooks.signal ? { signal: hooks.signal } : {}),
+      ...(this.options.retry ? { retry: this.options.retry } : {}),
+      ...(hooks.onRetry ? { onRetry: hooks.onRetry } : {}),
+    };
   }
 }
 

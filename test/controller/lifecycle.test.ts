@@ -143,7 +143,7 @@ describe('one endpoint through its whole life', () => {
 
   test('delete stops every replica', async () => {
     const [replica] = await liveReplicaRows(t.sql, id);
-    expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(204);
+    expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
     await waitFor('clean-up', async () => {
       const [row] = await t.sql`SELECT cleaned_at FROM endpoints WHERE id = ${id}`;
       return row!.cleaned_at !== null;

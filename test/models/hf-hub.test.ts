@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ModelSourceError, type ModelSourceErrorCode } from '../../src/models/errors.js';
-import { resolveHubModel, type ResolveHubModelOptions } from '../../src/models/hf-hub.js';
+import { hubResponseError, resolveHubModel, type ResolveHubModelOptions } from '../../src/models/hf-hub.js';
+import { backoffDelay, DEFAULT_RETRY_POLICY, retryAfterMs, type RetryNotice, type RetryPolicy } from '../../src/models/retry.js';
 import { ModelCache, type DownloadProgress } from '../../src/models/model-cache.js';
 import { FAKE_HUB_TOKEN, startFakeHub, type FakeHub, type FakeRepo } from '../support/fake-hub.js';
 import { bytes, sha256 } from '../support/bytes.js';
@@ -36,11 +37,14 @@ const repos: FakeRepo[] = [
   { id: 'org/safetensors', files: { 'config.json': '{}', 'model.safetensors': bytes(500, 4) } },
 ];
 
+/** Production's retry count with short waits, so that faults that outlast the retries fail fast. */
+const FAST: Partial<RetryPolicy> = { baseDelayMs: 5, maxDelayMs: 20 };
+
 let hub: FakeHub;
 let cacheDir: string;
 const cdnGets = () => hub.requests.filter((r) => r.route === 'cdn' && r.method === 'GET');
 const resolve = (repo: string, extra: Partial<ResolveHubModelOptions> = {}) =>
-  resolveHubModel({ repo, endpoint: hub.url, token: FAKE_HUB_TOKEN, ...extra });
+  resolveHubModel({ repo, endpoint: hub.url, token: FAKE_HUB_TOKEN, retry: FAST, ...extra });
 
 async function expectCode(promise: Promise<unknown>, code: ModelSourceErrorCode): Promise<ModelSourceError> {
   const err = await promise.then(
@@ -128,10 +132,22 @@ describe('resolveHubModel', () => {
   });
 });
 
-describe('ModelCache.ensureHubFile', () => {
-  const ensure = (cache: ModelCache, resolved: Awaited<ReturnType<typeof resolve>>, onProgress?: (p: DownloadProgress) => void) =>
-    cache.ensureHubFile(resolved, { endpoint: hub.url, token: FAKE_HUB_TOKEN, ...(onProgress ? { onProgress } : {}) });
+const ensure = (
+  cache: ModelCache,
+  resolved: Awaited<ReturnType<typeof resolve>>,
+  onProgress?: (p: DownloadProgress) => void,
+  retry: Partial<RetryPolicy> = FAST,
+  onRetry?: (notice: RetryNotice) => void,
+) =>
+  cache.ensureHubFile(resolved, {
+    endpoint: hub.url,
+    token: FAKE_HUB_TOKEN,
+    retry,
+    ...(onProgress ? { onProgress } : {}),
+    ...(onRetry ? { onRetry } : {}),
+  });
 
+describe('ModelCache.ensureHubFile', () => {
   it('downloads and verifies, then serves the second request from the cache', async () => {
     const cache = new ModelCache({ dir: cacheDir });
     const resolved = await resolve('org/quants');
@@ -180,11 +196,11 @@ describe('ModelCache.ensureHubFile', () => {
     }
   });
 
-  it('fails a truncated transfer with DOWNLOAD_ERROR, then resumes it with a Range request', async () => {
+  it('fails a truncated transfer with DOWNLOAD_ERROR (retries off), then resumes it with a Range request', async () => {
     const cache = new ModelCache({ dir: cacheDir });
     const resolved = await resolve('org/single');
     hub.setFault({ type: 'truncate', afterBytes: 2000 }, { times: 1 });
-    await expectCode(ensure(cache, resolved), 'WORKLOAD_INIT_DOWNLOAD_ERROR');
+    await expectCode(ensure(cache, resolved, undefined, { retries: 0 }), 'WORKLOAD_INIT_DOWNLOAD_ERROR');
 
     const [partial] = await readdir(join(cacheDir, 'tmp'));
     expect(partial).toMatch(/\.partial$/);
@@ -239,5 +255,168 @@ describe('ModelCache.ensureHubFile', () => {
     const resolved = await resolve('org/single');
     hub.setFault({ type: 'gated' });
     await expectCode(ensure(new ModelCache({ dir: cacheDir }), resolved), 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR');
+  });
+});
+
+describe("hub errors, mapped in the order of huggingface_hub's hf_raise_for_status", () => {
+  const answer = (status: number, headers: Record<string, string> = {}) => new Response(null, { status, headers });
+  const codeOf = (res: Response, tokenSent = true) => hubResponseError(res, { repo: 'org/x', revision: 'main', tokenSent }).code;
+
+  it('reads X-Error-Code first, then X-Error-Message, then the status', () => {
+    const cases: Array<[number, Record<string, string>, ModelSourceErrorCode]> = [
+      // the error code wins over the status and over the message
+      [401, { 'X-Error-Code': 'RepoNotFound' }, 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR'],
+      [
+        401,
+        { 'X-Error-Code': 'RepoNotFound', 'X-Error-Message': 'Invalid credentials in Authorization header' },
+        'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR',
+      ],
+      [404, { 'X-Error-Code': 'RepoNotFound' }, 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR'],
+      [401, { 'X-Error-Code': 'GatedRepo' }, 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR'],
+      [
+        403,
+        { 'X-Error-Code': 'GatedRepo', 'X-Error-Message': 'Access to this resource is disabled.' },
+        'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR',
+      ],
+      [404, { 'X-Error-Code': 'RevisionNotFound' }, 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR'],
+      [404, { 'X-Error-Code': 'EntryNotFound' }, 'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR'],
+      [401, { 'X-Error-Code': 'EntryNotFound' }, 'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR'],
+      // then the message: a disabled repo, and the one 401 that is the token's fault
+      [403, { 'X-Error-Message': 'Access to this resource is disabled.' }, 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR'],
+      [401, { 'X-Error-Message': 'Invalid credentials in Authorization header' }, 'WORKLOAD_INIT_INVALID_TOKEN_ERROR'],
+      // a 401 with any other message (or none) is a repo that is missing or not readable, as the hub's client reads it
+      [401, {}, 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR'],
+      [401, { 'X-Error-Message': 'Unauthorized' }, 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR'],
+      // then the status
+      [400, {}, 'WORKLOAD_INIT_HF_WANDB_API_ERROR'],
+      [403, {}, 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR'],
+      [404, {}, 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR'],
+      [429, {}, 'WORKLOAD_INIT_HF_WANDB_API_ERROR'],
+      [503, {}, 'WORKLOAD_INIT_HF_WANDB_API_ERROR'],
+    ];
+    for (const [status, headers, code] of cases) {
+      expect(codeOf(answer(status, headers)), `${status} ${JSON.stringify(headers)}`).toBe(code);
+      expect(codeOf(answer(status, headers), false), `anonymous ${status} ${JSON.stringify(headers)}`).toBe(code);
+    }
+  });
+
+  it('gives each documented case its code against the stand-in hub, without retrying it', async () => {
+    const expectOnce = async (repo: string, code: ModelSourceErrorCode, extra: Partial<ResolveHubModelOptions> = {}) => {
+      const before = hub.requests.length;
+      const notices: RetryNotice[] = [];
+      const err = await expectCode(resolve(repo, { ...extra, onRetry: (n) => void notices.push(n) }), code);
+      expect(notices).toEqual([]); // permanent: never retried
+      const failed = hub.requests.slice(before).filter((r) => (r.status ?? 0) >= 400);
+      expect(failed).toHaveLength(1);
+      return { err, status: failed[0]!.status };
+    };
+    // RepoNotFound on a 401 even though a (valid) token was sent: the repo, not the token
+    hub.setFault({ type: 'repo-not-found', status: 401 }, { repo: 'org/single' });
+    const repoNotFound = await expectOnce('org/single', 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR');
+    expect(repoNotFound.status).toBe(401);
+    expect(repoNotFound.err.message).toMatch(/not found, or it is private/);
+    hub.setFault(null);
+    // a bad token
+    const badToken = await expectOnce('org/single', 'WORKLOAD_INIT_INVALID_TOKEN_ERROR', { token: 'hf_wrong' });
+    expect(badToken.status).toBe(401);
+    // a gated repo (granted to nobody): the metadata reads, the file is refused
+    expect((await expectOnce('org/gated', 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR')).status).toBe(403);
+    // a missing revision
+    const revision = await expectOnce('org/quants', 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR', { revision: 'nope' });
+    expect(revision.err.message).toMatch(/Revision "nope" was not found/);
+    // a missing file: the listing names it, the hub has no such entry
+    hub.setFault({ type: 'entry-not-found' }, { repo: 'org/single' });
+    const entry = await expectOnce('org/single', 'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR');
+    expect(entry.err.message).toMatch(/model\.gguf was not found in org\/single/);
+    // a repo disabled by the hub
+    hub.setFault({ type: 'disabled' }, { repo: 'org/single' });
+    expect((await expectOnce('org/single', 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR')).err.message).toMatch(/disabled/);
+  });
+});
+
+describe('retries', () => {
+  it('backs off exponentially with jitter, capped, and reads Retry-After as seconds or a date', () => {
+    const policy = { ...DEFAULT_RETRY_POLICY, baseDelayMs: 1000, maxDelayMs: 8000 };
+    expect([1, 2, 3, 4, 5].map((n) => backoffDelay(n, policy, () => 1))).toEqual([1000, 2000, 4000, 8000, 8000]);
+    expect([1, 2, 3, 4, 5].map((n) => backoffDelay(n, policy, () => 0))).toEqual([500, 1000, 2000, 4000, 4000]);
+    expect(retryAfterMs(new Response(null, { status: 429, headers: { 'retry-after': '2' } }))).toBe(2000);
+    const now = Date.parse('2026-01-01T00:00:00Z');
+    expect(retryAfterMs(new Headers({ 'retry-after': 'Thu, 01 Jan 2026 00:00:03 GMT' }), now)).toBe(3000);
+    expect(retryAfterMs(new Headers({ 'retry-after': 'soon' }))).toBeUndefined();
+  });
+
+  it('survives 503s and connection resets on metadata calls, reporting each retry', async () => {
+    const notices: RetryNotice[] = [];
+    hub.setFault({ type: 'server-error', status: 503 }, { repo: 'org/single', times: 2 });
+    const resolved = await resolve('org/single', { onRetry: (n) => void notices.push(n) });
+    expect(resolved.file.path).toBe('model.gguf');
+    hub.setFault({ type: 'reset' }, { repo: 'org/single', on: ['api', 'resolve'], times: 2 });
+    await resolve('org/single', { onRetry: (n) => void notices.push(n) });
+    expect(notices.map((n) => [n.attempt, n.maxAttempts, n.source])).toEqual([
+      [2, 6, 'the hub'],
+      [3, 6, 'the hub'],
+      [2, 6, 'the hub'],
+      [3, 6, 'the hub'],
+    ]);
+    expect(notices[0]!.reason).toMatch(/answered 503/);
+    expect(notices[2]!.reason).toMatch(/Could not reach the hub/);
+    expect(notices[0]!.operation).toBe('reading the model info of org/single@main');
+    expect(hub.requests.filter((r) => r.status === 0)).toHaveLength(2);
+  });
+
+  it('honours a 429 Retry-After, and gives up at once when it is past the time budget', async () => {
+    const notices: RetryNotice[] = [];
+    hub.setFault({ type: 'rate-limit', retryAfter: 1 }, { repo: 'org/single', times: 1 });
+    await resolve('org/single', { onRetry: (n) => void notices.push(n) });
+    expect(notices).toMatchObject([{ attempt: 2, delayMs: 1000, retryAfterMs: 1000 }]);
+    const [limited, next] = hub.requests.filter((r) => r.route === 'api').slice(0, 2);
+    expect(limited!.status).toBe(429);
+    expect(next!.at - limited!.at).toBeGreaterThanOrEqual(1000);
+
+    hub.setFault({ type: 'rate-limit', retryAfter: 120 }, { repo: 'org/single' });
+    const started = Date.now();
+    const err = await expectCode(resolve('org/single', { retry: { ...FAST, maxTimeMs: 10_000 } }), 'WORKLOAD_INIT_HF_WANDB_API_ERROR');
+    expect(err.message).toMatch(/429/);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('bounds the retries of a fault that persists, then reports the last failure', async () => {
+    hub.setFault({ type: 'server-error', status: 502 }, { repo: 'org/single' });
+    const err = await expectCode(resolve('org/single'), 'WORKLOAD_INIT_HF_WANDB_API_ERROR');
+    expect(err.message).toMatch(/answered 502.*gave up after 6 attempts/);
+    expect(hub.requests.filter((r) => r.status === 502)).toHaveLength(6);
+    hub.setFault({ type: 'server-error', status: 500 }, { repo: 'org/single' });
+    await expectCode(resolve('org/single', { retry: { retries: 1 } }), 'WORKLOAD_INIT_HF_WANDB_API_ERROR');
+    expect(hub.requests.filter((r) => r.status === 500)).toHaveLength(2);
+  });
+
+  it('resumes a cut or refused download range by Range, within one call', async () => {
+    const cache = new ModelCache({ dir: cacheDir });
+    const resolved = await resolve('org/single');
+    const notices: RetryNotice[] = [];
+    hub.setFault({ type: 'truncate', afterBytes: 2000 }, { times: 1 });
+    hub.setFault({ type: 'server-error', status: 503, retryAfter: 0 }, { repo: 'org/single', on: ['cdn'], times: 1 });
+    const result = await ensure(cache, resolved, undefined, FAST, (n) => notices.push(n));
+    expect(result).toMatchObject({ sha256: sha256(SINGLE), cached: false });
+    expect(await readFile(result.path)).toEqual(SINGLE);
+    const gets = cdnGets();
+    expect(gets.map((r) => r.status)).toEqual([503, 200, 206]);
+    expect(gets.at(-1)!.range).toMatch(/^bytes=\d+-$/);
+    expect(notices.map((n) => [n.attempt, n.operation])).toEqual([
+      [2, 'downloading model.gguf from org/single'],
+      [3, 'downloading model.gguf from org/single'],
+    ]);
+  });
+
+  it('never retries a permanent refusal of a download', async () => {
+    const resolved = await resolve('org/single');
+    hub.setFault({ type: 'gated' }, { on: ['resolve'] });
+    const notices: RetryNotice[] = [];
+    await expectCode(
+      ensure(new ModelCache({ dir: cacheDir }), resolved, undefined, FAST, (n) => notices.push(n)),
+      'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR',
+    );
+    expect(notices).toEqual([]);
+    expect(hub.requests.filter((r) => r.route === 'resolve' && r.method === 'GET')).toHaveLength(1);
   });
 });

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ModelSourceError, type ModelSourceErrorCode } from '../../src/models/errors.js';
 import { ModelCache } from '../../src/models/model-cache.js';
+import type { RetryNotice, RetryPolicy } from '../../src/models/retry.js';
 import {
   manifestDigest,
   parseArtifactName,
@@ -63,7 +64,15 @@ const start = async (extra: Partial<FakeWandbOptions> = {}) => {
   await running?.close();
   running = wandb = await startFakeWandb({ artifacts, orgEntities: { acme: 'acme-org' }, ...extra });
 };
-const access = (extra: Partial<WandbAccessOptions> = {}): WandbAccessOptions => ({ baseUrl: wandb.url, apiKey: FAKE_WANDB_KEY, ...extra });
+/** Production's retry count with short waits; NO_RETRY shows how a single failure is mapped. */
+const FAST: Partial<RetryPolicy> = { baseDelayMs: 5, maxDelayMs: 20 };
+const NO_RETRY = { retry: { retries: 0 } };
+const access = (extra: Partial<WandbAccessOptions> = {}): WandbAccessOptions => ({
+  baseUrl: wandb.url,
+  apiKey: FAKE_WANDB_KEY,
+  retry: FAST,
+  ...extra,
+});
 const resolve = (ref: string, extra: Partial<WandbAccessOptions> = {}) => resolveArtifact(ref, access(extra));
 const fileGets = () => wandb.requests.filter((r) => r.route === 'download' || r.route === 'storage');
 
@@ -267,9 +276,13 @@ describe('resolveArtifact failures', () => {
 
   it('maps 5xx, GraphQL errors in the answer, malformed answers and an unreachable server to HF_WANDB_API_ERROR', async () => {
     wandb.setFault({ type: 'server-error' }, { times: 1 });
-    await expectCode(resolve('acme/model/llama:v0'), 'WORKLOAD_INIT_HF_WANDB_API_ERROR');
+    await expectCode(resolve('acme/model/llama:v0', NO_RETRY), 'WORKLOAD_INIT_HF_WANDB_API_ERROR');
     wandb.setFault({ type: 'server-error', status: 503 }, { operation: 'FetchArtifactManifest', times: 1 });
-    expect((await expectCode(resolve('acme/model/llama:v0'), 'WORKLOAD_INIT_HF_WANDB_API_ERROR')).message).toMatch(/503/);
+    expect((await expectCode(resolve('acme/model/llama:v0', NO_RETRY), 'WORKLOAD_INIT_HF_WANDB_API_ERROR')).message).toMatch(/503/);
+    wandb.setFault({ type: 'server-error', status: 503 }, { operation: 'FetchArtifactManifest' });
+    const persistent = await expectCode(resolve('acme/model/llama:v0'), 'WORKLOAD_INIT_HF_WANDB_API_ERROR');
+    expect(persistent.message).toMatch(/503.*gave up after 6 attempts/);
+    wandb.setFault(null);
 
     wandb.setFault({ type: 'graphql-error', message: 'resolver exploded' }, { operation: 'ArtifactMembershipByName', times: 1 });
     const gql = await expectCode(resolve('acme/model/llama:v0'), 'WORKLOAD_INIT_HF_WANDB_API_ERROR');
@@ -298,7 +311,7 @@ describe('resolveArtifact failures', () => {
     const { port } = closed.address() as AddressInfo;
     await new Promise((r) => closed.close(r));
     const unreachable = await expectCode(
-      resolve('acme/model/llama:v0', { baseUrl: `http://127.0.0.1:${port}` }),
+      resolve('acme/model/llama:v0', { baseUrl: `http://127.0.0.1:${port}`, ...NO_RETRY }),
       'WORKLOAD_INIT_HF_WANDB_API_ERROR',
     );
     expect(unreachable.message).toMatch(/Could not reach W&B/);
@@ -319,16 +332,36 @@ describe('resolveArtifact failures', () => {
     const err = await expectCode(resolve('acme/model/llama:v0'), 'WORKLOAD_INIT_DOWNLOAD_ERROR');
     expect(err.message).toMatch(/does not match the artifact's digest/);
     wandb.setFault({ type: 'truncate', afterBytes: 20 }, { on: ['manifest'], times: 1 });
-    await expectCode(resolve('acme/model/llama:v0'), 'WORKLOAD_INIT_DOWNLOAD_ERROR');
+    await expectCode(resolve('acme/model/llama:v0', NO_RETRY), 'WORKLOAD_INIT_DOWNLOAD_ERROR');
     expect((await resolve('acme/model/llama:v0')).version).toBe('v0');
+  });
+
+  it('retries 5xx answers and cut manifests, reporting each retry, and never a 401 or 403', async () => {
+    const notices: RetryNotice[] = [];
+    const onRetry = (n: RetryNotice) => void notices.push(n);
+    wandb.setFault({ type: 'server-error', status: 503 }, { operation: 'ArtifactMembershipByName', times: 2 });
+    expect((await resolve('acme/model/llama:v0', { onRetry })).version).toBe('v0');
+    wandb.setFault({ type: 'truncate', afterBytes: 20 }, { on: ['manifest'], times: 1 });
+    expect((await resolve('acme/model/llama:v0', { onRetry })).version).toBe('v0');
+    expect(notices.map((n) => [n.source, n.attempt, n.operation])).toEqual([
+      ['W&B', 2, 'looking up acme/model/llama:v0'],
+      ['W&B', 3, 'looking up acme/model/llama:v0'],
+      ['W&B', 2, 'reading the manifest of acme/model/llama:v0'],
+    ]);
+    notices.length = 0;
+    wandb.setFault({ type: 'invalid-key' });
+    await expectCode(resolve('acme/model/llama:v0', { onRetry }), 'WORKLOAD_INIT_INVALID_TOKEN_ERROR');
+    wandb.setFault({ type: 'forbidden' });
+    await expectCode(resolve('acme/model/llama:v0', { onRetry }), 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR');
+    expect(notices).toEqual([]);
   });
 });
 
 describe('downloading artifact files into the model cache', () => {
-  const fetchFile = async (cache: ModelCache, ref: string, apiKey = FAKE_WANDB_KEY) => {
+  const fetchFile = async (cache: ModelCache, ref: string, apiKey = FAKE_WANDB_KEY, retry: Partial<RetryPolicy> = FAST) => {
     const artifact = await resolve(ref);
     const file = pickModelFile(artifact.files, { artifact: ref });
-    return { artifact, file, cached: await cache.ensureUrlFile(wandbFileDownload(artifact, file, { apiKey })) };
+    return { artifact, file, cached: await cache.ensureUrlFile({ ...wandbFileDownload(artifact, file, { apiKey }), retry }) };
   };
 
   it('downloads with basic auth through the storage redirect, verifies md5, and stores the blob by sha256', async () => {
@@ -365,10 +398,10 @@ describe('downloading artifact files into the model cache', () => {
     expect(await new ModelCache({ dir: cacheDir }).lookupMd5(first.file.md5, first.file.size + 1)).toBeUndefined();
   });
 
-  it('fails a truncated transfer with DOWNLOAD_ERROR, then resumes it with a Range request', async () => {
+  it('fails a truncated transfer with DOWNLOAD_ERROR (retries off), then resumes it with a Range request', async () => {
     const cache = new ModelCache({ dir: cacheDir });
     wandb.setFault({ type: 'truncate', afterBytes: 2000 }, { times: 1 });
-    await expectCode(fetchFile(cache, 'acme/model/llama:latest'), 'WORKLOAD_INIT_DOWNLOAD_ERROR');
+    await expectCode(fetchFile(cache, 'acme/model/llama:latest', FAKE_WANDB_KEY, { retries: 0 }), 'WORKLOAD_INIT_DOWNLOAD_ERROR');
     const [partial] = await readdir(join(cacheDir, 'tmp'));
     expect(partial).toBe(`md5-${md5(SINGLE).digest('hex')}.partial`);
     const kept = (await stat(join(cacheDir, 'tmp', partial!))).size;
@@ -378,6 +411,18 @@ describe('downloading artifact files into the model cache', () => {
     expect(cached).toMatchObject({ sha256: sha256(SINGLE), cached: false });
     expect(await readFile(cached.path)).toEqual(SINGLE);
     expect(wandb.requests.filter((r) => r.route === 'storage').at(-1)).toMatchObject({ range: `bytes=${kept}-`, status: 206 });
+  });
+
+  it('resumes a cut transfer by Range within one call when retries are on', async () => {
+    const cache = new ModelCache({ dir: cacheDir });
+    wandb.setFault({ type: 'truncate', afterBytes: 2000 }, { times: 1 });
+    const { cached } = await fetchFile(cache, 'acme/model/llama:latest');
+    expect(cached).toMatchObject({ sha256: sha256(SINGLE), cached: false });
+    expect(await readFile(cached.path)).toEqual(SINGLE);
+    expect(wandb.requests.filter((r) => r.route === 'storage').at(-1)).toMatchObject({
+      range: expect.stringMatching(/^bytes=\d+-$/),
+      status: 206,
+    });
   });
 
   it('rejects corrupt bytes by their md5 with DOWNLOAD_ERROR and keeps nothing', async () => {

@@ -308,6 +308,47 @@ describe('updates and versions', () => {
     expect(new Set(rows.slice(1).map((r) => r.comment)).size).toBe(8);
   });
 
+  test("version history pages with the official Python SDK's bytes form of the cursor, b'<cursor>', and nothing else new", async () => {
+    const id = await project.endpoint();
+    for (let i = 0; i < 4; i++) await t.services.endpoints.update(await principalOf(alice), id, { newVersionComment: `v${i + 1}` });
+    const base = `/dedicated/beta/endpoint/${id}/version`;
+    const seen: number[] = [];
+    let cursor: string | null = null;
+    do {
+      // The SDK puts str(bytes) in the query: b'<cursor>', percent-encoded by its HTTP client.
+      const query: string = cursor ? `&cursor=${encodeURIComponent(`b'${cursor}'`)}` : '';
+      const res: { status: number; body: { data: Record<string, { versionIndex: number }>; nextCursor: string | null } } = await alice.rest(
+        'GET',
+        `${base}?limit=2${query}`,
+      );
+      expect(res.status).toBe(200);
+      seen.push(...Object.values(res.body.data).map((spec) => spec.versionIndex));
+      cursor = res.body.nextCursor;
+    } while (cursor);
+    expect(seen).toEqual([0, 1, 2, 3, 4]);
+
+    const first = await alice.rest('GET', `${base}?limit=2`);
+    const issued = first.body.nextCursor as string;
+    const plain = await alice.rest('GET', `${base}?limit=2&cursor=${issued}`);
+    const wrapped = await alice.rest('GET', `${base}?limit=2&cursor=${encodeURIComponent(`b'${issued}'`)}`);
+    expect(wrapped.body).toEqual(plain.body);
+    // Only that exact wrapping of a cursor we issued: other quotings, and wrapped garbage, are still 400.
+    for (const bad of [
+      `b"${issued}"`,
+      `B'${issued}'`,
+      `b'${issued}`,
+      `'${issued}'`,
+      `b'b'${issued}''`,
+      `b''`,
+      `b'bm9wZQ'`,
+      `b'${issued}=='`,
+    ]) {
+      const res = await alice.rest('GET', `${base}?limit=2&cursor=${encodeURIComponent(bad)}`);
+      expect(res.status, bad).toBe(400);
+      expect(res.body.error).toMatchObject({ code: 'INVALID_ARGUMENT', details: { fields: [{ field: 'cursor' }] } });
+    }
+  });
+
   test('version history pages at limits 1 and 100, rejects 0 and 101, and walks 130 versions with cursors', async () => {
     const id = await project.endpoint();
     for (let i = 0; i < 129; i++) await t.services.endpoints.update(await principalOf(alice), id, { newVersionComment: `v${i + 1}` });
@@ -447,14 +488,25 @@ describe('lifecycle actions', () => {
     expect(new Set(events.map((e) => e.actor_id))).toEqual(new Set([alice.user.id]));
   });
 
-  test('DELETE answers 204, then the endpoint is gone', async () => {
+  test('DELETE answers 200 with the final status object (what the official SDK accepts), then the endpoint is gone', async () => {
     const id = await project.endpoint();
+    const before = await alice.rest('GET', `/dedicated/beta/endpoint/${id}/status`);
     const res = await fetch(new URL(`/dedicated/beta/endpoint/${id}`, t.url), {
       method: 'DELETE',
       headers: { authorization: `Bearer ${alice.key}` },
     });
-    expect(res.status).toBe(204);
-    expect(await res.text()).toBe('');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    const body = await res.json();
+    expect(body).toEqual({
+      endpointId: id,
+      status: before.body.status,
+      phase: before.body.phase,
+      errorCode: null,
+      createdAt: before.body.createdAt,
+      updatedAt: expect.stringMatching(ISO),
+    });
+    expect(Date.parse(body.updatedAt)).toBeGreaterThanOrEqual(Date.parse(before.body.updatedAt));
     expect((await alice.rest('GET', `/dedicated/beta/endpoint/${id}`)).status).toBe(404);
     expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(404);
   });

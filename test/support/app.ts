@@ -79,6 +79,9 @@ export function testEnv(dataDir: string, hubUrl: string, env: Record<string, str
     LEASE_TTL_MS: '3000',
     DRAIN_TIMEOUT_MS: '5000',
     REPLICA_START_TIMEOUT_MS: '60000',
+    // Hub and registry retries as in production (5), with short backoff: a persistent fault fails in well under 1 s.
+    MODEL_SOURCE_RETRY_BASE_MS: '20',
+    MODEL_SOURCE_RETRY_MAX_DELAY_MS: '100',
     ...env,
   };
 }

@@ -8,6 +8,10 @@
  *                                                        X-Repo-Commit, X-Linked-Size, X-Linked-Etag
  *   HEAD|GET /cdn-lfs/repos/{org}/{name}/{sha256}       the "CDN": signed-URL style, no auth, Range -> 206
  *
+ * Faults (setFault) answer as the hub does when it fails that way: the X-Error-Code / X-Error-Message of a missing
+ * repo, revision or file, a gated or disabled repo, a rejected token; a 5xx or a 429 with Retry-After; a connection
+ * reset before any answer; a transfer cut, corrupted or slowed.
+ *
  * Access rules mirror the hub: an unknown token gets 401 "Invalid credentials in Authorization header" everywhere;
  * private or missing repos get 401 RepoNotFound anonymously and 404 RepoNotFound with a token; gated repos show
  * metadata to all but refuse /resolve/ with 401 GatedRepo (anonymous) or 403 GatedRepo (not granted).
@@ -34,10 +38,17 @@ export interface FakeRepo {
 export type HubFault =
   | { type: 'invalid-token' }
   | { type: 'gated' }
-  | { type: 'repo-not-found' }
+  | { type: 'repo-not-found'; status?: 401 | 404 }
   | { type: 'revision-not-found' }
   | { type: 'entry-not-found' }
-  | { type: 'server-error'; status?: number }
+  /** 403 with `X-Error-Message: Access to this resource is disabled.` (a repo disabled by the hub) */
+  | { type: 'disabled' }
+  /** a 5xx (500 unless told), with `Retry-After: <seconds>` when given */
+  | { type: 'server-error'; status?: number; retryAfter?: number }
+  /** 429 Too Many Requests with `Retry-After: <seconds>` (default 1) */
+  | { type: 'rate-limit'; retryAfter?: number }
+  /** the connection is reset before any answer is sent */
+  | { type: 'reset' }
   | { type: 'truncate'; afterBytes: number }
   | { type: 'corrupt' }
   | { type: 'slow'; chunkBytes: number; delayMs: number };
@@ -60,8 +71,10 @@ export interface HubRequestLog {
   query: string;
   range?: string;
   authorization?: string;
-  /** filled in once the answer's head is sent */
+  /** filled in once the answer's head is sent; 0 for a connection reset without an answer */
   status?: number;
+  /** when the request arrived (Date.now()) */
+  at: number;
 }
 
 export interface FakeHub {
@@ -102,7 +115,10 @@ const DEFAULT_ROUTES: Record<HubFault['type'], HubRoute[]> = {
   'repo-not-found': ['api', 'resolve'],
   'revision-not-found': ['api', 'resolve'],
   'entry-not-found': ['resolve'],
+  disabled: ['api', 'resolve'],
   'server-error': ['api'],
+  'rate-limit': ['api'],
+  reset: ['api'],
   truncate: ['resolve', 'cdn'],
   corrupt: ['resolve', 'cdn'],
   slow: ['resolve', 'cdn'],
@@ -125,8 +141,12 @@ class HubError {
     readonly status: number,
     readonly message: string,
     readonly code?: string,
+    readonly headers: Record<string, string> = {},
   ) {}
 }
+
+/** Ends the request by resetting its connection: no status line, no headers. */
+class ConnectionReset {}
 
 export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageSize = 1000 }: FakeHubOptions): Promise<FakeHub> {
   const stored = new Map(repos.map((repo) => [repo.id, { repo, files: Object.entries(repo.files).map(([p, v]) => storeFile(p, v)) }]));
@@ -162,7 +182,7 @@ export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageS
     if (error) throw error;
   }
 
-  function errorForFault(fault: HubFault, repoId: string, rev: string | undefined): HubError | undefined {
+  function errorForFault(fault: HubFault, repoId: string, rev: string | undefined): HubError | ConnectionReset | undefined {
     switch (fault.type) {
       case 'invalid-token':
         return new HubError(401, INVALID_CREDENTIALS);
@@ -173,13 +193,24 @@ export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageS
           'GatedRepo',
         );
       case 'repo-not-found':
-        return new HubError(404, 'Repository not found', 'RepoNotFound');
+        return new HubError(fault.status ?? 404, 'Repository not found', 'RepoNotFound');
+      case 'disabled':
+        return new HubError(403, 'Access to this resource is disabled.');
+      case 'rate-limit':
+        return new HubError(429, 'You have been rate-limited; retry later.', undefined, { 'Retry-After': String(fault.retryAfter ?? 1) });
+      case 'reset':
+        return new ConnectionReset();
       case 'revision-not-found':
         return new HubError(404, `Invalid rev id: ${rev ?? 'main'}`, 'RevisionNotFound');
       case 'entry-not-found':
         return new HubError(404, 'Entry not found', 'EntryNotFound');
       case 'server-error':
-        return new HubError(fault.status ?? 500, "Internal Error - We're working hard to fix this as soon as possible!");
+        return new HubError(
+          fault.status ?? 500,
+          "Internal Error - We're working hard to fix this as soon as possible!",
+          undefined,
+          fault.retryAfter !== undefined ? { 'Retry-After': String(fault.retryAfter) } : {},
+        );
       default:
         return undefined;
     }
@@ -260,6 +291,7 @@ export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageS
   function sendError(res: ServerResponse, err: HubError, route: HubRoute | 'other') {
     if (err.code) res.setHeader('X-Error-Code', err.code);
     res.setHeader('X-Error-Message', err.message);
+    for (const [name, value] of Object.entries(err.headers)) res.setHeader(name, value);
     if (route === 'api') sendJson(res, err.status, { error: err.message });
     else res.writeHead(err.status, { 'Content-Type': 'text/plain; charset=utf-8' }).end(err.message);
   }
@@ -363,10 +395,12 @@ export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageS
       query: url.search,
       ...(req.headers.range ? { range: req.headers.range } : {}),
       ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}),
+      at: Date.now(),
     };
     requests.push(log);
-    res.on('close', () => (log.status = res.statusCode));
+    res.on('close', () => (log.status = res.headersSent ? res.statusCode : 0)); // 0: reset, no answer
     handle(req, res, log).catch((err: unknown) => {
+      if (err instanceof ConnectionReset) return void req.socket.resetAndDestroy();
       if (res.headersSent) return void res.destroy();
       sendError(res, err instanceof HubError ? err : new HubError(500, 'Internal Error'), log.route);
     });

@@ -5,6 +5,7 @@
  * digest, without a download.
  */
 import type { ModelCache } from '../model-cache.js';
+import type { RetryPolicy } from '../retry.js';
 import type { ArtifactSource, PrepareHooks, ResolvedModel } from '../model-store.js';
 import { formatArtifactName, pickModelFile, resolveArtifact, wandbFileDownload } from './registry-client.js';
 
@@ -12,6 +13,8 @@ export interface WandbSourceOptions {
   baseUrl?: string;
   apiKey?: string;
   quantPreference?: readonly string[];
+  /** How registry calls and downloads are retried (see ../retry.ts). */
+  retry?: Partial<RetryPolicy>;
 }
 
 export class WandbArtifactSource implements ArtifactSource {
@@ -25,6 +28,8 @@ export class WandbArtifactSource implements ArtifactSource {
       ...(this.options.baseUrl ? { baseUrl: this.options.baseUrl } : {}),
       ...(this.options.apiKey ? { apiKey: this.options.apiKey } : {}),
       ...(hooks.signal ? { signal: hooks.signal } : {}),
+      ...(this.options.retry ? { retry: this.options.retry } : {}),
+      ...(hooks.onRetry ? { onRetry: hooks.onRetry } : {}),
     };
     const found = await resolveArtifact(artifact, access);
     const file = pickModelFile(found.files, {
@@ -45,6 +50,8 @@ export class WandbArtifactSource implements ArtifactSource {
       ...wandbFileDownload(found, file, this.options.apiKey ? { apiKey: this.options.apiKey } : {}),
       ...(hooks.onProgress ? { onProgress: hooks.onProgress } : {}),
       ...(hooks.signal ? { signal: hooks.signal } : {}),
+      ...(this.options.retry ? { retry: this.options.retry } : {}),
+      ...(hooks.onRetry ? { onRetry: hooks.onRetry } : {}),
     });
     return { resolved: { ...resolved, sha256: blob.sha256 }, path: blob.path };
   }

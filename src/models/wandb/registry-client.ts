@@ -23,6 +23,15 @@ import { ClientError, GraphQLClient, type RequestOptions } from 'graphql-request
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { parseArtifactName, REGISTRY_PROJECT_PREFIX, formatArtifactName, type ArtifactName } from '../../domain/artifact-name.js';
 import { ModelSourceError, type ModelSourceErrorCode } from '../errors.js';
+import {
+  isTransientStatus,
+  retryAfterMs,
+  TransientError,
+  withRetries,
+  type RetryOptions,
+  type RetryPolicy,
+  type RetryReporter,
+} from '../retry.js';
 import { DEFAULT_QUANT_PREFERENCE, pickGgufFile } from '../hf-hub.js';
 import type { EnsureUrlFileOptions } from '../model-cache.js';
 import {
@@ -46,6 +55,18 @@ export interface WandbAccessOptions {
   /** API key; defaults to $WANDB_API_KEY. */
   apiKey?: string;
   signal?: AbortSignal;
+  /** How 429, 5xx and failed connections are retried (see ../retry.ts); default DEFAULT_RETRY_POLICY. */
+  retry?: Partial<RetryPolicy>;
+  /** Told about each retry before it is waited for. */
+  onRetry?: RetryReporter;
+}
+
+function wandbRetryOptions(options: WandbAccessOptions): RetryOptions {
+  return {
+    ...(options.retry ? { policy: options.retry } : {}),
+    ...(options.onRetry ? { onRetry: options.onRetry } : {}),
+    ...(options.signal ? { signal: options.signal } : {}),
+  };
 }
 
 export interface ArtifactFile {
@@ -85,7 +106,6 @@ export interface PickModelFileOptions {
   artifact?: string;
 }
 
-const VERSION = /^v\d+$/;
 const MANIFEST_DIGEST_HEADER = 'wandb-artifact-manifest-v1\n';
 const STORAGE_POLICY = 'wandb-storage-policy-v1';
 const MD5_BASE64 = /^[A-Za-z0-9+/]{22}==$/;
@@ -148,14 +168,16 @@ interface Context {
   host: string;
 }
 
-/** The error for a failed HTTP answer from W&B (GraphQL, manifest or file). */
+/** The error for a failed HTTP answer from W&B (GraphQL, manifest or file); 429 and 5xx are TransientError. */
 function httpError(
   status: number,
   ctx: { label: string; keySent: boolean; what: string; download?: boolean; org?: string; registry?: string },
   res?: Response,
   serverMessage?: string,
+  headers?: Headers,
 ): ModelSourceError {
   void res?.body?.cancel().catch(() => {});
+  const retryAfter = retryAfterMs(headers ?? res?.headers);
   const said = serverMessage ? `: ${serverMessage}` : '';
   if (status === 401) {
     return new ModelSourceError(
@@ -177,9 +199,10 @@ function httpError(
   if (ctx.download && (status === 404 || status === 410)) {
     return new ModelSourceError(NOT_FOUND, `W&B no longer has ${ctx.label} (${status}).`);
   }
-  if (status === 429)
-    return new ModelSourceError(API_ERROR, `W&B is rate-limiting requests (429) while ${ctx.what} ${ctx.label}; retry later.`);
-  return new ModelSourceError(API_ERROR, `W&B answered ${status} while ${ctx.what} ${ctx.label}${said}.`);
+  const code = API_ERROR;
+  if (status === 429) return new TransientError(code, `W&B is rate-limiting requests (429) while ${ctx.what} ${ctx.label}.`, retryAfter);
+  const message = `W&B answered ${status} while ${ctx.what} ${ctx.label}${said}.`;
+  return isTransientStatus(status) ? new TransientError(code, message, retryAfter) : new ModelSourceError(code, message);
 }
 
 /** A fetch rejection (W&B unreachable), told apart from answers graphql-request cannot parse. */
@@ -188,6 +211,7 @@ class UnreachableError extends Error {}
 /** A server-chosen message, cut to something safe to show: one line, bounded. */
 function serverText(message: unknown): string | undefined {
   if (typeof message !== 'string') return undefined;
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is removed
   const line = message.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
   return line ? (line.length > 200 ? `${line.slice(0, 200)}…` : line) : undefined;
 }
@@ -208,7 +232,8 @@ const isObject = (value: unknown): value is Json => typeof value === 'object' &&
 const isInt = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
 
 /** Sends one typed operation; every failure comes back as a ModelSourceError (cancellation passes through). */
-function graphqlCaller(baseUrl: string, apiKey: string | undefined, ctx: Context, signal?: AbortSignal) {
+function graphqlCaller(baseUrl: string, apiKey: string | undefined, ctx: Context, retry: RetryOptions) {
+  const signal = retry.signal;
   const client = new GraphQLClient(`${baseUrl}/graphql`, {
     headers: wandbAuthHeaders(apiKey),
     fetch: (input: RequestInfo | URL, init?: RequestInit) =>
@@ -216,11 +241,19 @@ function graphqlCaller(baseUrl: string, apiKey: string | undefined, ctx: Context
         throw new UnreachableError('unreachable', { cause: err });
       }),
   });
+  // Each operation is retried while it fails transiently (429, 5xx, unreachable); see ../retry.ts.
   return async <TData, TVariables extends Record<string, unknown>>(
     document: TypedDocumentNode<TData, TVariables>,
     variables: TVariables,
     what: string,
-  ): Promise<{ data: TData } | { graphqlError: ModelSourceError }> => {
+  ): Promise<{ data: TData } | { graphqlError: ModelSourceError }> =>
+    withRetries('W&B', `${what} ${ctx.label}`, () => once(document, variables, what), retry);
+
+  async function once<TData, TVariables extends Record<string, unknown>>(
+    document: TypedDocumentNode<TData, TVariables>,
+    variables: TVariables,
+    what: string,
+  ): Promise<{ data: TData } | { graphqlError: ModelSourceError }> {
     try {
       // The options type is conditional on the variables; with generic variables it needs the cast.
       const request = { document, variables, ...(signal ? { signal } : {}) } as unknown as RequestOptions<TVariables, TData>;
@@ -231,7 +264,9 @@ function graphqlCaller(baseUrl: string, apiKey: string | undefined, ctx: Context
       if (signal?.aborted) throw signal.reason;
       if (err instanceof ModelSourceError) throw err;
       if (err instanceof UnreachableError) {
-        throw new ModelSourceError(API_ERROR, `Could not reach W&B at ${ctx.host} while ${what} ${ctx.label}.`, { cause: err.cause });
+        throw new TransientError(API_ERROR, `Could not reach W&B at ${ctx.host} while ${what} ${ctx.label}.`, undefined, {
+          cause: err.cause,
+        });
       }
       if (err instanceof ClientError) {
         const status = err.response.status;
@@ -246,11 +281,17 @@ function graphqlCaller(baseUrl: string, apiKey: string | undefined, ctx: Context
             ),
           };
         }
-        throw httpError(status, { label: ctx.label, keySent: ctx.keySent, what, org: ctx.org, registry: ctx.registry }, undefined, message);
+        throw httpError(
+          status,
+          { label: ctx.label, keySent: ctx.keySent, what, org: ctx.org, registry: ctx.registry },
+          undefined,
+          message,
+          err.response.headers,
+        );
       }
       throw new ModelSourceError(API_ERROR, `W&B sent an unreadable answer while ${what} ${ctx.label}.`, { cause: err });
     }
-  };
+  }
 }
 
 /** Python's `urllib.parse.quote` (safe `/`), which the SDK applies to the parts of V2 download URLs. */
@@ -337,7 +378,8 @@ export async function resolveArtifact(ref: string | ArtifactName, options: Wandb
   const apiKey = wandbApiKey(options.apiKey);
   const label = formatArtifactName(parsed.value);
   const ctx: Context = { label, org, registry, keySent: Boolean(apiKey), host: base.host };
-  const call = graphqlCaller(baseUrl, apiKey, ctx, signal);
+  const retry = wandbRetryOptions(options);
+  const call = graphqlCaller(baseUrl, apiKey, ctx, retry);
 
   // The organization's entity owns its registries. A name W&B does not know as an organization is taken to be the
   // entity itself (the SDK accepts either).
@@ -422,7 +464,15 @@ export async function resolveArtifact(ref: string | ArtifactName, options: Wandb
   }
   const directUrl = isObject(currentManifest) && isObject(currentManifest.file) ? currentManifest.file.directUrl : undefined;
   if (typeof directUrl !== 'string') throw malformed(ctx, 'manifest location');
-  const manifest = parseManifest(await fetchManifest(directUrl, base, apiKey, { ...ctx, label: exact }, signal), { ...ctx, label: exact });
+  const manifest = parseManifest(
+    await withRetries(
+      'W&B',
+      `reading the manifest of ${exact}`,
+      () => fetchManifest(directUrl, base, apiKey, { ...ctx, label: exact }, signal),
+      retry,
+    ),
+    { ...ctx, label: exact },
+  );
 
   const computed = manifestDigest(manifest.contents);
   if (computed !== digest) {
@@ -495,9 +545,12 @@ async function fetchManifest(
     res = await fetch(url, { headers: { ...headers, accept: 'application/json' }, ...(signal ? { signal } : {}) });
   } catch (err) {
     if (signal?.aborted) throw signal.reason;
-    throw new ModelSourceError('WORKLOAD_INIT_DOWNLOAD_ERROR', `Could not download the manifest of ${ctx.label}: the connection failed.`, {
-      cause: err,
-    });
+    throw new TransientError(
+      'WORKLOAD_INIT_DOWNLOAD_ERROR',
+      `Could not download the manifest of ${ctx.label}: the connection failed.`,
+      undefined,
+      { cause: err },
+    );
   }
   if (res.status === 404 || res.status === 410) {
     void res.body?.cancel().catch(() => {});
@@ -509,7 +562,7 @@ async function fetchManifest(
     text = await res.text();
   } catch (err) {
     if (signal?.aborted) throw signal.reason;
-    throw new ModelSourceError('WORKLOAD_INIT_DOWNLOAD_ERROR', `Download of the manifest of ${ctx.label} was interrupted; retry.`, {
+    throw new TransientError('WORKLOAD_INIT_DOWNLOAD_ERROR', `Download of the manifest of ${ctx.label} was interrupted.`, undefined, {
       cause: err,
     });
   }
