@@ -1,0 +1,210 @@
+/**
+ * `dedicated`: the endpoint CLI for users, over the typed SDK (GraphQL), the
+ * subscriptions and the chat route; never the database. Human output by
+ * default, `--json` for scripts. The key and base URL come from flags,
+ * DEDICATED_API_KEY / DEDICATED_BASE_URL, or the file `login` writes.
+ */
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { EndpointCommands, type SpecFlags } from './commands.js';
+import { CliError } from './errors.js';
+import { streamChat, watchStatus } from './live.js';
+import { describeStatus, type Print } from './render.js';
+import { checkBaseUrl, DEFAULT_BASE_URL, resolveSettings, saveSettings } from './settings.js';
+
+interface GlobalFlags {
+  json?: boolean;
+  baseUrl?: string;
+  apiKey?: string;
+}
+
+function integer(name: string, min = 0) {
+  return (value: string): number => {
+    if (!/^\d+$/.test(value) || Number(value) < min) throw new InvalidArgumentError(`${name} must be an integer of at least ${min}`);
+    return Number(value);
+  };
+}
+
+function specOptions(command: Command): Command {
+  return command
+    .option('--name <name>', 'endpoint name')
+    .option('--model <repo>', 'Hugging Face model repository (owner/name)')
+    .option('--revision <rev>', 'branch, tag or commit of the model')
+    .option('--instance <id>', 'instance option id (see the instanceOptions query)')
+    .option('--max-batch-size <n>', 'sequences one replica decodes at once', integer('--max-batch-size', 1))
+    .option('--max-token-count <n>', 'most tokens, prompt plus completion', integer('--max-token-count', 1))
+    .option('--max-input-length <n>', 'most prompt tokens', integer('--max-input-length', 1))
+    .option('--min-replica <n>', 'replicas kept when idle (0 lets it sleep)', integer('--min-replica'))
+    .option('--max-replica <n>', 'most replicas under load', integer('--max-replica', 1))
+    .option('--cooldown <s>', 'seconds of low demand before scaling in', integer('--cooldown'))
+    .option('--comment <text>', 'comment of the new version');
+}
+
+export function buildProgram(print: Print, printError: Print): Command {
+  const program = new Command('dedicated')
+    .description('Manage dedicated model-serving endpoints and chat with them')
+    .option('--json', 'print JSON for scripts')
+    .option('--base-url <url>', `the service (default: DEDICATED_BASE_URL, the login file, or ${DEFAULT_BASE_URL})`)
+    .addOption(new Option('--api-key <key>', 'API key (default: DEDICATED_API_KEY or the login file)').hideHelp())
+    .showHelpAfterError()
+    .configureOutput({ writeOut: (s) => print(s.trimEnd()), writeErr: (s) => printError(s.trimEnd()) });
+
+  const globals = () => program.opts<GlobalFlags>();
+  const commands = async () => {
+    const settings = await resolveSettings(globals());
+    return new EndpointCommands(settings, { print, json: Boolean(globals().json) });
+  };
+
+  program
+    .command('login')
+    .description('check a key against the service and save it (with the base URL) for later commands')
+    .option('--key <key>', 'the API key (default: DEDICATED_API_KEY)')
+    .action(async (flags: { key?: string }) => {
+      const apiKey = flags.key ?? globals().apiKey ?? process.env.DEDICATED_API_KEY;
+      if (!apiKey) throw new CliError('login needs --key <key> (or DEDICATED_API_KEY)');
+      const baseUrl = checkBaseUrl(globals().baseUrl ?? process.env.DEDICATED_BASE_URL ?? DEFAULT_BASE_URL);
+      const me = await new EndpointCommands({ baseUrl, apiKey }, { print, json: false }).whoami();
+      const file = await saveSettings({ baseUrl, apiKey });
+      if (globals().json) print(JSON.stringify({ baseUrl, email: me.email, config: file }));
+      else print(`logged in to ${baseUrl} as ${me.email}; saved to ${file}`);
+    });
+
+  const endpoints = program.command('endpoints').alias('ep').description('list, create and manage endpoints');
+  endpoints
+    .command('list')
+    .description("the endpoints of your teams' projects")
+    .option('--project <id>', 'only this project')
+    .action(async (flags: { project?: string }) => (await commands()).list(flags.project));
+  endpoints
+    .command('get <id>')
+    .description('one endpoint: status, model, settings')
+    .action(async (id: string) => void (await (await commands()).get(id)));
+  specOptions(endpoints.command('create').description('create an endpoint (needs --project, --name, --model, --instance)'))
+    .requiredOption('--project <id>', 'project to create it in')
+    .action(async (flags: SpecFlags & { project: string }) => (await commands()).create(flags.project, flags));
+  specOptions(endpoints.command('update <id>').description('change settings: every update is a new version')).action(
+    async (id: string, flags: SpecFlags) => (await commands()).update(id, flags),
+  );
+  for (const action of ['sleep', 'wake', 'restart', 'terminate'] as const) {
+    endpoints
+      .command(`${action} <id>`)
+      .description(`${action} the endpoint`)
+      .action(async (id: string) => (await commands()).act(action, id));
+  }
+  endpoints
+    .command('delete <id>')
+    .description('delete the endpoint and stop its replicas')
+    .action(async (id: string) => (await commands()).remove(id));
+  endpoints
+    .command('versions <id>')
+    .description('the version history')
+    .action(async (id: string) => (await commands()).versions(id));
+  endpoints
+    .command('rollback <id>')
+    .description('make an earlier version current again (as a new version)')
+    .requiredOption('--version <n>', 'the version index to return to', integer('--version'))
+    .action(async (id: string, flags: { version: number }) => (await commands()).rollback(id, flags.version));
+
+  program
+    .command('status <id>')
+    .description("the endpoint's status; --watch follows it live (with download progress) until Ctrl-C or deletion")
+    .option('--watch', 'follow changes live')
+    .option('--until <status>', 'with --watch: stop once the endpoint reaches this status (exit 1 if it FAILED instead)')
+    .action(async (id: string, flags: { watch?: boolean; until?: string }) => {
+      const cli = await commands();
+      if (!flags.watch) {
+        const endpoint = await cli.get(id);
+        return void endpoint;
+      }
+      const json = Boolean(globals().json);
+      const stop = new AbortController();
+      process.once('SIGINT', () => stop.abort());
+      let failed = false;
+      await watchStatus(
+        cli.settings,
+        id,
+        (update) => {
+          const line = json ? JSON.stringify(update) : `${new Date().toISOString().slice(11, 19)}  ${describeStatus(update.status)}`;
+          print(line);
+          if (!json && update.event?.message) print(`          ${update.event.message}`);
+        },
+        {
+          signal: stop.signal,
+          until: (update) => {
+            if (!flags.until) return false;
+            failed = update.status.status === 'FAILED' && flags.until !== 'FAILED';
+            return update.status.status === flags.until || failed;
+          },
+        },
+      );
+      if (failed) throw new CliError(`endpoint ${id} FAILED`);
+    });
+
+  program
+    .command('chat <id> [message...]')
+    .description('send a message (or stdin) and stream the answer to the terminal')
+    .option('--system <text>', 'a system message first')
+    .option('--max-tokens <n>', 'most tokens to generate', integer('--max-tokens', 1))
+    .option('--temperature <t>', 'sampling temperature', (v: string) => {
+      const t = Number(v);
+      if (!Number.isFinite(t) || t < 0 || t > 2) throw new InvalidArgumentError('--temperature must be a number from 0 to 2');
+      return t;
+    })
+    .action(async (id: string, words: string[], flags: { system?: string; maxTokens?: number; temperature?: number }) => {
+      const settings = await resolveSettings(globals());
+      const content = words.length > 0 ? words.join(' ') : await readStdin();
+      if (!content.trim()) throw new CliError('chat needs a message (as arguments or on stdin)');
+      const json = Boolean(globals().json);
+      const stop = new AbortController();
+      process.once('SIGINT', () => stop.abort());
+      let answer = '';
+      const outcome = await streamChat(
+        settings,
+        id,
+        {
+          messages: [...(flags.system ? [{ role: 'system' as const, content: flags.system }] : []), { role: 'user' as const, content }],
+          ...(flags.maxTokens !== undefined ? { maxTokens: flags.maxTokens } : {}),
+          ...(flags.temperature !== undefined ? { temperature: flags.temperature } : {}),
+        },
+        (text, reasoning) => {
+          if (reasoning) return;
+          answer += text;
+          if (!json) process.stdout.write(text);
+        },
+        stop.signal,
+      );
+      if (json) print(JSON.stringify({ content: answer, finishReason: outcome.finishReason, usage: outcome.usage }));
+      else process.stdout.write('\n');
+    });
+
+  return program;
+}
+
+async function readStdin(): Promise<string> {
+  if (process.stdin.isTTY) return '';
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram(
+    (line) => console.log(line),
+    (line) => console.error(line),
+  );
+  program.exitOverride();
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return 0;
+  } catch (error) {
+    const code = (error as { code?: string; exitCode?: number }).code;
+    if (typeof code === 'string' && code.startsWith('commander.')) {
+      return code === 'commander.helpDisplayed' || code === 'commander.version' ? 0 : ((error as { exitCode?: number }).exitCode ?? 1);
+    }
+    if (error instanceof CliError) {
+      console.error(`error: ${error.message}`);
+      return 1;
+    }
+    console.error('error:', error);
+    return 1;
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * The endpoint CLI, run as the real binary (bin/dedicated.mjs) against a real
+ * gateway serving the tiny model: login, the endpoint commands, a live
+ * `status --watch`, a streamed `chat`, --json output, and its errors.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { startTestApp, TINY_REPO, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import { H100_X1 } from '../support/gateway.js';
+
+let t: TestApp;
+let alice: SeededUser;
+let projectId: string;
+let configDir: string;
+
+beforeAll(async () => {
+  t = await startTestApp({ env: { WAKE_TIMEOUT_MS: '60000' } });
+  alice = await t.seed.user();
+  projectId = (await alice.project('cli')).id;
+  configDir = await mkdtemp(path.join(os.tmpdir(), 'dedicated-cli-'));
+}, 120_000);
+
+afterAll(async () => {
+  if (configDir) await rm(configDir, { recursive: true, force: true });
+});
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the binary with only the config file's settings (no key in the environment, unless given). */
+function cli(args: string[], env: Record<string, string> = {}, input?: string): Promise<Run> {
+  const { DEDICATED_API_KEY: _key, DEDICATED_BASE_URL: _url, ...inherited } = process.env;
+  return new Promise((resolve) => {
+    const child = execFile(
+      process.execPath,
+      ['bin/dedicated.mjs', ...args],
+      { env: { ...inherited, DEDICATED_CONFIG: path.join(configDir, 'config.json'), NO_COLOR: '1', ...env }, timeout: 90_000 },
+      (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+    if (input !== undefined) child.stdin!.end(input);
+  });
+}
+
+describe('dedicated (the endpoint CLI)', () => {
+  test('login checks the key and saves it, readable by its owner only; a bad key is one line and exit 1', async () => {
+    const bad = await cli(['--base-url', t.url, 'login', '--key', 'dek_not-a-real-key']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr.trim().split('\n')).toHaveLength(1);
+    expect(bad.stderr).toMatch(/^error: the API key was refused/);
+
+    const ok = await cli(['--base-url', t.url, 'login', '--key', alice.key]);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stdout).toContain(`logged in to ${t.url} as ${alice.user.email}`);
+    const file = path.join(configDir, 'config.json');
+    expect(JSON.parse(await readFile(file, 'utf8'))).toEqual({ baseUrl: t.url, apiKey: alice.key });
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+  });
+
+  let endpointId: string;
+
+  test('create, watch it to RUNNING live, list and get, human and --json', async () => {
+    const created = await cli([
+      '--json',
+      'endpoints',
+      'create',
+      '--project',
+      projectId,
+      '--name',
+      'cli-tiny',
+      '--model',
+      TINY_REPO,
+      '--instance',
+      H100_X1,
+      '--max-token-count',
+      '1024',
+      '--comment',
+      'from the CLI',
+    ]);
+    expect(created.code, created.stderr).toBe(0);
+    const endpoint = JSON.parse(created.stdout) as { id: string; name: string; spec: { maxTokenCount: number } };
+    expect(endpoint).toMatchObject({ name: 'cli-tiny', spec: { maxTokenCount: 1024 } });
+    endpointId = endpoint.id;
+
+    const watched = await cli(['status', endpointId, '--watch', '--until', 'RUNNING']);
+    expect(watched.code, watched.stderr).toBe(0);
+    const lines = watched.stdout.trim().split('\n');
+    expect(lines.length).toBeGreaterThanOrEqual(2); // the status at start, then changes
+    expect(lines.at(-1)).toMatch(/RUNNING\s+replicas 1\/1/);
+    // The download was followed live: the phase, then bytes.
+    expect(watched.stdout).toMatch(/DOWNLOADING_MODEL|ENGINE_INITIALIZING|RUNNING/);
+
+    const listed = await cli(['endpoints', 'list']);
+    expect(listed.stdout).toMatch(new RegExp(`^ID\\s+NAME\\s+STATUS\\s+PROJECT\\n${endpointId}\\s+cli-tiny\\s+RUNNING\\s+cli`, 'm'));
+    const listedJson = JSON.parse((await cli(['--json', 'ep', 'list', '--project', projectId])).stdout) as { id: string }[];
+    expect(listedJson.map((e) => e.id)).toEqual([endpointId]);
+
+    const got = await cli(['endpoints', 'get', endpointId]);
+    expect(got.stdout).toMatch(/status\s+RUNNING/);
+    expect(got.stdout).toContain(`model        ${TINY_REPO}`);
+  }, 120_000);
+
+  test('chat streams the answer to the terminal; the message may come on stdin', async () => {
+    const answered = await cli(['chat', endpointId, 'Say', 'something.', '--max-tokens', '8', '--temperature', '0']);
+    expect(answered.code, answered.stderr).toBe(0);
+    expect(answered.stdout.trim().length).toBeGreaterThan(0);
+
+    const piped = await cli(['--json', 'chat', endpointId, '--max-tokens', '4'], {}, 'Hello from stdin');
+    expect(piped.code, piped.stderr).toBe(0);
+    const result = JSON.parse(piped.stdout) as { content: string; finishReason: string; usage: { completion_tokens: number } };
+    expect(result.finishReason).toMatch(/^(length|stop)$/);
+    expect(result.usage.completion_tokens).toBeGreaterThan(0);
+    expect(result.usage.completion_tokens).toBeLessThanOrEqual(4);
+
+    const unknown = await cli(['chat', 'ep_doesnotexist', 'hi']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/^error: HTTP 404: The model 'ep_doesnotexist' does not exist/);
+  }, 60_000);
+
+  test('update makes a version, versions lists them, rollback returns to one', async () => {
+    const updated = await cli(['endpoints', 'update', endpointId, '--max-batch-size', '2', '--comment', 'smaller batch']);
+    expect(updated.code, updated.stderr).toBe(0);
+    const versions = await cli(['endpoints', 'versions', endpointId]);
+    expect(versions.stdout).toMatch(/^VERSION\s+ROLLOUT\s+MODEL/m);
+    expect(versions.stdout).toMatch(/^0\s+\S+\s+test-org\/tiny-llama-GGUF\s+8\s+1024.*from the CLI$/m);
+    expect(versions.stdout).toMatch(/^1\s+\S+\s+test-org\/tiny-llama-GGUF\s+2\s+1024.*smaller batch$/m);
+
+    const nothing = await cli(['endpoints', 'update', endpointId]);
+    expect(nothing.code).toBe(1);
+    expect(nothing.stderr).toContain('update needs at least one setting');
+    const invalid = await cli(['endpoints', 'update', endpointId, '--max-replica', '99']);
+    expect(invalid.code).toBe(1);
+    expect(invalid.stderr).toContain('autoscalingPolicy.maxReplica');
+    const badFlag = await cli(['endpoints', 'update', endpointId, '--max-batch-size', 'lots']);
+    expect(badFlag.code).toBe(1);
+    expect(badFlag.stderr).toContain('--max-batch-size must be an integer');
+
+    const rolledBack = await cli(['--json', 'endpoints', 'rollback', endpointId, '--version', '0']);
+    expect(rolledBack.code, rolledBack.stderr).toBe(0);
+    expect(JSON.parse(rolledBack.stdout)).toMatchObject({ spec: { maxBatchSize: 8 }, currentVersion: { versionIndex: 2 } });
+  }, 60_000);
+
+  test('sleep, wake, terminate and delete; acting on what is gone is one line and exit 1', async () => {
+    await waitForStatus(t.sql, endpointId, 'RUNNING');
+    const slept = await cli(['endpoints', 'sleep', endpointId]);
+    expect(slept.code, slept.stderr).toBe(0);
+    expect(slept.stdout).toMatch(new RegExp(`^${endpointId}: (STOPPING|SLEEPING)`));
+    await waitForStatus(t.sql, endpointId, 'SLEEPING');
+    const again = await cli(['endpoints', 'sleep', endpointId]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/^error: cannot sleep an endpoint whose status is SLEEPING/);
+
+    expect((await cli(['endpoints', 'terminate', endpointId])).code).toBe(0);
+    const deleted = await cli(['endpoints', 'delete', endpointId]);
+    expect(deleted.stdout.trim()).toBe(`deleted ${endpointId}`);
+    const gone = await cli(['endpoints', 'get', endpointId]);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr.trim()).toBe(`error: endpoint '${endpointId}' not found`);
+  }, 60_000);
+
+  test('the key and base URL from the environment win over the login file', async () => {
+    const other = await t.seed.user();
+    const run = await cli(['--json', 'endpoints', 'list'], { DEDICATED_API_KEY: other.key, DEDICATED_BASE_URL: t.url });
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual([]);
+    const unreachable = await cli(['endpoints', 'list'], { DEDICATED_BASE_URL: 'http://127.0.0.1:9' });
+    expect(unreachable.code).toBe(1);
+    expect(unreachable.stderr).toMatch(/^error: cannot reach http:\/\/127.0.0.1:9/);
+  });
+});
