@@ -1,7 +1,10 @@
 /**
- * The endpoint lifecycle: statuses, phases, failure codes, and which action
- * is allowed from which status. Every surface (REST, GraphQL, controller)
- * asks this module; no other file decides a transition.
+ * The endpoint lifecycle: statuses, phases, failure codes, which action is
+ * allowed from which status and what it records (`transitionTarget`), and
+ * what the controller records after each of its steps
+ * (`controllerTransition`). Every surface (REST, GraphQL) and the controller
+ * ask this module, then write what it answers; no other file decides a
+ * transition.
  */
 export const ENDPOINT_STATUSES = [
   'UNKNOWN',
@@ -48,17 +51,27 @@ export function assertNever(value: never): never {
   throw new Error(`unexpected value: ${String(value)}`);
 }
 
+/** The statuses in which an endpoint serves requests. */
+export const SERVING_STATUSES = ['READY', 'RUNNING', 'UPDATING'] as const satisfies readonly EndpointStatus[];
+
 export function isServing(status: EndpointStatus): boolean {
-  return status === 'RUNNING' || status === 'READY' || status === 'UPDATING';
+  return (SERVING_STATUSES as readonly EndpointStatus[]).includes(status);
 }
 
+/**
+ * The statuses in which an endpoint serves no requests and will not until a
+ * user restarts it: a request fails at once (a sleeping or starting endpoint,
+ * by contrast, is waited for).
+ */
+export const UNAVAILABLE_STATUSES = ['FAILED', 'TERMINATING', 'TERMINATED'] as const satisfies readonly EndpointStatus[];
+
+export function isUnavailable(status: EndpointStatus): boolean {
+  return (UNAVAILABLE_STATUSES as readonly EndpointStatus[]).includes(status);
+}
+
+/** The statuses that report the steps of bringing up the first replica as their phase. */
 export function isStarting(status: EndpointStatus): boolean {
   return status === 'INITIALIZING' || status === 'AWAKING';
-}
-
-/** Statuses in which an endpoint has no replicas and none are wanted. */
-export function isAtRest(status: EndpointStatus): boolean {
-  return status === 'SLEEPING' || status === 'TERMINATED' || status === 'FAILED';
 }
 
 export function isAllowed(action: LifecycleAction, status: EndpointStatus): boolean {
@@ -153,4 +166,130 @@ export function reportedStatus(action: LifecycleAction | 'create' | 'status', st
 /** Whether the status object carries `phase` (the spec omits it from sleep and terminate answers). */
 export function reportsPhase(action: LifecycleAction | 'create' | 'status'): boolean {
   return action !== 'sleep' && action !== 'terminate';
+}
+
+// ---------------------------------------------------------------- the controller's transitions
+
+/**
+ * What the controller saw or finished, which may change the endpoint's
+ * status. The controller asks `controllerTransition` after each step and
+ * writes what it answers.
+ */
+export type ControllerEvent =
+  /** Bringing up the first replica: no GPU is free yet. */
+  | { type: 'no-capacity' }
+  /** Bringing up the first replica: the model's source is being resolved. */
+  | { type: 'resolving-model' }
+  /** Bringing up the first replica: the model's files are being downloaded. */
+  | { type: 'downloading-model' }
+  /** Bringing up the first replica: its engine is being started. */
+  | { type: 'starting-engine' }
+  /** The first replica's engine answers and runs its warm-up generation. */
+  | { type: 'warming-up' }
+  /** The first replica (or a replacement, when all had died) is ready and serves. */
+  | { type: 'replica-ready' }
+  /** The first replica could not be started. */
+  | { type: 'start-failed'; errorCode: EndpointErrorCode }
+  /** Replicas' engines died, and the crash policy says the endpoint fails. */
+  | { type: 'crash-loop' }
+  /** Every serving replica runs the current version. */
+  | { type: 'all-replicas-current' }
+  /** Serving replicas run an older version: replacing them begins. */
+  | { type: 'rollout-started' }
+  /** Every old replica was replaced. */
+  | { type: 'rollout-finished' }
+  /** A replica of the new version failed; the old ones keep serving. */
+  | { type: 'rollout-failed'; errorCode: EndpointErrorCode }
+  /** The autoscaler scaled an idle endpoint to zero: its replicas drain, then it sleeps. */
+  | { type: 'scaled-to-zero' }
+  /** A sleeping endpoint's replicas are stopped. */
+  | { type: 'sleep-done' }
+  /** A terminated (or deleted) endpoint's replicas are stopped. */
+  | { type: 'terminate-done' };
+
+/** The part of an endpoint a transition reads. */
+export interface LifecycleState {
+  status: EndpointStatus;
+  phase: EndpointPhase | null;
+  errorCode: EndpointErrorCode | null;
+}
+
+/** What the controller writes after an event, and what must still hold for the write to apply. */
+export interface ControllerTransition extends LifecycleState {
+  /** Set when the transition changes the desired state too. */
+  desiredState?: DesiredState;
+  /**
+   * What the endpoint must still be, re-read under its row lock, when the
+   * change is written; otherwise the step acted on a stale snapshot and is
+   * abandoned (an API action came in between).
+   */
+  requires: { desiredState: DesiredState; statuses?: readonly EndpointStatus[] };
+}
+
+const STARTING_PHASES = {
+  'no-capacity': 'REQUESTING_VIRTUAL_MACHINE',
+  'resolving-model': 'DOWNLOADING_MODEL',
+  'downloading-model': 'DOWNLOADING_MODEL',
+  'starting-engine': 'ENGINE_INITIALIZING',
+} as const satisfies Record<string, EndpointPhase>;
+
+/**
+ * The controller's transition table: the status, phase and error code to
+ * write after `event`, given the endpoint as the controller last saw it (for
+ * the steps of a start, as it last wrote it), or null when nothing changes.
+ */
+export function controllerTransition(event: ControllerEvent, current: LifecycleState): ControllerTransition | null {
+  const { status, errorCode } = current;
+  const running = { desiredState: 'RUNNING' } as const;
+  switch (event.type) {
+    case 'no-capacity':
+    case 'resolving-model':
+    case 'downloading-model':
+    case 'starting-engine': {
+      // Only a start asked for by a user shows its steps; a replacement for a serving endpoint keeps its status.
+      if (!isStarting(status)) return null;
+      // A wake resolves a model it ran before: its phase stays ENGINE_INITIALIZING (as the wake wrote it).
+      if (event.type === 'resolving-model' && status !== 'INITIALIZING') return null;
+      const phase = STARTING_PHASES[event.type];
+      if (current.phase === phase && errorCode === null) return null;
+      return { status, phase, errorCode: null, requires: { ...running, statuses: [status] } };
+    }
+    case 'warming-up':
+      // READY: the replica is up; traffic is admitted once its warm-up generation succeeds.
+      if (!isStarting(status)) return null;
+      return { status: 'READY', phase: null, errorCode: null, requires: { ...running, statuses: [status] } };
+    case 'replica-ready':
+      return { status: 'RUNNING', phase: null, errorCode: null, requires: running };
+    case 'start-failed':
+      return { status: 'FAILED', phase: null, errorCode: event.errorCode, desiredState: 'TERMINATED', requires: running };
+    case 'crash-loop':
+      return { status: 'FAILED', phase: null, errorCode: 'INFERENCE_ENGINE_UNKNOWN_ERROR', desiredState: 'TERMINATED', requires: running };
+    case 'all-replicas-current':
+      // A finished rollout, a start whose last write was lost, or a taken-over endpoint: it serves.
+      if (status !== 'UPDATING' && status !== 'READY' && status !== 'UNKNOWN') return null;
+      return { status: 'RUNNING', phase: null, errorCode, requires: running };
+    case 'rollout-started':
+      if (status === 'UPDATING') return null;
+      return { status: 'UPDATING', phase: null, errorCode: null, requires: running };
+    case 'rollout-finished':
+      return { status: 'RUNNING', phase: null, errorCode: null, requires: running };
+    case 'rollout-failed':
+      return { status: 'RUNNING', phase: null, errorCode: event.errorCode, requires: running };
+    case 'scaled-to-zero':
+      return { status: 'STOPPING', phase: null, errorCode, desiredState: 'SLEEPING', requires: { ...running, statuses: ['RUNNING'] } };
+    case 'sleep-done':
+      return { status: 'SLEEPING', phase: null, errorCode, requires: { desiredState: 'SLEEPING' } };
+    case 'terminate-done':
+      // A failed endpoint stays FAILED (with its code) once its replicas are gone.
+      if (status === 'FAILED') return null;
+      return { status: 'TERMINATED', phase: null, errorCode, requires: { desiredState: 'TERMINATED' } };
+    default:
+      return assertNever(event);
+  }
+}
+
+/** Whether the endpoint, re-read under its row lock, still allows the transition (see `requires`). */
+export function stillApplies(transition: ControllerTransition, endpoint: { status: EndpointStatus; desiredState: DesiredState }): boolean {
+  const { desiredState, statuses } = transition.requires;
+  return endpoint.desiredState === desiredState && (!statuses || statuses.includes(endpoint.status));
 }

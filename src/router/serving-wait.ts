@@ -8,7 +8,7 @@
  * otherwise at a poll interval (a fallback: announcements can be missed
  * while LISTEN reconnects).
  */
-import type { EndpointStatus } from '../domain/lifecycle.js';
+import { isUnavailable } from '../domain/lifecycle.js';
 import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
 import type { ChatAccess } from '../services/chat-access.js';
 import type { Principal } from '../services/principal.js';
@@ -27,10 +27,6 @@ export interface ServingWaitOptions {
   /** Whether the endpoint has a ready replica (`fresh`: read afresh). */
   hasReplica: (endpoint: EndpointRecord, fresh: boolean) => Promise<boolean>;
 }
-
-// TODO(lead): the lifecycle's list, once it exports one.
-const UNAVAILABLE: readonly EndpointStatus[] = ['FAILED', 'TERMINATED', 'TERMINATING'];
-const isUnavailable = (status: EndpointStatus) => UNAVAILABLE.includes(status);
 
 export type ServingOutcome = { endpoint: EndpointRecord } | OpenAIError;
 

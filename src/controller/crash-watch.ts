@@ -1,0 +1,101 @@
+/**
+ * Watching an endpoint's replicas on this node: a dead engine's replica is
+ * marked FAILED, a replica left STARTING or DRAINING by a process that died
+ * is stopped, and the crash policy (crash-policy.ts) decides whether a dead
+ * engine is replaced now, after a back-off, or whether the endpoint fails.
+ */
+import type { EndpointRecord } from '../domain/endpoint.js';
+import type { ReplicaRecord } from '../domain/replica.js';
+import type { Runtime } from '../runtime/runtime.js';
+import type { Sql } from '../storage/database.js';
+import { failuresSince, liveReplicas, markReplica } from '../storage/replicas-repository.js';
+import { decideAfterDeaths, type CrashPolicy, type RecentDeaths } from './crash-policy.js';
+import type { EndpointWrites } from './endpoint-writes.js';
+import { handleOf, type ReplicaStopper } from './replica-stopper.js';
+
+/** The last error of a replica whose engine died while it ran (a death, as the crash policy counts them). */
+export const ENGINE_EXITED = 'the engine process exited';
+
+export class CrashWatch {
+  constructor(
+    private readonly sql: Sql,
+    private readonly runtime: Runtime,
+    private readonly writes: EndpointWrites,
+    private readonly stopper: ReplicaStopper,
+    private readonly policy: CrashPolicy,
+    /** Whether this process is starting the replica right now (any other STARTING replica was abandoned). */
+    private readonly isStarting: (replicaId: string) => boolean,
+    private readonly log: (message: string, error?: unknown) => void,
+  ) {}
+
+  /**
+   * The endpoint's live replicas, after dead ones are marked FAILED and ones
+   * left STARTING or DRAINING by a process that died are stopped; 'failed'
+   * when its replicas keep dying and the endpoint was marked FAILED.
+   */
+  async observe(endpoint: EndpointRecord): Promise<ReplicaRecord[] | 'failed'> {
+    const live: ReplicaRecord[] = [];
+    let died = 0;
+    let pidUnknown = false;
+    for (const replica of await liveReplicas(this.sql, endpoint.id)) {
+      if (replica.node !== this.runtime.node) {
+        live.push(replica); // another machine's replica: its own gateway observes it
+        continue;
+      }
+      const abandoned = (replica.state === 'STARTING' && !this.isStarting(replica.id)) || replica.state === 'DRAINING';
+      if (abandoned) {
+        // A replica abandoned before its engine answered has no pid in its row, but its engine may run: it is reaped below.
+        if (replica.pid === null) pidUnknown = true;
+        else await this.runtime.stop(handleOf(replica), 0);
+        await markReplica(this.sql, replica.id, { state: 'STOPPED', lastError: 'abandoned by a gateway that stopped' });
+        continue;
+      }
+      if (replica.state === 'READY' && !this.runtime.isAlive(handleOf(replica))) {
+        const tail = await this.runtime.logTail(replica.id);
+        this.log(`replica ${replica.id} of ${endpoint.id} died; last output:\n${tail.slice(-2000)}`);
+        await markReplica(this.sql, replica.id, { state: 'FAILED', lastError: ENGINE_EXITED });
+        died++;
+        continue;
+      }
+      live.push(replica);
+    }
+    if (pidUnknown) await this.stopper.reapOrphans();
+    if (died === 0) return live;
+
+    await this.writes.refreshCounts(endpoint.id, endpoint.desiredReplicaCnt, 'controller:replica-died');
+    if (
+      endpoint.desiredState === 'RUNNING' &&
+      decideAfterDeaths(this.policy, await this.recentDeaths(endpoint.id), Date.now()).kind === 'fail'
+    ) {
+      await this.stopper.stopAll(live, 0);
+      await this.writes.refreshCounts(endpoint.id, 0, 'controller:crash-loop');
+      await this.writes.transition(
+        endpoint.id,
+        endpoint,
+        { type: 'crash-loop' },
+        {
+          cause: 'controller:crash-loop',
+          detail: { message: `the engine exited ${this.policy.failures} times within ${Math.round(this.policy.windowMs / 1000)} seconds` },
+        },
+      );
+      return 'failed';
+    }
+    return live;
+  }
+
+  /**
+   * Whether a replacement for an engine that died must wait out its back-off
+   * (the next pass after it starts it). Only a serving endpoint's replacements
+   * wait: a start, wake or restart asked for by a user goes at once.
+   */
+  async backingOff(endpoint: EndpointRecord): Promise<boolean> {
+    if (endpoint.status !== 'RUNNING' && endpoint.status !== 'UPDATING') return false;
+    const decision = decideAfterDeaths(this.policy, await this.recentDeaths(endpoint.id), Date.now());
+    return decision.kind === 'wait';
+  }
+
+  /** Deaths of the endpoint's engines within the crash window. */
+  private recentDeaths(endpointId: string): Promise<RecentDeaths> {
+    return failuresSince(this.sql, endpointId, new Date(Date.now() - this.policy.windowMs), ENGINE_EXITED);
+  }
+}

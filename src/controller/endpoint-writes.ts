@@ -1,0 +1,97 @@
+/**
+ * The controller's writes to an endpoint. Each re-reads the endpoint under
+ * its row lock and checks that the step still applies (this process holds
+ * the endpoint's lease, and the lifecycle's `requires` still holds), so a
+ * step acting on a stale snapshot becomes a no-op: it throws `StaleError`,
+ * and the reconcile pass is abandoned quietly.
+ *
+ * Statuses are written only as `controllerTransition` (src/domain/lifecycle.ts)
+ * answers for a controller event.
+ */
+import type { EndpointRecord } from '../domain/endpoint.js';
+import { controllerTransition, stillApplies, type ControllerEvent, type LifecycleState } from '../domain/lifecycle.js';
+import type { ReplicaRecord } from '../domain/replica.js';
+import { writeReplicaCounts, writeStatus } from '../services/endpoint-state.js';
+import type { Sql } from '../storage/database.js';
+import { lockEndpoint, setProgress } from '../storage/endpoints-repository.js';
+import { holdsLease, liveReplicas } from '../storage/replicas-repository.js';
+
+/** Thrown inside a step when the endpoint changed under it; the step is abandoned quietly. */
+export class StaleError extends Error {}
+
+/** The controller also sees deleted endpoints: it stops their replicas. */
+export const WITH_DELETED = { includeDeleted: true } as const;
+
+/** The counts an endpoint shows for its ready replicas. */
+export function countsOf(endpoint: EndpointRecord, ready: readonly ReplicaRecord[], desiredReplicas: number) {
+  return {
+    currReplicaCnt: ready.length,
+    desiredReplicaCnt: desiredReplicas,
+    updatedReplicaCnt: ready.filter((r) => r.versionIndex === endpoint.current.versionIndex).length,
+  };
+}
+
+export class EndpointWrites {
+  constructor(
+    private readonly sql: Sql,
+    /** The lease holder that this process is. */
+    private readonly owner: string,
+  ) {}
+
+  /**
+   * Runs `write` on the freshly locked endpoint when this process still holds
+   * its lease and `applies` still holds; otherwise the step is stale.
+   */
+  async guarded<T>(id: string, applies: (e: EndpointRecord) => boolean, write: (tx: Sql, e: EndpointRecord) => Promise<T>): Promise<T> {
+    return this.sql.begin(async (tx) => {
+      if (!(await holdsLease(tx, id, this.owner))) throw new StaleError(`lease on ${id} lost`);
+      const endpoint = await lockEndpoint(tx, id, WITH_DELETED);
+      if (!endpoint || !applies(endpoint)) throw new StaleError(`${id} changed`);
+      return write(tx as unknown as Sql, endpoint);
+    }) as Promise<T>;
+  }
+
+  /**
+   * Asks the lifecycle what `event` changes for an endpoint last seen as
+   * `current`, and writes it. Returns the state written, or null when the
+   * event changes nothing.
+   */
+  async transition(
+    id: string,
+    current: LifecycleState,
+    event: ControllerEvent,
+    log: { cause: string; detail?: Record<string, unknown> },
+  ): Promise<LifecycleState | null> {
+    const next = controllerTransition(event, current);
+    if (!next) return null;
+    const { status, phase, errorCode, desiredState } = next;
+    await this.guarded(
+      id,
+      (e) => stillApplies(next, e),
+      async (tx, e) => {
+        await writeStatus(tx, e, { status, phase, errorCode, ...(desiredState ? { desiredState } : {}), ...log, actorId: null });
+        if (phase !== 'DOWNLOADING_MODEL') await setProgress(tx, id, null);
+      },
+    );
+    return { status, phase, errorCode };
+  }
+
+  /** Recomputes the replica counts from the replicas table. */
+  async refreshCounts(id: string, desiredReplicas: number, cause: string): Promise<void> {
+    await this.sql.begin(async (tx) => {
+      const endpoint = await lockEndpoint(tx, id, WITH_DELETED);
+      if (!endpoint) return;
+      const live = await liveReplicas(tx, id);
+      await writeReplicaCounts(
+        tx,
+        endpoint,
+        countsOf(
+          endpoint,
+          live.filter((r) => r.state === 'READY'),
+          desiredReplicas,
+        ),
+        cause,
+      );
+    });
+  }
+}

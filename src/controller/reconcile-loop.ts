@@ -1,0 +1,109 @@
+/**
+ * The reconcile loop and its leases: a lease row per endpoint makes exactly
+ * one process act on an endpoint at a time; a process that dies loses its
+ * leases when they expire, and another adopts its endpoints. Every interval
+ * the loop renews this process's leases and runs a pass over every endpoint
+ * to reconcile; a poke runs a pass at once, over the endpoints poked alone
+ * when it names them.
+ */
+import type { Sql } from '../storage/database.js';
+import { acquireLease, endpointsToReconcile, releaseLeases, renewLeases } from '../storage/replicas-repository.js';
+import { Nudge } from '../util/nudge.js';
+import { StaleError } from './endpoint-writes.js';
+
+export interface ReconcileLoopOptions {
+  sql: Sql;
+  /** This process, as lease holder. */
+  owner: string;
+  intervalMs: number;
+  leaseTtlMs: number;
+  /** One pass over one endpoint whose lease this process holds. */
+  reconcile: (endpointId: string) => Promise<void>;
+  log: (message: string, error?: unknown) => void;
+}
+
+export class ReconcileLoop {
+  /** Endpoints with a reconcile pass running in this process. */
+  private readonly running = new Map<string, Promise<void>>();
+  private stopped = false;
+  private ticking: Promise<void> | undefined;
+  /** Ends the wait between ticks; a poke during a tick makes the next tick start at once. */
+  private readonly nudge = new Nudge();
+  /** Endpoints poked since the last tick began: the next tick reconciles these alone, unless a full pass is due. */
+  private readonly poked = new Set<string>();
+  /** A poke without an endpoint: the next tick is a full pass. */
+  private fullPassAsked = false;
+
+  constructor(private readonly options: ReconcileLoopOptions) {}
+
+  start(): void {
+    void this.loop();
+  }
+
+  /** Asks for a pass now: of that endpoint alone when one is named, else of all. */
+  poke(endpointId?: string): void {
+    if (endpointId === undefined) this.fullPassAsked = true;
+    else this.poked.add(endpointId);
+    this.nudge.poke();
+  }
+
+  /** Stops the loop, waits for passes in flight, and releases the leases. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.nudge.poke();
+    await this.ticking;
+    await Promise.allSettled([...this.running.values()]);
+    await releaseLeases(this.options.sql, this.options.owner).catch(() => {});
+  }
+
+  /**
+   * A full pass (every endpoint, lease renewal) every interval; between
+   * them, a poke reconciles just the endpoints poked, so that a burst of API
+   * writes does not make a pass over every endpoint for each.
+   */
+  private async loop(): Promise<void> {
+    let nextFullPass = 0;
+    while (!this.stopped) {
+      this.nudge.clear();
+      const full = this.fullPassAsked || performance.now() >= nextFullPass;
+      if (full) {
+        this.fullPassAsked = false;
+        nextFullPass = performance.now() + this.options.intervalMs;
+      }
+      this.ticking = this.tick(full).catch((error: unknown) => this.options.log('tick failed', error));
+      await this.ticking;
+      // A poke during the tick may concern an endpoint the tick had already passed: the wait then ends at once.
+      if (!this.stopped) await this.nudge.wait(Math.max(0, nextFullPass - performance.now()));
+    }
+  }
+
+  private async tick(full: boolean): Promise<void> {
+    const { sql, owner, leaseTtlMs } = this.options;
+    const poked = new Set(this.poked);
+    this.poked.clear();
+    let ids: Iterable<string> = poked;
+    if (full) {
+      await renewLeases(sql, owner, leaseTtlMs);
+      ids = await endpointsToReconcile(sql);
+    }
+    for (const id of ids) {
+      if (this.stopped) return;
+      if (this.running.has(id)) {
+        // Its pass may have read the endpoint before the change: one more pass follows it.
+        if (poked.has(id)) this.poked.add(id);
+        continue;
+      }
+      if (!(await acquireLease(sql, id, owner, leaseTtlMs))) continue;
+      const pass = this.options
+        .reconcile(id)
+        .catch((error: unknown) => {
+          if (!(error instanceof StaleError)) this.options.log(`reconciling ${id} failed`, error);
+        })
+        .finally(() => {
+          this.running.delete(id);
+          if (this.poked.has(id)) this.nudge.poke();
+        });
+      this.running.set(id, pass);
+    }
+  }
+}

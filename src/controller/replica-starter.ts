@@ -1,0 +1,236 @@
+/**
+ * Starting replicas: capacity is reserved, the model prepared (from the cache
+ * or the hub), the engine started, and one warm-up generation run before the
+ * replica is marked READY. `bringUp` starts an endpoint's first replica and
+ * reports each step as the endpoint's phase; a failure to start fails the
+ * endpoint with the error's code (start-errors.ts).
+ */
+import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
+import { newId } from '../domain/ids.js';
+import { findInstanceOption } from '../domain/instance-catalog.js';
+import type { ControllerEvent, LifecycleState } from '../domain/lifecycle.js';
+import { ModelSourceError } from '../models/errors.js';
+import { checkModelSettings, pinnedRevision, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
+import type { ReplicaHandle, Runtime } from '../runtime/runtime.js';
+import type { Sql } from '../storage/database.js';
+import { setProgress } from '../storage/endpoints-repository.js';
+import { insertEvent } from '../storage/events-repository.js';
+import type { RetryNotice } from '../models/retry.js';
+import { markReplica, reserveReplica } from '../storage/replicas-repository.js';
+import { setVersionRollout } from '../storage/versions-repository.js';
+import { StaleError, type EndpointWrites } from './endpoint-writes.js';
+import { startErrorCode, startErrorMessage, WarmupError } from './start-errors.js';
+
+/** Called as a start reaches each step (the first replica's steps are the endpoint's phases). */
+export interface StartHooks {
+  onNoCapacity?: () => Promise<void>;
+  onResolving?: () => Promise<void>;
+  onDownloadStart?: () => Promise<void>;
+  onEngineStart?: () => Promise<void>;
+  /** Runs while the warm-up generation does; both must succeed. */
+  onWarmup?: () => Promise<unknown>;
+}
+
+export interface ReplicaStarterOptions {
+  sql: Sql;
+  runtime: Runtime;
+  models: ModelStore;
+  writes: EndpointWrites;
+  /** Whether the built-in engine runs replicas (then models must be GGUF files whose settings are checked). */
+  builtInEngine: boolean;
+  log: (message: string, error?: unknown) => void;
+}
+
+export class ReplicaStarter {
+  /** Replicas this process is starting right now (any other STARTING replica was abandoned). */
+  private readonly starting = new Set<string>();
+
+  constructor(private readonly options: ReplicaStarterOptions) {}
+
+  isStarting(replicaId: string): boolean {
+    return this.starting.has(replicaId);
+  }
+
+  /**
+   * Brings up the first replica: capacity, model, engine, warm-up. While the
+   * endpoint is INITIALIZING or AWAKING, each step is reported as its phase;
+   * a replacement for a RUNNING endpoint whose replicas died runs the same
+   * steps without changing the status (the lifecycle decides which).
+   */
+  async bringUp(endpoint: EndpointRecord): Promise<void> {
+    const { writes } = this.options;
+    const id = endpoint.id;
+    // The state as last written (a wake writes AWAKING ENGINE_INITIALIZING itself): writing it again would change nothing.
+    let shown: LifecycleState = { status: endpoint.status, phase: endpoint.phase, errorCode: endpoint.errorCode };
+    const report = async (event: ControllerEvent, cause: string) => {
+      shown = (await writes.transition(id, shown, event, { cause })) ?? shown;
+    };
+    const desired = Math.max(endpoint.current.spec.autoscaling.minReplica, 1);
+    try {
+      const started = await this.start(endpoint, endpoint.current, {
+        onNoCapacity: () => report({ type: 'no-capacity' }, 'controller:requesting_virtual_machine'),
+        onResolving: () => report({ type: 'resolving-model' }, 'controller:downloading_model'),
+        onDownloadStart: () => report({ type: 'downloading-model' }, 'controller:downloading_model'),
+        onEngineStart: () => report({ type: 'starting-engine' }, 'controller:engine_initializing'),
+        onWarmup: () => writes.transition(id, shown, { type: 'warming-up' }, { cause: 'controller:warm-up' }),
+      });
+      if (!started) return; // no capacity yet: the next pass tries again
+      // Counted first: whoever sees RUNNING also sees the replica that serves.
+      await writes.refreshCounts(id, desired, 'controller:started');
+      await writes.transition(id, endpoint, { type: 'replica-ready' }, { cause: 'controller:serving' });
+    } catch (error) {
+      if (error instanceof StaleError) throw error;
+      const errorCode = startErrorCode(error);
+      this.options.log(`starting ${id} failed with ${errorCode}`, error);
+      await writes.refreshCounts(id, 0, 'controller:start-failed');
+      await writes.transition(
+        id,
+        endpoint,
+        { type: 'start-failed', errorCode },
+        { cause: 'controller:start-failed', detail: { message: startErrorMessage(error) } },
+      );
+    }
+  }
+
+  /**
+   * Starts one replica of `version` and marks it READY. Returns false when no
+   * capacity is free. On failure, the replica is stopped and marked FAILED,
+   * and the error is rethrown.
+   */
+  async start(endpoint: EndpointRecord, version: VersionRecord, hooks: StartHooks = {}): Promise<boolean> {
+    const { sql, runtime, writes } = this.options;
+    const spec = version.spec;
+    const option = findInstanceOption(spec.instanceId)!;
+    const replicaId = newId('rep');
+    const capacity = runtime.capacity()[option.gpuType] ?? 0;
+    const reserved = await writes.guarded(
+      endpoint.id,
+      (e) => e.desiredState === 'RUNNING',
+      (tx) =>
+        reserveReplica(
+          tx,
+          {
+            id: replicaId,
+            endpointId: endpoint.id,
+            versionIndex: version.versionIndex,
+            runtime: runtime.name,
+            node: runtime.node,
+            gpuType: option.gpuType,
+            numGpu: option.numGpu,
+          },
+          capacity,
+        ),
+    );
+    if (!reserved) {
+      await hooks.onNoCapacity?.();
+      return false;
+    }
+    this.starting.add(replicaId);
+    let handle: ReplicaHandle | undefined;
+    try {
+      await hooks.onResolving?.();
+      const model = await this.prepareModel(endpoint, version, hooks.onDownloadStart);
+      await hooks.onEngineStart?.();
+      handle = await runtime.start(
+        {
+          replicaId,
+          endpointId: endpoint.id,
+          modelPath: model.path,
+          modelRepo: spec.model.source === 'hf' ? spec.model.repo : spec.model.artifact,
+          modelRevision: pinnedRevision(model.resolved) ?? (spec.model.source === 'hf' ? spec.model.revision : null),
+          gpuType: option.gpuType,
+          numGpu: option.numGpu,
+          maxBatchSize: spec.advanced.maxBatchSize,
+          contextSize: spec.advanced.maxTokenCount,
+          maxInputLength: spec.advanced.maxInputLength,
+          addSpecialTokens: spec.advanced.tokenizerAddSpecialTokens,
+          skipSpecialTokens: spec.advanced.tokenizerSkipSpecialTokens,
+        },
+        undefined,
+        // Recorded at spawn: a gateway that takes over after this one dies mid-start can stop the engine by its pid.
+        (spawned) => markReplica(sql, replicaId, { state: 'STARTING', address: spawned.address, pid: spawned.pid }),
+      );
+      // The warm-up generation runs while the READY status is written; both must succeed.
+      const started = handle;
+      const [written, warmed] = await Promise.allSettled([hooks.onWarmup?.(), warmUp(started)]);
+      if (written.status === 'rejected') throw written.reason;
+      if (warmed.status === 'rejected') throw warmed.reason;
+      await markReplica(sql, replicaId, { state: 'READY' });
+      if (model.resolved)
+        await setVersionRollout(sql, endpoint.id, version.versionIndex, { rolloutState: 'ROLLED_OUT', model: model.resolved });
+      return true;
+    } catch (error) {
+      if (handle) await runtime.stop(handle, 0);
+      await markReplica(sql, replicaId, { state: 'FAILED', lastError: startErrorMessage(error) });
+      throw error;
+    } finally {
+      this.starting.delete(replicaId);
+    }
+  }
+
+  /** The version's model file: from the cache when this version resolved it before, else from the hub. */
+  private async prepareModel(
+    endpoint: EndpointRecord,
+    version: VersionRecord,
+    onDownloadStart?: () => Promise<void>,
+  ): Promise<PreparedModel> {
+    const { sql, models, builtInEngine } = this.options;
+    const endpointId = endpoint.id;
+    let lastWrite = 0;
+    const hooks = {
+      ...(onDownloadStart ? { onDownloadStart } : {}),
+      // Each retry of a hub or registry call is an event: the phase it happened in, the attempt that comes next.
+      onRetry: (retry: RetryNotice) =>
+        insertEvent(sql, {
+          endpointId,
+          projectId: endpoint.projectId,
+          teamId: endpoint.teamId,
+          type: 'RETRYING',
+          status: null,
+          phase: 'DOWNLOADING_MODEL',
+          errorCode: null,
+          versionIndex: version.versionIndex,
+          cause: 'controller:retry',
+          actorId: null,
+          detail: {
+            message: `${retry.reason} Attempt ${retry.attempt} of ${retry.maxAttempts} in ${retry.delayMs} ms (${retry.operation}).`,
+            ...retry,
+          },
+        }).then(() => undefined),
+      onProgress: (progress: { bytesDone: number; bytesTotal: number }) => {
+        const now = Date.now();
+        if (now - lastWrite < 250 && progress.bytesDone < progress.bytesTotal) return;
+        lastWrite = now;
+        setProgress(sql, endpointId, progress).catch(() => {});
+      },
+    };
+    const model = await models.prepareVersion(version.spec, version.model as ResolvedModel | null, hooks);
+    if (builtInEngine) {
+      if (!model.path) {
+        throw new ModelSourceError(
+          'WORKLOAD_INIT_MANIFEST_TYPE_ERROR',
+          'the built-in engine runs GGUF models only; set ENGINE_COMMAND to use another engine',
+        );
+      }
+      await checkModelSettings(model.path, version.spec);
+    }
+    return model;
+  }
+}
+
+/** One short generation before traffic is admitted; a replica that cannot generate is not ready. */
+async function warmUp(handle: ReplicaHandle): Promise<void> {
+  try {
+    const response = await fetch(`${handle.address}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1, temperature: 0 }),
+      signal: AbortSignal.timeout(120_000),
+    });
+    if (!response.ok) throw new WarmupError(`the warm-up generation failed with HTTP ${response.status}`);
+    await response.arrayBuffer();
+  } catch (error) {
+    if (error instanceof WarmupError) throw error;
+    throw new WarmupError('the warm-up generation did not complete');
+  }
+}

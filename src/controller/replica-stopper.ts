@@ -1,0 +1,49 @@
+/**
+ * Stopping replicas: one drains its requests in flight first (no new request
+ * is routed to a DRAINING replica), then its engine is stopped; and the
+ * engines on this node that no live replica owns are reaped.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { ReplicaRecord } from '../domain/replica.js';
+import type { ReplicaHandle, Runtime } from '../runtime/runtime.js';
+import type { Sql } from '../storage/database.js';
+import { liveReplicaIdsOnNode, markReplica } from '../storage/replicas-repository.js';
+
+export const handleOf = (r: ReplicaRecord): ReplicaHandle => ({ replicaId: r.id, address: r.address ?? '', pid: r.pid ?? 0, node: r.node });
+
+export class ReplicaStopper {
+  constructor(
+    private readonly sql: Sql,
+    private readonly runtime: Runtime,
+    /** SIGTERM to SIGKILL. */
+    private readonly stopGraceMs: number,
+    private readonly log: (message: string, error?: unknown) => void,
+  ) {}
+
+  async stopAll(replicas: readonly ReplicaRecord[], drainMs: number): Promise<void> {
+    await Promise.all(replicas.map((r) => this.stop(r, drainMs)));
+  }
+
+  /** Drains (no new requests are routed to a DRAINING replica; in-flight ones finish), then stops. */
+  async stop(replica: ReplicaRecord, drainMs: number): Promise<void> {
+    const handle = handleOf(replica);
+    if (drainMs > 0 && replica.state === 'READY') {
+      await markReplica(this.sql, replica.id, { state: 'DRAINING' });
+      const deadline = Date.now() + drainMs;
+      while (Date.now() < deadline && this.runtime.isAlive(handle)) {
+        const health = await this.runtime.health(handle, 1000);
+        if (!health || health.active + health.queued === 0) break;
+        await sleep(100);
+      }
+    }
+    await this.runtime.stop(handle, this.stopGraceMs);
+    await markReplica(this.sql, replica.id, { state: 'STOPPED' });
+  }
+
+  /** Stops the engines on this node that no live replica owns (the runtime finds them by its own records, pids included). */
+  async reapOrphans(): Promise<void> {
+    const keep = new Set(await liveReplicaIdsOnNode(this.sql, this.runtime.node));
+    const reaped = await this.runtime.reapOrphans(keep);
+    if (reaped.length > 0) this.log(`stopped ${reaped.length} orphaned replica(s): ${reaped.join(', ')}`);
+  }
+}

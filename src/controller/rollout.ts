@@ -1,0 +1,85 @@
+/**
+ * Rolling out a new version: the serving replicas are replaced one by one
+ * with replicas of the newest version; a new one starts and warms up before
+ * an old one drains. If a new replica fails, the old ones keep serving, the
+ * version is marked FAILED and the endpoint returns to RUNNING with the
+ * failure's code.
+ */
+import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
+import type { ReplicaRecord } from '../domain/replica.js';
+import type { Sql } from '../storage/database.js';
+import { setVersionRollout } from '../storage/versions-repository.js';
+import { StaleError, type EndpointWrites } from './endpoint-writes.js';
+import type { ReplicaStarter } from './replica-starter.js';
+import type { ReplicaStopper } from './replica-stopper.js';
+import { startErrorCode, startErrorMessage } from './start-errors.js';
+
+/** The serving replicas that run another version than `target`. */
+export function outdatedReplicas(serving: readonly ReplicaRecord[], target: VersionRecord): ReplicaRecord[] {
+  return serving.filter((r) => r.versionIndex !== target.versionIndex);
+}
+
+/** Whether serving replicas run an older version that should be replaced (not once the target's rollout failed). */
+export function needsRollout(serving: readonly ReplicaRecord[], target: VersionRecord): boolean {
+  return outdatedReplicas(serving, target).length > 0 && target.rolloutState !== 'FAILED';
+}
+
+/**
+ * What to do with the next old replica, while `serving` replicas serve:
+ * 'retire' it alone when more serve than wanted (a process that died had
+ * started its replacement but not retired it), else 'replace' it.
+ */
+export function rolloutStep(serving: number, desiredReplicas: number): 'retire' | 'replace' {
+  return serving > Math.max(desiredReplicas, 1) ? 'retire' : 'replace';
+}
+
+export class Rollout {
+  constructor(
+    private readonly sql: Sql,
+    private readonly writes: EndpointWrites,
+    private readonly starter: ReplicaStarter,
+    private readonly stopper: ReplicaStopper,
+    /** How long a replaced replica may take to finish its requests. */
+    private readonly drainTimeoutMs: number,
+  ) {}
+
+  async rollOut(endpoint: EndpointRecord, serving: readonly ReplicaRecord[]): Promise<void> {
+    const id = endpoint.id;
+    const target = endpoint.current;
+    await this.writes.transition(id, endpoint, { type: 'rollout-started' }, { cause: 'controller:rollout' });
+    let count = serving.length;
+    for (const old of outdatedReplicas(serving, target)) {
+      try {
+        if (rolloutStep(count, endpoint.desiredReplicaCnt) === 'retire') {
+          await this.stopper.stop(old, this.drainTimeoutMs);
+          count--;
+          await this.writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout');
+          continue;
+        }
+        let started = await this.starter.start(endpoint, target);
+        if (!started) {
+          // No room for one more: retire the old replica first, then start in its place.
+          await this.stopper.stop(old, this.drainTimeoutMs);
+          started = await this.starter.start(endpoint, target);
+          if (!started) return;
+        } else {
+          await this.stopper.stop(old, this.drainTimeoutMs);
+        }
+        await this.writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout');
+      } catch (error) {
+        if (error instanceof StaleError) throw error;
+        const errorCode = startErrorCode(error);
+        await setVersionRollout(this.sql, id, target.versionIndex, { rolloutState: 'FAILED' });
+        await this.writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout-failed');
+        await this.writes.transition(
+          id,
+          endpoint,
+          { type: 'rollout-failed', errorCode },
+          { cause: 'controller:rollout-failed', detail: { message: startErrorMessage(error), versionIndex: target.versionIndex } },
+        );
+        return;
+      }
+    }
+    await this.writes.transition(id, endpoint, { type: 'rollout-finished' }, { cause: 'controller:rolled-out' });
+  }
+}

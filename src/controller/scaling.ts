@@ -1,0 +1,115 @@
+/**
+ * Autoscaling, around the pure decision of autoscaler.ts: this module reads
+ * what it needs (the engines' load, the requests waiting in every gateway's
+ * admission queue, the last activity), remembers per endpoint when it last
+ * scaled up and last needed every replica, and acts on the decision: start
+ * replicas, drain the newest ones, or put an idle endpoint to sleep.
+ */
+import type { EndpointRecord } from '../domain/endpoint.js';
+import type { ReplicaRecord } from '../domain/replica.js';
+import type { EngineHealth, Runtime } from '../runtime/runtime.js';
+import { showsCounts } from '../services/endpoint-state.js';
+import type { Sql } from '../storage/database.js';
+import { queuedDemand, QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
+import { decideScale, replicaCapacity } from './autoscaler.js';
+import type { CrashWatch } from './crash-watch.js';
+import { countsOf, StaleError, type EndpointWrites } from './endpoint-writes.js';
+import type { ReplicaStarter } from './replica-starter.js';
+import { handleOf, type ReplicaStopper } from './replica-stopper.js';
+
+/** The last request (the endpoint's or an engine's), or when a replica became ready if later. */
+export function lastActivityAt(
+  endpoint: Pick<EndpointRecord, 'lastRequestAt'>,
+  healths: readonly (Pick<EngineHealth, 'lastRequestAt'> | undefined)[],
+  serving: readonly Pick<ReplicaRecord, 'readyAt'>[],
+): number {
+  return Math.max(
+    endpoint.lastRequestAt?.getTime() ?? 0,
+    ...healths.map((h) => (h?.lastRequestAt ? Date.parse(h.lastRequestAt) : 0)),
+    ...serving.map((r) => r.readyAt?.getTime() ?? 0),
+  );
+}
+
+/** Whether the demand needs every serving replica (one fewer could not take it). */
+export function needsEveryReplica(demand: number, serving: number, capacity: number): boolean {
+  return demand > (serving - 1) * capacity;
+}
+
+/** The replicas a scale-in removes: the newest first. */
+export function scaleInVictims<R extends Pick<ReplicaRecord, 'createdAt'>>(serving: readonly R[], remove: number): R[] {
+  return [...serving].sort((a, b) => b.createdAt.getTime() - a.createdAt.getTime()).slice(0, remove);
+}
+
+export class Scaling {
+  private readonly lastScaleUp = new Map<string, number>();
+  /** Per endpoint, the last pass whose demand needed every serving replica (scale-in waits a cooldown after it). */
+  private readonly lastBusy = new Map<string, number>();
+
+  constructor(
+    private readonly options: {
+      sql: Sql;
+      runtime: Runtime;
+      writes: EndpointWrites;
+      starter: ReplicaStarter;
+      stopper: ReplicaStopper;
+      crashes: CrashWatch;
+      /** How long a scaled-down replica may take to finish its requests. */
+      drainTimeoutMs: number;
+      log: (message: string, error?: unknown) => void;
+    },
+  ) {}
+
+  async autoscale(endpoint: EndpointRecord, serving: readonly ReplicaRecord[]): Promise<void> {
+    const { sql, runtime, writes, starter, stopper, crashes, drainTimeoutMs, log } = this.options;
+    const id = endpoint.id;
+    const spec = endpoint.current.spec;
+    const healths = await Promise.all(serving.map((r) => runtime.health(handleOf(r), 1500)));
+    const load = healths.reduce((sum, h) => sum + (h ? h.active + h.queued : 0), 0);
+    // Requests the engines do not see yet: those waiting in every gateway process's admission queue.
+    const waiting = await queuedDemand(sql, id, QUEUE_DEPTH_STALE_MS);
+    const now = Date.now();
+    const capacity = replicaCapacity(spec.advanced.maxBatchSize, healths);
+    // First seen by this process (a start, a takeover): counted as busy now, so that nothing scales in before a cooldown.
+    if (!this.lastBusy.has(id) || needsEveryReplica(load + waiting, serving.length, capacity)) this.lastBusy.set(id, now);
+    const decision = decideScale({
+      minReplica: spec.autoscaling.minReplica,
+      maxReplica: spec.autoscaling.maxReplica,
+      cooldownMs: spec.autoscaling.cooldownPeriod * 1000,
+      maxBatchSize: capacity,
+      current: serving.length,
+      load,
+      waiting,
+      lastActivityAt: lastActivityAt(endpoint, healths, serving),
+      lastScaleUpAt: this.lastScaleUp.get(id) ?? 0,
+      lastBusyAt: this.lastBusy.get(id)!,
+      now,
+    });
+    if (decision.sleep) {
+      await writes.transition(id, endpoint, { type: 'scaled-to-zero' }, { cause: 'controller:idle' });
+      return;
+    }
+    if (decision.replicas > serving.length) {
+      if (await crashes.backingOff(endpoint)) return;
+      this.lastScaleUp.set(id, now);
+      await writes.refreshCounts(id, decision.replicas, 'controller:scale-up');
+      const missing = decision.replicas - serving.length;
+      await Promise.all(
+        Array.from({ length: missing }, () =>
+          starter.start(endpoint, endpoint.current).catch((error: unknown) => {
+            if (error instanceof StaleError) throw error;
+            log(`scaling ${id} up failed`, error);
+            return false;
+          }),
+        ),
+      );
+      await writes.refreshCounts(id, decision.replicas, 'controller:scale-up');
+    } else if (decision.replicas < serving.length) {
+      await writes.refreshCounts(id, decision.replicas, 'controller:scale-down');
+      await stopper.stopAll(scaleInVictims(serving, serving.length - decision.replicas), drainTimeoutMs);
+      await writes.refreshCounts(id, decision.replicas, 'controller:scale-down');
+    } else if (!showsCounts(endpoint, countsOf(endpoint, serving, decision.replicas))) {
+      // Steady: the counts are rewritten (under the row lock) only when this pass saw them drift.
+      await writes.refreshCounts(id, decision.replicas, 'controller:steady');
+    }
+  }
+}

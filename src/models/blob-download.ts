@@ -1,0 +1,218 @@
+/**
+ * The download core of the model cache: one transfer of one blob, streamed to
+ * a partial file with its digests computed on the way, resumed with `Range`
+ * after an interruption, verified against what the source announced, retried
+ * on transient failures; and the cross-process lock that owns a partial.
+ */
+import { createHash, type Hash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { open, readFile, rm, stat } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ModelSourceError } from './errors.js';
+
+/** The source's name at the start of a sentence. */
+export const capitalize = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
+import { TransientError, withRetries, type RetryOptions } from './retry.js';
+
+export interface DownloadProgress {
+  bytesDone: number;
+  bytesTotal: number;
+}
+
+export interface BlobRequest {
+  /** names tmp/<key>.partial and tmp/<key>.lock, and the in-flight entry */
+  key: string;
+  size: number;
+  sha256?: string;
+  /** md5 in hex */
+  md5?: string;
+  url: string;
+  headers: Record<string, string>;
+  label: string;
+  source: string;
+  /** 429 and 5xx come back as TransientError, which is retried */
+  responseError: (res: Response) => ModelSourceError;
+  onProgress?: (progress: DownloadProgress) => void;
+  signal?: AbortSignal;
+  retry: RetryOptions;
+}
+
+const PROGRESS_INTERVAL_MS = 100;
+const LOCK_POLL_MS = 200;
+/** A lock without a readable pid this old is left over from a crash between create and write. */
+const ORPHAN_LOCK_MS = 30_000;
+export const DOWNLOAD_ERROR = 'WORKLOAD_INIT_DOWNLOAD_ERROR';
+
+/** Creates the lock with O_EXCL, waiting while a live process holds it and taking over from dead ones. */
+export async function acquireLock(lockPath: string, signal?: AbortSignal): Promise<() => Promise<void>> {
+  for (;;) {
+    try {
+      const handle = await open(lockPath, 'wx');
+      await handle.writeFile(String(process.pid));
+      await handle.close();
+      return () => rm(lockPath, { force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    if (await isStaleLock(lockPath)) {
+      await rm(lockPath, { force: true });
+      continue;
+    }
+    await sleep(LOCK_POLL_MS, undefined, { signal });
+  }
+}
+
+async function isStaleLock(lockPath: string): Promise<boolean> {
+  const [text, info] = await Promise.all([readFile(lockPath, 'utf8').catch(() => ''), stat(lockPath).catch(() => undefined)]);
+  if (!info) return false; // released meanwhile: the next open will tell
+  const pid = Number.parseInt(text, 10);
+  if (!Number.isInteger(pid) || pid <= 0) return Date.now() - info.mtimeMs > ORPHAN_LOCK_MS;
+  try {
+    process.kill(pid, 0); // signal 0 only probes for existence
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
+export function throttledProgress(total: number, onProgress?: (p: DownloadProgress) => void): (done: number, final?: boolean) => void {
+  let lastAt = 0;
+  let lastDone = -1;
+  return (done, final = false) => {
+    const now = Date.now();
+    if (!onProgress || done === lastDone || (!final && now - lastAt < PROGRESS_INTERVAL_MS)) return;
+    lastAt = now;
+    lastDone = done;
+    onProgress({ bytesDone: done, bytesTotal: total });
+  };
+}
+
+/** The digests computed while streaming: sha256 always (it names the blob), md5 when the source gave one to check. */
+export class Digests {
+  readonly sha256: Hash = createHash('sha256');
+  readonly md5: Hash | undefined;
+
+  constructor(withMd5: boolean) {
+    this.md5 = withMd5 ? createHash('md5') : undefined;
+  }
+
+  update(chunk: Uint8Array): void {
+    this.sha256.update(chunk);
+    this.md5?.update(chunk);
+  }
+}
+
+/**
+ * Fetches the file into `partial`, resuming what is already there, and returns its verified sha256.
+ * An interrupted transfer keeps the partial for the next call; corrupt content deletes it.
+ */
+export async function download(req: BlobRequest, partial: string): Promise<string> {
+  const { url, size, label, source, signal } = req;
+  const failed = (message: string, cause?: unknown) => new ModelSourceError(DOWNLOAD_ERROR, message, { cause });
+
+  let offset = await stat(partial).then(
+    (s) => s.size,
+    () => 0,
+  );
+  if (offset > size) {
+    await rm(partial, { force: true });
+    offset = 0;
+  }
+  const digests = new Digests(req.md5 !== undefined);
+  // Re-hash what is already on disk: the digest must cover the whole file, not just the resumed tail.
+  if (offset > 0) for await (const chunk of createReadStream(partial, { end: offset - 1 })) digests.update(chunk as Buffer);
+  const progress = throttledProgress(size, req.onProgress);
+
+  let current = digests;
+  if (offset < size) {
+    const request = (from: number) =>
+      fetch(url, {
+        headers: { ...req.headers, 'accept-encoding': 'identity', ...(from > 0 ? { range: `bytes=${from}-` } : {}) },
+        signal,
+      }).catch((err: unknown) => {
+        if (signal?.aborted) throw signal.reason;
+        throw new TransientError(DOWNLOAD_ERROR, `Could not download ${label}: the connection failed.`, undefined, { cause: err });
+      });
+
+    // Each attempt resumes from what the earlier ones wrote: `offset` and `current` follow the partial file.
+    await withRetries(
+      source,
+      `downloading ${label}`,
+      async () => {
+        let res = await request(offset);
+        const resumed = res.status === 206 && res.headers.get('content-range')?.startsWith(`bytes ${offset}-`);
+        if (offset > 0 && !resumed && (res.ok || res.status === 416)) {
+          // The server ignored or refused the range: start over rather than append misaligned bytes.
+          void res.body?.cancel().catch(() => {});
+          await rm(partial, { force: true });
+          [offset, current] = [0, new Digests(req.md5 !== undefined)];
+          res = await request(0);
+        }
+        await streamInto(res);
+      },
+      req.retry,
+    );
+  }
+  return finish(current);
+
+  /** Appends the answer's bytes to the partial, advancing `offset` and `current` with every chunk written. */
+  async function streamInto(res: Response): Promise<void> {
+    if (!res.ok) throw req.responseError(res);
+    if (!res.body) throw new TransientError(DOWNLOAD_ERROR, `${capitalize(source)} sent no content for ${label}.`);
+    let oversized = false;
+    progress(offset, true);
+    const handle = await open(partial, 'a');
+    // A reader rather than `for await`: the body's declared type is not async-iterable under every lib setup.
+    const reader = res.body.getReader();
+    try {
+      for (let next = await reader.read(); !next.done; next = await reader.read()) {
+        const chunk = next.value;
+        if ((oversized = offset + chunk.byteLength > size)) {
+          await reader.cancel();
+          break;
+        }
+        await handle.appendFile(chunk);
+        current.update(chunk);
+        offset += chunk.byteLength;
+        progress(offset);
+      }
+      await handle.sync(); // the rename into blobs/ must not expose data still in the page cache only
+    } catch (err) {
+      if (signal?.aborted) throw signal.reason;
+      throw new TransientError(
+        DOWNLOAD_ERROR,
+        `Download of ${label} was interrupted after ${offset} of ${size} bytes; retrying resumes it.`,
+        undefined,
+        { cause: err },
+      );
+    } finally {
+      await handle.close().catch(() => {});
+    }
+    if (oversized) {
+      await rm(partial, { force: true });
+      throw failed(`${label} is larger than the ${size} bytes ${source} announced.`);
+    }
+    if (offset !== size) {
+      throw new TransientError(DOWNLOAD_ERROR, `Download of ${label} stopped after ${offset} of ${size} bytes; retrying resumes it.`);
+    }
+  }
+
+  async function finish(digest: Digests): Promise<string> {
+    const actual = digest.sha256.digest('hex');
+    const actualMd5 = digest.md5?.digest('hex');
+    const mismatch =
+      req.sha256 && actual !== req.sha256
+        ? `expected sha256 ${req.sha256}, got ${actual}`
+        : req.md5 && actualMd5 !== req.md5
+          ? `expected md5 ${hexToBase64(req.md5)}, got ${hexToBase64(actualMd5 ?? '')}`
+          : undefined;
+    if (mismatch) {
+      await rm(partial, { force: true });
+      throw failed(`${label} failed its checksum check (${mismatch}).`);
+    }
+    progress(size, true);
+    return actual;
+  }
+}
+
+const hexToBase64 = (hex: string) => Buffer.from(hex, 'hex').toString('base64');
