@@ -18,20 +18,9 @@
  * The manifest is checked against the artifact's digest, and each file against its md5 while it downloads
  * (ModelCache.ensureUrlFile), so nothing unverified is served.
  */
-import { createHash } from 'node:crypto';
-import { ClientError, GraphQLClient, type RequestOptions } from 'graphql-request';
-import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { parseArtifactName, REGISTRY_PROJECT_PREFIX, formatArtifactName, type ArtifactName } from '../../domain/artifact-name.js';
-import { ModelSourceError, type ModelSourceErrorCode } from '../errors.js';
-import {
-  isTransientStatus,
-  retryAfterMs,
-  TransientError,
-  withRetries,
-  type RetryOptions,
-  type RetryPolicy,
-  type RetryReporter,
-} from '../retry.js';
+import { ModelSourceError } from '../errors.js';
+import { withRetries, type RetryOptions, type RetryPolicy, type RetryReporter } from '../retry.js';
 import { DEFAULT_QUANT_PREFERENCE, pickGgufFile } from '../hf-hub.js';
 import type { EnsureUrlFileOptions } from '../model-cache.js';
 import {
@@ -40,6 +29,22 @@ import {
   FetchOrganizationDocument,
   ServerFeaturesQueryDocument,
 } from './generated.js';
+import { fetchManifest, manifestDigest, parseManifest } from './manifest.js';
+import {
+  API_ERROR,
+  graphqlCaller,
+  httpError,
+  isInt,
+  isObject,
+  malformed,
+  NOT_FOUND,
+  serverText,
+  wandbAuthHeaders,
+  type Context,
+} from './wandb-http.js';
+
+export { manifestDigest } from './manifest.js';
+export { wandbAuthHeaders } from './wandb-http.js';
 
 export const DEFAULT_WANDB_BASE_URL = 'https://api.wandb.ai';
 /** A registry `<registry>` of an organization is the project `wandb-registry-<registry>` of the organization's entity. */
@@ -106,11 +111,7 @@ export interface PickModelFileOptions {
   artifact?: string;
 }
 
-const MANIFEST_DIGEST_HEADER = 'wandb-artifact-manifest-v1\n';
-const STORAGE_POLICY = 'wandb-storage-policy-v1';
 const MD5_BASE64 = /^[A-Za-z0-9+/]{22}==$/;
-const API_ERROR: ModelSourceErrorCode = 'WORKLOAD_INIT_HF_WANDB_API_ERROR';
-const NOT_FOUND: ModelSourceErrorCode = 'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR';
 
 /** Parses `<org>/<registry>/<name>:<version>`; `<registry>` may also be given as `wandb-registry-<registry>`. */
 export { parseArtifactName, formatArtifactName, REGISTRY_PROJECT_PREFIX, type ArtifactName };
@@ -124,12 +125,6 @@ export function wandbApiKey(apiKey?: string): string | undefined {
 }
 
 /** The headers of every authenticated W&B request: HTTP basic auth with user `api` and the key as password. */
-export function wandbAuthHeaders(apiKey: string | undefined): Record<string, string> {
-  return {
-    'user-agent': 'dedicated-endpoints',
-    ...(apiKey ? { authorization: `Basic ${Buffer.from(`api:${apiKey}`).toString('base64')}` } : {}),
-  };
-}
 
 /** Chooses the GGUF file to serve (the hub's rule: the only one, or the preferred quantization), or explains why not. */
 export function pickModelFile<F extends { path: string }>(files: readonly F[], options: PickModelFileOptions = {}): F {
@@ -159,203 +154,11 @@ export function wandbFileDownload(
   };
 }
 
-interface Context {
-  /** `<org>/<registry>/<name>:<version>` as asked */
-  label: string;
-  org: string;
-  registry: string;
-  keySent: boolean;
-  host: string;
-}
-
-/** The error for a failed HTTP answer from W&B (GraphQL, manifest or file); 429 and 5xx are TransientError. */
-function httpError(
-  status: number,
-  ctx: { label: string; keySent: boolean; what: string; download?: boolean; org?: string; registry?: string },
-  res?: Response,
-  serverMessage?: string,
-  headers?: Headers,
-): ModelSourceError {
-  void res?.body?.cancel().catch(() => {});
-  const retryAfter = retryAfterMs(headers ?? res?.headers);
-  const said = serverMessage ? `: ${serverMessage}` : '';
-  if (status === 401) {
-    return new ModelSourceError(
-      'WORKLOAD_INIT_INVALID_TOKEN_ERROR',
-      ctx.keySent
-        ? `W&B rejected the API key (401) while ${ctx.what} ${ctx.label}${said}. Check that WANDB_API_KEY is valid and not revoked.`
-        : `W&B requires an API key (401) to read ${ctx.label}: set WANDB_API_KEY.`,
-    );
-  }
-  if (status === 403) {
-    const who = ctx.org
-      ? ` The API key's user must be a member of organization "${ctx.org}" with access to registry "${ctx.registry}".`
-      : '';
-    return new ModelSourceError(
-      'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR',
-      `W&B denied access (403) while ${ctx.what} ${ctx.label}${said}.${who}`,
-    );
-  }
-  if (ctx.download && (status === 404 || status === 410)) {
-    return new ModelSourceError(NOT_FOUND, `W&B no longer has ${ctx.label} (${status}).`);
-  }
-  const code = API_ERROR;
-  if (status === 429) return new TransientError(code, `W&B is rate-limiting requests (429) while ${ctx.what} ${ctx.label}.`, retryAfter);
-  const message = `W&B answered ${status} while ${ctx.what} ${ctx.label}${said}.`;
-  return isTransientStatus(status) ? new TransientError(code, message, retryAfter) : new ModelSourceError(code, message);
-}
-
-/** A fetch rejection (W&B unreachable), told apart from answers graphql-request cannot parse. */
-class UnreachableError extends Error {}
-
-/** A server-chosen message, cut to something safe to show: one line, bounded. */
-function serverText(message: unknown): string | undefined {
-  if (typeof message !== 'string') return undefined;
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what is removed
-  const line = message.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
-  return line ? (line.length > 200 ? `${line.slice(0, 200)}…` : line) : undefined;
-}
-
-function graphqlMessages(err: ClientError): string | undefined {
-  const errors = (err.response as { errors?: unknown }).errors;
-  if (!Array.isArray(errors)) return undefined;
-  const messages = errors.map((e) => serverText((e as { message?: unknown } | null)?.message)).filter((m): m is string => Boolean(m));
-  return messages.length ? messages.join('; ') : undefined;
-}
-
-function malformed(ctx: Context, what: string): ModelSourceError {
-  return new ModelSourceError(API_ERROR, `W&B sent an unexpected ${what} for ${ctx.label}.`);
-}
-
-type Json = Record<string, unknown>;
-const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
-const isInt = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
-
-/** Sends one typed operation; every failure comes back as a ModelSourceError (cancellation passes through). */
-function graphqlCaller(baseUrl: string, apiKey: string | undefined, ctx: Context, retry: RetryOptions) {
-  const signal = retry.signal;
-  const client = new GraphQLClient(`${baseUrl}/graphql`, {
-    headers: wandbAuthHeaders(apiKey),
-    fetch: (input: RequestInfo | URL, init?: RequestInit) =>
-      fetch(input, init).catch((err: unknown) => {
-        throw new UnreachableError('unreachable', { cause: err });
-      }),
-  });
-  // Each operation is retried while it fails transiently (429, 5xx, unreachable); see ../retry.ts.
-  return async <TData, TVariables extends Record<string, unknown>>(
-    document: TypedDocumentNode<TData, TVariables>,
-    variables: TVariables,
-    what: string,
-  ): Promise<{ data: TData } | { graphqlError: ModelSourceError }> =>
-    withRetries('W&B', `${what} ${ctx.label}`, () => once(document, variables, what), retry);
-
-  async function once<TData, TVariables extends Record<string, unknown>>(
-    document: TypedDocumentNode<TData, TVariables>,
-    variables: TVariables,
-    what: string,
-  ): Promise<{ data: TData } | { graphqlError: ModelSourceError }> {
-    try {
-      // The options type is conditional on the variables; with generic variables it needs the cast.
-      const request = { document, variables, ...(signal ? { signal } : {}) } as unknown as RequestOptions<TVariables, TData>;
-      const data = await client.request<TData, TVariables>(request);
-      if (!isObject(data)) throw malformed(ctx, `answer to ${what}`);
-      return { data };
-    } catch (err) {
-      if (signal?.aborted) throw signal.reason;
-      if (err instanceof ModelSourceError) throw err;
-      if (err instanceof UnreachableError) {
-        throw new TransientError(API_ERROR, `Could not reach W&B at ${ctx.host} while ${what} ${ctx.label}.`, undefined, {
-          cause: err.cause,
-        });
-      }
-      if (err instanceof ClientError) {
-        const status = err.response.status;
-        const message = graphqlMessages(err);
-        if (status >= 200 && status < 300) {
-          // The answer carries GraphQL errors: the caller decides whether that is fatal.
-          return {
-            graphqlError: new ModelSourceError(
-              API_ERROR,
-              `W&B answered with an error while ${what} ${ctx.label}${message ? `: ${message}` : ''}.`,
-              { cause: err },
-            ),
-          };
-        }
-        throw httpError(
-          status,
-          { label: ctx.label, keySent: ctx.keySent, what, org: ctx.org, registry: ctx.registry },
-          undefined,
-          message,
-          err.response.headers,
-        );
-      }
-      throw new ModelSourceError(API_ERROR, `W&B sent an unreadable answer while ${what} ${ctx.label}.`, { cause: err });
-    }
-  }
-}
-
 /** Python's `urllib.parse.quote` (safe `/`), which the SDK applies to the parts of V2 download URLs. */
 function quote(part: string): string {
   return encodeURIComponent(part)
     .replace(/%2F/g, '/')
     .replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-}
-
-/** The manifest digest: md5 over the header and `<path>:<digest>\n` of each entry, sorted by path (code points). */
-export function manifestDigest(contents: Record<string, { digest: string }>): string {
-  const hash = createHash('md5').update(MANIFEST_DIGEST_HEADER);
-  const byCodePoint = (a: string, b: string) => {
-    const [x, y] = [Array.from(a), Array.from(b)];
-    for (let i = 0; i < Math.min(x.length, y.length); i++) {
-      const d = x[i]!.codePointAt(0)! - y[i]!.codePointAt(0)!;
-      if (d !== 0) return d;
-    }
-    return x.length - y.length;
-  };
-  for (const path of Object.keys(contents).sort(byCodePoint)) hash.update(`${path}:${contents[path]!.digest}\n`);
-  return hash.digest('hex');
-}
-
-interface ManifestEntry {
-  digest: string;
-  size?: number;
-  ref?: string;
-  birthArtifactID?: string;
-}
-
-interface Manifest {
-  layout: 'V1' | 'V2';
-  region: string;
-  contents: Record<string, ManifestEntry>;
-}
-
-function parseManifest(body: unknown, ctx: Context): Manifest {
-  if (!isObject(body) || body.version !== 1 || !isObject(body.contents)) throw malformed(ctx, 'manifest');
-  if (body.storagePolicy !== STORAGE_POLICY) {
-    throw new ModelSourceError(
-      API_ERROR,
-      `${ctx.label} uses the storage policy "${serverText(body.storagePolicy) ?? '?'}", which is not supported (only ${STORAGE_POLICY}).`,
-    );
-  }
-  const config = isObject(body.storagePolicyConfig) ? body.storagePolicyConfig : {};
-  const layout = config.storageLayout ?? 'V1';
-  const region = config.storageRegion ?? 'default';
-  if ((layout !== 'V1' && layout !== 'V2') || typeof region !== 'string' || !region) throw malformed(ctx, 'manifest storage configuration');
-  const contents: Record<string, ManifestEntry> = {};
-  for (const [path, entry] of Object.entries(body.contents)) {
-    if (!isObject(entry) || typeof entry.digest !== 'string') throw malformed(ctx, 'manifest entry');
-    if (entry.ref !== undefined && entry.ref !== null && typeof entry.ref !== 'string') throw malformed(ctx, 'manifest entry');
-    if (entry.size !== undefined && entry.size !== null && !isInt(entry.size)) throw malformed(ctx, 'manifest entry');
-    if (entry.birthArtifactID !== undefined && entry.birthArtifactID !== null && typeof entry.birthArtifactID !== 'string')
-      throw malformed(ctx, 'manifest entry');
-    contents[path] = {
-      digest: entry.digest,
-      ...(isInt(entry.size) ? { size: entry.size } : {}),
-      ...(typeof entry.ref === 'string' ? { ref: entry.ref } : {}),
-      ...(typeof entry.birthArtifactID === 'string' ? { birthArtifactID: entry.birthArtifactID } : {}),
-    };
-  }
-  return { layout, region, contents };
 }
 
 /**
@@ -518,57 +321,4 @@ export async function resolveArtifact(ref: string | ArtifactName, options: Wandb
     project: projectName,
     files,
   };
-}
-
-/**
- * GETs the manifest JSON from its signed URL. The API key goes only to W&B's own origin, never to object storage.
- * A cut transfer is a download error; an unreadable body is an API error.
- */
-async function fetchManifest(
-  directUrl: string,
-  base: URL,
-  apiKey: string | undefined,
-  ctx: Context,
-  signal?: AbortSignal,
-): Promise<unknown> {
-  let url: URL;
-  try {
-    url = new URL(directUrl, base);
-    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new TypeError(url.protocol);
-  } catch {
-    throw malformed(ctx, 'manifest location');
-  }
-  const sameOrigin = url.origin === base.origin;
-  const headers = sameOrigin ? wandbAuthHeaders(apiKey) : wandbAuthHeaders(undefined);
-  let res: Response;
-  try {
-    res = await fetch(url, { headers: { ...headers, accept: 'application/json' }, ...(signal ? { signal } : {}) });
-  } catch (err) {
-    if (signal?.aborted) throw signal.reason;
-    throw new TransientError(
-      'WORKLOAD_INIT_DOWNLOAD_ERROR',
-      `Could not download the manifest of ${ctx.label}: the connection failed.`,
-      undefined,
-      { cause: err },
-    );
-  }
-  if (res.status === 404 || res.status === 410) {
-    void res.body?.cancel().catch(() => {});
-    throw new ModelSourceError(NOT_FOUND, `The manifest of ${ctx.label} was not found (${res.status}).`);
-  }
-  if (!res.ok) throw httpError(res.status, { label: ctx.label, keySent: sameOrigin && ctx.keySent, what: 'reading the manifest of' }, res);
-  let text: string;
-  try {
-    text = await res.text();
-  } catch (err) {
-    if (signal?.aborted) throw signal.reason;
-    throw new TransientError('WORKLOAD_INIT_DOWNLOAD_ERROR', `Download of the manifest of ${ctx.label} was interrupted.`, undefined, {
-      cause: err,
-    });
-  }
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (err) {
-    throw new ModelSourceError(API_ERROR, `W&B sent an unreadable manifest for ${ctx.label}.`, { cause: err });
-  }
 }
