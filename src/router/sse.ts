@@ -4,6 +4,7 @@
  * llama-cpp-python's, use CRLF), and a payload is the event's `data:` lines.
  */
 import type { Readable } from 'node:stream';
+import { createParser } from 'eventsource-parser';
 
 const LF_END = Buffer.from('\n\n');
 const CRLF_END = Buffer.from('\r\n\r\n');
@@ -31,20 +32,20 @@ export function eventData(event: string): string {
     .join('\n');
 }
 
-/** The payloads of a `text/event-stream` body as its events arrive (a last event without its blank line included). */
+/**
+ * The payloads of a `text/event-stream` body as its events arrive (a last
+ * event without its blank line included), parsed by eventsource-parser: for
+ * the surfaces that read the events (GraphQL). The REST relay passes bytes
+ * through with eventEnd instead, which is cheaper per token.
+ */
 export async function* sseData(body: Readable): AsyncGenerator<string> {
-  let buffer = '';
+  const pending: string[] = [];
+  const parser = createParser({ onEvent: (event) => void (event.data && pending.push(event.data)) });
   body.setEncoding('utf8');
   for await (const chunk of body as AsyncIterable<string>) {
-    buffer += chunk;
-    let start = 0;
-    for (let found = eventEnd(buffer); found; found = eventEnd(buffer, start)) {
-      const data = eventData(buffer.slice(start, found.end));
-      start = found.next;
-      if (data) yield data;
-    }
-    buffer = buffer.slice(start);
+    parser.feed(chunk);
+    for (const data of pending.splice(0)) yield data;
   }
-  const last = eventData(buffer.trim());
-  if (last) yield last;
+  parser.feed('\n\n');
+  for (const data of pending.splice(0)) yield data;
 }
