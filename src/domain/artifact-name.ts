@@ -3,6 +3,7 @@
  * where the version is `v<N>` or an alias such as `latest`. The SDK's own
  * spelling of the registry (`wandb-registry-model`) is accepted too.
  */
+import type { Result } from './result.js';
 export const REGISTRY_PROJECT_PREFIX = 'wandb-registry-';
 
 const SEGMENT = /^[A-Za-z0-9_-][A-Za-z0-9_.-]*$/;
@@ -17,14 +18,15 @@ export interface ArtifactName {
   version: string;
 }
 
-export type ParseArtifactNameResult = { ok: true; value: ArtifactName } | { ok: false; message: string };
+/** The name's parts, or the message saying what is wrong with it. */
+export type ParseArtifactNameResult = Result<ArtifactName, string>;
 
 export function parseArtifactName(name: string): ParseArtifactNameResult {
   const fail = (why: string): ParseArtifactNameResult => ({
-    ok: false,
-    message: `"${name}" is not a W&B registry artifact name: ${why}; ${NAME_SHAPE}.`,
+    type: 'error',
+    error: `"${name}" is not a W&B registry artifact name: ${why}; ${NAME_SHAPE}.`,
   });
-  if (typeof name !== 'string' || name.length === 0) return { ok: false, message: `The artifact name is empty: ${NAME_SHAPE}.` };
+  if (typeof name !== 'string' || name.length === 0) return { type: 'error', error: `The artifact name is empty: ${NAME_SHAPE}.` };
   const colon = name.indexOf(':');
   if (colon < 0) return fail('the version is missing');
   const [path, version] = [name.slice(0, colon), name.slice(colon + 1)];
@@ -43,7 +45,7 @@ export function parseArtifactName(name: string): ParseArtifactNameResult {
     if (value.length > MAX_SEGMENT) return fail(`the ${what} is longer than ${MAX_SEGMENT} characters`);
     if (!SEGMENT.test(value)) return fail(`the ${what} may only contain letters, digits, "-", "_" and "." (and not start with ".")`);
   }
-  return { ok: true, value: { org, registry, name: collection, version } };
+  return { type: 'ok', value: { org, registry, name: collection, version } };
 }
 
 /** `<org>/<registry>/<name>:<version>` */

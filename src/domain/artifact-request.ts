@@ -44,8 +44,8 @@ export function parseArtifactCreate(body: unknown): Result<ArtifactCreateInput> 
   check.onlyKnown(body, ARTIFACT_CREATE_FIELDS);
   const text = check.string(body, 'wandbArtifactVersionName', { required: true, maxLength: 520 });
   const parsedName = text === undefined ? undefined : parseArtifactName(text);
-  if (parsedName && !parsedName.ok) check.fail('wandbArtifactVersionName', parsedName.message);
-  const artifact = parsedName?.ok ? parsedName.value : undefined;
+  if (parsedName?.type === 'error') check.fail('wandbArtifactVersionName', parsedName.error);
+  const artifact = parsedName?.type === 'ok' ? parsedName.value : undefined;
   const name = check.string(body, 'name', { maxLength: LIMITS.nameLength });
   const projectId = check.string(body, 'projectId', { maxLength: 64 });
   const idempotencyKey = check.string(body, 'idempotencyKey', { maxLength: 256 });

@@ -21,10 +21,11 @@ export type DomainError =
   | { type: 'FORBIDDEN'; message: string }
   | { type: 'CONFLICT'; message: string };
 
-export type Result<T> = { type: 'ok'; value: T } | { type: 'error'; error: DomainError };
+/** The one outcome shape: services return it with a DomainError; parsers with their own error (a message, a rule). */
+export type Result<T, E = DomainError> = { type: 'ok'; value: T } | { type: 'error'; error: E };
 
-export const ok = <T>(value: T): Result<T> => ({ type: 'ok', value });
-export const fail = <T = never>(error: DomainError): Result<T> => ({ type: 'error', error });
+export const ok = <T>(value: T): Result<T, never> => ({ type: 'ok', value });
+export const fail = <T = never, E = DomainError>(error: E): Result<T, E> => ({ type: 'error', error });
 
 export function notFound(resource: string, id: string): DomainError {
   return { type: 'NOT_FOUND', message: `${resource} '${id}' not found` };

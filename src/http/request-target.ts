@@ -14,10 +14,12 @@
  * route check could miss).
  */
 import type { Duplex } from 'node:stream';
+import type { Result } from '../domain/result.js';
 
 export type TargetRule = 'origin-form' | 'path-characters' | 'percent-encoding' | 'dot-segments' | 'query-characters' | 'host';
 
-export type RequestTarget = { ok: true; url: URL } | { ok: false; rule: TargetRule; message: string };
+/** The target as a URL, or the rule it breaks. */
+export type RequestTarget = Result<URL, { rule: TargetRule; message: string }>;
 
 /** pchar (RFC 3986 §3.3) and "/", or a percent escape. */
 const PATH = /^(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*$/;
@@ -34,7 +36,7 @@ function quoted(target: string): string {
 }
 
 function refuse(rule: TargetRule, message: string): RequestTarget {
-  return { ok: false, rule, message };
+  return { type: 'error', error: { rule, message } };
 }
 
 /** Checks a request's target and Host header; see the module comment for the rules. */
@@ -85,7 +87,7 @@ export function parseRequestTarget(target: string | undefined, host?: string | s
     }
   }
   try {
-    return { ok: true, url: new URL(raw, BASE) };
+    return { type: 'ok', value: new URL(raw, BASE) };
   } catch {
     return refuse('origin-form', `the request target ${quoted(raw)} is not a path`);
   }

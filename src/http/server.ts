@@ -88,13 +88,11 @@ export async function startGateway(services: Services, options: GatewayOptions):
   const dispatch = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     // The target is checked before anything parses it: a target that is not a path is a 400, never a throw.
     const target = parseRequestTarget(req.url, req.headers.host);
-    if (!target.ok) {
-      return sendRestError(
-        res,
-        restErrorOfFailure({ kind: 'invalid', message: target.message, fields: [], reason: 'invalid_value', rule: target.rule }),
-      );
+    if (target.type === 'error') {
+      const { message, rule } = target.error;
+      return sendRestError(res, restErrorOfFailure({ kind: 'invalid', message, fields: [], reason: 'invalid_value', rule }));
     }
-    const { url } = target;
+    const url = target.value;
     if (cors.apply(req, res)) return;
     if (url.pathname === GRAPHQL_PATH && acceptsEventStream(req)) {
       await sseSubscriptions(req, res, url);

@@ -102,13 +102,13 @@ afterEach(async () => {
 describe('parseArtifactName', () => {
   it('accepts <org>/<registry>/<name>:<version> with a version or an alias', () => {
     expect(parseArtifactName('acme/model/llama-3.1_8b:v3')).toEqual({
-      ok: true,
+      type: 'ok',
       value: { org: 'acme', registry: 'model', name: 'llama-3.1_8b', version: 'v3' },
     });
-    expect(parseArtifactName('acme/model/llama:latest')).toMatchObject({ ok: true, value: { version: 'latest' } });
-    expect(parseArtifactName('acme/model/llama:prod-2.1_b')).toMatchObject({ ok: true, value: { version: 'prod-2.1_b' } });
+    expect(parseArtifactName('acme/model/llama:latest')).toMatchObject({ type: 'ok', value: { version: 'latest' } });
+    expect(parseArtifactName('acme/model/llama:prod-2.1_b')).toMatchObject({ type: 'ok', value: { version: 'prod-2.1_b' } });
     // The SDK's spelling of the registry project is accepted too.
-    expect(parseArtifactName('acme/wandb-registry-model/llama:v0')).toMatchObject({ ok: true, value: { registry: 'model' } });
+    expect(parseArtifactName('acme/wandb-registry-model/llama:v0')).toMatchObject({ type: 'ok', value: { registry: 'model' } });
   });
 
   it.each([
@@ -126,10 +126,10 @@ describe('parseArtifactName', () => {
     [`acme/model/${'x'.repeat(129)}:v1`, /longer than 128/],
   ])('rejects %j, saying what shape is expected', (name, why) => {
     const result = parseArtifactName(name);
-    expect(result.ok).toBe(false);
-    if (result.ok) return;
-    expect(result.message).toMatch(why);
-    expect(result.message).toContain('<org>/<registry>/<name>:<version>');
+    expect(result.type).toBe('error');
+    if (result.type === 'ok') return;
+    expect(result.error).toMatch(why);
+    expect(result.error).toContain('<org>/<registry>/<name>:<version>');
   });
 });
 

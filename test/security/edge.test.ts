@@ -205,12 +205,12 @@ test('parseRequestTarget is total: no input throws', () => {
   }
   for (const sample of samples) {
     const result = parseRequestTarget(sample, sample);
-    if (result.ok) {
-      expect(result.url.host).toBe('gateway');
-      expect(result.url.pathname.startsWith('/')).toBe(true);
+    if (result.type === 'ok') {
+      expect(result.value.host).toBe('gateway');
+      expect(result.value.pathname.startsWith('/')).toBe(true);
     } else {
-      expect(result.message.length).toBeLessThan(400);
+      expect(result.error.message.length).toBeLessThan(400);
     }
   }
-  expect(parseRequestTarget(undefined).ok).toBe(false);
+  expect(parseRequestTarget(undefined).type).toBe('error');
 });

@@ -167,7 +167,7 @@ function quote(part: string): string {
  */
 export async function resolveArtifact(ref: string | ArtifactName, options: WandbAccessOptions = {}): Promise<ResolvedArtifact> {
   const parsed = typeof ref === 'string' ? parseArtifactName(ref) : parseArtifactName(formatArtifactName(ref));
-  if (!parsed.ok) throw new ModelSourceError(NOT_FOUND, parsed.message);
+  if (parsed.type === 'error') throw new ModelSourceError(NOT_FOUND, parsed.error);
   const { org, registry, name, version } = parsed.value;
   const { signal } = options;
   const baseUrl = wandbBaseUrl(options.baseUrl);
