@@ -18,6 +18,7 @@ import { randomUUID } from 'node:crypto';
 import type http from 'node:http';
 import { parseChatRequest, type ChatRequest } from '../domain/chat-request.js';
 import type { OpenAIError } from '../domain/openai-errors.js';
+import type { Result } from '../domain/result.js';
 import type { Services } from '../services/index.js';
 import type { Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
@@ -79,7 +80,7 @@ export interface RoutedRequest {
   }): void;
 }
 
-export type RouteResult = { type: 'ok'; value: RoutedRequest } | { type: 'error'; error: OpenAIError };
+export type RouteResult = Result<RoutedRequest, OpenAIError>;
 
 export class ChatRouter {
   private readonly gates = new Map<string, EndpointGate>();
