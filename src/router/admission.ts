@@ -6,7 +6,7 @@
  * cannot starve the others.
  *
  * A request is queued only when it can be expected to start within the queue
- * timeout, judged from the measured service rate (an EWMA of how long an
+ * timeout (with a margin: QUEUE_MARGIN), judged from the measured service rate (an EWMA of how long an
  * admitted request holds its slot, over the slots serving and those being
  * added) and the requests that would be served before it. Otherwise it is
  * refused at once, with the seconds after which a retry would be queued.
@@ -67,6 +67,14 @@ export interface Refusal {
 
 export type AdmissionDecision = { kind: 'run' } | { kind: 'queue'; expectedWaitMs: number | undefined } | ({ kind: 'refuse' } & Refusal);
 
+/**
+ * The share of the queue timeout a request may be expected to wait and still
+ * be queued. The rest absorbs the estimate's noise: a queued request is
+ * refused later only if the estimate rises by a quarter (see reviewQueue),
+ * rather than at its every tick.
+ */
+export const QUEUE_MARGIN = 0.8;
+
 /** Retry-After in whole seconds, at least 1. */
 function seconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000));
@@ -121,12 +129,13 @@ export function decideAdmission(input: AdmissionInput): AdmissionDecision {
     };
   }
   const wait = waitFor(requestsAhead(ownQueued, othersQueued));
-  if (wait !== undefined && wait > timeoutMs) {
+  const admissible = timeoutMs * QUEUE_MARGIN;
+  if (wait !== undefined && wait > admissible) {
     return {
       kind: 'refuse',
       code: 'queue_full',
-      retryAfterS: seconds(wait - timeoutMs),
-      message: `endpoint is at capacity: a slot is expected in ${(wait / 1000).toFixed(1)} s, past the ${(timeoutMs / 1000).toFixed(1)} s a request may wait`,
+      retryAfterS: seconds(wait - admissible),
+      message: `endpoint is at capacity: a slot is expected in ${(wait / 1000).toFixed(1)} s, past the ${(admissible / 1000).toFixed(1)} s a request may be queued for`,
     };
   }
   return { kind: 'queue', expectedWaitMs: wait };

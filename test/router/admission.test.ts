@@ -5,6 +5,7 @@ import {
   EndpointGate,
   QueueRefusedError,
   QueueTimeoutError,
+  QUEUE_MARGIN,
   requestsAhead,
   type AdmissionInput,
 } from '../../src/router/admission.js';
@@ -28,15 +29,16 @@ describe('decideAdmission', () => {
     expect(decideAdmission({ ...base, running: 1, othersQueued: [1] }).kind).toBe('queue');
   });
 
-  test('queues when the expected wait is within the timeout: (ahead + 1) x hold / slots', () => {
-    // 9 of the key's own ahead, 2 slots of 1 s each: the 10th waits about 5 s.
-    expect(decideAdmission({ ...base, ownQueued: 9 })).toEqual({ kind: 'queue', expectedWaitMs: 5000 });
+  test('queues when the expected wait, (ahead + 1) x hold / slots, is within the timeout less its margin', () => {
+    expect(QUEUE_MARGIN).toBe(0.8); // 4 s of the 5 s timeout
+    // 7 of the key's own ahead, 2 slots of 1 s each: the 8th waits about 4 s.
+    expect(decideAdmission({ ...base, ownQueued: 7 })).toEqual({ kind: 'queue', expectedWaitMs: 4000 });
     // Round-robin: its own 2, then from each other key at most 3 (one per round up to its own): 2 + 3 + 1 ahead.
     expect(decideAdmission({ ...base, ownQueued: 2, othersQueued: [5, 1] })).toEqual({ kind: 'queue', expectedWaitMs: 3500 });
-    const refused = decideAdmission({ ...base, ownQueued: 10 });
+    const refused = decideAdmission({ ...base, ownQueued: 8 });
     expect(refused).toMatchObject({ kind: 'refuse', code: 'queue_full', retryAfterS: 1 });
-    // 29 ahead: 15 s expected, 10 s past the timeout.
-    expect(decideAdmission({ ...base, ownQueued: 29 })).toMatchObject({ kind: 'refuse', code: 'queue_full', retryAfterS: 10 });
+    // 29 ahead: 15 s expected, 11 s past what may be queued.
+    expect(decideAdmission({ ...base, ownQueued: 29 })).toMatchObject({ kind: 'refuse', code: 'queue_full', retryAfterS: 11 });
   });
 
   test('before any measurement, requests queue, within the bounds', () => {
