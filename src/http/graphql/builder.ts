@@ -28,14 +28,20 @@ export function fieldComplexity(
   return isListType(getNullableType(field.type)) ? { field: 1, multiplier: UNPAGED_LIST_MULTIPLIER } : 1;
 }
 
-export const builder = new SchemaBuilder<{
+/** The schema's own types, as the builder was made with them. */
+export interface BuilderTypes {
   Context: GraphQLContext;
   Scalars: {
     DateTime: { Input: Date; Output: Date };
     JSON: { Input: unknown; Output: unknown };
   };
   DefaultFieldNullability: false;
-}>({
+}
+
+/** The same, with Pothos's defaults filled in (what ObjectRef and ArgBuilder take). */
+export type SchemaTypesOf = PothosSchemaTypes.ExtendDefaultTypes<BuilderTypes>;
+
+export const builder = new SchemaBuilder<BuilderTypes>({
   defaultFieldNullability: false,
   plugins: [ComplexityPlugin],
   // Cost is checked before execution, by a validation rule (`limits.ts`), not by wrapping the root resolvers.

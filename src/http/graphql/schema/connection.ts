@@ -1,7 +1,7 @@
 /** Cursor connections (`first` from 1 to 100, `after`) for every list that pages. */
-import type { ObjectRef } from '@pothos/core';
+import type { ArgBuilder, ObjectRef } from '@pothos/core';
 import type { Page } from '../../../domain/pagination.js';
-import { builder } from '../builder.js';
+import { builder, type SchemaTypesOf } from '../builder.js';
 
 const PageInfo = builder.objectRef<Page<unknown>>('PageInfo').implement({
   fields: (t) => ({
@@ -10,7 +10,7 @@ const PageInfo = builder.objectRef<Page<unknown>>('PageInfo').implement({
   }),
 });
 
-export function connectionType<T>(name: string, node: ObjectRef<any, T>) {
+export function connectionType<T>(name: string, node: ObjectRef<SchemaTypesOf, T>) {
   const Edge = builder.objectRef<{ node: T; cursor: string }>(`${name}Edge`).implement({
     fields: (t) => ({
       cursor: t.exposeString('cursor'),
@@ -32,7 +32,7 @@ export function connectionType<T>(name: string, node: ObjectRef<any, T>) {
 }
 
 /** The `first` and `after` arguments; their range is checked by the shared pagination rules. */
-export const connectionArgs = (t: any) => ({
+export const connectionArgs = (t: { arg: ArgBuilder<SchemaTypesOf> }) => ({
   first: t.arg.int({ description: 'Page size, from 1 to 100. @default 20' }),
   after: t.arg.string({ description: 'The `endCursor` of the previous page.' }),
 });
