@@ -13,7 +13,16 @@ export interface StandaloneEngine {
 
 export async function startStandaloneEngine(
   modelPath: string,
-  options: { maxBatchSize: number; contextSize: number; threads: number; nodeArgs?: string[] },
+  options: {
+    maxBatchSize: number;
+    contextSize: number;
+    threads: number;
+    nodeArgs?: string[];
+    /** Another engine entry point (default src/engine/main.ts), e.g. an older checkout's, to compare. */
+    main?: string;
+    /** More engine flags (e.g. --prefix-reuse). */
+    extraArgs?: string[];
+  },
 ): Promise<StandaloneEngine> {
   const t0 = performance.now();
   const child = spawn(
@@ -22,7 +31,7 @@ export async function startStandaloneEngine(
       ...(options.nodeArgs ?? []),
       '--import',
       'tsx',
-      path.join(REPO_ROOT, 'src/engine/main.ts'),
+      options.main ?? path.join(REPO_ROOT, 'src/engine/main.ts'),
       '--model',
       modelPath,
       '--host',
@@ -36,6 +45,7 @@ export async function startStandaloneEngine(
       '--threads',
       String(options.threads),
       '--cpu',
+      ...(options.extraArgs ?? []),
     ],
     { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
   );

@@ -23,6 +23,13 @@ export type GenerationParams = {
 };
 
 export type OutputOptions = {
+  /**
+   * Keep the KV cache of the tokens the prompt shares with what the sequence holds (the previous
+   * request's prompt and answer) and evaluate only the rest, as llama.cpp's server and
+   * node-llama-cpp's LlamaChatSession do. Off: the whole prompt is evaluated every time, so that
+   * an answer never depends on what the sequence held before.
+   */
+  reusePrefix: boolean;
   skipSpecialTokens: boolean;
   /** Think-tag token ids: always rendered so the splitter sees them. */
   thinkTagTokens: ReadonlySet<Token>;
@@ -41,6 +48,30 @@ export type GenerationResult = {
   completionTokens: number;
 };
 
+/**
+ * How many tokens at the start of `held` (what a sequence has evaluated) `prompt` shares, at most
+ * prompt.length − 1: the prompt's last token is always evaluated, for the logits of the first
+ * completion token.
+ */
+export function reusablePrefix(held: readonly Token[], prompt: readonly Token[]): number {
+  const max = Math.min(held.length, prompt.length - 1);
+  let shared = 0;
+  while (shared < max && held[shared] === prompt[shared]) shared++;
+  return shared;
+}
+
+/**
+ * Prepares `sequence` for `prompt`: keeps the shared prefix (when allowed and the model can erase
+ * a suffix of its state: not recurrent, hybrid or sliding-window ones) and erases the rest.
+ * Returns how many prompt tokens are already evaluated.
+ */
+export async function resetSequence(sequence: LlamaContextSequence, prompt: readonly Token[], reuse: boolean): Promise<number> {
+  const start = reuse && !sequence.needsCheckpoints ? reusablePrefix(sequence.contextTokens, prompt) : 0;
+  if (start === 0) await sequence.clearHistory();
+  else if (start < sequence.nextTokenIndex) await sequence.eraseContextTokenRanges([{ start, end: sequence.nextTokenIndex }]);
+  return start;
+}
+
 /** OpenAI seeds are any integer; llama.cpp takes an unsigned 32-bit one. */
 export function toSamplerSeed(seed: number | undefined): number {
   if (seed === undefined) return randomInt(0, 2 ** 32 - 1);
@@ -56,8 +87,8 @@ export async function generate(
   hooks: GenerationHooks,
   signal: AbortSignal,
 ): Promise<GenerationResult> {
-  // The sequence may hold the previous request's tokens.
-  await sequence.clearHistory();
+  // The sequence may hold the previous request's tokens: keep the prefix this prompt shares, drop the rest.
+  const evaluated = await resetSequence(sequence, params.promptTokens, output.reusePrefix);
   if (signal.aborted) return { finishReason: null, completionTokens: 0 };
 
   const detokenizer = new IncrementalDetokenizer(model, {
@@ -69,7 +100,7 @@ export async function generate(
   const emit = (segments: Segment[]) => segments.forEach((segment) => hooks.onSegment(segment));
 
   const greedy = params.temperature === 0;
-  const tokens = sequence.evaluate(params.promptTokens, {
+  const tokens = sequence.evaluate(evaluated === 0 ? params.promptTokens : params.promptTokens.slice(evaluated), {
     temperature: params.temperature,
     // OpenAI sampling has no top-k: 0 means the whole vocabulary in node-llama-cpp.
     topK: greedy ? undefined : 0,

@@ -3,7 +3,7 @@
  *
  *   npm run engine -- --model file.gguf [--port N] [--host H] [--max-batch-size N] [--context-size N]
  *     [--max-input-length N] [--add-special-tokens] [--no-skip-special-tokens] [--threads N] [--cpu]
- *     [--model-name S] [--drain-timeout-ms N]
+ *     [--model-name S] [--drain-timeout-ms N] [--prefix-reuse]
  *
  * Protocol with the controller: stdout carries exactly one line, `ENGINE_READY {"port":…,"pid":…,…}`,
  * once the server listens (llama.cpp and engine logs go to stderr). Readers take `port` and `pid`
@@ -22,7 +22,7 @@ import { ENGINE_DEFAULTS, startEngineServer, type EngineServer, type EngineServe
 
 const USAGE = `usage: npm run engine -- --model FILE.gguf [--port N] [--host H] [--max-batch-size N]
   [--context-size N] [--max-input-length N] [--add-special-tokens] [--no-skip-special-tokens]
-  [--threads N] [--cpu] [--model-name S] [--drain-timeout-ms N]`;
+  [--threads N] [--cpu] [--model-name S] [--drain-timeout-ms N] [--prefix-reuse]`;
 
 class UsageError extends Error {}
 
@@ -57,6 +57,7 @@ function parseEngineArgs(argv: readonly string[]): EngineServerOptions & { drain
         cpu: { type: 'boolean' },
         'model-name': { type: 'string' },
         'drain-timeout-ms': { type: 'string' },
+        'prefix-reuse': { type: 'boolean' },
       },
     });
   } catch (error) {
@@ -79,6 +80,7 @@ function parseEngineArgs(argv: readonly string[]): EngineServerOptions & { drain
     maxInputLength: integerFlag(values, 'max-input-length', 1, 2 ** 31 - 1),
     addSpecialTokens: values['add-special-tokens'] === true,
     skipSpecialTokens: values['no-skip-special-tokens'] !== true,
+    reusePrefix: values['prefix-reuse'] === true,
     // Alone on the machine unless told otherwise: the cores it may use, never llama.cpp's default (which can exceed them).
     threads: integerFlag(values, 'threads', 1, 1024) ?? cpuBudget({ slots: 1 }).threads,
     gpu: values.cpu === true ? false : 'auto',

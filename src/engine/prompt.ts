@@ -44,6 +44,16 @@ const WRAPPER_CACHE_SIZE = 32;
 const TEMPLATE_TOKENS_CACHE_SIZE = 256;
 /** Template text longer than this (a message quoted by the template itself) is not kept. */
 const TEMPLATE_TOKENS_MAX_CHARS = 1024;
+/**
+ * Rendered prompts kept, by conversation and kwargs: rendering runs the Jinja template several
+ * times and tokenizes the message text, a large share of a short request, and the same
+ * conversation comes back (fixed prompts, retries, load tests). Conversations whose key is longer
+ * than PROMPT_CACHE_MAX_CHARS are rendered every time.
+ */
+const PROMPT_CACHE_SIZE = 64;
+const PROMPT_CACHE_MAX_CHARS = 16 * 1024;
+/** A template calling a clock (`strftime_now`, as Llama 3's does) renders differently over time: never cached. */
+const CLOCK_FUNCTIONS = /strftime_now|\bnow\s*\(/;
 
 export type PromptRendererOptions = {
   /** Prepend BOS when the model wants one and the template did not write it. */
@@ -58,6 +68,8 @@ export class ChatPromptRenderer {
   readonly thinkTagTokens: ReadonlySet<Token>;
   private readonly wrappers = new Map<string, JinjaTemplateChatWrapper>();
   private readonly templateTokens = new Map<string, readonly Token[]>();
+  private readonly prompts = new Map<string, RenderedPrompt>();
+  private readonly cachePrompts: boolean;
   /** model.tokenizer, remembering the tokens of template text (only that: message text is always tokenized). */
   private readonly tokenizer: Tokenizer;
 
@@ -91,6 +103,7 @@ export class ChatPromptRenderer {
       throw new ChatTemplateError('The model file has no chat template (tokenizer.chat_template), so it cannot serve chat completions.');
     }
     this.template = template;
+    this.cachePrompts = !CLOCK_FUNCTIONS.test(template);
     const tagTokens = [THINK_OPEN, THINK_CLOSE].map((tag) => model.tokenize(tag, true));
     this.thinkTagTokens = new Set(tagTokens.filter((tokens) => tokens.length === 1).map((tokens) => tokens[0]!));
     this.supportsThinking = template.includes(THINK_OPEN) || this.thinkTagTokens.size === 2;
@@ -99,6 +112,26 @@ export class ChatPromptRenderer {
   }
 
   render(messages: readonly ChatMessage[], kwargs: Record<string, unknown>): RenderedPrompt {
+    const key = this.cachePrompts ? `${JSON.stringify(kwargs)}\u0000${JSON.stringify(messages)}` : undefined;
+    if (key === undefined || key.length > PROMPT_CACHE_MAX_CHARS) return this.renderNow(messages, kwargs);
+    let prompt = this.prompts.get(key);
+    if (prompt !== undefined) {
+      // Refresh its place in the LRU order.
+      this.prompts.delete(key);
+      this.prompts.set(key, prompt);
+    } else {
+      prompt = this.renderNow(messages, kwargs);
+      this.prompts.set(key, prompt);
+      if (this.prompts.size > PROMPT_CACHE_SIZE) {
+        const oldest = this.prompts.keys().next().value;
+        if (oldest !== undefined) this.prompts.delete(oldest);
+      }
+    }
+    // A copy: callers may change the tokens without changing what is kept.
+    return { ...prompt, tokens: prompt.tokens.slice() };
+  }
+
+  private renderNow(messages: readonly ChatMessage[], kwargs: Record<string, unknown>): RenderedPrompt {
     const chatHistory: ChatHistoryItem[] = messages.map((message): ChatHistoryItem => {
       if (message.role === 'system') return { type: 'system', text: message.content };
       if (message.role === 'user') return { type: 'user', text: message.content };

@@ -1,103 +1,161 @@
 /**
- * The pool of context sequences (one per concurrent generation, `maxBatchSize` in all) and the FIFO
- * of requests waiting for one. All sequences belong to one llama.cpp context, so whatever holds a
- * sequence decodes in the same batches as the others; the pool only decides who may generate.
+ * Who generates when, and with what: the context's sequences (one per concurrent generation,
+ * `sequences` in all) handed out first come, first served through a {@link Semaphore}, the
+ * request's checks and prompt (rendered and counted before it waits), and the generation itself on
+ * the sequence it was given. All sequences belong to one llama.cpp context, so every request
+ * holding one decodes in the same batches as the others.
  */
+import type { LlamaContext, LlamaContextSequence, LlamaModel } from 'node-llama-cpp';
+import { checkTokenLimits, invalidRequest, type ChatRequest, type RequestError } from '../domain/chat-request.js';
+import { Semaphore } from '../util/semaphore.js';
+import type { Token } from 'node-llama-cpp';
+import { generate, reusablePrefix, type GenerationParams, type GenerationResult } from './generation.js';
+import { ChatTemplateError, type ChatPromptRenderer, type RenderedPrompt } from './prompt.js';
+import type { Segment } from './reasoning.js';
 
-export type Lease<T> = {
-  readonly item: T;
-  /** Returns the item to the pool (idempotent); the oldest live waiter gets it next. */
+export { SemaphoreAbortedError as QueueAbortedError } from '../util/semaphore.js';
+
+export type SchedulerLimits = {
+  contextSize: number;
+  maxInputLength: number;
+  skipSpecialTokens: boolean;
+  /** Keep the KV cache of a prompt prefix a sequence already holds (generation.ts). */
+  reusePrefix: boolean;
+};
+
+/** A request checked and rendered: what generation needs. */
+export type PreparedRequest = { params: GenerationParams; promptTokens: number };
+
+/** A sequence held by one request until release(). */
+export type SequenceLease = {
+  /** Generates on the held sequence; `onSegment` gets the text as it becomes final. */
+  generate(params: GenerationParams, onSegment: (segment: Segment) => void, signal: AbortSignal): Promise<GenerationResult>;
+  /** Gives the sequence back (idempotent); the oldest waiting request gets it next. */
   release(): void;
 };
 
-type Waiter<T> = {
-  resolve(lease: Lease<T>): void;
-  cleanup(): void;
-};
-
-export class QueueAbortedError extends Error {
-  constructor() {
-    super('The request left the queue before a sequence was free');
-    this.name = 'QueueAbortedError';
-  }
+/**
+ * When to decode the batch of tokens that sequences have queued. node-llama-cpp's default waits one
+ * event-loop turn (setImmediate) so that other sequences can add theirs, unless every sequence of
+ * the context has one queued. With fewer requests than sequences (one request: always), every
+ * token then waits a turn for sequences that nobody uses: about a tenth of a decode step of the
+ * tiny model. Here the batch goes at once when every sequence a request holds has queued its
+ * tokens, and waits the turn, as before, while some holder has not (it may be about to).
+ * `_queuedDecodeSequenceIds` is node-llama-cpp's own count (internal, 3.x); without it, the default.
+ */
+export function dispatchWhenAllQueued(context: () => LlamaContext | undefined, active: () => number): (dispatch: () => void) => void {
+  return (dispatch) => {
+    const queued = (context() as unknown as { _queuedDecodeSequenceIds?: { size: number } } | undefined)?._queuedDecodeSequenceIds?.size;
+    if (queued !== undefined && queued >= active()) dispatch();
+    else setImmediate(dispatch);
+  };
 }
 
-export class SequencePool<T> {
-  private readonly free: T[];
-  private readonly waiters: Waiter<T>[] = [];
-  private leased = 0;
-  private idleListeners: Array<() => void> = [];
+export class Scheduler {
+  private readonly free: LlamaContextSequence[];
+  private readonly semaphore: Semaphore;
+  /** Tokens generated since start, cancelled generations included (throughput metrics). */
+  totalCompletionTokens = 0;
 
-  constructor(items: readonly T[]) {
-    if (items.length === 0) throw new Error('SequencePool needs at least one item');
-    this.free = [...items];
+  constructor(
+    private readonly model: LlamaModel,
+    private readonly renderer: ChatPromptRenderer,
+    sequences: readonly LlamaContextSequence[],
+    private readonly limits: SchedulerLimits,
+  ) {
+    if (sequences.length === 0) throw new Error('Scheduler needs at least one sequence');
+    this.free = [...sequences];
+    this.semaphore = new Semaphore(sequences.length);
   }
 
-  /** Items handed out now (sequences generating). */
+  /** Sequences generating now. */
   get active(): number {
-    return this.leased;
+    return this.semaphore.active;
   }
 
-  /** Requests waiting for an item. */
+  /** Requests waiting for a sequence. */
   get queued(): number {
-    return this.waiters.length;
+    return this.semaphore.waiting;
   }
 
-  /**
-   * Resolves with a lease as soon as an item is free and every earlier waiter was served.
-   * Rejects with {@link QueueAbortedError} (and leaves the queue) when `signal` aborts first.
-   */
-  acquire(signal?: AbortSignal): Promise<Lease<T>> {
-    if (signal?.aborted) return Promise.reject(new QueueAbortedError());
-    const item = this.waiters.length === 0 ? this.free.pop() : undefined;
-    if (item !== undefined) return Promise.resolve(this.lease(item));
-    return new Promise<Lease<T>>((resolve, reject) => {
-      const onAbort = () => {
-        const index = this.waiters.indexOf(waiter);
-        if (index >= 0) this.waiters.splice(index, 1);
-        reject(new QueueAbortedError());
-        this.notifyIfIdle();
-      };
-      const waiter: Waiter<T> = {
-        resolve,
-        cleanup: () => signal?.removeEventListener('abort', onAbort),
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.waiters.push(waiter);
-    });
+  /** Renders the prompt with the chat template (a template that cannot render is the request's 400). */
+  render(request: ChatRequest): RenderedPrompt | RequestError {
+    try {
+      return this.renderer.render(request.messages, request.chatTemplateKwargs);
+    } catch (error) {
+      if (error instanceof ChatTemplateError) return invalidRequest(error.message, 'messages', 'chat_template_error');
+      throw error;
+    }
   }
 
-  /** Resolves when nothing is leased or queued. */
-  whenIdle(): Promise<void> {
-    if (this.leased === 0 && this.waiters.length === 0) return Promise.resolve();
-    return new Promise((resolve) => this.idleListeners.push(resolve));
-  }
-
-  private lease(item: T): Lease<T> {
-    this.leased++;
-    let released = false;
+  /** Every check of the request, before it waits for a sequence: its generation parameters, or its error. */
+  prepare(request: ChatRequest): PreparedRequest | RequestError {
+    const prompt = this.render(request);
+    if ('status' in prompt) return prompt;
+    const promptTokens = prompt.tokens.length;
+    const overLimit = checkTokenLimits(promptTokens, request, this.limits);
+    if (overLimit) return overLimit;
     return {
-      item,
-      release: () => {
-        if (released) return;
-        released = true;
-        this.leased--;
-        const waiter = this.waiters.shift();
-        if (waiter != null) {
-          waiter.cleanup();
-          waiter.resolve(this.lease(item));
-        } else {
-          this.free.push(item);
-        }
-        this.notifyIfIdle();
+      promptTokens,
+      params: {
+        promptTokens: prompt.tokens,
+        maxTokens: request.maxTokens ?? this.limits.contextSize - promptTokens,
+        temperature: request.temperature,
+        topP: request.topP,
+        seed: request.seed,
+        stop: request.stop,
+        reasoning: { enabled: this.renderer.supportsThinking, startInReasoning: prompt.opensThinkBlock },
       },
     };
   }
 
-  private notifyIfIdle(): void {
-    if (this.leased !== 0 || this.waiters.length !== 0) return;
-    const listeners = this.idleListeners;
-    this.idleListeners = [];
-    for (const listener of listeners) listener();
+  /**
+   * Resolves with a sequence once one is free and every earlier request was served; rejects with
+   * QueueAbortedError when `signal` aborts first (the request leaves the queue). Of the free
+   * sequences, the one holding the longest prefix of `prompt` (a conversation going on, a shared
+   * system prompt), else the most recently used.
+   */
+  async acquire(signal: AbortSignal, prompt?: readonly Token[]): Promise<SequenceLease> {
+    const permit = await this.semaphore.acquire(signal);
+    const sequence = this.takeSequence(prompt);
+    const output = {
+      reusePrefix: this.limits.reusePrefix,
+      skipSpecialTokens: this.limits.skipSpecialTokens,
+      thinkTagTokens: this.renderer.thinkTagTokens,
+    };
+    const hooks = {
+      onSegment: (_segment: Segment) => {},
+      onToken: () => {
+        this.totalCompletionTokens++;
+      },
+    };
+    let released = false;
+    return {
+      generate: (params, onSegment, generationSignal) => {
+        hooks.onSegment = onSegment;
+        return generate(sequence, this.model, params, output, hooks, generationSignal);
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        this.free.push(sequence);
+        permit.release();
+      },
+    };
+  }
+
+  private takeSequence(prompt: readonly Token[] | undefined): LlamaContextSequence {
+    let best = this.free.length - 1;
+    if (this.limits.reusePrefix && prompt !== undefined && this.free.length > 1) {
+      let bestShared = -1;
+      for (let i = this.free.length - 1; i >= 0; i--) {
+        const shared = reusablePrefix(this.free[i]!.contextTokens, prompt);
+        if (shared > bestShared) {
+          best = i;
+          bestShared = shared;
+        }
+      }
+    }
+    return this.free.splice(best, 1)[0]!;
   }
 }

@@ -20,7 +20,7 @@ export type DetokenizerOptions = {
 
 export class IncrementalDetokenizer {
   private pending: Token[] = [];
-  private emitted: Token[] = [];
+  private readonly emitted: Token[] = [];
 
   constructor(
     private readonly model: LlamaModel,
@@ -60,7 +60,10 @@ export class IncrementalDetokenizer {
   }
 
   private remember(tokens: readonly Token[]): void {
-    this.emitted = [...this.emitted, ...tokens].slice(-CONTEXT_TOKENS);
+    // In place: this runs for every generated token.
+    const emitted = this.emitted;
+    for (const token of tokens) emitted.push(token);
+    if (emitted.length > CONTEXT_TOKENS) emitted.splice(0, emitted.length - CONTEXT_TOKENS);
   }
 }
 

@@ -1,0 +1,118 @@
+/**
+ * The OpenAI chat-completions wire format, as pure functions: completion ids, the non-streamed
+ * `chat.completion` object, the streamed `chat.completion.chunk` events and their SSE framing,
+ * and usage. A streamed token's event is built by concatenating precomputed text around the
+ * JSON-escaped delta: the same bytes as `JSON.stringify` of the chunk object, without building it.
+ */
+import { randomUUID } from 'node:crypto';
+import type { FinishReason } from './generation.js';
+import type { Channel } from './reasoning.js';
+
+export type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+
+export const SSE_HEADERS = {
+  'Content-Type': 'text/event-stream; charset=utf-8',
+  'Cache-Control': 'no-cache',
+  Connection: 'keep-alive',
+  // Ask reverse proxies not to buffer the stream.
+  'X-Accel-Buffering': 'no',
+} as const;
+
+export const SSE_DONE = 'data: [DONE]\n\n';
+
+/** One server-sent event carrying `data` as JSON. */
+export function sseEvent(data: unknown): string {
+  return `data: ${JSON.stringify(data)}\n\n`;
+}
+
+/** `chatcmpl-` and a random UUID without its dashes. */
+export function completionId(): string {
+  return `chatcmpl-${randomUUID().replaceAll('-', '')}`;
+}
+
+/** Seconds since the epoch, as OpenAI's `created`. */
+export function unixSeconds(now = Date.now()): number {
+  return Math.floor(now / 1000);
+}
+
+export function usage(promptTokens: number, completionTokens: number): Usage {
+  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+}
+
+export type Completion = {
+  id: string;
+  created: number;
+  model: string;
+  content: string;
+  /** Left out of the message when empty. */
+  reasoning: string;
+  finishReason: FinishReason;
+  usage: Usage;
+};
+
+/** The non-streamed answer. */
+export function chatCompletion(c: Completion) {
+  return {
+    id: c.id,
+    object: 'chat.completion',
+    created: c.created,
+    model: c.model,
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content: c.content, ...(c.reasoning !== '' ? { reasoning_content: c.reasoning } : {}) },
+        finish_reason: c.finishReason,
+      },
+    ],
+    usage: c.usage,
+  };
+}
+
+export type ChunkStream = { id: string; created: number; model: string; includeUsage: boolean };
+
+/** A `chat.completion.chunk` object (OpenAI sends `"usage": null` on every chunk but the last when usage was asked for). */
+export function chunk(s: ChunkStream, delta: Record<string, string>, finishReason: FinishReason | null) {
+  return {
+    id: s.id,
+    object: 'chat.completion.chunk',
+    created: s.created,
+    model: s.model,
+    choices: [{ index: 0, delta, finish_reason: finishReason }],
+    ...(s.includeUsage ? { usage: null } : {}),
+  };
+}
+
+/** The SSE events of one streamed completion. */
+export class ChunkEncoder {
+  private readonly head: string;
+  private readonly tail: string;
+
+  constructor(private readonly stream: ChunkStream) {
+    // Everything of a delta chunk before the delta's text, and after it.
+    const json = JSON.stringify(chunk(stream, { content: '\u0000' }, null));
+    const [before, after] = json.split('"content":"\\u0000"') as [string, string];
+    this.head = `data: ${before}`;
+    this.tail = `${after}\n\n`;
+  }
+
+  /** The first event: the assistant role with empty content. */
+  role(): string {
+    return sseEvent(chunk(this.stream, { role: 'assistant', content: '' }, null));
+  }
+
+  /** One piece of text of the answer (`content`) or of the reasoning (`reasoning_content`). */
+  delta(channel: Channel, text: string): string {
+    return `${this.head}"${channel === 'reasoning' ? 'reasoning_content' : 'content'}":${JSON.stringify(text)}${this.tail}`;
+  }
+
+  /** The last chunk of the choice: an empty delta and the finish reason. */
+  finish(reason: FinishReason): string {
+    return sseEvent(chunk(this.stream, {}, reason));
+  }
+
+  /** The usage chunk (no choices), sent when `stream_options.include_usage` asked for it. */
+  usage(u: Usage): string {
+    const { id, created, model } = this.stream;
+    return sseEvent({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: u });
+  }
+}

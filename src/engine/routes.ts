@@ -1,0 +1,301 @@
+/**
+ * The engine's HTTP API (node:http, no framework): GET /health, GET /v1/models,
+ * POST /v1/chat/completions (JSON or SSE) and POST /tokenize. Requests in flight are tracked so
+ * that a stopping server can drain them, then cancel what is left.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { invalidRequest, parseChatRequest, type ChatRequest } from '../domain/chat-request.js';
+import { errorBody } from '../domain/openai-errors.js';
+import { chatCompletion, ChunkEncoder, completionId, SSE_DONE, SSE_HEADERS, sseEvent, unixSeconds, usage } from './format.js';
+import type { GenerationParams } from './generation.js';
+import { BodyTooLargeError, MAX_BODY_BYTES, readBody, sendError, sendJson, serverError } from './http.js';
+import { QueueAbortedError, type Scheduler, type SequenceLease } from './scheduler.js';
+
+/** The abort reason of requests cancelled because the server stops. */
+export const SHUTDOWN = Symbol('shutdown');
+
+export type RouteConfig = {
+  modelName: string;
+  maxBatchSize: number;
+  sequences: number;
+  contextSize: number;
+  maxInputLength: number;
+};
+
+/** Requests past the draining check, each with the controller that cancels it. */
+export class Inflight {
+  private readonly controllers = new Set<AbortController>();
+  private emptyListeners: Array<() => void> = [];
+
+  get size(): number {
+    return this.controllers.size;
+  }
+
+  add(controller: AbortController): void {
+    this.controllers.add(controller);
+  }
+
+  delete(controller: AbortController): void {
+    this.controllers.delete(controller);
+    if (this.controllers.size === 0 && this.emptyListeners.length > 0) {
+      const listeners = this.emptyListeners;
+      this.emptyListeners = [];
+      for (const listener of listeners) listener();
+    }
+  }
+
+  /** Resolves once no request is in flight. */
+  whenEmpty(): Promise<void> {
+    if (this.controllers.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.emptyListeners.push(resolve));
+  }
+
+  abortAll(reason: unknown): void {
+    for (const controller of this.controllers) controller.abort(reason);
+  }
+}
+
+const shuttingDown = () => serverError(503, 'The engine is shutting down', 'engine_shutting_down');
+const methodNotAllowed = (use: string) => ({ ...invalidRequest(`Use ${use}`, null, 'method_not_allowed'), status: 405 });
+
+export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (line: string) => void) {
+  const createdAt = unixSeconds();
+  const inflight = new Inflight();
+  let draining = false;
+  let totalRequests = 0;
+  let lastRequestAt: Date | null = null;
+
+  function health(status: 'ok' | 'draining') {
+    return {
+      status,
+      model: config.modelName,
+      maxBatchSize: config.maxBatchSize,
+      sequences: config.sequences,
+      contextSize: config.contextSize,
+      active: scheduler.active,
+      queued: scheduler.queued,
+      totalRequests,
+      totalCompletionTokens: scheduler.totalCompletionTokens,
+      lastRequestAt: lastRequestAt?.toISOString() ?? null,
+    };
+  }
+
+  /** Reads and checks a chat-completion body; answers the error itself and returns undefined when it is refused. */
+  async function readChatRequest(req: IncomingMessage, res: ServerResponse): Promise<ChatRequest | undefined> {
+    let raw: string;
+    try {
+      raw = await readBody(req);
+    } catch (error) {
+      if (error instanceof BodyTooLargeError) {
+        sendError(
+          res,
+          { ...invalidRequest(`The request body is larger than ${MAX_BODY_BYTES} bytes`, null), status: 413 },
+          { Connection: 'close' },
+        );
+        return undefined;
+      }
+      throw error;
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      sendError(res, invalidRequest('The request body is not valid JSON', null, 'invalid_json'));
+      return undefined;
+    }
+    const parsed = parseChatRequest(body);
+    if (!parsed.ok) {
+      sendError(res, parsed.error);
+      return undefined;
+    }
+    return parsed.request;
+  }
+
+  /**
+   * POST /tokenize (vLLM's chat form): renders the messages with the chat template and counts the
+   * prompt's tokens, without taking a sequence, so that the gateway can refuse a prompt over the
+   * limits before the request waits for a slot. Answers `{ count, max_model_len, max_input_length }`,
+   * or the 400 the completion would get (a template that cannot render).
+   */
+  async function handleTokenize(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const controller = new AbortController();
+    inflight.add(controller);
+    try {
+      const request = await readChatRequest(req, res);
+      if (!request) return;
+      const prompt = scheduler.render(request);
+      if ('status' in prompt) return sendError(res, prompt);
+      sendJson(res, 200, { count: prompt.tokens.length, max_model_len: config.contextSize, max_input_length: config.maxInputLength });
+    } finally {
+      inflight.delete(controller);
+    }
+  }
+
+  async function handleChat(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    totalRequests++;
+    lastRequestAt = new Date();
+    const controller = new AbortController();
+    // 'close' before the response finished = the client went away: cancel at once (queued or not).
+    res.on('close', () => {
+      if (!res.writableFinished) controller.abort();
+    });
+    // Tracked from the first byte, so close() never frees the model under a request still reading its body.
+    inflight.add(controller);
+    try {
+      const request = await readChatRequest(req, res);
+      if (!request) return;
+      // Every check runs here, before the request waits for a sequence: a bad request is refused at once, however busy.
+      const prepared = scheduler.prepare(request);
+      if ('status' in prepared) return sendError(res, prepared);
+
+      let lease;
+      try {
+        lease = await scheduler.acquire(controller.signal, prepared.params.promptTokens);
+      } catch (error) {
+        if (error instanceof QueueAbortedError) {
+          if (controller.signal.reason === SHUTDOWN) sendError(res, shuttingDown(), { Connection: 'close' });
+          return;
+        }
+        throw error;
+      }
+      try {
+        if (request.stream) await streamCompletion(res, request, prepared.params, lease, controller.signal, prepared.promptTokens);
+        else await completeOnce(res, prepared.params, lease, controller.signal, prepared.promptTokens);
+      } finally {
+        lease.release();
+      }
+    } finally {
+      inflight.delete(controller);
+    }
+  }
+
+  async function completeOnce(
+    res: ServerResponse,
+    params: GenerationParams,
+    lease: SequenceLease,
+    signal: AbortSignal,
+    promptTokens: number,
+  ) {
+    let content = '';
+    let reasoning = '';
+    const result = await lease.generate(
+      params,
+      (segment) => {
+        if (segment.channel === 'reasoning') reasoning += segment.text;
+        else content += segment.text;
+      },
+      signal,
+    );
+    if (result.finishReason == null) {
+      if (signal.reason === SHUTDOWN) sendError(res, shuttingDown(), { Connection: 'close' });
+      return;
+    }
+    sendJson(
+      res,
+      200,
+      chatCompletion({
+        id: completionId(),
+        created: unixSeconds(),
+        model: config.modelName,
+        content,
+        reasoning,
+        finishReason: result.finishReason,
+        usage: usage(promptTokens, result.completionTokens),
+      }),
+    );
+  }
+
+  async function streamCompletion(
+    res: ServerResponse,
+    request: ChatRequest,
+    params: GenerationParams,
+    lease: SequenceLease,
+    signal: AbortSignal,
+    promptTokens: number,
+  ) {
+    if (res.destroyed) return;
+    const encoder = new ChunkEncoder({
+      id: completionId(),
+      created: unixSeconds(),
+      model: config.modelName,
+      includeUsage: request.includeUsage,
+    });
+    const write = (event: string) => {
+      if (!res.destroyed) res.write(event);
+    };
+    res.writeHead(200, SSE_HEADERS);
+    // Each token is a tiny write: send it now rather than coalescing (Nagle).
+    res.socket?.setNoDelay(true);
+    write(encoder.role());
+
+    let result;
+    try {
+      result = await lease.generate(params, (segment) => write(encoder.delta(segment.channel, segment.text)), signal);
+    } catch (error) {
+      // Headers are sent: report in-stream, as OpenAI-compatible servers do.
+      log(`[engine] generation failed: ${error instanceof Error ? error.message : String(error)}`);
+      write(sseEvent(errorBody(serverError(500, 'The generation failed', 'generation_failed'))));
+      if (!res.destroyed) res.end(SSE_DONE);
+      return;
+    }
+    if (result.finishReason == null) {
+      if (signal.reason === SHUTDOWN && !res.destroyed) {
+        write(sseEvent(errorBody(shuttingDown())));
+        res.end(SSE_DONE);
+      }
+      return;
+    }
+    let tail = encoder.finish(result.finishReason);
+    if (request.includeUsage) tail += encoder.usage(usage(promptTokens, result.completionTokens));
+    if (!res.destroyed) res.end(tail + SSE_DONE);
+  }
+
+  async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = req.url ?? '/';
+    const query = url.indexOf('?');
+    const path = query < 0 ? url : url.slice(0, query);
+    if (path === '/health') {
+      if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, methodNotAllowed('GET /health'));
+      return sendJson(res, draining ? 503 : 200, health(draining ? 'draining' : 'ok'));
+    }
+    if (path === '/v1/models') {
+      if (req.method !== 'GET') return sendError(res, methodNotAllowed('GET /v1/models'));
+      return sendJson(res, 200, {
+        object: 'list',
+        data: [{ id: config.modelName, object: 'model', created: createdAt, owned_by: 'engine', max_model_len: config.contextSize }],
+      });
+    }
+    if (path === '/v1/chat/completions') {
+      if (req.method !== 'POST') return sendError(res, methodNotAllowed('POST /v1/chat/completions'));
+      if (draining) return sendError(res, shuttingDown(), { Connection: 'close' });
+      return handleChat(req, res);
+    }
+    if (path === '/tokenize') {
+      if (req.method !== 'POST') return sendError(res, methodNotAllowed('POST /tokenize'));
+      if (draining) return sendError(res, shuttingDown(), { Connection: 'close' });
+      return handleTokenize(req, res);
+    }
+    return sendError(res, {
+      status: 404,
+      message: `No route for ${req.method} ${path}`,
+      type: 'not_found_error',
+      param: null,
+      code: 'not_found',
+    });
+  }
+
+  return {
+    inflight,
+    /** From now on, answer 503 to new completions and `draining` on /health. */
+    drain(): void {
+      draining = true;
+    },
+    handle(req: IncomingMessage, res: ServerResponse): void {
+      route(req, res).catch((error: unknown) => {
+        log(`[engine] request failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+        if (!res.headersSent) sendError(res, serverError(500, 'Internal engine error', 'internal_error'));
+        else res.destroy();
+      });
+    },
+  };
+}
