@@ -34,6 +34,7 @@ import { fmt, median, round } from './lib/stats.js';
 import { target, type Bench, type BenchContext, type BenchOutcome } from './lib/result.js';
 import type { Sql } from '../src/storage/database.js';
 import type { LlamaDirectConfig, LlamaDirectResult } from './load/llama-direct.js';
+import { engineAuthHeaders } from '../src/runtime/runtime.js';
 
 const REPEATS = Number(process.env.BENCH_COLD_REPEATS ?? 3);
 // One thread: on a small shared machine llama.cpp's spinning threads collapse under contention.
@@ -168,10 +169,10 @@ async function engineColdStart(modelPath: string): Promise<{ totalMs: number; re
  * engine's own first token, measured the same way as through the gateway).
  */
 async function splitWake(sql: Sql, dataDir: string, endpointId: string, sentAt: number, answer: Streamed): Promise<Wake> {
-  const [replica] = await sql<{ id: string; address: string; created_at: Date; ready_at: Date | null }[]>`
-    SELECT id, address, created_at, ready_at FROM replicas WHERE endpoint_id = ${endpointId} AND state = 'READY' ORDER BY created_at DESC LIMIT 1`;
+  const [replica] = await sql<{ id: string; address: string; engine_token: string | null; created_at: Date; ready_at: Date | null }[]>`
+    SELECT id, address, engine_token, created_at, ready_at FROM replicas WHERE endpoint_id = ${endpointId} AND state = 'READY' ORDER BY created_at DESC LIMIT 1`;
   if (!replica) throw new Error('the woken endpoint answered without a READY replica');
-  const direct = await streamChat(`${replica.address}/v1/chat/completions`, CHAT_BODY);
+  const direct = await streamChat(`${replica.address}/v1/chat/completions`, CHAT_BODY, engineAuthHeaders(replica.engine_token));
   if (direct.status !== 200 || Number.isNaN(direct.firstTokenMs))
     throw new Error(`the woken replica answered ${direct.status} without a token: ${direct.text.slice(0, 200)}`);
   const { spawnAt, readyAt, uptimeMs } = await engineMoments(dataDir, replica.id);

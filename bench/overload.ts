@@ -40,6 +40,7 @@ import { cpuTimeMs } from './lib/proc.js';
 import { target, type Bench, type BenchContext, type BenchOutcome, type BenchResult, type Target } from './lib/result.js';
 import { fmt, mean, quantiles, round } from './lib/stats.js';
 import type { OverloadLoadConfig, OverloadLoadResult } from './load/overload-client.js';
+import { engineAuthHeaders } from '../src/runtime/runtime.js';
 
 const TOKEN_INTERVAL_MS = Number(process.env.BENCH_OVERLOAD_TOKEN_INTERVAL_MS ?? 10);
 const MAX_TOKENS = 16;
@@ -100,9 +101,15 @@ function loadConfig(
   };
 }
 
-async function engineHealth(address: string): Promise<{ active: number; queued: number } | undefined> {
+async function engineHealth(replica: {
+  address: string | null;
+  token: string | null;
+}): Promise<{ active: number; queued: number } | undefined> {
   try {
-    const response = await fetch(`${address}/health`, { signal: AbortSignal.timeout(500) });
+    const response = await fetch(`${replica.address}/health`, {
+      headers: engineAuthHeaders(replica.token),
+      signal: AbortSignal.timeout(500),
+    });
     const body = (await response.json()) as { active?: number; queued?: number };
     return { active: body.active ?? 0, queued: body.queued ?? 0 };
   } catch {
@@ -121,7 +128,7 @@ async function pollWhile(db: BenchDatabase, endpointId: string, t0: () => number
     if (start !== undefined) {
       const replicas = await liveReplicas(db.sql, endpointId).catch(() => []);
       const ready = replicas.filter((r) => r.state === 'READY');
-      const healths = await Promise.all(ready.map((r) => engineHealth(r.address)));
+      const healths = await Promise.all(ready.map((r) => engineHealth(r)));
       let published: number | null;
       try {
         const [row] = await db.sql<
@@ -440,10 +447,12 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   // after the gateway's load (a noisy neighbour on the shared machine hits both alike). The rate is counted in tokens ÷ tokens per
   // answer, which the batch's whole streams finishing together do not quantize.
   const directRun = async (label: string) => {
-    const { child, started } = startLoad(loadConfig(`${replica.address}/v1/chat/completions`, {}, single, DIRECT_CLIENTS, DIRECT_MS, 1000));
+    const { child, started } = startLoad(
+      loadConfig(`${replica.address}/v1/chat/completions`, engineAuthHeaders(replica.token), single, DIRECT_CLIENTS, DIRECT_MS, 1000),
+    );
     await started;
     await sleep(DIRECT_MS / 2);
-    const health = await engineHealth(replica.address);
+    const health = await engineHealth(replica);
     const summary = summarize(await child.result, 1000);
     problems.push(...brokenness(`direct (${label})`, summary));
     console.log(

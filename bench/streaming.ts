@@ -27,6 +27,7 @@ import { cpuTimeMs } from './lib/proc.js';
 import { target, type Bench, type BenchContext, type BenchOutcome } from './lib/result.js';
 import type { StreamLoadConfig, StreamLoadResult } from './load/stream-client.js';
 import type { BareProxyConfig } from './load/bare-proxy.js';
+import { engineAuthHeaders } from '../src/runtime/runtime.js';
 
 const TOKEN_INTERVAL_MS = Number(process.env.BENCH_TOKEN_INTERVAL_MS ?? 10);
 const ROUND_MS = Number(process.env.BENCH_STREAM_ROUND_MS ?? 4000);
@@ -113,8 +114,9 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const { url: proxyUrl, pid: proxyPid } = await nextMessage<{ url: string; pid: number }>(proxy, 'ready');
 
   const targets = {
-    direct: { url: `${replica.address}/v1/chat/completions`, headers: {} as Record<string, string> },
-    proxy: { url: `${proxyUrl}/v1/chat/completions`, headers: {} as Record<string, string> },
+    // The engine answers only with its token (the proxy passes the client's headers on).
+    direct: { url: `${replica.address}/v1/chat/completions`, headers: engineAuthHeaders(replica.token) },
+    proxy: { url: `${proxyUrl}/v1/chat/completions`, headers: engineAuthHeaders(replica.token) },
     gateway: { url: `${gateway.url}/dedicated/v1/chat/completions`, headers: { authorization: `Bearer ${ADMIN_KEY}` } },
   };
 

@@ -3,9 +3,11 @@
  * runtime, the model store, the controller, and the HTTP server. `npm start`
  * and the tests build the same thing.
  */
+import os from 'node:os';
 import path from 'node:path';
 import type { Config } from './config.js';
 import { Controller } from './controller/controller.js';
+import { isKnownStartError } from './controller/start-errors.js';
 import type { CrashPolicy } from './controller/crash-policy.js';
 import { startGateway, type Gateway } from './http/server.js';
 import { ModelCache } from './models/model-cache.js';
@@ -13,6 +15,7 @@ import { ModelStore } from './models/model-store.js';
 import { WandbArtifactSource } from './models/wandb/artifact-source.js';
 import { detectInventory, type DetectedInventory } from './runtime/gpu-inventory.js';
 import { LocalRuntime } from './runtime/local-runtime.js';
+import { isClientFailure, logFunction, type Logger } from './log.js';
 import { createServices, type Services } from './services/index.js';
 import type { Sql } from './storage/database.js';
 
@@ -27,7 +30,10 @@ export interface App {
 }
 
 export interface AppOptions {
+  /** The components' failure callback; without it, failures go to `logger` (src/log.ts). */
   log?: (message: string, error?: unknown) => void;
+  /** The structured logger: access lines, and the components' failures when `log` is not given. */
+  logger?: Logger;
   /** Replicas' environment additions (tests point engines at test settings). */
   engineEnv?: Record<string, string>;
   /** Controller overrides for tests (crash-loop window, stop grace). */
@@ -35,6 +41,11 @@ export interface AppOptions {
 }
 
 export async function startApp(config: Config, sql: Sql, options: AppOptions = {}): Promise<App> {
+  const { logger } = options;
+  const controllerLog =
+    options.log ??
+    (logger ? logFunction(logger.child({ component: 'controller' }), (e) => isKnownStartError(e) || isClientFailure(e)) : undefined);
+  const gatewayLog = options.log ?? (logger ? logFunction(logger.child({ component: 'gateway' })) : undefined);
   const inventory = detectInventory({ ...(config.gpuInventory ? { configured: config.gpuInventory } : {}), cpuSlots: config.cpuSlots });
   const runtime = new LocalRuntime({
     dir: path.join(config.dataDir, 'replicas'),
@@ -42,6 +53,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     cpuOnly: inventory.source === 'cpu',
     ...(config.engineCommand ? { engineTemplate: config.engineCommand } : {}),
     threads: config.engineThreads,
+    engineIdleExitMs: config.engineIdleExitMs,
     startTimeoutMs: config.replicaStartTimeoutMs,
     env: {
       ...(config.hfToken ? { HF_TOKEN: config.hfToken } : {}),
@@ -74,11 +86,12 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     runtime,
     models,
     builtInEngine: config.engineCommand === undefined,
+    ...(inventory.source === 'cpu' ? { hostMemoryPerSlotBytes: os.totalmem() / Math.max(1, config.cpuSlots) } : {}),
     intervalMs: config.controllerIntervalMs,
     leaseTtlMs: config.leaseTtlMs,
     drainTimeoutMs: config.drainTimeoutMs,
     ...options.controller,
-    ...(options.log ? { log: options.log } : {}),
+    ...(controllerLog ? { log: controllerLog } : {}),
   });
   const services = createServices(sql, { onEndpointChange: (endpointId) => controller.poke(endpointId) });
   const gateway = await startGateway(services, {
@@ -96,7 +109,9 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     wsMaxSubscriptions: config.wsMaxSubscriptions,
     graphql: { limits: config.graphqlLimits, introspection: config.graphqlIntrospection },
     corsOrigins: config.corsOrigins,
-    ...(options.log ? { log: options.log } : {}),
+    metrics: config.metrics,
+    ...(gatewayLog ? { log: gatewayLog } : {}),
+    ...(logger ? { logger } : {}),
   });
   await controller.start();
   return {

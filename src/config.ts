@@ -47,6 +47,8 @@ export interface Config {
   cpuSlots: number;
   /** Threads per built-in engine. @default the replicas' cores shared among the slots, at least 1 */
   engineThreads: number;
+  /** A built-in engine no gateway contacted for this long (its gateway gone, none adopting it) exits. @default 600000 */
+  engineIdleExitMs: number;
   /** Set when CPU_SLOTS x ENGINE_THREADS oversubscribe the cores; start-up prints it. */
   cpuWarning: string | undefined;
   /** Controller pass interval. @default 500 */
@@ -79,6 +81,23 @@ export interface Config {
   corsOrigins: string[];
   /** Operations (subscriptions included) in flight on one WebSocket at once; one more gets an `error` message. @default 100 */
   wsMaxSubscriptions: number;
+  /** LOG_LEVEL and LOG_FORMAT: what the gateway logs, as JSON lines or (pretty) for a terminal. */
+  log: { level: LogLevel; format: 'json' | 'pretty' };
+  /** Metrics and request logs: METRICS_TOKEN, REQUEST_LOG_RETENTION_DAYS, METRICS_RETENTION_DAYS, REQUEST_LOG_BUFFER. */
+  metrics: MetricsConfig;
+}
+
+export interface MetricsConfig {
+  /** A bearer token that may scrape /metrics (besides admins' API keys). */
+  token: string | undefined;
+  /** Days the request log and content logs are kept. @default 30 */
+  requestLogRetentionDays: number;
+  /** Days the per-minute roll-ups are kept. @default 90 */
+  metricsRetentionDays: number;
+  /** Request outcomes buffered at most while writes are behind; past it they are dropped and counted. @default 10000 */
+  maxBuffered: number;
+  /** How often each gateway samples the endpoints' replica counts into the roll-ups. @default 10000 */
+  sampleMs: number;
 }
 
 export class ConfigError extends Error {
@@ -143,6 +162,17 @@ function readUrl(env: Env, name: string, fallback: string): string {
     throw new ConfigError(name, 'must be an http(s) URL', raw);
   }
   return raw.replace(/\/+$/, '');
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+function readChoice<T extends string>(env: Env, name: string, choices: readonly T[], fallback: T): T {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  const value = raw.trim().toLowerCase();
+  if (!(choices as readonly string[]).includes(value)) throw new ConfigError(name, `must be one of ${choices.join(', ')}`, raw);
+  return value as T;
 }
 
 function optional(env: Env, name: string): string | undefined {
@@ -257,6 +287,7 @@ export function loadConfig(env: Env = process.env): Config {
     gpuInventory,
     cpuSlots: cpu.slots,
     engineThreads: cpu.threads,
+    engineIdleExitMs: readInteger(env, 'ENGINE_IDLE_EXIT_MS', 600_000, 1000, 7 * 86_400_000),
     cpuWarning: cpu.warning,
     controllerIntervalMs: readInteger(env, 'CONTROLLER_INTERVAL_MS', 500, 10, 3_600_000),
     leaseTtlMs: readInteger(env, 'LEASE_TTL_MS', 10_000, 100, 3_600_000),
@@ -273,5 +304,16 @@ export function loadConfig(env: Env = process.env): Config {
     graphqlIntrospection: readBoolean(env, 'GRAPHQL_INTROSPECTION', !production),
     corsOrigins: readOrigins(env, 'CORS_ORIGINS', production ? [] : ['*']),
     wsMaxSubscriptions: readInteger(env, 'WS_MAX_SUBSCRIPTIONS', 100, 1, 100_000),
+    log: {
+      level: readChoice(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+      format: readChoice(env, 'LOG_FORMAT', ['json', 'pretty'] as const, 'json'),
+    },
+    metrics: {
+      token: optional(env, 'METRICS_TOKEN'),
+      requestLogRetentionDays: readInteger(env, 'REQUEST_LOG_RETENTION_DAYS', 30, 1, 36_500),
+      metricsRetentionDays: readInteger(env, 'METRICS_RETENTION_DAYS', 90, 1, 36_500),
+      maxBuffered: readInteger(env, 'REQUEST_LOG_BUFFER', 10_000, 1, 10_000_000),
+      sampleMs: readInteger(env, 'METRICS_SAMPLE_INTERVAL_MS', 10_000, 100, 3_600_000),
+    },
   };
 }

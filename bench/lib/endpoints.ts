@@ -40,11 +40,13 @@ export interface LiveReplica {
   address: string;
   pid: number;
   state: string;
+  /** The engine's token: direct calls to the replica carry it. */
+  token: string | null;
 }
 
 export async function liveReplicas(sql: Sql, endpointId: string): Promise<LiveReplica[]> {
   return sql<LiveReplica[]>`
-    SELECT id, address, pid, state FROM replicas
+    SELECT id, address, pid, state, engine_token AS token FROM replicas
     WHERE endpoint_id = ${endpointId} AND state IN ('STARTING', 'READY', 'DRAINING') ORDER BY created_at`;
 }
 

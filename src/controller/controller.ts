@@ -39,6 +39,8 @@ export interface ControllerOptions {
   models: ModelStore;
   /** Whether the built-in engine runs replicas (then models must be GGUF files whose settings are checked). */
   builtInEngine: boolean;
+  /** Without GPUs: the host memory one CPU-backed slot may fill. */
+  hostMemoryPerSlotBytes?: number;
   /** @default 500 */
   intervalMs?: number;
   /** @default 10000 */
@@ -71,7 +73,15 @@ export class Controller {
     const drainTimeoutMs = options.drainTimeoutMs ?? 30_000;
     const writes = new EndpointWrites(sql, this.owner);
     const stopper = new ReplicaStopper(sql, runtime, options.stopGraceMs ?? 10_000, log);
-    const starter = new ReplicaStarter({ sql, runtime, models, writes, builtInEngine, log });
+    const starter = new ReplicaStarter({
+      sql,
+      runtime,
+      models,
+      writes,
+      builtInEngine,
+      ...(options.hostMemoryPerSlotBytes !== undefined ? { hostMemoryPerSlotBytes: options.hostMemoryPerSlotBytes } : {}),
+      log,
+    });
     const policy = { ...DEFAULT_CRASH_POLICY, ...options.crashLoop };
     const crashes = new CrashWatch(sql, runtime, writes, stopper, policy, (replicaId) => starter.isStarting(replicaId), log);
     this.sql = sql;

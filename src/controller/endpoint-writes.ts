@@ -60,16 +60,20 @@ export class EndpointWrites {
     id: string,
     current: LifecycleState,
     event: ControllerEvent,
-    log: { cause: string; detail?: Record<string, unknown> },
+    log: { cause: string; detail?: Record<string, unknown>; errorMessage?: string },
   ): Promise<LifecycleState | null> {
     const next = controllerTransition(event, current);
     if (!next) return null;
     const { status, phase, errorCode, desiredState } = next;
+    const { errorMessage, ...logged } = log;
     await this.guarded(
       id,
       (e) => stillApplies(next, e),
       async (tx, e) => {
-        await writeStatus(tx, e, { status, phase, errorCode, ...(desiredState ? { desiredState } : {}), ...log, actorId: null });
+        await writeStatus(tx, e, { status, phase, errorCode, ...(desiredState ? { desiredState } : {}), ...logged, actorId: null });
+        // The user's message goes with the error code it explains, and away with it.
+        const message = errorCode ? (errorMessage ?? null) : null;
+        if (message !== (e.errorMessage ?? null)) await tx`UPDATE endpoints SET error_message = ${message} WHERE id = ${id}`;
         if (phase !== 'DOWNLOADING_MODEL') await setProgress(tx, id, null);
       },
     );

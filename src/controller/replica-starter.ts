@@ -11,6 +11,7 @@ import { findInstanceOption } from '../domain/instance-catalog.js';
 import type { ControllerEvent, LifecycleState } from '../domain/lifecycle.js';
 import { ModelSourceError } from '../models/errors.js';
 import { checkModelSettings, pinnedRevision, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
+import type { TokenLimits } from '../models/token-limits.js';
 import type { ReplicaHandle, Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { setProgress } from '../storage/endpoints-repository.js';
@@ -19,7 +20,8 @@ import type { RetryNotice } from '../models/retry.js';
 import { markReplica, reserveReplica } from '../storage/replicas-repository.js';
 import { setVersionRollout } from '../storage/versions-repository.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
-import { startErrorCode, startErrorMessage, WarmupError } from './start-errors.js';
+import { failureMessage, startErrorCode, startErrorMessage, WarmupError } from './start-errors.js';
+import { engineAuthHeaders } from '../runtime/runtime.js';
 
 /** Called as a start reaches each step (the first replica's steps are the endpoint's phases). */
 export interface StartHooks {
@@ -38,6 +40,8 @@ export interface ReplicaStarterOptions {
   writes: EndpointWrites;
   /** Whether the built-in engine runs replicas (then models must be GGUF files whose settings are checked). */
   builtInEngine: boolean;
+  /** Without GPUs: the host memory one CPU-backed slot may fill (bounds the token limits that follow the model). */
+  hostMemoryPerSlotBytes?: number;
   log: (message: string, error?: unknown) => void;
 }
 
@@ -87,7 +91,7 @@ export class ReplicaStarter {
         id,
         endpoint,
         { type: 'start-failed', errorCode },
-        { cause: 'controller:start-failed', detail: { message: startErrorMessage(error) } },
+        { cause: 'controller:start-failed', detail: { message: startErrorMessage(error) }, errorMessage: failureMessage(error) },
       );
     }
   }
@@ -129,7 +133,7 @@ export class ReplicaStarter {
     let handle: ReplicaHandle | undefined;
     try {
       await hooks.onResolving?.();
-      const model = await this.prepareModel(endpoint, version, hooks.onDownloadStart);
+      const { model, limits } = await this.prepareModel(endpoint, version, hooks.onDownloadStart);
       await hooks.onEngineStart?.();
       handle = await runtime.start(
         {
@@ -141,14 +145,20 @@ export class ReplicaStarter {
           gpuType: option.gpuType,
           numGpu: option.numGpu,
           maxBatchSize: spec.advanced.maxBatchSize,
-          contextSize: spec.advanced.maxTokenCount,
-          maxInputLength: spec.advanced.maxInputLength,
+          contextSize: limits.maxTokenCount,
+          maxInputLength: limits.maxInputLength,
           addSpecialTokens: spec.advanced.tokenizerAddSpecialTokens,
           skipSpecialTokens: spec.advanced.tokenizerSkipSpecialTokens,
         },
         undefined,
         // Recorded at spawn: a gateway that takes over after this one dies mid-start can stop the engine by its pid.
-        (spawned) => markReplica(sql, replicaId, { state: 'STARTING', address: spawned.address, pid: spawned.pid }),
+        (spawned) =>
+          markReplica(sql, replicaId, {
+            state: 'STARTING',
+            address: spawned.address,
+            pid: spawned.pid,
+            ...(spawned.token ? { token: spawned.token } : {}),
+          }),
       );
       // The warm-up generation runs while the READY status is written; both must succeed.
       const started = handle;
@@ -173,7 +183,7 @@ export class ReplicaStarter {
     endpoint: EndpointRecord,
     version: VersionRecord,
     onDownloadStart?: () => Promise<void>,
-  ): Promise<PreparedModel> {
+  ): Promise<{ model: PreparedModel; limits: TokenLimits }> {
     const { sql, models, builtInEngine } = this.options;
     const endpointId = endpoint.id;
     let lastWrite = 0;
@@ -212,10 +222,35 @@ export class ReplicaStarter {
           'the built-in engine runs GGUF models only; set ENGINE_COMMAND to use another engine',
         );
       }
-      await checkModelSettings(model.path, version.spec);
+      const limits = await checkModelSettings(model.path, version.spec, this.memoryBytes(version));
+      await recordResolvedLimits(sql, version, limits);
+      return { model, limits };
     }
-    return model;
+    return { model, limits: { maxTokenCount: version.spec.advanced.maxTokenCount, maxInputLength: version.spec.advanced.maxInputLength } };
   }
+
+  /** The memory one replica of `version` may fill: the instance's, and at most a CPU slot's share of this host's on CPU. */
+  private memoryBytes(version: VersionRecord): number | undefined {
+    const option = findInstanceOption(version.spec.instanceId);
+    if (!option) return undefined;
+    const instance = option.gpuMemoryGb * option.numGpu * 2 ** 30;
+    const host = this.options.hostMemoryPerSlotBytes;
+    return host === undefined ? instance : Math.min(instance, host * option.numGpu);
+  }
+}
+
+/**
+ * Limits that follow the model are written into the version once resolved, so
+ * that the spec shows them and requests are checked against them (the flags
+ * stay set: a version copied to another model resolves again).
+ */
+async function recordResolvedLimits(sql: Sql, version: VersionRecord, limits: TokenLimits): Promise<void> {
+  const { advanced } = version.spec;
+  if (!advanced.maxTokenCountAuto && !advanced.maxInputLengthAuto) return;
+  if (limits.maxTokenCount === advanced.maxTokenCount && limits.maxInputLength === advanced.maxInputLength) return;
+  await sql`
+    UPDATE endpoint_versions SET max_token_count = ${limits.maxTokenCount}, max_input_length = ${limits.maxInputLength}
+    WHERE endpoint_id = ${version.endpointId} AND version_index = ${version.versionIndex}`;
 }
 
 /** One short generation before traffic is admitted; a replica that cannot generate is not ready. */
@@ -223,7 +258,7 @@ async function warmUp(handle: ReplicaHandle): Promise<void> {
   try {
     const response = await fetch(`${handle.address}/v1/chat/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...engineAuthHeaders(handle.token) },
       body: JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1, temperature: 0 }),
       signal: AbortSignal.timeout(120_000),
     });

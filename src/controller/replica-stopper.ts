@@ -9,7 +9,13 @@ import type { ReplicaHandle, Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { liveReplicaIdsOnNode, markReplica } from '../storage/replicas-repository.js';
 
-export const handleOf = (r: ReplicaRecord): ReplicaHandle => ({ replicaId: r.id, address: r.address ?? '', pid: r.pid ?? 0, node: r.node });
+export const handleOf = (r: ReplicaRecord): ReplicaHandle => ({
+  replicaId: r.id,
+  address: r.address ?? '',
+  pid: r.pid ?? 0,
+  node: r.node,
+  ...(r.token ? { token: r.token } : {}),
+});
 
 export class ReplicaStopper {
   constructor(

@@ -4,6 +4,7 @@
  * safe to show a user (our own errors carry user-safe text; anything else,
  * such as a database or programming error, is not shown).
  */
+import { failureAdvice } from '../domain/failure-advice.js';
 import type { EndpointErrorCode } from '../domain/lifecycle.js';
 import { ModelSourceError } from '../models/errors.js';
 import { SettingsError } from '../models/model-store.js';
@@ -22,16 +23,31 @@ export function startErrorCode(error: unknown): EndpointErrorCode {
   return 'WORKLOAD_INIT_UNKNOWN_ERROR';
 }
 
-/** A message for the event log and the replica's row. */
-export function startErrorMessage(error: unknown): string {
-  if (
+/** Whether a start failed for a reason the user can read (a wrong repository, settings, the engine), not a fault of ours. */
+export function isKnownStartError(error: unknown): boolean {
+  return (
     error instanceof ModelSourceError ||
     error instanceof SettingsError ||
     error instanceof ReplicaStartError ||
     error instanceof WarmupError ||
     error instanceof EngineCommandError
-  ) {
-    return error.message;
-  }
+  );
+}
+
+/** A message for the event log and the replica's row. */
+export function startErrorMessage(error: unknown): string {
+  if (isKnownStartError(error)) return (error as Error).message;
   return 'the replica could not be started';
+}
+
+/**
+ * The endpoint's status message after a failed start: what went wrong and what
+ * to do, e.g. "max_token_count (4096) is larger than the model's context (2048
+ * tokens): lower max_token_count to at most 2048 with an update, then restart
+ * the endpoint." Safe to show, as startErrorMessage is.
+ */
+export function failureMessage(error: unknown): string {
+  const what = startErrorMessage(error).replace(/[.\s]+$/, '');
+  const advice = error instanceof SettingsError && error.advice ? error.advice : failureAdvice(startErrorCode(error));
+  return `${what}: ${advice}.`;
 }

@@ -23,6 +23,14 @@ export interface AdvancedConfig {
   maxTokenCount: number;
   maxInputLength: number;
   enableContentLogging: boolean;
+  /**
+   * max_token_count was left out: it follows the model (its context, bounded
+   * by the instance's memory), resolved when a replica first reads the model;
+   * until then maxTokenCount holds the 4096 placeholder. Absent: given.
+   */
+  maxTokenCountAuto?: boolean;
+  /** max_input_length was left out: min(2048, max_token_count) as resolved. Absent: given. */
+  maxInputLengthAuto?: boolean;
 }
 
 /** Where a version's model comes from: a hub repository, or a W&B registry artifact. */
@@ -169,7 +177,16 @@ function readAdvanced(check: FieldChecker, body: Record<string, unknown>, requir
   set('maxBatchSize', c.integer(raw, 'max_batch_size', { min: 1, max: LIMITS.maxBatchSize }));
   set('maxTokenCount', c.integer(raw, 'max_token_count', { min: 1, max: LIMITS.maxTokens }));
   set('maxInputLength', c.integer(raw, 'max_input_length', { min: 1, max: LIMITS.maxTokens }));
+  // A limit given is fixed from now on; one left out keeps following the model.
+  if (out.maxTokenCount !== undefined) out.maxTokenCountAuto = false;
+  if (out.maxInputLength !== undefined) out.maxInputLengthAuto = false;
   return out;
+}
+
+/** An input limit that was left out follows a changed total limit: min(2048, max_token_count). */
+function withInputFollowing(advanced: AdvancedConfig): AdvancedConfig {
+  if (!advanced.maxInputLengthAuto) return advanced;
+  return { ...advanced, maxInputLength: Math.min(DEFAULT_ADVANCED.maxInputLength, advanced.maxTokenCount) };
 }
 
 /** Rules that involve several fields, checked on the merged spec and reported against the request's field names. */
@@ -221,6 +238,9 @@ export function parseCreateEndpoint(body: unknown): Result<CreateEndpointInput> 
     autoscaling: { ...DEFAULT_AUTOSCALING, ...scaling },
     advanced: {
       ...DEFAULT_ADVANCED,
+      // Limits left out follow the model (resolved at the first start).
+      maxTokenCountAuto: true,
+      maxInputLengthAuto: true,
       // An unset input limit follows a smaller total limit down.
       maxInputLength: Math.min(DEFAULT_ADVANCED.maxInputLength, maxTokenCount),
       ...advanced,
@@ -276,7 +296,7 @@ export function parseUpdateEndpoint(body: unknown): Result<UpdateEndpointInput> 
         instanceId: instanceId ?? current.instanceId,
         model,
         autoscaling: { ...current.autoscaling, ...scaling },
-        advanced: { ...current.advanced, ...advanced },
+        advanced: withInputFollowing({ ...current.advanced, ...advanced }),
       };
       checkConsistency(merged, next);
       return merged.violations.length > 0 ? fail(invalidArgument(merged.violations)) : ok(next);

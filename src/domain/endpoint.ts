@@ -42,6 +42,8 @@ export interface EndpointRecord extends ReplicaCounts {
   status: EndpointStatus;
   phase: EndpointPhase | null;
   errorCode: EndpointErrorCode | null;
+  /** What went wrong and what to do, while errorCode is set (see statusMessage in failure-advice.ts). */
+  errorMessage?: string | null;
   desiredState: DesiredState;
   createdAt: Date;
   updatedAt: Date;

@@ -18,6 +18,8 @@ export interface ReplicaRecord {
   state: ReplicaState;
   address: string | null;
   pid: number | null;
+  /** The engine's own token (ENGINE_TOKEN at spawn): calls to the replica carry it as a bearer token. */
+  token: string | null;
   lastError: string | null;
   createdAt: Date;
   readyAt: Date | null;

@@ -3,7 +3,12 @@
  *
  *   npm run engine -- --model file.gguf [--port N] [--host H] [--max-batch-size N] [--context-size N]
  *     [--max-input-length N] [--add-special-tokens] [--no-skip-special-tokens] [--threads N] [--cpu]
- *     [--model-name S] [--drain-timeout-ms N] [--prefix-reuse]
+ *     [--model-name S] [--drain-timeout-ms N] [--prefix-reuse] [--idle-exit-ms N]
+ *
+ * ENGINE_TOKEN in the environment (the runtime sets one per engine; an environment variable, not
+ * a flag, so that `ps` does not show it) makes every request need `Authorization: Bearer <token>`.
+ * --idle-exit-ms (or ENGINE_IDLE_EXIT_MS) makes an engine that no request reached for that long
+ * (its gateway gone, none adopting it) drain and exit 0 by itself.
  *
  * Protocol with the controller: stdout carries exactly one line, `ENGINE_READY {"port":…,"pid":…,…}`,
  * once the server listens (llama.cpp and engine logs go to stderr). Readers take `port` and `pid`
@@ -22,7 +27,7 @@ import { ENGINE_DEFAULTS, startEngineServer, type EngineServer, type EngineServe
 
 const USAGE = `usage: npm run engine -- --model FILE.gguf [--port N] [--host H] [--max-batch-size N]
   [--context-size N] [--max-input-length N] [--add-special-tokens] [--no-skip-special-tokens]
-  [--threads N] [--cpu] [--model-name S] [--drain-timeout-ms N] [--prefix-reuse]`;
+  [--threads N] [--cpu] [--model-name S] [--drain-timeout-ms N] [--prefix-reuse] [--idle-exit-ms N]`;
 
 class UsageError extends Error {}
 
@@ -58,12 +63,15 @@ function parseEngineArgs(argv: readonly string[]): EngineServerOptions & { drain
         'model-name': { type: 'string' },
         'drain-timeout-ms': { type: 'string' },
         'prefix-reuse': { type: 'boolean' },
+        'idle-exit-ms': { type: 'string' },
       },
     });
   } catch (error) {
     throw new UsageError(error instanceof Error ? error.message : String(error));
   }
   const values = parsed.values as Record<string, unknown>;
+  if (values['idle-exit-ms'] === undefined && process.env.ENGINE_IDLE_EXIT_MS) values['idle-exit-ms'] = process.env.ENGINE_IDLE_EXIT_MS;
+  const idleExitMs = integerFlag(values, 'idle-exit-ms', 1, 2 ** 31 - 1);
   const model = values.model;
   if (typeof model !== 'string' || model === '') throw new UsageError('--model is required');
   const host = values.host;
@@ -86,6 +94,8 @@ function parseEngineArgs(argv: readonly string[]): EngineServerOptions & { drain
     gpu: values.cpu === true ? false : 'auto',
     modelName: modelName as string | undefined,
     drainTimeoutMs: integerFlag(values, 'drain-timeout-ms', 0, 2 ** 31 - 1) ?? ENGINE_DEFAULTS.drainTimeoutMs,
+    ...(process.env.ENGINE_TOKEN ? { token: process.env.ENGINE_TOKEN } : {}),
+    ...(idleExitMs !== undefined ? { idleExitMs } : {}),
   };
 }
 
@@ -100,6 +110,12 @@ async function main(): Promise<void> {
   }
 
   let server: EngineServer;
+  // Set once the server runs: an idle engine stops like a signalled one.
+  const running: { stop?: (why: string) => void } = {};
+  if (options.idleExitMs !== undefined) {
+    const idleS = Math.round(options.idleExitMs / 1000);
+    options.onIdle = () => running.stop?.(`no request for ${idleS} s (its gateway is gone and none adopted it)`);
+  }
   try {
     server = await startEngineServer(options);
   } catch (error) {
@@ -109,11 +125,11 @@ async function main(): Promise<void> {
   }
 
   let signals = 0;
-  const shutdown = (signal: NodeJS.Signals) => {
+  const shutdown = (why: string) => {
     signals++;
     // A second signal while draining: stop waiting for in-flight requests.
     const grace = signals === 1 ? options.drainTimeoutMs : 0;
-    process.stderr.write(`[engine] ${signal}: draining (up to ${grace} ms)\n`);
+    process.stderr.write(`[engine] ${why}: draining (up to ${grace} ms)\n`);
     server.close(grace).then(
       () => process.exit(0),
       (error: unknown) => {
@@ -124,6 +140,7 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', shutdown);
   process.on('SIGINT', shutdown);
+  running.stop = shutdown;
 
   const uptimeMs = performance.now();
   const readyAt = performance.timeOrigin + uptimeMs;

@@ -3,6 +3,7 @@
  * POST /v1/chat/completions (JSON or SSE) and POST /tokenize. Requests in flight are tracked so
  * that a stopping server can drain them, then cancel what is left.
  */
+import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { invalidRequest, parseChatRequest, type ChatRequest } from '../domain/chat-request.js';
 import { errorBody } from '../domain/openai-errors.js';
@@ -58,7 +59,17 @@ export class Inflight {
 const shuttingDown = () => serverError(503, 'The engine is shutting down', 'engine_shutting_down');
 const methodNotAllowed = (use: string) => ({ ...invalidRequest(`Use ${use}`, null, 'method_not_allowed'), status: 405 });
 
-export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (line: string) => void) {
+/** Who may call: the gateway's per-engine token (when set), and a note of each accepted request. */
+export type RouteAccess = { token?: string; onContact: () => void };
+
+/** Whether `authorization` is `Bearer <token>`, compared in constant time. */
+export function carriesToken(authorization: string | undefined, token: string): boolean {
+  const expected = Buffer.from(`Bearer ${token}`);
+  const given = Buffer.from(authorization ?? '');
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (line: string) => void, access: RouteAccess) {
   const createdAt = unixSeconds();
   const inflight = new Inflight();
   let draining = false;
@@ -291,6 +302,16 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
       draining = true;
     },
     handle(req: IncomingMessage, res: ServerResponse): void {
+      if (access.token !== undefined && !carriesToken(req.headers.authorization, access.token)) {
+        return sendError(res, {
+          status: 401,
+          message: 'This engine answers only the gateway that started it',
+          type: 'authentication_error',
+          param: null,
+          code: 'invalid_api_key',
+        });
+      }
+      access.onContact();
       route(req, res).catch((error: unknown) => {
         log(`[engine] request failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
         if (!res.headersSent) sendError(res, serverError(500, 'Internal engine error', 'internal_error'));

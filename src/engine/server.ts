@@ -58,6 +58,17 @@ export type EngineServerOptions = {
   llama?: Llama;
   /** Receives llama.cpp warning/error log lines. Default: standard error. */
   log?: (line: string) => void;
+  /**
+   * When set, every request must carry `Authorization: Bearer <token>` (the gateway passes one
+   * per engine at spawn); others get 401. Default: none (an engine run by hand answers anyone).
+   */
+  token?: string;
+  /**
+   * When set, `onIdle` is called once no request has come for this long (its gateway is gone and
+   * none adopted it: the gateway polls /health of every replica it serves). Default: never.
+   */
+  idleExitMs?: number;
+  onIdle?: () => void;
 };
 
 export type EngineServer = {
@@ -84,7 +95,7 @@ export const ENGINE_DEFAULTS = {
  */
 export const MAX_SEQUENCES = 256;
 
-type ResolvedOptions = Required<Omit<EngineServerOptions, 'llama' | 'log' | 'threads'>> & {
+type ResolvedOptions = Required<Omit<EngineServerOptions, 'llama' | 'log' | 'threads' | 'token' | 'idleExitMs' | 'onIdle'>> & {
   threads: number | undefined;
   /** Sequences decoded at once: maxBatchSize, up to MAX_SEQUENCES. */
   sequences: number;
@@ -131,9 +142,25 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
   const held: { scheduler?: Scheduler } = {};
   const engine = await loadEngine(config, options.llama, log, () => held.scheduler?.active ?? 0);
   const scheduler = (held.scheduler = new Scheduler(engine.model, engine.renderer, engine.sequences, config));
-  const routes = createRoutes(config, scheduler, log);
+  let lastContactAt = performance.now();
+  const routes = createRoutes(config, scheduler, log, {
+    ...(options.token ? { token: options.token } : {}),
+    onContact: () => void (lastContactAt = performance.now()),
+  });
   const { inflight } = routes;
   const server: Server = createServer(routes.handle);
+  const idleExitMs = options.idleExitMs;
+  const idleWatch =
+    idleExitMs === undefined
+      ? undefined
+      : setInterval(
+          () => {
+            if (inflight.size > 0 || performance.now() - lastContactAt < idleExitMs) return;
+            clearInterval(idleWatch);
+            options.onIdle?.();
+          },
+          Math.max(10, Math.min(idleExitMs / 4, 5_000)),
+        ).unref();
 
   try {
     await new Promise<void>((resolve, reject) => {
@@ -159,6 +186,7 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
   /** Ends the grace period early (a later close() call with a shorter grace). */
   let endGrace: (() => void) | null = null;
   async function close(graceMs: number): Promise<void> {
+    clearInterval(idleWatch);
     routes.drain();
     const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();

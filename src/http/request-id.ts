@@ -32,9 +32,10 @@ export function assignRequestId(req: IncomingMessage, res: ServerResponse): stri
   return id;
 }
 
-export type Log = (message: string, error?: unknown) => void;
+/** A component's log callback; `fields` are structured context (the request id) for the logger (src/log.ts). */
+export type Log = (message: string, error?: unknown, fields?: Record<string, unknown>) => void;
 
 /** The log line of a failure: what failed, and the request it belongs to. */
 export function logFailure(log: Log, requestId: string, what: string, error: unknown): void {
-  log(`${what} failed (request ${requestId})`, error);
+  log(`${what} failed (request ${requestId})`, error, { reqId: requestId });
 }

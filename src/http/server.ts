@@ -11,7 +11,13 @@ import { AccessWatch } from '../live/access-watch.js';
 import { EventHub } from '../live/event-hub.js';
 import { ChatRouter, type RouterOptions } from '../router/chat-router.js';
 import { RequestRecorder } from '../router/request-recorder.js';
+import { GatewayPrometheus } from '../router/prometheus.js';
+import { MetricsUpkeep } from '../services/metrics-upkeep.js';
+import { METRICS_PATH, metricsRoute } from './rest/metrics-route.js';
 import { CHAT_PATH, handleChatCompletion } from './rest/chat-routes.js';
+import { handleOpenAIRoute, OPENAI_PREFIX } from './rest/models-routes.js';
+import type { Logger } from 'pino';
+import { logAccess } from './access-log.js';
 import { endpointRoutes } from './rest/endpoint-routes.js';
 import { isServerFailure, type Failure } from '../domain/errors.js';
 import { sendJson } from './body.js';
@@ -41,6 +47,8 @@ export interface GatewayOptions {
   host: string;
   /** Where failures are logged; each line names the request id the client was answered with (`x-request-id`). */
   log?: Log;
+  /** When set, one access line per request goes here (src/http/access-log.ts). */
+  logger?: Logger;
   /** Chat routing: how long requests wait for a waking endpoint and for a free slot. */
   router?: RouterOptions;
   /** Live-status signals buffered per subscriber. @default 1000 */
@@ -53,6 +61,15 @@ export interface GatewayOptions {
   graphql?: GraphQLSecurityOptions;
   /** Origins whose browser scripts may call (CORS); `*` for any, never with credentials. @default none */
   corsOrigins?: readonly string[];
+  /** /metrics access, request recording's buffer, and retention. @default no scrape token, 10000 buffered, 30 and 90 days */
+  metrics?: {
+    token?: string | undefined;
+    maxBuffered?: number;
+    requestLogRetentionDays?: number;
+    metricsRetentionDays?: number;
+    /** How often replica counts are sampled. @default 10000 */
+    sampleMs?: number;
+  };
 }
 
 /** The last-resort GraphQL answer for an error thrown past yoga: the GraphQL table's error, or a masked one. */
@@ -67,7 +84,23 @@ export async function startGateway(services: Services, options: GatewayOptions):
   const log: Log = options.log ?? ((message, error) => console.error(message, error));
   // The process's own wiring gets the database; the handlers get the services only.
   const db = databaseOf(services);
-  const recorder = new RequestRecorder(db, 250, log);
+  const metricsOptions = options.metrics ?? {};
+  // Recording stays off the request path: outcomes are buffered, then observed (Prometheus) and written in batches.
+  const prometheus = new GatewayPrometheus(() => recorder.dropped);
+  const recorder = new RequestRecorder(db, 250, log, {
+    ...(metricsOptions.maxBuffered ? { maxBuffered: metricsOptions.maxBuffered } : {}),
+    observe: (batch) => prometheus.observe(batch),
+    onWritten: (ids) => services.metrics.live.changed(ids),
+  });
+  const upkeep = new MetricsUpkeep(db, {
+    ...(metricsOptions.requestLogRetentionDays ? { requestLogRetentionDays: metricsOptions.requestLogRetentionDays } : {}),
+    ...(metricsOptions.metricsRetentionDays ? { metricsRetentionDays: metricsOptions.metricsRetentionDays } : {}),
+    ...(metricsOptions.sampleMs ? { sampleMs: metricsOptions.sampleMs } : {}),
+    onSample: (samples) => prometheus.replicaCounts(samples),
+    log,
+  });
+  upkeep.start();
+  const metricsEndpoint = metricsRoute(services, prometheus, metricsOptions.token);
   const chat = new ChatRouter(db, services, recorder, options.router);
   const hub = new EventHub(db, log);
   await hub.start();
@@ -100,8 +133,12 @@ export async function startGateway(services: Services, options: GatewayOptions):
       await yoga(req, res);
     } else if (url.pathname === CHAT_PATH) {
       await handleChatCompletion(req, res, services, chat, log);
+    } else if (url.pathname.startsWith(OPENAI_PREFIX)) {
+      await handleOpenAIRoute(req, res, url, services, log);
     } else if (url.pathname.startsWith('/dedicated/')) {
       await rest.handle(req, res, url, log);
+    } else if (url.pathname === METRICS_PATH) {
+      await metricsEndpoint(req, res);
     } else if (url.pathname === '/healthz') {
       sendJson(res, 200, { status: 'ok' });
     } else if (url.pathname === '/readyz') {
@@ -115,6 +152,7 @@ export async function startGateway(services: Services, options: GatewayOptions):
   const server = http.createServer((req, res) => {
     // Every answer carries the request's id; every log line about it names the id.
     const requestId = assignRequestId(req, res);
+    if (options.logger) logAccess(options.logger, services, req, res, requestId);
     // Whatever a handler throws or rejects with is logged and answered 500 (masked), or ends the response: never the process.
     dispatch(req, res).catch((error: unknown) => {
       // A client error or a database outage gets its 4xx or 503 (src/http/failures.ts); only the rest is a bug worth a log.
@@ -156,6 +194,8 @@ export async function startGateway(services: Services, options: GatewayOptions):
       await new Promise<void>((resolve) => server.close(() => resolve()));
       chat.close();
       await recorder.close();
+      await upkeep.close();
+      services.metrics.live.close();
       await hub.close();
       await access.close();
     },

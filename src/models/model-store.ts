@@ -7,7 +7,8 @@
  */
 import type { EndpointSpec } from '../domain/endpoint-spec.js';
 import { ModelSourceError } from './errors.js';
-import { GgufFormatError, readGgufHeader, trainedContextLength } from './gguf-header.js';
+import { GgufFormatError, readGgufHeader, trainedContextLength, type GgufHeader } from './gguf-header.js';
+import { resolveTokenLimits, tokensThatFit, type TokenLimits } from './token-limits.js';
 import { resolveHubModel, type HubAccessOptions, type ResolvedHubModel } from './hf-hub.js';
 import type { DownloadProgress, ModelCache } from './model-cache.js';
 import type { RetryPolicy, RetryReporter } from './retry.js';
@@ -43,7 +44,16 @@ export interface PreparedModel {
   path: string | null;
 }
 
-export class SettingsError extends Error {}
+/** Settings that do not fit the model or engine; `advice` says what to change. */
+export class SettingsError extends Error {
+  constructor(
+    message: string,
+    readonly advice?: string,
+  ) {
+    super(message);
+    this.name = 'SettingsError';
+  }
+}
 
 export interface ModelStoreOptions {
   cache: ModelCache;
@@ -159,23 +169,26 @@ export class ModelStore {
   }
 }
 
-/**
- * Checks the endpoint's settings against the built-in engine (batch size) and
- * the model (token limits against its trained context), and that the file is
- * a GGUF the built-in engine can run.
- */
 /** llama.cpp decodes at most this many sequences in one context. */
 export const BUILT_IN_ENGINE_MAX_SEQUENCES = 256;
 
-export async function checkModelSettings(path: string, spec: EndpointSpec): Promise<void> {
+/**
+ * Checks the endpoint's settings against the built-in engine (batch size) and
+ * the model (token limits against its trained context), and that the file is
+ * a GGUF the built-in engine can run. Returns the token limits to run with:
+ * limits left out follow the model (token-limits.ts), bounded by
+ * `memoryBytes`, the instance's memory, when known.
+ */
+export async function checkModelSettings(path: string, spec: EndpointSpec, memoryBytes?: number): Promise<TokenLimits> {
   if (spec.advanced.maxBatchSize > BUILT_IN_ENGINE_MAX_SEQUENCES) {
     throw new SettingsError(
       `max_batch_size (${spec.advanced.maxBatchSize}) is larger than the built-in engine's ${BUILT_IN_ENGINE_MAX_SEQUENCES} sequences; use ENGINE_COMMAND for larger batches`,
+      `lower max_batch_size to at most ${BUILT_IN_ENGINE_MAX_SEQUENCES} with an update, then restart the endpoint`,
     );
   }
-  let context: number | undefined;
+  let header: GgufHeader;
   try {
-    context = trainedContextLength(await readGgufHeader(path));
+    header = await readGgufHeader(path);
   } catch (error) {
     if (error instanceof GgufFormatError) {
       throw new ModelSourceError(
@@ -185,12 +198,10 @@ export async function checkModelSettings(path: string, spec: EndpointSpec): Prom
     }
     throw error;
   }
-  if (context === undefined) return;
-  const { maxInputLength, maxTokenCount } = spec.advanced;
-  if (maxInputLength > context) {
-    throw new SettingsError(`max_input_length (${maxInputLength}) is larger than the model's context (${context} tokens)`);
-  }
-  if (maxTokenCount > context) {
-    throw new SettingsError(`max_token_count (${maxTokenCount}) is larger than the model's context (${context} tokens)`);
-  }
+  const context = trainedContextLength(header);
+  const fit =
+    spec.advanced.maxTokenCountAuto && memoryBytes !== undefined
+      ? await tokensThatFit(header, path, memoryBytes, spec.advanced.maxBatchSize)
+      : undefined;
+  return resolveTokenLimits(spec.advanced, context, fit);
 }

@@ -25,13 +25,14 @@ import type { Sql } from '../storage/database.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import { EndpointGate, QueueRefusedError, QueueTimeoutError } from './admission.js';
+import { ContentCapture } from './content-capture.js';
 import { once } from './once.js';
 import { checkAgainstSpec, checkPromptTokens, mayBreakTokenLimits } from './pre-admission.js';
 import { QueueDepthPublisher } from './queue-depths.js';
 import type { RequestRecorder } from './request-recorder.js';
 import { clientClosed, modelRequired, noReplicaAnswered, refused, waitedTooLong } from './route-errors.js';
 import { ServingView } from './serving-view.js';
-import { modelNotFound, ServingWait } from './serving-wait.js';
+import { ambiguousModel, modelNotFound, ServingWait } from './serving-wait.js';
 import { Upstream } from './upstream.js';
 
 export interface RouterOptions {
@@ -68,6 +69,8 @@ export interface RoutedRequest {
   /** When the gateway received the request. */
   startedAt: number;
   queuedMs: number;
+  /** Set only when the serving version logs content (enable_content_logging): the relay hands it the answer. */
+  capture?: ContentCapture;
   /** Frees the slot and records the outcome; call exactly once, when the answer ended or was abandoned. */
   finish(outcome: {
     promptTokens: number | null;
@@ -135,16 +138,55 @@ export class ChatRouter {
 
   async route(principal: Principal, body: unknown, signal: AbortSignal): Promise<RouteResult> {
     const startedAt = performance.now();
+    const seen: { endpoint?: EndpointRecord } = {};
+    const result = await this.routeRequest(principal, body, signal, startedAt, seen);
+    // A request refused once its endpoint was found counts in the endpoint's metrics (the request log keeps served ones).
+    if (result.type === 'error' && seen.endpoint) this.recordRefusal(principal, seen.endpoint, body, result.error, startedAt);
+    return result;
+  }
+
+  private recordRefusal(principal: Principal, endpoint: EndpointRecord, body: unknown, error: OpenAIError, startedAt: number): void {
+    const durationMs = performance.now() - startedAt;
+    this.recorder.record({
+      endpointId: endpoint.id,
+      replicaId: null,
+      teamId: endpoint.teamId,
+      userId: principal.user.id,
+      stream: (body as { stream?: unknown }).stream === true,
+      httpStatus: error.status,
+      promptTokens: null,
+      completionTokens: null,
+      ttftMs: null,
+      durationMs,
+      queuedMs: 0,
+      finishReason: null,
+      cancelled: error.code === 'client_closed',
+      errorCode: error.code,
+      startedAt: new Date(Date.now() - durationMs),
+      refused: true,
+    });
+  }
+
+  private async routeRequest(
+    principal: Principal,
+    body: unknown,
+    signal: AbortSignal,
+    startedAt: number,
+    seen: { endpoint?: EndpointRecord },
+  ): Promise<RouteResult> {
     const parsed = parseChatRequest(body);
     if (!parsed.ok) return fail(parsed.error);
     const model = (body as { model?: unknown }).model;
     if (typeof model !== 'string' || model === '') return fail(modelRequired());
-    const found = await this.endpointFor(principal, model, false);
+    const named = await this.modelNamed(principal, model);
+    if (named && typeof named !== 'string') return fail(named);
+    const found = await this.endpointFor(principal, named ?? model, false);
     if (!found) return fail(modelNotFound(model));
+    seen.endpoint = found;
     // Before any wait (for a wake, or for a slot): what the spec alone refuses.
     const overSpec = checkAgainstSpec(parsed.request, found);
     if (overSpec) return fail(overSpec);
-    this.recorder.seen(model);
+    this.recorder.seen(found.id);
 
     const ready = await this.serving.until(principal, found, signal);
     if ('status' in ready) return fail(ready);
@@ -214,6 +256,12 @@ export class ChatRouter {
       const done = this.upstream.begin(replica.id);
       try {
         const upstream = await this.upstream.send(replica, request, body, signal);
+        // Content is captured only when the version serving it (the endpoint's current one) has content logging on.
+        const { current } = endpoint;
+        const capture =
+          current.spec.advanced.enableContentLogging && replica.versionIndex === current.versionIndex
+            ? new ContentCapture(request.messages, replica.versionIndex)
+            : undefined;
         const finish: RoutedRequest['finish'] = (outcome) => {
           done();
           release();
@@ -228,9 +276,12 @@ export class ChatRouter {
             queuedMs,
             startedAt: new Date(Date.now() - (performance.now() - startedAt)),
             ...outcome,
+            ...(capture ? { content: capture } : {}),
           });
         };
-        return { type: 'ok', value: { endpoint, replica, request, upstream, startedAt, queuedMs, finish: once(finish) } };
+        const routed: RoutedRequest = { endpoint, replica, request, upstream, startedAt, queuedMs, finish: once(finish) };
+        if (capture) routed.capture = capture;
+        return { type: 'ok', value: routed };
       } catch {
         done();
         if (signal.aborted) {
@@ -242,6 +293,18 @@ export class ChatRouter {
     }
     release();
     return fail(noReplicaAnswered(endpoint.id));
+  }
+
+  /**
+   * A `model` that is not an endpoint id may name one of the caller's
+   * endpoints: its id when the name is unique, an error listing the ids when
+   * it is not, undefined otherwise (the id path answers model_not_found).
+   */
+  private async modelNamed(principal: Principal, model: string): Promise<string | OpenAIError | undefined> {
+    if (/^ep_[0-9a-z]+$/.test(model)) return undefined;
+    const ids = await this.services.chatAccess.endpointIdsNamed(principal, model);
+    if (ids.length <= 1) return ids[0];
+    return ambiguousModel(model, ids);
   }
 
   /** The endpoint, if the caller may use it; cached records serve the hot path (see serving-view.ts). */

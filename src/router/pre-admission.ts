@@ -15,6 +15,7 @@
  *   capacity learns it without a round trip to a busy replica.
  */
 import http from 'node:http';
+import { engineAuthHeaders } from '../runtime/runtime.js';
 import { checkRequestedTokens, checkTokenLimits, type ChatRequest, type RequestError } from '../domain/chat-request.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
@@ -57,13 +58,13 @@ interface Answer {
   body: unknown;
 }
 
-function postJson(agent: http.Agent, url: string, payload: unknown, signal: AbortSignal): Promise<Answer> {
+function postJson(agent: http.Agent, url: string, payload: unknown, signal: AbortSignal, token: string | null): Promise<Answer> {
   const text = JSON.stringify(payload);
   return new Promise((resolve, reject) => {
     const req = http.request(url, {
       method: 'POST',
       agent,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...engineAuthHeaders(token) },
       signal,
     });
     req.once('error', reject);
@@ -113,6 +114,7 @@ export async function checkPromptTokens(
       `${replica.address}/tokenize`,
       { model: endpoint.id, messages: request.messages, chat_template_kwargs: request.chatTemplateKwargs, add_generation_prompt: true },
       AbortSignal.any([signal, AbortSignal.timeout(TOKENIZE_TIMEOUT_MS)]),
+      replica.token,
     );
   } catch {
     return undefined;

@@ -101,6 +101,7 @@ class StreamMeter {
    * decoded; anything else is read as text by `observe`.
    */
   observeEvent(event: Buffer): boolean {
+    this.routed.capture?.event(event);
     if (this.ttftMs === null || event.length < SHORT_EVENT_BYTES || hasUsageObject(event))
       return this.observe(eventData(event.toString('utf8')));
     const finish = event.indexOf(FINISH_KEY_BYTES);
@@ -134,6 +135,7 @@ export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string
   try {
     try {
       for await (const data of sseData(routed.upstream)) {
+        routed.capture?.event(data);
         if (meter.observe(data)) yield data;
       }
     } catch (error) {
@@ -205,6 +207,7 @@ export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> 
       // since SSE clients drop an event the stream ends inside.
       const last = partial?.toString('utf8').replace(/\s+$/, '');
       partial = null;
+      if (last) routed.capture?.event(eventData(last));
       if (last && meter.observe(eventData(last)) && !out.destroyed) out.write(`${last}${last.includes('\r') ? '\r\n\r\n' : '\n\n'}`);
       upstreamEnded();
     });
@@ -230,6 +233,7 @@ export async function collectBody(routed: RoutedRequest): Promise<Buffer> {
     completed = true;
   } finally {
     const body = Buffer.concat(chunks);
+    if (completed) routed.capture?.wholeBody(body);
     let usage: Usage | undefined;
     let finishReason: string | null = null;
     if (completed && routed.upstream.statusCode === 200) {

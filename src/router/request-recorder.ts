@@ -1,29 +1,80 @@
 /**
  * Records every routed request (time to first token, tokens in and out,
- * duration) and the endpoints' last-request times, in batches off the hot
- * path: a flush per interval, one statement for each.
+ * duration) and the endpoints' last-request times, off the hot path: a
+ * request only appends its outcome to a bounded buffer. A timer takes the
+ * buffer as one batch per interval, hands it to the observers (Prometheus,
+ * live figures), then writes it: the request log, the captured content of
+ * endpoints with content logging on, the per-minute roll-ups, and the
+ * last-request times, one statement each.
+ *
+ * While a write is still running, outcomes keep collecting; past
+ * `maxBuffered` of them, new ones are dropped and counted (`dropped`), never
+ * waited for: a slow database costs samples, not request latency.
  */
 import type { Sql } from '../storage/database.js';
-import { insertRequestLog, touchEndpoints, type RequestLogEntry } from '../storage/request-log-repository.js';
+import { addMinutes } from '../storage/metrics-repository.js';
+import {
+  insertContent,
+  insertRequestLog,
+  touchEndpoints,
+  type ContentRow,
+  type RequestLogEntry,
+} from '../storage/request-log-repository.js';
+import type { ContentCapture } from './content-capture.js';
+import { rollUp } from './minute-rollup.js';
+
+/** A request's outcome as the router records it: the log entry, and its content when content logging is on. */
+export interface RecordedRequest extends RequestLogEntry {
+  content?: ContentCapture;
+  /** Refused before reaching a replica (400, 429, 503, …): counted in the metrics, not written to the request log. */
+  refused?: boolean;
+}
+
+export interface RecorderOptions {
+  /** How often the buffer is written. @default 250 */
+  intervalMs?: number;
+  /** Outcomes held at most while writes are behind; past it, new ones are dropped and counted. @default 10000 */
+  maxBuffered?: number;
+  /** Sees each batch before it is written (in-memory figures: Prometheus). */
+  observe?: (batch: readonly RecordedRequest[]) => void;
+  /** Called after a batch was written, with the endpoints whose roll-ups changed. */
+  onWritten?: (endpointIds: ReadonlySet<string>) => void;
+}
 
 export class RequestRecorder {
-  private entries: RequestLogEntry[] = [];
+  private entries: RecordedRequest[] = [];
   private lastRequest = new Map<string, Date>();
   private readonly timer: NodeJS.Timeout;
   private flushing: Promise<void> = Promise.resolve();
+  private writing = false;
+  private readonly maxBuffered: number;
+  /** Outcomes dropped because writes fell behind, since start. */
+  dropped = 0;
+  private droppedUnlogged = 0;
 
   constructor(
     private readonly sql: Sql,
     intervalMs = 250,
     private readonly log: (message: string, error?: unknown) => void = () => {},
+    private readonly options: RecorderOptions = {},
   ) {
-    this.timer = setInterval(() => void this.flush(), intervalMs);
+    this.maxBuffered = options.maxBuffered ?? 10_000;
+    this.timer = setInterval(() => {
+      // A write still running keeps its place: the buffer (bounded) waits for the next tick.
+      if (!this.writing) void this.flush();
+    }, options.intervalMs ?? intervalMs);
     this.timer.unref();
   }
 
-  record(entry: RequestLogEntry): void {
-    this.entries.push(entry);
-    this.seen(entry.endpointId);
+  /** Buffers a request's outcome; never waits. */
+  record(entry: RecordedRequest): void {
+    if (this.entries.length >= this.maxBuffered) {
+      this.dropped++;
+      this.droppedUnlogged++;
+    } else {
+      this.entries.push(entry);
+    }
+    if (!entry.refused) this.seen(entry.endpointId);
   }
 
   /** A request reached the endpoint (it counts as activity even before it finishes). */
@@ -37,18 +88,75 @@ export class RequestRecorder {
       const lastRequest = this.lastRequest;
       this.entries = [];
       this.lastRequest = new Map();
+      if (this.droppedUnlogged > 0) {
+        this.log(`request recording fell behind: ${this.droppedUnlogged} request outcomes dropped (${this.dropped} since start)`);
+        this.droppedUnlogged = 0;
+      }
+      if (entries.length === 0 && lastRequest.size === 0) return;
+      this.writing = true;
       try {
-        await insertRequestLog(this.sql, entries);
-        await touchEndpoints(this.sql, lastRequest);
-      } catch (error) {
-        this.log('recording requests failed', error);
+        try {
+          this.options.observe?.(entries);
+        } catch (error) {
+          this.log('observing recorded requests failed', error);
+        }
+        await this.write(entries);
+        try {
+          await touchEndpoints(this.sql, lastRequest);
+        } catch (error) {
+          this.log('recording requests failed', error);
+        }
+      } finally {
+        this.writing = false;
       }
     });
     return this.flushing;
+  }
+
+  private async write(entries: readonly RecordedRequest[]): Promise<void> {
+    if (entries.length === 0) return;
+    const served = entries.filter((e) => !e.refused);
+    let ids: string[] = [];
+    try {
+      ids = await insertRequestLog(this.sql, served.map(withoutExtras));
+    } catch (error) {
+      this.log('recording requests failed', error);
+    }
+    const content: ContentRow[] = [];
+    served.forEach((entry, i) => {
+      const id = ids[i];
+      if (!entry.content || id === undefined) return;
+      content.push({
+        requestLogId: id,
+        endpointId: entry.endpointId,
+        versionIndex: entry.content.versionIndex,
+        messages: entry.content.messages,
+        response: entry.content.response(),
+      });
+    });
+    try {
+      await insertContent(this.sql, content);
+    } catch (error) {
+      // The statement's parameters hold content: only the message is logged.
+      this.log(`recording content logs failed: ${(error as Error).message}`);
+    }
+    const minutes = rollUp(entries);
+    try {
+      await addMinutes(this.sql, minutes);
+      this.options.onWritten?.(new Set(minutes.map((m) => m.endpointId)));
+    } catch (error) {
+      this.log('recording request metrics failed', error);
+    }
   }
 
   async close(): Promise<void> {
     clearInterval(this.timer);
     await this.flush();
   }
+}
+
+/** The log entry alone (the content and flags stay in memory). */
+function withoutExtras(entry: RecordedRequest): RequestLogEntry {
+  const { content: _content, refused: _refused, ...logged } = entry;
+  return logged;
 }

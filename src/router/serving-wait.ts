@@ -8,6 +8,7 @@
  * otherwise at a poll interval (a fallback: announcements can be missed
  * while LISTEN reconnects).
  */
+import { unavailableMessage } from '../domain/failure-advice.js';
 import { isUnavailable } from '../domain/lifecycle.js';
 import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
 import type { ChatAccess } from '../services/chat-access.js';
@@ -62,14 +63,7 @@ export class ServingWait {
       for (let poll = 0; ; poll++) {
         if (await this.options.hasReplica(endpoint, fresh || poll > 0)) return { endpoint };
         if (isUnavailable(endpoint.status)) {
-          const why = endpoint.errorCode ? ` (${endpoint.errorCode})` : '';
-          return openAIError(
-            409,
-            'invalid_request_error',
-            `endpoint '${endpoint.id}' is ${endpoint.status}${why} and serves no requests: restart it`,
-            'endpoint_not_running',
-            'model',
-          );
+          return openAIError(409, 'invalid_request_error', unavailableMessage(endpoint), 'endpoint_not_running', 'model');
         }
         let waitMs = this.options.pollMs ?? Math.min(100 + poll * 50, 500);
         if (!changes) {
@@ -138,6 +132,17 @@ export function modelNotFound(model: string): OpenAIError {
     'not_found_error',
     `The model '${model}' does not exist or you do not have access to it.`,
     'model_not_found',
+    'model',
+  );
+}
+
+/** A chat `model` naming several of the caller's endpoints: 400, listing their ids. */
+export function ambiguousModel(name: string, ids: readonly string[]): OpenAIError {
+  return openAIError(
+    400,
+    'invalid_request_error',
+    `The model name '${name}' matches ${ids.length} of your endpoints (${ids.join(', ')}); pass one of these ids as model.`,
+    'model_ambiguous',
     'model',
   );
 }

@@ -6,6 +6,7 @@
 import http from 'node:http';
 import type { ChatRequest } from '../domain/chat-request.js';
 import type { ReplicaRecord } from '../domain/replica.js';
+import { engineAuthHeaders } from '../runtime/runtime.js';
 
 export class Upstream {
   readonly agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
@@ -50,7 +51,11 @@ export class Upstream {
       const req = http.request(`${replica.address}/v1/chat/completions`, {
         method: 'POST',
         agent: this.agent,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(payload),
+          ...engineAuthHeaders(replica.token),
+        },
         signal,
       });
       req.once('response', resolve);

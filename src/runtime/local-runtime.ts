@@ -6,6 +6,7 @@
  * small state file per replica lets it find (and reap) them.
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { closeSync, openSync, readFileSync, watch, writeSync, type FSWatcher } from 'node:fs';
 import { mkdir, readdir, readFile, rm, writeFile, open } from 'node:fs/promises';
@@ -18,7 +19,14 @@ import { freePort } from '../storage/embedded-postgres.js';
 import { engineCommand } from './engine-command.js';
 import { Nudge } from '../util/nudge.js';
 import type { Inventory } from './gpu-inventory.js';
-import { ReplicaStartError, type EngineHealth, type ReplicaHandle, type ReplicaLaunch, type Runtime } from './runtime.js';
+import {
+  engineAuthHeaders,
+  ReplicaStartError,
+  type EngineHealth,
+  type ReplicaHandle,
+  type ReplicaLaunch,
+  type Runtime,
+} from './runtime.js';
 
 export interface LocalRuntimeOptions {
   /** Directory for replica state files and logs. */
@@ -35,6 +43,8 @@ export interface LocalRuntimeOptions {
   healthPollDelay?: (elapsedMs: number) => number;
   /** Extra environment for engine processes. */
   env?: Record<string, string>;
+  /** An engine that no request reaches for this long (no gateway polls it) drains and exits. @default never */
+  engineIdleExitMs?: number;
 }
 
 interface StateFile {
@@ -192,10 +202,18 @@ export class LocalRuntime implements Runtime {
       log,
       `${SPAWN_LINE_PREFIX}${JSON.stringify({ at: Math.round((performance.timeOrigin + performance.now()) * 1000) / 1000 })}\n`,
     );
+    // The engine answers only callers with this token (in its environment, not its arguments: `ps` shows those).
+    const token = randomBytes(24).toString('base64url');
     const child = spawn(command.file, command.args, {
       detached: true,
       stdio: ['ignore', log, log],
-      env: { ...process.env, ...this.options.env, REPLICA_ID: launch.replicaId },
+      env: {
+        ...process.env,
+        ...this.options.env,
+        REPLICA_ID: launch.replicaId,
+        ENGINE_TOKEN: token,
+        ...(this.options.engineIdleExitMs !== undefined ? { ENGINE_IDLE_EXIT_MS: String(this.options.engineIdleExitMs) } : {}),
+      },
     });
     closeSync(log);
     const pid = await new Promise<number>((resolve, reject) => {
@@ -211,7 +229,7 @@ export class LocalRuntime implements Runtime {
       nudge.poke();
     });
     child.unref();
-    const handle: ReplicaHandle = { replicaId: launch.replicaId, address: `http://127.0.0.1:${port}`, pid, node: this.node };
+    const handle: ReplicaHandle = { replicaId: launch.replicaId, address: `http://127.0.0.1:${port}`, pid, node: this.node, token };
     const state: StateFile = { replicaId: launch.replicaId, endpointId: launch.endpointId, pid, address: handle.address };
     const watcher = watchForProtocolLine(this.logPath(launch.replicaId), nudge);
     try {
@@ -293,7 +311,7 @@ export class LocalRuntime implements Runtime {
   }
 
   health(handle: ReplicaHandle, timeoutMs = 2000): Promise<EngineHealth | undefined> {
-    return getJson(`${handle.address}/health`, timeoutMs) as Promise<EngineHealth | undefined>;
+    return getJson(`${handle.address}/health`, timeoutMs, engineAuthHeaders(handle.token)) as Promise<EngineHealth | undefined>;
   }
 
   async logTail(replicaId: string): Promise<string> {
@@ -345,7 +363,7 @@ export class LocalRuntime implements Runtime {
 const healthAgent = new http.Agent({ keepAlive: true, maxSockets: 2, timeout: 2000 });
 
 /** GET a JSON document; undefined for anything but a 200 with JSON within `timeoutMs` (never a rejection). */
-function getJson(url: string, timeoutMs: number): Promise<unknown> {
+function getJson(url: string, timeoutMs: number, headers: Record<string, string>): Promise<unknown> {
   return new Promise((resolve) => {
     let req: http.ClientRequest;
     const settle = (value: unknown) => {
@@ -358,7 +376,7 @@ function getJson(url: string, timeoutMs: number): Promise<unknown> {
       req?.destroy();
     }, timeoutMs);
     try {
-      req = http.get(url, { agent: healthAgent }, (res) => {
+      req = http.get(url, { agent: healthAgent, headers }, (res) => {
         if (res.statusCode !== 200) {
           res.resume();
           return settle(undefined);

@@ -33,6 +33,13 @@ export interface ReplicaHandle {
   address: string;
   pid: number;
   node: string;
+  /** The engine's token, sent as a bearer token on every call (engines started before tokens have none). */
+  token?: string;
+}
+
+/** The Authorization header of every call to an engine (its token, passed at spawn as ENGINE_TOKEN). */
+export function engineAuthHeaders(token: string | null | undefined): Record<string, string> {
+  return token ? { authorization: `Bearer ${token}` } : {};
 }
 
 /** The engine's own account of its load, from GET /health. */

@@ -20,6 +20,18 @@ import { readyReplicas } from '../storage/replicas-repository.js';
 import type { EndpointService } from './endpoint-service.js';
 import { visibleTo, type Principal } from './principal.js';
 
+/** An endpoint as GET /dedicated/v1/models lists it. */
+export interface CallableModel {
+  id: string;
+  teamId: string;
+  name: string;
+  status: string;
+  createdAt: Date;
+}
+
+/** The most endpoints one models list names. */
+const MAX_MODELS = 1000;
+
 export class ChatAccess {
   constructor(
     private readonly db: Queryable,
@@ -47,6 +59,37 @@ export class ChatAccess {
   /** Read and check in one: the endpoint the caller may use, or undefined. */
   async endpointFor(principal: Principal, id: string): Promise<EndpointRecord | undefined> {
     return this.usableBy(principal, await this.readEndpoint(id));
+  }
+
+  /**
+   * The endpoints the caller may send chat requests to (its teams', not
+   * deleted), oldest first, for GET /dedicated/v1/models.
+   */
+  async callableModels(principal: Principal): Promise<CallableModel[]> {
+    const teams = [...principal.memberships.keys()];
+    if (teams.length === 0) return [];
+    const rows = await this.db<{ id: string; team_id: string; name: string; status: string; created_at: Date }[]>`
+      SELECT e.id, e.team_id, v.name, e.status, e.created_at FROM endpoints e
+      JOIN endpoint_versions v ON v.endpoint_id = e.id AND v.version_index = e.current_version
+      WHERE e.team_id = ANY(${teams}) AND e.deleted_at IS NULL
+      ORDER BY e.created_at, e.id LIMIT ${MAX_MODELS}`;
+    return rows.map((r) => ({ id: r.id, teamId: r.team_id, name: r.name, status: r.status, createdAt: r.created_at }));
+  }
+
+  /**
+   * The ids of the caller's endpoints (its teams', not deleted) whose current
+   * name is `name`: a chat `model` may name an endpoint so when the name is
+   * unique. At most `limit` ids.
+   */
+  async endpointIdsNamed(principal: Principal, name: string, limit = 10): Promise<string[]> {
+    const teams = [...principal.memberships.keys()];
+    if (teams.length === 0) return [];
+    const rows = await this.db<{ id: string }[]>`
+      SELECT e.id FROM endpoints e
+      JOIN endpoint_versions v ON v.endpoint_id = e.id AND v.version_index = e.current_version
+      WHERE e.team_id = ANY(${teams}) AND e.deleted_at IS NULL AND v.name = ${name}
+      ORDER BY e.created_at, e.id LIMIT ${limit}`;
+    return rows.map((r) => r.id);
   }
 
   /** The ready replicas of endpoints (ids the caller got through `usableBy`). */

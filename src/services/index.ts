@@ -8,6 +8,7 @@ import type { Sql } from '../storage/database.js';
 import { ChatAccess } from './chat-access.js';
 import { EndpointService } from './endpoint-service.js';
 import { IdentityService } from './identity-service.js';
+import { MetricsService } from './metrics-service.js';
 import { Authenticator } from './principal.js';
 import { RequestReads } from './request-reads.js';
 
@@ -17,6 +18,8 @@ export interface Services {
   identity: IdentityService;
   /** What the chat router reads, and its access check. */
   chatAccess: ChatAccess;
+  /** Endpoint metrics series, request activity and live figures. */
+  metrics: MetricsService;
   /** One request's batched reads (GraphQL's dataloaders); call once per request. */
   requestReads(): RequestReads;
 }
@@ -37,6 +40,7 @@ export function createServices(db: Sql, hooks: ServiceHooks = {}): Services {
     endpoints,
     identity,
     chatAccess: new ChatAccess(db, endpoints),
+    metrics: new MetricsService(db),
     requestReads: () => new RequestReads(db),
   };
   databases.set(services, db);

@@ -92,6 +92,8 @@ interface CacheEntry {
  */
 export class Authenticator {
   private readonly cache: LRUCache<string, CacheEntry>;
+  /** The key id of each Authorization value that authenticated lately: for access log lines (never the key). */
+  private readonly keyIds = new LRUCache<string, string>({ max: 10_000, ttl: 600_000 });
 
   constructor(
     private readonly db: Queryable,
@@ -108,7 +110,11 @@ export class Authenticator {
     const entry: CacheEntry = { result: authenticate(this.db, authorization, teamHeader) };
     // Only successes are kept: a wrong key is checked again next time.
     const drop = () => this.cache.peek(key) === entry && this.cache.delete(key);
-    entry.result.then((r) => (r.type === 'ok' ? (entry.userId = r.value.user.id) : drop()), drop);
+    entry.result.then((r) => {
+      if (r.type !== 'ok') return drop();
+      entry.userId = r.value.user.id;
+      if (authorization && r.value.keyId) this.keyIds.set(authorization, r.value.keyId);
+    }, drop);
     this.cache.set(key, entry);
     return entry.result;
   }
@@ -122,6 +128,11 @@ export class Authenticator {
     const stale: string[] = [];
     for (const [key, entry] of this.cache.entries()) if (entry.userId === undefined || entry.userId === userId) stale.push(key);
     for (const key of stale) this.cache.delete(key);
+  }
+
+  /** The id of the key in `authorization` when it authenticated lately (no statement: for log lines). */
+  keyIdOf(authorization: string | undefined): string | undefined {
+    return authorization ? this.keyIds.get(authorization) : undefined;
   }
 
   /** Forgets every cached principal (changes may have gone unannounced). */

@@ -17,13 +17,13 @@ import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } f
 export const VERSION_COLUMNS = `
   v.endpoint_id, v.version_index, v.name, v.instance_id, v.hf_model_repo, v.hf_model_repo_revision, v.wandb_artifact,
   v.autoscaling_min, v.autoscaling_max, v.autoscaling_cooldown, v.max_batch_size, v.max_token_count,
-  v.max_input_length, v.tokenizer_skip_special_tokens, v.tokenizer_add_special_tokens,
+  v.max_input_length, v.max_token_count_auto, v.max_input_length_auto, v.tokenizer_skip_special_tokens, v.tokenizer_add_special_tokens,
   v.enable_content_logging, v.comment, v.rollout_state, v.rolled_back_from, v.model, v.creator_id,
   v.created_at AS version_created_at`;
 
 export const ENDPOINT_COLUMNS = `
   e.id, e.seq, e.project_id, e.team_id, e.creator_id AS endpoint_creator_id, e.status, e.phase,
-  e.error_code, e.desired_state, e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt,
+  e.error_code, e.error_message, e.desired_state, e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt,
   e.created_at, e.updated_at, e.progress, e.last_request_at, e.deleted_at IS NOT NULL AS deleted, ${VERSION_COLUMNS}`;
 
 export const CURRENT_VERSION_JOIN = 'JOIN endpoint_versions v ON v.endpoint_id = e.id AND v.version_index = e.current_version';
@@ -42,6 +42,8 @@ export interface VersionRow {
   max_batch_size: number;
   max_token_count: number;
   max_input_length: number;
+  max_token_count_auto: boolean;
+  max_input_length_auto: boolean;
   tokenizer_skip_special_tokens: boolean;
   tokenizer_add_special_tokens: boolean;
   enable_content_logging: boolean;
@@ -62,6 +64,7 @@ export interface EndpointRow extends VersionRow {
   status: EndpointStatus;
   phase: EndpointPhase | null;
   error_code: EndpointErrorCode | null;
+  error_message: string | null;
   desired_state: DesiredState;
   curr_replica_cnt: number;
   desired_replica_cnt: number;
@@ -92,6 +95,8 @@ export function toVersion(r: VersionRow): VersionRecord {
         tokenizerSkipSpecialTokens: r.tokenizer_skip_special_tokens,
         tokenizerAddSpecialTokens: r.tokenizer_add_special_tokens,
         enableContentLogging: r.enable_content_logging,
+        ...(r.max_token_count_auto ? { maxTokenCountAuto: true } : {}),
+        ...(r.max_input_length_auto ? { maxInputLengthAuto: true } : {}),
       },
     },
     comment: r.comment,
@@ -113,6 +118,7 @@ export function toEndpoint(r: EndpointRow): EndpointRecord {
     status: r.status,
     phase: r.phase,
     errorCode: r.error_code,
+    errorMessage: r.error_message,
     desiredState: r.desired_state,
     currReplicaCnt: r.curr_replica_cnt,
     desiredReplicaCnt: r.desired_replica_cnt,

@@ -14,12 +14,14 @@ interface ReplicaRow {
   state: ReplicaState;
   address: string | null;
   pid: number | null;
+  engine_token: string | null;
   last_error: string | null;
   created_at: Date;
   ready_at: Date | null;
 }
 
-const COLUMNS = 'id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state, address, pid, last_error, created_at, ready_at';
+const COLUMNS =
+  'id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state, address, pid, engine_token, last_error, created_at, ready_at';
 
 const toReplica = (r: ReplicaRow): ReplicaRecord => ({
   id: r.id,
@@ -32,6 +34,7 @@ const toReplica = (r: ReplicaRow): ReplicaRecord => ({
   state: r.state,
   address: r.address,
   pid: r.pid,
+  token: r.engine_token,
   lastError: r.last_error,
   createdAt: r.created_at,
   readyAt: r.ready_at,
@@ -100,13 +103,14 @@ export async function reserveReplica(
 export async function markReplica(
   db: Queryable,
   id: string,
-  change: { state: ReplicaState; address?: string; pid?: number; lastError?: string },
+  change: { state: ReplicaState; address?: string; pid?: number; token?: string; lastError?: string },
 ): Promise<void> {
   await db`
     UPDATE replicas SET
       state = ${change.state},
       address = coalesce(${change.address ?? null}, address),
       pid = coalesce(${change.pid ?? null}::int, pid),
+      engine_token = coalesce(${change.token ?? null}, engine_token),
       last_error = coalesce(${change.lastError ?? null}, last_error),
       ready_at = CASE WHEN ${change.state} = 'READY' THEN now() ELSE ready_at END,
       stopped_at = CASE WHEN ${change.state} IN ('STOPPED', 'FAILED') THEN now() ELSE stopped_at END

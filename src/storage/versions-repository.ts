@@ -23,14 +23,15 @@ export async function insertVersion(
       endpoint_id, version_index, name, instance_id, hf_model_repo, hf_model_repo_revision, wandb_artifact,
       autoscaling_min, autoscaling_max, autoscaling_cooldown, max_batch_size, max_token_count,
       max_input_length, tokenizer_skip_special_tokens, tokenizer_add_special_tokens,
-      enable_content_logging, comment, rolled_back_from, creator_id
+      enable_content_logging, comment, rolled_back_from, creator_id, max_token_count_auto, max_input_length_auto
     ) VALUES (
       ${v.endpointId}, ${v.versionIndex}, ${spec.name}, ${spec.instanceId}, ${hub?.repo ?? null},
       ${hub?.revision ?? null}, ${artifact}, ${spec.autoscaling.minReplica}, ${spec.autoscaling.maxReplica},
       ${spec.autoscaling.cooldownPeriod}, ${spec.advanced.maxBatchSize}, ${spec.advanced.maxTokenCount},
       ${spec.advanced.maxInputLength}, ${spec.advanced.tokenizerSkipSpecialTokens},
       ${spec.advanced.tokenizerAddSpecialTokens}, ${spec.advanced.enableContentLogging}, ${v.comment},
-      ${v.rolledBackFrom ?? null}, ${v.creatorId}
+      ${v.rolledBackFrom ?? null}, ${v.creatorId}, ${spec.advanced.maxTokenCountAuto === true},
+      ${spec.advanced.maxInputLengthAuto === true}
     )`;
 }
 

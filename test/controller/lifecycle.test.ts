@@ -4,6 +4,7 @@
  */
 import { beforeAll, describe, expect, test } from 'vitest';
 import {
+  engineFetch,
   liveReplicaRows,
   startTestApp,
   statusOf,
@@ -26,8 +27,8 @@ beforeAll(async () => {
   project = await alice.project('lifecycle');
 });
 
-async function chat(address: string, content = 'Hello') {
-  const res = await fetch(`${address}/v1/chat/completions`, {
+async function chat(replica: { address: string; engine_token: string | null }, content = 'Hello') {
+  const res = await engineFetch(replica, '/v1/chat/completions', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ messages: [{ role: 'user', content }], max_tokens: 4, temperature: 0, seed: 1 }),
@@ -52,7 +53,7 @@ describe('one endpoint through its whole life', () => {
     const [replica] = await liveReplicaRows(t.sql, id);
     expect(replica).toMatchObject({ state: 'READY', version_index: 0 });
     // A direct request to the replica's engine generates from the tiny model.
-    const answer = await chat(replica!.address);
+    const answer = await chat(replica!);
     expect(answer.status).toBe(200);
     expect(answer.body.choices[0]!.message.content.length).toBeGreaterThan(0);
     // The version records what the model resolved to.
@@ -95,7 +96,7 @@ describe('one endpoint through its whole life', () => {
     const replicas = await liveReplicaRows(t.sql, id);
     expect(replicas.map((r) => r.version_index)).toEqual([1]);
     expect(replicas[0]!.id).not.toBe(old!.id);
-    const health = (await (await fetch(`${replicas[0]!.address}/health`)).json()) as { maxBatchSize: number };
+    const health = (await (await engineFetch(replicas[0]!, '/health')).json()) as { maxBatchSize: number };
     expect(health.maxBatchSize).toBe(3);
   });
 
@@ -111,7 +112,7 @@ describe('one endpoint through its whole life', () => {
     expect((await statusTrail(t.sql, id)).slice(-2)).toEqual(['UPDATING', 'RUNNING INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR']);
     const replicas = await liveReplicaRows(t.sql, id);
     expect(replicas.map((r) => [r.id, r.version_index])).toEqual([[serving!.id, 1]]);
-    expect((await chat(serving!.address)).status).toBe(200);
+    expect((await chat(serving!)).status).toBe(200);
     const [version] = await t.sql`SELECT rollout_state FROM endpoint_versions WHERE endpoint_id = ${id} AND version_index = 2`;
     expect(version!.rollout_state).toBe('FAILED');
     expect(await statusOf(t.sql, id)).toMatchObject({ curr: 1, updated: 0 });

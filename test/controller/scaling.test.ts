@@ -3,6 +3,7 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { beforeAll, describe, expect, test } from 'vitest';
 import {
+  engineFetch,
   liveReplicaRows,
   startTestApp,
   statusOf,
@@ -35,8 +36,8 @@ function alive(pid: number): boolean {
 }
 
 /** A long generation straight to a replica (the gateway's router comes with chat completions); aborting it cancels it. */
-function longRequest(address: string, maxTokens: number, signal: AbortSignal) {
-  return fetch(`${address}/v1/chat/completions`, {
+function longRequest(replica: { address: string; engine_token: string | null }, maxTokens: number, signal: AbortSignal) {
+  return engineFetch(replica, '/v1/chat/completions', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ messages: [{ role: 'user', content: 'go' }], max_tokens: maxTokens, temperature: 0 }),
@@ -57,7 +58,7 @@ describe('autoscaler', () => {
     const [first] = await liveReplicaRows(t.sql, id);
     // Six requests against a batch size of 1 queue up on the only replica.
     const clients = new AbortController();
-    const load = Array.from({ length: 6 }, () => longRequest(first!.address, 4000, clients.signal));
+    const load = Array.from({ length: 6 }, () => longRequest(first!, 4000, clients.signal));
     const scaled = await waitFor('three replicas', async () => {
       const s = await statusOf(t.sql, id);
       return s.curr === 3 ? s : undefined;

@@ -10,7 +10,7 @@ import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { standardRepos, statusOf, statusTrail, testEnv, TINY_REPO, waitFor } from '../support/app.js';
+import { engineFetch, standardRepos, statusOf, statusTrail, testEnv, TINY_REPO, waitFor } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
 import { createBody, restClient, type RestClient } from '../support/gateway.js';
@@ -109,12 +109,13 @@ interface ReplicaRow {
   address: string | null;
   pid: number | null;
   version_index: number;
+  engine_token: string | null;
 }
 
 async function replicaRows(id: string): Promise<ReplicaRow[]> {
   return db.sql<
     ReplicaRow[]
-  >`SELECT id, state, address, pid, version_index FROM replicas WHERE endpoint_id = ${id} ORDER BY created_at, id`;
+  >`SELECT id, state, address, pid, version_index, engine_token FROM replicas WHERE endpoint_id = ${id} ORDER BY created_at, id`;
 }
 
 const LIVE = ['STARTING', 'READY', 'DRAINING'];
@@ -177,11 +178,11 @@ async function update(rest: RestClient, id: string): Promise<void> {
 }
 
 /** Clients that keep the old replica busy (always a request generating and others queued), so that A's drain of it lasts. */
-function keepBusy(address: string) {
+function keepBusy(replica: { address: string; engine_token: string | null }) {
   const stop = new AbortController();
   const client = async () => {
     while (!stop.signal.aborted) {
-      await fetch(`${address}/v1/chat/completions`, {
+      await engineFetch(replica, '/v1/chat/completions', {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ messages: [{ role: 'user', content: 'go' }], max_tokens: 64, temperature: 0 }),
@@ -231,7 +232,7 @@ async function expectRolledOut(id: string, ownerA: string, old: ReplicaRow): Pro
   expect(live.map((r) => [r.state, r.version_index])).toEqual([['READY', 1]]);
   expect(await running(live[0]!.pid!)).toBe(true);
   // The new version serves.
-  const answer = await fetch(`${live[0]!.address}/v1/chat/completions`, {
+  const answer = await engineFetch({ address: live[0]!.address!, engine_token: live[0]!.engine_token }, '/v1/chat/completions', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ messages: [{ role: 'user', content: 'Hello' }], max_tokens: 2, temperature: 0 }),
@@ -292,7 +293,7 @@ describe('a rollout whose gateway process was killed is completed by another', (
   test('killed while the old replica drains: B stops it and the endpoint is RUNNING on the new version', async () => {
     // A long drain (the old replica stays busy): A is still draining when it is killed.
     const { a, restA, id, ownerA, old } = await servingEndpoint({ DRAIN_TIMEOUT_MS: '120000' });
-    const idle = keepBusy(old.address!);
+    const idle = keepBusy({ address: old.address!, engine_token: old.engine_token });
     try {
       await update(restA, id);
       await waitFor(
@@ -311,7 +312,7 @@ describe('a rollout whose gateway process was killed is completed by another', (
 
   test('killed between the new replica READY and the old one draining: B retires the old one without starting a surplus replica', async () => {
     const { a, restA, id, ownerA, old } = await servingEndpoint({ DRAIN_TIMEOUT_MS: '120000' });
-    const idle = keepBusy(old.address!);
+    const idle = keepBusy({ address: old.address!, engine_token: old.engine_token });
     let fresh: ReplicaRow[];
     try {
       await update(restA, id);

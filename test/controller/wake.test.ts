@@ -64,6 +64,8 @@ describe('wake on request', () => {
     routed.value.finish({ promptTokens: null, completionTokens: null, ttftMs: null, finishReason: 'length', cancelled: false });
     expect(routed.value.upstream.statusCode).toBe(200);
     expect(JSON.parse(Buffer.concat(chunks).toString()).choices[0].finish_reason).toBe('length');
+    // Served as soon as a replica is READY; the endpoint's RUNNING is written just after.
+    await waitForStatus(t.sql, id, 'RUNNING');
     expect((await statusTrail(t.sql, id)).slice(-3)).toEqual(['AWAKING ENGINE_INITIALIZING', 'READY', 'RUNNING']);
     // The fallback poll is a minute away: the request went on because the RUNNING event was announced.
     const [running] = await t.sql<{ created_at: Date }[]>`

@@ -17,11 +17,13 @@ test('defaults with no variables set', () => {
     modelCacheDir: path.resolve('.data/models'),
     modelCacheMaxBytes: undefined,
     quantPreference: undefined,
+    modelSourceRetry: { retries: 5, baseDelayMs: 1000, maxDelayMs: 8000, maxTimeMs: 60_000 },
     engineCommand: undefined,
     gpuInventory: undefined,
     // From the cores this machine gives (test/runtime/cpu-budget.test.ts checks the rule).
     cpuSlots: cpuBudget().slots,
     engineThreads: cpuBudget().threads,
+    engineIdleExitMs: 600_000,
     cpuWarning: undefined,
     controllerIntervalMs: 500,
     leaseTtlMs: 10_000,
@@ -34,10 +36,12 @@ test('defaults with no variables set', () => {
     subscriptionBuffer: 1000,
     subscriptionMaxLagMs: 5000,
     wsMaxSubscriptions: 100,
+    metrics: { token: undefined, requestLogRetentionDays: 30, metricsRetentionDays: 90, maxBuffered: 10_000, sampleMs: 10_000 },
     nodeEnv: 'development',
     graphqlLimits: { maxDepth: 10, maxAliases: 15, maxDirectives: 20, maxTokens: 1000, maxCost: 10_000 },
     graphqlIntrospection: true,
     corsOrigins: ['*'],
+    log: { level: 'info', format: 'json' },
   });
 });
 

@@ -7,7 +7,16 @@
  * backlog.
  */
 import { beforeAll, describe, expect, test } from 'vitest';
-import { liveReplicaRows, startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import {
+  engineFetch,
+  liveReplicaRows,
+  startTestApp,
+  TINY_REPO,
+  waitFor,
+  waitForStatus,
+  type SeededUser,
+  type TestApp,
+} from '../support/app.js';
 
 const QUEUE_TIMEOUT_MS = 6000;
 /** Tokens per request: enough that each holds its slot a while. */
@@ -50,7 +59,7 @@ async function newEndpoint(name: string): Promise<string> {
 
 async function replicaHealth(endpointId: string) {
   const [replica] = await liveReplicaRows(t.sql, endpointId);
-  return (await (await fetch(`${replica!.address}/health`)).json()) as { active: number; queued: number };
+  return (await (await engineFetch(replica!, '/health')).json()) as { active: number; queued: number };
 }
 
 /** Requests queued for the endpoint, as this gateway process published them. */

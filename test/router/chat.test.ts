@@ -9,6 +9,7 @@ import WebSocket from 'ws';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { CreateChatCompletionDocument } from '../../src/sdk/client.js';
 import {
+  engineFetch,
   liveReplicaRows,
   startTestApp,
   statusTrail,
@@ -50,7 +51,7 @@ beforeAll(async () => {
 
 async function replicaHealth(id: string) {
   const [replica] = await liveReplicaRows(t.sql, id);
-  return (await (await fetch(`${replica!.address}/health`)).json()) as { active: number; queued: number; totalCompletionTokens: number };
+  return (await (await engineFetch(replica!, '/health')).json()) as { active: number; queued: number; totalCompletionTokens: number };
 }
 
 /** Reads an SSE response line by line, as it arrives. */
@@ -290,6 +291,8 @@ describe('waking and holding', () => {
     await waitForStatus(t.sql, id, 'SLEEPING');
     const completion = await openai.chat.completions.create({ model: id, messages: MESSAGES, max_tokens: 3 });
     expect(completion.choices[0]!.message.content!.length).toBeGreaterThan(0);
+    // The request is served as soon as a replica is READY; the endpoint's RUNNING is written just after.
+    await waitForStatus(t.sql, id, 'RUNNING');
     expect((await statusTrail(t.sql, id)).slice(-5)).toEqual(['STOPPING', 'SLEEPING', 'AWAKING ENGINE_INITIALIZING', 'READY', 'RUNNING']);
     const [wake] = await t.sql`SELECT cause, actor_id FROM endpoint_events WHERE endpoint_id = ${id} AND status = 'AWAKING'`;
     expect(wake).toMatchObject({ cause: 'api:wake', actor_id: alice.user.id });

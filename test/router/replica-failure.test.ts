@@ -7,7 +7,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import OpenAI from 'openai';
 import { beforeAll, expect, test } from 'vitest';
-import { liveReplicaRows, startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import {
+  engineFetch,
+  liveReplicaRows,
+  startTestApp,
+  TINY_REPO,
+  waitFor,
+  waitForStatus,
+  type SeededUser,
+  type TestApp,
+} from '../support/app.js';
 
 let t: TestApp;
 let alice: SeededUser;
@@ -41,7 +50,7 @@ async function readyReplica() {
     for (const row of await liveReplicaRows(t.sql, endpoint)) {
       if (
         row.state === 'READY' &&
-        (await fetch(`${row.address}/health`).then(
+        (await engineFetch(row, '/health').then(
           (r) => r.ok,
           () => false,
         ))

@@ -100,7 +100,7 @@ describe('GGUF header', () => {
     };
     await expect(
       checkModelSettings(file, { ...spec, advanced: { ...DEFAULT_ADVANCED, maxTokenCount: 777, maxInputLength: 700 } }),
-    ).resolves.toBeUndefined();
+    ).resolves.toEqual({ maxTokenCount: 777, maxInputLength: 700 });
     await expect(
       checkModelSettings(file, { ...spec, advanced: { ...DEFAULT_ADVANCED, maxTokenCount: 778, maxInputLength: 700 } }),
     ).rejects.toThrow("max_token_count (778) is larger than the model's context (777 tokens)");

@@ -16,6 +16,7 @@ import { createTestDatabase, type TestDatabase } from './database.js';
 import { FAKE_HUB_TOKEN, startFakeHub, type FakeHub, type FakeRepo } from './fake-hub.js';
 import { createSeed, type SeededUser } from './gateway.js';
 import { buildTinyGguf, tinyChatTemplate } from './tiny-gguf.js';
+import { engineAuthHeaders } from '../../src/runtime/runtime.js';
 
 /**
  * A template of a family that reasons by default and opens the think block in
@@ -63,6 +64,8 @@ export interface TestAppOptions {
   env?: Record<string, string>;
   hub?: FakeHub;
   controller?: AppOptions['controller'];
+  /** The structured logger (access lines; the components' failures go there instead of DEBUG_CONTROLLER's callback). */
+  logger?: AppOptions['logger'];
 }
 
 /** The test environment: fast controller passes, short leases, one engine thread. */
@@ -93,7 +96,11 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   await chmod(dataDir, 0o755);
   const config = loadConfig(testEnv(dataDir, hub.url, options.env));
   const log = process.env.DEBUG_CONTROLLER ? (m: string, e?: unknown) => console.error('[controller]', m, e ?? '') : () => {};
-  const start = () => startApp(config, db.sql, { log, ...(options.controller ? { controller: options.controller } : {}) });
+  const start = () =>
+    startApp(config, db.sql, {
+      ...(options.logger ? { logger: options.logger } : { log }),
+      ...(options.controller ? { controller: options.controller } : {}),
+    });
   const testApp: TestApp = {
     ...db,
     app: await start(),
@@ -183,8 +190,17 @@ export async function statusTrail(sql: Sql, id: string): Promise<string[]> {
 }
 
 export async function liveReplicaRows(sql: Sql, id: string) {
-  return sql<{ id: string; state: string; address: string; pid: number; version_index: number }[]>`
-    SELECT id, state, address, pid, version_index FROM replicas WHERE endpoint_id = ${id} AND state IN ('STARTING', 'READY', 'DRAINING') ORDER BY created_at`;
+  return sql<{ id: string; state: string; address: string; pid: number; version_index: number; engine_token: string | null }[]>`
+    SELECT id, state, address, pid, version_index, engine_token FROM replicas
+    WHERE endpoint_id = ${id} AND state IN ('STARTING', 'READY', 'DRAINING') ORDER BY created_at`;
+}
+
+/** A request straight to a replica's engine, with the token the engine requires (as the gateway sends it). */
+export function engineFetch(replica: { address: string; engine_token: string | null }, route: string, init: RequestInit = {}) {
+  return fetch(`${replica.address}${route}`, {
+    ...init,
+    headers: { ...(init.headers as Record<string, string> | undefined), ...engineAuthHeaders(replica.engine_token) },
+  });
 }
 
 export type { SeededUser };

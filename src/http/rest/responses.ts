@@ -3,6 +3,7 @@
  * from the stored records. (Errors: ./errors.ts.)
  */
 import { hubModelOf } from '../../domain/endpoint-spec.js';
+import { statusMessage } from '../../domain/failure-advice.js';
 import { findInstanceOption } from '../../domain/instance-catalog.js';
 import { reportedStatus, reportsPhase, type LifecycleAction } from '../../domain/lifecycle.js';
 import type { EndpointRecord, VersionRecord } from '../../domain/endpoint.js';
@@ -10,7 +11,8 @@ import type { EndpointRecord, VersionRecord } from '../../domain/endpoint.js';
 /**
  * The status object of an endpoint, as the answer to `action`: `phase` is left
  * out of the sleep and terminate answers, as documented. While the model
- * downloads, `progress` (ext) carries the bytes done and total.
+ * downloads, `progress` (ext) carries the bytes done and total; `errorMessage`
+ * (ext) explains errorCode.
  */
 export function statusObject(endpoint: EndpointRecord, action: LifecycleAction | 'create' | 'status' = 'status') {
   return {
@@ -19,6 +21,8 @@ export function statusObject(endpoint: EndpointRecord, action: LifecycleAction |
     ...(reportsPhase(action) ? { phase: endpoint.phase } : {}),
     ...(endpoint.phase === 'DOWNLOADING_MODEL' && endpoint.progress ? { progress: endpoint.progress } : {}),
     errorCode: endpoint.errorCode,
+    // ext: what went wrong and what to do, only while errorCode is set.
+    ...(endpoint.errorCode ? { errorMessage: statusMessage(endpoint) } : {}),
     createdAt: endpoint.createdAt.toISOString(),
     updatedAt: endpoint.updatedAt.toISOString(),
   };
@@ -43,6 +47,11 @@ export function specObject(endpoint: EndpointRecord, version: VersionRecord = en
     maxInputLength: spec.advanced.maxInputLength,
     tokenizerSkipSpecialTokens: spec.advanced.tokenizerSkipSpecialTokens,
     tokenizerAddSpecialTokens: spec.advanced.tokenizerAddSpecialTokens,
+    // ext: the rest of `advanced`, so that versions differing only there differ here too.
+    maxTokenCount: spec.advanced.maxTokenCount,
+    // ext: max_token_count was left out and follows the model (a placeholder until the first start reads it).
+    maxTokenCountFromModel: spec.advanced.maxTokenCountAuto === true,
+    enableContentLogging: spec.advanced.enableContentLogging,
     currReplicaCnt: endpoint.currReplicaCnt,
     desiredReplicaCnt: endpoint.desiredReplicaCnt,
     updatedReplicaCnt: endpoint.updatedReplicaCnt,

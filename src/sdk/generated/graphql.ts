@@ -17,7 +17,7 @@ export type AdvancedConfigInput = {
   maxBatchSize?: number | null | undefined;
   /** Most prompt tokens. @default 2048, or maxTokenCount when smaller */
   maxInputLength?: number | null | undefined;
-  /** Most tokens, prompt plus completion, of one request. @default 4096 */
+  /** Most tokens, prompt plus completion, of one request. @default the model's context, bounded by the instance's memory (resolved at the first start) */
   maxTokenCount?: number | null | undefined;
   /** @default false */
   tokenizerAddSpecialTokens?: boolean | null | undefined;

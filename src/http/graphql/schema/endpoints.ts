@@ -7,6 +7,7 @@ import { findInstanceOption, INSTANCE_OPTIONS, type InstanceOption as InstanceOp
 import type { Result } from '../../../domain/result.js';
 import { parsePageRequest } from '../../../domain/pagination.js';
 import { hubModelOf } from '../../../domain/endpoint-spec.js';
+import { statusMessage } from '../../../domain/failure-advice.js';
 import type { ResolvedModel } from '../../../models/model-store.js';
 import type { EndpointAction } from '../../../services/endpoint-service.js';
 import type { DownloadProgress as DownloadProgressRecord, EndpointRecord, VersionRecord } from '../../../domain/endpoint.js';
@@ -45,6 +46,11 @@ export const EndpointStatus = builder.objectRef<EndpointRecord>('EndpointStatus'
     status: t.expose('status', { type: EndpointStatusValue }),
     phase: t.expose('phase', { type: EndpointPhase, nullable: true }),
     errorCode: t.expose('errorCode', { type: EndpointErrorCode, nullable: true }),
+    errorMessage: t.string({
+      nullable: true,
+      description: 'While errorCode is set: what went wrong and what to do about it, safe to show a user.',
+      resolve: (e) => statusMessage(e),
+    }),
     downloadProgress: t.field({
       type: DownloadProgress,
       nullable: true,
@@ -221,7 +227,10 @@ const AdvancedConfigInput = builder.inputType('AdvancedConfigInput', {
     tokenizerSkipSpecialTokens: t.boolean({ description: '@default true' }),
     tokenizerAddSpecialTokens: t.boolean({ description: '@default false' }),
     maxBatchSize: t.int({ description: 'Sequences one replica decodes at once. @default 8' }),
-    maxTokenCount: t.int({ description: 'Most tokens, prompt plus completion, of one request. @default 4096' }),
+    maxTokenCount: t.int({
+      description:
+        "Most tokens, prompt plus completion, of one request. @default the model's context, bounded by the instance's memory (resolved at the first start)",
+    }),
     maxInputLength: t.int({ description: 'Most prompt tokens. @default 2048, or maxTokenCount when smaller' }),
     enableContentLogging: t.boolean({ description: '@default false' }),
   }),

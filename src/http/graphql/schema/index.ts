@@ -5,5 +5,6 @@ import './identity.js';
 import './endpoints.js';
 import './chat.js';
 import './live.js';
+import './metrics.js';
 
 export const schema = builder.toSchema({ sortSchema: true });

@@ -1,0 +1,48 @@
+/**
+ * One access line per HTTP request, written when its response ends: method,
+ * route (the path with ids replaced, no query), status, duration, the request
+ * id the client got, and the API key's id when the key was valid. Never the
+ * key itself, a query string or any content.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { Services } from '../services/index.js';
+import { header } from './authenticate.js';
+
+/** Ids in paths (`ep_…`, `prj_…`), numbers (version indexes) and UUIDs become `:id`. */
+const ID_SEGMENT = /^(?:[a-z]{2,5}_[0-9a-z]{6,}|\d+|[0-9a-f-]{32,36})$/;
+
+/** The route of a path: ids replaced, so that lines group by route; long paths cut. */
+export function routeOf(pathname: string): string {
+  return pathname
+    .slice(0, 200)
+    .split('/')
+    .map((segment) => (ID_SEGMENT.test(segment) ? ':id' : segment))
+    .join('/');
+}
+
+/** Starts timing `req`; its line is written once the response is finished or abandoned. */
+export function logAccess(logger: Logger, services: Services, req: IncomingMessage, res: ServerResponse, requestId: string): void {
+  const started = performance.now();
+  res.once('close', () => {
+    let pathname: string;
+    try {
+      pathname = new URL(req.url ?? '/', 'http://gateway').pathname;
+    } catch {
+      pathname = '(unparsable)';
+    }
+    const keyId = services.auth.keyIdOf(header(req, 'authorization'));
+    logger.info(
+      {
+        reqId: requestId,
+        method: req.method,
+        route: routeOf(pathname),
+        status: res.statusCode,
+        durationMs: Math.round((performance.now() - started) * 10) / 10,
+        ...(keyId ? { keyId } : {}),
+        ...(res.writableFinished ? {} : { aborted: true }),
+      },
+      'request',
+    );
+  });
+}

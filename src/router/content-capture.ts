@@ -1,0 +1,79 @@
+/**
+ * The content of one request, captured only for an endpoint whose serving
+ * version has content logging on (a request without it has no capture at
+ * all: nothing of its content is kept, written or logged). On the request's
+ * path, capturing costs one array push per event: the events are kept as
+ * they came and read (parsed, joined) only when the recorder writes them, off
+ * the hot path.
+ */
+import type { ChatMessage } from '../domain/chat-request.js';
+import { eventData } from './sse.js';
+
+/** What a content log holds of the answer. */
+export interface CapturedResponse {
+  content: string;
+  reasoningContent: string;
+  finishReason: string | null;
+  /** Set when the answer's body could not be read as the OpenAI shape (an engine's own, or cut short). */
+  raw?: string;
+}
+
+interface Delta {
+  content?: string | null;
+  reasoning_content?: string | null;
+}
+
+export class ContentCapture {
+  private readonly events: (Buffer | string)[] = [];
+  private body: Buffer | null = null;
+
+  constructor(
+    readonly messages: readonly ChatMessage[],
+    /** The version of the replica that served the request. */
+    readonly versionIndex: number,
+  ) {}
+
+  /** One event of a streamed answer: its raw bytes, or its `data:` payload. */
+  event(event: Buffer | string): void {
+    this.events.push(event);
+  }
+
+  /** A non-streamed answer's whole body. */
+  wholeBody(body: Buffer): void {
+    this.body = body;
+  }
+
+  /** The answer, read from what was captured (called off the request path). */
+  response(): CapturedResponse {
+    const out: CapturedResponse = { content: '', reasoningContent: '', finishReason: null };
+    if (this.body) {
+      const text = this.body.toString('utf8');
+      try {
+        const parsed = JSON.parse(text) as {
+          choices?: { message?: { content?: string | null; reasoning_content?: string | null }; finish_reason?: string | null }[];
+        };
+        const choice = parsed.choices?.[0];
+        out.content = choice?.message?.content ?? '';
+        out.reasoningContent = choice?.message?.reasoning_content ?? '';
+        out.finishReason = choice?.finish_reason ?? null;
+      } catch {
+        out.raw = text;
+      }
+      return out;
+    }
+    for (const event of this.events) {
+      const data = typeof event === 'string' ? event : eventData(event.toString('utf8'));
+      if (data === '[DONE]' || data === '') continue;
+      try {
+        const chunk = JSON.parse(data) as { choices?: { delta?: Delta; finish_reason?: string | null }[] };
+        const choice = chunk.choices?.[0];
+        out.content += choice?.delta?.content ?? '';
+        out.reasoningContent += choice?.delta?.reasoning_content ?? '';
+        out.finishReason = choice?.finish_reason ?? out.finishReason;
+      } catch {
+        out.raw = (out.raw ?? '') + data;
+      }
+    }
+    return out;
+  }
+}
