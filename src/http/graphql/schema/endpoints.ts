@@ -11,7 +11,6 @@ import { statusMessage } from '../../../domain/failure-advice.js';
 import type { ResolvedModel } from '../../../models/model-store.js';
 import type { EndpointAction } from '../../../services/endpoint-service.js';
 import type { DownloadProgress as DownloadProgressRecord, EndpointRecord, VersionRecord } from '../../../domain/endpoint.js';
-import type { ProjectRecord } from '../../../domain/identity.js';
 import { builder } from '../builder.js';
 import { CONNECTION_ARG_NAMES, connectionArgs, connectionType } from './connection.js';
 import { EndpointErrorCode, EndpointPhase, EndpointStatusValue, GpuType, RolloutState } from './enums.js';
@@ -209,7 +208,7 @@ builder.queryFields((t) => ({
 }));
 
 // Inputs mirror the REST bodies, in GraphQL's camelCase.
-const AutoscalingPolicyInput = builder.inputType('AutoscalingPolicyInput', {
+export const AutoscalingPolicyInput = builder.inputType('AutoscalingPolicyInput', {
   fields: (t) => ({
     minReplica: t.int({ description: 'From 0 to maxReplica; 0 lets the endpoint sleep when idle. @default 0' }),
     maxReplica: t.int({ description: 'At most 10. @default 1' }),
@@ -217,7 +216,7 @@ const AutoscalingPolicyInput = builder.inputType('AutoscalingPolicyInput', {
   }),
 });
 
-const SimplescaleInput = builder.inputType('SimplescaleInput', {
+export const SimplescaleInput = builder.inputType('SimplescaleInput', {
   description: 'A fixed replica count: min = max = replicas.',
   fields: (t) => ({ replicas: t.int({ required: true }) }),
 });
@@ -265,7 +264,7 @@ const UpdateEndpointInput = builder.inputType('UpdateEndpointInput', {
 });
 
 /** Turns a GraphQL input into the REST body shape the shared validators read (snake_case `advanced`). */
-function toRestBody(input: Record<string, unknown>): Record<string, unknown> {
+export function toRestBody(input: Record<string, unknown>): Record<string, unknown> {
   const body: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(input)) {
     if (value === undefined) continue;
@@ -331,55 +330,6 @@ builder.mutationFields((t) => ({
       payload(await services.endpoints.delete(principal, String(id)), () => ({ endpointId: String(id) })),
   }),
 }));
-
-const AcceleratorInput = builder.inputType('AcceleratorInput', {
-  fields: (t) => ({
-    type: t.field({ type: GpuType, description: '@default H100' }),
-    count: t.int({ description: '1, 2, 4 or 8. @default 1' }),
-  }),
-});
-
-const ArtifactEndpointInput = builder.inputType('ArtifactEndpointInput', {
-  description: 'An endpoint from a W&B registry artifact version; the same fields as POST /dedicated/endpoint/wandb-artifact-create.',
-  fields: (t) => ({
-    wandbArtifactVersionName: t.string({
-      required: true,
-      description: '`<org>/<registry>/<name>:<version>`, the version `v3` or an alias such as `latest`.',
-    }),
-    name: t.string({ description: 'Generated from the artifact when omitted.' }),
-    projectId: t.id({ description: 'Required with idempotencyKey; without both, a new project is created in the acting team.' }),
-    idempotencyKey: t.string({
-      description: 'A call with a key that already created an endpoint in the project rolls that endpoint out instead.',
-    }),
-    autoscalingPolicy: t.field({ type: AutoscalingPolicyInput }),
-    simplescale: t.field({ type: SimplescaleInput }),
-    accelerator: t.field({ type: AcceleratorInput }),
-  }),
-});
-
-const CreateEndpointFromArtifactSuccess = builder
-  .objectRef<{ endpoint: EndpointRecord; project: ProjectRecord; created: boolean }>('CreateEndpointFromArtifactSuccess')
-  .implement({
-    fields: (t) => ({
-      endpoint: t.field({ type: Endpoint, resolve: (p) => p.endpoint }),
-      project: t.field({ type: Project, resolve: (p) => p.project }),
-      created: t.boolean({ description: 'False when an existing endpoint was rolled out.', resolve: (p) => p.created }),
-    }),
-  });
-
-builder.mutationField('createEndpointFromArtifact', (t) =>
-  t.field({
-    type: resultUnion('CreateEndpointFromArtifactResult', CreateEndpointFromArtifactSuccess, [
-      NotFoundError,
-      InvalidArgumentError,
-      InvalidTransitionError,
-    ]),
-    description: 'Creates an endpoint from a registry artifact version, or rolls out the endpoint an idempotency key created.',
-    args: { input: t.arg({ type: ArtifactEndpointInput, required: true }) },
-    resolve: async (_, { input }, { principal, services }) =>
-      payload(await services.endpoints.createFromArtifact(principal, toRestBody(input)), (value) => value),
-  }),
-);
 
 const ACTIONS: Record<EndpointAction, { field: string; type: string; description: string }> = {
   sleep: {

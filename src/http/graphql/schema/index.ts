@@ -3,6 +3,7 @@ import './enums.js';
 import './errors.js';
 import './identity.js';
 import './endpoints.js';
+import './artifacts.js';
 import './chat.js';
 import './live.js';
 import './metrics.js';
