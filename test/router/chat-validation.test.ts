@@ -9,7 +9,16 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { CreateChatCompletionDocument } from '../../src/sdk/client.js';
-import { liveReplicaRows, startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import {
+  engineFetch,
+  liveReplicaRows,
+  startTestApp,
+  TINY_REPO,
+  waitFor,
+  waitForStatus,
+  type SeededUser,
+  type TestApp,
+} from '../support/app.js';
 
 const QUEUE_TIMEOUT_MS = 4000;
 /** Well under the queue's wait: a refusal that queued would take QUEUE_TIMEOUT_MS. */
@@ -18,7 +27,7 @@ const FAST_MS = 1500;
 let t: TestApp;
 let alice: SeededUser;
 let endpoint: string;
-let replicaAddress: string;
+let replica: { address: string; engine_token: string | null };
 const holders = new AbortController();
 let held: Promise<unknown>[] = [];
 
@@ -35,7 +44,7 @@ function rawChat(body: Record<string, unknown>) {
 }
 
 async function health() {
-  return (await (await fetch(`${replicaAddress}/health`)).json()) as { active: number; queued: number };
+  return (await (await engineFetch(replica, '/health')).json()) as { active: number; queued: number };
 }
 
 async function timedChat(body: Record<string, unknown>) {
@@ -55,7 +64,7 @@ beforeAll(async () => {
     advanced: { max_batch_size: 2, max_token_count: 4096, max_input_length: 64 },
   });
   await waitForStatus(t.sql, endpoint, 'RUNNING');
-  replicaAddress = (await liveReplicaRows(t.sql, endpoint))[0]!.address;
+  replica = (await liveReplicaRows(t.sql, endpoint))[0]!;
   // Take both slots (and both of the engine's sequences) with long generations.
   held = [0, 1].map(
     () =>
@@ -158,7 +167,7 @@ describe('with every slot taken', () => {
 
   test('the engine refuses a bad request before it waits for a sequence; its /tokenize counts without one', async () => {
     const direct = (path: string, body: unknown) =>
-      fetch(`${replicaAddress}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      engineFetch(replica, path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     expect((await health()).active).toBe(2);
     const started = performance.now();
     const long = await direct('/v1/chat/completions', { messages: LONG, max_tokens: 4 });
