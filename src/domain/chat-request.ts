@@ -7,6 +7,7 @@
  */
 import { LIMITS } from '../domain/endpoint-spec.js';
 import { openAIError, type OpenAIError } from './openai-errors.js';
+import type { Result } from './result.js';
 
 export type ChatRole = 'system' | 'user' | 'assistant';
 export type ChatMessage = { role: ChatRole; content: string };
@@ -30,7 +31,8 @@ export type ChatRequest = {
 /** A request refused, in the OpenAI error shape. */
 export type RequestError = OpenAIError;
 
-export type ParseResult = { ok: true; request: ChatRequest } | { ok: false; error: RequestError };
+/** The request, or the 400 it gets. */
+export type ParseResult = Result<ChatRequest, RequestError>;
 
 export const MAX_STOP_SEQUENCES = 4;
 /** The most tokens a request may ask for: the largest max_token_count an endpoint can have. */
@@ -242,8 +244,8 @@ export function parseChatRequest(body: unknown): ParseResult {
 
     refuseUnsupported(body);
     return {
-      ok: true,
-      request: {
+      type: 'ok',
+      value: {
         messages,
         stream,
         includeUsage,
@@ -257,7 +259,7 @@ export function parseChatRequest(body: unknown): ParseResult {
       },
     };
   } catch (error) {
-    if (error instanceof ValidationError) return { ok: false, error: error.error };
+    if (error instanceof ValidationError) return { type: 'error', error: error.error };
     throw error;
   }
 }

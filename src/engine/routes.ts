@@ -115,11 +115,11 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
       return undefined;
     }
     const parsed = parseChatRequest(body);
-    if (!parsed.ok) {
+    if (parsed.type === 'error') {
       sendError(res, parsed.error);
       return undefined;
     }
-    return parsed.request;
+    return parsed.value;
   }
 
   /**

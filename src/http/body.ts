@@ -1,43 +1,19 @@
 /**
- * The gateway's one body reader and one JSON writer, for every HTTP surface
- * (REST, chat, the SSE transport). The engine keeps its own (src/engine/http.ts).
+ * The gateway's body rules, for every HTTP surface (REST, chat, the SSE
+ * transport), over the one reader and JSON writer in src/util/http-body.ts.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { FailureError, invalidInputError } from '../domain/errors.js';
 import { findNul, TEXT_RULES } from '../domain/field-checker.js';
+import { readBodyText as readText, sendJson } from '../util/http-body.js';
 
 export const MAX_BODY_BYTES = 1 << 20;
 
-/**
- * How much of an oversized body is still read (and dropped), so that the 413
- * reaches the client: a connection closed while a client is still sending
- * shows it a reset, not the answer. Past this the connection is cut.
- */
-const OVERSIZED_DRAIN_BYTES = 16 * MAX_BODY_BYTES;
-
 export const BODY_TOO_LARGE_MESSAGE = `request body exceeds ${MAX_BODY_BYTES} bytes`;
 
-/**
- * A request's body as text, or null when it is larger than MAX_BODY_BYTES.
- * Listeners, not `for await`: leaving an async iterator early destroys the
- * request, and with it the answer; and an iterator kept attached would stay
- * for a long-lived stream's life.
- */
+/** A request's body as text, or null when it is larger than MAX_BODY_BYTES (see util/http-body.ts). */
 export function readBodyText(req: IncomingMessage): Promise<string | null> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= MAX_BODY_BYTES) chunks.push(chunk);
-      else if (size > OVERSIZED_DRAIN_BYTES) {
-        resolve(null);
-        req.destroy();
-      }
-    });
-    req.once('end', () => resolve(size > MAX_BODY_BYTES ? null : Buffer.concat(chunks).toString('utf8')));
-    req.once('error', reject);
-  });
+  return readText(req, { maxBytes: MAX_BODY_BYTES });
 }
 
 /** `application/json`, or a `+json` type, with any parameters (`; charset=utf-8`). */
@@ -71,13 +47,4 @@ export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
   return body;
 }
 
-/** Writes a whole JSON response. */
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const payload = JSON.stringify(body);
-  res.writeHead(status, {
-    'content-type': 'application/json; charset=utf-8',
-    'content-length': Buffer.byteLength(payload),
-    ...headers,
-  });
-  res.end(payload);
-}
+export { sendJson };

@@ -175,7 +175,8 @@ export class ChatRouter {
     seen: { endpoint?: EndpointRecord },
   ): Promise<RouteResult> {
     const parsed = parseChatRequest(body);
-    if (!parsed.ok) return fail(parsed.error);
+    if (parsed.type === 'error') return fail(parsed.error);
+    const request = parsed.value;
     const model = (body as { model?: unknown }).model;
     if (typeof model !== 'string' || model === '') return fail(modelRequired());
     const named = await this.modelNamed(principal, model);
@@ -184,7 +185,7 @@ export class ChatRouter {
     if (!found) return fail(modelNotFound(model));
     seen.endpoint = found;
     // Before any wait (for a wake, or for a slot): what the spec alone refuses.
-    const overSpec = checkAgainstSpec(parsed.request, found);
+    const overSpec = checkAgainstSpec(request, found);
     if (overSpec) return fail(overSpec);
     this.recorder.seen(found.id);
 
@@ -198,11 +199,11 @@ export class ChatRouter {
     if (gate.busy) {
       // A request that would wait has a prompt that might break the limits counted first, so a bad one is refused
       // at once (400), not after the queue; any other that will not be queued learns it at once, with no round trip.
-      const counter = mayBreakTokenLimits(parsed.request, endpoint)
+      const counter = mayBreakTokenLimits(request, endpoint)
         ? this.upstream.pick(this.view.cachedReplicas(endpoint.id)?.replicas ?? [], new Set())
         : undefined;
       if (counter) {
-        const overLimits = await checkPromptTokens(this.upstream.agent, counter, endpoint, parsed.request, signal);
+        const overLimits = await checkPromptTokens(this.upstream.agent, counter, endpoint, request, signal);
         if (overLimits) return fail(overLimits);
       }
     }
@@ -219,7 +220,7 @@ export class ChatRouter {
       return fail(clientClosed());
     }
     const queuedMs = performance.now() - queueStart;
-    return this.dispatch(principal, endpoint, parsed.request, body as Record<string, unknown>, signal, {
+    return this.dispatch(principal, endpoint, request, body as Record<string, unknown>, signal, {
       startedAt,
       queuedMs,
       release,

@@ -10,8 +10,8 @@ function endpointWith(maxInputLength: number, maxTokenCount: number): EndpointRe
 
 function request(body: Record<string, unknown>): ChatRequest {
   const parsed = parseChatRequest({ model: 'm', ...body });
-  if (!parsed.ok) throw new Error(parsed.error.message);
-  return parsed.request;
+  if (parsed.type === 'error') throw new Error(parsed.error.message);
+  return parsed.value;
 }
 
 describe('mayBreakTokenLimits', () => {
