@@ -92,7 +92,8 @@ export function artifactSpec(input: ArtifactCreateInput, current: EndpointSpec |
     instanceId: input.instanceId ?? current?.instanceId ?? DEFAULT_INSTANCE_OPTION.id,
     model: { source: 'wandb', artifact: formatArtifactName(input.artifact) },
     autoscaling: { ...(current?.autoscaling ?? DEFAULT_AUTOSCALING), ...input.scaling },
-    advanced: current?.advanced ?? DEFAULT_ADVANCED,
+    // A new endpoint's token limits follow the model, as a hub endpoint's left out do (resolved at the first start).
+    advanced: current?.advanced ?? { ...DEFAULT_ADVANCED, maxTokenCountAuto: true, maxInputLengthAuto: true },
   };
   const check = new FieldChecker();
   checkConsistency(check, spec);
