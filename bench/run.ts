@@ -27,6 +27,7 @@ const BENCHES: Record<string, () => Promise<Bench>> = {
   batching: async () => (await import('./batching.js')).batching,
   threads: async () => (await import('./threads.js')).threads,
   overload: async () => (await import('./overload.js')).overload,
+  recording: async () => (await import('./recording-overhead.js')).recording,
 };
 
 const BENCHMARKS_MD = path.join(REPO_ROOT, 'BENCHMARKS.md');
