@@ -30,9 +30,9 @@ import { once } from './once.js';
 import { checkAgainstSpec, checkPromptTokens, mayBreakTokenLimits } from './pre-admission.js';
 import { QueueDepthPublisher } from './queue-depths.js';
 import type { RequestRecorder } from './request-recorder.js';
-import { clientClosed, modelRequired, noReplicaAnswered, refused, waitedTooLong } from './route-errors.js';
+import { ambiguousModel, clientClosed, modelNotFound, modelRequired, noReplicaAnswered, refused, waitedTooLong } from './route-errors.js';
 import { ServingView } from './serving-view.js';
-import { ambiguousModel, modelNotFound, ServingWait } from './serving-wait.js';
+import { ServingWait } from './serving-wait.js';
 import { Upstream } from './upstream.js';
 
 export interface RouterOptions {

@@ -16,7 +16,7 @@
  */
 import http from 'node:http';
 import { engineAuthHeaders } from '../runtime/runtime.js';
-import { checkRequestedTokens, checkTokenLimits, type ChatRequest, type RequestError } from '../domain/chat-request.js';
+import { checkRequestedTokens, checkTokenLimits, type ChatRequest } from '../domain/chat-request.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
@@ -26,14 +26,10 @@ export const TOKENIZE_TIMEOUT_MS = 5_000;
 /** The most of a /tokenize answer read (it is a few numbers). */
 const MAX_ANSWER_BYTES = 64 * 1024;
 
-export function openAIErrorOfRequest(error: RequestError): OpenAIError {
-  return error;
-}
-
 /** The checks that need only the endpoint's spec. */
 export function checkAgainstSpec(request: ChatRequest, endpoint: EndpointRecord): OpenAIError | undefined {
   const error = checkRequestedTokens(request, endpoint.current.spec.advanced.maxTokenCount);
-  return error ? openAIErrorOfRequest(error) : undefined;
+  return error;
 }
 
 /** Tokens a chat template may add per message (role markers), and in all (a default system prompt, the generation prompt). */
@@ -132,5 +128,5 @@ export async function checkPromptTokens(
     contextSize: typeof counted.max_model_len === 'number' ? counted.max_model_len : advanced.maxTokenCount,
   };
   const error = checkTokenLimits(counted.count, request, limits);
-  return error ? openAIErrorOfRequest(error) : undefined;
+  return error;
 }

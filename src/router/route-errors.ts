@@ -28,3 +28,24 @@ export function waitedTooLong(endpointId: string, timeoutMs: number, retryAfterS
     retryAfterS,
   );
 }
+
+export function modelNotFound(model: string): OpenAIError {
+  return openAIError(
+    404,
+    'not_found_error',
+    `The model '${model}' does not exist or you do not have access to it.`,
+    'model_not_found',
+    'model',
+  );
+}
+
+/** A chat `model` naming several of the caller's endpoints: 400, listing their ids. */
+export function ambiguousModel(name: string, ids: readonly string[]): OpenAIError {
+  return openAIError(
+    400,
+    'invalid_request_error',
+    `The model name '${name}' matches ${ids.length} of your endpoints (${ids.join(', ')}); pass one of these ids as model.`,
+    'model_ambiguous',
+    'model',
+  );
+}

@@ -16,7 +16,7 @@ import type { Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import { Nudge } from '../util/nudge.js';
-import { clientClosed } from './route-errors.js';
+import { clientClosed, modelNotFound } from './route-errors.js';
 
 export interface ServingWaitOptions {
   /** How long a request may wait for a sleeping or starting endpoint to serve. */
@@ -124,25 +124,4 @@ export class ServingWait {
     set?.delete(watcher);
     if (set?.size === 0) this.watchers.delete(endpointId);
   }
-}
-
-export function modelNotFound(model: string): OpenAIError {
-  return openAIError(
-    404,
-    'not_found_error',
-    `The model '${model}' does not exist or you do not have access to it.`,
-    'model_not_found',
-    'model',
-  );
-}
-
-/** A chat `model` naming several of the caller's endpoints: 400, listing their ids. */
-export function ambiguousModel(name: string, ids: readonly string[]): OpenAIError {
-  return openAIError(
-    400,
-    'invalid_request_error',
-    `The model name '${name}' matches ${ids.length} of your endpoints (${ids.join(', ')}); pass one of these ids as model.`,
-    'model_ambiguous',
-    'model',
-  );
 }
