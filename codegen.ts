@@ -3,7 +3,8 @@ import type { CodegenConfig } from '@graphql-codegen/cli';
 /**
  * `npm run codegen` prints schema.graphql from the Pothos schema, then
  * generates typed documents for the operations of our SDK (used by the tests
- * and by any TypeScript client) and for the W&B registry client.
+ * and by any TypeScript client), for the web console, and for the W&B
+ * registry client.
  */
 const config: CodegenConfig = {
   overwrite: true,
@@ -16,6 +17,19 @@ const config: CodegenConfig = {
         useTypeImports: true,
         enumsAsTypes: true,
         skipTypename: false,
+        scalars: { DateTime: 'string', JSON: 'unknown', ID: 'string' },
+      },
+    },
+    // The web console's operations (src/console/api/*.graphql and any page's own .graphql files).
+    'src/console/api/generated.ts': {
+      schema: 'schema.graphql',
+      documents: 'src/console/**/*.graphql',
+      plugins: ['typescript-operations', 'typed-document-node'],
+      config: {
+        useTypeImports: true,
+        enumsAsTypes: true,
+        skipTypename: false,
+        nonOptionalTypename: true,
         scalars: { DateTime: 'string', JSON: 'unknown', ID: 'string' },
       },
     },

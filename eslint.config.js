@@ -7,7 +7,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.data/', 'dist/', 'src/sdk/generated/', '**/*.d.ts'] },
+  { ignores: ['node_modules/', '.data/', 'dist/', 'src/sdk/generated/', 'src/console/api/generated.ts', '**/*.d.ts'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -17,6 +17,11 @@ export default tseslint.config(
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
       'no-constant-condition': ['error', { checkLoops: false }],
     },
+  },
+  {
+    // The web console runs in the browser.
+    files: ['src/console/**'],
+    languageOptions: { globals: { ...globals.browser } },
   },
   {
     // Tests and benchmarks read arbitrary JSON answers; `any` is allowed there, never in src/.

@@ -1,6 +1,7 @@
 /**
  * The one HTTP server: GraphQL (HTTP, SSE and WebSocket) at /graphql, the REST
- * routes under /dedicated, and unauthenticated health checks.
+ * routes under /dedicated, the web console at /, and unauthenticated health
+ * checks.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -29,6 +30,7 @@ import { pingDatabase } from '../storage/database-errors.js';
 import { CorsPolicy } from './cors.js';
 import type { GraphQLSecurityOptions } from './graphql/limits.js';
 import { answerClientError, answerConnect, parseRequestTarget } from './request-target.js';
+import { consoleRoute, isConsolePath } from './console-route.js';
 
 /** How long /readyz waits for the database before it answers 503. */
 const READY_TIMEOUT_MS = 800;
@@ -47,7 +49,7 @@ export interface GatewayOptions {
   host: string;
   /** Where failures are logged; each line names the request id the client was answered with (`x-request-id`). */
   log?: Log;
-  /** When set, one access line per request goes here (src/http/access-log.ts). */
+  /** When set, one access line per request, and per WebSocket connection, goes here (src/http/access-log.ts). */
   logger?: Logger;
   /** Chat routing: how long requests wait for a waking endpoint and for a free slot. */
   router?: RouterOptions;
@@ -62,6 +64,8 @@ export interface GatewayOptions {
   /** Origins whose browser scripts may call (CORS); `*` for any, never with credentials. @default none */
   corsOrigins?: readonly string[];
   /** /metrics access, request recording's buffer, and retention. @default no scrape token, 10000 buffered, 30 and 90 days */
+  /** Where the built web console is. @default dist/console */
+  consoleDir?: string;
   metrics?: {
     token?: string | undefined;
     maxBuffered?: number;
@@ -117,6 +121,7 @@ export async function startGateway(services: Services, options: GatewayOptions):
   const cors = new CorsPolicy(options.corsOrigins ?? []);
   const rest = endpointRoutes(services);
   const sseSubscriptions = createSseSubscriptions(yoga, services, log, access);
+  const webConsole = consoleRoute(options.consoleDir);
 
   const dispatch = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     // The target is checked before anything parses it: a target that is not a path is a 400, never a throw.
@@ -139,6 +144,8 @@ export async function startGateway(services: Services, options: GatewayOptions):
       await rest.handle(req, res, url, log);
     } else if (url.pathname === METRICS_PATH) {
       await metricsEndpoint(req, res);
+    } else if (isConsolePath(url.pathname)) {
+      webConsole(req, res, url.pathname);
     } else if (url.pathname === '/healthz') {
       sendJson(res, 200, { status: 'ok' });
     } else if (url.pathname === '/readyz') {
@@ -175,6 +182,7 @@ export async function startGateway(services: Services, options: GatewayOptions):
   const ws = attachWebSocket(server, yoga, services, {
     access,
     log,
+    ...(options.logger ? { logger: options.logger } : {}),
     ...(options.wsMaxSubscriptions ? { maxSubscriptions: options.wsMaxSubscriptions } : {}),
   });
 

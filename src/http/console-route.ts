@@ -1,0 +1,76 @@
+/**
+ * The web console (src/console, built by `npm run build` into dist/console)
+ * at `/`: its page and its hashed assets, served by sirv with ETags. The
+ * page is never cached (it names the current assets); the assets are
+ * immutable. A strict Content-Security-Policy keeps the page to its own
+ * scripts and its own origin (GraphQL over HTTP and WebSocket).
+ */
+import { existsSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import sirv from 'sirv';
+
+export const CONSOLE_DIR = fileURLToPath(new URL('../../dist/console', import.meta.url));
+const ASSETS_PREFIX = '/assets/';
+
+const CONTENT_SECURITY_POLICY = [
+  "default-src 'self'",
+  "script-src 'self'",
+  // React and the charts set styles through the DOM; no style sheet comes from elsewhere.
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "object-src 'none'",
+].join('; ');
+
+function securityHeaders(res: ServerResponse): void {
+  res.setHeader('content-security-policy', CONTENT_SECURITY_POLICY);
+  res.setHeader('x-content-type-options', 'nosniff');
+  res.setHeader('referrer-policy', 'no-referrer');
+  res.setHeader('x-frame-options', 'DENY');
+}
+
+/** True for the paths the console owns: the page and its assets. */
+export function isConsolePath(pathname: string): boolean {
+  return pathname === '/' || pathname === '/index.html' || pathname.startsWith(ASSETS_PREFIX);
+}
+
+export type ConsoleHandler = (req: IncomingMessage, res: ServerResponse, pathname: string) => void;
+
+export function consoleRoute(dir = CONSOLE_DIR): ConsoleHandler {
+  let serve: ReturnType<typeof sirv> | undefined;
+  const files = (): ReturnType<typeof sirv> | undefined => {
+    // Built after the gateway started (npm run build while it runs): picked up on the next request.
+    if (!serve && existsSync(`${dir}/index.html`)) {
+      serve = sirv(dir, {
+        etag: true,
+        dotfiles: false,
+        setHeaders: (res, pathname) => {
+          securityHeaders(res);
+          res.setHeader('cache-control', pathname.startsWith(ASSETS_PREFIX) ? 'public, max-age=31536000, immutable' : 'no-cache');
+        },
+      });
+    }
+    return serve;
+  };
+  return (req, res, pathname) => {
+    const notFound = () => {
+      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end(`no such console file: ${pathname}\n`);
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain; charset=utf-8' }).end('the console is read with GET\n');
+      return;
+    }
+    const handler = files();
+    if (!handler) {
+      res
+        .writeHead(503, { 'content-type': 'text/plain; charset=utf-8', 'retry-after': '10' })
+        .end('The web console is not built. Run `npm run build` (npm ci runs it), then reload. The API is unaffected.\n');
+      return;
+    }
+    handler(req, res, notFound);
+  };
+}
