@@ -1,7 +1,7 @@
 /** Sign-in: an API key, checked against the gateway before it is kept for this tab. */
 import { useState, type FormEvent } from 'react';
 import { ApiError } from '../api/graphql.js';
-import { ErrorAlert, Field, Notice } from '../components/ui.js';
+import { Field, Notice } from '../components/ui.js';
 import { useSessionState } from '../session.js';
 
 export function SignInPage() {
