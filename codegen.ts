@@ -8,6 +8,8 @@ import type { CodegenConfig } from '@graphql-codegen/cli';
  */
 const config: CodegenConfig = {
   overwrite: true,
+  // Written files go through Prettier (the generated ones it ignores stay as generated), so a re-run leaves no diff.
+  hooks: { afterAllFileWrite: ['prettier --write'] },
   generates: {
     'src/sdk/generated/graphql.ts': {
       schema: 'schema.graphql',
