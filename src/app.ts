@@ -38,6 +38,8 @@ export interface AppOptions {
   engineEnv?: Record<string, string>;
   /** Controller overrides for tests (crash-loop window, stop grace). */
   controller?: { crashLoop?: Partial<CrashPolicy>; stopGraceMs?: number };
+  /** Where the built web console is (tests build their own). @default dist/console */
+  consoleDir?: string;
 }
 
 export async function startApp(config: Config, sql: Sql, options: AppOptions = {}): Promise<App> {
@@ -112,6 +114,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     metrics: config.metrics,
     ...(gatewayLog ? { log: gatewayLog } : {}),
     ...(logger ? { logger } : {}),
+    ...(options.consoleDir ? { consoleDir: options.consoleDir } : {}),
   });
   await controller.start();
   return {

@@ -66,6 +66,8 @@ export interface TestAppOptions {
   controller?: AppOptions['controller'];
   /** The structured logger (access lines; the components' failures go there instead of DEBUG_CONTROLLER's callback). */
   logger?: AppOptions['logger'];
+  /** The built web console to serve at `/` (test/console builds one per run: inject('consoleDir')). */
+  consoleDir?: string;
 }
 
 /** The test environment: fast controller passes, short leases, one engine thread. */
@@ -100,6 +102,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     startApp(config, db.sql, {
       ...(options.logger ? { logger: options.logger } : { log }),
       ...(options.controller ? { controller: options.controller } : {}),
+      ...(options.consoleDir ? { consoleDir: options.consoleDir } : {}),
     });
   const testApp: TestApp = {
     ...db,

@@ -1,0 +1,85 @@
+/**
+ * The browser tests' harness: Debian's Chromium driven by playwright-core,
+ * headless and kept off the network, against a real gateway (real database,
+ * controller and engines on the tiny model) serving the console this run
+ * built (test/support/global-setup.ts). Without Chromium the suites skip and
+ * say why, so `npm test` passes on a machine that lacks it.
+ */
+import { existsSync } from 'node:fs';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { describe, expect, inject } from 'vitest';
+import { onCleanup } from '../support/cleanup.js';
+import { startTestApp, type TestApp, type TestAppOptions } from '../support/app.js';
+import type { SeededUser } from '../support/gateway.js';
+
+export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const hasChromium = existsSync(CHROMIUM_PATH);
+
+/** `describe`, or a skipped suite that names what is missing. */
+export function describeBrowser(name: string, body: () => void): void {
+  if (hasChromium) return void describe(name, body);
+  console.warn(`[browser tests] skipped: no Chromium at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROMIUM_PATH)`);
+  describe.skip(`${name} — skipped: no Chromium at ${CHROMIUM_PATH}`, body);
+}
+
+/** Flags that keep Chromium headless, root-safe and off the network (its background services would try to reach Google). */
+const CHROMIUM_ARGS = [
+  '--headless=new',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-default-apps',
+  '--disable-extensions',
+  '--metrics-recording-only',
+  '--no-default-browser-check',
+];
+
+export interface ConsoleHarness {
+  app: TestApp;
+  browser: Browser;
+  user: SeededUser;
+  project: { id: string };
+  /** A fresh page (its own context: nothing in session storage), errors in the page fail the test. */
+  newPage(options?: { width?: number; height?: number }): Promise<Page>;
+  /** A fresh page, signed in with the user's key, on the endpoints list. */
+  signedIn(options?: { width?: number; height?: number }): Promise<Page>;
+}
+
+export async function startConsole(options: TestAppOptions = {}): Promise<ConsoleHarness> {
+  const app = await startTestApp({ consoleDir: inject('consoleDir'), ...options });
+  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS });
+  onCleanup(() => browser.close());
+  const user = await app.seed.user();
+  const project = await user.project('console');
+  const pageErrors: string[] = [];
+  const newPage = async ({ width = 1280, height = 900 } = {}) => {
+    const context = await browser.newContext({ viewport: { width, height }, reducedMotion: 'reduce' });
+    const page = await context.newPage();
+    page.setDefaultTimeout(20_000);
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    onCleanup(() => {
+      // An uncaught exception in the page is a bug even when the test's assertions passed.
+      expect(pageErrors, 'uncaught errors in the page').toEqual([]);
+    });
+    await page.goto(app.url);
+    return page;
+  };
+  return {
+    app,
+    browser,
+    user,
+    project,
+    newPage,
+    async signedIn(size) {
+      const page = await newPage(size);
+      await page.getByLabel('API key').fill(user.key);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('navigation', { name: 'Main' }).waitFor();
+      return page;
+    },
+  };
+}

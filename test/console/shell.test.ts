@@ -1,0 +1,45 @@
+// The console's shell: served at / with its security headers, sign-in refuses a bad key, keeps a good one for the tab only.
+import { beforeAll, expect, it } from 'vitest';
+import { describeBrowser, startConsole, type ConsoleHarness } from './browser.js';
+
+describeBrowser('web console: shell', () => {
+  let h: ConsoleHarness;
+  beforeAll(async () => {
+    h = await startConsole();
+  }, 90_000);
+
+  it('serves the page at / with a strict CSP, and its hashed assets as immutable', async () => {
+    const page = await fetch(`${h.app.url}/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(page.headers.get('cache-control')).toBe('no-cache');
+    const html = await page.text();
+    const asset = /src="(\/assets\/[^"]+\.js)"/.exec(html)?.[1];
+    expect(asset).toBeDefined();
+    const script = await fetch(`${h.app.url}${asset}`);
+    expect(script.status).toBe(200);
+    expect(script.headers.get('content-type')).toContain('javascript');
+    expect(script.headers.get('cache-control')).toContain('immutable');
+    expect((await fetch(`${h.app.url}/assets/../../package.json`)).status).toBe(404);
+    expect((await fetch(`${h.app.url}/`, { method: 'POST' })).status).toBe(405);
+  });
+
+  it('refuses a wrong key beside the field, signs in with a good one, and signs out', async () => {
+    const page = await h.newPage();
+    await page.getByLabel('API key').fill('dek_not-a-real-key');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByRole('alert').innerText()).toContain('not valid');
+    expect(await page.getByLabel('API key').getAttribute('aria-invalid')).toBe('true');
+
+    await page.getByLabel('API key').fill(h.user.key);
+    await page.keyboard.press('Enter');
+    await page.getByRole('navigation', { name: 'Main' }).waitFor();
+    expect(await page.getByLabel('Team').inputValue()).toBe(h.user.teamId);
+    // Kept for this tab only: a reload stays signed in.
+    await page.reload();
+    await page.getByRole('navigation', { name: 'Main' }).waitFor();
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('API key').waitFor();
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+  });
+});
