@@ -12,7 +12,7 @@ import { setVersionRollout } from '../storage/versions-repository.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
 import type { ReplicaStarter } from './replica-starter.js';
 import type { ReplicaStopper } from './replica-stopper.js';
-import { startErrorCode, startErrorMessage } from './start-errors.js';
+import { failureMessage, startErrorCode, startErrorMessage } from './start-errors.js';
 
 /** The serving replicas that run another version than `target`. */
 export function outdatedReplicas(serving: readonly ReplicaRecord[], target: VersionRecord): ReplicaRecord[] {
@@ -75,7 +75,11 @@ export class Rollout {
           id,
           endpoint,
           { type: 'rollout-failed', errorCode },
-          { cause: 'controller:rollout-failed', detail: { message: startErrorMessage(error), versionIndex: target.versionIndex } },
+          {
+            cause: 'controller:rollout-failed',
+            detail: { message: startErrorMessage(error), versionIndex: target.versionIndex },
+            errorMessage: failureMessage(error),
+          },
         );
         return;
       }

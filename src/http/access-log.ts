@@ -3,6 +3,11 @@
  * route (the path with ids replaced, no query), status, duration, the request
  * id the client got, and the API key's id when the key was valid. Never the
  * key itself, a query string or any content.
+ *
+ * A WebSocket connection (an upgrade, which never reaches the request
+ * handler) gets one line too, written when it closes: `ws: true`, status 101,
+ * the close code, how long it was open, and the key's id once `connection_init`
+ * authenticated it.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
@@ -21,16 +26,19 @@ export function routeOf(pathname: string): string {
     .join('/');
 }
 
+function pathnameOf(req: IncomingMessage): string {
+  try {
+    return new URL(req.url ?? '/', 'http://gateway').pathname;
+  } catch {
+    return '(unparsable)';
+  }
+}
+
 /** Starts timing `req`; its line is written once the response is finished or abandoned. */
 export function logAccess(logger: Logger, services: Services, req: IncomingMessage, res: ServerResponse, requestId: string): void {
   const started = performance.now();
   res.once('close', () => {
-    let pathname: string;
-    try {
-      pathname = new URL(req.url ?? '/', 'http://gateway').pathname;
-    } catch {
-      pathname = '(unparsable)';
-    }
+    const pathname = pathnameOf(req);
     const keyId = services.auth.keyIdOf(header(req, 'authorization'));
     logger.info(
       {
@@ -45,4 +53,43 @@ export function logAccess(logger: Logger, services: Services, req: IncomingMessa
       'request',
     );
   });
+}
+
+/** The access line of one WebSocket connection: started when it opens, written once when it closes. */
+export interface SocketAccess {
+  /** The connection authenticated with this key (its id only is logged). */
+  authenticated(keyId: string | undefined): void;
+  /** Writes the line; later calls do nothing. */
+  closed(code: number): void;
+}
+
+/** Starts timing the WebSocket connection opened by `req` (the upgrade request, which it does not keep). */
+export function logSocketAccess(logger: Logger, req: IncomingMessage, requestId: string): SocketAccess {
+  const started = performance.now();
+  const { method } = req;
+  const route = routeOf(pathnameOf(req));
+  let keyId: string | undefined;
+  let written = false;
+  return {
+    authenticated(id) {
+      keyId = id;
+    },
+    closed(code) {
+      if (written) return;
+      written = true;
+      logger.info(
+        {
+          reqId: requestId,
+          method,
+          route,
+          ws: true,
+          status: 101,
+          closeCode: code,
+          durationMs: Math.round((performance.now() - started) * 10) / 10,
+          ...(keyId ? { keyId } : {}),
+        },
+        'request',
+      );
+    },
+  };
 }

@@ -1,13 +1,17 @@
 /**
  * The browser tests' harness: Debian's Chromium driven by playwright-core,
  * headless and kept off the network, against a real gateway (real database,
- * controller and engines on the tiny model) serving the console this run
- * built (test/support/global-setup.ts). Without Chromium the suites skip and
+ * controller and engines on the tiny model) serving the console, built from
+ * the sources for each test file. Without Chromium the suites skip and
  * say why, so `npm test` passes on a machine that lacks it.
  */
 import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { describe, expect, inject } from 'vitest';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { build } from 'vite';
+import { describe, expect } from 'vitest';
 import { onCleanup } from '../support/cleanup.js';
 import { startTestApp, type TestApp, type TestAppOptions } from '../support/app.js';
 import type { SeededUser } from '../support/gateway.js';
@@ -50,7 +54,11 @@ export interface ConsoleHarness {
 }
 
 export async function startConsole(options: TestAppOptions = {}): Promise<ConsoleHarness> {
-  const app = await startTestApp({ consoleDir: inject('consoleDir'), ...options });
+  // The console as its sources are now, built into this file's own directory (a second or two).
+  const consoleDir = await mkdtemp(path.join(os.tmpdir(), 'console-build-'));
+  onCleanup(() => rm(consoleDir, { recursive: true, force: true }));
+  await build({ configFile: 'src/console/vite.config.ts', logLevel: 'warn', build: { outDir: consoleDir, emptyOutDir: true } });
+  const app = await startTestApp({ consoleDir, ...options });
   const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS });
   onCleanup(() => browser.close());
   const user = await app.seed.user();

@@ -66,7 +66,7 @@ export interface TestAppOptions {
   controller?: AppOptions['controller'];
   /** The structured logger (access lines; the components' failures go there instead of DEBUG_CONTROLLER's callback). */
   logger?: AppOptions['logger'];
-  /** The built web console to serve at `/` (test/console builds one per run: inject('consoleDir')). */
+  /** The built web console to serve at `/` (test/console builds one per file). */
   consoleDir?: string;
 }
 

@@ -16,16 +16,20 @@
  * - Access is watched (see `live/access-watch.ts`): a socket whose key stops
  *   authenticating is closed with 4403 and the reason; a subscription whose
  *   team access changed ends with a FORBIDDEN error.
+ * - With a `logger`, each connection writes one access line when it closes
+ *   (`../access-log.ts`): close code, duration, request id, key id.
  */
 import type { IncomingMessage, Server } from 'node:http';
 import { GraphQLError, type DocumentNode, type ExecutionArgs, type ExecutionResult } from 'graphql';
 import { CloseCode, handleProtocols, makeServer, MessageType } from 'graphql-ws';
 import type { YogaServerInstance } from 'graphql-yoga';
+import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AccessWatch, WatchedConnection, WatchedSubscription } from '../../live/access-watch.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
 import { failureOfDomainError, type Failure } from '../../domain/errors.js';
+import { logSocketAccess, type SocketAccess } from '../access-log.js';
 import { authenticate, credentialsOfConnectionParams } from '../authenticate.js';
 import { MAX_BODY_BYTES } from '../body.js';
 import { failureOf } from '../failures.js';
@@ -56,6 +60,8 @@ export interface WebSocketOptions {
   /** Interval of keep-alive pings; a socket that misses a pong for as long is dropped. @default 12000 */
   keepAliveMs?: number;
   log?: Log;
+  /** Where each connection's access line goes when it closes; without it, none is written. */
+  logger?: Logger;
 }
 
 /** Past this much unsent data on a socket, shared results wait for the socket like any other message. */
@@ -105,6 +111,8 @@ interface Extra {
   request?: IncomingMessage;
   /** The upgrade request's id (answered in its `x-request-id` header), for the socket's log lines. */
   requestId: string;
+  /** The connection's access line, when there is a logger. */
+  access?: SocketAccess;
 }
 
 /** What graphql-ws carries from `onSubscribe` to `execute`/`subscribe`. */
@@ -161,6 +169,7 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
         return false;
       }
       connections.set(ctx.extra, { principal: result.value, ...(watched ? { watched } : {}) });
+      ctx.extra.access?.authenticated(services.auth.keyIdOf(credentials.authorization));
       // The upgrade request is not needed past authentication: let it go rather than keep it for the socket's life.
       ctx.extra.request = undefined;
       return true;
@@ -238,7 +247,13 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
             socket.ping();
           }, keepAliveMs)
         : null;
-    const extra: Extra = { socket, request, requestId: requestIdOf(request) };
+    const requestId = requestIdOf(request);
+    const extra: Extra = {
+      socket,
+      request,
+      requestId,
+      ...(options.logger ? { access: logSocketAccess(options.logger, request, requestId) } : {}),
+    };
     let onMessage: ((data: string) => Promise<void>) | undefined;
     const closed = graphqlWs.opened(
       {
@@ -284,6 +299,7 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
       if (pongWait) clearTimeout(pongWait);
       if (ping) clearInterval(ping);
       connections.get(extra)?.watched?.close();
+      extra.access?.closed(code);
       void closed(code, reason.toString());
     });
   });

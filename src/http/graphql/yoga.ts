@@ -4,7 +4,8 @@
  * header, a socket's from its `connection_init` payload.
  */
 import type { IncomingMessage, Server } from 'node:http';
-import { createYoga, type YogaServerInstance } from 'graphql-yoga';
+import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
+import { createYoga, type GraphiQLOptions, type YogaServerInstance } from 'graphql-yoga';
 import { failureOfDomainError } from '../../domain/errors.js';
 import type { ChatRouter } from '../../router/chat-router.js';
 import type { Services } from '../../services/index.js';
@@ -21,6 +22,29 @@ import { serveWebSocket, type WebSocketOptions } from './websocket.js';
 
 export const GRAPHQL_PATH = '/graphql';
 
+const GRAPHIQL_QUERY = '# Put your API key in Headers (below), then run:\n{\n  me {\n    user {\n      email\n    }\n  }\n}\n';
+const GRAPHIQL_HEADERS = JSON.stringify({ Authorization: 'Bearer <your API key>' }, null, 2);
+
+/**
+ * GraphiQL as a new user first sees it: the headers pane open and holding the
+ * Authorization header to fill in, and a query that answers with any valid
+ * key. Headers are not persisted, so a key typed there stays out of the
+ * browser's storage.
+ */
+export const GRAPHIQL_OPTIONS: GraphiQLOptions & {
+  /** The first tab's query: yoga's GraphiQL reads `query` (absent from the type); `defaultQuery` seeds new tabs. */
+  query: string;
+  headers: string;
+} = {
+  title: 'Dedicated endpoints GraphiQL',
+  query: GRAPHIQL_QUERY,
+  defaultQuery: GRAPHIQL_QUERY,
+  headers: GRAPHIQL_HEADERS,
+  defaultHeaders: GRAPHIQL_HEADERS,
+  defaultEditorToolsVisibility: 'headers',
+  shouldPersistHeaders: false,
+};
+
 interface ServerContext {
   req?: IncomingMessage;
   /** Set for WebSocket operations, authenticated once in `onConnect`. */
@@ -31,8 +55,10 @@ interface ServerContext {
 
 /**
  * `security`: operation limits and introspection (`limits.ts`); GraphiQL is
- * served only where introspection is on. CORS is answered by the HTTP server
- * for every route (`../cors.ts`), so yoga adds none of its own.
+ * served only where introspection is on, with its scripts, styles and
+ * workers inlined from `@graphql-yoga/render-graphiql` (no CDN: it works
+ * offline and loads nothing from another host). CORS is answered by the HTTP
+ * server for every route (`../cors.ts`), so yoga adds none of its own.
  */
 export function createGraphQL(
   services: Services,
@@ -49,7 +75,8 @@ export function createGraphQL(
     // and logged once with its request id by useErrorReporting (yoga's own logging is off).
     maskedErrors: { maskError: maskGraphQLError },
     landingPage: false,
-    graphiql: security.introspection,
+    graphiql: security.introspection ? GRAPHIQL_OPTIONS : false,
+    renderGraphiQL,
     cors: false,
     plugins: [
       useErrorReporting(log),
