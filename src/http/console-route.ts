@@ -5,7 +5,7 @@
  * immutable. A strict Content-Security-Policy keeps the page to its own
  * scripts and its own origin (GraphQL over HTTP and WebSocket).
  */
-import { existsSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import sirv from 'sirv';
@@ -40,11 +40,24 @@ export function isConsolePath(pathname: string): boolean {
 
 export type ConsoleHandler = (req: IncomingMessage, res: ServerResponse, pathname: string) => void;
 
+function builtAt(dir: string): number | undefined {
+  try {
+    return statSync(`${dir}/index.html`).mtimeMs;
+  } catch {
+    return undefined;
+  }
+}
+
 export function consoleRoute(dir = CONSOLE_DIR): ConsoleHandler {
   let serve: ReturnType<typeof sirv> | undefined;
-  const files = (): ReturnType<typeof sirv> | undefined => {
-    // Built after the gateway started (npm run build while it runs): picked up on the next request.
-    if (!serve && existsSync(`${dir}/index.html`)) {
+  let servedBuild: number | undefined;
+  const files = (pathname: string): ReturnType<typeof sirv> | undefined => {
+    // sirv lists the files once; a build made while the gateway runs (npm run build) is picked up when the page is next loaded.
+    if (!serve || !pathname.startsWith(ASSETS_PREFIX)) {
+      const build = builtAt(dir);
+      if (build === undefined) return undefined;
+      if (build === servedBuild && serve) return serve;
+      servedBuild = build;
       serve = sirv(dir, {
         etag: true,
         dotfiles: false,
@@ -64,7 +77,7 @@ export function consoleRoute(dir = CONSOLE_DIR): ConsoleHandler {
       res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain; charset=utf-8' }).end('the console is read with GET\n');
       return;
     }
-    const handler = files();
+    const handler = files(pathname);
     if (!handler) {
       res
         .writeHead(503, { 'content-type': 'text/plain; charset=utf-8', 'retry-after': '10' })

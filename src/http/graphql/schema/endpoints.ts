@@ -118,6 +118,10 @@ const EndpointSpec = builder.objectRef<VersionView>('EndpointSpec').implement({
       autoscalingCooldown: t.int({ description: 'Seconds.', resolve: (v) => spec(v).autoscaling.cooldownPeriod }),
       maxBatchSize: t.int({ resolve: (v) => spec(v).advanced.maxBatchSize }),
       maxTokenCount: t.int({ resolve: (v) => spec(v).advanced.maxTokenCount }),
+      maxTokenCountFromModel: t.boolean({
+        description: "True when max_token_count was left out: it follows the model's context (bounded by the instance's memory).",
+        resolve: (v) => spec(v).advanced.maxTokenCountAuto === true,
+      }),
       maxInputLength: t.int({ resolve: (v) => spec(v).advanced.maxInputLength }),
       tokenizerSkipSpecialTokens: t.boolean({ resolve: (v) => spec(v).advanced.tokenizerSkipSpecialTokens }),
       tokenizerAddSpecialTokens: t.boolean({ resolve: (v) => spec(v).advanced.tokenizerAddSpecialTokens }),

@@ -1,0 +1,155 @@
+/**
+ * The version history, newest first, ten at a time: each version's comment,
+ * what changed from the version before it, and a Rollback button on older
+ * versions (enabled where the lifecycle allows a rollback from the live status).
+ */
+import { useCallback, useEffect, useState } from 'react';
+import { isAllowed, type EndpointStatus } from '../../../domain/lifecycle.js';
+import { ApiError, failureOf } from '../../api/graphql.js';
+import { useMutation } from '../../api/hooks.js';
+import { EndpointPageRollbackDocument, EndpointPageVersionsDocument, type EndpointPageVersionsQuery } from '../../api/generated.js';
+import { ErrorAlert, Loading, Notice } from '../../components/ui.js';
+import { useSession } from '../../session.js';
+import { diffSpecs } from './spec-diff.js';
+import { formatTime, humanize } from './format.js';
+
+/** Versions shown at first, and added by each "Show older versions". */
+const PAGE_SIZE = 10;
+const FETCH_SIZE = 100;
+
+type Version = NonNullable<EndpointPageVersionsQuery['endpoint']>['versions']['nodes'][number];
+
+function VersionDiff({ version, previous }: { version: Version; previous: Version | undefined }) {
+  if (version.versionIndex === 0) return <p className="muted small">The first version.</p>;
+  if (!previous) return <p className="muted small">Load more to compare with version {version.versionIndex - 1}.</p>;
+  const changes = diffSpecs(previous.spec, version.spec);
+  if (changes.length === 0) return <p className="muted small">No change from version {previous.versionIndex}.</p>;
+  return (
+    <div className="version-diff">
+      <p className="small">Changes from version {previous.versionIndex}:</p>
+      <ul aria-label={`Changes in version ${version.versionIndex}`}>
+        {changes.map((change) => (
+          <li key={change.field}>
+            <span className="diff-field">{change.field}</span>: <del>{change.before}</del> <span aria-hidden="true">→</span>
+            <span className="visually-hidden">to</span> <ins>{change.after}</ins>
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
+}
+
+export function VersionsPanel({
+  id,
+  status,
+  currentVersion,
+  generation,
+  onRolledBack,
+}: {
+  id: string;
+  status: string;
+  currentVersion: number;
+  /** Changes when a version was added: the history reloads from the top. */
+  generation: number;
+  onRolledBack: () => void;
+}) {
+  const { api } = useSession();
+  const [versions, setVersions] = useState<Version[]>([]);
+  const [shown, setShown] = useState(PAGE_SIZE);
+  const [loading, setLoading] = useState(true);
+  const [error, setError] = useState<ApiError | undefined>();
+  const rollback = useMutation(EndpointPageRollbackDocument);
+  const [rollbackFailure, setRollbackFailure] = useState<string | undefined>();
+  const [done, setDone] = useState<string | undefined>();
+
+  // The API pages oldest first: every page is read (100 at a time), so the newest can be shown first and every version compared with the one before it.
+  const load = useCallback(async () => {
+    setLoading(true);
+    try {
+      const all: Version[] = [];
+      let after: string | null = null;
+      for (;;) {
+        const result: EndpointPageVersionsQuery = await api.request(EndpointPageVersionsDocument, { id, first: FETCH_SIZE, after });
+        const connection = result.endpoint?.versions;
+        if (!connection) break;
+        all.push(...connection.nodes);
+        if (!connection.pageInfo.hasNextPage || !connection.pageInfo.endCursor) break;
+        after = connection.pageInfo.endCursor;
+      }
+      setVersions(all.sort((a, b) => b.versionIndex - a.versionIndex));
+      setError(undefined);
+    } catch (failure) {
+      setError(failure instanceof ApiError ? failure : new ApiError(String(failure)));
+    } finally {
+      setLoading(false);
+    }
+  }, [api, id]);
+
+  // Again whenever a version is added or rolled out.
+  useEffect(() => {
+    void load();
+  }, [load, generation]);
+
+  const rollBack = async (versionIndex: number) => {
+    setRollbackFailure(undefined);
+    setDone(undefined);
+    const result = await rollback.run({ id, versionIndex });
+    if (!result) return;
+    const failed = failureOf(result.rollbackEndpoint);
+    if (failed) {
+      const fields = failed.fields?.map((f) => `${f.field}: ${f.message}`).join('; ');
+      return setRollbackFailure(fields ? `${failed.message} (${fields})` : failed.message);
+    }
+    setDone(`Rolled back to version ${versionIndex}: a new version copies it.`);
+    onRolledBack();
+  };
+
+  const canRollBack = isAllowed('rollback', status as EndpointStatus);
+  const byIndex = new Map(versions.map((v) => [v.versionIndex, v]));
+  // Every update and rollback appends a version, which becomes the current one.
+  const newest = Math.max(currentVersion, versions[0]?.versionIndex ?? 0);
+
+  return (
+    <section className="panel" aria-labelledby="versions-heading">
+      <h2 id="versions-heading">Versions</h2>
+      <ErrorAlert error={error} />
+      <ErrorAlert error={rollbackFailure ?? rollback.error} />
+      {done && <Notice>{done}</Notice>}
+      {versions.length === 0 && loading && <Loading what="the versions" />}
+      <ol className="versions" aria-label="Version history">
+        {versions.slice(0, shown).map((version) => (
+          <li key={version.versionIndex} className="version" data-version={version.versionIndex}>
+            <div className="version-head">
+              <h3>Version {version.versionIndex}</h3>
+              {version.versionIndex === newest && <span className="badge badge-ok">current</span>}
+              <span className="muted small">{humanize(version.rolloutState)}</span>
+              {version.rolledBackFrom !== null && <span className="small">rollback to version {version.rolledBackFrom}</span>}
+            </div>
+            <p className="small muted">
+              <time dateTime={version.createdAt}>{formatTime(version.createdAt)}</time>
+              {version.creator && <> · {version.creator.name || version.creator.email}</>}
+            </p>
+            {version.comment && <p className="version-comment">{version.comment}</p>}
+            <VersionDiff version={version} previous={byIndex.get(version.versionIndex - 1)} />
+            {version.versionIndex !== newest && (
+              <button
+                type="button"
+                className="secondary"
+                disabled={!canRollBack || rollback.pending}
+                aria-label={`Roll back to version ${version.versionIndex}`}
+                onClick={() => void rollBack(version.versionIndex)}
+              >
+                Rollback
+              </button>
+            )}
+          </li>
+        ))}
+      </ol>
+      {versions.length > shown && (
+        <button type="button" className="secondary" onClick={() => setShown((n) => n + PAGE_SIZE)}>
+          Show older versions ({versions.length - shown} more)
+        </button>
+      )}
+    </section>
+  );
+}
