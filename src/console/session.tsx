@@ -22,6 +22,8 @@ export interface Session {
   /** Re-reads the teams (after a project is created, say). */
   refreshTeams(): Promise<void>;
   signOut(): void;
+  /** Whether an API key's prefix is the signed-in key's (to warn before revoking it); the key itself is never handed out. */
+  isSessionKey(prefix: string): boolean;
 }
 
 interface SessionState {
@@ -138,6 +140,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
           selectTeam,
           refreshTeams: () => loadTeams(api),
           signOut: () => signOut(),
+          isSessionKey: (prefix: string) => prefix.length > 0 && apiKey !== undefined && apiKey.startsWith(prefix),
         }
       : undefined;
 
