@@ -50,7 +50,7 @@ try {
       max_tokens: 24,
     });
   }
-  await call('PUT', `/dedicated/beta/endpoint/${id}`, { advanced: { max_batch_size: 8 }, comment: 'larger batches' });
+  await call('PUT', `/dedicated/beta/endpoint/${id}`, { advanced: { max_batch_size: 8 }, newVersionComment: 'larger batches' });
 
   await mkdir(OUT, { recursive: true });
   const browser = await chromium.launch({
@@ -81,7 +81,7 @@ try {
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.locator(`tr[data-endpoint-id="${id}"] [data-status="RUNNING"]`).waitFor();
   await shot(page, 'endpoints');
-  await page.goto(`${sandbox.url}/#/endpoints/new?project=${projectId}`);
+  await page.getByRole('link', { name: 'New endpoint in chat-apps' }).click();
   await page.getByRole('button', { name: 'Create endpoint' }).click();
   await shot(page, 'create-form-errors');
   await page.goto(`${sandbox.url}/#/endpoints/${id}`);
@@ -89,12 +89,10 @@ try {
   await sleep(1500);
   await shot(page, 'endpoint');
   await page.goto(`${sandbox.url}/#/playground/${id}`);
-  await page.getByRole('textbox', { name: /message/i }).fill('Write a short greeting.');
-  await page.keyboard.press('Enter');
-  await page
-    .getByText(/finish/i)
-    .first()
-    .waitFor({ timeout: 30_000 });
+  await page.getByLabel('Max tokens').fill('48');
+  await page.getByLabel('Message', { exact: true }).fill('Write a short greeting.');
+  await page.getByLabel('Message', { exact: true }).press('Enter');
+  await page.locator('.finish-reason').first().waitFor({ timeout: 30_000 });
   await shot(page, 'playground');
   await page.goto(`${sandbox.url}/#/settings`);
   await page
@@ -102,11 +100,11 @@ try {
     .first()
     .waitFor();
   await shot(page, 'settings');
-  const narrow = await page.context().newPage();
-  await narrow.setViewportSize({ width: 380, height: 800 });
-  await narrow.goto(`${sandbox.url}/#/endpoints/${id}`);
-  await narrow.getByRole('heading', { name: 'tiny-chat' }).waitFor();
-  await shot(narrow, 'endpoint-narrow');
+  // The same tab (the key is kept per tab), at a phone's width.
+  await page.setViewportSize({ width: 380, height: 800 });
+  await page.goto(`${sandbox.url}/#/endpoints/${id}`);
+  await page.getByRole('heading', { name: 'tiny-chat' }).waitFor();
+  await shot(page, 'endpoint-narrow');
   await browser.close();
 } finally {
   await sandbox.stop();
