@@ -49,6 +49,8 @@ export interface Config {
   engineThreads: number;
   /** A built-in engine no gateway contacted for this long (its gateway gone, none adopting it) exits. @default 600000 */
   engineIdleExitMs: number;
+  /** On SIGINT or SIGTERM, stop this machine's engines too instead of leaving them for the next start to adopt. @default false */
+  stopEnginesOnExit: boolean;
   /** Set when CPU_SLOTS x ENGINE_THREADS oversubscribe the cores; start-up prints it. */
   cpuWarning: string | undefined;
   /** Controller pass interval. @default 500 */
@@ -288,6 +290,7 @@ export function loadConfig(env: Env = process.env): Config {
     cpuSlots: cpu.slots,
     engineThreads: cpu.threads,
     engineIdleExitMs: readInteger(env, 'ENGINE_IDLE_EXIT_MS', 600_000, 1000, 7 * 86_400_000),
+    stopEnginesOnExit: readBoolean(env, 'STOP_ENGINES_ON_EXIT', false),
     cpuWarning: cpu.warning,
     controllerIntervalMs: readInteger(env, 'CONTROLLER_INTERVAL_MS', 500, 10, 3_600_000),
     leaseTtlMs: readInteger(env, 'LEASE_TTL_MS', 10_000, 100, 3_600_000),

