@@ -50,6 +50,8 @@ const CLIENTS = Number(process.env.BENCH_OVERLOAD_CLIENTS ?? 200);
 const QUEUE_TIMEOUT_MS = Number(process.env.BENCH_OVERLOAD_QUEUE_TIMEOUT_MS ?? 2000);
 const LOAD_MS = Number(process.env.BENCH_OVERLOAD_MS ?? 12_000);
 const SCALE_MS = Number(process.env.BENCH_OVERLOAD_SCALE_MS ?? 15_000);
+/** Requests sent this soon after the load's start make its first burst (the clients all send at once). */
+const BURST_MS = 50;
 /** Goodput is counted after the queue has filled. */
 const WINDOW_START_MS = 2000;
 const DIRECT_MS = 4000;
@@ -193,6 +195,8 @@ interface Summary {
   refusalMs: { p50: number; p99: number; max: number; n: number; afterQueueTimeout: number };
   /** The same for requests sent inside the goodput window (after the first burst). */
   refusalSteadyMs: { p50: number; p99: number; n: number };
+  /** The first burst (requests sent in the first BURST_MS): 429s, and the heads of every answer (the gateway's cost of the burst). */
+  burst: { sent: number; n429: number; p50: number; p99: number; max: number; headP50: number; headMax: number };
   retryAfterS: { min: number; max: number; missing: number };
   ttftServed: { p50: number; p99: number; max: number; n: number };
   aheadServed: { p50: number; p99: number };
@@ -225,6 +229,15 @@ function summarize(r: OverloadLoadResult, windowStartMs: number): Summary {
   const steady: number[] = [];
   for (let i = 0; i < r.status.length; i++) if (r.status[i] === 429 && r.sentAtMs[i]! >= windowStartMs) steady.push(r.headMs[i]!);
   const [st50, st99] = quantiles(steady, [0.5, 0.99]) as [number, number];
+  const burstRefusal: number[] = [];
+  const burstHead: number[] = [];
+  for (let i = 0; i < r.status.length; i++) {
+    if (r.sentAtMs[i]! >= BURST_MS || !Number.isFinite(r.headMs[i]!)) continue;
+    burstHead.push(r.headMs[i]!);
+    if (r.status[i] === 429) burstRefusal.push(r.headMs[i]!);
+  }
+  const [b50, b99, bMax] = quantiles(burstRefusal, [0.5, 0.99, 1]) as [number, number, number];
+  const [h50, hMax] = quantiles(burstHead, [0.5, 1]) as [number, number];
   const byCode = new Map<string, number[]>();
   for (let i = 0; i < r.status.length; i++) {
     if (r.status[i] !== 429) continue;
@@ -264,6 +277,7 @@ function summarize(r: OverloadLoadResult, windowStartMs: number): Summary {
       afterQueueTimeout: refusal.filter((t) => t >= 0.9 * QUEUE_TIMEOUT_MS).length,
     },
     refusalSteadyMs: { p50: st50, p99: st99, n: steady.length },
+    burst: { sent: burstHead.length, n429: burstRefusal.length, p50: b50, p99: b99, max: bMax, headP50: h50, headMax: hMax },
     retryAfterS: {
       min: retryAfter.length ? Math.min(...retryAfter) / 1000 : Number.NaN,
       max: retryAfter.length ? Math.max(...retryAfter) / 1000 : Number.NaN,
@@ -579,6 +593,12 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     'time to a 429: p50 / p99 / max',
     `${fmt(s1.refusalMs.p50, 1)} / ${fmt(s1.refusalMs.p99, 1)} / ${fmt(s1.refusalMs.max, 0)} ms`,
     `${s1.refusalMs.n} × 429, ${s1.refusalMs.afterQueueTimeout} of them after waiting ≥ 0.9 × QUEUE_TIMEOUT_MS; sent after ${WINDOW_START_MS / 1000} s: p50 / p99 ${fmt(s1.refusalSteadyMs.p50, 1)} / ${fmt(s1.refusalSteadyMs.p99, 1)} ms; Retry-After ${fmt(s1.retryAfterS.min, 1)}–${fmt(s1.retryAfterS.max, 1)} s${s1.retryAfterS.missing ? `, ${s1.retryAfterS.missing} without` : ''}`,
+  ]);
+  rows.push([
+    'one replica, 200 clients',
+    `first burst (sent in the first ${BURST_MS} ms): time to a 429 p50 / p99 / max`,
+    `${fmt(s1.burst.p50, 1)} / ${fmt(s1.burst.p99, 1)} / ${fmt(s1.burst.max, 0)} ms`,
+    `${s1.burst.n429} × 429 of ${s1.burst.sent} sent; every answer's head p50 / max ${fmt(s1.burst.headP50, 1)} / ${fmt(s1.burst.headMax, 0)} ms`,
   ]);
   const byCode = (x: Summary) =>
     Object.entries(x.refusalByCode)

@@ -6,21 +6,36 @@
  * cannot starve the others.
  *
  * A request is queued only when it can be expected to start within the queue
- * timeout (with a margin: QUEUE_MARGIN), judged from the measured service rate (an EWMA of how long an
- * admitted request holds its slot, over the slots serving and those being
- * added) and the requests that would be served before it. Otherwise it is
- * refused at once, with the seconds after which a retry would be queued.
- * Before any hold time is measured, the requests holding slots give a lower
- * bound: each holds its slot at least as long as it has so far, and a
- * request with whole rounds of requests ahead of it waits at least that long
- * per round.
+ * timeout (with a margin: QUEUE_MARGIN), judged from the measured service
+ * rate (an EWMA of how long an admitted request holds its slot, over the
+ * slots serving and those being added) and the requests that would be served
+ * before it. Otherwise it is refused at once, with the seconds after which a
+ * retry would be queued. Before any hold time is measured, only one round is
+ * queued: a request with as many requests ahead of it as the endpoint has
+ * slots at its largest (maxReplica x max_batch_size) is refused at once (the
+ * decision: admission-decision.ts). Those queued may
+ * still be pushed back a round by another key's requests (round-robin); for
+ * them the requests holding slots give a lower bound: each holds its slot at
+ * least as long as it has so far, and a request with whole rounds of requests
+ * ahead of it waits at least that long per round.
  *
  * When the estimate rises (a hold measured, or the running requests' age
  * growing before any is), queued requests that can no longer be expected to
  * start before their own timeout are refused then, with the same 429, rather
  * than left to wait it out.
  */
+import {
+  decideAdmission,
+  expectedWaitMs,
+  requestsAhead,
+  seconds,
+  type AdmissionDecision,
+  type AdmissionLimits,
+  type Refusal,
+} from './admission-decision.js';
 import { once } from './once.js';
+
+export * from './admission-decision.js';
 
 export class QueueTimeoutError extends Error {}
 export class QueueAbortedError extends Error {}
@@ -30,115 +45,6 @@ export class QueueRefusedError extends Error {
   constructor(readonly refusal: Refusal) {
     super(refusal.message);
   }
-}
-
-export interface AdmissionLimits {
-  /** How long a request may wait for a slot. */
-  timeoutMs: number;
-  /** Requests queued at most for the endpoint (in this process). */
-  maxQueue: number;
-  /** Requests queued at most per API key for the endpoint (in this process). */
-  maxPerKey: number;
-}
-
-export interface AdmissionInput extends AdmissionLimits {
-  /** Requests holding a slot. */
-  running: number;
-  /** Slots of the serving replicas. */
-  slots: number;
-  /** Slots of replicas being added (desired > ready): counted as capacity coming. */
-  coming: number;
-  /** This key's requests already queued. */
-  ownQueued: number;
-  /** Each other key's queued requests. */
-  othersQueued: readonly number[];
-  /** The measured mean time a request holds its slot; undefined before any measurement. */
-  holdMs: number | undefined;
-  /** Before any measurement: how long the slots now held have been held, on average (a lower bound of a hold). */
-  holdAtLeastMs?: number | undefined;
-}
-
-export interface Refusal {
-  /** `queue_full`: the endpoint's queue is full, or would not reach this request in time; `rate_limit_exceeded`: this key's queue is full. */
-  code: 'queue_full' | 'rate_limit_exceeded';
-  message: string;
-  retryAfterS: number;
-}
-
-export type AdmissionDecision = { kind: 'run' } | { kind: 'queue'; expectedWaitMs: number | undefined } | ({ kind: 'refuse' } & Refusal);
-
-/**
- * The share of the queue timeout a request may be expected to wait and still
- * be queued. The rest absorbs the estimate's noise: a queued request is
- * refused later only if the estimate rises by a quarter (see reviewQueue),
- * rather than at its every tick.
- */
-export const QUEUE_MARGIN = 0.8;
-
-/** Retry-After in whole seconds, at least 1. */
-function seconds(ms: number): number {
-  return Math.max(1, Math.ceil(ms / 1000));
-}
-
-/**
- * How long a request with `ahead` requests served before it can be expected
- * to wait, all `capacity` slots busy: one slot frees every holdMs / capacity.
- * Before any measurement, with only a lower bound of the hold, only the
- * whole rounds ahead of it count (the slots held now may free at any time):
- * floor(ahead / capacity) holds at least. Undefined: nothing known.
- */
-export function expectedWaitMs(ahead: number, capacity: number, holdMs: number | undefined, holdAtLeastMs?: number): number | undefined {
-  if (holdMs !== undefined) return ((ahead + 1) * holdMs) / capacity;
-  if (holdAtLeastMs !== undefined) return Math.floor(ahead / capacity) * holdAtLeastMs;
-  return undefined;
-}
-
-/**
- * Requests served before a new one of a key with `ownQueued` waiting, under
- * round-robin: its own queue, and from each other key at most one per round
- * until this one's round.
- */
-export function requestsAhead(ownQueued: number, othersQueued: readonly number[]): number {
-  return othersQueued.reduce((sum, q) => sum + Math.min(q, ownQueued + 1), ownQueued);
-}
-
-/** The decision for one arriving request, as a pure function of the gate's state. */
-export function decideAdmission(input: AdmissionInput): AdmissionDecision {
-  const { running, slots, coming, ownQueued, othersQueued, holdMs, holdAtLeastMs, timeoutMs, maxQueue, maxPerKey } = input;
-  const queued = othersQueued.reduce((a, b) => a + b, ownQueued);
-  if (queued === 0 && running < slots) return { kind: 'run' };
-  const capacity = Math.max(1, slots + coming);
-  const waitFor = (ahead: number) => expectedWaitMs(ahead, capacity, holdMs, holdAtLeastMs);
-  if (queued >= maxQueue) {
-    const drain = waitFor(queued - maxQueue);
-    return {
-      kind: 'refuse',
-      code: 'queue_full',
-      retryAfterS: seconds(drain ?? 0),
-      message: `endpoint is at capacity: ${queued} requests are queued, the most it holds`,
-    };
-  }
-  if (ownQueued >= maxPerKey) {
-    // One of this key's own requests is served after at most one of each other key's.
-    const next = waitFor(othersQueued.filter((q) => q > 0).length);
-    return {
-      kind: 'refuse',
-      code: 'rate_limit_exceeded',
-      retryAfterS: seconds(next ?? 0),
-      message: `this API key has ${ownQueued} requests queued for the endpoint, the most one key may`,
-    };
-  }
-  const wait = waitFor(requestsAhead(ownQueued, othersQueued));
-  const admissible = timeoutMs * QUEUE_MARGIN;
-  if (wait !== undefined && wait > admissible) {
-    return {
-      kind: 'refuse',
-      code: 'queue_full',
-      retryAfterS: seconds(wait - admissible),
-      message: `endpoint is at capacity: a slot is expected in ${(wait / 1000).toFixed(1)} s, past the ${(admissible / 1000).toFixed(1)} s a request may be queued for`,
-    };
-  }
-  return { kind: 'queue', expectedWaitMs: wait };
 }
 
 /** Weight of the newest hold time in the moving average. */
@@ -175,13 +81,16 @@ export class EndpointGate {
   /**
    * `limit` (slots now) and `coming` (slots being added) are read at each
    * decision: the replica count changes while requests wait. `onQueueChange`
-   * is called whenever the number of queued requests changes.
+   * is called whenever the number of queued requests changes. `maxSlots`:
+   * the slots of the endpoint at its largest (maxReplica x max_batch_size),
+   * one round of which may queue before any hold is measured.
    */
   constructor(
     private readonly limit: () => number,
     private readonly limits: AdmissionLimits,
     private readonly coming: () => number = () => 0,
     private readonly onQueueChange: () => void = () => {},
+    private readonly maxSlots: () => number = () => 0,
   ) {}
 
   get queued(): number {
@@ -223,6 +132,7 @@ export class EndpointGate {
       othersQueued,
       holdMs: this.holdEwma,
       holdAtLeastMs: this.holdAtLeastMs(),
+      maxSlots: this.maxSlots(),
     });
   }
 

@@ -207,6 +207,9 @@ export class ChatRouter {
         if (overLimits) return fail(overLimits);
       }
     }
+    // A request that is not to be queued is answered here, without a rejected promise (a burst's refusals stay cheap).
+    const decision = gate.decide(key);
+    if (decision.kind === 'refuse') return fail(refused(endpoint.id, decision));
     let release: () => void;
     const queueStart = performance.now();
     try {
@@ -329,6 +332,11 @@ export class ChatRouter {
           return entry ? Math.max(0, desired - entry.replicas.length) * entry.maxBatchSize : 0;
         },
         () => this.depths.changedAt(endpointId),
+        // The endpoint at its largest: before any hold is measured, one round of its slots may queue.
+        () => {
+          const spec = this.view.cachedEndpoint(endpointId)?.current.spec;
+          return spec ? spec.autoscaling.maxReplica * spec.advanced.maxBatchSize : 0;
+        },
       );
       this.gates.set(endpointId, gate);
     }

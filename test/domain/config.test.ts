@@ -24,6 +24,7 @@ test('defaults with no variables set', () => {
     cpuSlots: cpuBudget().slots,
     engineThreads: cpuBudget().threads,
     engineIdleExitMs: 600_000,
+    stopEnginesOnExit: false,
     cpuWarning: undefined,
     controllerIntervalMs: 500,
     leaseTtlMs: 10_000,

@@ -138,6 +138,10 @@ describe('fairness between API keys', () => {
         },
         () => undefined,
       );
+    // One short answer first: a hold time is measured, so the queue is no longer bounded to one round (see admission-decision.ts).
+    const warm = await chat(alice.key, { model: id, max_tokens: 2 });
+    expect(warm.status).toBe(200);
+    await warm.arrayBuffer();
     // The heavy key takes the only slot, then queues eight more behind it.
     const holder = ask(alice.key, 'heavy0');
     await waitFor('the slot taken', async () => (await replicaHealth(id)).active === 1);

@@ -248,6 +248,10 @@ describe('backpressure and cancellation', () => {
     const third = await rawChat({ model: endpoint, messages: MESSAGES, max_tokens: 4 });
     expect(third.status).toBe(429);
     expect(third.headers.get('retry-after')).toBe('1');
+    // retry-after-ms (OpenAI's SDKs read it first) spreads a burst's retries over the second's latter half.
+    const retryMs = Number(third.headers.get('retry-after-ms'));
+    expect(retryMs).toBeGreaterThanOrEqual(500);
+    expect(retryMs).toBeLessThanOrEqual(1000);
     expect(await third.json()).toMatchObject({ error: { type: 'rate_limit_error', code: 'queue_full' } });
     clients.abort();
     await Promise.all(long);

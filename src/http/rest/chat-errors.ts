@@ -41,8 +41,18 @@ export function openAIErrorOf(error: unknown): OpenAIError {
   return openAIErrorOfFailure(failureOf(error));
 }
 
+/**
+ * When to retry: `Retry-After` in whole seconds, and `retry-after-ms` (which
+ * OpenAI's SDKs prefer) a random point between half and all of it, so that
+ * the clients of one refused burst do not all come back at the same instant.
+ */
+export function retryHeaders(retryAfterS: number): Record<string, string> {
+  const ms = Math.round(retryAfterS * 1000 * (0.5 + Math.random() * 0.5));
+  return { 'retry-after': String(retryAfterS), 'retry-after-ms': String(ms) };
+}
+
 /** Answers with an OpenAI error, unless the answer has begun (or the client is gone). */
 export function sendOpenAIError(res: ServerResponse, error: OpenAIError): void {
   if (res.headersSent || res.destroyed) return;
-  sendJson(res, error.status, errorBody(error), error.retryAfter !== undefined ? { 'retry-after': String(error.retryAfter) } : {});
+  sendJson(res, error.status, errorBody(error), error.retryAfter !== undefined ? retryHeaders(error.retryAfter) : {});
 }
