@@ -9,6 +9,7 @@ import { mkdir } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chromium, type Page } from 'playwright-core';
 import { instanceOptionFor } from '../src/domain/instance-catalog.js';
+import { CHROMIUM_ARGS, CHROMIUM_PATH } from './chromium.js';
 import { startSandbox, TINY_REPO } from './sandbox.js';
 
 const OUT = new URL('../docs/console/', import.meta.url);
@@ -53,18 +54,7 @@ try {
   await call('PUT', `/dedicated/beta/endpoint/${id}`, { advanced: { max_batch_size: 8 }, newVersionComment: 'larger batches' });
 
   await mkdir(OUT, { recursive: true });
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS });
   const shot = async (page: Page, name: string) => {
     await sleep(400);
     await page.screenshot({ path: new URL(`${name}.png`, OUT).pathname, fullPage: true });

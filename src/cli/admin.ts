@@ -5,15 +5,13 @@
  * embedded one under DATA_DIR (adopted if `npm start` is running); it says
  * which on stderr, and refuses to run where DATA_DIR holds no database.
  */
-import { existsSync } from 'node:fs';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '../config.js';
+import { loadConfig } from '../config.js';
 import type { Result } from '../domain/result.js';
 import { createServices, type Services } from '../services/index.js';
 import type { Principal } from '../services/principal.js';
 import type { TeamRole } from '../domain/identity.js';
-import { openDatabase } from '../storage/open-database.js';
+import { exitOnFailure, openCliDatabase, UsageError } from './cli-database.js';
 
 const USAGE = `Usage: npm run admin -- <command> [options]
 
@@ -25,8 +23,6 @@ Commands:
   create-team    --name N --owner ID|EMAIL
   add-member     --team TEAM_ID --user ID|EMAIL [--role OWNER|MEMBER]
   create-project --team TEAM_ID --name N`;
-
-class UsageError extends Error {}
 
 function required(values: Record<string, unknown>, name: string): string {
   const value = values[name];
@@ -131,15 +127,7 @@ export async function runAdmin(argv: string[], services: Services, print: (line:
 }
 
 async function main(): Promise<void> {
-  const config = loadConfig();
-  // The admin CLI never creates a database: without DATABASE_URL it needs DATA_DIR to hold the service's (npm start made it).
-  if (!config.databaseUrl && !existsSync(path.join(config.dataDir, 'pg', 'PG_VERSION'))) {
-    throw new UsageError(
-      `no database in ${path.join(config.dataDir, 'pg')}: set DATA_DIR to the directory \`npm start\` uses (default ./.data in its working directory), or DATABASE_URL`,
-    );
-  }
-  const database = await openDatabase(config);
-  console.error(`using the database: ${database.description}`);
+  const database = await openCliDatabase(loadConfig());
   try {
     await runAdmin(process.argv.slice(2), createServices(database.sql), (line) => console.log(line));
   } finally {
@@ -148,12 +136,5 @@ async function main(): Promise<void> {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  main().catch((error: unknown) => {
-    if (error instanceof UsageError || error instanceof ConfigError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      console.error((error as Error).message);
-    } else {
-      console.error('admin command failed:', error);
-    }
-    process.exit(1);
-  });
+  main().catch(exitOnFailure('admin command'));
 }

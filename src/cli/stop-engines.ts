@@ -7,28 +7,18 @@
  * holds endpoint leases on the database (that gateway would start the engines
  * again at once) unless --force.
  */
-import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '../config.js';
+import { loadConfig } from '../config.js';
 import { engineLines, ENGINE_STOP_GRACE_MS, markGoneReplicasStopped, stopLocalEngines } from '../runtime/local-engines.js';
 import { LocalRuntime } from '../runtime/local-runtime.js';
 import { activeLeaseHolders, liveReplicasElsewhere, liveReplicasOnNode } from '../storage/node-replicas-repository.js';
-import { openDatabase } from '../storage/open-database.js';
-
-class UsageError extends Error {}
+import { exitOnFailure, openCliDatabase, UsageError } from './cli-database.js';
 
 async function main(): Promise<number> {
   const { values } = parseArgs({ args: process.argv.slice(2), options: { force: { type: 'boolean' } }, strict: true });
   const config = loadConfig();
-  // Like the admin CLI, it never creates a database: without DATABASE_URL, DATA_DIR must hold the service's.
-  if (!config.databaseUrl && !existsSync(path.join(config.dataDir, 'pg', 'PG_VERSION'))) {
-    throw new UsageError(
-      `no database in ${path.join(config.dataDir, 'pg')}: set DATA_DIR to the directory \`npm start\` uses (default ./.data in its working directory), or DATABASE_URL`,
-    );
-  }
-  const database = await openDatabase(config);
-  console.error(`using the database: ${database.description}`);
+  const database = await openCliDatabase(config);
   try {
     const holders = await activeLeaseHolders(database.sql);
     if (holders.length > 0 && !values.force) {
@@ -63,14 +53,4 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    if (error instanceof UsageError || error instanceof ConfigError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      console.error((error as Error).message);
-    } else {
-      console.error('stop-engines failed:', error);
-    }
-    process.exit(1);
-  },
-);
+main().then((code) => process.exit(code), exitOnFailure('stop-engines'));

@@ -15,8 +15,9 @@ import { describe, expect } from 'vitest';
 import { onCleanup } from '../support/cleanup.js';
 import { startTestApp, type TestApp, type TestAppOptions } from '../support/app.js';
 import type { SeededUser } from '../support/gateway.js';
+import { CHROMIUM_ARGS, CHROMIUM_PATH } from '../../scripts/chromium.js';
 
-export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+export { CHROMIUM_PATH };
 const hasChromium = existsSync(CHROMIUM_PATH);
 
 /** `describe`, or a skipped suite that names what is missing. */
@@ -25,22 +26,6 @@ export function describeBrowser(name: string, body: () => void): void {
   console.warn(`[browser tests] skipped: no Chromium at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROMIUM_PATH)`);
   describe.skip(`${name} — skipped: no Chromium at ${CHROMIUM_PATH}`, body);
 }
-
-/** Flags that keep Chromium headless, root-safe and off the network (its background services would try to reach Google). */
-const CHROMIUM_ARGS = [
-  '--headless=new',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--disable-default-apps',
-  '--disable-extensions',
-  '--metrics-recording-only',
-  '--no-default-browser-check',
-];
 
 export interface ConsoleHarness {
   app: TestApp;

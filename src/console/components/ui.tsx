@@ -5,18 +5,25 @@
  */
 import { useId, type InputHTMLAttributes, type ReactNode, type SelectHTMLAttributes } from 'react';
 
-export function Field({
+interface FieldProps {
+  label: string;
+  error?: string | undefined;
+  hint?: string;
+}
+
+/** The label, hint and error around one control; `control` gets the control's id and its aria attributes. */
+function FieldFrame({
   label,
   error,
   hint,
-  ...input
-}: { label: string; error?: string | undefined; hint?: string } & InputHTMLAttributes<HTMLInputElement>) {
+  control,
+}: FieldProps & { control(aria: { id: string; 'aria-invalid': true | undefined; 'aria-describedby': string | undefined }): ReactNode }) {
   const id = useId();
   const described = [hint ? `${id}-hint` : '', error ? `${id}-error` : ''].filter(Boolean).join(' ') || undefined;
   return (
     <div className="field">
       <label htmlFor={id}>{label}</label>
-      <input id={id} aria-invalid={error ? true : undefined} aria-describedby={described} {...input} />
+      {control({ id, 'aria-invalid': error ? true : undefined, 'aria-describedby': described })}
       {hint && (
         <p className="hint" id={`${id}-hint`}>
           {hint}
@@ -31,32 +38,28 @@ export function Field({
   );
 }
 
+export function Field({ label, error, hint, ...input }: FieldProps & InputHTMLAttributes<HTMLInputElement>) {
+  return <FieldFrame label={label} error={error} hint={hint} control={(aria) => <input {...aria} {...input} />} />;
+}
+
 export function SelectField({
   label,
   error,
   hint,
   children,
   ...select
-}: { label: string; error?: string | undefined; hint?: string; children: ReactNode } & SelectHTMLAttributes<HTMLSelectElement>) {
-  const id = useId();
-  const described = [hint ? `${id}-hint` : '', error ? `${id}-error` : ''].filter(Boolean).join(' ') || undefined;
+}: FieldProps & { children: ReactNode } & SelectHTMLAttributes<HTMLSelectElement>) {
   return (
-    <div className="field">
-      <label htmlFor={id}>{label}</label>
-      <select id={id} aria-invalid={error ? true : undefined} aria-describedby={described} {...select}>
-        {children}
-      </select>
-      {hint && (
-        <p className="hint" id={`${id}-hint`}>
-          {hint}
-        </p>
+    <FieldFrame
+      label={label}
+      error={error}
+      hint={hint}
+      control={(aria) => (
+        <select {...aria} {...select}>
+          {children}
+        </select>
       )}
-      {error && (
-        <p className="field-error" id={`${id}-error`} role="alert">
-          {error}
-        </p>
-      )}
-    </div>
+    />
   );
 }
 

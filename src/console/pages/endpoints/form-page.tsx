@@ -3,7 +3,7 @@
  * with the server's own rules (form-model.ts) before anything is sent; the
  * server's field errors land beside the same fields.
  */
-import { useEffect, useId, useRef, useState, type FormEvent, type ReactNode } from 'react';
+import { useEffect, useRef, useState, type FormEvent, type ReactNode } from 'react';
 import { Link, useLocation, useSearch } from 'wouter';
 import { failureOf, type MutationFailure } from '../../api/graphql.js';
 import { useMutation, useQuery } from '../../api/hooks.js';
@@ -34,51 +34,14 @@ import {
   updateInput,
   valuesOf,
   type FieldErrors,
-  type FieldKey,
   type FormValues,
 } from './form-model.js';
+import { AdvancedSection, bindForm, ModelSection, NUMBER_PROPS, Section } from './form-sections.js';
 import './endpoints.css';
 
 type InstanceOption = EndpointsInstanceOptionsQuery['instanceOptions'][number];
 
 const optionLabel = (o: InstanceOption) => `${o.numGpu} × ${o.gpuType} (${o.gpuMemoryGb} GB each, ${o.numGpu * o.gpuMemoryGb} GB in all)`;
-
-function Checkbox({
-  label,
-  checked,
-  onChange,
-  error,
-  field,
-}: {
-  label: string;
-  checked: boolean;
-  onChange(v: boolean): void;
-  error?: string;
-  field: FieldKey;
-}) {
-  const id = useId();
-  return (
-    <div className="field checkbox-field">
-      <label htmlFor={id}>
-        <input
-          id={id}
-          type="checkbox"
-          checked={checked}
-          data-field={field}
-          aria-invalid={error ? true : undefined}
-          aria-describedby={error ? `${id}-error` : undefined}
-          onChange={(e) => onChange(e.target.checked)}
-        />{' '}
-        {label}
-      </label>
-      {error && (
-        <p className="field-error" id={`${id}-error`} role="alert">
-          {error}
-        </p>
-      )}
-    </div>
-  );
-}
 
 interface SubmitOutcome {
   /** The new or updated endpoint's id. */
@@ -146,13 +109,8 @@ export function EndpointForm(props: EndpointFormProps) {
     if (outcome.id) props.onDone(outcome.id);
   };
 
-  const field = (key: FieldKey) => ({ error: errors[key], 'data-field': key });
-  const text = (key: Exclude<FieldKey, 'skipSpecialTokens' | 'addSpecialTokens' | 'contentLogging'>) => ({
-    ...field(key),
-    value: values[key],
-    onChange: (e: { target: { value: string } }) => set(key, e.target.value),
-  });
-  const numberProps = { type: 'number', inputMode: 'numeric' as const, step: 1 };
+  const form = bindForm(values, errors, set);
+  const { text } = form;
   const source = values.source;
 
   return (
@@ -175,45 +133,7 @@ export function EndpointForm(props: EndpointFormProps) {
           {...text('name')}
         />
       </Section>
-      <Section title="Model">
-        {!props.lockedSource && (
-          <fieldset className="source-choice">
-            <legend>Source</legend>
-            <label>
-              <input type="radio" name="source" value="hf" checked={source === 'hf'} onChange={() => set('source', 'hf')} /> Hub model
-            </label>
-            <label>
-              <input type="radio" name="source" value="wandb" checked={source === 'wandb'} onChange={() => set('source', 'wandb')} />{' '}
-              Registry artifact
-            </label>
-          </fieldset>
-        )}
-        {source === 'hf' ? (
-          <>
-            <Field label="Hub model repository" placeholder="org/model" autoComplete="off" spellCheck={false} {...text('repo')} />
-            <Field
-              label="Revision"
-              hint="A branch, tag or commit; empty for the default branch."
-              autoComplete="off"
-              spellCheck={false}
-              {...text('revision')}
-            />
-          </>
-        ) : props.lockedSource ? (
-          <p>
-            Serves the registry artifact <code>{values.artifact}</code>; roll out another version from the registry.
-          </p>
-        ) : (
-          <Field
-            label="Registry artifact"
-            placeholder="org/registry/name:version"
-            hint="The version (v3) or an alias such as latest."
-            autoComplete="off"
-            spellCheck={false}
-            {...text('artifact')}
-          />
-        )}
-      </Section>
+      <ModelSection form={form} lockedSource={props.lockedSource} />
       <Section title="Instance">
         <SelectField label="Instance option" {...text('instanceId')}>
           {options.map((o) => (
@@ -225,52 +145,12 @@ export function EndpointForm(props: EndpointFormProps) {
       </Section>
       <Section title="Autoscaling">
         <div className="field-row">
-          <Field label="Min replicas" hint="0 lets it sleep when idle." {...numberProps} {...text('minReplica')} />
-          <Field label="Max replicas" {...numberProps} {...text('maxReplica')} />
-          <Field label="Cooldown (seconds)" hint="Idle time before scaling down." {...numberProps} {...text('cooldown')} />
+          <Field label="Min replicas" hint="0 lets it sleep when idle." {...NUMBER_PROPS} {...text('minReplica')} />
+          <Field label="Max replicas" {...NUMBER_PROPS} {...text('maxReplica')} />
+          <Field label="Cooldown (seconds)" hint="Idle time before scaling down." {...NUMBER_PROPS} {...text('cooldown')} />
         </div>
       </Section>
-      {(source === 'hf' || mode === 'edit') && (
-        <details className="panel advanced" open={advancedOpen} onToggle={(e) => setAdvancedOpen(e.currentTarget.open)}>
-          <summary>Advanced</summary>
-          <div className="field-row">
-            <Field label="Max batch size" hint={mode === 'create' ? 'Empty: 8.' : undefined} {...numberProps} {...text('maxBatchSize')} />
-            <Field
-              label="Max token count"
-              hint={mode === 'create' ? "Empty: follow the model's context (bounded by the instance's memory)." : undefined}
-              {...numberProps}
-              {...text('maxTokenCount')}
-            />
-            <Field
-              label="Max input length"
-              hint={mode === 'create' ? 'Empty: 2048, or the max token count when smaller.' : undefined}
-              {...numberProps}
-              {...text('maxInputLength')}
-            />
-          </div>
-          <Checkbox
-            label="Skip special tokens in the output"
-            field="skipSpecialTokens"
-            checked={values.skipSpecialTokens}
-            error={errors.skipSpecialTokens}
-            onChange={(v) => set('skipSpecialTokens', v)}
-          />
-          <Checkbox
-            label="Add special tokens to the prompt"
-            field="addSpecialTokens"
-            checked={values.addSpecialTokens}
-            error={errors.addSpecialTokens}
-            onChange={(v) => set('addSpecialTokens', v)}
-          />
-          <Checkbox
-            label="Log request content"
-            field="contentLogging"
-            checked={values.contentLogging}
-            error={errors.contentLogging}
-            onChange={(v) => set('contentLogging', v)}
-          />
-        </details>
-      )}
+      {(source === 'hf' || mode === 'edit') && <AdvancedSection form={form} mode={mode} open={advancedOpen} onToggle={setAdvancedOpen} />}
       {!(mode === 'create' && source === 'wandb') && (
         <Field
           label={mode === 'create' ? 'Initial version comment' : 'Version comment'}
@@ -287,15 +167,6 @@ export function EndpointForm(props: EndpointFormProps) {
         </Link>
       </div>
     </form>
-  );
-}
-
-function Section({ title, children }: { title: string; children: ReactNode }) {
-  return (
-    <fieldset className="panel form-section">
-      <legend>{title}</legend>
-      {children}
-    </fieldset>
   );
 }
 
