@@ -126,12 +126,12 @@ describe('transports and content', () => {
     expect(progress.length).toBeGreaterThan(1);
     expect(progress.some((p) => p.bytesDone < p.bytesTotal)).toBe(true);
     for (let i = 1; i < progress.length; i++) expect(progress[i]!.bytesDone).toBeGreaterThanOrEqual(progress[i - 1]!.bytesDone);
-    expect(updates.filter((u) => u.event?.type === 'STATUS_CHANGED').map((u) => u.event!.status)).toEqual([
-      'INITIALIZING',
-      'INITIALIZING',
-      'READY',
-      'RUNNING',
-    ]);
+    // The phase changes seen depend on when the subscription began (the download's may come before it on a loaded machine);
+    // the engine's initialization, which follows the download seen in progress, and READY, RUNNING always come.
+    const statuses = updates.filter((u) => u.event?.type === 'STATUS_CHANGED').map((u) => u.event!.status);
+    expect(statuses.slice(-2)).toEqual(['READY', 'RUNNING']);
+    expect(statuses.slice(0, -2).length).toBeGreaterThanOrEqual(1);
+    expect(statuses.slice(0, -2).every((s) => s === 'INITIALIZING')).toBe(true);
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
   });
 });
