@@ -60,12 +60,15 @@ async function main(): Promise<void> {
 
   const shutdown = new Shutdown(config, log, {
     close: async () => {
-      await app.close();
+      // A database that stopped with the gateway (a terminal's Ctrl-C reaches the embedded one too) must not hold the exit.
+      if (!(await settledWithin(app.close(), CLOSE_TIMEOUT_MS))) {
+        log.warn(`the gateway did not close within ${CLOSE_TIMEOUT_MS / 1000} s; going on without it`);
+      }
       return runningLocalEngines(app.runtime);
     },
     stopEngines: () => stopEnginesAndMark(config, database, app.runtime, log),
     exit: async () => {
-      await database.close().catch(() => {});
+      await settledWithin(database.close(), DATABASE_CLOSE_TIMEOUT_MS);
       process.exit(0);
     },
   });
@@ -134,6 +137,25 @@ async function reopenEmbedded(config: Config): Promise<OpenDatabase> {
 
 /** How long after the list of engines left running a second Ctrl-C still stops them. */
 const SECOND_SIGNAL_WINDOW_MS = 5000;
+/** How long the gateway's close may take (passes in flight, a last flush) before the process goes on without it. */
+const CLOSE_TIMEOUT_MS = 20_000;
+/** How long the database's close may take on the way out. */
+const DATABASE_CLOSE_TIMEOUT_MS = 5000;
+
+/** Whether `work` settled within `ms` (its failure counts as settled: the caller goes on either way). */
+async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  const done = work.then(
+    () => true,
+    () => true,
+  );
+  try {
+    return await Promise.race([done, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /**
  * Ctrl-C (SIGINT) or SIGTERM: the gateway closes (requests and controller

@@ -29,6 +29,11 @@ afterAll(async () => {
   await hub?.close();
 });
 
+/** The exit code, or 'still running' after `ms` (so that a hang fails with the process's output, not the test's timeout). */
+function exitWithin(exited: Promise<number | null>, ms: number): Promise<number | null | 'still running'> {
+  return Promise.race([exited, new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), ms).unref())]);
+}
+
 /** Whether a process runs (a zombie, dead but not yet reaped by whoever inherited it, does not). */
 async function running(pid: number): Promise<boolean> {
   try {
@@ -71,7 +76,7 @@ describe('stopping npm start with the embedded database', () => {
 
       // One Ctrl-C: the gateway (and its PostgreSQL) stop, the engine is named and keeps running.
       first.interrupt();
-      expect(await first.exited).toBe(0);
+      expect(await exitWithin(first.exited, 45_000), first.output()).toBe(0);
       expect(first.output()).toContain(`${id}  replica `);
       expect(first.output()).toContain(`pid ${pid}  port ${ready[1]}`);
       expect(await running(pid)).toBe(true);
@@ -90,7 +95,7 @@ describe('stopping npm start with the embedded database', () => {
       await waitFor('the list of engines left running', async () => second.output().includes('Press Ctrl-C again within'), 30_000);
       expect(second.output()).toContain(`pid ${pid}  port ${ready[1]}`);
       second.interrupt();
-      expect(await second.exited).toBe(0);
+      expect(await exitWithin(second.exited, 60_000), second.output()).toBe(0);
       expect(second.output()).toContain('Stopped 1 engine(s)');
       expect(second.output()).not.toContain('could not mark');
       expect(await running(pid)).toBe(false);
