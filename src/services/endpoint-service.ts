@@ -213,9 +213,12 @@ export class EndpointService {
     return ok({ endpoint: endpoint.value, page: await this.versionPage(id, page.value) });
   }
 
-  /** A page of versions of an endpoint already known to be visible (used by GraphQL field resolvers). */
-  async versionPage(endpointId: string, page: { after: number; limit: number }): Promise<Page<VersionRecord>> {
-    const rows = await listVersions(this.db, endpointId, { afterIndex: page.after, limit: page.limit + 1 });
+  /**
+   * A page of versions of an endpoint already known to be visible (used by GraphQL field resolvers): oldest first, or
+   * newest first (`page.after` then counts down from the start that parsePageRequest was given, INT4_MAX).
+   */
+  async versionPage(endpointId: string, page: { after: number; limit: number }, newestFirst = false): Promise<Page<VersionRecord>> {
+    const rows = await listVersions(this.db, endpointId, { afterIndex: page.after, limit: page.limit + 1, newestFirst });
     return toPage(VERSION_CURSOR, rows, page.limit, (v) => v.versionIndex);
   }
 

@@ -35,15 +35,21 @@ export async function insertVersion(
     )`;
 }
 
+/** Versions after `afterIndex` in the page's order: oldest first (index above it), or newest first (index below it). */
 export async function listVersions(
   db: Queryable,
   endpointId: string,
-  page: { afterIndex: number; limit: number },
+  page: { afterIndex: number; limit: number; newestFirst?: boolean },
 ): Promise<VersionRecord[]> {
-  const rows = await db<VersionRow[]>`
-    SELECT ${db.unsafe(VERSION_COLUMNS)} FROM endpoint_versions v
-    WHERE v.endpoint_id = ${endpointId} AND v.version_index > ${page.afterIndex}
-    ORDER BY v.version_index LIMIT ${page.limit}`;
+  const rows = page.newestFirst
+    ? await db<VersionRow[]>`
+        SELECT ${db.unsafe(VERSION_COLUMNS)} FROM endpoint_versions v
+        WHERE v.endpoint_id = ${endpointId} AND v.version_index < ${page.afterIndex}
+        ORDER BY v.version_index DESC LIMIT ${page.limit}`
+    : await db<VersionRow[]>`
+        SELECT ${db.unsafe(VERSION_COLUMNS)} FROM endpoint_versions v
+        WHERE v.endpoint_id = ${endpointId} AND v.version_index > ${page.afterIndex}
+        ORDER BY v.version_index LIMIT ${page.limit}`;
   return rows.map(toVersion);
 }
 

@@ -148,6 +148,37 @@ describeBrowser('web console: endpoint page', () => {
     expect(await page.getByRole('button', { name: 'Restart', exact: true }).isEnabled()).toBe(true);
   }, 90_000);
 
+  it('pages the version history from the server, newest first, each shown version diffed with the one before', async () => {
+    const response = await h.user.rest('POST', '/dedicated/beta/endpoint', {
+      projectId: h.project.id,
+      name: 'many-versions',
+      instanceOptionId: 'TwD5AqnBSVN0',
+      hfModelRepo: TINY_REPO,
+      autoscalingPolicy: { minReplica: 0, maxReplica: 1 },
+      advanced: { max_batch_size: 1 },
+    });
+    expect(response.status).toBe(200);
+    const many = response.body.endpointId as string;
+    for (let n = 2; n <= 13; n++) {
+      const updated = await h.user.rest('PUT', `/dedicated/beta/endpoint/${many}`, {
+        advanced: { max_batch_size: n },
+        newVersionComment: `batch ${n}`,
+      });
+      expect(updated.status, JSON.stringify(updated.body)).toBe(200);
+    }
+    const page = await h.signedIn();
+    await page.goto(`${h.app.url}/#/endpoints/${many}`);
+    await version(page, 12).waitFor();
+    // The newest ten, and the eleventh read only to diff the tenth.
+    await expect.poll(() => page.locator('li.version').count()).toBe(10);
+    expect(await version(page, 3).innerText()).toMatch(/Max batch size: 3\s*→?\s*(to)?\s*4/);
+    await page.getByRole('button', { name: 'Show older versions' }).click();
+    await expect.poll(() => page.locator('li.version').count()).toBe(13);
+    expect(await version(page, 1).innerText()).toMatch(/Max batch size: 1\s*→?\s*(to)?\s*2/);
+    expect(await version(page, 0).innerText()).toContain('The first version.');
+    expect(await page.getByRole('button', { name: 'Show older versions' }).count()).toBe(0);
+  }, 60_000);
+
   it('fits 380 px without horizontal scrolling', async () => {
     const page = await h.signedIn({ width: 380, height: 800 });
     await page.goto(`${h.app.url}/#/endpoints/${id}`);

@@ -28,6 +28,7 @@ import {
   createClient,
   type CreateEndpointInput,
 } from '../../src/sdk/client.js';
+import type { EndpointVersionsQuery } from '../../src/sdk/generated/graphql.js';
 import { H100_X1, startTestGateway, type SeededProject, type SeededUser, type TestGateway } from '../support/gateway.js';
 
 let t: TestGateway;
@@ -139,6 +140,20 @@ describe('queries', () => {
       after = endpoint!.versions.pageInfo.hasNextPage ? endpoint!.versions.pageInfo.endCursor : null;
     } while (after);
     expect(seen).toEqual([0, 1, 2, 3, 4]);
+    // A history view: newest first, `after` paging towards older versions.
+    const newest: number[] = [];
+    after = undefined;
+    do {
+      const { endpoint }: EndpointVersionsQuery = await alice.graphql.request(EndpointVersionsDocument, {
+        id,
+        first: 2,
+        after,
+        newestFirst: true,
+      });
+      newest.push(...endpoint!.versions.edges.map((e) => e.node.versionIndex));
+      after = endpoint!.versions.pageInfo.hasNextPage ? endpoint!.versions.pageInfo.endCursor : null;
+    } while (after);
+    expect(newest).toEqual([4, 3, 2, 1, 0]);
     const error = await alice.graphql.request(EndpointVersionsDocument, { id, first: 101 }).catch((e: unknown) => e);
     expect((error as ClientError).response.errors![0]!.extensions).toMatchObject({ code: 'INVALID_ARGUMENT' });
   });

@@ -13,9 +13,8 @@ import { useSession } from '../../session.js';
 import { diffSpecs } from './spec-diff.js';
 import { formatTime, humanize } from './format.js';
 
-/** Versions shown at first, and added by each "Show older versions". */
+/** Versions shown at first, and added by each "Show older versions" (read from the server page by page). */
 const PAGE_SIZE = 10;
-const FETCH_SIZE = 100;
 
 type Version = NonNullable<EndpointPageVersionsQuery['endpoint']>['versions']['nodes'][number];
 
@@ -54,41 +53,58 @@ export function VersionsPanel({
   onRolledBack: () => void;
 }) {
   const { api } = useSession();
+  // Newest first, as the server pages them; one more than shown, so that the oldest shown has its predecessor to diff.
   const [versions, setVersions] = useState<Version[]>([]);
   const [shown, setShown] = useState(PAGE_SIZE);
+  const [cursor, setCursor] = useState<string | null>(null);
   const [loading, setLoading] = useState(true);
   const [error, setError] = useState<ApiError | undefined>();
   const rollback = useMutation(EndpointPageRollbackDocument);
   const [rollbackFailure, setRollbackFailure] = useState<string | undefined>();
   const [done, setDone] = useState<string | undefined>();
 
-  // The API pages oldest first: every page is read (100 at a time), so the newest can be shown first and every version compared with the one before it.
-  const load = useCallback(async () => {
+  /** Reads the next page towards older versions (from the newest when `after` is null). */
+  const fetchPage = useCallback(
+    async (after: string | null, count: number): Promise<{ nodes: Version[]; next: string | null }> => {
+      const result: EndpointPageVersionsQuery = await api.request(EndpointPageVersionsDocument, { id, first: count, after });
+      const connection = result.endpoint?.versions;
+      if (!connection) return { nodes: [], next: null };
+      return { nodes: connection.nodes, next: connection.pageInfo.hasNextPage ? connection.pageInfo.endCursor : null };
+    },
+    [api, id],
+  );
+
+  const run = useCallback(async (work: () => Promise<void>) => {
     setLoading(true);
     try {
-      const all: Version[] = [];
-      let after: string | null = null;
-      for (;;) {
-        const result: EndpointPageVersionsQuery = await api.request(EndpointPageVersionsDocument, { id, first: FETCH_SIZE, after });
-        const connection = result.endpoint?.versions;
-        if (!connection) break;
-        all.push(...connection.nodes);
-        if (!connection.pageInfo.hasNextPage || !connection.pageInfo.endCursor) break;
-        after = connection.pageInfo.endCursor;
-      }
-      setVersions(all.sort((a, b) => b.versionIndex - a.versionIndex));
+      await work();
       setError(undefined);
     } catch (failure) {
       setError(failure instanceof ApiError ? failure : new ApiError(String(failure)));
     } finally {
       setLoading(false);
     }
-  }, [api, id]);
+  }, []);
 
-  // Again whenever a version is added or rolled out.
+  // From the top again whenever a version is added or rolled out.
   useEffect(() => {
-    void load();
-  }, [load, generation]);
+    void run(async () => {
+      const page = await fetchPage(null, PAGE_SIZE + 1);
+      setVersions(page.nodes);
+      setCursor(page.next);
+      setShown(PAGE_SIZE);
+    });
+  }, [fetchPage, run, generation]);
+
+  const showOlder = () =>
+    void run(async () => {
+      if (cursor && versions.length < shown + PAGE_SIZE + 1) {
+        const page = await fetchPage(cursor, PAGE_SIZE);
+        setVersions((current) => [...current, ...page.nodes]);
+        setCursor(page.next);
+      }
+      setShown((n) => n + PAGE_SIZE);
+    });
 
   const rollBack = async (versionIndex: number) => {
     setRollbackFailure(undefined);
@@ -145,9 +161,9 @@ export function VersionsPanel({
           </li>
         ))}
       </ol>
-      {versions.length > shown && (
-        <button type="button" className="secondary" onClick={() => setShown((n) => n + PAGE_SIZE)}>
-          Show older versions ({versions.length - shown} more)
+      {(versions.length > shown || cursor !== null) && (
+        <button type="button" className="secondary" disabled={loading} onClick={showOlder}>
+          Show older versions
         </button>
       )}
     </section>

@@ -5,7 +5,7 @@
  */
 import { findInstanceOption, INSTANCE_OPTIONS, type InstanceOption as InstanceOptionRecord } from '../../../domain/instance-catalog.js';
 import type { Result } from '../../../domain/result.js';
-import { parsePageRequest } from '../../../domain/pagination.js';
+import { INT4_MAX, parsePageRequest } from '../../../domain/pagination.js';
 import { hubModelOf } from '../../../domain/endpoint-spec.js';
 import { statusMessage } from '../../../domain/failure-advice.js';
 import type { ResolvedModel } from '../../../models/model-store.js';
@@ -160,10 +160,18 @@ export const Endpoint = builder.objectRef<EndpointRecord>('Endpoint').implement(
     currentVersion: t.field({ type: EndpointVersion, resolve: (e) => ({ endpoint: e, version: e.current }) }),
     versions: t.field({
       type: EndpointVersionConnection,
-      args: connectionArgs(t),
+      args: {
+        ...connectionArgs(t),
+        newestFirst: t.arg.boolean({
+          defaultValue: false,
+          description: 'Newest version first (a history view); `after` then pages towards older versions.',
+        }),
+      },
       resolve: async (e, args, { services }) => {
-        const request = unwrapOrThrow(parsePageRequest('ver', { cursor: args.after, limit: args.first }, CONNECTION_ARG_NAMES));
-        const page = await services.endpoints.versionPage(e.id, request);
+        const newestFirst = args.newestFirst === true;
+        const start = newestFirst ? INT4_MAX : -1;
+        const request = unwrapOrThrow(parsePageRequest('ver', { cursor: args.after, limit: args.first }, CONNECTION_ARG_NAMES, start));
+        const page = await services.endpoints.versionPage(e.id, request, newestFirst);
         return { ...page, items: page.items.map((version) => ({ endpoint: e, version })) };
       },
     }),
