@@ -6,7 +6,8 @@
 import type { EndpointPageStatusSubscription } from '../../api/generated.js';
 import { StatusBadge } from '../../components/ui.js';
 import { DownloadProgressBar } from './download-progress.js';
-import { formatClock, humanize } from './format.js';
+import { formatClock } from '../../format.js';
+import { humanize } from './format.js';
 
 export const MAX_ENTRIES = 200;
 

@@ -1,15 +1,5 @@
-/** Formatting shared by the endpoint page's sections. */
+/** Formatting shared by the endpoint page's sections (times: src/console/format.ts). */
 import type { EndpointPageSpecFragment } from '../../api/generated.js';
-
-export function formatTime(iso: string): string {
-  const date = new Date(iso);
-  return Number.isNaN(date.getTime()) ? iso : date.toLocaleString();
-}
-
-export function formatClock(iso: string): string {
-  const date = new Date(iso);
-  return Number.isNaN(date.getTime()) ? iso : date.toLocaleTimeString();
-}
 
 export function formatBytes(bytes: number): string {
   const units = ['B', 'KB', 'MB', 'GB', 'TB'];

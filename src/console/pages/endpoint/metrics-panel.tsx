@@ -15,7 +15,8 @@ import {
 } from '../../api/generated.js';
 import { ErrorAlert, Loading } from '../../components/ui.js';
 import { UPlotChart, type ChartAxis, type ChartSeries } from './uplot-chart.js';
-import { formatClock, formatNumber } from './format.js';
+import { formatClock } from '../../format.js';
+import { formatNumber } from './format.js';
 
 const HOUR_MS = 3_600_000;
 const STEP_SECONDS = 60;

@@ -4,7 +4,8 @@ import { ApiError } from '../../api/graphql.js';
 import { EndpointPageRequestsDocument, type EndpointPageRequestsQuery } from '../../api/generated.js';
 import { ErrorAlert, Loading } from '../../components/ui.js';
 import { useSession } from '../../session.js';
-import { formatMs, formatTime } from './format.js';
+import { formatTime } from '../../format.js';
+import { formatMs } from './format.js';
 
 const PAGE_SIZE = 20;
 

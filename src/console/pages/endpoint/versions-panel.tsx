@@ -11,7 +11,8 @@ import { EndpointPageRollbackDocument, EndpointPageVersionsDocument, type Endpoi
 import { ErrorAlert, Loading, Notice } from '../../components/ui.js';
 import { useSession } from '../../session.js';
 import { diffSpecs } from './spec-diff.js';
-import { formatTime, humanize } from './format.js';
+import { formatTime } from '../../format.js';
+import { humanize } from './format.js';
 
 /** Versions shown at first, and added by each "Show older versions" (read from the server page by page). */
 const PAGE_SIZE = 10;

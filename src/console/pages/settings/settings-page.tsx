@@ -15,15 +15,15 @@ import {
   type SettingsApiKeysQuery,
 } from '../../api/generated.js';
 import { ErrorAlert, Field, Loading } from '../../components/ui.js';
+import { formatTime } from '../../format.js';
 import { useSession } from '../../session.js';
 import './settings.css';
 
 type ApiKey = SettingsApiKeysQuery['me']['apiKeys'][number];
 
-function formatTime(value: string | null | undefined): string {
-  if (!value) return 'Never';
-  const date = new Date(value);
-  return Number.isNaN(date.getTime()) ? value : date.toLocaleString();
+/** A key's time, or 'Never' for one that has not happened (a key never used). */
+function timeOrNever(value: string | null | undefined): string {
+  return value ? formatTime(value) : 'Never';
 }
 
 /** The new key's secret, shown once: a read-only field, a Copy button and a way to hide it. */
@@ -176,11 +176,11 @@ function KeyRow({ apiKey, onRevoked }: { apiKey: ApiKey; onRevoked(): void }) {
           <code>{apiKey.prefix}…</code>
           {isCurrent && <span className="hint"> (this session)</span>}
         </td>
-        <td>{formatTime(apiKey.createdAt)}</td>
-        <td>{formatTime(apiKey.lastUsedAt)}</td>
+        <td>{timeOrNever(apiKey.createdAt)}</td>
+        <td>{timeOrNever(apiKey.lastUsedAt)}</td>
         <td>
           {revoked ? (
-            <span className="badge badge-bad">Revoked {formatTime(apiKey.revokedAt)}</span>
+            <span className="badge badge-bad">Revoked {timeOrNever(apiKey.revokedAt)}</span>
           ) : (
             <span className="badge badge-ok">Active</span>
           )}
