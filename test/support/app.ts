@@ -15,18 +15,10 @@ import { onCleanup } from './cleanup.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { FAKE_HUB_TOKEN, startFakeHub, type FakeHub, type FakeRepo } from './fake-hub.js';
 import { createSeed, type SeededUser } from './gateway.js';
-import { buildTinyGguf, tinyChatTemplate } from './tiny-gguf.js';
+import { buildTinyGguf, REASONING_TEMPLATE } from './tiny-gguf.js';
 import { engineAuthHeaders } from '../../src/runtime/runtime.js';
 
-/**
- * A template of a family that reasons by default and opens the think block in
- * the generation prompt (as DeepSeek-R1-style templates do), so that even the
- * tiny model's random output is reasoning until `enable_thinking: false`.
- */
-export const REASONING_TEMPLATE = tinyChatTemplate('on').replace(
-  /\{%- endif %\}\n\{%- endif %\}$/,
-  "{%- else %}\n{{- '<think>\\n' }}\n{%- endif %}\n{%- endif %}",
-);
+export { REASONING_TEMPLATE };
 
 export const TINY_REPO = 'test-org/tiny-llama-GGUF';
 

@@ -107,6 +107,16 @@ export function tinyChatTemplate(thinkingDefault: 'on' | 'off' = 'off'): string 
   ].join('\n');
 }
 
+/**
+ * A template of a family that reasons by default and opens the think block in
+ * the generation prompt (as DeepSeek-R1-style templates do), so that even the
+ * tiny model's random output is reasoning until `enable_thinking: false`.
+ */
+export const REASONING_TEMPLATE = tinyChatTemplate('on').replace(
+  /\{%- endif %\}\n\{%- endif %\}$/,
+  "{%- else %}\n{{- '<think>\\n' }}\n{%- endif %}\n{%- endif %}",
+);
+
 // ---------------------------------------------------------------------------------------------
 // Tokenizer
 
