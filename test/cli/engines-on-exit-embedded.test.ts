@@ -10,6 +10,7 @@ import { spawn } from 'node:child_process';
 import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { isRunning } from '../support/processes.js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { openDatabase } from '../../src/storage/open-database.js';
@@ -32,15 +33,6 @@ afterAll(async () => {
 /** The exit code, or 'still running' after `ms` (so that a hang fails with the process's output, not the test's timeout). */
 function exitWithin(exited: Promise<number | null>, ms: number): Promise<number | null | 'still running'> {
   return Promise.race([exited, new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), ms).unref())]);
-}
-
-/** Whether a process runs (a zombie, dead but not yet reaped by whoever inherited it, does not). */
-async function running(pid: number): Promise<boolean> {
-  try {
-    return !/^\d+ \(.*\) [ZX]/s.test(await readFile(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
 }
 
 describe('stopping npm start with the embedded database', () => {
@@ -79,7 +71,7 @@ describe('stopping npm start with the embedded database', () => {
       expect(await exitWithin(first.exited, 45_000), first.output()).toBe(0);
       expect(first.output()).toContain(`${id}  replica `);
       expect(first.output()).toContain(`pid ${pid}  port ${ready[1]}`);
-      expect(await running(pid)).toBe(true);
+      expect(await isRunning(pid)).toBe(true);
 
       // The next start adopts it (a chat answers at once), then Ctrl-C twice stops it and marks its replica.
       const second = await startDetached(ownEnv);
@@ -98,7 +90,7 @@ describe('stopping npm start with the embedded database', () => {
       expect(await exitWithin(second.exited, 60_000), second.output()).toBe(0);
       expect(second.output()).toContain('Stopped 1 engine(s)');
       expect(second.output()).not.toContain('could not mark');
-      expect(await running(pid)).toBe(false);
+      expect(await isRunning(pid)).toBe(false);
 
       // The replica is marked STOPPED in the embedded database (opened again here, as the next start would).
       const database = await openDatabase(loadConfig(ownEnv));
@@ -110,7 +102,7 @@ describe('stopping npm start with the embedded database', () => {
       }
     } finally {
       for (const gateway of gateways) await gateway.kill();
-      if (pid !== undefined && (await running(pid))) process.kill(-pid, 'SIGKILL');
+      if (pid !== undefined && (await isRunning(pid))) process.kill(-pid, 'SIGKILL');
       // Whatever PostgreSQL a failure left: its pid file names it.
       const pg = await readFile(path.join(own, 'pg', 'postmaster.pid'), 'utf8').catch(() => '');
       if (pg) process.kill(Number(pg.split('\n')[0]), 'SIGINT');

@@ -9,7 +9,7 @@
  * (engines-on-exit-embedded.test.ts: the same with the embedded database.)
  */
 import { execFile } from 'node:child_process';
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -17,7 +17,7 @@ import { engineFetch, liveReplicaRows, standardRepos, testEnv, TINY_REPO, waitFo
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
 import { createBody, restClient } from '../support/gateway.js';
-import { startGatewayProcess, type GatewayProcess } from '../support/processes.js';
+import { startGatewayProcess, type GatewayProcess, isRunning } from '../support/processes.js';
 
 const ADMIN_KEY = 'test_engines_on_exit_admin_key_0123';
 
@@ -51,15 +51,6 @@ afterAll(async () => {
   await db.close();
   await rm(dataDir, { recursive: true, force: true });
 }, 60_000);
-
-/** Whether a process runs (a zombie, dead but not yet reaped by whoever inherited it, does not). */
-async function running(pid: number): Promise<boolean> {
-  try {
-    return !/^\d+ \(.*\) [ZX]/s.test(await readFile(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
 
 function exited(gateway: GatewayProcess): Promise<number | null> {
   const { child } = gateway;
@@ -119,7 +110,7 @@ describe('stopping npm start', () => {
       .find((l) => l.enginesLeftRunning);
     expect(logged?.enginesLeftRunning).toEqual([expect.objectContaining({ replicaId: replica.id, endpointId, pid: replica.pid })]);
 
-    expect(await running(replica.pid)).toBe(true);
+    expect(await isRunning(replica.pid)).toBe(true);
     expect((await engineFetch(replica, '/health')).status).toBe(200);
     expect((await replicaRow(replica.id)).state).toBe('READY');
 
@@ -141,7 +132,7 @@ describe('stopping npm start', () => {
     expect(await exited(second)).toBe(0);
     expect(second.output()).toContain('SIGINT again: stopping the engines too');
     expect(second.output()).toContain(`Stopped 1 engine(s); their replicas are marked STOPPED`);
-    expect(await running(replica.pid)).toBe(false);
+    expect(await isRunning(replica.pid)).toBe(false);
     expect(await replicaRow(replica.id)).toMatchObject({ state: 'STOPPED', last_error: expect.stringContaining('stopped on request') });
   }, 120_000);
 
@@ -156,20 +147,20 @@ describe('stopping npm start', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain(`using the database: `);
     expect(refused.stderr).toContain('a gateway is running on this database');
-    expect(await running(fresh.pid)).toBe(true);
+    expect(await isRunning(fresh.pid)).toBe(true);
 
     // SIGTERM (a service manager): no second-signal window, the engine is left running and named.
     third.child.kill('SIGTERM');
     expect(await exited(third)).toBe(0);
     expect(third.output()).toContain(`${endpointId}  replica ${fresh.id}  pid ${fresh.pid}`);
     expect(third.output()).not.toContain('Press Ctrl-C again');
-    expect(await running(fresh.pid)).toBe(true);
+    expect(await isRunning(fresh.pid)).toBe(true);
 
     const stopped = await stopEngines();
     expect(stopped.code, stopped.stderr).toBe(0);
     expect(stopped.stdout).toContain('Stopped 1 engine(s); their replicas are marked STOPPED');
     expect(stopped.stdout).toContain(`${endpointId}  replica ${fresh.id}  pid ${fresh.pid}`);
-    expect(await running(fresh.pid)).toBe(false);
+    expect(await isRunning(fresh.pid)).toBe(false);
     expect((await replicaRow(fresh.id)).state).toBe('STOPPED');
 
     const again = await stopEngines();
@@ -184,7 +175,7 @@ describe('stopping npm start', () => {
     expect(await exited(fourth)).toBe(0);
     expect(fourth.output()).toContain('SIGTERM: shutting down; the engines are stopped too (STOP_ENGINES_ON_EXIT)');
     expect(fourth.output()).toContain(`${endpointId}  replica ${replica.id}  pid ${replica.pid}`);
-    expect(await running(replica.pid)).toBe(false);
+    expect(await isRunning(replica.pid)).toBe(false);
     expect((await replicaRow(replica.id)).state).toBe('STOPPED');
   }, 60_000);
 });

@@ -14,7 +14,7 @@ import { engineFetch, standardRepos, statusOf, statusTrail, testEnv, TINY_REPO, 
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
 import { createBody, restClient, type RestClient } from '../support/gateway.js';
-import { startGatewayProcess, type GatewayProcess } from '../support/processes.js';
+import { startGatewayProcess, type GatewayProcess, isRunning } from '../support/processes.js';
 
 const ADMIN_KEY = 'test_takeover_admin_key_0123456789';
 
@@ -63,16 +63,6 @@ function killGroup(pid: number): void {
   }
 }
 
-/** Whether a process runs (a zombie, dead but not yet reaped by whoever inherited it, does not). */
-async function running(pid: number): Promise<boolean> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    return !/^\d+ \(.*\) [ZX]/s.test(stat);
-  } catch {
-    return false;
-  }
-}
-
 /** Engine processes on this machine (found by the REPLICA_ID in their environment) whose replica id passes `which`. */
 async function engineProcesses(which: (replicaId: string) => boolean): Promise<{ pid: number; replicaId: string }[]> {
   const found: { pid: number; replicaId: string }[] = [];
@@ -87,7 +77,7 @@ async function engineProcesses(which: (replicaId: string) => boolean): Promise<{
     }
     const entry = environ.split('\0').find((e) => e.startsWith('REPLICA_ID='));
     const replicaId = entry?.slice('REPLICA_ID='.length);
-    if (replicaId && which(replicaId) && (await running(pid))) found.push({ pid, replicaId });
+    if (replicaId && which(replicaId) && (await isRunning(pid))) found.push({ pid, replicaId });
   }
   return found;
 }
@@ -230,7 +220,7 @@ async function expectRolledOut(id: string, ownerA: string, old: ReplicaRow): Pro
   const rows = await replicaRows(id);
   const live = rows.filter((r) => LIVE.includes(r.state));
   expect(live.map((r) => [r.state, r.version_index])).toEqual([['READY', 1]]);
-  expect(await running(live[0]!.pid!)).toBe(true);
+  expect(await isRunning(live[0]!.pid!)).toBe(true);
   // The new version serves.
   const answer = await engineFetch({ address: live[0]!.address!, engine_token: live[0]!.engine_token }, '/v1/chat/completions', {
     method: 'POST',
@@ -242,14 +232,14 @@ async function expectRolledOut(id: string, ownerA: string, old: ReplicaRow): Pro
   // The old replica: its row stopped, its process gone.
   const oldNow = rows.find((r) => r.id === old.id)!;
   expect(['STOPPED', 'FAILED']).toContain(oldNow.state);
-  await waitFor('the old engine to be gone', async () => !(await running(old.pid!)), 15_000);
+  await waitFor('the old engine to be gone', async () => !(await isRunning(old.pid!)), 15_000);
 
   // No orphan: every engine process of this endpoint is the one live replica's.
   const ids = new Set(rows.map((r) => r.id));
   const engines = await engineProcesses((replicaId) => ids.has(replicaId));
   expect(engines.map((e) => e.replicaId)).toEqual([live[0]!.id]);
   for (const row of rows.filter((r) => !LIVE.includes(r.state) && r.pid !== null))
-    expect(await running(row.pid!), `the engine of ${row.state} replica ${row.id}`).toBe(false);
+    expect(await isRunning(row.pid!), `the engine of ${row.state} replica ${row.id}`).toBe(false);
 
   // The version's rollout is recorded as done, and the status came back from UPDATING without an error.
   const [version] = await db.sql`SELECT rollout_state FROM endpoint_versions WHERE endpoint_id = ${id} AND version_index = 1`;
@@ -285,7 +275,7 @@ describe('a rollout whose gateway process was killed is completed by another', (
 
     await expectRolledOut(id, ownerA, old);
     // A's half-started engine was stopped, and its row does not count as live.
-    expect(await running(started.engine.pid)).toBe(false);
+    expect(await isRunning(started.engine.pid)).toBe(false);
     const [abandoned] = await db.sql`SELECT state FROM replicas WHERE id = ${started.row.id}`;
     expect(['STOPPED', 'FAILED']).toContain(abandoned!.state);
   }, 300_000);

@@ -1,5 +1,6 @@
 /** Gateway processes for tests: `src/main.ts` run as a child process, exactly as `npm start` runs it. */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { afterAll } from 'vitest';
 
 export interface GatewayProcess {
@@ -42,4 +43,13 @@ export function startGatewayProcess(env: Record<string, string>): Promise<Gatewa
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.once('exit', (code) => reject(new Error(`gateway exited with ${code}:\n${output}`)));
   });
+}
+
+/** Whether a process runs (a zombie, dead but not yet reaped by whoever inherited it, does not). */
+export async function isRunning(pid: number): Promise<boolean> {
+  try {
+    return !/^\d+ \(.*\) [ZX]/s.test(await readFile(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
 }
