@@ -69,11 +69,7 @@ async function createTeamFor(db: Queryable, user: UserRecord, name: string): Pro
 }
 
 export class IdentityService {
-  constructor(
-    private readonly db: Sql,
-    /** Cached principals are forgotten when keys or memberships change. */
-    private readonly auth?: { forgetUser(userId: string): void; forgetAll(): void },
-  ) {}
+  constructor(private readonly db: Sql) {}
 
   /**
    * On an empty database, creates the admin user with a default team, a
@@ -144,7 +140,6 @@ export class IdentityService {
     const name = readName('name', input.name);
     if (name.type === 'error') return name;
     const team = await this.db.begin((tx) => createTeamFor(tx, principal.user, name.value));
-    this.auth?.forgetUser(principal.user.id);
     return ok(team);
   }
 
@@ -164,7 +159,6 @@ export class IdentityService {
       if (!user.defaultTeamId) await setDefaultTeam(tx, user.id, team.id);
       return added;
     });
-    this.auth?.forgetUser(user.id);
     return ok(membership);
   }
 
@@ -180,7 +174,6 @@ export class IdentityService {
       }
       return (await deleteMember(tx, input.teamId, input.userId)) ? ok(null) : fail(notFound('member', input.userId));
     });
-    this.auth?.forgetUser(input.userId);
     return removed;
   }
 
@@ -226,7 +219,6 @@ export class IdentityService {
     const allowed = key && (principal === 'system' || principal.user.isAdmin || key.userId === principal.user.id);
     if (!allowed) return fail(notFound('API key', id));
     const revoked = (await revokeApiKey(this.db, id))!;
-    this.auth?.forgetUser(revoked.userId);
     return ok(revoked);
   }
 }

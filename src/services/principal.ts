@@ -5,12 +5,13 @@
  * (`canAccessTeam`, `visibleTo`). The services apply it; the surfaces and the
  * router ask the services.
  */
+import DataLoader from 'dataloader';
 import { LRUCache } from 'lru-cache';
 import { hashApiKey } from '../domain/ids.js';
 import { fail, forbidden, ok, type Result } from '../domain/result.js';
 import type { Queryable } from '../storage/database.js';
 import type { TeamRole, UserRecord } from '../domain/identity.js';
-import { findKeyHolder, touchApiKey } from '../storage/identity-repository.js';
+import { findKeyHolders, touchApiKey, type KeyHolder } from '../storage/identity-repository.js';
 
 export interface Principal {
   user: UserRecord;
@@ -47,11 +48,13 @@ function bearerToken(authorization: string | null | undefined): string | undefin
 }
 
 /**
- * Resolves the caller. A missing or unknown key is UNAUTHENTICATED; a team
- * header naming a team the caller does not belong to is FORBIDDEN.
+ * Resolves the caller from a key holder read for this request. A missing or
+ * unknown key is UNAUTHENTICATED; a team header naming a team the caller does
+ * not belong to is FORBIDDEN.
  */
-export async function authenticate(
+async function resolve(
   db: Queryable,
+  loadHolder: (keyHash: Buffer) => Promise<KeyHolder | undefined>,
   authorization: string | null | undefined,
   teamHeader: string | null | undefined,
 ): Promise<Result<Principal>> {
@@ -59,7 +62,7 @@ export async function authenticate(
   if (!token) {
     return fail({ type: 'UNAUTHENTICATED', message: 'missing API key: send "Authorization: Bearer <API_KEY>"' });
   }
-  const holder = await findKeyHolder(db, hashApiKey(token));
+  const holder = await loadHolder(hashApiKey(token));
   if (!holder) return fail({ type: 'UNAUTHENTICATED', message: 'invalid or revoked API key' });
   const { user } = holder;
   // `lastUsedAt` is kept to the minute, so that reads do not each cost a write.
@@ -76,67 +79,51 @@ export async function authenticate(
   return ok({ user, memberships, actingTeamId: fallback ?? null, keyId: holder.keyId });
 }
 
-/** A cached authentication; `userId` is set once it succeeded. */
-interface CacheEntry {
-  result: Promise<Result<Principal>>;
-  userId?: string;
+/** Resolves the caller with a statement of its own (for callers outside a gateway: tests, tools). */
+export async function authenticate(
+  db: Queryable,
+  authorization: string | null | undefined,
+  teamHeader: string | null | undefined,
+): Promise<Result<Principal>> {
+  const loadHolder = async (hash: Buffer) => (await findKeyHolders(db, [hash])).get(hash.toString('hex'));
+  return resolve(db, loadHolder, authorization, teamHeader);
 }
 
 /**
- * Authentication with a short-lived, bounded cache of principals, so that a
- * hot path (a chat request, a GraphQL read) costs no statement for its key.
- * Every process drops the affected entries as soon as an access change is
- * announced (`AccessWatch` calls `forgetUser`, or `forgetAll` after a missed
- * announcement); `ttlMs` only bounds staleness while announcements cannot
- * arrive at all.
+ * Authentication that is never stale: every request's key is read from the
+ * database after the request arrived, so a key revoked (or a membership
+ * removed) through any gateway, or by plain SQL, is refused by every gateway
+ * from the moment its transaction commits, with no announcement to wait for.
+ * The reads are batched: the requests that arrive in one tick of the event
+ * loop share one statement (DataLoader, no cache), so a burst of requests
+ * costs a statement per tick, not one each.
  */
 export class Authenticator {
-  private readonly cache: LRUCache<string, CacheEntry>;
+  private readonly holders: DataLoader<Buffer, KeyHolder | undefined, string>;
   /** The key id of each Authorization value that authenticated lately: for access log lines (never the key). */
   private readonly keyIds = new LRUCache<string, string>({ max: 10_000, ttl: 600_000 });
 
   constructor(
     private readonly db: Queryable,
-    ttlMs = 2000,
-    maxEntries = 10_000,
+    maxBatchSize = 500,
   ) {
-    this.cache = new LRUCache<string, CacheEntry>({ max: maxEntries, ttl: ttlMs });
+    this.holders = new DataLoader(
+      async (hashes) => {
+        const found = await findKeyHolders(db, hashes);
+        return hashes.map((hash) => found.get(hash.toString('hex')));
+      },
+      { cache: false, maxBatchSize, cacheKeyFn: (hash) => hash.toString('hex') },
+    );
   }
 
-  authenticate(authorization: string | null | undefined, teamHeader: string | null | undefined): Promise<Result<Principal>> {
-    const key = `${authorization ?? ''}\n${teamHeader ?? ''}`;
-    const hit = this.cache.get(key);
-    if (hit) return hit.result;
-    const entry: CacheEntry = { result: authenticate(this.db, authorization, teamHeader) };
-    // Only successes are kept: a wrong key is checked again next time.
-    const drop = () => this.cache.peek(key) === entry && this.cache.delete(key);
-    entry.result.then((r) => {
-      if (r.type !== 'ok') return drop();
-      entry.userId = r.value.user.id;
-      if (authorization && r.value.keyId) this.keyIds.set(authorization, r.value.keyId);
-    }, drop);
-    this.cache.set(key, entry);
-    return entry.result;
-  }
-
-  /**
-   * Forgets every cached principal of a user (their keys or memberships
-   * changed), and every lookup still in flight, which may have read the state
-   * before the change.
-   */
-  forgetUser(userId: string): void {
-    const stale: string[] = [];
-    for (const [key, entry] of this.cache.entries()) if (entry.userId === undefined || entry.userId === userId) stale.push(key);
-    for (const key of stale) this.cache.delete(key);
+  async authenticate(authorization: string | null | undefined, teamHeader: string | null | undefined): Promise<Result<Principal>> {
+    const result = await resolve(this.db, (hash) => this.holders.load(hash), authorization, teamHeader);
+    if (result.type === 'ok' && authorization && result.value.keyId) this.keyIds.set(authorization, result.value.keyId);
+    return result;
   }
 
   /** The id of the key in `authorization` when it authenticated lately (no statement: for log lines). */
   keyIdOf(authorization: string | undefined): string | undefined {
     return authorization ? this.keyIds.get(authorization) : undefined;
-  }
-
-  /** Forgets every cached principal (changes may have gone unannounced). */
-  forgetAll(): void {
-    this.cache.clear();
   }
 }
