@@ -112,7 +112,10 @@ export class ChatRouter {
       pollMs: options.wakePollMs,
       endpoint: (principal, id) => this.endpointFor(principal, id, true),
       hasReplica: async (endpoint, fresh) => (await this.view.readyReplicas(endpoint, fresh)).length > 0,
+      onAnnounced: (endpointId) => this.view.announced(endpointId),
     });
+    // Every endpoint event keeps the view current (and warm for an endpoint that starts serving).
+    void this.serving.listen();
     // The queued counts, for the controllers' autoscaling (which sees every process's).
     this.depths = new QueueDepthPublisher(
       services.chatAccess,

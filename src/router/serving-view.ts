@@ -2,10 +2,15 @@
  * The router's view of which endpoints serve and on which replicas: the
  * endpoint records and their ready replicas, cached so that a request on the
  * hot path costs no statement. A cached read is used as it is for
- * `cacheMs`; then, for up to ten times as long, while one background read
- * refreshes it (no request waits on it); past that, a request waits for a
- * read. Concurrent reads of one thing share one statement. Both caches are
- * bounded (least recently used entries go first). The records are read
+ * `cacheMs`; then, while one background read refreshes it (no request waits
+ * on it), for up to ten times as long, or for up to a minute while every
+ * endpoint event is announced to this process (`announced`); past that, a
+ * request waits for a read. Each announced event of an endpoint reads it and
+ * its ready replicas again at once, cached or not: the view follows every
+ * change as it happens, and the first requests to an endpoint that just
+ * started serving find it already read (a burst does not wait on the
+ * database). Concurrent reads of one thing share one statement. Both caches
+ * are bounded (least recently used entries go first). The records are read
  * unchecked, for every caller: the router applies the access check
  * (ChatAccess.usableBy) to each request.
  */
@@ -16,6 +21,8 @@ import type { ChatAccess } from '../services/chat-access.js';
 
 /** Endpoints (and their replica lists) remembered at most. */
 const MAX_CACHED_ENDPOINTS = 10_000;
+/** How long a cached read may serve (refreshed in the background) while announcements keep the view current. */
+const ANNOUNCED_STALE_MS = 60_000;
 
 interface ReplicaEntry {
   at: number;
@@ -28,6 +35,10 @@ export class ServingView {
   private readonly replicas = new LRUCache<string, ReplicaEntry>({ max: MAX_CACHED_ENDPOINTS });
   /** Reads in flight, by what they read: concurrent requests share them. */
   private readonly refreshing = new Map<string, Promise<unknown>>();
+  /** Whether every endpoint event is announced to this process (see `announced`). */
+  private following = false;
+  /** Endpoints announced since the last re-read (read together, once per tick). */
+  private readonly announcedIds = new Set<string>();
 
   /** `onReplicas` is called with an endpoint's id whenever its replica list was read afresh. */
   constructor(
@@ -72,6 +83,41 @@ export class ServingView {
     }
   }
 
+  /**
+   * An event of the endpoint was announced: it and its ready replicas are
+   * read again (with the others announced in the same tick, two statements
+   * in all). Undefined: the announcements were (re)connected and some may
+   * have been missed; nothing cached is trusted.
+   */
+  announced(endpointId: string | undefined): void {
+    if (endpointId === undefined) {
+      this.following = true;
+      this.endpoints.clear();
+      this.replicas.clear();
+      return;
+    }
+    if (this.announcedIds.size === 0) setImmediate(() => void this.reread().catch(() => {}));
+    this.announcedIds.add(endpointId);
+  }
+
+  private async reread(): Promise<void> {
+    const ids = [...this.announcedIds];
+    this.announcedIds.clear();
+    const at = performance.now();
+    const endpoints = await this.access.readEndpoints(ids);
+    const found = new Set(endpoints.map((e) => e.id));
+    for (const id of ids) if (!found.has(id)) this.forget(id);
+    const newer = (entry: { at: number } | undefined) => at < (entry?.at ?? -Infinity);
+    for (const endpoint of endpoints) if (!newer(this.endpoints.peek(endpoint.id))) this.endpoints.set(endpoint.id, { at, endpoint });
+    const replicas = endpoints.length > 0 ? await this.access.readyReplicas(endpoints.map((e) => e.id)) : [];
+    for (const endpoint of endpoints) {
+      if (newer(this.replicas.peek(endpoint.id))) continue;
+      const ready = replicas.filter((r) => r.endpointId === endpoint.id);
+      this.replicas.set(endpoint.id, { at, replicas: ready, maxBatchSize: endpoint.current.spec.advanced.maxBatchSize });
+      this.onReplicas(endpoint.id);
+    }
+  }
+
   /** Forgets what is cached of an endpoint (a replica refused a connection: look again). */
   forget(endpointId: string): void {
     this.replicas.delete(endpointId);
@@ -80,8 +126,11 @@ export class ServingView {
 
   private loadEndpoint(id: string, shared = true): Promise<EndpointRecord | undefined> {
     const load = async () => {
+      const at = performance.now();
       const endpoint = await this.access.readEndpoint(id);
-      if (endpoint) this.endpoints.set(id, { at: performance.now(), endpoint });
+      // A read that started before the one cached (an announcement's) does not replace it.
+      if (at < (this.endpoints.peek(id)?.at ?? -Infinity)) return endpoint;
+      if (endpoint) this.endpoints.set(id, { at, endpoint });
       else this.endpoints.delete(id);
       return endpoint;
     };
@@ -90,19 +139,22 @@ export class ServingView {
 
   private loadReplicas(endpoint: EndpointRecord, shared = true): Promise<ReplicaRecord[]> {
     const load = async () => {
+      const at = performance.now();
       const replicas = await this.access.readyReplicas([endpoint.id]);
-      this.replicas.set(endpoint.id, { at: performance.now(), replicas, maxBatchSize: endpoint.current.spec.advanced.maxBatchSize });
+      if (at < (this.replicas.peek(endpoint.id)?.at ?? -Infinity)) return replicas;
+      this.replicas.set(endpoint.id, { at, replicas, maxBatchSize: endpoint.current.spec.advanced.maxBatchSize });
       this.onReplicas(endpoint.id);
       return replicas;
     };
     return shared ? this.singleFlight(`replicas:${endpoint.id}`, load) : load();
   }
 
-  /** `fresh` for cacheMs, then `stale` for up to ten times as long, then (or with nothing cached) `expired`. */
+  /** `fresh` for cacheMs, then `stale` (see the top of the file), then (or with nothing cached) `expired`. */
   private ageOf(at: number | undefined): 'fresh' | 'stale' | 'expired' {
     if (at === undefined) return 'expired';
     const age = performance.now() - at;
-    return age < this.cacheMs ? 'fresh' : age < this.cacheMs * 10 ? 'stale' : 'expired';
+    const servesFor = this.following ? Math.max(ANNOUNCED_STALE_MS, this.cacheMs * 10) : this.cacheMs * 10;
+    return age < this.cacheMs ? 'fresh' : age < servesFor ? 'stale' : 'expired';
   }
 
   private singleFlight<T>(key: string, load: () => Promise<T>): Promise<T> {

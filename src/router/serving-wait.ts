@@ -27,6 +27,11 @@ export interface ServingWaitOptions {
   endpoint: (principal: Principal, id: string) => Promise<EndpointRecord | undefined>;
   /** Whether the endpoint has a ready replica (`fresh`: read afresh). */
   hasReplica: (endpoint: EndpointRecord, fresh: boolean) => Promise<boolean>;
+  /**
+   * Called with the endpoint's id for each of its announced events, and with
+   * undefined when the LISTEN was (re-)established (events may have been missed).
+   */
+  onAnnounced?: (endpointId: string | undefined) => void;
 }
 
 export type ServingOutcome = { endpoint: EndpointRecord } | OpenAIError;
@@ -44,7 +49,10 @@ export class ServingWait {
     private readonly options: ServingWaitOptions,
   ) {}
 
+  private closed = false;
+
   close(): void {
+    this.closed = true;
     void this.unlisten?.().catch(() => {});
   }
 
@@ -93,29 +101,45 @@ export class ServingWait {
     }
   }
 
-  /** Resolves once the LISTEN is in place (or failed: the polling alone then finds the endpoint serving). */
-  private async watch(endpointId: string): Promise<Nudge> {
+  /**
+   * Opens the LISTEN on endpoint events (once; again after a failure).
+   * Resolves with whether it is in place: where it failed, polling alone
+   * finds an endpoint serving.
+   */
+  listen(): Promise<boolean> {
     this.listening ??= this.sql
-      .listen('endpoint_events', (payload) => {
-        const id = payload.split(':')[1];
-        const watchers = id ? this.watchers.get(id) : undefined;
-        if (watchers) for (const watcher of watchers) watcher.poke();
-      })
+      .listen(
+        'endpoint_events',
+        (payload) => {
+          const id = payload.split(':')[1];
+          if (!id) return;
+          this.options.onAnnounced?.(id);
+          const watchers = this.watchers.get(id);
+          if (watchers) for (const watcher of watchers) watcher.poke();
+        },
+        () => this.options.onAnnounced?.(undefined),
+      )
       .then(
         (listening) => {
           this.unlisten = () => listening.unlisten();
-          return true;
+          if (this.closed) void this.unlisten().catch(() => {});
+          return !this.closed;
         },
         () => {
           this.listening = undefined; // the next waiting request tries again
           return false;
         },
       );
+    return this.listening;
+  }
+
+  /** Resolves once the LISTEN is in place (or failed: the polling alone then finds the endpoint serving). */
+  private async watch(endpointId: string): Promise<Nudge> {
     const watcher = new Nudge();
     let set = this.watchers.get(endpointId);
     if (!set) this.watchers.set(endpointId, (set = new Set()));
     set.add(watcher);
-    await this.listening;
+    await this.listen();
     return watcher;
   }
 

@@ -47,6 +47,11 @@ export class ChatAccess {
     return endpoint;
   }
 
+  /** The same for several endpoints in one statement (those that exist). */
+  async readEndpoints(ids: string[]): Promise<EndpointRecord[]> {
+    return findEndpoints(this.db, ids);
+  }
+
   /**
    * The chat path's access check: the endpoint when the caller may send it
    * chat requests (a member of its team); otherwise undefined, which the

@@ -94,12 +94,16 @@ export async function authenticate(
  * database after the request arrived, so a key revoked (or a membership
  * removed) through any gateway, or by plain SQL, is refused by every gateway
  * from the moment its transaction commits, with no announcement to wait for.
- * The reads are batched: the requests that arrive in one tick of the event
- * loop share one statement (DataLoader, no cache), so a burst of requests
- * costs a statement per tick, not one each.
+ * The reads are batched: the requests that arrive while a read is under way
+ * share the next one, which starts when it returns (and those of one tick
+ * share one when none is under way). So a burst costs one statement per
+ * database round trip, not one per request, and each request's read still
+ * starts after the request arrived.
  */
 export class Authenticator {
   private readonly holders: DataLoader<Buffer, KeyHolder | undefined, string>;
+  /** The read under way, if any: the next batch waits for it. */
+  private reading: Promise<unknown> | undefined;
   /** The key id of each Authorization value that authenticated lately: for access log lines (never the key). */
   private readonly keyIds = new LRUCache<string, string>({ max: 10_000, ttl: 600_000 });
 
@@ -109,10 +113,23 @@ export class Authenticator {
   ) {
     this.holders = new DataLoader(
       async (hashes) => {
-        const found = await findKeyHolders(db, hashes);
-        return hashes.map((hash) => found.get(hash.toString('hex')));
+        const read = findKeyHolders(db, hashes);
+        this.reading = read;
+        try {
+          const found = await read;
+          return hashes.map((hash) => found.get(hash.toString('hex')));
+        } finally {
+          if (this.reading === read) this.reading = undefined;
+        }
       },
-      { cache: false, maxBatchSize, cacheKeyFn: (hash) => hash.toString('hex') },
+      {
+        cache: false,
+        maxBatchSize,
+        batchScheduleFn: (dispatch) => {
+          if (this.reading) void this.reading.then(dispatch, dispatch);
+          else process.nextTick(dispatch);
+        },
+      },
     );
   }
 

@@ -85,7 +85,7 @@ export interface KeyHolder {
  * in one statement; keyed by the hash in hex.
  */
 export async function findKeyHolders(db: Queryable, keyHashes: readonly Buffer[]): Promise<Map<string, KeyHolder>> {
-  const hexes = keyHashes.map((hash) => hash.toString('hex'));
+  const hexes = [...new Set(keyHashes.map((hash) => hash.toString('hex')))];
   const rows = await db<
     (UserRow & { key_hash: Buffer; key_id: string; key_last_used_at: Date | null; memberships: { teamId: string; role: TeamRole }[] })[]
   >`

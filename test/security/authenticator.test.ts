@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { createServices, type Services } from '../../src/services/index.js';
 import { Authenticator } from '../../src/services/principal.js';
+import type { Queryable } from '../../src/storage/database.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 
 let db: TestDatabase;
@@ -50,6 +51,36 @@ test('a burst of requests with many keys costs one statement, and each gets its 
     'invalid or revoked API key',
     'missing API key: send "Authorization: Bearer <API_KEY>"',
   ]);
+});
+
+test('requests that arrive while a read is under way share the next one', async () => {
+  const { keys } = await seedKeys(4);
+  // The first statement is held until released, so that the later requests arrive while it is under way.
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  let calls = 0;
+  const held = Object.assign(
+    (...args: Parameters<Queryable>) => {
+      const query = db.sql(...args);
+      if (!String(args[0]).includes('FROM api_keys k JOIN users u')) return query; // the keys' last-use writes
+      return ++calls === 1 ? gate.then(() => query) : query;
+    },
+    { unsafe: db.sql.unsafe },
+  ) as unknown as Queryable;
+  const auth = new Authenticator(held);
+  const before = holderReads();
+  const results = [auth.authenticate(`Bearer ${keys[0]!.secret}`, null)];
+  for (const key of keys.slice(1)) {
+    await new Promise((r) => setImmediate(r));
+    results.push(auth.authenticate(`Bearer ${key.secret}`, null));
+  }
+  await new Promise((r) => setTimeout(r, 20));
+  expect(calls).toBe(1);
+  release();
+  const settled = await Promise.all(results);
+  expect(settled.map((r) => r.type === 'ok' && r.value.keyId)).toEqual(keys.map((k) => k.id));
+  expect(calls).toBe(2);
+  expect(holderReads() - before).toBe(2);
 });
 
 test('a key revoked through another process (plain SQL here) is refused by the very next request', async () => {

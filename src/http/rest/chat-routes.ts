@@ -33,9 +33,16 @@ export async function handleChatCompletion(
   try {
     if (req.method !== 'POST')
       return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${CHAT_PATH} accepts POST only`, 'method_not_allowed'));
+    // The body is read while the key is checked; a bad one is answered only to a caller who authenticated (a 401 comes first).
+    const body = readJsonBody(req).then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    );
     const auth = await authenticateRequest(services, req);
     if (auth.type === 'error') return sendOpenAIError(res, openAIErrorOfFailure(failureOfDomainError(auth.error)));
-    const routed = await router.route(auth.value, await readJsonBody(req), clientGone.signal);
+    const read = await body;
+    if ('error' in read) throw read.error;
+    const routed = await router.route(auth.value, read.value, clientGone.signal);
     if (routed.type === 'error') return sendOpenAIError(res, routed.error);
 
     const { upstream, request } = routed.value;

@@ -1,0 +1,97 @@
+/**
+ * The router's view follows the announced endpoint events: each event reads
+ * the endpoint and its ready replicas again at once, so a change is seen
+ * without waiting for the cache to age, and the first requests to an
+ * endpoint that just started serving find it read (no statement on their
+ * path). Real PostgreSQL, real NOTIFY.
+ */
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import type { EndpointEventInput, EndpointRecord } from '../../src/domain/endpoint.js';
+import { ServingView } from '../../src/router/serving-view.js';
+import { ServingWait } from '../../src/router/serving-wait.js';
+import { ChatAccess } from '../../src/services/chat-access.js';
+import { connectDatabase, type Sql } from '../../src/storage/database.js';
+import { insertEvent } from '../../src/storage/events-repository.js';
+import { waitFor } from '../support/app.js';
+import { startTestGateway, type TestGateway } from '../support/gateway.js';
+
+let t: TestGateway;
+let sql: Sql;
+const statements: string[] = [];
+let view: ServingView;
+let wait: ServingWait;
+
+beforeAll(async () => {
+  t = await startTestGateway();
+  sql = connectDatabase(t.dbUrl, { onQuery: (query) => statements.push(query) });
+  const access = new ChatAccess(sql, t.services.endpoints);
+  view = new ServingView(access, 500, () => {});
+  wait = new ServingWait(sql, access, {
+    timeoutMs: 1000,
+    pollMs: undefined,
+    endpoint: async (_principal, id) => view.endpoint(id, true),
+    hasReplica: async (endpoint, fresh) => (await view.readyReplicas(endpoint, fresh)).length > 0,
+    onAnnounced: (endpointId) => view.announced(endpointId),
+  });
+  expect(await wait.listen()).toBe(true);
+});
+
+afterAll(async () => {
+  wait?.close();
+  await sql?.end({ timeout: 5 });
+});
+
+function announce(endpoint: EndpointRecord): Promise<string> {
+  const event: EndpointEventInput = {
+    endpointId: endpoint.id,
+    projectId: endpoint.projectId,
+    teamId: endpoint.teamId,
+    type: 'REPLICAS_CHANGED',
+    status: 'RUNNING',
+    phase: null,
+    errorCode: null,
+    versionIndex: endpoint.current.versionIndex,
+    cause: 'test:replica-ready',
+    actorId: null,
+    detail: {},
+  };
+  return insertEvent(t.sql, event);
+}
+
+test('an endpoint never asked for is read when its event is announced, and its first request reads nothing', async () => {
+  const alice = await t.seed.user();
+  const project = await alice.project('warm');
+  const id = await project.endpoint({ name: 'warm' });
+  const [endpoint] = await t.services.chatAccess.readEndpoints([id]);
+  await t.sql`
+    INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state, address, ready_at)
+    VALUES ('rep_warm', ${id}, ${endpoint!.current.versionIndex}, 'local', 'test-node', 'H100', 1,
+            'READY', 'http://127.0.0.1:9', now())`;
+  await announce(endpoint!);
+  await waitFor('the view to hold the endpoint and its replica', async () => view.cachedReplicas(id)?.replicas.length === 1, 5000);
+
+  statements.length = 0;
+  const cached = await view.endpoint(id, false);
+  expect(cached?.id).toBe(id);
+  expect((await view.readyReplicas(cached!, false)).map((r) => r.id)).toEqual(['rep_warm']);
+  expect(statements).toEqual([]);
+
+  // A change (the replica gone) is seen as soon as it is announced, well inside the cache's 500 ms.
+  await t.sql`UPDATE replicas SET state = 'STOPPED', stopped_at = now() WHERE id = 'rep_warm'`;
+  await announce(endpoint!);
+  await waitFor('the view to drop the replica', async () => view.cachedReplicas(id)?.replicas.length === 0, 5000);
+});
+
+test('the endpoints announced in one tick are read together: two statements, however many', async () => {
+  const bob = await t.seed.user();
+  const project = await bob.project('many');
+  const ids = [];
+  for (let i = 0; i < 5; i++) ids.push(await project.endpoint({ name: `many-${i}` }));
+  await new Promise((r) => setTimeout(r, 300)); // the creations' own announcements are read
+  statements.length = 0;
+  for (const id of ids) view.announced(id);
+  await waitFor('the re-read', async () => statements.length >= 2, 5000);
+  await new Promise((r) => setTimeout(r, 100));
+  expect(statements).toHaveLength(2);
+  for (const id of ids) expect(view.cachedEndpoint(id)?.id).toBe(id);
+});
