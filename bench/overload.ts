@@ -39,6 +39,7 @@ import { createEndpoint, deleteEndpoint, H100_X1, liveReplicas, waitForStatus } 
 import { cpuTimeMs } from './lib/proc.js';
 import { target, type Bench, type BenchContext, type BenchOutcome, type BenchResult, type Target } from './lib/result.js';
 import { fmt, mean, quantiles, round } from './lib/stats.js';
+import type { BareRefuserConfig } from './load/bare-refuser.js';
 import type { OverloadLoadConfig, OverloadLoadResult } from './load/overload-client.js';
 import { engineAuthHeaders } from '../src/runtime/runtime.js';
 
@@ -55,6 +56,8 @@ const BURST_MS = 50;
 /** Goodput is counted after the queue has filled. */
 const WINDOW_START_MS = 2000;
 const DIRECT_MS = 4000;
+/** How long the same clients load the bare refuser (the floor of the time to a 429 on this machine). */
+const FLOOR_MS = 4000;
 const DIRECT_CLIENTS = 2 * BATCH;
 const MAX_REPLICAS = 3;
 const COOLDOWN_S = 5;
@@ -411,6 +414,27 @@ function engineFigures(): { rows: (string | number)[][]; targets: Target[]; note
 
 // ------------------------------------------------------------------ the run
 
+/**
+ * The same clients against a server that only refuses (bench/load/bare-refuser.ts, answering with the gateway's 429 as sent):
+ * what any Node.js server takes to refuse this load on this machine.
+ */
+async function refusalFloor(sample: string | undefined): Promise<Summary> {
+  const sent = sample ? sample.slice(sample.indexOf('{')) : '';
+  const body = sent.startsWith('{')
+    ? sent
+    : JSON.stringify({
+        error: { message: 'endpoint is at capacity; retry in 1 s', type: 'rate_limit_error', param: null, code: 'queue_full' },
+      });
+  const config: BareRefuserConfig = { body };
+  const server = runChild<{ refused: number }>('load/bare-refuser.ts', config, { timeoutMs: 5 * 60_000 });
+  const { url } = await nextMessage<{ url: string }>(server, 'ready');
+  const { child } = startLoad(loadConfig(`${url}/dedicated/v1/chat/completions`, {}, 'floor', CLIENTS, FLOOR_MS, WINDOW_START_MS));
+  const summary = summarize(await child.result, WINDOW_START_MS);
+  server.send({ type: 'stop' });
+  await server.result;
+  return summary;
+}
+
 async function run(context: BenchContext): Promise<BenchOutcome> {
   const problems: string[] = [];
   const notes: string[] = [];
@@ -485,6 +509,7 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const one = await loadWithPolls(db, single, loadConfig(chatUrl, auth, single, CLIENTS, LOAD_MS, WINDOW_START_MS), gateway.pid);
   const s1 = summarize(one.r, WINDOW_START_MS);
   const after = await directRun('after');
+  const floor = await refusalFloor(s1.refusals[0]);
   const mu = (before.summary.tokenRate + after.summary.tokenRate) / 2;
   const direct = before.summary;
   const directHealth = before.health;
@@ -600,6 +625,13 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     `${fmt(s1.burst.p50, 1)} / ${fmt(s1.burst.p99, 1)} / ${fmt(s1.burst.max, 0)} ms`,
     `${s1.burst.n429} × 429 of ${s1.burst.sent} sent; every answer's head p50 / max ${fmt(s1.burst.headP50, 1)} / ${fmt(s1.burst.headMax, 0)} ms`,
   ]);
+  rows.push([
+    'bare refuser, 200 clients',
+    'time to a 429: p50 / p99 / max; first burst p50 / p99',
+    `${fmt(floor.refusalMs.p50, 1)} / ${fmt(floor.refusalMs.p99, 1)} / ${fmt(floor.refusalMs.max, 0)} ms; ${fmt(floor.burst.p50, 1)} / ${fmt(floor.burst.p99, 1)} ms`,
+    `the same clients for ${FLOOR_MS / 1000} s at a node:http server that only reads, parses and refuses (bench/load/bare-refuser.ts); ` +
+      `the gateway ÷ it: p99 ${fmt(s1.refusalMs.p99 / floor.refusalMs.p99, 2)}×, first burst p99 ${fmt(s1.burst.p99 / floor.burst.p99, 2)}×; sent after ${WINDOW_START_MS / 1000} s: p99 ${fmt(floor.refusalSteadyMs.p99, 1)} ms (${fmt(s1.refusalSteadyMs.p99 / floor.refusalSteadyMs.p99, 2)}×)`,
+  ]);
   const byCode = (x: Summary) =>
     Object.entries(x.refusalByCode)
       .map(([code, v]) => `${code} ${v.n} × (${fmt(v.p50, 1)} / ${fmt(v.p99, 1)} ms)`)
@@ -670,6 +702,11 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       0,
     ),
   );
+  notes.push(
+    `The time to a 429 has a floor here: the same ${CLIENTS} clients at a server that only refuses (bench/load/bare-refuser.ts) waited ` +
+      `${fmt(floor.burst.p99, 1)} ms (p99) for the first burst's answers and ${fmt(floor.refusalMs.p99, 1)} ms over the whole load: ` +
+      `${CLIENTS} connections opened at once, on the cores the load generator and the server share. The gateway took ${fmt(s1.burst.p99 / floor.burst.p99, 2)}× that for the burst.`,
+  );
   if (s1.refusalMs.n === 0) notes.push('No request got a 429 under 200 clients on one replica: the time to a 429 could not be measured.');
 
   const engine = engineFigures();
@@ -705,6 +742,12 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       completedPerSecond: one.r.completedPerSecond,
       refusedPerSecond: one.r.refusedPerSecond,
       publishedQueue: one.polls.filter((_, i) => i % 5 === 0).map((p) => [p.t, p.published]),
+    },
+    refusalFloor: {
+      durationMs: FLOOR_MS,
+      summary: roundDeep(floor),
+      p99Ratio: round(s1.refusalMs.p99 / floor.refusalMs.p99, 3),
+      burstP99Ratio: round(s1.burst.p99 / floor.burst.p99, 3),
     },
     scaleOut: {
       minReplica: 1,
