@@ -17,6 +17,7 @@ const QUERY = `query($projectId: ID!) {
 }`;
 
 async function statementsFor(projectId: string, expected: number): Promise<number> {
+  await t.queries.settled(); // the router reads endpoints as their creation is announced
   t.queries.reset();
   const res = await alice.rest('POST', '/graphql', { query: QUERY, variables: { projectId } });
   expect(res.body.errors).toBeUndefined();
@@ -43,7 +44,7 @@ test("one endpoint with its project and team is one statement (beside the key's)
   const endpoint = { id: await project.endpoint({ name: 'single' }) };
   const read = `query($id: ID!) { endpoint(id: $id) { id name project { id name team { id name } } team { id name } } }`;
   await alice.rest('POST', '/graphql', { query: read, variables: { id: endpoint.id } }); // records the key's last use
-  t.queries.reset();
+  await t.queries.settled();
   const res = await alice.rest('POST', '/graphql', { query: read, variables: { id: endpoint.id } });
   expect(res.body.errors, JSON.stringify(res.body.errors)).toBeUndefined();
   expect(res.body.data.endpoint).toMatchObject({

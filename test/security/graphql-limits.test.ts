@@ -44,9 +44,10 @@ function expectLimit(response: { status: number; body: any }, variable: string) 
 
 describe('over HTTP, default limits', () => {
   test('depth 18 (endpoints → project → endpoints …) is refused before any SQL runs, naming GRAPHQL_MAX_DEPTH', async () => {
-    const mallory = await t.seed.user(); // a key not yet in the principal cache: authenticating would cost a statement
+    const mallory = await t.seed.user(); // authenticating costs a statement: the limits are checked before it
     const project = await mallory.project('deep');
     await project.endpoint();
+    await t.queries.settled(); // the router reads the new endpoint when its creation is announced
     t.queries.reset();
     const response = await postGraphQL(t.url, mallory.key, deepQuery(18));
     expectLimit(response, 'GRAPHQL_MAX_DEPTH');
@@ -296,6 +297,7 @@ describe('over WebSocket (graphql-ws)', () => {
     const client = connect(small, alice.key, closes);
     try {
       expect(await run(client, '{ __typename }')).toEqual({ data: { __typename: 'Query' } }); // connected and authenticated
+      await small.queries.settled(); // the router reads the new endpoint when its creation is announced
       small.queries.reset();
       expectWsLimit(
         await run(client, 'subscription($id: ID!) { endpointStatus(endpointId: $id) { status { downloadProgress { bytesDone } } } }', {

@@ -6,7 +6,7 @@ import net from 'node:net';
 import { startGateway, type Gateway, type GatewayOptions } from '../../src/http/server.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import { onCleanup } from '../support/cleanup.js';
-import { createTestDatabase } from '../support/database.js';
+import { createTestDatabase, queryCounter, type QueryCounter } from '../support/database.js';
 import { createSeed, type SeededUser } from '../support/gateway.js';
 
 export interface SecuredGateway {
@@ -15,21 +15,16 @@ export interface SecuredGateway {
   port: number;
   services: Services;
   /** SQL statements sent since the last reset. */
-  queries: { count: number; reset(): void };
+  queries: QueryCounter;
   /** What the gateway logged. */
   logs: { message: string; error?: unknown }[];
   seed: { user(options?: { admin?: boolean }): Promise<SeededUser> };
 }
 
 export async function startSecuredGateway(options: Partial<GatewayOptions> = {}): Promise<SecuredGateway> {
-  const queries = {
-    count: 0,
-    reset() {
-      this.count = 0;
-    },
-  };
+  const queries = queryCounter();
   const logs: SecuredGateway['logs'] = [];
-  const db = await createTestDatabase({ onQuery: () => queries.count++ });
+  const db = await createTestDatabase({ onQuery: queries.onQuery });
   const services = createServices(db.sql);
   const gateway = await startGateway(services, {
     port: 0,

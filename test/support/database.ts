@@ -9,6 +9,36 @@ export interface TestDatabase {
   close(): Promise<void>;
 }
 
+/** Counts the SQL statements a process sends (pass `onQuery` to its database). */
+export interface QueryCounter {
+  count: number;
+  reset(): void;
+  /** Resolves once no statement was sent for 200 ms (background reads after a write, such as the router's, are done). */
+  settled(): Promise<void>;
+  onQuery(): void;
+}
+
+export function queryCounter(): QueryCounter {
+  const counter: QueryCounter = {
+    count: 0,
+    reset() {
+      counter.count = 0;
+    },
+    async settled() {
+      for (let i = 0; i < 50; i++) {
+        counter.reset();
+        await new Promise((r) => setTimeout(r, 200));
+        if (counter.count === 0) return;
+      }
+      throw new Error('statements kept coming for 10 s');
+    },
+    onQuery() {
+      counter.count++;
+    },
+  };
+  return counter;
+}
+
 /** A fresh, empty database for one test file (not migrated). */
 export async function createEmptyDatabase(): Promise<string> {
   const adminUrl = inject('pgAdminUrl');

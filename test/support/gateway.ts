@@ -12,7 +12,7 @@ import { updateEndpointState } from '../../src/storage/endpoints-repository.js';
 import type { UserRecord } from '../../src/domain/identity.js';
 import { desiredStateOf } from '../../src/domain/lifecycle.js';
 import { onCleanup } from './cleanup.js';
-import { createTestDatabase, type TestDatabase } from './database.js';
+import { createTestDatabase, queryCounter, type QueryCounter, type TestDatabase } from './database.js';
 
 export interface RestResponse<T = any> {
   status: number;
@@ -66,7 +66,7 @@ export interface TestGateway extends TestDatabase {
   url: string;
   services: Services;
   /** SQL statements sent since the last reset. */
-  queries: { count: number; reset(): void };
+  queries: QueryCounter;
   seed: { user(options?: { admin?: boolean }): Promise<SeededUser> };
   /** Stands in for the controller (a later issue): forces an endpoint's status. */
   setStatus(endpointId: string, status: EndpointStatus): Promise<void>;
@@ -118,13 +118,8 @@ export function createSeed(services: Services, baseUrl: string): { user(options?
 }
 
 export async function startTestGateway(): Promise<TestGateway> {
-  const queries = {
-    count: 0,
-    reset() {
-      this.count = 0;
-    },
-  };
-  const db = await createTestDatabase({ onQuery: () => queries.count++ });
+  const queries = queryCounter();
+  const db = await createTestDatabase({ onQuery: queries.onQuery });
   const services = createServices(db.sql);
   const gateway = await startGateway(services, { port: 0, host: '127.0.0.1', log: () => {} });
   onCleanup(async () => {
