@@ -6,6 +6,8 @@
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import type http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -427,4 +429,22 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
 /** Wall-clock milliseconds with sub-millisecond resolution, comparable across processes on one machine. */
 export function nowMs(): number {
   return performance.timeOrigin + performance.now();
+}
+
+/**
+ * For a child process that serves (a floor server): listens on a free
+ * loopback port, tells the parent `{ type: 'ready', url, pid }`, and closes
+ * the server when the parent sends `{ type: 'stop' }`.
+ */
+export async function serveUntilStopped(
+  server: http.Server,
+  send: (message: Record<string, unknown>) => void,
+  receive: (handler: (message: Record<string, unknown>) => void) => void,
+): Promise<void> {
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  send({ type: 'ready', url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, pid: process.pid });
+  await new Promise<void>((resolve) => receive((message) => message.type === 'stop' && resolve()));
+  server.closeAllConnections();
+  server.close();
 }

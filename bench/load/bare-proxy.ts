@@ -6,8 +6,7 @@
  * the gateway costs beyond this is its own; what this costs is any proxy's.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { childMain } from '../lib/env.js';
+import { childMain, serveUntilStopped } from '../lib/env.js';
 
 export interface BareProxyConfig {
   /** e.g. `http://127.0.0.1:41234` */
@@ -32,12 +31,7 @@ childMain<BareProxyConfig, { closed: true }>(async (config, send, receive) => {
     });
     req.pipe(forward);
   });
-  server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  send({ type: 'ready', url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, pid: process.pid });
-  await new Promise<void>((resolve) => receive((message) => message.type === 'stop' && resolve()));
-  server.closeAllConnections();
-  server.close();
+  await serveUntilStopped(server, send, receive);
   agent.destroy();
   return { closed: true };
 });

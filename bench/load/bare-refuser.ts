@@ -9,8 +9,7 @@
  * it is its own.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { childMain } from '../lib/env.js';
+import { childMain, serveUntilStopped } from '../lib/env.js';
 
 export interface BareRefuserConfig {
   /** The body of each 429, as the gateway sends it. */
@@ -39,11 +38,6 @@ childMain<BareRefuserConfig, { refused: number }>(async (config, send, receive) 
       res.end(config.body);
     });
   });
-  server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  send({ type: 'ready', url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, pid: process.pid });
-  await new Promise<void>((resolve) => receive((message) => message.type === 'stop' && resolve()));
-  server.closeAllConnections();
-  server.close();
+  await serveUntilStopped(server, send, receive);
   return { refused };
 });
