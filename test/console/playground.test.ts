@@ -2,7 +2,7 @@
 // completion is announced once; a reasoning model's think block shows apart from the answer, and not at all with reasoning off.
 import { beforeAll, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
-import { TINY_REPO, waitFor, waitForStatus } from '../support/app.js';
+import { TINY_LONG_REPO, waitFor, waitForStatus } from '../support/app.js';
 import { createBody } from '../support/gateway.js';
 import { describeBrowser, startConsole, type ConsoleHarness } from './browser.js';
 
@@ -29,7 +29,8 @@ describeBrowser('web console: playground', () => {
   beforeAll(async () => {
     h = await startConsole();
     [chat, thinking] = await Promise.all([
-      createEndpoint('tiny-chat', TINY_REPO, 4096),
+      // A 64k context, so that an answer can run long enough to be stopped however busy the machine is.
+      createEndpoint('tiny-chat', TINY_LONG_REPO, 65_536),
       createEndpoint('tiny-thinking', 'test-org/tiny-thinking-GGUF', 1024),
     ]);
     await Promise.all([waitForStatus(h.app.sql, chat, 'RUNNING', 90_000), waitForStatus(h.app.sql, thinking, 'RUNNING', 90_000)]);
@@ -129,7 +130,7 @@ describeBrowser('web console: playground', () => {
     const page = await h.signedIn();
     await page.goto(`${h.app.url}/#/playground/${chat}`);
     await expect.poll(() => page.getByLabel('Endpoint', { exact: true }).inputValue()).toBe(chat);
-    await setMaxTokens(page, 3800);
+    await setMaxTokens(page, 60_000);
     await page.getByLabel('Message', { exact: true }).fill('Tell me a long story.');
     await page.getByRole('button', { name: 'Send' }).click();
     await expect.poll(() => page.locator('.message-assistant .answer').innerText()).not.toBe('');

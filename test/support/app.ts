@@ -21,6 +21,8 @@ import { engineAuthHeaders } from '../../src/runtime/runtime.js';
 export { REASONING_TEMPLATE };
 
 export const TINY_REPO = 'test-org/tiny-llama-GGUF';
+/** The tiny model with a 64k context: answers long enough (tens of thousands of tokens) to be stopped while they stream. */
+export const TINY_LONG_REPO = 'test-org/tiny-long-GGUF';
 
 /** The stand-in hub's standard repositories: the tiny model and the shapes that fail. */
 export function standardRepos(): FakeRepo[] {
@@ -32,6 +34,7 @@ export function standardRepos(): FakeRepo[] {
       files: { 'tiny-thinking-Q8_0.gguf': buildTinyGguf({ chatTemplate: REASONING_TEMPLATE, seed: 2 }) },
     },
     { id: 'test-org/short-context-GGUF', files: { 'short-Q8_0.gguf': buildTinyGguf({ contextLength: 256, seed: 3 }) } },
+    { id: TINY_LONG_REPO, files: { 'long-Q8_0.gguf': buildTinyGguf({ contextLength: 65_536, seed: 6 }) } },
     { id: 'test-org/private-GGUF', private: true, allowedTokens: ['hf_someone_else'], files: { 'p-Q8_0.gguf': tiny } },
     { id: 'test-org/safetensors-only', files: { 'model.safetensors': Buffer.alloc(4096, 1), 'config.json': '{}' } },
     { id: 'test-org/no-weights', files: { 'README.md': 'nothing here\n' } },
