@@ -53,6 +53,19 @@ interface ServerContext {
   resultSink?: ResultSink;
 }
 
+/** The GraphiQL page (about 9 MB, its assets inlined), rendered once per set of options rather than per request. */
+const graphiqlPages = new Map<string, string>();
+function renderGraphiQLOnce(options: GraphiQLOptions): string {
+  const key = JSON.stringify(options);
+  let page = graphiqlPages.get(key);
+  if (page === undefined) {
+    page = renderGraphiQL(options);
+    if (graphiqlPages.size >= 4) graphiqlPages.clear();
+    graphiqlPages.set(key, page);
+  }
+  return page;
+}
+
 /**
  * `security`: operation limits and introspection (`limits.ts`); GraphiQL is
  * served only where introspection is on, with its scripts, styles and
@@ -76,7 +89,7 @@ export function createGraphQL(
     maskedErrors: { maskError: maskGraphQLError },
     landingPage: false,
     graphiql: security.introspection ? GRAPHIQL_OPTIONS : false,
-    renderGraphiQL,
+    renderGraphiQL: renderGraphiQLOnce,
     cors: false,
     plugins: [
       useErrorReporting(log),
