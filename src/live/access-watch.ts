@@ -3,20 +3,24 @@
  * do (a key revoked, a user deleted, a membership removed or its role
  * changed) is announced on the `identity_changes` channel by a PostgreSQL
  * trigger, with the user's id, whichever process (or the admin CLI, or plain
- * SQL) made it. On each announcement this process authenticates each of the
- * user's open connections (WebSocket sockets, SSE streams) again with the
- * credentials it opened with. A connection that no longer authenticates is revoked as a whole (its transport closes
- * it); one that does keeps going, but each of its subscriptions that asked
- * about a team whose answer has changed (a membership gone, a role changed
- * where the role was asked) ends with a FORBIDDEN error.
+ * SQL) made it. On each announcement this process drops the user's cached
+ * principals (see principal.ts) and authenticates each of the user's open
+ * connections (WebSocket sockets, SSE streams) again with the credentials it
+ * opened with. A connection that no longer authenticates is revoked as a
+ * whole (its transport closes it); one that does keeps going, but each of
+ * its subscriptions that asked about a team whose answer has changed (a
+ * membership gone, a role changed where the role was asked) ends with a
+ * FORBIDDEN error.
  *
  * A subscription's principal reads the connection's current memberships and
  * records each answer it gave (`WatchedMemberships`), so that "what did this
  * subscription's access depend on" needs no knowledge of the schema.
  *
  * A lost LISTEN connection may have missed announcements: when it is
- * re-established, every open connection is checked again. HTTP requests need
- * no announcement: each reads its key's state as it arrives (`Authenticator`).
+ * re-established, every cached principal is dropped and every open connection
+ * is checked again. HTTP requests do not depend on announcements alone: a
+ * narrowing change returns to its caller only once every cached principal
+ * read before it has expired (`outlastCachedPrincipals`).
  */
 import { GraphQLError } from 'graphql';
 import type { DomainError } from '../domain/result.js';
@@ -378,12 +382,14 @@ export class AccessWatch {
 
   private onChange(userId: string): void {
     this.changes++;
+    this.auth.forgetUser(userId);
     for (const connection of this.connections.get(userId) ?? []) connection.check();
   }
 
   /** Announcements may have been missed: nothing cached or open is trusted until checked. */
   private resync(): void {
     this.changes++;
+    this.auth.forgetAll();
     this.log('the identity LISTEN connection was re-established: re-checking every open connection');
     for (const set of this.connections.values()) for (const connection of set) connection.check();
   }

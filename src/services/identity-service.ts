@@ -20,13 +20,14 @@ import {
   listApiKeys,
   listMemberships,
   listTeamMembers,
+  lockMemberRole,
   lockTeamOwners,
   revokeApiKey,
   setDefaultTeam,
   upsertMember,
 } from '../storage/identity-repository.js';
 import { findProjects, insertProject } from '../storage/projects-repository.js';
-import { canAccessTeam, isTeamOwner, visibleTo, type Principal } from './principal.js';
+import { canAccessTeam, isTeamOwner, outlastCachedPrincipals, visibleTo, type Principal } from './principal.js';
 
 export interface CreatedApiKey {
   record: ApiKeyRecord;
@@ -69,7 +70,21 @@ async function createTeamFor(db: Queryable, user: UserRecord, name: string): Pro
 }
 
 export class IdentityService {
-  constructor(private readonly db: Sql) {}
+  constructor(
+    private readonly db: Sql,
+    /** This process's cached principals (forgotten at once when keys or memberships change). */
+    private readonly auth?: { forgetUser(userId: string): void },
+  ) {}
+
+  /**
+   * After a change that narrows what a user's keys may do: this process
+   * forgets their principals at once; the call returns once no process can
+   * still hold one read before the change (see principal.ts).
+   */
+  private async narrowed(userId: string): Promise<void> {
+    this.auth?.forgetUser(userId);
+    await outlastCachedPrincipals();
+  }
 
   /**
    * On an empty database, creates the admin user with a default team, a
@@ -140,6 +155,7 @@ export class IdentityService {
     const name = readName('name', input.name);
     if (name.type === 'error') return name;
     const team = await this.db.begin((tx) => createTeamFor(tx, principal.user, name.value));
+    this.auth?.forgetUser(principal.user.id);
     return ok(team);
   }
 
@@ -154,12 +170,16 @@ export class IdentityService {
     if (principal !== 'system' && !isTeamOwner(principal, team.id)) return fail(forbidden('only a team owner can add members'));
     const user = await findUserByIdOrEmail(this.db, input.user);
     if (!user) return fail(notFound('user', input.user));
-    const membership = await this.db.begin(async (tx) => {
+    const { added, before } = await this.db.begin(async (tx) => {
+      const before = await lockMemberRole(tx, team.id, user.id);
       const added = await upsertMember(tx, { teamId: team.id, userId: user.id, role: input.role ?? 'MEMBER' });
       if (!user.defaultTeamId) await setDefaultTeam(tx, user.id, team.id);
-      return added;
+      return { added, before };
     });
-    return ok(membership);
+    // A changed role may be a narrower one; a new membership only widens access.
+    if (before !== undefined && before !== added.role) await this.narrowed(user.id);
+    else this.auth?.forgetUser(user.id);
+    return ok(added);
   }
 
   async removeTeamMember(principal: Principal, input: { teamId: string; userId: string }): Promise<Result<null>> {
@@ -174,6 +194,7 @@ export class IdentityService {
       }
       return (await deleteMember(tx, input.teamId, input.userId)) ? ok(null) : fail(notFound('member', input.userId));
     });
+    if (removed.type === 'ok') await this.narrowed(input.userId);
     return removed;
   }
 
@@ -219,6 +240,7 @@ export class IdentityService {
     const allowed = key && (principal === 'system' || principal.user.isAdmin || key.userId === principal.user.id);
     if (!allowed) return fail(notFound('API key', id));
     const revoked = (await revokeApiKey(this.db, id))!;
+    if (!key.revokedAt) await this.narrowed(revoked.userId);
     return ok(revoked);
   }
 }

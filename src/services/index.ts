@@ -33,7 +33,7 @@ const databases = new WeakMap<Services, Sql>();
 
 export function createServices(db: Sql, hooks: ServiceHooks = {}): Services {
   const auth = new Authenticator(db);
-  const identity = new IdentityService(db);
+  const identity = new IdentityService(db, auth);
   const endpoints = new EndpointService(db, identity, hooks.onEndpointChange);
   const services: Services = {
     auth,

@@ -5,7 +5,6 @@
  * (`canAccessTeam`, `visibleTo`). The services apply it; the surfaces and the
  * router ask the services.
  */
-import DataLoader from 'dataloader';
 import { LRUCache } from 'lru-cache';
 import { hashApiKey } from '../domain/ids.js';
 import { fail, forbidden, ok, type Result } from '../domain/result.js';
@@ -89,58 +88,87 @@ export async function authenticate(
   return resolve(db, loadHolder, authorization, teamHeader);
 }
 
+/** How long a cached principal serves, counted from the moment its read started. */
+export const PRINCIPAL_TTL_MS = 1000;
+
+/** A cached authentication; `userId` is set once it succeeded. */
+interface CacheEntry {
+  result: Promise<Result<Principal>>;
+  userId?: string;
+}
+
 /**
- * Authentication that is never stale: every request's key is read from the
- * database after the request arrived, so a key revoked (or a membership
- * removed) through any gateway, or by plain SQL, is refused by every gateway
- * from the moment its transaction commits, with no announcement to wait for.
- * The reads are batched: the requests that arrive while a read is under way
- * share the next one, which starts when it returns (and those of one tick
- * share one when none is under way). So a burst costs one statement per
- * database round trip, not one per request, and each request's read still
- * starts after the request arrived.
+ * Authentication with a short-lived, bounded cache of principals, so that a
+ * hot path (a chat request, a GraphQL read) costs no statement for its key.
+ * Revocation is still in effect everywhere at once, by two rules:
+ *
+ * - every process drops the affected entries as soon as an access change is
+ *   announced (`AccessWatch` calls `forgetUser`, or `forgetAll` after a
+ *   missed announcement): usually within milliseconds;
+ * - a change made through the services that narrows access returns to its
+ *   caller only after `outlastCachedPrincipals`, when every entry read before
+ *   the change has expired in every process, announced or not. So by the
+ *   time a revocation's caller learns it is done, no gateway accepts the key.
+ *
+ * An entry's lifetime counts from the start of its read, so a read that
+ * began before a change and ended after it cannot outlive the wait.
  */
 export class Authenticator {
-  private readonly holders: DataLoader<Buffer, KeyHolder | undefined, string>;
-  /** The read under way, if any: the next batch waits for it. */
-  private reading: Promise<unknown> | undefined;
+  private readonly cache: LRUCache<string, CacheEntry>;
   /** The key id of each Authorization value that authenticated lately: for access log lines (never the key). */
   private readonly keyIds = new LRUCache<string, string>({ max: 10_000, ttl: 600_000 });
 
   constructor(
     private readonly db: Queryable,
-    maxBatchSize = 500,
+    maxEntries = 10_000,
   ) {
-    this.holders = new DataLoader(
-      async (hashes) => {
-        const read = findKeyHolders(db, hashes);
-        this.reading = read;
-        try {
-          const found = await read;
-          return hashes.map((hash) => found.get(hash.toString('hex')));
-        } finally {
-          if (this.reading === read) this.reading = undefined;
-        }
-      },
-      {
-        cache: false,
-        maxBatchSize,
-        batchScheduleFn: (dispatch) => {
-          if (this.reading) void this.reading.then(dispatch, dispatch);
-          else process.nextTick(dispatch);
-        },
-      },
-    );
+    this.cache = new LRUCache<string, CacheEntry>({ max: maxEntries, ttl: PRINCIPAL_TTL_MS });
   }
 
-  async authenticate(authorization: string | null | undefined, teamHeader: string | null | undefined): Promise<Result<Principal>> {
-    const result = await resolve(this.db, (hash) => this.holders.load(hash), authorization, teamHeader);
-    if (result.type === 'ok' && authorization && result.value.keyId) this.keyIds.set(authorization, result.value.keyId);
-    return result;
+  authenticate(authorization: string | null | undefined, teamHeader: string | null | undefined): Promise<Result<Principal>> {
+    const key = `${authorization ?? ''}\n${teamHeader ?? ''}`;
+    const hit = this.cache.get(key);
+    if (hit) return hit.result;
+    const entry: CacheEntry = { result: authenticate(this.db, authorization, teamHeader) };
+    // Only successes are kept: a wrong key is checked again next time.
+    const drop = () => this.cache.peek(key) === entry && this.cache.delete(key);
+    entry.result.then((r) => {
+      if (r.type !== 'ok') return drop();
+      entry.userId = r.value.user.id;
+      if (authorization && r.value.keyId) this.keyIds.set(authorization, r.value.keyId);
+    }, drop);
+    // Set before the read: the entry's lifetime counts from here.
+    this.cache.set(key, entry);
+    return entry.result;
+  }
+
+  /**
+   * Forgets every cached principal of a user (their keys or memberships
+   * changed), and every lookup still in flight, which may have read the state
+   * before the change.
+   */
+  forgetUser(userId: string): void {
+    const stale: string[] = [];
+    for (const [key, entry] of this.cache.entries()) if (entry.userId === undefined || entry.userId === userId) stale.push(key);
+    for (const key of stale) this.cache.delete(key);
+  }
+
+  /** Forgets every cached principal (changes may have gone unannounced). */
+  forgetAll(): void {
+    this.cache.clear();
   }
 
   /** The id of the key in `authorization` when it authenticated lately (no statement: for log lines). */
   keyIdOf(authorization: string | undefined): string | undefined {
     return authorization ? this.keyIds.get(authorization) : undefined;
   }
+}
+
+/**
+ * Resolves once no process can hold a principal read before now (see
+ * `Authenticator`): a narrowing change awaits it before it returns. The
+ * margin covers timers firing late.
+ */
+export function outlastCachedPrincipals(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, PRINCIPAL_TTL_MS + 50));
 }

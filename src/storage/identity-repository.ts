@@ -150,6 +150,13 @@ export async function findTeams(db: Queryable, ids: readonly string[]): Promise<
 }
 
 /** Adds the member, or changes the role of an existing one. */
+/** The user's role in the team, locked for the rest of the transaction (undefined: not a member). */
+export async function lockMemberRole(db: Queryable, teamId: string, userId: string): Promise<TeamRole | undefined> {
+  const [row] = await db<{ role: TeamRole }[]>`
+    SELECT role FROM team_members WHERE team_id = ${teamId} AND user_id = ${userId} FOR UPDATE`;
+  return row?.role;
+}
+
 export async function upsertMember(db: Queryable, m: { teamId: string; userId: string; role: TeamRole }): Promise<MembershipRecord> {
   const [row] = await db<{ team_id: string; user_id: string; role: TeamRole; created_at: Date }[]>`
     INSERT INTO team_members (team_id, user_id, role) VALUES (${m.teamId}, ${m.userId}, ${m.role})

@@ -44,7 +44,7 @@ function expectLimit(response: { status: number; body: any }, variable: string) 
 
 describe('over HTTP, default limits', () => {
   test('depth 18 (endpoints → project → endpoints …) is refused before any SQL runs, naming GRAPHQL_MAX_DEPTH', async () => {
-    const mallory = await t.seed.user(); // authenticating costs a statement: the limits are checked before it
+    const mallory = await t.seed.user(); // a key not yet in the principal cache: authenticating would cost a statement
     const project = await mallory.project('deep');
     await project.endpoint();
     await t.queries.settled(); // the router reads the new endpoint when its creation is announced
