@@ -87,7 +87,11 @@ test('the endpoints announced in one tick are read together: two statements, how
   const project = await bob.project('many');
   const ids = [];
   for (let i = 0; i < 5; i++) ids.push(await project.endpoint({ name: `many-${i}` }));
-  await new Promise((r) => setTimeout(r, 300)); // the creations' own announcements are read
+  // The creations' own announcements are read first: wait until no statement came for 200 ms.
+  for (let seen = -1; seen !== statements.length;) {
+    seen = statements.length;
+    await new Promise((r) => setTimeout(r, 200));
+  }
   statements.length = 0;
   for (const id of ids) view.announced(id);
   await waitFor('the re-read', async () => statements.length >= 2, 5000);
