@@ -10,7 +10,7 @@ import { hashApiKey } from '../domain/ids.js';
 import { fail, forbidden, ok, type Result } from '../domain/result.js';
 import type { Queryable } from '../storage/database.js';
 import type { TeamRole, UserRecord } from '../domain/identity.js';
-import { findKeyHolders, touchApiKey, type KeyHolder } from '../storage/identity-repository.js';
+import { findKeyHolder, touchApiKey } from '../storage/identity-repository.js';
 
 export interface Principal {
   user: UserRecord;
@@ -47,13 +47,11 @@ function bearerToken(authorization: string | null | undefined): string | undefin
 }
 
 /**
- * Resolves the caller from a key holder read for this request. A missing or
- * unknown key is UNAUTHENTICATED; a team header naming a team the caller does
- * not belong to is FORBIDDEN.
+ * Resolves the caller. A missing or unknown key is UNAUTHENTICATED; a team
+ * header naming a team the caller does not belong to is FORBIDDEN.
  */
-async function resolve(
+export async function authenticate(
   db: Queryable,
-  loadHolder: (keyHash: Buffer) => Promise<KeyHolder | undefined>,
   authorization: string | null | undefined,
   teamHeader: string | null | undefined,
 ): Promise<Result<Principal>> {
@@ -61,7 +59,7 @@ async function resolve(
   if (!token) {
     return fail({ type: 'UNAUTHENTICATED', message: 'missing API key: send "Authorization: Bearer <API_KEY>"' });
   }
-  const holder = await loadHolder(hashApiKey(token));
+  const holder = await findKeyHolder(db, hashApiKey(token));
   if (!holder) return fail({ type: 'UNAUTHENTICATED', message: 'invalid or revoked API key' });
   const { user } = holder;
   // `lastUsedAt` is kept to the minute, so that reads do not each cost a write.
@@ -76,16 +74,6 @@ async function resolve(
   }
   const fallback = user.defaultTeamId && memberships.has(user.defaultTeamId) ? user.defaultTeamId : [...memberships.keys()][0];
   return ok({ user, memberships, actingTeamId: fallback ?? null, keyId: holder.keyId });
-}
-
-/** Resolves the caller with a statement of its own (for callers outside a gateway: tests, tools). */
-export async function authenticate(
-  db: Queryable,
-  authorization: string | null | undefined,
-  teamHeader: string | null | undefined,
-): Promise<Result<Principal>> {
-  const loadHolder = async (hash: Buffer) => (await findKeyHolders(db, [hash])).get(hash.toString('hex'));
-  return resolve(db, loadHolder, authorization, teamHeader);
 }
 
 /** How long a cached principal serves, counted from the moment its read started. */
@@ -153,14 +141,14 @@ export class Authenticator {
     for (const key of stale) this.cache.delete(key);
   }
 
-  /** Forgets every cached principal (changes may have gone unannounced). */
-  forgetAll(): void {
-    this.cache.clear();
-  }
-
   /** The id of the key in `authorization` when it authenticated lately (no statement: for log lines). */
   keyIdOf(authorization: string | undefined): string | undefined {
     return authorization ? this.keyIds.get(authorization) : undefined;
+  }
+
+  /** Forgets every cached principal (changes may have gone unannounced). */
+  forgetAll(): void {
+    this.cache.clear();
   }
 }
 

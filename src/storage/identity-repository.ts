@@ -80,26 +80,16 @@ export interface KeyHolder {
   memberships: { teamId: string; role: TeamRole }[];
 }
 
-/**
- * The holders of the unrevoked keys with these hashes and their memberships,
- * in one statement; keyed by the hash in hex.
- */
-export async function findKeyHolders(db: Queryable, keyHashes: readonly Buffer[]): Promise<Map<string, KeyHolder>> {
-  const hexes = [...new Set(keyHashes.map((hash) => hash.toString('hex')))];
-  const rows = await db<
-    (UserRow & { key_hash: Buffer; key_id: string; key_last_used_at: Date | null; memberships: { teamId: string; role: TeamRole }[] })[]
-  >`
-    SELECT ${db.unsafe(USER_COLUMNS)}, k.key_hash, k.id AS key_id, k.last_used_at AS key_last_used_at,
+/** The holder of an unrevoked key with this hash and their memberships, in one statement. */
+export async function findKeyHolder(db: Queryable, keyHash: Buffer): Promise<KeyHolder | undefined> {
+  const rows = await db<(UserRow & { key_id: string; key_last_used_at: Date | null; memberships: { teamId: string; role: TeamRole }[] })[]>`
+    SELECT ${db.unsafe(USER_COLUMNS)}, k.id AS key_id, k.last_used_at AS key_last_used_at,
       coalesce((SELECT json_agg(json_build_object('teamId', m.team_id, 'role', m.role) ORDER BY m.created_at)
                 FROM team_members m WHERE m.user_id = u.id), '[]'::json) AS memberships
     FROM api_keys k JOIN users u ON u.id = k.user_id
-    WHERE k.key_hash IN (SELECT decode(h, 'hex') FROM unnest(${hexes}::text[]) h) AND k.revoked_at IS NULL`;
-  return new Map(
-    rows.map((row) => [
-      row.key_hash.toString('hex'),
-      { user: toUser(row), keyId: row.key_id, keyLastUsedAt: row.key_last_used_at, memberships: row.memberships },
-    ]),
-  );
+    WHERE k.key_hash = ${keyHash} AND k.revoked_at IS NULL`;
+  const row = rows[0];
+  return row && { user: toUser(row), keyId: row.key_id, keyLastUsedAt: row.key_last_used_at, memberships: row.memberships };
 }
 
 export async function touchApiKey(db: Queryable, id: string): Promise<void> {
@@ -149,7 +139,6 @@ export async function findTeams(db: Queryable, ids: readonly string[]): Promise<
   return rows.map((r) => ({ id: r.id, name: r.name, createdAt: r.created_at }));
 }
 
-/** Adds the member, or changes the role of an existing one. */
 /** The user's role in the team, locked for the rest of the transaction (undefined: not a member). */
 export async function lockMemberRole(db: Queryable, teamId: string, userId: string): Promise<TeamRole | undefined> {
   const [row] = await db<{ role: TeamRole }[]>`
@@ -157,6 +146,7 @@ export async function lockMemberRole(db: Queryable, teamId: string, userId: stri
   return row?.role;
 }
 
+/** Adds the member, or changes the role of an existing one. */
 export async function upsertMember(db: Queryable, m: { teamId: string; userId: string; role: TeamRole }): Promise<MembershipRecord> {
   const [row] = await db<{ team_id: string; user_id: string; role: TeamRole; created_at: Date }[]>`
     INSERT INTO team_members (team_id, user_id, role) VALUES (${m.teamId}, ${m.userId}, ${m.role})
