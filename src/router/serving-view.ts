@@ -74,12 +74,13 @@ export class ServingView {
 
   /** Re-reads the ready replicas of the given endpoints in one statement (for requests waiting for a slot). */
   async refreshReplicas(endpointIds: string[]): Promise<void> {
+    const at = performance.now();
     const replicas = await this.access.readyReplicas(endpointIds).catch(() => undefined);
     if (!replicas) return;
     for (const id of endpointIds) {
       const entry = this.replicas.peek(id);
-      if (entry) this.replicas.set(id, { ...entry, at: performance.now(), replicas: replicas.filter((r) => r.endpointId === id) });
-      this.onReplicas(id);
+      if (entry) this.storeReplicas(id, at, replicas, entry.maxBatchSize);
+      else this.onReplicas(id);
     }
   }
 
@@ -107,15 +108,9 @@ export class ServingView {
     const endpoints = await this.access.readEndpoints(ids);
     const found = new Set(endpoints.map((e) => e.id));
     for (const id of ids) if (!found.has(id)) this.forget(id);
-    const newer = (entry: { at: number } | undefined) => at < (entry?.at ?? -Infinity);
-    for (const endpoint of endpoints) if (!newer(this.endpoints.peek(endpoint.id))) this.endpoints.set(endpoint.id, { at, endpoint });
+    for (const endpoint of endpoints) this.storeEndpoint(endpoint.id, at, endpoint);
     const replicas = endpoints.length > 0 ? await this.access.readyReplicas(endpoints.map((e) => e.id)) : [];
-    for (const endpoint of endpoints) {
-      if (newer(this.replicas.peek(endpoint.id))) continue;
-      const ready = replicas.filter((r) => r.endpointId === endpoint.id);
-      this.replicas.set(endpoint.id, { at, replicas: ready, maxBatchSize: endpoint.current.spec.advanced.maxBatchSize });
-      this.onReplicas(endpoint.id);
-    }
+    for (const endpoint of endpoints) this.storeReplicas(endpoint.id, at, replicas, endpoint.current.spec.advanced.maxBatchSize);
   }
 
   /** Forgets what is cached of an endpoint (a replica refused a connection: look again). */
@@ -128,10 +123,7 @@ export class ServingView {
     const load = async () => {
       const at = performance.now();
       const endpoint = await this.access.readEndpoint(id);
-      // A read that started before the one cached (an announcement's) does not replace it.
-      if (at < (this.endpoints.peek(id)?.at ?? -Infinity)) return endpoint;
-      if (endpoint) this.endpoints.set(id, { at, endpoint });
-      else this.endpoints.delete(id);
+      this.storeEndpoint(id, at, endpoint);
       return endpoint;
     };
     return shared ? this.singleFlight(`endpoint:${id}`, load) : load();
@@ -141,12 +133,27 @@ export class ServingView {
     const load = async () => {
       const at = performance.now();
       const replicas = await this.access.readyReplicas([endpoint.id]);
-      if (at < (this.replicas.peek(endpoint.id)?.at ?? -Infinity)) return replicas;
-      this.replicas.set(endpoint.id, { at, replicas, maxBatchSize: endpoint.current.spec.advanced.maxBatchSize });
-      this.onReplicas(endpoint.id);
+      this.storeReplicas(endpoint.id, at, replicas, endpoint.current.spec.advanced.maxBatchSize);
       return replicas;
     };
     return shared ? this.singleFlight(`replicas:${endpoint.id}`, load) : load();
+  }
+
+  /**
+   * Keeps a read of the endpoint begun at `at` (undefined: it does not exist),
+   * unless a read begun later (an announcement's) is already kept.
+   */
+  private storeEndpoint(id: string, at: number, endpoint: EndpointRecord | undefined): void {
+    if (at < (this.endpoints.peek(id)?.at ?? -Infinity)) return;
+    if (endpoint) this.endpoints.set(id, { at, endpoint });
+    else this.endpoints.delete(id);
+  }
+
+  /** The same for ready replicas (`read` may hold other endpoints' too), and tells `onReplicas`. */
+  private storeReplicas(id: string, at: number, read: readonly ReplicaRecord[], maxBatchSize: number): void {
+    if (at < (this.replicas.peek(id)?.at ?? -Infinity)) return;
+    this.replicas.set(id, { at, replicas: read.filter((r) => r.endpointId === id), maxBatchSize });
+    this.onReplicas(id);
   }
 
   /** `fresh` for cacheMs, then `stale` (see the top of the file), then (or with nothing cached) `expired`. */
