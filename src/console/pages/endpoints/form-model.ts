@@ -42,6 +42,15 @@ export type FieldKey = Exclude<keyof FormValues, 'source'>;
 export type FieldErrors = Partial<Record<FieldKey, string>>;
 
 /** The form's fields in page order: the first with an error gets the focus. */
+export const ADVANCED_FIELDS: FieldKey[] = [
+  'maxBatchSize',
+  'maxTokenCount',
+  'maxInputLength',
+  'skipSpecialTokens',
+  'addSpecialTokens',
+  'contentLogging',
+];
+
 export const FIELD_ORDER: FieldKey[] = [
   'projectId',
   'name',
@@ -52,22 +61,8 @@ export const FIELD_ORDER: FieldKey[] = [
   'minReplica',
   'maxReplica',
   'cooldown',
-  'maxBatchSize',
-  'maxTokenCount',
-  'maxInputLength',
-  'skipSpecialTokens',
-  'addSpecialTokens',
-  'contentLogging',
+  ...ADVANCED_FIELDS,
   'comment',
-];
-
-export const ADVANCED_FIELDS: FieldKey[] = [
-  'maxBatchSize',
-  'maxTokenCount',
-  'maxInputLength',
-  'skipSpecialTokens',
-  'addSpecialTokens',
-  'contentLogging',
 ];
 
 export function blankValues(projectId: string, instanceId: string): FormValues {
