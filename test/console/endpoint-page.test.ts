@@ -3,6 +3,7 @@ import { beforeAll, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { isAllowed, type EndpointStatus, type LifecycleAction } from '../../src/domain/lifecycle.js';
 import { TINY_REPO } from '../support/app.js';
+import { createBody } from '../support/gateway.js';
 import { describeBrowser, startConsole, type ConsoleHarness } from './browser.js';
 
 const ACTIONS: Array<[LifecycleAction, string]> = [
@@ -36,15 +37,17 @@ describeBrowser('web console: endpoint page', () => {
   let id: string;
   beforeAll(async () => {
     h = await startConsole();
-    const response = await h.user.rest('POST', '/dedicated/beta/endpoint', {
-      projectId: h.project.id,
-      name: 'page-demo',
-      instanceOptionId: 'TwD5AqnBSVN0',
-      hfModelRepo: TINY_REPO,
-      autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
-      advanced: { max_batch_size: 4 },
-      initialVersionComment: 'first',
-    });
+    const response = await h.user.rest(
+      'POST',
+      '/dedicated/beta/endpoint',
+      createBody(h.project.id, {
+        name: 'page-demo',
+        hfModelRepo: TINY_REPO,
+        autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+        advanced: { max_batch_size: 4 },
+        initialVersionComment: 'first',
+      }),
+    );
     expect(response.status).toBe(200);
     id = response.body.endpointId as string;
   }, 90_000);
@@ -149,14 +152,16 @@ describeBrowser('web console: endpoint page', () => {
   }, 90_000);
 
   it('pages the version history from the server, newest first, each shown version diffed with the one before', async () => {
-    const response = await h.user.rest('POST', '/dedicated/beta/endpoint', {
-      projectId: h.project.id,
-      name: 'many-versions',
-      instanceOptionId: 'TwD5AqnBSVN0',
-      hfModelRepo: TINY_REPO,
-      autoscalingPolicy: { minReplica: 0, maxReplica: 1 },
-      advanced: { max_batch_size: 1 },
-    });
+    const response = await h.user.rest(
+      'POST',
+      '/dedicated/beta/endpoint',
+      createBody(h.project.id, {
+        name: 'many-versions',
+        hfModelRepo: TINY_REPO,
+        autoscalingPolicy: { minReplica: 0, maxReplica: 1 },
+        advanced: { max_batch_size: 1 },
+      }),
+    );
     expect(response.status).toBe(200);
     const many = response.body.endpointId as string;
     for (let n = 2; n <= 13; n++) {
