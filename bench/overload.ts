@@ -56,6 +56,8 @@ const BURST_MS = 50;
 /** Goodput is counted after the queue has filled. */
 const WINDOW_START_MS = 2000;
 const DIRECT_MS = 4000;
+/** The gateway's warm-up before the measured loads (0: none; the first burst then meets code V8 has not compiled yet). */
+const WARMUP_MS = Number(process.env.BENCH_OVERLOAD_WARMUP_MS ?? 3000);
 /** How long the same clients load the bare refuser (the floor of the time to a 429 on this machine). */
 const FLOOR_MS = 4000;
 const DIRECT_CLIENTS = 2 * BATCH;
@@ -63,6 +65,8 @@ const MAX_REPLICAS = 3;
 const COOLDOWN_S = 5;
 /** How long the bench watches for scale-in after the load (past the cooldown). */
 const SCALE_IN_WATCH_MS = (COOLDOWN_S + 8) * 1000;
+/** BENCH_OVERLOAD_PRECONNECT=0: the clients open their connections in the first burst (a connection storm). */
+const PRECONNECT = process.env.BENCH_OVERLOAD_PRECONNECT !== '0';
 const RETRY = { minRetryMs: 50, maxRetryMs: 1000, errorBackoffMs: 100 };
 
 const BODY = {
@@ -103,6 +107,7 @@ function loadConfig(
     ...RETRY,
     sampleMs: 50,
     rampMs: 0,
+    preconnect: PRECONNECT,
   };
 }
 
@@ -450,6 +455,8 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     scaleMs: SCALE_MS,
     windowStartMs: WINDOW_START_MS,
     retry: RETRY,
+    preconnect: PRECONNECT,
+    warmupMs: WARMUP_MS,
   };
 
   const db = await startDatabase();
@@ -469,6 +476,23 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const auth = { authorization: `Bearer ${ADMIN_KEY}` };
 
   // ---------------------------------------------------------------- one replica
+  // Warm-up: the same clients for WARMUP_MS on an endpoint of its own, then deleted, so that the measured burst meets a gateway in
+  // service (its code compiled, its pools open), as a spike would, and an endpoint that has not served yet.
+  if (WARMUP_MS > 0) {
+    const warm = await createEndpoint(gateway.url, {
+      projectId,
+      name: 'bench-overload-warmup',
+      instanceOptionId: H100_X1,
+      hfModelRepo: TINY_REPO,
+      advanced: { max_batch_size: BATCH },
+      simplescale: { replicas: 1 },
+    });
+    await waitForStatus(gateway.url, warm, 'RUNNING', 120_000);
+    const { child } = startLoad(loadConfig(chatUrl, auth, warm, CLIENTS, WARMUP_MS, 0));
+    problems.push(...brokenness('warm-up', summarize(await child.result, 0)));
+    await deleteEndpoint(gateway.url, db.sql, warm);
+  }
+
   const single = await createEndpoint(gateway.url, {
     projectId,
     name: 'bench-overload-1',
@@ -705,7 +729,8 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   notes.push(
     `The time to a 429 has a floor here: the same ${CLIENTS} clients at a server that only refuses (bench/load/bare-refuser.ts) waited ` +
       `${fmt(floor.burst.p99, 1)} ms (p99) for the first burst's answers and ${fmt(floor.refusalMs.p99, 1)} ms over the whole load: ` +
-      `${CLIENTS} connections opened at once, on the cores the load generator and the server share. The gateway took ${fmt(s1.burst.p99 / floor.burst.p99, 2)}× that for the burst.`,
+      `${CLIENTS} requests sent at once ${PRECONNECT ? 'on connections opened before the clock started' : 'on as many connections opened with them'}, on the cores the load generator and the server share. ` +
+      `The gateway took ${fmt(s1.burst.p99 / floor.burst.p99, 2)}× that for the burst.`,
   );
   if (s1.refusalMs.n === 0) notes.push('No request got a 429 under 200 clients on one replica: the time to a 429 could not be measured.');
 
@@ -778,7 +803,14 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       `Answers are ${MAX_TOKENS}-token streams. The replica's own throughput: ${DIRECT_CLIENTS} closed-loop clients straight at the engine for ${DIRECT_MS / 1000} s, before and after the gateway load ` +
       `(content tokens received per second after the first 1 s ÷ ${MAX_TOKENS}, averaged over the two runs). ` +
       `Then a load-generator child runs ${CLIENTS} closed-loop streaming clients through POST /dedicated/v1/chat/completions with one API key for ${LOAD_MS / 1000} s on an endpoint of one replica; ` +
-      `a client answered 429 or 503 waits its Retry-After clamped to [${RETRY.minRetryMs} ms, ${RETRY.maxRetryMs / 1000} s] and tries again. Goodput = streams completed with all tokens and [DONE] ` +
+      `a client answered 429 or 503 waits its Retry-After clamped to [${RETRY.minRetryMs} ms, ${RETRY.maxRetryMs / 1000} s] and tries again. ` +
+      (PRECONNECT
+        ? `Each client opens its keep-alive connection (GET /healthz) before the clock starts, so that times are the requests' own, as wrk and k6's http_req_duration measure them, not TCP set-up; the ${CLIENTS} first requests still leave in the same millisecond. `
+        : `The clients open their connections with their first requests (BENCH_OVERLOAD_PRECONNECT=0). `) +
+      (WARMUP_MS > 0
+        ? `Before the measured loads, the same clients load an endpoint of its own for ${WARMUP_MS / 1000} s, deleted after, so that the gateway meets the burst in service (its code compiled) and the measured endpoint has served nothing yet. `
+        : '') +
+      `Goodput = streams completed with all tokens and [DONE] ` +
       `between ${WINDOW_START_MS / 1000} s and the end, per second, ÷ the direct throughput. Time to a 429 = request sent → response head. ` +
       `Expected wait = (mean requests waiting for a response head over the window, as the only client sees them, + 1) ÷ the direct throughput, capped at QUEUE_TIMEOUT_MS (queued-ahead ÷ service rate, by Little's law); ` +
       `the target compares the served requests' TTFT p99 with it. Then the same load for ${SCALE_MS / 1000} s on an endpoint with minReplica 1, maxReplica ${MAX_REPLICAS}, cooldown ${COOLDOWN_S} s: ` +

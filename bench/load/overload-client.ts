@@ -38,6 +38,13 @@ export interface OverloadLoadConfig {
   sampleMs: number;
   /** Clients start spread over this long (0: all at once). */
   rampMs: number;
+  /**
+   * Before the clock starts, each client opens its keep-alive connection (a `GET /healthz` answered
+   * by the server under test), so that the times measured are the requests' own, as wrk and k6's
+   * `http_req_duration` measure them: not the TCP connections' set-up. Off: the first burst opens
+   * `concurrency` connections at once, and its times include their set-up.
+   */
+  preconnect: boolean;
 }
 
 export interface OverloadLoadResult {
@@ -135,6 +142,26 @@ function retryAfterOf(headers: http.IncomingHttpHeaders): number {
   return Number.isFinite(date) ? Math.max(0, date - Date.now()) : Number.NaN;
 }
 
+/** Opens `count` keep-alive connections in `agent` (concurrent GETs of `url`, each on its own socket), then lets them settle. */
+async function preconnect(agent: http.Agent, url: URL, count: number): Promise<void> {
+  await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<void>((resolve, reject) => {
+          const req = http.get(url, { agent }, (res) => {
+            res.resume();
+            res.on('end', resolve);
+          });
+          req.on('error', reject);
+        }),
+    ),
+  );
+  const open = Object.values(agent.freeSockets).reduce((n, sockets) => n + (sockets?.length ?? 0), 0);
+  if (open < count) throw new Error(`preconnect: ${open} of ${count} connections stayed open`);
+  await new Promise((r) => setTimeout(r, 200));
+}
+
 childMain<OverloadLoadConfig, OverloadLoadResult>(async (config, send) => {
   const agent = new http.Agent({ keepAlive: true, maxSockets: config.concurrency, keepAliveMsecs: 60_000 });
   const payload = JSON.stringify(config.body);
@@ -165,6 +192,7 @@ childMain<OverloadLoadConfig, OverloadLoadResult>(async (config, send) => {
     if (index < 0) index = codes.push(code) - 1;
     return index;
   };
+  if (config.preconnect) await preconnect(agent, new URL('/healthz', config.url), config.concurrency);
   const loop = monitorEventLoopDelay({ resolution: 5 });
   loop.enable();
   const cpu0 = process.cpuUsage();
