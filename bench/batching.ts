@@ -42,33 +42,51 @@ const MODEL_KINDS = (process.env.BENCH_BATCHING_MODEL ?? 'tiny,larger').split(',
 
 const STEP_TOKENS = [1, 2, 4, 8, 40];
 
+/**
+ * One request at a time with longer answers too (llama-bench's `tg128`: 128 generated tokens), so that one request's
+ * fixed cost (HTTP, JSON, the prompt) shows against answers of a common length, not only against 32-token ones.
+ */
+const LONG_TOKENS = Number(process.env.BENCH_BATCHING_LONG_TOKENS ?? 128);
+
 type Pass = { level: number; tokens: number; seconds: number; requests: number; errors?: number }[];
 type LevelFigures = { directTokensPerSecond: number; engineTokensPerSecond: number; ratio: number; engineToDirectSingle: number };
 
 async function measureModel(kind: ModelKind, dir: string, cpuProf: boolean, errorSamples: string[]) {
   const spec = MODELS[kind];
   const model = await writeTinyGguf(path.join(dir, `${kind}.gguf`), spec.dimensions ? { seed: 7, dimensions: spec.dimensions } : {});
-  const passes: { direct: Pass[]; engine: Pass[] } = { direct: [], engine: [] };
+  const passes: Record<'direct' | 'engine' | 'directLong' | 'engineLong', Pass[]> = {
+    direct: [],
+    engine: [],
+    directLong: [],
+    engineLong: [],
+  };
   let promptTokens: number | undefined;
   let steps: LlamaDirectResult['steps'] = [];
-  const order = Array.from({ length: ROUNDS }, () => ['direct', 'engine', 'engine', 'direct'] as const).flat();
+  const abba = <A, B>(a: A, b: B) => [a, b, b, a];
+  const order = [
+    ...Array.from({ length: ROUNDS }, () => abba('direct' as const, 'engine' as const)).flat(),
+    ...(LONG_TOKENS > 0 ? abba('directLong' as const, 'engineLong' as const) : []),
+  ];
   for (const side of order) {
-    if (side === 'direct') {
+    const long = side === 'directLong' || side === 'engineLong';
+    const levels = long ? [1] : LEVELS;
+    const maxTokens = long ? LONG_TOKENS : MAX_TOKENS;
+    if (side === 'direct' || side === 'directLong') {
       // The first direct pass also times single decode steps of 1 to 40 tokens (what bounds batching).
-      const stepTokens = passes.direct.length === 0 ? STEP_TOKENS : [];
+      const stepTokens = side === 'direct' && passes.direct.length === 0 ? STEP_TOKENS : [];
       const config: LlamaDirectConfig = {
         modelPath: model.path,
         contextSize: CONTEXT,
         sequences: BATCH,
         threads: THREADS,
-        levels: LEVELS,
-        maxTokens: MAX_TOKENS,
+        levels,
+        maxTokens,
         durationMs: LEVEL_MS,
         prompt: 'chat',
         stepTokens,
       };
-      const r = await runChild<LlamaDirectResult>('load/llama-direct.ts', config, { timeoutMs: LEVELS.length * LEVEL_MS + 120_000 }).result;
-      passes.direct.push(r.throughput);
+      const r = await runChild<LlamaDirectResult>('load/llama-direct.ts', config, { timeoutMs: levels.length * LEVEL_MS + 120_000 }).result;
+      passes[side].push(r.throughput);
       promptTokens = r.promptTokens;
       if (r.steps.length > 0) steps = r.steps;
     } else {
@@ -79,26 +97,26 @@ async function measureModel(kind: ModelKind, dir: string, cpuProf: boolean, erro
       const config: CompletionLoadConfig = {
         url: `${engine.url}/v1/chat/completions`,
         headers: {},
-        levels: LEVELS,
-        maxTokens: MAX_TOKENS,
+        levels,
+        maxTokens,
         durationMs: LEVEL_MS,
       };
-      const r = await runChild<CompletionLoadResult>('load/completion-client.ts', config, { timeoutMs: LEVELS.length * LEVEL_MS + 120_000 })
+      const r = await runChild<CompletionLoadResult>('load/completion-client.ts', config, { timeoutMs: levels.length * LEVEL_MS + 120_000 })
         .result;
       await engine.stop();
-      passes.engine.push(r.throughput);
+      passes[side].push(r.throughput);
       errorSamples.push(...r.errorSamples);
     }
     const last = passes[side][passes[side].length - 1]!;
     console.log(
-      `  ${kind.padEnd(6)} ${side.padEnd(6)}: ${last.map((l) => `${l.level} → ${(l.tokens / l.seconds).toFixed(0)} tok/s`).join(', ')}`,
+      `  ${kind.padEnd(6)} ${side.padEnd(10)}: ${last.map((l) => `${l.level} → ${(l.tokens / l.seconds).toFixed(0)} tok/s`).join(', ')}`,
     );
   }
   const rate = (all: Pass[], level: number) => {
     const rows = all.flat().filter((r) => r.level === level);
     return rows.reduce((n, r) => n + r.tokens, 0) / rows.reduce((n, r) => n + r.seconds, 0);
   };
-  const errors = passes.engine.flat().reduce((n, r) => n + (r.errors ?? 0), 0);
+  const errors = [...passes.engine, ...passes.engineLong].flat().reduce((n, r) => n + (r.errors ?? 0), 0);
   const d1 = rate(passes.direct, LEVELS[0]!);
   const e1 = rate(passes.engine, LEVELS[0]!);
   const levels: Record<string, LevelFigures> = {};
@@ -114,7 +132,29 @@ async function measureModel(kind: ModelKind, dir: string, cpuProf: boolean, erro
     };
     rows.push([kind, level, fmt(d, 0), fmt(e, 0), fmt(e / d, 3), fmt(d / d1, 2), fmt(e / e1, 2)]);
   }
-  return { kind, spec, passes, levels, rows, errors, promptTokens, steps };
+  let longAnswers: LevelFigures | undefined;
+  if (passes.engineLong.length > 0) {
+    const d = rate(passes.directLong, 1);
+    const e = rate(passes.engineLong, 1);
+    const tokensPerAnswer =
+      passes.engineLong.flat().reduce((n, r) => n + r.tokens, 0) / passes.engineLong.flat().reduce((n, r) => n + r.requests, 0);
+    longAnswers = {
+      directTokensPerSecond: round(d, 1),
+      engineTokensPerSecond: round(e, 1),
+      ratio: round(e / d, 4),
+      engineToDirectSingle: round(e / d, 4),
+    };
+    rows.push([
+      kind,
+      `1 (${LONG_TOKENS}-token answers, ${fmt(tokensPerAnswer, 1)} on average)`,
+      fmt(d, 0),
+      fmt(e, 0),
+      fmt(e / d, 3),
+      '',
+      '',
+    ]);
+  }
+  return { kind, spec, passes, levels, longAnswers, rows, errors, promptTokens, steps };
 }
 
 async function run(context: { cpuProf: boolean }): Promise<BenchOutcome> {
@@ -136,8 +176,13 @@ async function run(context: { cpuProf: boolean }): Promise<BenchOutcome> {
     levelMs: LEVEL_MS,
     rounds: ROUNDS,
     ...first.levels,
+    longTokens: LONG_TOKENS,
+    ...(first.longAnswers ? { longAnswers: first.longAnswers } : {}),
     models: Object.fromEntries(
-      results.map((r) => [r.kind, { promptTokens: r.promptTokens, decodeStepMs: r.steps, ...r.levels, passes: r.passes }]),
+      results.map((r) => [
+        r.kind,
+        { promptTokens: r.promptTokens, decodeStepMs: r.steps, ...r.levels, longAnswers: r.longAnswers, passes: r.passes },
+      ]),
     ),
   };
   /** Scaling 1 → top level, and what one decode step costs (what bounds batching), per model. */
@@ -166,7 +211,10 @@ async function run(context: { cpuProf: boolean }): Promise<BenchOutcome> {
       `${results.map((r) => r.spec.name).join('; then ')}, on CPU (${THREADS} thread(s), context ${CONTEXT}, ${BATCH} sequences). Engine: \`src/engine/main.ts\` started alone with the controller's flags; a child process keeps N non-streamed chat completions ` +
       `(max_tokens ${MAX_TOKENS}, temperature 0.8, a new seed each) in flight for ${LEVEL_MS / 1000} s per level and sums usage.completion_tokens. Baseline: a child calling node-llama-cpp directly, N sequences of one context, each ` +
       `evaluating the same prompt tokens as the engine (the message rendered with the model's chat template${first.promptTokens !== undefined ? `, ${first.promptTokens} tokens on the first model` : ''}) and sampling up to ${MAX_TOKENS} tokens, to the end-of-generation token, in a loop. ` +
-      `Per model, passes alternate direct, engine, engine, direct${ROUNDS > 1 ? ` (${ROUNDS} times)` : ''}. Ratio = engine ÷ direct at the same N; scaling = tok/s at N ÷ tok/s at ${LEVELS[0]}.`,
+      `Per model, passes alternate direct, engine, engine, direct${ROUNDS > 1 ? ` (${ROUNDS} times)` : ''}. Ratio = engine ÷ direct at the same N; scaling = tok/s at N ÷ tok/s at ${LEVELS[0]}.` +
+      (LONG_TOKENS > 0
+        ? ` Then once more direct, engine, engine, direct with one request at a time and max_tokens ${LONG_TOKENS} (llama-bench's tg${LONG_TOKENS}): one request's fixed cost against answers of a common length.`
+        : ''),
     valid: problems.length === 0,
     problems,
     table: {
