@@ -50,6 +50,8 @@ const LONG_TOKENS = Number(process.env.BENCH_BATCHING_LONG_TOKENS ?? 128);
 
 type Pass = { level: number; tokens: number; seconds: number; requests: number; errors?: number }[];
 type LevelFigures = { directTokensPerSecond: number; engineTokensPerSecond: number; ratio: number; engineToDirectSingle: number };
+/** One request at a time with LONG_TOKENS-token answers. */
+type LongFigures = { directTokensPerSecond: number; engineTokensPerSecond: number; ratio: number; tokensPerAnswer: number };
 
 async function measureModel(kind: ModelKind, dir: string, cpuProf: boolean, errorSamples: string[]) {
   const spec = MODELS[kind];
@@ -132,7 +134,7 @@ async function measureModel(kind: ModelKind, dir: string, cpuProf: boolean, erro
     };
     rows.push([kind, level, fmt(d, 0), fmt(e, 0), fmt(e / d, 3), fmt(d / d1, 2), fmt(e / e1, 2)]);
   }
-  let longAnswers: LevelFigures | undefined;
+  let longAnswers: LongFigures | undefined;
   if (passes.engineLong.length > 0) {
     const d = rate(passes.directLong, 1);
     const e = rate(passes.engineLong, 1);
@@ -142,7 +144,7 @@ async function measureModel(kind: ModelKind, dir: string, cpuProf: boolean, erro
       directTokensPerSecond: round(d, 1),
       engineTokensPerSecond: round(e, 1),
       ratio: round(e / d, 4),
-      engineToDirectSingle: round(e / d, 4),
+      tokensPerAnswer: round(tokensPerAnswer, 1),
     };
     rows.push([
       kind,
