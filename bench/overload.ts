@@ -373,6 +373,8 @@ function engineFigures(): { rows: (string | number)[][]; targets: Target[]; note
     const from = `batching run ${when(batching)}, ${model} model, ${threadsUsed} thread(s)`;
     const one = level(1);
     const shortTokens = typeof d.maxTokens === 'number' ? d.maxTokens : 32;
+    const long = d.longAnswers as { ratio?: number; directTokensPerSecond?: number; engineTokensPerSecond?: number } | undefined;
+    const longTokens = typeof d.longTokens === 'number' ? d.longTokens : undefined;
     data.batching = {
       startedAt: batching.startedAt,
       valid: batching.valid,
@@ -381,6 +383,8 @@ function engineFigures(): { rows: (string | number)[][]; targets: Target[]; note
       level1: one,
       level4: level(4),
       level8: level(8),
+      longTokens,
+      longAnswers: long,
     };
     if (one?.ratio !== undefined) {
       rows.push([
@@ -394,9 +398,6 @@ function engineFigures(): { rows: (string | number)[][]; targets: Target[]; note
         what: `engine: one request, ${shortTokens}-token answers ÷ raw node-llama-cpp, same threads (${from})`,
       });
     }
-    const long = d.longAnswers as { ratio?: number; directTokensPerSecond?: number; engineTokensPerSecond?: number } | undefined;
-    const longTokens = typeof d.longTokens === 'number' ? d.longTokens : undefined;
-    data.batching = { ...(data.batching as object), longTokens, longAnswers: long };
     if (long?.ratio !== undefined && longTokens !== undefined) {
       const what = `one request, ${longTokens}-token answers (llama-bench's tg${longTokens}): engine ÷ raw node-llama-cpp`;
       rows.push([
@@ -493,34 +494,31 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const { projectId } = await defaultProject(gateway.url);
   const chatUrl = `${gateway.url}/dedicated/v1/chat/completions`;
   const auth = { authorization: `Bearer ${ADMIN_KEY}` };
+  /** An endpoint of the tiny model with the benchmark's batch, scaled as `scaling` says, once it is RUNNING. */
+  const runningEndpoint = async (name: string, scaling: Record<string, unknown>): Promise<string> => {
+    const id = await createEndpoint(gateway.url, {
+      projectId,
+      name,
+      instanceOptionId: H100_X1,
+      hfModelRepo: TINY_REPO,
+      advanced: { max_batch_size: BATCH },
+      ...scaling,
+    });
+    await waitForStatus(gateway.url, id, 'RUNNING', 120_000);
+    return id;
+  };
 
   // ---------------------------------------------------------------- one replica
   // Warm-up: the same clients for WARMUP_MS on an endpoint of its own, then deleted, so that the measured burst meets a gateway in
   // service (its code compiled, its pools open), as a spike would, and an endpoint that has not served yet.
   if (WARMUP_MS > 0) {
-    const warm = await createEndpoint(gateway.url, {
-      projectId,
-      name: 'bench-overload-warmup',
-      instanceOptionId: H100_X1,
-      hfModelRepo: TINY_REPO,
-      advanced: { max_batch_size: BATCH },
-      simplescale: { replicas: 1 },
-    });
-    await waitForStatus(gateway.url, warm, 'RUNNING', 120_000);
+    const warm = await runningEndpoint('bench-overload-warmup', { simplescale: { replicas: 1 } });
     const { child } = startLoad(loadConfig(chatUrl, auth, warm, CLIENTS, WARMUP_MS, 0));
     problems.push(...brokenness('warm-up', summarize(await child.result, 0)));
     await deleteEndpoint(gateway.url, db.sql, warm);
   }
 
-  const single = await createEndpoint(gateway.url, {
-    projectId,
-    name: 'bench-overload-1',
-    instanceOptionId: H100_X1,
-    hfModelRepo: TINY_REPO,
-    advanced: { max_batch_size: BATCH },
-    simplescale: { replicas: 1 },
-  });
-  await waitForStatus(gateway.url, single, 'RUNNING', 120_000);
+  const single = await runningEndpoint('bench-overload-1', { simplescale: { replicas: 1 } });
   const [replica] = (await liveReplicas(db.sql, single)).filter((r) => r.state === 'READY');
   if (!replica) throw new Error('the endpoint is RUNNING without a READY replica');
 
@@ -572,15 +570,9 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   await deleteEndpoint(gateway.url, db.sql, single);
 
   // ---------------------------------------------------------------- scale-out
-  const scaled = await createEndpoint(gateway.url, {
-    projectId,
-    name: 'bench-overload-3',
-    instanceOptionId: H100_X1,
-    hfModelRepo: TINY_REPO,
-    advanced: { max_batch_size: BATCH },
+  const scaled = await runningEndpoint('bench-overload-3', {
     autoscalingPolicy: { minReplica: 1, maxReplica: MAX_REPLICAS, cooldownPeriod: COOLDOWN_S },
   });
-  await waitForStatus(gateway.url, scaled, 'RUNNING', 120_000);
   const three = await loadWithPolls(db, scaled, loadConfig(chatUrl, auth, scaled, CLIENTS, SCALE_MS, WINDOW_START_MS), gateway.pid);
   const s3 = summarize(three.r, WINDOW_START_MS);
   problems.push(...brokenness('scale-out', s3));
