@@ -133,6 +133,12 @@ async function reopenEmbedded(config: Config): Promise<OpenDatabase> {
 
 /** How long after the list of engines left running a second Ctrl-C still stops them. */
 const SECOND_SIGNAL_WINDOW_MS = 5000;
+/**
+ * A signal this soon after the one before it is the same keypress delivered twice, not a second
+ * Ctrl-C: the terminal signals the whole process group, and npm and tsx relay it to their child
+ * as well (tsx again when the child is slow to confirm it), tens of milliseconds apart.
+ */
+const DUPLICATE_SIGNAL_MS = 150;
 /** How long the gateway's close may take (passes in flight, a last flush) before the process goes on without it. */
 const CLOSE_TIMEOUT_MS = 20_000;
 /** How long the database's close may take on the way out. */
@@ -157,12 +163,13 @@ async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolea
  * Ctrl-C (SIGINT) or SIGTERM: the gateway closes (requests and controller
  * passes in flight finish) and says which engines it leaves running for the
  * next start to adopt. A second Ctrl-C (until SECOND_SIGNAL_WINDOW_MS after
- * that list) or STOP_ENGINES_ON_EXIT stops them too; a third Ctrl-C exits at
+ * that list; one within DUPLICATE_SIGNAL_MS of the last is the same keypress relayed) or STOP_ENGINES_ON_EXIT stops them too; a third Ctrl-C exits at
  * once. After SIGTERM (a service manager) no second signal is awaited, and
  * another SIGTERM exits at once.
  */
 class Shutdown {
   private signals = 0;
+  private lastSignalAt = -Infinity;
   private stopEngines: boolean;
   private secondSignal: (() => void) | undefined;
 
@@ -186,6 +193,9 @@ class Shutdown {
   }
 
   signal(signal: 'SIGINT' | 'SIGTERM'): void {
+    const now = performance.now();
+    if (now - this.lastSignalAt < DUPLICATE_SIGNAL_MS) return;
+    this.lastSignalAt = now;
     this.signals++;
     if (this.signals === 1) {
       void this.run(signal).catch((error: unknown) => {
