@@ -10,7 +10,7 @@ import { startSandbox, THINKING_REPO, TINY_REPO } from './sandbox.js';
 
 const sandbox = await startSandbox({ ...(process.env.PORT ? { port: process.env.PORT } : {}) });
 console.log(
-  `console   ${sandbox.url}/\nAPI key   ${sandbox.key}\nhub repos ${TINY_REPO}, ${THINKING_REPO}, test-org/short-context-GGUF (256-token context)\nCtrl-C stops everything.`,
+  `console   ${sandbox.url}/\nAPI key   ${sandbox.key}\nproject   ${sandbox.projectId}\nhub repos ${TINY_REPO}, ${THINKING_REPO}, test-org/short-context-GGUF (256-token context)\nCtrl-C stops everything.`,
 );
 let stopping = false;
 const stop = async () => {

@@ -23,6 +23,7 @@ export interface Sandbox {
   url: string;
   key: string;
   teamId: string;
+  projectId: string;
   stop(): Promise<void>;
 }
 
@@ -57,11 +58,16 @@ export async function startSandbox(options: { port?: string; consoleDir?: string
   if (created.type === 'error') throw new Error(created.error.message);
   const key = await app.services.identity.createApiKey('system', { name: 'sandbox', user: created.value.id });
   if (key.type === 'error') throw new Error(key.error.message);
+  // A project to create endpoints in, as the first start of `npm start` makes one.
+  const principal = await app.services.identity.actAs(created.value.id);
+  const project = principal && (await app.services.identity.createProject(principal, { name: 'sandbox' }));
+  if (!project || project.type === 'error') throw new Error(project?.error.message ?? 'no principal for the sandbox user');
   return {
     app,
     url: app.gateway.url,
     key: key.value.secret,
     teamId: created.value.defaultTeamId!,
+    projectId: project.value.id,
     async stop() {
       await app.close();
       // From the runtime's own records, not the database: a terminal's Ctrl-C stops the embedded PostgreSQL too.

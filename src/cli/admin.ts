@@ -127,6 +127,12 @@ export async function runAdmin(argv: string[], services: Services, print: (line:
 }
 
 async function main(): Promise<void> {
+  // Help needs no database: it is read before one is opened (or found missing).
+  const [command] = process.argv.slice(2);
+  if (command === undefined || ['help', '--help', '-h'].includes(command)) {
+    if (command === undefined) throw new UsageError(USAGE);
+    return void console.log(USAGE);
+  }
   const database = await openCliDatabase(loadConfig());
   try {
     await runAdmin(process.argv.slice(2), createServices(database.sql), (line) => console.log(line));

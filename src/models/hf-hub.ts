@@ -166,7 +166,7 @@ export function hubResponseError(res: Response, ctx: HubContext): ModelSourceErr
       NO_ACCESS,
       ctx.tokenSent
         ? `Repository ${repo} was not found, or it is private and the token has no access to it (${status}).`
-        : `Repository ${repo} was not found, or it is private or gated (${status}): check the name or provide an access token.`,
+        : `Repository ${repo} was not found, or it is private or gated (${status}) and no token was sent.`,
     );
   }
   if (status === 401) {

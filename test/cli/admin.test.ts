@@ -57,6 +57,14 @@ describe('npm run admin', () => {
     expect(unknown.stderr).toContain("unknown command 'frobnicate'");
     const invalid = (await admin('create-user', '--email', 'bad', '--name', 'X')) as { stderr: string };
     expect(invalid.stderr).toContain('email: must be an email address');
+    // --help is help: the usage on stdout, exit 0, and no database opened for it.
+    const help = (await admin('--help')) as { stdout: string; stderr: string; code?: number };
+    expect(help.code ?? 0).toBe(0);
+    expect(help.stdout).toMatch(/^Usage: npm run admin -- <command>/);
+    expect(help.stderr).not.toContain('using the database');
+    const none = (await admin()) as { stderr: string; code: number };
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/^Usage: npm run admin/);
   });
 
   test('says which database it opened, and refuses to guess where DATA_DIR holds none', async () => {

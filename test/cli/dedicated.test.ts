@@ -105,6 +105,32 @@ describe('dedicated (the endpoint CLI)', () => {
     expect(got.stdout).toContain(`model        ${TINY_REPO}`);
   }, 120_000);
 
+  test('a FAILED endpoint says why: status --watch exits 1 with the message, get shows it', async () => {
+    const created = await cli([
+      '--json',
+      'endpoints',
+      'create',
+      '--project',
+      projectId,
+      '--name',
+      'cli-missing',
+      '--model',
+      'test-org/no-such-model-GGUF',
+      '--instance',
+      H100_X1,
+    ]);
+    expect(created.code, created.stderr).toBe(0);
+    const id = (JSON.parse(created.stdout) as { id: string }).id;
+    const watched = await cli(['status', id, '--watch', '--until', 'RUNNING']);
+    expect(watched.code).toBe(1);
+    expect(watched.stderr.trim()).toMatch(new RegExp(`^error: endpoint ${id} FAILED: .*test-org/no-such-model-GGUF`));
+    expect(watched.stderr.trim().split('\n')).toHaveLength(1);
+    expect(watched.stdout).toMatch(/FAILED\s+WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR/);
+    const got = await cli(['endpoints', 'get', id]);
+    expect(got.stdout).toMatch(/^error\s+\S.*test-org\/no-such-model-GGUF/m);
+    expect((await cli(['endpoints', 'delete', id])).code).toBe(0);
+  }, 60_000);
+
   test('chat streams the answer to the terminal; the message may come on stdin', async () => {
     const answered = await cli(['chat', endpointId, 'Say', 'something.', '--max-tokens', '8', '--temperature', '0']);
     expect(answered.code, answered.stderr).toBe(0);
@@ -135,7 +161,7 @@ describe('dedicated (the endpoint CLI)', () => {
     expect(nothing.stderr).toContain('update needs at least one setting');
     const invalid = await cli(['endpoints', 'update', endpointId, '--max-replica', '99']);
     expect(invalid.code).toBe(1);
-    expect(invalid.stderr).toContain('autoscalingPolicy.maxReplica');
+    expect(invalid.stderr.trim()).toBe('error: invalid request: autoscalingPolicy.maxReplica: must be from 0 to 10');
     const badFlag = await cli(['endpoints', 'update', endpointId, '--max-batch-size', 'lots']);
     expect(badFlag.code).toBe(1);
     expect(badFlag.stderr).toContain('--max-batch-size must be an integer');

@@ -15,6 +15,8 @@ export function unwrap<T extends { __typename: string }, N extends T['__typename
 ): Extract<T, { __typename: N }> {
   if (result.__typename === successType) return result as Extract<T, { __typename: N }>;
   const error = result as unknown as ErrorResult;
-  const fields = (error.fields ?? []).map((f) => `\n  ${f.field}: ${f.message}`).join('');
-  throw new CliError(`${error.message ?? error.__typename}${fields}`);
+  // One line: the fields by their GraphQL names (the message names them too, the REST way).
+  const fields = error.fields ?? [];
+  if (fields.length > 0) throw new CliError(`invalid request: ${fields.map((f) => `${f.field}: ${f.message}`).join('; ')}`);
+  throw new CliError(error.message ?? error.__typename);
 }

@@ -45,7 +45,7 @@ export function buildProgram(print: Print, printError: Print): Command {
     .option('--json', 'print JSON for scripts')
     .option('--base-url <url>', `the service (default: DEDICATED_BASE_URL, the login file, or ${DEFAULT_BASE_URL})`)
     .addOption(new Option('--api-key <key>', 'API key (default: DEDICATED_API_KEY or the login file)').hideHelp())
-    .showHelpAfterError()
+    .showHelpAfterError('(--help for usage)')
     .configureOutput({ writeOut: (s) => print(s.trimEnd()), writeErr: (s) => printError(s.trimEnd()) });
 
   const globals = () => program.opts<GlobalFlags>();
@@ -118,25 +118,33 @@ export function buildProgram(print: Print, printError: Print): Command {
       const json = Boolean(globals().json);
       const stop = new AbortController();
       process.once('SIGINT', () => stop.abort());
-      let failed = false;
+      let failed: string | undefined;
+      let explained: string | null | undefined;
       await watchStatus(
         cli.settings,
         id,
         (update) => {
           const line = json ? JSON.stringify(update) : `${new Date().toISOString().slice(11, 19)}  ${describeStatus(update.status)}`;
           print(line);
-          if (!json && update.event?.message) print(`          ${update.event.message}`);
+          if (json) return;
+          if (update.event?.message) print(`          ${update.event.message}`);
+          // Why it failed, once per message: the first status of a FAILED endpoint carries no event.
+          const why = update.status.errorMessage;
+          if (why && why !== explained && why !== update.event?.message) print(`          ${why}`);
+          explained = why;
         },
         {
           signal: stop.signal,
           until: (update) => {
             if (!flags.until) return false;
-            failed = update.status.status === 'FAILED' && flags.until !== 'FAILED';
-            return update.status.status === flags.until || failed;
+            const status = update.status;
+            if (status.status === 'FAILED' && flags.until !== 'FAILED')
+              failed = status.errorMessage ?? status.errorCode ?? 'no reason given';
+            return status.status === flags.until || failed !== undefined;
           },
         },
       );
-      if (failed) throw new CliError(`endpoint ${id} FAILED`);
+      if (failed !== undefined) throw new CliError(`endpoint ${id} FAILED: ${failed}`);
     });
 
   program

@@ -52,6 +52,7 @@ export function printEndpoint(print: Print, endpoint: EndpointFieldsFragment): v
     ['id', endpoint.id],
     ['name', endpoint.name],
     ['status', describeStatus(status)],
+    ...(status.errorMessage ? [['error', status.errorMessage] as [string, string]] : []),
     ['model', `${spec.hfModelRepo ?? ''}${spec.hfModelRepoRevision ? `@${spec.hfModelRepoRevision}` : ''}`],
     ['instance', `${spec.instanceId} (${spec.numGpu} × ${spec.gpuType})`],
     ['project', spec.projectId],
