@@ -83,6 +83,11 @@ export interface Config {
   corsOrigins: string[];
   /** Operations (subscriptions included) in flight on one WebSocket at once; one more gets an `error` message. @default 100 */
   wsMaxSubscriptions: number;
+  /** Subscriptions (SSE streams and WebSocket operations) one API key holds open in this process at once (KEY_MAX_SUBSCRIPTIONS). @default 500 */
+  keyMaxSubscriptions: number;
+  /** How long a client may take to send a whole request, and its headers (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS); then 408. @default 30000, 15000 */
+  requestTimeoutMs: number;
+  headersTimeoutMs: number;
   /** LOG_LEVEL and LOG_FORMAT: what the gateway logs, as JSON lines or (pretty) for a terminal. */
   log: { level: LogLevel; format: 'json' | 'pretty' };
   /** Metrics and request logs: METRICS_TOKEN, REQUEST_LOG_RETENTION_DAYS, METRICS_RETENTION_DAYS, REQUEST_LOG_BUFFER. */
@@ -307,6 +312,9 @@ export function loadConfig(env: Env = process.env): Config {
     graphqlIntrospection: readBoolean(env, 'GRAPHQL_INTROSPECTION', !production),
     corsOrigins: readOrigins(env, 'CORS_ORIGINS', production ? [] : ['*']),
     wsMaxSubscriptions: readInteger(env, 'WS_MAX_SUBSCRIPTIONS', 100, 1, 100_000),
+    keyMaxSubscriptions: readInteger(env, 'KEY_MAX_SUBSCRIPTIONS', 500, 1, 1_000_000),
+    requestTimeoutMs: readInteger(env, 'REQUEST_TIMEOUT_MS', 30_000, 1000, 3_600_000),
+    headersTimeoutMs: readInteger(env, 'HEADERS_TIMEOUT_MS', 15_000, 1000, 3_600_000),
     log: {
       level: readChoice(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
       format: readChoice(env, 'LOG_FORMAT', ['json', 'pretty'] as const, 'json'),

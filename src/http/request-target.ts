@@ -105,7 +105,7 @@ const CLIENT_ERROR_STATUS: Record<string, [number, string]> = {
  * as Node's own answer would.
  */
 /** Writes a whole JSON error response on a raw socket and closes it (for requests no handler answers). */
-function endWithJson(socket: Duplex, status: number, reason: string, code: string, message: string, rule: string): void {
+export function endWithJson(socket: Duplex, status: number, reason: string, code: string, message: string, rule: string): void {
   const body = JSON.stringify({ error: { code, message, details: { rule } } });
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,

@@ -6,8 +6,9 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { databaseOf, type Services } from '../services/index.js';
-import { acceptsEventStream, createSseSubscriptions } from './graphql/sse.js';
-import { attachWebSocket, createGraphQL, GRAPHQL_PATH } from './graphql/yoga.js';
+import { createGraphQLHttp } from './graphql/sse.js';
+import { createGraphQL, createWebSocket, GRAPHQL_PATH } from './graphql/yoga.js';
+import { routeUpgrades } from './upgrade.js';
 import { AccessWatch } from '../live/access-watch.js';
 import { EventHub } from '../live/event-hub.js';
 import { ChatRouter, type RouterOptions } from '../router/chat-router.js';
@@ -20,14 +21,15 @@ import { handleOpenAIRoute, OPENAI_PREFIX } from './rest/models-routes.js';
 import type { Logger } from 'pino';
 import { logAccess } from './access-log.js';
 import { endpointRoutes } from './rest/endpoint-routes.js';
-import { isServerFailure, type Failure } from '../domain/errors.js';
+import { isServerFailure } from '../domain/errors.js';
 import { sendJson } from './body.js';
 import { DATABASE_RETRY_AFTER_S, failureOf } from './failures.js';
-import { graphqlErrorOf } from './graphql/errors.js';
+import { sendGraphQLFailure } from './graphql/errors.js';
 import { restErrorOfFailure, sendRestError } from './rest/errors.js';
 import { assignRequestId, logFailure, type Log } from './request-id.js';
 import { pingDatabase } from '../storage/database-errors.js';
 import { CorsPolicy } from './cors.js';
+import { SubscriptionQuota } from '../live/subscription-quota.js';
 import type { GraphQLSecurityOptions } from './graphql/limits.js';
 import { answerClientError, answerConnect, parseRequestTarget } from './request-target.js';
 import { consoleRoute, isConsolePath } from './console-route.js';
@@ -59,6 +61,11 @@ export interface GatewayOptions {
   subscriptionMaxLagMs?: number;
   /** Operations in flight on one WebSocket at once; one more is answered with an `error` message. @default 100 */
   wsMaxSubscriptions?: number;
+  /** Subscriptions one API key holds open in this process at once (SSE streams and WebSocket operations). @default 500 */
+  keyMaxSubscriptions?: number;
+  /** How long a client may take to send a whole request, and its headers; then 408 and the connection closes. @default 30000, 15000 */
+  requestTimeoutMs?: number;
+  headersTimeoutMs?: number;
   /** GraphQL operation limits and introspection. @default DEFAULT_GRAPHQL_LIMITS, introspection on */
   graphql?: GraphQLSecurityOptions;
   /** Origins whose browser scripts may call (CORS); `*` for any, never with credentials. @default none */
@@ -74,14 +81,6 @@ export interface GatewayOptions {
     /** How often replica counts are sampled. @default 10000 */
     sampleMs?: number;
   };
-}
-
-/** The last-resort GraphQL answer for an error thrown past yoga: the GraphQL table's error, or a masked one. */
-function sendGraphQLFailure(res: http.ServerResponse, failure: Failure, requestId: string): void {
-  const error = graphqlErrorOf(failure, 'request');
-  const http = (error?.extensions.http ?? { status: 500 }) as { status: number; headers?: Record<string, string> };
-  const { http: _http, ...extensions } = error?.extensions ?? { code: 'INTERNAL_SERVER_ERROR', requestId };
-  sendJson(res, http.status, { errors: [{ message: error?.message ?? 'Unexpected error.', extensions }] }, http.headers);
 }
 
 export async function startGateway(services: Services, options: GatewayOptions): Promise<Gateway> {
@@ -120,7 +119,8 @@ export async function startGateway(services: Services, options: GatewayOptions):
   );
   const cors = new CorsPolicy(options.corsOrigins ?? []);
   const rest = endpointRoutes(services);
-  const sseSubscriptions = createSseSubscriptions(yoga, services, log, access);
+  const quota = new SubscriptionQuota(options.keyMaxSubscriptions ?? 500);
+  const graphqlHttp = createGraphQLHttp(yoga, services, log, access, quota);
   const webConsole = consoleRoute(options.consoleDir);
 
   const dispatch = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
@@ -132,9 +132,9 @@ export async function startGateway(services: Services, options: GatewayOptions):
     }
     const url = target.value;
     if (cors.apply(req, res)) return;
-    if (url.pathname === GRAPHQL_PATH && acceptsEventStream(req)) {
-      await sseSubscriptions(req, res, url);
-    } else if (url.pathname === GRAPHQL_PATH || url.pathname.startsWith(`${GRAPHQL_PATH}/`)) {
+    if (url.pathname === GRAPHQL_PATH) {
+      await graphqlHttp(req, res, url);
+    } else if (url.pathname.startsWith(`${GRAPHQL_PATH}/`)) {
       await yoga(req, res);
     } else if (url.pathname === CHAT_PATH) {
       await handleChatCompletion(req, res, services, chat, log);
@@ -156,7 +156,14 @@ export async function startGateway(services: Services, options: GatewayOptions):
       sendJson(res, 404, { error: { code: 'NOT_FOUND', message: `no route for ${req.method} ${url.pathname}` } });
     }
   };
-  const server = http.createServer((req, res) => {
+  // A slow client (a header or a body trickling in) holds its connection only so long; Node checks every 2 s.
+  const requestTimeout = options.requestTimeoutMs ?? 30_000;
+  const timeouts = {
+    requestTimeout,
+    headersTimeout: Math.min(options.headersTimeoutMs ?? 15_000, requestTimeout),
+    connectionsCheckingInterval: 2000,
+  };
+  const server = http.createServer(timeouts, (req, res) => {
     // Every answer carries the request's id; every log line about it names the id.
     const requestId = assignRequestId(req, res);
     if (options.logger) logAccess(options.logger, services, req, res, requestId);
@@ -179,12 +186,14 @@ export async function startGateway(services: Services, options: GatewayOptions):
   // What Node's parser refuses (a target that is neither a path nor a URL, a malformed header) is a JSON 400 too.
   server.on('clientError', answerClientError);
   server.on('connect', answerConnect);
-  const ws = attachWebSocket(server, yoga, services, {
+  const ws = createWebSocket(yoga, services, {
     access,
     log,
     ...(options.logger ? { logger: options.logger } : {}),
     ...(options.wsMaxSubscriptions ? { maxSubscriptions: options.wsMaxSubscriptions } : {}),
+    quota,
   });
+  routeUpgrades(server, GRAPHQL_PATH, ws.handleUpgrade);
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -61,13 +61,24 @@ export async function openSse(
   query: string,
   variables: Record<string, unknown> = {},
   headers: Record<string, string> = {},
+  /** POST: the operation as a JSON body (as curl sends it), instead of GET's query string. */
+  method: 'GET' | 'POST' = 'GET',
 ): Promise<SseStream> {
   const url = new URL('/graphql', baseUrl);
-  url.searchParams.set('query', query);
-  url.searchParams.set('variables', JSON.stringify(variables));
+  if (method === 'GET') {
+    url.searchParams.set('query', query);
+    url.searchParams.set('variables', JSON.stringify(variables));
+  }
   const abort = new AbortController();
   const response = await fetch(url, {
-    headers: { accept: 'text/event-stream', authorization: `Bearer ${key}`, ...headers },
+    method,
+    headers: {
+      accept: 'text/event-stream',
+      authorization: `Bearer ${key}`,
+      ...(method === 'POST' ? { 'content-type': 'application/json' } : {}),
+      ...headers,
+    },
+    ...(method === 'POST' ? { body: JSON.stringify({ query, variables }) } : {}),
     signal: abort.signal,
   });
   const stream: SseStream = { status: response.status, events: [], ended: undefined, close: () => abort.abort() };

@@ -12,10 +12,11 @@
  */
 import { GraphQLError, type ExecutionResult } from 'graphql';
 import { mapAsyncIterator, maskError as yogaMaskError, type Plugin } from 'graphql-yoga';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { httpStatusOf, type Failure, type FailureKind } from '../../domain/errors.js';
 import type { OpenAIError } from '../../domain/openai-errors.js';
 import type { FieldViolation } from '../../domain/result.js';
+import { sendJson } from '../body.js';
 import { failureOf } from '../failures.js';
 import { logFailure, requestIdOf, type Log } from '../request-id.js';
 
@@ -71,6 +72,17 @@ export function graphqlErrorOf(failure: Failure, scope: Scope = 'field', at?: Lo
     ...locationOf(at),
     extensions: { code: row.code, ...row.extensions?.(failure as never), ...http },
   });
+}
+
+/**
+ * A whole GraphQL answer for a request that fails before an operation runs (its key, its body, an
+ * error thrown past yoga): the table's error with its status and headers, or a masked one.
+ */
+export function sendGraphQLFailure(res: ServerResponse, failure: Failure, requestId: string, headers: Record<string, string> = {}): void {
+  const error = graphqlErrorOf(failure, 'request');
+  const http = (error?.extensions.http ?? { status: 500 }) as { status: number; headers?: Record<string, string> };
+  const { http: _http, ...extensions } = error?.extensions ?? { code: 'INTERNAL_SERVER_ERROR', requestId };
+  sendJson(res, http.status, { errors: [{ message: error?.message ?? 'Unexpected error.', extensions }] }, { ...http.headers, ...headers });
 }
 
 /** An INVALID_ARGUMENT error: its fields in GraphQL's names, and a 400 (or 413, 415) over HTTP. */

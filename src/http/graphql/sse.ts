@@ -1,5 +1,14 @@
 /**
- * GraphQL subscriptions over SSE, written straight to the Node response.
+ * GraphQL over HTTP, before yoga: every GET and POST to /graphql comes here.
+ *
+ * - A POST's key is checked before its body is read: without a valid one the
+ *   answer (401, 403) comes at once and the connection closes, so an
+ *   anonymous client cannot make the gateway read or parse anything. The
+ *   body is then read with the gateway's limit (413 past 1 MiB).
+ * - Subscriptions are served here, as SSE, whatever the client's Accept
+ *   allows it (`text/event-stream`, a wildcard, none): their streams are
+ *   counted per key and watched, so a revoked key or lost access ends them.
+ *   yoga itself refuses any subscription that reaches it (see yoga.ts).
  *
  * graphql-yoga serves SSE through the fetch API (a Request, a Response and a
  * ReadableStream per subscriber), which costs about 25 KB of heap for each
@@ -11,20 +20,22 @@
  * subscribers (see `shared-execution.ts`) is serialized once.
  *
  * Anything that is not a well-formed, authenticated, valid subscription
- * (queries asking for SSE, parse or validation errors, bad credentials) is
- * handed to yoga unchanged, so every error keeps yoga's exact answer.
+ * (queries, parse or validation errors) is handed to yoga with the body
+ * already read, so every error keeps yoga's exact answer.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { getOperationAST, type DocumentNode, type ExecutionResult, type GraphQLError } from 'graphql';
 import type { YogaServerInstance } from 'graphql-yoga';
 import type { AccessWatch } from '../../live/access-watch.js';
+import type { SubscriptionQuota } from '../../live/subscription-quota.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
 import { authenticate, credentialsOfRequest, header } from '../authenticate.js';
 import { BODY_TOO_LARGE_MESSAGE, readBodyText, sendJson } from '../body.js';
+import { failureOfDomainError } from '../../domain/errors.js';
 import { requestIdOf, type Log } from '../request-id.js';
 import type { GraphQLContext } from './context.js';
-import { exposedGraphQLError, reportGraphQLErrors } from './errors.js';
+import { exposedGraphQLError, reportGraphQLErrors, sendGraphQLFailure } from './errors.js';
 import { resultJson, type ResultSink } from './shared-execution.js';
 
 const PING_MS = 12_000;
@@ -36,12 +47,22 @@ interface Params {
   extensions?: Record<string, unknown>;
 }
 
-type Yoga = YogaServerInstance<{ req?: IncomingMessage; principal?: Principal; resultSink?: ResultSink }, GraphQLContext>;
+type Yoga = YogaServerInstance<
+  { req?: IncomingMessage; principal?: Principal; resultSink?: ResultSink; transport?: 'sse' | 'websocket' },
+  GraphQLContext
+>;
 
-export function acceptsEventStream(req: IncomingMessage): boolean {
+/** Whether the client takes an event stream: it names it, or takes anything (no Accept, or a wildcard). */
+function allowsEventStream(req: IncomingMessage): boolean {
   const accept = req.headers.accept;
-  return typeof accept === 'string' && accept.includes('text/event-stream') && (req.method === 'GET' || req.method === 'POST');
+  return accept === undefined || /text\/event-stream|\*\/\*|text\/\*/.test(accept);
 }
+
+/** A document without this word holds no subscription: it goes to yoga without being parsed here. */
+const SUBSCRIPTION_KEYWORD = /\bsubscription\b/;
+
+/** Answers that leave a request's body unread close its connection (Node would otherwise read the rest to reuse it). */
+const CLOSE = { connection: 'close' };
 
 /** The serialized `next` event of each shared result. */
 const frames = new WeakMap<ExecutionResult, string>();
@@ -113,7 +134,7 @@ function paramsFromUrl(url: URL): Params | null {
 }
 
 /** With `access`, a stream whose key is revoked or whose team access changes ends with an error event. */
-export function createSseSubscriptions(yoga: Yoga, services: Services, log: Log, access?: AccessWatch) {
+export function createGraphQLHttp(yoga: Yoga, services: Services, log: Log, access?: AccessWatch, quota?: SubscriptionQuota) {
   /** Hands the request to yoga, with the body this path already read. */
   const toYoga = (req: IncomingMessage, res: ServerResponse, body: string | undefined) => {
     // whatwg-node reads a consumed request's body from `req.body` (as Express leaves it).
@@ -123,21 +144,26 @@ export function createSseSubscriptions(yoga: Yoga, services: Services, log: Log,
 
   return async function handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     let body: string | undefined;
-    let params: Params | null;
+    let params: Params | null = null;
     if (req.method === 'POST') {
-      if (!header(req, 'content-type')?.includes('json')) return void yoga(req, res);
+      // The key before the body: a request without a valid one is answered unread, and its connection closed.
+      const auth = await authenticate(services, credentialsOfRequest(req));
+      if (auth.type === 'error') return sendGraphQLFailure(res, failureOfDomainError(auth.error), requestIdOf(req), CLOSE);
       const text = await readBodyText(req);
-      if (text === null) return sendJson(res, 413, { errors: [{ message: BODY_TOO_LARGE_MESSAGE }] });
+      if (text === null) return sendJson(res, 413, { errors: [{ message: BODY_TOO_LARGE_MESSAGE }] }, CLOSE);
       body = text;
-      try {
-        params = paramsOf(JSON.parse(text));
-      } catch {
-        params = null;
+      if (header(req, 'content-type')?.includes('json')) {
+        try {
+          params = paramsOf(JSON.parse(text));
+        } catch {
+          params = null;
+        }
       }
-    } else {
+    } else if (req.method === 'GET') {
       params = paramsFromUrl(url);
     }
-    if (!params) return toYoga(req, res, body);
+    // Not a JSON operation, or an answer only yoga gives (GraphiQL, CORS preflights, errors): yoga answers it.
+    if (!params || !allowsEventStream(req) || !SUBSCRIPTION_KEYWORD.test(params.query)) return toYoga(req, res, body);
 
     const epoch = access?.epoch ?? 0;
     const credentials = credentialsOfRequest(req);
@@ -150,6 +176,7 @@ export function createSseSubscriptions(yoga: Yoga, services: Services, log: Log,
     const sink = new SseNextEvents(res);
     const enveloped = yoga.getEnveloped({
       principal: watched?.principal ?? auth.value,
+      transport: 'sse',
       params,
       resultSink: watched ? watched.sink(sink) : sink,
     });
@@ -167,6 +194,10 @@ export function createSseSubscriptions(yoga: Yoga, services: Services, log: Log,
       // An operation over a limit (limits.ts throws it): yoga answers it, with its status.
       return toYoga(req, res, body);
     }
+    // One of the key's places for as long as the stream is open.
+    const release = quota?.take(auth.value.keyId ?? auth.value.user.id);
+    if (quota && !release) return sendJson(res, 429, { errors: [{ message: quota.refusal, extensions: { code: 'RESOURCE_EXHAUSTED' } }] });
+    if (release) res.once('close', release);
 
     const contextValue = await enveloped.contextFactory();
     const stream = (await enveloped.subscribe({

@@ -19,13 +19,15 @@
  * - With a `logger`, each connection writes one access line when it closes
  *   (`../access-log.ts`): close code, duration, request id, key id.
  */
-import type { IncomingMessage, Server } from 'node:http';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { GraphQLError, type DocumentNode, type ExecutionArgs, type ExecutionResult } from 'graphql';
 import { CloseCode, handleProtocols, makeServer, MessageType } from 'graphql-ws';
 import type { YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AccessWatch, WatchedConnection, WatchedSubscription } from '../../live/access-watch.js';
+import type { SubscriptionQuota } from '../../live/subscription-quota.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
 import { failureOfDomainError, type Failure } from '../../domain/errors.js';
@@ -48,13 +50,18 @@ const CLOSE_CODES: Partial<Record<Failure['kind'], number>> = {
   unavailable: TRY_AGAIN_LATER,
 };
 
-type Yoga = YogaServerInstance<{ req?: IncomingMessage; principal?: Principal; resultSink?: ResultSink }, GraphQLContext>;
+type Yoga = YogaServerInstance<
+  { req?: IncomingMessage; principal?: Principal; resultSink?: ResultSink; transport?: 'sse' | 'websocket' },
+  GraphQLContext
+>;
 
 export interface WebSocketOptions {
   /** Watches open sockets' access; without it, a socket keeps the access it opened with. */
   access?: AccessWatch;
   /** Operations in flight on one socket at once; a subscribe past it gets an `error` message. @default 100 */
   maxSubscriptions?: number;
+  /** Operations one API key holds open at once, over all its sockets and SSE streams; without it, no such cap. */
+  quota?: SubscriptionQuota;
   /** Largest message accepted, in bytes; a larger frame is closed with 1009. @default 1 MiB */
   maxPayload?: number;
   /** Interval of keep-alive pings; a socket that misses a pong for as long is dropped. @default 12000 */
@@ -127,19 +134,25 @@ function badRequest(message: string, code = 'BAD_REQUEST'): GraphQLError[] {
 }
 
 /** Serves graphql-ws on the GraphQL path. Auth failures close the socket with 4401 or 4403 and a reason. */
-export function serveWebSocket(server: Server, path: string, yoga: Yoga, services: Services, options: WebSocketOptions = {}) {
+export function serveWebSocket(yoga: Yoga, services: Services, options: WebSocketOptions = {}) {
   const { access } = options;
   const maxSubscriptions = options.maxSubscriptions ?? 100;
   const keepAliveMs = options.keepAliveMs ?? 12_000;
   const log = options.log ?? ((message, error) => console.error(message, error));
+  // Upgrades reach it through the server's upgrade routing (../upgrade.ts), which owns the path.
   const wss = new WebSocketServer({
-    server,
-    path,
+    noServer: true,
     maxPayload: options.maxPayload ?? MAX_BODY_BYTES,
     handleProtocols: (protocols) => handleProtocols(protocols),
   });
   /** Each authenticated socket's principal, kept current by the access watch. */
   const connections = new WeakMap<object, { principal: Principal; watched?: WatchedConnection }>();
+  /** Each socket's operations holding a place of their key's quota, by operation id. */
+  const places = new WeakMap<object, Map<string, () => void>>();
+  const releasePlace = (extra: object, id: string) => {
+    places.get(extra)?.get(id)?.();
+    places.get(extra)?.delete(id);
+  };
 
   const graphqlWs = makeServer<Record<string, unknown>, Extra>({
     onConnect: async (ctx) => {
@@ -189,6 +202,7 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
       const sink = new WebSocketNextMessages(ctx.extra.socket, id);
       const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
         principal: watched?.principal ?? connection.principal,
+        transport: 'websocket',
         params,
         resultSink: watched ? watched.sink(sink) : sink,
       });
@@ -201,6 +215,14 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
       } catch (error) {
         if (error instanceof GraphQLError) return [error];
         throw error;
+      }
+      if (options.quota) {
+        const release = options.quota.take(connection.principal.keyId ?? connection.principal.user.id);
+        if (!release) return badRequest(options.quota.refusal, 'RESOURCE_EXHAUSTED');
+        let held = places.get(ctx.extra);
+        if (!held) places.set(ctx.extra, (held = new Map()));
+        held.get(id)?.();
+        held.set(id, release);
       }
       const root: Root = { execute, subscribe, access: watched };
       return {
@@ -219,6 +241,8 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
     onError: (ctx, _id, _payload, errors) => {
       reportGraphQLErrors(errors, ctx.extra.requestId, log, 'a WebSocket operation');
     },
+    // Every operation that ran ends here (completed by either side, or after its error): its place is free again.
+    onComplete: (ctx, id) => releasePlace(ctx.extra, id),
     execute: (args) => (args.rootValue as Root).execute(args) as never,
     subscribe: async (args) => {
       const root = args.rootValue as Root;
@@ -299,12 +323,17 @@ export function serveWebSocket(server: Server, path: string, yoga: Yoga, service
       if (pongWait) clearTimeout(pongWait);
       if (ping) clearInterval(ping);
       connections.get(extra)?.watched?.close();
+      for (const release of places.get(extra)?.values() ?? []) release();
+      places.delete(extra);
       extra.access?.closed(code);
       void closed(code, reason.toString());
     });
   });
 
   return {
+    /** Completes a WebSocket upgrade at the GraphQL path (an invalid handshake is ws's 400). */
+    handleUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+      wss.handleUpgrade(req, socket, head, (client) => wss.emit('connection', client, req)),
     close: async () => {
       for (const client of wss.clients) client.close(1001, 'Going away');
       await new Promise<void>((resolve) => wss.close(() => resolve()));

@@ -3,9 +3,10 @@
  * one context factory: a request's principal comes from its Authorization
  * header, a socket's from its `connection_init` payload.
  */
-import type { IncomingMessage, Server } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
-import { createYoga, type GraphiQLOptions, type YogaServerInstance } from 'graphql-yoga';
+import { GraphQLError } from 'graphql';
+import { createYoga, type GraphiQLOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
 import { failureOfDomainError } from '../../domain/errors.js';
 import type { ChatRouter } from '../../router/chat-router.js';
 import type { Services } from '../../services/index.js';
@@ -51,6 +52,29 @@ interface ServerContext {
   principal?: Principal;
   /** Where a subscription's shared results are written directly (its socket, or its SSE response). */
   resultSink?: ResultSink;
+  /** Set by the transports that count and watch subscriptions (sse.ts, websocket.ts); yoga's own HTTP serves none. */
+  transport?: 'sse' | 'websocket';
+}
+
+/**
+ * A subscription that reaches yoga's own HTTP handling (a client that accepts
+ * only JSON or multipart, a body that is not JSON) is refused: yoga's streams
+ * would be neither counted per key nor ended when the key is revoked.
+ */
+function useWatchedSubscriptionsOnly(): Plugin<ServerContext> {
+  return {
+    onSubscribe({ args, setResultAndStopExecution }) {
+      if ((args.contextValue as ServerContext).transport) return;
+      setResultAndStopExecution({
+        errors: [
+          new GraphQLError(
+            'subscriptions are served over the WebSocket (graphql-transport-ws), or as SSE: POST a JSON body to /graphql with Accept: text/event-stream',
+            { extensions: { code: 'BAD_REQUEST', http: { status: 400 } } },
+          ),
+        ],
+      });
+    },
+  };
 }
 
 /** The GraphiQL page (about 9 MB, its assets inlined), rendered once per set of options rather than per request. */
@@ -97,6 +121,7 @@ export function createGraphQL(
       useOperationLimits(security),
       // Unreadable requests answer 400 or 415 naming the field; no operation runs with a NUL in its input.
       useClientInputRules(),
+      useWatchedSubscriptionsOnly(),
       // Live-status subscribers watching the same endpoint with the same query share each event's execution.
       useSharedSubscriptionExecution<GraphQLContext>({
         fields: ['endpointStatus', 'endpointEvents'],
@@ -116,14 +141,14 @@ export function createGraphQL(
 }
 
 /**
- * Serves graphql-ws on the same path (see `websocket.ts`). Auth failures close
- * the socket with 4401 or 4403 and a reason; malformed messages with 4400.
+ * Serves graphql-ws (see `websocket.ts`); the server routes upgrades at
+ * GRAPHQL_PATH to its `handleUpgrade`. Auth failures close the socket with
+ * 4401 or 4403 and a reason; malformed messages with 4400.
  */
-export function attachWebSocket(
-  server: Server,
+export function createWebSocket(
   yoga: YogaServerInstance<ServerContext, GraphQLContext>,
   services: Services,
   options: WebSocketOptions = {},
 ) {
-  return serveWebSocket(server, GRAPHQL_PATH, yoga, services, options);
+  return serveWebSocket(yoga, services, options);
 }
