@@ -97,6 +97,12 @@ describe('per-operation errors stay per operation', () => {
       type: 'next',
       payload: { errors: [expect.objectContaining({ message: expect.stringContaining('$p') })] },
     });
+    // Errors carry no yoga internals (the `http` status an HTTP answer would have had).
+    for (const id of ['invalid', 'bad-vars']) {
+      const message = s.of(id)[0]!;
+      const errors = (message.type === 'error' ? message.payload : message.payload.errors) as { extensions?: Record<string, unknown> }[];
+      for (const error of errors) expect(error.extensions ?? {}, id).not.toHaveProperty('http');
+    }
     await provesLive(s, 'live');
     expect(s.closed).toBeUndefined();
     s.socket.close();

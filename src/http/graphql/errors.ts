@@ -10,7 +10,7 @@
  * plugin below, SSE, WebSocket), logged once with the request id, which the
  * masked error also carries as `extensions.requestId`.
  */
-import { GraphQLError, type ExecutionResult } from 'graphql';
+import { GraphQLError, type ExecutionResult, type GraphQLFormattedError } from 'graphql';
 import { mapAsyncIterator, maskError as yogaMaskError, type Plugin } from 'graphql-yoga';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { httpStatusOf, type Failure, type FailureKind } from '../../domain/errors.js';
@@ -83,6 +83,14 @@ export function sendGraphQLFailure(res: ServerResponse, failure: Failure, reques
   const http = (error?.extensions.http ?? { status: 500 }) as { status: number; headers?: Record<string, string> };
   const { http: _http, ...extensions } = error?.extensions ?? { code: 'INTERNAL_SERVER_ERROR', requestId };
   sendJson(res, http.status, { errors: [{ message: error?.message ?? 'Unexpected error.', extensions }] }, { ...http.headers, ...headers });
+}
+
+/** An error as a client sees it: yoga's internal extensions (`http`, `unexpected`) left out, as yoga writes it over HTTP. */
+export function publicErrorJson(error: GraphQLError): GraphQLFormattedError {
+  const json = typeof error.toJSON === 'function' ? error.toJSON() : { message: error.message };
+  const { http: _h, unexpected: _u, ...rest } = (json.extensions ?? {}) as Record<string, unknown>;
+  const { extensions: _e, ...base } = json;
+  return Object.keys(rest).length > 0 ? { ...base, extensions: rest } : base;
 }
 
 /** An INVALID_ARGUMENT error: its fields in GraphQL's names, and a 400 (or 413, 415) over HTTP. */

@@ -35,7 +35,7 @@ import { BODY_TOO_LARGE_MESSAGE, readBodyText, sendJson } from '../body.js';
 import { failureOfDomainError } from '../../domain/errors.js';
 import { requestIdOf, type Log } from '../request-id.js';
 import type { GraphQLContext } from './context.js';
-import { exposedGraphQLError, reportGraphQLErrors, sendGraphQLFailure } from './errors.js';
+import { exposedGraphQLError, publicErrorJson, reportGraphQLErrors, sendGraphQLFailure } from './errors.js';
 import { resultJson, type ResultSink } from './shared-execution.js';
 
 const PING_MS = 12_000;
@@ -94,11 +94,7 @@ function serialize(result: ExecutionResult): string {
   const { http: _http, ...extensions } = (result.extensions ?? {}) as Record<string, unknown>;
   return JSON.stringify({
     ...result,
-    errors: result.errors?.map((error: GraphQLError) => {
-      const json = typeof error.toJSON === 'function' ? error.toJSON() : { message: error.message };
-      const { http: _h, unexpected: _u, ...rest } = (json.extensions ?? {}) as Record<string, unknown>;
-      return { ...json, extensions: Object.keys(rest).length > 0 ? rest : undefined };
-    }),
+    errors: result.errors?.map((error: GraphQLError) => publicErrorJson(error)),
     extensions: Object.keys(extensions).length > 0 ? extensions : undefined,
   });
 }

@@ -37,7 +37,7 @@ import { MAX_BODY_BYTES } from '../body.js';
 import { failureOf } from '../failures.js';
 import { logFailure, REQUEST_ID_HEADER, requestIdOf, type Log } from '../request-id.js';
 import type { GraphQLContext } from './context.js';
-import { reportGraphQLErrors, unmasked } from './errors.js';
+import { publicErrorJson, reportGraphQLErrors, unmasked } from './errors.js';
 import { resultJson, type ResultSink } from './shared-execution.js';
 
 /** WebSocket close code 1013, "Try Again Later" (RFC 6455 registry): the server cannot serve this connection now. */
@@ -235,11 +235,14 @@ export function serveWebSocket(yoga: Yoga, services: Services, options: WebSocke
       } satisfies ExecutionArgs;
     },
     // Masked errors (bugs) are logged once with the socket's request id, which they carry to the client.
+    // Errors leave without yoga's internal extensions (`http`: the status an HTTP answer would have had).
     onNext: (ctx, _id, _payload, _args, result) => {
       reportGraphQLErrors(result.errors, ctx.extra.requestId, log, 'a WebSocket operation');
+      if (result.errors?.length) return { ...result, errors: result.errors.map((error) => publicErrorJson(error as GraphQLError)) };
     },
     onError: (ctx, _id, _payload, errors) => {
       reportGraphQLErrors(errors, ctx.extra.requestId, log, 'a WebSocket operation');
+      return errors.map(publicErrorJson);
     },
     // Every operation that ran ends here (completed by either side, or after its error): its place is free again.
     onComplete: (ctx, id) => releasePlace(ctx.extra, id),
