@@ -120,7 +120,7 @@ export async function startGateway(services: Services, options: GatewayOptions):
   const cors = new CorsPolicy(options.corsOrigins ?? []);
   const rest = endpointRoutes(services);
   const quota = new SubscriptionQuota(options.keyMaxSubscriptions ?? 500);
-  const graphqlHttp = createGraphQLHttp(yoga, services, log, access, quota);
+  const graphqlHttp = createGraphQLHttp(yoga, services, log, { access, quota, graphiql: options.graphql?.introspection ?? true });
   const webConsole = consoleRoute(options.consoleDir);
 
   const dispatch = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {

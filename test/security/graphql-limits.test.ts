@@ -219,8 +219,12 @@ describe('configured limits (small gateway), introspection off', () => {
       expect(response.body.errors[0].message).toMatch(/introspection has been disabled/);
     }
     expect((await postGraphQL(small.url, alice.key, '{ __typename }')).body).toEqual({ data: { __typename: 'Query' } });
+    // A browser gets no page, but a 404 that says why and what to do (not an empty 406).
     const page = await fetch(`${small.url}/graphql`, { headers: { accept: 'text/html' } });
-    expect(await page.text()).not.toContain('GraphiQL');
+    expect(page.status).toBe(404);
+    const text = await page.text();
+    expect(text).not.toContain('renderYogaGraphiQL');
+    expect(JSON.parse(text).errors[0].message).toMatch(/^GraphiQL is off on this gateway \(GRAPHQL_INTROSPECTION.*GRAPHQL_INTROSPECTION=true$/);
   });
 
   test('production defaults from the configuration: no introspection', async () => {

@@ -58,6 +58,9 @@ function allowsEventStream(req: IncomingMessage): boolean {
   return accept === undefined || /text\/event-stream|\*\/\*|text\/\*/.test(accept);
 }
 
+const GRAPHIQL_OFF =
+  'GraphiQL is off on this gateway (GRAPHQL_INTROSPECTION is false, the default with NODE_ENV=production): POST GraphQL operations here with an API key, or start the gateway with GRAPHQL_INTROSPECTION=true';
+
 /** A document without this word holds no subscription: it goes to yoga without being parsed here. */
 const SUBSCRIPTION_KEYWORD = /\bsubscription\b/;
 
@@ -130,7 +133,13 @@ function paramsFromUrl(url: URL): Params | null {
 }
 
 /** With `access`, a stream whose key is revoked or whose team access changes ends with an error event. */
-export function createGraphQLHttp(yoga: Yoga, services: Services, log: Log, access?: AccessWatch, quota?: SubscriptionQuota) {
+export function createGraphQLHttp(
+  yoga: Yoga,
+  services: Services,
+  log: Log,
+  options: { access?: AccessWatch; quota?: SubscriptionQuota; graphiql: boolean },
+) {
+  const { access, quota } = options;
   /** Hands the request to yoga, with the body this path already read. */
   const toYoga = (req: IncomingMessage, res: ServerResponse, body: string | undefined) => {
     // whatwg-node reads a consumed request's body from `req.body` (as Express leaves it).
@@ -157,6 +166,10 @@ export function createGraphQLHttp(yoga: Yoga, services: Services, log: Log, acce
       }
     } else if (req.method === 'GET') {
       params = paramsFromUrl(url);
+      // A browser opening /graphql where GraphiQL is off: say so, instead of yoga's empty 406.
+      if (!params && !options.graphiql && /text\/html/.test(req.headers.accept ?? '')) {
+        return sendJson(res, 404, { errors: [{ message: GRAPHIQL_OFF, extensions: { code: 'NOT_FOUND' } }] });
+      }
     }
     // Not a JSON operation, or an answer only yoga gives (GraphiQL, CORS preflights, errors): yoga answers it.
     if (!params || !allowsEventStream(req) || !SUBSCRIPTION_KEYWORD.test(params.query)) return toYoga(req, res, body);
