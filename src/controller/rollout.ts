@@ -1,14 +1,18 @@
 /**
  * Rolling out a new version: the serving replicas are replaced one by one
  * with replicas of the newest version; a new one starts and warms up before
- * an old one drains. If a new replica fails, the old ones keep serving, the
+ * an old one drains. A version that changes nothing a replica runs (only the
+ * name, the autoscaling policy or content logging) takes the serving replicas
+ * as they are, without restarting them. If a new replica fails, the old ones keep serving, the
  * version is marked FAILED and the endpoint returns to RUNNING with the
  * failure's code.
  */
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { Sql } from '../storage/database.js';
-import { setVersionRollout } from '../storage/versions-repository.js';
+import { findVersion, setVersionRollout } from '../storage/versions-repository.js';
+import { retagReplica } from '../storage/replicas-repository.js';
+import { servesAlike } from '../domain/endpoint-spec.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
 import type { ReplicaStarter } from './replica-starter.js';
 import type { ReplicaStopper } from './replica-stopper.js';
@@ -48,8 +52,17 @@ export class Rollout {
     const target = endpoint.current;
     await this.writes.transition(id, endpoint, { type: 'rollout-started' }, { cause: 'controller:rollout' });
     let count = serving.length;
+    const versions = new Map<number, Promise<VersionRecord | undefined>>();
     for (const old of outdatedReplicas(serving, target)) {
       try {
+        // A version that changes only what the gateway reads (name, scaling, content logging) takes the replica as it is.
+        if (!versions.has(old.versionIndex)) versions.set(old.versionIndex, findVersion(this.sql, id, old.versionIndex));
+        const from = await versions.get(old.versionIndex);
+        if (from && servesAlike(from.spec, target.spec) && (await retagReplica(this.sql, old.id, old.versionIndex, target.versionIndex))) {
+          await setVersionRollout(this.sql, id, target.versionIndex, { rolloutState: 'ROLLED_OUT', model: target.model ?? from.model });
+          await this.writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout');
+          continue;
+        }
         if (rolloutStep(count, endpoint.desiredReplicaCnt) === 'retire') {
           await this.stopper.stop(old, this.drainTimeoutMs);
           count--;

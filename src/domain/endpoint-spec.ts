@@ -50,6 +50,18 @@ export function hubModelOf(spec: EndpointSpec): { repo: string | null; revision:
   return spec.model.source === 'hf' ? { repo: spec.model.repo, revision: spec.model.revision } : { repo: null, revision: null };
 }
 
+/**
+ * Whether replicas started for spec `a` serve spec `b` as they are: the same model, instance and
+ * engine settings. What only the gateway or the controller reads (the name, the autoscaling
+ * policy, content logging) may differ: a version that changes only those is rolled out by
+ * handing the running replicas to it, not by replacing them.
+ */
+export function servesAlike(a: EndpointSpec, b: EndpointSpec): boolean {
+  const engineSide = ({ model, instanceId, advanced: { enableContentLogging: _logging, ...advanced } }: EndpointSpec) =>
+    JSON.stringify({ model, instanceId, advanced: Object.fromEntries(Object.entries(advanced).sort(([x], [y]) => x.localeCompare(y))) });
+  return engineSide(a) === engineSide(b);
+}
+
 export const LIMITS = {
   maxReplicas: 10,
   maxCooldownSeconds: 7 * 24 * 3600,

@@ -117,6 +117,15 @@ export async function markReplica(
     WHERE id = ${id}`;
 }
 
+/** Hands a ready replica from one version to another (that it serves as it is); false when it was no longer on `from`. */
+export async function retagReplica(db: Queryable, id: string, from: number, to: number): Promise<boolean> {
+  const rows = await db`
+    UPDATE replicas SET version_index = ${to}
+    WHERE id = ${id} AND version_index = ${from} AND state = 'READY'
+    RETURNING id`;
+  return rows.length === 1;
+}
+
 /** Takes or renews the lease on an endpoint; true when this owner holds it afterwards. */
 export async function acquireLease(db: Queryable, endpointId: string, owner: string, ttlMs: number): Promise<boolean> {
   const rows = await db`

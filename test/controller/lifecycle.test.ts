@@ -100,6 +100,27 @@ describe('one endpoint through its whole life', () => {
     expect(health.maxBatchSize).toBe(3);
   });
 
+  test('an update of only the autoscaling policy hands the serving replica to the new version: no restart', async () => {
+    const [old] = await liveReplicaRows(t.sql, id);
+    const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, {
+      autoscalingPolicy: { minReplica: 1, maxReplica: 3, cooldownPeriod: 60 },
+      newVersionComment: 'scaling only',
+    });
+    expect(res.body.versionIndex).toBe(2);
+    await waitFor('the rollout', async () => {
+      const s = await statusOf(t.sql, id);
+      const [row] = await liveReplicaRows(t.sql, id);
+      return s.status === 'RUNNING' && row?.version_index === 2 ? s : undefined;
+    });
+    const replicas = await liveReplicaRows(t.sql, id);
+    expect(replicas.map((r) => [r.id, r.pid, r.version_index])).toEqual([[old!.id, old!.pid, 2]]);
+    expect(await statusOf(t.sql, id)).toMatchObject({ curr: 1, updated: 1 });
+    const [version] = await t.sql`SELECT rollout_state, model FROM endpoint_versions WHERE endpoint_id = ${id} AND version_index = 2`;
+    expect(version!.rollout_state).toBe('ROLLED_OUT');
+    expect(version!.model).not.toBeNull();
+    expect((await chat(old!)).status).toBe(200);
+  });
+
   test('a failing rollout keeps the old replica serving and sets errorCode', async () => {
     const [serving] = await liveReplicaRows(t.sql, id);
     await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { hfModelRepo: 'test-org/truncated-GGUF' });
@@ -111,9 +132,9 @@ describe('one endpoint through its whole life', () => {
     expect(status.body).toMatchObject({ status: 'RUNNING', errorCode: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR' });
     expect((await statusTrail(t.sql, id)).slice(-2)).toEqual(['UPDATING', 'RUNNING INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR']);
     const replicas = await liveReplicaRows(t.sql, id);
-    expect(replicas.map((r) => [r.id, r.version_index])).toEqual([[serving!.id, 1]]);
+    expect(replicas.map((r) => [r.id, r.version_index])).toEqual([[serving!.id, 2]]);
     expect((await chat(serving!)).status).toBe(200);
-    const [version] = await t.sql`SELECT rollout_state FROM endpoint_versions WHERE endpoint_id = ${id} AND version_index = 2`;
+    const [version] = await t.sql`SELECT rollout_state FROM endpoint_versions WHERE endpoint_id = ${id} AND version_index = 3`;
     expect(version!.rollout_state).toBe('FAILED');
     expect(await statusOf(t.sql, id)).toMatchObject({ curr: 1, updated: 0 });
   });

@@ -3,6 +3,7 @@ import { describe, expect, test } from 'vitest';
 import { needsRollout, outdatedReplicas, rolloutStep } from '../../src/controller/rollout.js';
 import type { VersionRecord } from '../../src/domain/endpoint.js';
 import type { ReplicaRecord } from '../../src/domain/replica.js';
+import { DEFAULT_ADVANCED, servesAlike, type EndpointSpec } from '../../src/domain/endpoint-spec.js';
 
 const replica = (id: string, versionIndex: number) => ({ id, versionIndex }) as ReplicaRecord;
 const version = (versionIndex: number, rolloutState: VersionRecord['rolloutState'] = 'RECORDED') =>
@@ -30,5 +31,28 @@ describe('rollout decisions', () => {
     // A scale-to-zero endpoint still keeps one replica while it rolls out.
     expect(rolloutStep(1, 0)).toBe('replace');
     expect(rolloutStep(2, 0)).toBe('retire');
+  });
+});
+
+describe('which versions the serving replicas serve as they are', () => {
+  const spec: EndpointSpec = {
+    name: 'a',
+    instanceId: 'i1',
+    model: { source: 'hf', repo: 'org/m', revision: null },
+    autoscaling: { minReplica: 0, maxReplica: 1, cooldownPeriod: 300 },
+    advanced: { ...DEFAULT_ADVANCED },
+  };
+  test("name, autoscaling and content logging are not the replica's business", () => {
+    expect(servesAlike(spec, { ...spec, name: 'b', autoscaling: { minReplica: 1, maxReplica: 3, cooldownPeriod: 5 } })).toBe(true);
+    expect(servesAlike(spec, { ...spec, advanced: { ...spec.advanced, enableContentLogging: !spec.advanced.enableContentLogging } })).toBe(
+      true,
+    );
+  });
+  test('the model, its revision, the instance and every engine setting are', () => {
+    expect(servesAlike(spec, { ...spec, model: { source: 'hf', repo: 'org/m', revision: 'v2' } })).toBe(false);
+    expect(servesAlike(spec, { ...spec, model: { source: 'wandb', artifact: 'e/p/a:v1' } })).toBe(false);
+    expect(servesAlike(spec, { ...spec, instanceId: 'i2' })).toBe(false);
+    expect(servesAlike(spec, { ...spec, advanced: { ...spec.advanced, maxBatchSize: spec.advanced.maxBatchSize + 1 } })).toBe(false);
+    expect(servesAlike(spec, { ...spec, advanced: { ...spec.advanced, maxTokenCountAuto: true } })).toBe(false);
   });
 });
