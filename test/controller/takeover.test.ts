@@ -160,9 +160,9 @@ async function servingEndpoint(envA: Record<string, string> = {}) {
   return { a, b, restA, id, ownerA, old: old! };
 }
 
-/** Asks for version 1 through A (a new version: the rollout starts). */
+/** Asks for version 1 through A (a new engine setting: the rollout replaces the replica). */
 async function update(rest: RestClient, id: string): Promise<void> {
-  const res = await rest('PUT', `/dedicated/beta/endpoint/${id}`, { newVersionComment: 'v1' });
+  const res = await rest('PUT', `/dedicated/beta/endpoint/${id}`, { advanced: { max_batch_size: 2 }, newVersionComment: 'v1' });
   expect(res.status).toBe(200);
   expect(res.body.versionIndex).toBe(1);
 }

@@ -52,7 +52,7 @@ function partialBody(headers: Record<string, string>, announced: number, sent: n
 
 describe('POST /graphql', () => {
   test('without a valid key, the answer comes before the body is read, and the connection closes', async () => {
-    for (const headers of [{}, { authorization: 'Bearer not-a-key' }]) {
+    for (const headers of [{}, { authorization: 'Bearer not-a-key' }] as Record<string, string>[]) {
       const { raw, ms, closed } = await partialBody(headers, 200_000_000, 64 * 1024);
       const [answer] = parseResponses(raw);
       expect(answer?.status, raw.slice(0, 200)).toBe(401);
