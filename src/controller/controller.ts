@@ -20,6 +20,7 @@
  * This file decides, per pass, which of these an endpoint needs.
  */
 import { randomUUID } from 'node:crypto';
+import { holdsNoReplicas } from '../domain/lifecycle.js';
 import type { ModelStore } from '../models/model-store.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
@@ -157,6 +158,10 @@ export class Controller {
         return;
       case 'RUNNING': {
         if (endpoint.status === 'FAILED') return;
+        if (holdsNoReplicas(endpoint)) {
+          await writes.transition(id, endpoint, { type: 'held-at-zero' }, { cause: 'controller:max-replica-0' });
+          return;
+        }
         const serving = replicas.filter((r) => r.state === 'READY');
         if (serving.length === 0) {
           if (await this.crashes.backingOff(endpoint)) return;

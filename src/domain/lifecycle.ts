@@ -69,6 +69,20 @@ export function isUnavailable(status: EndpointStatus): boolean {
   return (UNAVAILABLE_STATUSES as readonly EndpointStatus[]).includes(status);
 }
 
+/**
+ * An endpoint whose autoscaling maximum is 0 runs no replica ("replicas stay
+ * between min and max"): the controller puts it to sleep from whatever it was
+ * doing, a wake is refused, and a chat request is answered at once; an update
+ * that raises the maximum lets it serve again.
+ */
+export function holdsNoReplicas(endpoint: { current: { spec: { autoscaling: { maxReplica: number } } } }): boolean {
+  return endpoint.current.spec.autoscaling.maxReplica === 0;
+}
+
+export function noReplicasMessage(endpointId: string): string {
+  return `endpoint '${endpointId}' has autoscalingPolicy.maxReplica 0, so it runs no replicas: raise maxReplica with an update, then it serves (a request wakes it)`;
+}
+
 /** The statuses that report the steps of bringing up the first replica as their phase. */
 export function isStarting(status: EndpointStatus): boolean {
   return status === 'INITIALIZING' || status === 'AWAKING';
@@ -202,6 +216,8 @@ export type ControllerEvent =
   | { type: 'rollout-failed'; errorCode: EndpointErrorCode }
   /** The autoscaler scaled an idle endpoint to zero: its replicas drain, then it sleeps. */
   | { type: 'scaled-to-zero' }
+  /** The version in force allows no replica (maxReplica 0): whatever starts or serves stops, then it sleeps. */
+  | { type: 'held-at-zero' }
   /** A sleeping endpoint's replicas are stopped. */
   | { type: 'sleep-done' }
   /** A terminated (or deleted) endpoint's replicas are stopped. */
@@ -277,6 +293,8 @@ export function controllerTransition(event: ControllerEvent, current: LifecycleS
       return { status: 'RUNNING', phase: null, errorCode: event.errorCode, requires: running };
     case 'scaled-to-zero':
       return { status: 'STOPPING', phase: null, errorCode, desiredState: 'SLEEPING', requires: { ...running, statuses: ['RUNNING'] } };
+    case 'held-at-zero':
+      return { status: 'STOPPING', phase: null, errorCode: null, desiredState: 'SLEEPING', requires: running };
     case 'sleep-done':
       return { status: 'SLEEPING', phase: null, errorCode, requires: { desiredState: 'SLEEPING' } };
     case 'terminate-done':

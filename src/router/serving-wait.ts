@@ -9,7 +9,7 @@
  * while LISTEN reconnects).
  */
 import { unavailableMessage } from '../domain/failure-advice.js';
-import { isUnavailable } from '../domain/lifecycle.js';
+import { holdsNoReplicas, isServing, isUnavailable, noReplicasMessage } from '../domain/lifecycle.js';
 import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
 import type { ChatAccess } from '../services/chat-access.js';
 import type { Principal } from '../services/principal.js';
@@ -72,6 +72,15 @@ export class ServingWait {
         if (await this.options.hasReplica(endpoint, fresh || poll > 0)) return { endpoint };
         if (isUnavailable(endpoint.status)) {
           return openAIError(409, 'invalid_request_error', unavailableMessage(endpoint), 'endpoint_not_running', 'model');
+        }
+        if (holdsNoReplicas(endpoint) && !isServing(endpoint.status)) {
+          // A cached view may predate the update that raised the maximum: only what the database says is refused.
+          const current = fresh || poll > 0 ? endpoint : await this.options.endpoint(principal, endpoint.id);
+          if (!current) return modelNotFound(endpoint.id);
+          endpoint = current;
+          if (holdsNoReplicas(endpoint) && !isServing(endpoint.status)) {
+            return openAIError(409, 'invalid_request_error', noReplicasMessage(endpoint.id), 'endpoint_not_running', 'model');
+          }
         }
         let waitMs = this.options.pollMs ?? Math.min(100 + poll * 50, 500);
         if (!changes) {

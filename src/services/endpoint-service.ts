@@ -9,7 +9,7 @@ import { parseCreateEndpoint, parseUpdateEndpoint, type EndpointSpec } from '../
 import { formatArtifactName } from '../domain/artifact-name.js';
 import { artifactSpec, parseArtifactCreate } from '../domain/artifact-request.js';
 import { newId } from '../domain/ids.js';
-import { isAllowed, transitionTarget, type LifecycleAction } from '../domain/lifecycle.js';
+import { holdsNoReplicas, isAllowed, noReplicasMessage, transitionTarget, type LifecycleAction } from '../domain/lifecycle.js';
 import { parsePageRequest, toPage, type Page } from '../domain/pagination.js';
 import { fail, invalidArgument, invalidTransition, notFound, ok, type Result } from '../domain/result.js';
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
@@ -291,6 +291,9 @@ export class EndpointService {
       const endpoint = visibleTo(principal, await lockEndpoint(tx, id));
       if (!endpoint) return fail(notFound('endpoint', id));
       if (!isAllowed(action, endpoint.status)) return fail(invalidTransition(action, endpoint.status));
+      if (action === 'wake' && holdsNoReplicas(endpoint)) {
+        return fail({ ...invalidTransition(action, endpoint.status), message: noReplicasMessage(id) });
+      }
       await this.transition(tx, endpoint, action, principal.user.id);
       return ok(await readLocked(tx, id));
     });

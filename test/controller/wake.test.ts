@@ -105,3 +105,53 @@ describe('wake on request', () => {
     await waitForStatus(t.sql, id, 'RUNNING');
   });
 });
+
+describe('maxReplica 0: replicas stay between min and max', () => {
+  test('a serving endpoint updated to maxReplica 0 stops its replica and sleeps; wake and chat are refused at once; raising it serves again', async () => {
+    const project = await alice.project('held-at-zero');
+    const id = await project.endpoint({
+      hfModelRepo: TINY_REPO,
+      autoscalingPolicy: { minReplica: 0, maxReplica: 1, cooldownPeriod: 600 },
+      advanced: { max_token_count: 1024 },
+    });
+    await waitForStatus(t.sql, id, 'RUNNING');
+    const held = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { autoscalingPolicy: { maxReplica: 0 } });
+    expect(held.status, JSON.stringify(held.body)).toBe(200);
+    await waitForStatus(t.sql, id, 'SLEEPING');
+    expect(await liveReplicaRows(t.sql, id)).toEqual([]);
+    expect((await statusTrail(t.sql, id)).slice(-2)).toEqual(['STOPPING', 'SLEEPING']);
+
+    const wake = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/wake`);
+    expect(wake.status).toBe(409);
+    expect(wake.body.error.message).toMatch(/maxReplica 0, so it runs no replicas/);
+    const t0 = performance.now();
+    const chat = await alice.rest('POST', '/dedicated/v1/chat/completions', {
+      model: id,
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 1,
+    });
+    expect(performance.now() - t0).toBeLessThan(5000);
+    expect(chat.status).toBe(409);
+    expect(chat.body.error).toMatchObject({ code: 'endpoint_not_running', message: expect.stringMatching(/maxReplica 0/) });
+    expect((await alice.rest('GET', `/dedicated/beta/endpoint/${id}/status`)).body.status).toBe('SLEEPING');
+
+    // Raised again: the next request wakes it, as any sleeping endpoint.
+    expect((await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { autoscalingPolicy: { maxReplica: 1 } })).status).toBe(200);
+    const served = await alice.rest('POST', '/dedicated/v1/chat/completions', {
+      model: id,
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 1,
+    });
+    expect(served.status, JSON.stringify(served.body)).toBe(200);
+  }, 60_000);
+
+  test('created with simplescale replicas 0, it never starts a replica', async () => {
+    const project = await alice.project('created-at-zero');
+    const id = await project.endpoint({ hfModelRepo: TINY_REPO, simplescale: { replicas: 0 }, advanced: { max_token_count: 1024 } });
+    await waitForStatus(t.sql, id, 'SLEEPING');
+    const replicas = await t.sql`SELECT id FROM replicas WHERE endpoint_id = ${id}`;
+    expect(replicas).toEqual([]);
+    const status = await alice.rest('GET', `/dedicated/beta/endpoint/${id}/status`);
+    expect(status.body).toMatchObject({ status: 'SLEEPING', errorCode: null });
+  }, 30_000);
+});
