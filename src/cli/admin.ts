@@ -102,14 +102,16 @@ export async function runAdmin(argv: string[], services: Services, print: (line:
     case 'add-member': {
       const role = (values.role ?? 'MEMBER').toUpperCase();
       if (role !== 'OWNER' && role !== 'MEMBER') throw new UsageError('--role must be OWNER or MEMBER');
-      const member = unwrap(
+      const added = unwrap(
         await identity.addTeamMember('system', {
           teamId: required(values, 'team'),
           user: required(values, 'user'),
           role: role as TeamRole,
         }),
       );
-      print(`user ${member.userId} is ${member.role} of team ${member.teamId}`);
+      // The system adds members at once: only a team owner's addition is an invitation.
+      if (added.type === 'invitation') throw new Error(`expected a member, got an invitation of ${added.invitation.invitee}`);
+      print(`user ${added.member.userId} is ${added.member.role} of team ${added.member.teamId}`);
       return;
     }
     case 'create-project': {

@@ -18,10 +18,41 @@ export interface TeamRecord {
   createdAt: Date;
 }
 
+/**
+ * Emails are stored and compared in this form, so that one address in any
+ * case names one user (the database backs it with a unique index on
+ * `lower(email)`). Every email that reaches the users or invitations tables
+ * goes through here.
+ */
+export function normalizeEmail(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+/** Whether `idOrEmail` names the user: their id, or their email in any case. */
+export function namesUser(user: UserRecord, idOrEmail: string): boolean {
+  return idOrEmail === user.id || normalizeEmail(idOrEmail) === normalizeEmail(user.email);
+}
+
 export interface MembershipRecord {
   teamId: string;
   userId: string;
   role: TeamRole;
+  createdAt: Date;
+}
+
+/**
+ * A team owner's invitation to join their team. It grants nothing: the
+ * invitee becomes a member (a `MembershipRecord`) only by accepting it.
+ */
+export interface TeamInvitationRecord {
+  id: string;
+  teamId: string;
+  teamName: string;
+  /** What the owner typed: a user id, or an email (normalized), whether or not such a user exists. */
+  invitee: string;
+  role: TeamRole;
+  /** The inviting owner's name (null once that user is deleted). */
+  invitedByName: string | null;
   createdAt: Date;
 }
 

@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyz';
 
 /** A random id such as `ep_4kq9z1m0c7xw2b`: a readable kind prefix and 14 base-36 characters (72 bits). */
-export function newId(prefix: 'usr' | 'team' | 'prj' | 'ep' | 'key' | 'rep'): string {
+export function newId(prefix: 'usr' | 'team' | 'prj' | 'ep' | 'key' | 'rep' | 'inv'): string {
   const bytes = randomBytes(14);
   let out = '';
   for (const byte of bytes) out += ALPHABET[byte % 36];

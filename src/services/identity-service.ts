@@ -5,8 +5,18 @@
  */
 import { FieldChecker } from '../domain/field-checker.js';
 import { hashApiKey, newApiKey, newId } from '../domain/ids.js';
-import { fail, forbidden, invalidArgument, notFound, ok, type Result } from '../domain/result.js';
-import type { ApiKeyRecord, MembershipRecord, ProjectRecord, TeamRecord, TeamRole, UserRecord } from '../domain/identity.js';
+import { fail, forbidden, invalidArgument, notFound, ok, type DomainError, type Result } from '../domain/result.js';
+import {
+  namesUser,
+  normalizeEmail,
+  type ApiKeyRecord,
+  type MembershipRecord,
+  type ProjectRecord,
+  type TeamInvitationRecord,
+  type TeamRecord,
+  type TeamRole,
+  type UserRecord,
+} from '../domain/identity.js';
 import type { Queryable, Sql } from '../storage/database.js';
 import {
   countUsers,
@@ -15,19 +25,30 @@ import {
   findTeams,
   findUserByIdOrEmail,
   insertApiKey,
+  insertMemberIfAbsent,
   insertTeam,
   insertUser,
   listApiKeys,
   listMemberships,
   listTeamMembers,
+  lockMemberNamed,
   lockMemberRole,
   lockTeamOwners,
   revokeApiKey,
-  setDefaultTeam,
+  setDefaultTeamIfNone,
   upsertMember,
 } from '../storage/identity-repository.js';
 import { findProjects, insertProject } from '../storage/projects-repository.js';
-import { canAccessTeam, isTeamOwner, outlastCachedPrincipals, visibleTo, type Principal } from './principal.js';
+import {
+  deleteInvitationFor,
+  deleteInvitationsFor,
+  deleteTeamInvitation,
+  findInvitationTeam,
+  listInvitationsFor,
+  takeInvitation,
+  upsertInvitation,
+} from '../storage/team-invitations-repository.js';
+import { addsMembersDirectly, canAccessTeam, isTeamOwner, outlastCachedPrincipals, visibleTo, type Principal } from './principal.js';
 
 export interface CreatedApiKey {
   record: ApiKeyRecord;
@@ -42,7 +63,27 @@ export interface Bootstrap {
   key: CreatedApiKey;
 }
 
+/** What addTeamMember did: added a member or changed their role, or recorded an invitation (see there). */
+export type TeamAddition = { type: 'member'; member: MembershipRecord } | { type: 'invitation'; invitation: TeamInvitationRecord };
+
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
+const USER_ID = /^usr_[0-9a-z]+$/;
+
+/** The `user` argument of addTeamMember: a user id, or an email address (normalized). */
+function readUserRef(value: unknown): Result<string> {
+  const check = new FieldChecker();
+  const ref = check.string({ user: value }, 'user', { required: true, maxLength: 254 })?.trim();
+  if (ref === undefined) return fail(invalidArgument(check.violations));
+  if (EMAIL.test(ref)) return ok(normalizeEmail(ref));
+  if (USER_ID.test(ref)) return ok(ref);
+  return fail(invalidArgument([{ field: 'user', message: 'must be a user id (usr_…) or an email address' }]));
+}
+
+/** A team keeps at least one owner: the conflict when `userId` is its only owner (`owners`, locked) and would stop being one. */
+function lastOwnerConflict(owners: readonly string[], userId: string): DomainError | undefined {
+  if (owners.length !== 1 || owners[0] !== userId) return undefined;
+  return { type: 'CONFLICT', message: 'a team keeps at least one owner: add another owner first' };
+}
 
 function readName(field: string, value: unknown): Result<string> {
   const check = new FieldChecker();
@@ -65,7 +106,7 @@ async function createKey(db: Queryable, userId: string, name: string, secret = n
 async function createTeamFor(db: Queryable, user: UserRecord, name: string): Promise<TeamRecord> {
   const team = await insertTeam(db, { id: newId('team'), name });
   await upsertMember(db, { teamId: team.id, userId: user.id, role: 'OWNER' });
-  if (!user.defaultTeamId) await setDefaultTeam(db, user.id, team.id);
+  await setDefaultTeamIfNone(db, user.id, team.id);
   return team;
 }
 
@@ -159,27 +200,91 @@ export class IdentityService {
     return ok(team);
   }
 
+  /**
+   * Adds a user (by id or email) to a team, or changes a member's role: team
+   * owners and admins only; a team keeps at least one owner. The system (the
+   * admin CLI) and admins add at once. A team owner who names someone not in
+   * the team records an invitation instead, which grants nothing until the
+   * invitee accepts it. It is answered the same whether or not anyone has
+   * that id or email (no user is looked up), and shows the owner only what
+   * they typed.
+   */
   async addTeamMember(
     principal: Principal | 'system',
     input: { teamId: string; user: string; role?: TeamRole },
-  ): Promise<Result<MembershipRecord>> {
+  ): Promise<Result<TeamAddition>> {
     const [team] = await findTeams(this.db, [input.teamId]);
     if (!team || (principal !== 'system' && !canAccessTeam(principal, team.id) && !principal.user.isAdmin)) {
       return fail(notFound('team', input.teamId));
     }
     if (principal !== 'system' && !isTeamOwner(principal, team.id)) return fail(forbidden('only a team owner can add members'));
-    const user = await findUserByIdOrEmail(this.db, input.user);
-    if (!user) return fail(notFound('user', input.user));
-    const { added, before } = await this.db.begin(async (tx) => {
-      const before = await lockMemberRole(tx, team.id, user.id);
-      const added = await upsertMember(tx, { teamId: team.id, userId: user.id, role: input.role ?? 'MEMBER' });
-      if (!user.defaultTeamId) await setDefaultTeam(tx, user.id, team.id);
-      return { added, before };
+    const ref = readUserRef(input.user);
+    if (ref.type === 'error') return ref;
+    const role = input.role ?? 'MEMBER';
+    const direct = addsMembersDirectly(principal);
+    const user = direct ? await findUserByIdOrEmail(this.db, ref.value) : undefined;
+    if (direct && !user) return fail(notFound('user', input.user));
+
+    const outcome = await this.db.begin(async (tx): Promise<Result<{ addition: TeamAddition; before?: TeamRole }>> => {
+      // The owners first, then the member: the lock order removeTeamMember keeps too.
+      const owners = await lockTeamOwners(tx, team.id);
+      const member = user
+        ? await lockMemberRole(tx, team.id, user.id).then((r) => r && { userId: user.id, role: r })
+        : await lockMemberNamed(tx, team.id, ref.value);
+      if (!user && !member) {
+        const invitedBy = principal === 'system' ? null : principal.user.id;
+        const invitation = await upsertInvitation(tx, { id: newId('inv'), teamId: team.id, invitee: ref.value, role, invitedBy });
+        return ok({ addition: { type: 'invitation', invitation } });
+      }
+      const userId = user?.id ?? member!.userId;
+      const refused = role === 'OWNER' ? undefined : lastOwnerConflict(owners, userId);
+      if (refused) return fail(refused);
+      const added = await upsertMember(tx, { teamId: team.id, userId, role });
+      if (user) {
+        await setDefaultTeamIfNone(tx, user.id, team.id);
+        await deleteInvitationsFor(tx, team.id, user);
+      }
+      return ok({ addition: { type: 'member', member: added }, before: member?.role });
     });
-    // A changed role may be a narrower one; a new membership only widens access.
-    if (before !== undefined && before !== added.role) await this.narrowed(user.id);
-    else this.auth?.forgetUser(user.id);
-    return ok(added);
+    if (outcome.type === 'error') return outcome;
+    const { addition, before } = outcome.value;
+    if (addition.type === 'member') {
+      // A changed role may be a narrower one; a new membership only widens access.
+      if (before !== undefined && before !== addition.member.role) await this.narrowed(addition.member.userId);
+      else this.auth?.forgetUser(addition.member.userId);
+    }
+    return ok(addition);
+  }
+
+  /** The invitations waiting for the caller to accept or decline them. */
+  async invitationsFor(principal: Principal): Promise<TeamInvitationRecord[]> {
+    return listInvitationsFor(this.db, principal.user);
+  }
+
+  /**
+   * Accepts an invitation to the caller: they become a member of its team
+   * with its role (someone already a member keeps their role), and their
+   * other invitations to that team go.
+   */
+  async acceptTeamInvitation(principal: Principal, id: string): Promise<Result<MembershipRecord>> {
+    const member = await this.db.begin(async (tx) => {
+      const taken = await takeInvitation(tx, id, principal.user);
+      if (!taken) return undefined;
+      const added = await insertMemberIfAbsent(tx, { teamId: taken.teamId, userId: principal.user.id, role: taken.role });
+      await setDefaultTeamIfNone(tx, principal.user.id, taken.teamId);
+      return added;
+    });
+    if (!member) return fail(notFound('invitation', id));
+    this.auth?.forgetUser(principal.user.id);
+    return ok(member);
+  }
+
+  /** Declines an invitation to the caller, or withdraws a pending one of a team the caller owns; the invitation's id. */
+  async declineTeamInvitation(principal: Principal, id: string): Promise<Result<string>> {
+    if (await deleteInvitationFor(this.db, id, principal.user)) return ok(id);
+    const teamId = await findInvitationTeam(this.db, id);
+    if (teamId && isTeamOwner(principal, teamId) && (await deleteTeamInvitation(this.db, teamId, id))) return ok(id);
+    return fail(notFound('invitation', id));
   }
 
   async removeTeamMember(principal: Principal, input: { teamId: string; userId: string }): Promise<Result<null>> {
@@ -188,10 +293,8 @@ export class IdentityService {
       return fail(forbidden('only a team owner can remove other members'));
     }
     const removed = await this.db.begin(async (tx): Promise<Result<null>> => {
-      const owners = await lockTeamOwners(tx, input.teamId);
-      if (owners.length === 1 && owners[0] === input.userId) {
-        return fail({ type: 'CONFLICT', message: 'a team keeps at least one owner: add another owner first' });
-      }
+      const refused = lastOwnerConflict(await lockTeamOwners(tx, input.teamId), input.userId);
+      if (refused) return fail(refused);
       return (await deleteMember(tx, input.teamId, input.userId)) ? ok(null) : fail(notFound('member', input.userId));
     });
     if (removed.type === 'ok') await this.narrowed(input.userId);
@@ -218,7 +321,7 @@ export class IdentityService {
     const name = readName('name', input.name);
     if (name.type === 'error') return name;
     let userId: string;
-    if (input.user && (principal === 'system' || input.user !== principal.user.id)) {
+    if (input.user && (principal === 'system' || !namesUser(principal.user, input.user))) {
       if (principal !== 'system' && !principal.user.isAdmin) return fail(forbidden('only an admin can create keys for other users'));
       const user = await findUserByIdOrEmail(this.db, input.user);
       if (!user) return fail(notFound('user', input.user));

@@ -10,12 +10,13 @@
  */
 import DataLoader from 'dataloader';
 import type { EndpointRecord } from '../domain/endpoint.js';
-import type { MembershipRecord, ProjectRecord, TeamRecord, UserRecord } from '../domain/identity.js';
+import type { MembershipRecord, ProjectRecord, TeamInvitationRecord, TeamRecord, UserRecord } from '../domain/identity.js';
 import type { Queryable } from '../storage/database.js';
 import { findEndpointsWithOwners } from '../storage/endpoints-repository.js';
 import { findTeams, findUsers, listTeamMembers } from '../storage/identity-repository.js';
 import { findProjects, listProjectsOfTeams } from '../storage/projects-repository.js';
-import { canAccessTeam, visibleTo, type Principal } from './principal.js';
+import { listInvitationsOfTeams } from '../storage/team-invitations-repository.js';
+import { canAccessTeam, isTeamOwner, visibleTo, type Principal } from './principal.js';
 
 function byId<T extends { id: string }>(load: (ids: readonly string[]) => Promise<T[]>) {
   return new DataLoader<string, T | undefined>(async (ids) => {
@@ -48,6 +49,7 @@ export class RequestReads {
     user?: DataLoader<string, UserRecord | undefined>;
     projectsOfTeam?: DataLoader<string, ProjectRecord[]>;
     membersOfTeam?: DataLoader<string, MembershipRecord[]>;
+    invitationsOfTeam?: DataLoader<string, TeamInvitationRecord[]>;
   } = {};
 
   constructor(private readonly db: Queryable) {}
@@ -65,6 +67,11 @@ export class RequestReads {
   /** The team, when the caller belongs to it. */
   async teamFor(principal: Principal, id: string): Promise<TeamRecord | undefined> {
     return canAccessTeam(principal, id) ? this.team.load(id) : undefined;
+  }
+
+  /** A team's pending invitations, when the caller owns the team (other members see none). */
+  async teamInvitationsFor(principal: Principal, teamId: string): Promise<TeamInvitationRecord[]> {
+    return isTeamOwner(principal, teamId) ? this.invitationsOfTeam.load(teamId) : [];
   }
 
   /** Endpoints come with their project and team, which prime those loaders: `endpoint { project { team } }` is one statement. */
@@ -95,6 +102,13 @@ export class RequestReads {
     return (this.made.projectsOfTeam ??= groupedBy<ProjectRecord>(
       (ids) => listProjectsOfTeams(this.db, ids),
       (p) => p.teamId,
+    ));
+  }
+
+  get invitationsOfTeam() {
+    return (this.made.invitationsOfTeam ??= groupedBy<TeamInvitationRecord>(
+      (ids) => listInvitationsOfTeams(this.db, ids),
+      (i) => i.teamId,
     ));
   }
 

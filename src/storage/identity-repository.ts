@@ -1,5 +1,12 @@
 /** SQL for users, API keys, teams and team membership. */
-import type { ApiKeyRecord, MembershipRecord, TeamRecord, TeamRole, UserRecord } from '../domain/identity.js';
+import {
+  normalizeEmail,
+  type ApiKeyRecord,
+  type MembershipRecord,
+  type TeamRecord,
+  type TeamRole,
+  type UserRecord,
+} from '../domain/identity.js';
 import type { Queryable } from './database.js';
 
 const USER_COLUMNS = 'u.id, u.email, u.name, u.is_admin, u.default_team_id, u.created_at';
@@ -42,19 +49,22 @@ const toKey = (r: KeyRow): ApiKeyRecord => ({
   revokedAt: r.revoked_at,
 });
 
+/** The new user, with their email normalized; undefined when a user has that email in any case. */
 export async function insertUser(
   db: Queryable,
   user: { id: string; email: string; name: string; isAdmin: boolean },
 ): Promise<UserRecord | undefined> {
+  // No conflict target: the unique index on lower(email) is the one that can meet a conflict.
   const rows = await db<UserRow[]>`
-    INSERT INTO users (id, email, name, is_admin) VALUES (${user.id}, ${user.email}, ${user.name}, ${user.isAdmin})
-    ON CONFLICT (email) DO NOTHING
+    INSERT INTO users (id, email, name, is_admin) VALUES (${user.id}, ${normalizeEmail(user.email)}, ${user.name}, ${user.isAdmin})
+    ON CONFLICT DO NOTHING
     RETURNING id, email, name, is_admin, default_team_id, created_at`;
   return rows[0] && toUser(rows[0]);
 }
 
-export async function setDefaultTeam(db: Queryable, userId: string, teamId: string): Promise<void> {
-  await db`UPDATE users SET default_team_id = ${teamId} WHERE id = ${userId}`;
+/** Makes the team the user's default team, unless they have one already. */
+export async function setDefaultTeamIfNone(db: Queryable, userId: string, teamId: string): Promise<void> {
+  await db`UPDATE users SET default_team_id = ${teamId} WHERE id = ${userId} AND default_team_id IS NULL`;
 }
 
 export async function countUsers(db: Queryable): Promise<number> {
@@ -67,9 +77,10 @@ export async function findUsers(db: Queryable, ids: readonly string[]): Promise<
   return rows.map(toUser);
 }
 
+/** The user with this id, or with this email in any case. */
 export async function findUserByIdOrEmail(db: Queryable, idOrEmail: string): Promise<UserRecord | undefined> {
   const rows = await db<UserRow[]>`
-    SELECT ${db.unsafe(USER_COLUMNS)} FROM users u WHERE u.id = ${idOrEmail} OR u.email = ${idOrEmail}`;
+    SELECT ${db.unsafe(USER_COLUMNS)} FROM users u WHERE u.id = ${idOrEmail} OR u.email = ${normalizeEmail(idOrEmail)}`;
   return rows[0] && toUser(rows[0]);
 }
 
@@ -146,12 +157,40 @@ export async function lockMemberRole(db: Queryable, teamId: string, userId: stri
   return row?.role;
 }
 
+/**
+ * The role of the team's member named by `idOrEmail` (their id, or their
+ * email in any case) and their id, locked for the rest of the transaction;
+ * undefined when no member of the team is named so.
+ */
+export async function lockMemberNamed(
+  db: Queryable,
+  teamId: string,
+  idOrEmail: string,
+): Promise<{ userId: string; role: TeamRole } | undefined> {
+  const [row] = await db<{ user_id: string; role: TeamRole }[]>`
+    SELECT m.user_id, m.role FROM team_members m JOIN users u ON u.id = m.user_id
+    WHERE m.team_id = ${teamId} AND (u.id = ${idOrEmail} OR u.email = ${normalizeEmail(idOrEmail)})
+    FOR UPDATE OF m`;
+  return row && { userId: row.user_id, role: row.role };
+}
+
 /** Adds the member, or changes the role of an existing one. */
 export async function upsertMember(db: Queryable, m: { teamId: string; userId: string; role: TeamRole }): Promise<MembershipRecord> {
   const [row] = await db<{ team_id: string; user_id: string; role: TeamRole; created_at: Date }[]>`
     INSERT INTO team_members (team_id, user_id, role) VALUES (${m.teamId}, ${m.userId}, ${m.role})
     ON CONFLICT (team_id, user_id) DO UPDATE SET role = excluded.role
     RETURNING team_id, user_id, role, created_at`;
+  return { teamId: row!.team_id, userId: row!.user_id, role: row!.role, createdAt: row!.created_at };
+}
+
+/** Adds the member; an existing member keeps their role. The membership either way. */
+export async function insertMemberIfAbsent(
+  db: Queryable,
+  m: { teamId: string; userId: string; role: TeamRole },
+): Promise<MembershipRecord> {
+  await db`INSERT INTO team_members (team_id, user_id, role) VALUES (${m.teamId}, ${m.userId}, ${m.role}) ON CONFLICT DO NOTHING`;
+  const [row] = await db<{ team_id: string; user_id: string; role: TeamRole; created_at: Date }[]>`
+    SELECT team_id, user_id, role, created_at FROM team_members WHERE team_id = ${m.teamId} AND user_id = ${m.userId}`;
   return { teamId: row!.team_id, userId: row!.user_id, role: row!.role, createdAt: row!.created_at };
 }
 
@@ -173,9 +212,14 @@ export async function listTeamMembers(db: Queryable, teamIds: readonly string[])
   return rows.map((r) => ({ teamId: r.team_id, userId: r.user_id, role: r.role, createdAt: r.created_at }));
 }
 
-/** Owners of a team, locked, so that the last owner cannot be removed by two racing requests. */
+/**
+ * Owners of a team, locked, so that the last owner cannot be removed or
+ * demoted by two racing requests. Take it before locking a member's row
+ * (`lockMemberRole`, `lockMemberNamed`): one order, and always by user id, so
+ * that racing transactions wait instead of deadlocking.
+ */
 export async function lockTeamOwners(db: Queryable, teamId: string): Promise<string[]> {
   const rows = await db<{ user_id: string }[]>`
-    SELECT user_id FROM team_members WHERE team_id = ${teamId} AND role = 'OWNER' FOR UPDATE`;
+    SELECT user_id FROM team_members WHERE team_id = ${teamId} AND role = 'OWNER' ORDER BY user_id FOR UPDATE`;
   return rows.map((r) => r.user_id);
 }

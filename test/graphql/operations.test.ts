@@ -2,6 +2,7 @@
 import { ClientError } from 'graphql-request';
 import { beforeAll, describe, expect, test } from 'vitest';
 import {
+  AcceptTeamInvitationDocument,
   AddTeamMemberDocument,
   CreateApiKeyDocument,
   CreateEndpointDocument,
@@ -315,8 +316,12 @@ describe('identity mutations', () => {
     expect((await bob.graphql.request(AddTeamMemberDocument, { teamId, user: bob.user.email })).addTeamMember.__typename).toBe(
       'NotFoundError',
     );
-    const added = await alice.graphql.request(AddTeamMemberDocument, { teamId, user: bob.user.email });
-    expect(added.addTeamMember).toMatchObject({ member: { role: 'MEMBER', user: { id: bob.user.id } } });
+    // Alice owns the team but is no admin: adding Bob invites him, and he is a member once he accepts.
+    const invited = await alice.graphql.request(AddTeamMemberDocument, { teamId, user: bob.user.email });
+    if (invited.addTeamMember.__typename !== 'InviteTeamMemberSuccess') throw new Error(invited.addTeamMember.__typename);
+    expect(invited.addTeamMember.invitation).toMatchObject({ teamId, invitee: bob.user.email, role: 'MEMBER' });
+    const accepted = await bob.graphql.request(AcceptTeamInvitationDocument, { id: invited.addTeamMember.invitation.id });
+    expect(accepted.acceptTeamInvitation).toMatchObject({ member: { role: 'MEMBER', user: { id: bob.user.id } }, team: { id: teamId } });
     expect((await bob.graphql.request(AddTeamMemberDocument, { teamId, user: admin.user.email })).addTeamMember.__typename).toBe(
       'ForbiddenError',
     );

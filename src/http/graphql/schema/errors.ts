@@ -78,16 +78,25 @@ function isDomainError(value: unknown): value is DomainError {
   );
 }
 
-/** A `<Verb><Noun>Result` union of a success type and the error types it can meet. */
-export function resultUnion<S extends object>(
+/**
+ * A `<Verb><Noun>Result` union of a success type and the error types it can
+ * meet. A mutation that succeeds in two ways names the second success type in
+ * `alternative`, with the test that tells its values from the first's.
+ */
+export function resultUnion<S extends object, A extends object = never>(
   name: string,
   success: ObjectRef<SchemaTypesOf, S>,
   errors: ObjectRef<SchemaTypesOf, DomainError>[],
-): UnionRef<SchemaTypesOf, S | DomainError> {
+  alternative?: { type: ObjectRef<SchemaTypesOf, A>; is: (value: S | A) => value is A },
+): UnionRef<SchemaTypesOf, S | A | DomainError> {
+  const successes: ObjectRef<SchemaTypesOf, S | A>[] = alternative ? [success, alternative.type] : [success];
   return builder.unionType(name, {
-    types: [success, ...errors],
-    resolveType: (value) => (isDomainError(value) ? ERROR_TYPE_NAMES[value.type]! : success.name),
-  }) as unknown as UnionRef<SchemaTypesOf, S | DomainError>;
+    types: [...successes, ...errors],
+    resolveType: (value) => {
+      if (isDomainError(value)) return ERROR_TYPE_NAMES[value.type]!;
+      return alternative?.is(value as S | A) ? alternative.type.name : success.name;
+    },
+  }) as unknown as UnionRef<SchemaTypesOf, S | A | DomainError>;
 }
 
 /** The payload of a result union: the success object, or the error value. */

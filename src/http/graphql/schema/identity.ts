@@ -1,6 +1,13 @@
 /** Users, API keys, teams, members and projects, with their queries and mutations. */
 import type { CreatedApiKey } from '../../../services/identity-service.js';
-import type { ApiKeyRecord, MembershipRecord, ProjectRecord, TeamRecord, UserRecord } from '../../../domain/identity.js';
+import type {
+  ApiKeyRecord,
+  MembershipRecord,
+  ProjectRecord,
+  TeamInvitationRecord,
+  TeamRecord,
+  UserRecord,
+} from '../../../domain/identity.js';
 import { builder } from '../builder.js';
 import { TeamRole } from './enums.js';
 import { ConflictError, ForbiddenError, InvalidArgumentError, NotFoundError, payload, resultUnion } from './errors.js';
@@ -10,6 +17,7 @@ export const Team = builder.objectRef<TeamRecord>('Team');
 export const Project = builder.objectRef<ProjectRecord>('Project');
 const ApiKey = builder.objectRef<ApiKeyRecord>('ApiKey');
 const TeamMember = builder.objectRef<MembershipRecord>('TeamMember');
+const TeamInvitation = builder.objectRef<TeamInvitationRecord>('TeamInvitation');
 
 User.implement({
   fields: (t) => ({
@@ -41,6 +49,21 @@ TeamMember.implement({
   }),
 });
 
+TeamInvitation.implement({
+  description:
+    'An invitation to join a team. It grants nothing until the invitee accepts it (acceptTeamInvitation). ' +
+    "It shows the team's owners only what they typed, and the invitee the team's id and name and who invited them.",
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    teamId: t.exposeID('teamId'),
+    teamName: t.exposeString('teamName'),
+    invitee: t.exposeString('invitee', { description: 'What the inviting owner typed: a user id, or an email address (lower-cased).' }),
+    role: t.expose('role', { type: TeamRole, description: 'The role the invitee gets by accepting.' }),
+    invitedBy: t.exposeString('invitedByName', { nullable: true, description: "The inviting owner's name." }),
+    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+  }),
+});
+
 Team.implement({
   fields: (t) => ({
     id: t.exposeID('id'),
@@ -53,6 +76,11 @@ Team.implement({
         (await loaders.membersOfTeam.load(team.id)).find((m) => m.userId === principal.user.id)?.role ?? null,
     }),
     members: t.field({ type: [TeamMember], resolve: (team, _, { loaders }) => loaders.membersOfTeam.load(team.id) }),
+    invitations: t.field({
+      type: [TeamInvitation],
+      description: "Pending invitations to the team: the team's owners see them, other members none.",
+      resolve: (team, _, { principal, loaders }) => loaders.teamInvitationsFor(principal, team.id),
+    }),
     projects: t.field({ type: [Project], resolve: (team, _, { loaders }) => loaders.projectsOfTeam.load(team.id) }),
   }),
 });
@@ -76,6 +104,11 @@ const Me = builder.objectRef<UserRecord>('Me').implement({
       resolve: (_, __, { principal, loaders }) => (principal.actingTeamId ? loaders.team.load(principal.actingTeamId) : null),
     }),
     apiKeys: t.field({ type: [ApiKey], resolve: (_, __, { principal, services }) => services.identity.listApiKeys(principal) }),
+    invitations: t.field({
+      type: [TeamInvitation],
+      description: 'Invitations to teams, waiting for the caller to accept or decline them.',
+      resolve: (_, __, { principal, services }) => services.identity.invitationsFor(principal),
+    }),
   }),
 });
 
@@ -110,6 +143,21 @@ const CreateTeamSuccess = builder.objectRef<{ team: TeamRecord }>('CreateTeamSuc
 const AddTeamMemberSuccess = builder.objectRef<{ member: MembershipRecord }>('AddTeamMemberSuccess').implement({
   fields: (t) => ({ member: t.field({ type: TeamMember, resolve: (p) => p.member }) }),
 });
+const InviteTeamMemberSuccess = builder.objectRef<{ invitation: TeamInvitationRecord }>('InviteTeamMemberSuccess').implement({
+  description:
+    'addTeamMember by a team owner (not an admin) naming someone not in the team: an invitation was recorded, ' +
+    'whether or not anyone has that id or email. They become a member once they accept it.',
+  fields: (t) => ({ invitation: t.field({ type: TeamInvitation, resolve: (p) => p.invitation }) }),
+});
+const AcceptTeamInvitationSuccess = builder.objectRef<{ member: MembershipRecord }>('AcceptTeamInvitationSuccess').implement({
+  fields: (t) => ({
+    member: t.field({ type: TeamMember, resolve: (p) => p.member }),
+    team: t.field({ type: Team, resolve: async (p, _, { loaders }) => (await loaders.team.load(p.member.teamId))! }),
+  }),
+});
+const DeclineTeamInvitationSuccess = builder.objectRef<{ invitationId: string }>('DeclineTeamInvitationSuccess').implement({
+  fields: (t) => ({ invitationId: t.exposeID('invitationId') }),
+});
 const RemoveTeamMemberSuccess = builder.objectRef<{ teamId: string; userId: string }>('RemoveTeamMemberSuccess').implement({
   fields: (t) => ({ teamId: t.exposeID('teamId'), userId: t.exposeID('userId') }),
 });
@@ -143,14 +191,34 @@ builder.mutationFields((t) => ({
     resolve: async (_, args, { principal, services }) => payload(await services.identity.createTeam(principal, args), (team) => ({ team })),
   }),
   addTeamMember: t.field({
-    type: resultUnion('AddTeamMemberResult', AddTeamMemberSuccess, [NotFoundError, ForbiddenError]),
-    description: 'Adds a user (by id or email) to a team, or changes their role. Team owners and admins only.',
+    type: resultUnion('AddTeamMemberResult', AddTeamMemberSuccess, [NotFoundError, ForbiddenError, ConflictError, InvalidArgumentError], {
+      type: InviteTeamMemberSuccess,
+      is: (value): value is { invitation: TeamInvitationRecord } => 'invitation' in value,
+    }),
+    description:
+      "Adds a user (by id or email) to a team, or changes a member's role: team owners and admins only; a team keeps one owner. " +
+      'Admins add at once (AddTeamMemberSuccess). A team owner naming someone not in the team invites them (InviteTeamMemberSuccess): ' +
+      'they become a member only by accepting.',
     args: { teamId: t.arg.id({ required: true }), user: t.arg.string({ required: true }), role: t.arg({ type: TeamRole }) },
     resolve: async (_, args, { principal, services }) =>
       payload(
         await services.identity.addTeamMember(principal, { teamId: String(args.teamId), user: args.user, role: args.role ?? 'MEMBER' }),
-        (member) => ({ member }),
+        (added) => (added.type === 'member' ? { member: added.member } : { invitation: added.invitation }),
       ),
+  }),
+  acceptTeamInvitation: t.field({
+    type: resultUnion('AcceptTeamInvitationResult', AcceptTeamInvitationSuccess, [NotFoundError]),
+    description: "Accepts an invitation to the caller (me.invitations): they become a member of its team, with the invitation's role.",
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (_, args, { principal, services }) =>
+      payload(await services.identity.acceptTeamInvitation(principal, String(args.id)), (member) => ({ member })),
+  }),
+  declineTeamInvitation: t.field({
+    type: resultUnion('DeclineTeamInvitationResult', DeclineTeamInvitationSuccess, [NotFoundError]),
+    description: 'Declines an invitation to the caller, or withdraws a pending invitation of a team the caller owns (team.invitations).',
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (_, args, { principal, services }) =>
+      payload(await services.identity.declineTeamInvitation(principal, String(args.id)), (invitationId) => ({ invitationId })),
   }),
   removeTeamMember: t.field({
     type: resultUnion('RemoveTeamMemberResult', RemoveTeamMemberSuccess, [NotFoundError, ForbiddenError, ConflictError]),
