@@ -6,6 +6,7 @@
  * instead of silently ignored.
  */
 import { LIMITS } from '../domain/endpoint-spec.js';
+import { findTextViolation } from './field-checker.js';
 import { openAIError, type OpenAIError } from './openai-errors.js';
 import type { Result } from './result.js';
 
@@ -62,27 +63,45 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value != null && !Array.isArray(value);
 }
 
+/**
+ * What to say of a number JSON.parse did not keep as the client sent it: a
+ * literal past 1.8e308 reads as Infinity, and one past 2^53 is rounded, so
+ * neither is quoted back as a value the client never sent.
+ */
+function inexact(value: number): string | undefined {
+  const sign = value < 0 ? 'a negative number' : 'a number';
+  if (!Number.isFinite(value)) return `${sign} too large`;
+  if (Math.abs(value) > Number.MAX_SAFE_INTEGER) return `${sign} too large to be read exactly`;
+  return undefined;
+}
+
+const numberText = (value: number): string => inexact(value) ?? String(value);
+
 function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'number') return inexact(value) ?? `number ${value}`;
   return typeof value === 'object' ? 'an object' : `${typeof value} ${JSON.stringify(value)}`;
 }
 
 function optionalNumber(body: Record<string, unknown>, name: string, min: number, max: number): number | undefined {
   const value = body[name];
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'number' || !Number.isFinite(value)) fail(`${name} must be a number (got ${describe(value)})`, name, 'invalid_type');
-  if (value < min || value > max) fail(`${name} must be between ${min} and ${max} (got ${value})`, name);
+  if (typeof value !== 'number') fail(`${name} must be a number (got ${describe(value)})`, name, 'invalid_type');
+  // Infinity is a literal too large for a double (JSON has no Infinity): out of range, like any other.
+  if (!Number.isFinite(value) || value < min || value > max)
+    fail(`${name} must be between ${min} and ${max} (got ${numberText(value)})`, name);
   return value;
 }
 
 function optionalPositiveInteger(body: Record<string, unknown>, name: string, max: number): number | undefined {
   const value = body[name];
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'number' || !Number.isInteger(value))
+  if (typeof value !== 'number' || (Number.isFinite(value) && !Number.isInteger(value)))
     fail(`${name} must be an integer (got ${describe(value)})`, name, 'invalid_type');
-  if (value < 1) fail(`${name} must be at least 1 (got ${value})`, name);
-  if (value > max) fail(`${name} must be at most ${max}, the largest max_token_count an endpoint can have (got ${value})`, name);
+  if (value < 1) fail(`${name} must be at least 1 (got ${numberText(value)})`, name);
+  if (value > max)
+    fail(`${name} must be at most ${max}, the largest max_token_count an endpoint can have (got ${numberText(value)})`, name);
   return value;
 }
 
@@ -207,6 +226,9 @@ function refuseUnsupported(body: Record<string, unknown>): void {
 export function parseChatRequest(body: unknown): ParseResult {
   try {
     if (!isPlainObject(body)) fail(`The request body must be a JSON object (got ${describe(body)})`, null, 'invalid_type');
+    // Every string of the body, those the engine ignores (`name`, `user`) included: free text must be text.
+    const broken = findTextViolation(body, '');
+    if (broken) fail(`${broken.field} ${broken.rule}`, broken.field);
     if (body.model !== undefined && body.model !== null && typeof body.model !== 'string') {
       fail(`model must be a string (got ${describe(body.model)})`, 'model', 'invalid_type');
     }
@@ -235,8 +257,10 @@ export function parseChatRequest(body: unknown): ParseResult {
 
     let seed: number | undefined;
     if (body.seed !== undefined && body.seed !== null) {
-      if (typeof body.seed !== 'number' || !Number.isSafeInteger(body.seed))
+      if (typeof body.seed !== 'number' || (Number.isFinite(body.seed) && !Number.isInteger(body.seed)))
         fail(`seed must be an integer (got ${describe(body.seed)})`, 'seed', 'invalid_type');
+      if (!Number.isSafeInteger(body.seed))
+        fail(`seed must be from ${Number.MIN_SAFE_INTEGER} to ${Number.MAX_SAFE_INTEGER} (got ${numberText(body.seed)})`, 'seed');
       seed = body.seed;
     }
 

@@ -81,3 +81,14 @@ export interface EndpointEventRecord extends EndpointEventInput {
 
 /** Whose events: one endpoint's, or every endpoint's of a project. */
 export type EventScope = { endpointId: string } | { projectId: string };
+
+/** The largest event id: endpoint_events.id is a bigint. */
+const MAX_EVENT_ID = 2n ** 63n - 1n;
+export const EVENT_ID_RULE = `must be an event id: decimal digits, from 0 to ${MAX_EVENT_ID}`;
+
+/** An event id a client sent (a subscription's `after`) in its canonical form, or undefined when it is none. */
+export function parseEventId(text: string): string | undefined {
+  if (!/^\d{1,19}$/.test(text)) return undefined;
+  const id = BigInt(text);
+  return id <= MAX_EVENT_ID ? id.toString() : undefined;
+}

@@ -29,6 +29,9 @@ export const TEXT_RULES = {
 // eslint-disable-next-line no-control-regex -- NUL is what this rule finds
 const NUL = /\u0000/;
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const UNSTORABLE = new RegExp(`${NUL.source}|${LONE_SURROGATE.source}`, 'g');
+/** Blank: nothing but whitespace and format characters (Unicode category Cf: zero-width spaces, bidi controls). */
+const BLANK = /^[\s\p{Cf}]*$/u;
 
 /** The text rule a string breaks, if any. */
 export function textViolation(value: string): string | undefined {
@@ -38,13 +41,25 @@ export function textViolation(value: string): string | undefined {
 }
 
 /**
- * The first string (or member name) inside a decoded JSON value that contains
- * NUL, as a field path under `path` (`advanced.name`, `messages[2].content`).
- * Boundaries run it over whole inputs, so that no NUL reaches a statement
- * whatever the field. Iterative, so that input nested thousands deep is
- * walked, not a stack overflow.
+ * The same text with what TEXT_RULES forbids (NUL, unpaired surrogates)
+ * replaced by U+FFFD: for text the service did not take from a client and
+ * cannot refuse (a model's answer), before it is stored.
  */
-export function findNul(value: unknown, path: string): string | undefined {
+export function storableText(value: string): string {
+  return value.replace(UNSTORABLE, '\ufffd');
+}
+
+/**
+ * The first string (or member name) inside a decoded JSON value that `breaks`
+ * a rule, as a field path under `path` (`advanced.name`, `messages[2].content`)
+ * with the rule. Iterative, so that input nested thousands deep is walked, not
+ * a stack overflow.
+ */
+function findBroken(
+  value: unknown,
+  path: string,
+  breaks: (text: string) => string | undefined,
+): { field: string; rule: string } | undefined {
   type Step = { value: unknown; parent: Step | undefined; key: string | number | undefined };
   const pathOf = (step: Step | undefined, last?: string): string => {
     const parts: string[] = last === undefined ? [] : [last];
@@ -57,16 +72,48 @@ export function findNul(value: unknown, path: string): string | undefined {
     const step = stack.pop()!;
     const current = step.value;
     if (typeof current === 'string') {
-      if (NUL.test(current)) return pathOf(step);
+      const rule = breaks(current);
+      if (rule) return { field: pathOf(step), rule };
     } else if (Array.isArray(current)) {
       for (let i = current.length - 1; i >= 0; i--) stack.push({ value: current[i], parent: step, key: i });
     } else if (typeof current === 'object' && current !== null) {
       const entries = Object.entries(current);
-      for (const [key] of entries) if (NUL.test(key)) return pathOf(step, `.${key}`);
+      for (const [key] of entries) {
+        const rule = breaks(key);
+        if (rule) return { field: pathOf(step, `.${key}`), rule };
+      }
       for (let i = entries.length - 1; i >= 0; i--) stack.push({ value: entries[i]![1], parent: step, key: entries[i]![0] });
     }
   }
   return undefined;
+}
+
+/**
+ * Where a decoded JSON value holds NUL, which no field may (PostgreSQL cannot
+ * store it): boundaries run it over whole inputs, so that no NUL reaches a
+ * statement whatever the field.
+ */
+export function findNul(value: unknown, path: string): string | undefined {
+  return findBroken(value, path, (text) => (NUL.test(text) ? TEXT_RULES.nul : undefined))?.field;
+}
+
+/** The first string (or member name) inside a decoded JSON value that breaks a text rule, with the rule. */
+export function findTextViolation(value: unknown, path: string): { field: string; rule: string } | undefined {
+  return findBroken(value, path, textViolation);
+}
+
+/**
+ * Timestamps a client sends: ones PostgreSQL's timestamptz holds, and a
+ * calendar can show (JavaScript's dates reach year 275760, PostgreSQL's
+ * 294276, but not back to -271821).
+ */
+export const TIMESTAMP_RANGE = { min: new Date('0001-01-01T00:00:00.000Z'), max: new Date('9999-12-31T23:59:59.999Z') } as const;
+export const TIMESTAMP_RULE = 'must be an ISO 8601 timestamp from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z';
+
+/** The timestamp rule a date breaks (an invalid Date: text that is no timestamp), if any. */
+export function timestampViolation(date: Date): string | undefined {
+  const time = date.getTime();
+  return Number.isNaN(time) || time < TIMESTAMP_RANGE.min.getTime() || time > TIMESTAMP_RANGE.max.getTime() ? TIMESTAMP_RULE : undefined;
 }
 
 export class FieldChecker {
@@ -106,7 +153,8 @@ export class FieldChecker {
     if (value === undefined || value === null) return rule.required ? this.fail(field, 'is required') : undefined;
     if (typeof value !== 'string') return this.fail(field, 'must be a string');
     const min = rule.minLength ?? 1;
-    if (value.trim().length < min) return this.fail(field, min === 1 ? 'must not be empty' : `must have at least ${min} characters`);
+    if (BLANK.test(value)) return this.fail(field, 'must not be empty');
+    if (value.trim().length < min) return this.fail(field, `must have at least ${min} characters`);
     if (value.length > rule.maxLength) return this.fail(field, `must be at most ${rule.maxLength} characters`);
     if (CONTROL_CHARS.test(value)) return this.fail(field, 'must not contain control characters');
     if (LONE_SURROGATE.test(value)) return this.fail(field, TEXT_RULES.surrogate);

@@ -5,13 +5,16 @@
  * buffer as one batch per interval, hands it to the observers (Prometheus,
  * live figures), then writes it: the request log, the captured content of
  * endpoints with content logging on, the per-minute roll-ups, and the
- * last-request times, one statement each.
+ * last-request times, one statement each. A batch the database refuses for
+ * one bad row (a value out of a column's range) is written again row by row,
+ * so that only that row is lost, and logged.
  *
  * While a write is still running, outcomes keep collecting; past
  * `maxBuffered` of them, new ones are dropped and counted (`dropped`), never
  * waited for: a slow database costs samples, not request latency.
  */
 import type { Sql } from '../storage/database.js';
+import { isDatabaseUnavailable } from '../storage/database-errors.js';
 import { addMinutes } from '../storage/metrics-repository.js';
 import {
   insertContent,
@@ -116,12 +119,11 @@ export class RequestRecorder {
   private async write(entries: readonly RecordedRequest[]): Promise<void> {
     if (entries.length === 0) return;
     const served = entries.filter((e) => !e.refused);
-    let ids: string[] = [];
-    try {
-      ids = await insertRequestLog(this.sql, served.map(withoutExtras));
-    } catch (error) {
-      this.log('recording requests failed', error);
-    }
+    const ids = await this.rowByRowOnFailure(
+      served,
+      (batch) => insertRequestLog(this.sql, batch.map(withoutExtras)),
+      (failed, total, error) => this.log(`recording requests failed (${failed} of ${total})`, error),
+    );
     const content: ContentRow[] = [];
     served.forEach((entry, i) => {
       const id = ids[i];
@@ -134,12 +136,18 @@ export class RequestRecorder {
         response: entry.content.response(),
       });
     });
-    try {
-      await insertContent(this.sql, content);
-    } catch (error) {
-      // The statement's parameters hold content: only the message is logged.
-      this.log(`recording content logs failed: ${(error as Error).message}`);
-    }
+    await this.rowByRowOnFailure(
+      content,
+      async (batch) => (await insertContent(this.sql, batch), []),
+      // The statement's parameters hold content: only the message, and the request-log ids of the rows lost, are logged.
+      (failed, total, error, lost) => {
+        const ids = lost.slice(0, 10).map((r) => r.requestLogId);
+        const more = lost.length > ids.length ? ', …' : '';
+        this.log(
+          `recording content logs failed (${failed} of ${total}; request-log ids ${ids.join(', ')}${more}): ${(error as Error).message}`,
+        );
+      },
+    );
     const minutes = rollUp(entries);
     try {
       await addMinutes(this.sql, minutes);
@@ -147,6 +155,44 @@ export class RequestRecorder {
     } catch (error) {
       this.log('recording request metrics failed', error);
     }
+  }
+
+  /**
+   * Writes `rows` in one statement; if the database refuses the batch (not
+   * an outage), writes them again one by one, so that one bad row loses
+   * only itself. Returns what `insert` returned for each row (undefined for
+   * a row not written), and reports the rows that still failed once.
+   */
+  private async rowByRowOnFailure<R, T>(
+    rows: readonly R[],
+    insert: (batch: readonly R[]) => Promise<T[]>,
+    report: (failed: number, total: number, error: unknown, lost: R[]) => void,
+  ): Promise<(T | undefined)[]> {
+    if (rows.length === 0) return [];
+    let batchError: unknown;
+    try {
+      return await insert(rows);
+    } catch (error) {
+      batchError = error;
+    }
+    if (rows.length === 1 || isDatabaseUnavailable(batchError)) {
+      report(rows.length, rows.length, batchError, [...rows]);
+      return [];
+    }
+    const results: (T | undefined)[] = [];
+    const lost: R[] = [];
+    let lastError: unknown;
+    for (const row of rows) {
+      try {
+        results.push((await insert([row]))[0]);
+      } catch (error) {
+        results.push(undefined);
+        lost.push(row);
+        lastError = error;
+      }
+    }
+    if (lost.length > 0) report(lost.length, rows.length, lastError, lost);
+    return results;
   }
 
   async close(): Promise<void> {

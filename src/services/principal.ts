@@ -14,7 +14,7 @@ import { findKeyHolder, touchApiKey } from '../storage/identity-repository.js';
 
 export interface Principal {
   user: UserRecord;
-  /** Team id to the caller's role in it. */
+  /** Team id to the caller's role in it: accepted memberships only (an invitation is none). */
   memberships: ReadonlyMap<string, TeamRole>;
   /** The team named by the team header, or the caller's default team. */
   actingTeamId: string | null;
@@ -40,10 +40,29 @@ export function isTeamOwner(principal: Principal, teamId: string): boolean {
   return principal.user.isAdmin || principal.memberships.get(teamId) === 'OWNER';
 }
 
+/**
+ * Whether the caller's additions to a team take effect at once: the system
+ * (the admin CLI) and admins add members; a team owner's addition of someone
+ * not yet in the team is an invitation, which grants nothing until the
+ * invitee accepts it (`memberships` holds accepted memberships only).
+ */
+export function addsMembersDirectly(principal: Principal | 'system'): boolean {
+  return principal === 'system' || principal.user.isAdmin;
+}
+
 function bearerToken(authorization: string | null | undefined): string | undefined {
   if (!authorization) return undefined;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
   return match?.[1];
+}
+
+/** The most of a header value an error quotes back (a team id is 18 characters; a header may be kilobytes). */
+export const MAX_ECHOED_CHARS = 64;
+
+/** A client's value as an error quotes it: at most MAX_ECHOED_CHARS characters, then `…`. */
+function echoed(value: string): string {
+  const chars = Array.from(value);
+  return chars.length > MAX_ECHOED_CHARS ? `${chars.slice(0, MAX_ECHOED_CHARS).join('')}…` : value;
 }
 
 /**
@@ -69,7 +88,7 @@ export async function authenticate(
   const memberships = new Map(holder.memberships.map((m) => [m.teamId, m.role]));
   const team = teamHeader?.trim();
   if (team) {
-    if (!memberships.has(team)) return fail(forbidden(`you are not a member of team '${team}'`));
+    if (!memberships.has(team)) return fail(forbidden(`you are not a member of team '${echoed(team)}'`));
     return ok({ user, memberships, actingTeamId: team, keyId: holder.keyId });
   }
   const fallback = user.defaultTeamId && memberships.has(user.defaultTeamId) ? user.defaultTeamId : [...memberships.keys()][0];

@@ -1,5 +1,6 @@
 /** SQL for the endpoints' append-only event log, which live subscribers follow. */
-import type { EndpointEventInput, EndpointEventRecord, EventScope } from '../domain/endpoint.js';
+import { EVENT_ID_RULE, parseEventId, type EndpointEventInput, type EndpointEventRecord, type EventScope } from '../domain/endpoint.js';
+import { invalidInputError } from '../domain/errors.js';
 import type { Queryable } from './database.js';
 import { EVENT_COLUMNS, toEvent, type EventRow } from './endpoint-rows.js';
 
@@ -28,8 +29,9 @@ export async function insertEvent(db: Queryable, event: EndpointEventInput): Pro
 const scopeFilter = (db: Queryable, scope: EventScope) =>
   'endpointId' in scope ? db`endpoint_id = ${scope.endpointId}` : db`project_id = ${scope.projectId}`;
 
-/** Events of an endpoint or a project after an event id, oldest first. */
+/** Events of an endpoint or a project after an event id (`after`, checked here too: never a cast error), oldest first. */
 export async function listEvents(db: Queryable, scope: EventScope, afterId = '0', limit = 1000): Promise<EndpointEventRecord[]> {
+  if (parseEventId(afterId) === undefined) throw invalidInputError([{ field: 'after', message: EVENT_ID_RULE }]);
   const filter = scopeFilter(db, scope);
   const rows = await db<EventRow[]>`
     SELECT ${db.unsafe(EVENT_COLUMNS)} FROM endpoint_events

@@ -1,4 +1,5 @@
 /** SQL for the request log, the opt-in content logs, request activity and the endpoints' last-request time. */
+import { storableText } from '../domain/field-checker.js';
 import type { Queryable } from './database.js';
 
 export interface RequestLogEntry {
@@ -70,6 +71,17 @@ export interface ContentRow {
 }
 
 /**
+ * Captured content as jsonb text. jsonb cannot hold NUL (`\u0000`) or an
+ * unpaired surrogate (`\ud800`), and one such string would fail the whole
+ * batch: a client's messages are refused with them (chat-request.ts), but a
+ * model's answer may hold them, so every string is stored with them replaced
+ * by U+FFFD (field-checker.ts, storableText).
+ */
+function storableJson(value: unknown): string {
+  return JSON.stringify(value, (_key, member: unknown) => (typeof member === 'string' ? storableText(member) : member));
+}
+
+/**
  * Stores captured content, but only for endpoints that are not deleted and
  * whose current version still has content logging on (turning it off stops
  * capture at once, even for answers finished just before). The endpoint row
@@ -82,8 +94,8 @@ export async function insertContent(db: Queryable, rows: readonly ContentRow[]):
     INSERT INTO request_content (request_log_id, endpoint_id, version_index, messages, response)
     SELECT c.id::bigint, c.endpoint_id, c.version_index, c.messages::jsonb, c.response::jsonb
     FROM unnest(${rows.map((r) => r.requestLogId)}::text[], ${rows.map((r) => r.endpointId)}::text[],
-      ${rows.map((r) => r.versionIndex)}::int[], ${rows.map((r) => JSON.stringify(r.messages))}::text[],
-      ${rows.map((r) => JSON.stringify(r.response))}::text[]) AS c(id, endpoint_id, version_index, messages, response)
+      ${rows.map((r) => r.versionIndex)}::int[], ${rows.map((r) => storableJson(r.messages))}::text[],
+      ${rows.map((r) => storableJson(r.response))}::text[]) AS c(id, endpoint_id, version_index, messages, response)
     JOIN endpoints e ON e.id = c.endpoint_id AND e.deleted_at IS NULL
     JOIN endpoint_versions v ON v.endpoint_id = e.id AND v.version_index = e.current_version AND v.enable_content_logging
     FOR SHARE OF e

@@ -5,12 +5,16 @@
  * Without it, a sentinel in the prompts is found in no column of any table,
  * in no log line and in no file the replicas write; turning it off stops
  * capture at once; deleting the endpoint deletes its content logs; retention
- * deletes old rows.
+ * deletes old rows. Text PostgreSQL's jsonb cannot hold never costs other
+ * requests their logs: a client's is refused, a model's is stored replaced,
+ * and a row the database still refuses loses only itself.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { MetricsUpkeep } from '../../src/services/metrics-upkeep.js';
 import { createLogger } from '../../src/log.js';
+import { ContentCapture } from '../../src/router/content-capture.js';
+import { RequestRecorder, type RecordedRequest } from '../../src/router/request-recorder.js';
 import { startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
 import { ask, chat, filesHolding, graphql, tablesHolding, type Answer } from './traffic.js';
 
@@ -23,6 +27,8 @@ let t: TestApp;
 let alice: SeededUser;
 let plain: string;
 let logged: string;
+/** Content logging on, for the text PostgreSQL cannot hold. */
+let unicode: string;
 /** Every line the test process (gateway, controller, recorder) writes to its console. */
 const captured: string[] = [];
 
@@ -62,8 +68,15 @@ beforeAll(async () => {
     autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
     advanced: { max_batch_size: 4, enable_content_logging: true },
   });
+  unicode = await project.endpoint({
+    name: 'unicode',
+    hfModelRepo: TINY_REPO,
+    autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+    advanced: { max_batch_size: 4, enable_content_logging: true },
+  });
   await waitForStatus(t.sql, plain, 'RUNNING');
   await waitForStatus(t.sql, logged, 'RUNNING');
+  await waitForStatus(t.sql, unicode, 'RUNNING');
   // Without content logging: streamed, not streamed, and one refused (over max_token_count).
   for (let i = 0; i < 2; i++) expect((await ask(t, alice.key, plain, PLAIN_SENTINEL, i === 0, i)).status).toBe(200);
   const refused = await chat(t, alice.key, { model: plain, messages: [{ role: 'user', content: PLAIN_SENTINEL }], max_tokens: 5000 });
@@ -135,6 +148,88 @@ describe('content logs', () => {
     const deleted = await alice.rest('DELETE', `/dedicated/beta/endpoint/${logged}`);
     expect(deleted.status).toBe(200);
     expect(await tablesHolding(t, LOGGED_SENTINEL)).toEqual([]);
+  });
+});
+
+describe('text that jsonb cannot hold', () => {
+  const CONTENT_QUERY = `
+    query ($id: ID!) { endpoint(id: $id) { requests(first: 50) { nodes { replicaId status content { messages content } } } } }`;
+
+  test('a request with an unpaired surrogate is refused (400 naming it); one sent beside it is still logged', async () => {
+    const [a, b] = await Promise.all([
+      chat(t, alice.key, { model: unicode, messages: [{ role: 'user', content: 'AAA-normal-1' }], max_tokens: 4, temperature: 0 }),
+      chat(t, alice.key, { model: unicode, messages: [{ role: 'user', content: 'BBB-\ud800' }], max_tokens: 4, temperature: 0 }),
+    ]);
+    expect(a.status).toBe(200);
+    await a.text();
+    expect(b.status).toBe(400);
+    expect(((await b.json()) as { error: unknown }).error).toEqual({
+      message: 'messages[0].content must be valid Unicode text (it contains an unpaired UTF-16 surrogate)',
+      type: 'invalid_request_error',
+      param: 'messages[0].content',
+      code: 'invalid_value',
+    });
+    const nodes = await waitFor('the content log of A', async () => {
+      const result = await graphql(alice, CONTENT_QUERY, { id: unicode });
+      const found = result.data.endpoint.requests.nodes as any[];
+      return found.some((n) => n.content) ? found : undefined;
+    });
+    expect(nodes).toHaveLength(1);
+    expect(nodes[0].content.messages).toEqual([{ role: 'user', content: 'AAA-normal-1' }]);
+    expect(captured.filter((line) => line.includes('recording content logs failed'))).toEqual([]);
+  });
+
+  test("NUL and lone surrogates in a model's answer are stored replaced; a row the database still refuses loses only itself", async () => {
+    const lines: string[] = [];
+    const recorder = new RequestRecorder(t.sql, 60_000, (message) => lines.push(message));
+    const answer = (content: string, versionIndex = 0) => {
+      const capture = new ContentCapture([{ role: 'user', content: `prompt of ${content.slice(0, 4)}` }], versionIndex);
+      capture.wholeBody(Buffer.from(JSON.stringify({ choices: [{ message: { content }, finish_reason: 'stop' }] })));
+      return capture;
+    };
+    const entry = (replicaId: string, overrides: Partial<RecordedRequest>): RecordedRequest => ({
+      endpointId: unicode,
+      replicaId,
+      teamId: alice.teamId,
+      userId: alice.user.id,
+      stream: false,
+      httpStatus: 200,
+      promptTokens: 3,
+      completionTokens: 4,
+      ttftMs: 1,
+      durationMs: 2,
+      queuedMs: 0,
+      finishReason: 'stop',
+      cancelled: false,
+      startedAt: new Date(),
+      ...overrides,
+    });
+    const badVersion = answer('lost with its row', 2 ** 31); // past the int column: the content batch fails
+    recorder.record(entry('rp_good', { content: answer('GOOD-OUTPUT') }));
+    recorder.record(entry('rp_unstorable', { content: answer('out\u0000put \ud800 end \udc00') }));
+    recorder.record(entry('rp_bad_content', { content: badVersion }));
+    recorder.record(entry('rp_bad_log', { promptTokens: 2 ** 31, content: answer('never logged') })); // the request-log batch fails
+    recorder.record(entry('rp_after', { content: answer('AFTER-OUTPUT') }));
+    await recorder.close();
+
+    const rows = await t.sql<{ replica_id: string; content: string | null }[]>`
+      SELECT r.replica_id, c.response->>'content' AS content FROM request_log r LEFT JOIN request_content c ON c.request_log_id = r.id
+      WHERE r.endpoint_id = ${unicode} AND r.replica_id LIKE 'rp\_%' ORDER BY r.id`;
+    expect(rows).toEqual([
+      { replica_id: 'rp_good', content: 'GOOD-OUTPUT' },
+      { replica_id: 'rp_unstorable', content: 'out\ufffdput \ufffd end \ufffd' },
+      { replica_id: 'rp_bad_content', content: null },
+      { replica_id: 'rp_after', content: 'AFTER-OUTPUT' },
+    ]);
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toBe('recording requests failed (1 of 5)');
+    expect(lines[1]).toMatch(/^recording content logs failed \(1 of 4; request-log ids \d+\): .*out of range/);
+    expect(lines.join('\n')).not.toContain('lost with its row');
+
+    // Read back over GraphQL as stored.
+    const result = await graphql(alice, CONTENT_QUERY, { id: unicode });
+    const stored = (result.data.endpoint.requests.nodes as any[]).find((n) => n.replicaId === 'rp_unstorable');
+    expect(stored.content.content).toBe('out\ufffdput \ufffd end \ufffd');
   });
 });
 

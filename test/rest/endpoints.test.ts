@@ -65,6 +65,17 @@ describe('POST /dedicated/beta/endpoint', () => {
     expect(after[0]!.n).toBe(before[0]!.n);
   });
 
+  test('a name of only invisible characters (format characters, bidi controls) or whitespace is blank: 400', async () => {
+    for (const name of ['\u202e\u200b', '\u200b', '\ufeff \u2060', '\u3000\t']) {
+      const res = await alice.rest('POST', '/dedicated/beta/endpoint', createBody(project.id, { name }));
+      expect(res.status, JSON.stringify(name)).toBe(400);
+      expect(res.body.error.details.fields).toEqual([{ field: 'name', message: 'must not be empty' }]);
+    }
+    // A visible name with a format character in it (an emoji sequence joined by U+200D) stays fine.
+    const joined = await alice.rest('POST', '/dedicated/beta/endpoint', createBody(project.id, { name: 'team \u{1f469}\u200d\u{1f4bb}' }));
+    expect(joined.status).toBe(200);
+  });
+
   test('cross-field rules: minReplica <= maxReplica, max_input_length <= max_token_count', async () => {
     const res = await alice.rest(
       'POST',
@@ -173,6 +184,11 @@ describe('authentication and tenancy', () => {
     const forbidden = await bob.rest('GET', '/dedicated/beta/endpoint', undefined, { 'x-friendli-team': alice.teamId });
     expect(forbidden.status).toBe(403);
     expect(forbidden.body.error).toEqual({ code: 'FORBIDDEN', message: `you are not a member of team '${alice.teamId}'` });
+    // A header kilobytes long is quoted back cut to 64 characters.
+    const long = `team_${'x'.repeat(5000)}`;
+    const capped = await bob.rest('GET', '/dedicated/beta/endpoint', undefined, { 'x-friendli-team': long });
+    expect(capped.status).toBe(403);
+    expect(capped.body.error).toEqual({ code: 'FORBIDDEN', message: `you are not a member of team '${long.slice(0, 64)}…'` });
 
     // Alice adds Bob to her team; listing with the alias header now shows her team's endpoints.
     const added = await t.services.identity.addTeamMember('system', { teamId: alice.teamId, user: bob.user.email });
@@ -432,6 +448,36 @@ describe('lifecycle actions', () => {
     expect(restarted.body).toMatchObject({ status: 'INITIALIZING', phase: 'REQUESTING_VIRTUAL_MACHINE', errorCode: null });
   });
 
+  test('the actions and DELETE take no body: members are 400s naming them; empty, null and {} are fine', async () => {
+    const id = await project.endpoint();
+    await t.setStatus(id, 'RUNNING');
+    const before = await t.sql`SELECT count(*)::int AS n FROM endpoint_events WHERE endpoint_id = ${id}`;
+    for (const action of ['sleep', 'wake', 'restart', 'terminate']) {
+      const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/${action}`, { force: true, replicas: 0 });
+      expect(res.status, action).toBe(400);
+      expect(res.body.error).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        details: {
+          fields: [
+            { field: 'force', message: 'is not a known field' },
+            { field: 'replicas', message: 'is not a known field' },
+          ],
+        },
+      });
+    }
+    const list = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`, [1]);
+    expect(list.status).toBe(400);
+    expect(list.body.error.details.fields).toEqual([{ field: 'body', message: 'must be empty: this route takes no body' }]);
+    const deleted = await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`, { cascade: true });
+    expect(deleted.status).toBe(400);
+    expect(deleted.body.error.details.fields).toEqual([{ field: 'cascade', message: 'is not a known field' }]);
+    // Nothing happened.
+    expect(await t.sql`SELECT count(*)::int AS n FROM endpoint_events WHERE endpoint_id = ${id}`).toEqual(before);
+    expect((await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`, {})).body.status).toBe('SLEEPING');
+    expect((await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/wake`, 'null')).body.status).toBe('AWAKING');
+    expect((await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/terminate`)).body.status).toBe('TERMINATING');
+  });
+
   test('disallowed actions are 409 INVALID_TRANSITION naming the status', async () => {
     const id = await project.endpoint();
     const cases: [string, string][] = [
@@ -516,6 +562,44 @@ describe('lifecycle actions', () => {
 });
 
 describe('the server', () => {
+  test('a method a route does not take is 405 with Allow, in the error shape; HEAD is GET without the body', async () => {
+    const id = await project.endpoint();
+    const cases: [string, string, string][] = [
+      ['PATCH', `/dedicated/beta/endpoint/${id}`, 'GET, HEAD, PUT, DELETE'],
+      ['POST', `/dedicated/beta/endpoint/${id}/status`, 'GET, HEAD'],
+      ['GET', `/dedicated/beta/endpoint/${id}/sleep`, 'PUT'],
+      ['DELETE', '/dedicated/beta/endpoint', 'POST, GET, HEAD'],
+      ['PUT', '/dedicated/endpoint/wandb-artifact-create', 'POST'],
+    ];
+    for (const [method, path, allow] of cases) {
+      const res = await alice.rest(method, path);
+      expect(res.status, `${method} ${path}`).toBe(405);
+      expect(res.headers.get('allow')).toBe(allow);
+      expect(res.body).toEqual({
+        error: { code: 'METHOD_NOT_ALLOWED', message: `${path} does not accept ${method}: it accepts ${allow}` },
+      });
+    }
+    // Nothing was changed by the PATCH or the GET of an action.
+    expect((await alice.rest('GET', `/dedicated/beta/endpoint/${id}/status`)).body.status).toBe('INITIALIZING');
+
+    for (const path of [
+      `/dedicated/beta/endpoint/${id}/status`,
+      `/dedicated/beta/endpoint/${id}`,
+      `/dedicated/beta/endpoint?projectId=${project.id}`,
+    ]) {
+      const get = await fetch(new URL(path, t.url), { headers: { authorization: `Bearer ${alice.key}` } });
+      const head = await fetch(new URL(path, t.url), { method: 'HEAD', headers: { authorization: `Bearer ${alice.key}` } });
+      expect(head.status, path).toBe(200);
+      expect(head.headers.get('content-type')).toBe(get.headers.get('content-type'));
+      expect(head.headers.get('content-length')).toBe(String(Buffer.byteLength(await get.text())));
+      expect(await head.text()).toBe('');
+    }
+    const unauthenticated = await fetch(new URL(`/dedicated/beta/endpoint/${id}`, t.url), { method: 'HEAD' });
+    expect(unauthenticated.status).toBe(401);
+    // An unknown path stays 404, whatever the method.
+    expect((await alice.rest('PATCH', '/dedicated/beta/nothing')).status).toBe(404);
+  });
+
   test('health checks need no key; unknown routes are 404 in the error shape', async () => {
     expect(await (await fetch(new URL('/healthz', t.url))).json()).toEqual({ status: 'ok' });
     expect(await (await fetch(new URL('/readyz', t.url))).json()).toEqual({ status: 'ready' });

@@ -146,6 +146,8 @@ describe('none (the production default)', () => {
     expect(list.status).toBe(200);
     expect(corsHeaders(list)).toEqual({});
     const options = await rawGet(none.port, '/dedicated/beta/endpoint', { authorization: `Bearer ${alice.key}` }, 'OPTIONS');
-    expect(options.status).toBe(404);
+    // The route's answer to a method it does not take: 405 with the methods it does.
+    expect(options.status).toBe(405);
+    expect(options.headers.allow).toBe('POST, GET, HEAD');
   });
 });

@@ -7,11 +7,15 @@
  * sent as text/plain).
  */
 import { beforeAll, describe, expect, test } from 'vitest';
+import { EVENT_ID_RULE } from '../../src/domain/endpoint.js';
 import { httpStatusOf } from '../../src/domain/errors.js';
+import { TIMESTAMP_RULE } from '../../src/domain/field-checker.js';
 import { failureOf } from '../../src/http/failures.js';
 import { openAIErrorOf } from '../../src/http/rest/chat-errors.js';
 import { restErrorOf } from '../../src/http/rest/errors.js';
+import { waitFor } from '../support/app.js';
 import { startTestGateway, createBody, type SeededUser, type TestGateway } from '../support/gateway.js';
+import { openSocket } from '../support/live-clients.js';
 
 let g: TestGateway;
 let alice: SeededUser;
@@ -323,6 +327,85 @@ describe('GraphQL', () => {
     }
   });
 
+  test("a subscription's `after` that is no event id is INVALID_ARGUMENT naming after (it reached PostgreSQL as a bigint cast)", async () => {
+    const STATUS = 'subscription($id: ID!, $after: ID) { endpointStatus(endpointId: $id, after: $after) { status { status } } }';
+    const EVENTS = 'subscription($p: ID!, $after: ID) { endpointEvents(projectId: $p, after: $after) { id } }';
+    const s = await openSocket(g.url, { authorization: `Bearer ${alice.key}` });
+    const bad = ['abc', '99999999999999999999999', '9223372036854775808', '-1', '1.5', '1e3', ' 1', ''];
+    bad.forEach((after, i) => {
+      s.subscribe(`status-${i}`, STATUS, { id: endpointId, after });
+      s.subscribe(`events-${i}`, EVENTS, { p: projectId, after });
+    });
+    s.subscribe('literal', `subscription { endpointStatus(endpointId: "${endpointId}", after: "abc") { status { status } } }`);
+    const ids = [...bad.flatMap((_, i) => [`status-${i}`, `events-${i}`]), 'literal'];
+    await waitFor('every refusal', async () => ids.every((id) => s.of(id).length > 0), 5000);
+    for (const id of ids) {
+      const first = s.of(id)[0]!;
+      const errors = (first.type === 'error' ? first.payload : first.payload.errors) as { message: string; extensions: unknown }[];
+      expect(errors, id).toHaveLength(1);
+      expect(errors[0]!.extensions, id).toEqual({ code: 'INVALID_ARGUMENT', fields: [{ field: 'after', message: EVENT_ID_RULE }] });
+      expect(errors[0]!.message).not.toMatch(/bigint|database/);
+    }
+    // The largest event id, and 0, are positions to resume from.
+    s.subscribe('largest', STATUS, { id: endpointId, after: '9223372036854775807' });
+    s.subscribe('zero', EVENTS, { p: projectId, after: '0' });
+    await waitFor('the replay from 0', async () => s.of('zero').some((m) => m.type === 'next'), 5000);
+    expect(s.of('zero').every((m) => m.type === 'next' && m.payload.data.endpointEvents.id)).toBe(true);
+    expect(s.of('largest')).toEqual([]);
+    s.socket.close();
+  });
+
+  test('a DateTime that is no timestamp, or one PostgreSQL cannot hold, is a 400 naming the argument (not database text)', async () => {
+    const METRICS =
+      'query($id: ID!, $from: DateTime!, $to: DateTime) { endpoint(id: $id) { metrics(from: $from, to: $to) { stepSeconds } } }';
+    const REQUESTS = 'query($id: ID!, $filter: RequestActivityFilter) { endpoint(id: $id) { requests(filter: $filter) { nodes { id } } } }';
+    const cases: [string, Record<string, unknown>, string[]][] = [
+      [METRICS, { from: '-271821-04-20T00:00:00.000Z' }, ['from']],
+      [METRICS, { from: '2024-01-01T00:00:00Z', to: '+275760-09-13T00:00:00.000Z' }, ['to']],
+      [METRICS, { from: '0000-12-31T23:59:59.999Z' }, ['from']],
+      [METRICS, { from: 'not a date', to: '' }, ['from', 'to']],
+      [REQUESTS, { filter: { from: '-271821-04-20T00:00:00.000Z', to: '+010000-01-01T00:00:00Z' } }, ['filter.from', 'filter.to']],
+      [REQUESTS, { filter: { to: 'yesterday' } }, ['filter.to']],
+    ];
+    for (const [query, variables, fields] of cases) {
+      const res = await post(JSON.stringify({ query, variables: { id: endpointId, ...variables } }));
+      const what = JSON.stringify(variables);
+      expect(res.status, what).toBe(400);
+      expect(res.body.errors, what).toHaveLength(1);
+      expect(res.body.errors[0].extensions, what).toEqual({
+        code: 'INVALID_ARGUMENT',
+        fields: fields.map((field) => ({ field, message: TIMESTAMP_RULE })),
+      });
+      expect(JSON.stringify(res.body)).not.toMatch(/time zone|database|Unexpected error/);
+    }
+    // Literals too.
+    const literal = await post(
+      JSON.stringify({
+        query: `query { endpoint(id: "${endpointId}") { requests(filter: { from: "-271821-04-20T00:00:00.000Z" }) { nodes { id } } } }`,
+      }),
+    );
+    expect(literal.status).toBe(400);
+    expect(literal.body.errors[0].extensions.fields).toEqual([{ field: 'filter.from', message: TIMESTAMP_RULE }]);
+    const metrics = await post(
+      JSON.stringify({ query: `query { endpoint(id: "${endpointId}") { metrics(from: "-271821-04-20T00:00:00.000Z") { stepSeconds } } }` }),
+    );
+    expect(metrics.body.errors[0].extensions.fields).toEqual([{ field: 'from', message: TIMESTAMP_RULE }]);
+    // The ends of the range are fine.
+    const ends = await post(
+      JSON.stringify({
+        query: REQUESTS,
+        variables: { id: endpointId, filter: { from: '0001-01-01T00:00:00.000Z', to: '9999-12-31T23:59:59.999Z' } },
+      }),
+    );
+    expect(ends.status).toBe(200);
+    expect(ends.body.data.endpoint.requests.nodes).toEqual([]);
+    const first = await post(
+      JSON.stringify({ query: METRICS, variables: { id: endpointId, from: '0001-01-01T00:00:00Z', to: '0001-01-01T02:00:00Z' } }),
+    );
+    expect(first.status).toBe(200);
+    expect(first.body.data.endpoint.metrics.stepSeconds).toBe(60);
+  });
+
   test('stored-text rules hold over GraphQL too', async () => {
     const res = await post(
       JSON.stringify({
@@ -360,6 +443,81 @@ describe('chat', () => {
     const broken = await chat('{"model":');
     expect(broken.status).toBe(400);
     expect(broken.body.error).toMatchObject({ type: 'invalid_request_error', param: 'body', code: 'invalid_json' });
+  });
+});
+
+describe('chat: text and numbers', () => {
+  const chat = (body: string) => raw('POST', '/dedicated/v1/chat/completions', { body, headers: JSON_TYPE });
+
+  test('an unpaired surrogate in any text of a chat request is a 400 naming it (it failed the content log batch)', async () => {
+    const hi = [{ role: 'user', content: 'hi' }];
+    const cases: [Record<string, unknown>, string][] = [
+      [{ messages: [{ role: 'user', content: 'BBB-\ud800' }] }, 'messages[0].content'],
+      [
+        {
+          messages: [
+            {
+              role: 'user',
+              content: [
+                { type: 'text', text: 'ok' },
+                { type: 'text', text: '\udc00x' },
+              ],
+            },
+          ],
+        },
+        'messages[0].content[1].text',
+      ],
+      [{ messages: [{ role: 'user', content: 'hi', name: 'bob\ud83d' }] }, 'messages[0].name'],
+      [{ messages: hi, stop: ['ok', 'end\udfff'] }, 'stop[1]'],
+      [{ messages: hi, stop: '\ud800' }, 'stop'],
+      [{ messages: hi, user: '\ud800' }, 'user'],
+      [{ messages: hi, chat_template_kwargs: { reasoning_effort: 'low\udc00' } }, 'chat_template_kwargs.reasoning_effort'],
+    ];
+    for (const [body, param] of cases) {
+      const res = await chat(JSON.stringify({ model: endpointId, ...body }));
+      expect(res.status, param).toBe(400);
+      expect(res.body).toEqual({
+        error: {
+          message: `${param} must be valid Unicode text (it contains an unpaired UTF-16 surrogate)`,
+          type: 'invalid_request_error',
+          param,
+          code: 'invalid_value',
+        },
+      });
+    }
+    // A proper pair is text: the request gets past the parser, to the model lookup.
+    const pair = await chat(JSON.stringify({ model: 'ep_nosuchmodel', messages: [{ role: 'user', content: 'emoji \ud83d\ude00' }] }));
+    expect(pair.status).toBe(404);
+    expect(pair.body.error).toMatchObject({ param: 'model' });
+  });
+
+  test('a number JSON cannot hold exactly is described, never quoted as a value the client did not send', async () => {
+    const base = `{"model":"${endpointId}","messages":[{"role":"user","content":"hi"}]`;
+    const cases: [string, string, string][] = [
+      ['"temperature":1e400', 'temperature', 'temperature must be between 0 and 2 (got a number too large)'],
+      ['"top_p":-1e400', 'top_p', 'top_p must be between 0 and 1 (got a negative number too large)'],
+      [
+        '"seed":9007199254740993',
+        'seed',
+        'seed must be from -9007199254740991 to 9007199254740991 (got a number too large to be read exactly)',
+      ],
+      ['"seed":1e400', 'seed', 'seed must be from -9007199254740991 to 9007199254740991 (got a number too large)'],
+      [
+        '"max_tokens":99999999999999999999',
+        'max_tokens',
+        'max_tokens must be at most 1048576, the largest max_token_count an endpoint can have (got a number too large to be read exactly)',
+      ],
+      ['"max_tokens":-1e400', 'max_tokens', 'max_tokens must be at least 1 (got a negative number too large)'],
+    ];
+    for (const [member, param, message] of cases) {
+      const res = await chat(`${base},${member}}`);
+      expect(res.status, member).toBe(400);
+      expect(res.body.error).toMatchObject({ type: 'invalid_request_error', param, message });
+      expect(res.body.error.message).not.toMatch(/null|9007199254740992|100000000000000000000/);
+    }
+    // Exact numbers are still quoted.
+    const exact = await chat(`${base},"temperature":2.5}`);
+    expect(exact.body.error.message).toBe('temperature must be between 0 and 2 (got 2.5)');
   });
 });
 

@@ -224,7 +224,9 @@ describe('configured limits (small gateway), introspection off', () => {
     expect(page.status).toBe(404);
     const text = await page.text();
     expect(text).not.toContain('renderYogaGraphiQL');
-    expect(JSON.parse(text).errors[0].message).toMatch(/^GraphiQL is off on this gateway \(GRAPHQL_INTROSPECTION.*GRAPHQL_INTROSPECTION=true$/);
+    expect(JSON.parse(text).errors[0].message).toMatch(
+      /^GraphiQL is off on this gateway \(GRAPHQL_INTROSPECTION.*GRAPHQL_INTROSPECTION=true$/,
+    );
   });
 
   test('production defaults from the configuration: no introspection', async () => {

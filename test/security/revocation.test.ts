@@ -72,6 +72,17 @@ async function graphql(url: string, key: string, query: string, variables: Recor
   return restClient(url, key)('POST', '/graphql', { query, variables });
 }
 
+/** The owner invites the user to their team through A (a team owner's addition is an invitation), and the user accepts. */
+async function joinTeam(owner: { key: string; teamId: string }, member: { key: string; user: { id: string } }): Promise<void> {
+  const invite =
+    'mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u) { __typename ... on InviteTeamMemberSuccess { invitation { id } } } }';
+  const invited = await graphql(a.url, owner.key, invite, { t: owner.teamId, u: member.user.id });
+  expect(invited.body.data.addTeamMember.__typename).toBe('InviteTeamMemberSuccess');
+  const accept = 'mutation($id: ID!) { acceptTeamInvitation(id: $id) { __typename } }';
+  const accepted = await graphql(a.url, member.key, accept, { id: invited.body.data.addTeamMember.invitation.id });
+  expect(accepted.body.data.acceptTeamInvitation.__typename).toBe('AcceptTeamInvitationSuccess');
+}
+
 /** A subscription is live when an endpoint created now in its project reaches it. */
 async function createEndpoint(key: string, projectId: string): Promise<string> {
   const created = await restClient(a.url, key)(
@@ -94,16 +105,23 @@ async function liveOnB(key: string, projectId: string, extra: Record<string, unk
   ws.subscribe('events', EVENTS, { p: projectId });
   const sse = await openSse(b.url, key, EVENTS, { p: projectId });
   expect(sse.status).toBe(200);
+  // As curl sends it: a JSON POST accepting anything. It is the same watched SSE stream.
+  const posted = await openSse(b.url, key, EVENTS, { p: projectId }, { accept: '*/*' }, 'POST');
+  expect(posted.status).toBe(200);
   await new Promise((r) => setTimeout(r, 300));
   const endpointId = await createEndpoint(key, projectId);
-  await waitFor('both subscriptions on B to be live', async () => sawEndpoint(ws, 'events', endpointId) && sseSaw(sse, endpointId), 10_000);
-  return { ws, sse };
+  await waitFor(
+    'the subscriptions on B to be live',
+    async () => sawEndpoint(ws, 'events', endpointId) && sseSaw(sse, endpointId) && sseSaw(posted, endpointId),
+    10_000,
+  );
+  return { ws, sse, posted };
 }
 
 describe('an access change made through one gateway ends access on the other within a second', () => {
   test('a revoked key: WS closed 4403, SSE ends with an error event, and HTTP on B answers 401 at once', async () => {
     const bob = await seedUser();
-    const { ws, sse } = await liveOnB(bob.key, bob.projectId);
+    const { ws, sse, posted } = await liveOnB(bob.key, bob.projectId);
     // B has the key's principal cached (it answered just now).
     expect((await graphql(b.url, bob.key, ME)).status).toBe(200);
 
@@ -128,6 +146,9 @@ describe('an access change made through one gateway ends access on the other wit
       },
       { event: 'complete', data: null, at: expect.any(Number) },
     ]);
+    await waitFor('the POSTed SSE stream to end', async () => posted.ended, 2000);
+    expect(posted.ended!.at - t0).toBeLessThan(1000);
+    expect(posted.events.at(-2)?.data).toMatchObject({ errors: [{ extensions: { code: 'UNAUTHENTICATED' } }] });
     // A new socket with the key is refused too.
     const again = await openSocket(b.url, { authorization: `Bearer ${bob.key}` }, { ack: false });
     expect((await again.waitClosed()).code).toBe(4401);
@@ -136,11 +157,7 @@ describe('an access change made through one gateway ends access on the other wit
   test("a member removed from a team loses that team's subscriptions at once, and keeps the others on the same socket", async () => {
     const owner = await seedUser();
     const carol = await seedUser();
-    const added = await graphql(a.url, owner.key, 'mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u) { __typename } }', {
-      t: owner.teamId,
-      u: carol.user.id,
-    });
-    expect(added.body.data.addTeamMember.__typename).toBe('AddTeamMemberSuccess');
+    await joinTeam(owner, carol);
 
     // Carol on B: the shared team's events (WS and SSE) and her own team's events, on one socket.
     const { ws, sse } = await liveOnB(carol.key, owner.projectId);
@@ -193,10 +210,7 @@ describe('an access change made through one gateway ends access on the other wit
   test('a socket acting as the team it was removed from (team header) is closed with 4403', async () => {
     const owner = await seedUser();
     const dan = await seedUser();
-    await graphql(a.url, owner.key, 'mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u) { __typename } }', {
-      t: owner.teamId,
-      u: dan.user.id,
-    });
+    await joinTeam(owner, dan);
     const ws = await openSocket(b.url, { authorization: `Bearer ${dan.key}`, 'x-friendli-team': owner.teamId });
     ws.subscribe('events', EVENTS, { p: owner.projectId });
     await new Promise((r) => setTimeout(r, 300));

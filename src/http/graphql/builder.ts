@@ -51,11 +51,9 @@ export const builder = new SchemaBuilder<BuilderTypes>({
 builder.scalarType('DateTime', {
   description: 'An ISO 8601 timestamp in UTC.',
   serialize: (value) => value.toISOString(),
-  parseValue: (value) => {
-    const date = new Date(String(value));
-    if (Number.isNaN(date.getTime())) throw new TypeError('DateTime must be an ISO 8601 timestamp');
-    return date;
-  },
+  // Any text parses, to an invalid Date when it is no timestamp: the timestamp rule is checked where the
+  // argument's name is known (../timestamp-args.ts), so that the error can name it.
+  parseValue: (value) => new Date(typeof value === 'string' ? value : Number.NaN),
 });
 
 builder.scalarType('JSON', {

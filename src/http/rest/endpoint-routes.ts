@@ -3,11 +3,28 @@
  * handler authenticates, calls the endpoint service and shapes the answer;
  * the rules live in the service.
  */
+import { invalidInputError } from '../../domain/errors.js';
+import { FieldChecker, isObject } from '../../domain/field-checker.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
 import { authenticateRequest } from '../authenticate.js';
 import { Router, unwrap, type RouteRequest, type RouteResponse } from './router.js';
 import { specObject, statusObject } from './responses.js';
+
+/**
+ * The body of a route that takes none (the lifecycle actions, DELETE): empty,
+ * `null` or `{}`; a member is refused as an unknown field (a 400 naming it),
+ * as in every other body, so that a client sending options there learns they
+ * are not read.
+ */
+async function noBody(request: RouteRequest): Promise<void> {
+  const body = await request.body();
+  if (body === undefined || body === null) return;
+  if (!isObject(body)) throw invalidInputError([{ field: 'body', message: 'must be empty: this route takes no body' }]);
+  const checker = new FieldChecker();
+  checker.onlyKnown(body, []);
+  if (checker.violations.length > 0) throw invalidInputError(checker.violations);
+}
 
 export function endpointRoutes(services: Services): Router {
   const authed =
@@ -62,10 +79,10 @@ export function endpointRoutes(services: Services): Router {
       'DELETE',
       `${base}/:id`,
       // 200 with the final status object: the official SDK accepts only `200 application/json` here.
-      authed(async (principal, { params }) => ({
-        status: 200,
-        body: statusObject(unwrap(await endpoints.delete(principal, params.id!))),
-      })),
+      authed(async (principal, request) => {
+        await noBody(request);
+        return { status: 200, body: statusObject(unwrap(await endpoints.delete(principal, request.params.id!))) };
+      }),
     )
     .add(
       'GET',
@@ -113,10 +130,10 @@ export function endpointRoutes(services: Services): Router {
     router.add(
       'PUT',
       `${base}/:id/${action}`,
-      authed(async (principal, { params }) => ({
-        status: 200,
-        body: statusObject(unwrap(await endpoints.act(principal, params.id!, action)), action),
-      })),
+      authed(async (principal, request) => {
+        await noBody(request);
+        return { status: 200, body: statusObject(unwrap(await endpoints.act(principal, request.params.id!, action)), action) };
+      }),
     );
   }
   return router;

@@ -13,6 +13,8 @@ export type ErrorCode =
   | 'UNAUTHENTICATED'
   | 'FORBIDDEN'
   | 'NOT_FOUND'
+  /** 405 with `Allow`: a known path, a method it does not take (the router answers it; no failure kind). */
+  | 'METHOD_NOT_ALLOWED'
   | 'INVALID_ARGUMENT'
   | 'INVALID_TRANSITION'
   | 'CONFLICT'

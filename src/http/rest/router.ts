@@ -1,7 +1,9 @@
 /**
  * A small router for the REST routes: method and path patterns with `:param`
  * segments, JSON bodies (read by ../body.ts), and one place that turns errors
- * into the documented error body (./errors.ts).
+ * into the documented error body (./errors.ts). A known path asked with a
+ * method it does not take is a 405 with `Allow`; HEAD is answered as GET, the
+ * body left out (Node's HTTP server drops it for HEAD).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { FailureError, failureOfDomainError, invalidInputError, isServerFailure } from '../../domain/errors.js';
@@ -75,21 +77,26 @@ export class Router {
     return this;
   }
 
-  /** Whether some route has this path, whatever its method. */
-  match(method: string, pathname: string): { handler: RouteHandler; params: Record<string, string> } | 'wrong-method' | undefined {
-    let pathMatched = false;
+  /**
+   * The route for a method and path; for a path whose routes take other
+   * methods, the methods they take (HEAD is served as GET without a body).
+   */
+  match(method: string, pathname: string): { handler: RouteHandler; params: Record<string, string> } | { allow: string[] } | undefined {
+    const allow = new Set<string>();
+    const wanted = method === 'HEAD' ? 'GET' : method;
     for (const route of this.routes) {
       const m = route.pattern.exec(pathname);
       if (!m) continue;
-      pathMatched = true;
-      if (route.method !== method) continue;
+      allow.add(route.method);
+      if (route.method === 'GET') allow.add('HEAD');
+      if (route.method !== wanted) continue;
       const params: Record<string, string> = {};
       route.names.forEach((name, i) => {
         params[name] = decodeParam(name, m[i + 1]!);
       });
       return { handler: route.handler, params };
     }
-    return pathMatched ? 'wrong-method' : undefined;
+    return allow.size > 0 ? { allow: [...allow] } : undefined;
   }
 
   /** Answers the request; a failure gets its documented error, and a bug is logged once with the request id. */
@@ -98,7 +105,11 @@ export class Router {
       const method = req.method ?? 'GET';
       const found = this.match(method, url.pathname);
       if (found === undefined) throw new FailureError({ kind: 'not-found', message: `no route for ${method} ${url.pathname}` });
-      if (found === 'wrong-method') throw new FailureError({ kind: 'not-found', message: `${url.pathname} does not accept ${method}` });
+      if ('allow' in found) {
+        const allow = found.allow.join(', ');
+        const message = `${url.pathname} does not accept ${method}: it accepts ${allow}`;
+        return sendRestError(res, { status: 405, code: 'METHOD_NOT_ALLOWED', message, headers: { allow } });
+      }
       checkQuery(url.searchParams);
       const response = await found.handler({
         req,

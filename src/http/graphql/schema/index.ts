@@ -1,4 +1,5 @@
 import { builder } from '../builder.js';
+import { checkTimestampArguments } from '../timestamp-args.js';
 import './enums.js';
 import './errors.js';
 import './identity.js';
@@ -8,4 +9,4 @@ import './chat.js';
 import './live.js';
 import './metrics.js';
 
-export const schema = builder.toSchema({ sortSchema: true });
+export const schema = checkTimestampArguments(builder.toSchema({ sortSchema: true }));

@@ -8,11 +8,14 @@
 import { GraphQLError } from 'graphql';
 import {
   ENDPOINT_EVENT_TYPES,
+  EVENT_ID_RULE,
+  parseEventId,
   type EndpointEventRecord,
   type EndpointRecord,
   type EventScope,
   type ReplicaCounts,
 } from '../../../domain/endpoint.js';
+import { invalidInputError } from '../../../domain/errors.js';
 import { SubscriptionOverflowError, type LiveEventStream, type LiveItem } from '../../../live/event-stream.js';
 import type { GraphQLContext } from '../context.js';
 import { builder } from '../builder.js';
@@ -217,6 +220,14 @@ class EndpointEventsSubscription extends LiveSubscription<EndpointEventRecord> {
   }
 }
 
+/** The `after` argument: an event id, checked before the subscription starts (a 400 naming it, never a database error). */
+function afterArg(after: string | number | null | undefined): string | null {
+  if (after === null || after === undefined) return null;
+  const id = parseEventId(String(after));
+  if (id === undefined) throw invalidInputError([{ field: 'after', message: EVENT_ID_RULE }]);
+  return id;
+}
+
 builder.subscriptionFields((t) => ({
   endpointStatus: t.field({
     type: EndpointStatusUpdate,
@@ -224,8 +235,7 @@ builder.subscriptionFields((t) => ({
       "Emits the endpoint's current status, then every change: status, phase, error code, download progress and replica counts. " +
       'With `after` (an event id), the changes since that event come first. Completes when the endpoint is deleted.',
     args: { endpointId: t.arg.id({ required: true }), after: t.arg.id() },
-    subscribe: (_, { endpointId, after }, context) =>
-      new EndpointStatusSubscription(context, String(endpointId), after == null ? null : String(after)),
+    subscribe: (_, { endpointId, after }, context) => new EndpointStatusSubscription(context, String(endpointId), afterArg(after)),
     resolve: (update) => update as StatusUpdate,
   }),
   endpointEvents: t.field({
@@ -233,8 +243,7 @@ builder.subscriptionFields((t) => ({
     description:
       'Every event of every endpoint of a project: created, status changed, version added, replicas changed, deleted. With `after`, the missed ones come first.',
     args: { projectId: t.arg.id({ required: true }), after: t.arg.id() },
-    subscribe: (_, { projectId, after }, context) =>
-      new EndpointEventsSubscription(context, String(projectId), after == null ? null : String(after)),
+    subscribe: (_, { projectId, after }, context) => new EndpointEventsSubscription(context, String(projectId), afterArg(after)),
     resolve: (event) => event as EndpointEventRecord,
   }),
 }));
