@@ -43,10 +43,8 @@ function serveAsPlainRequest(server: Server, req: IncomingMessage, socket: Duple
   const res = new ServerResponse(req);
   res.shouldKeepAlive = false;
   res.assignSocket(socket as never);
-  res.once('finish', () => {
-    res.detachSocket(socket as never);
-    socket.end();
-  });
+  // The socket stays the response's until it closes, so that the response emits `close` (access lines and cleanups wait for it).
+  res.once('finish', () => socket.end());
   // Node parsed no body for it (there is none): end the stream so that handlers reading one see it empty.
   if (!req.readableEnded) req.push(null);
   server.emit('request', req, res);

@@ -187,4 +187,34 @@ describe('slow and odd connections', () => {
     expect(elsewhere?.status).toBe(404);
     expect(JSON.parse(elsewhere!.body).error.code).toBe('NOT_FOUND');
   });
+
+  test('subscriptions served over an h2c upgrade give their places back when they end', async () => {
+    const carol = await t.seed.user();
+    const upgrade = 'Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n';
+    const target = `/graphql?query=${encodeURIComponent(STATUS)}&variables=${encodeURIComponent(JSON.stringify({ id: 'ep_none' }))}`;
+    // More than the key's quota, one after another: each ends (NOT_FOUND) and must free its place.
+    for (let i = 0; i < KEY_QUOTA + 2; i++) {
+      const raw = await rawExchange(
+        t.port,
+        `GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${carol.key}\r\nAccept: text/event-stream\r\n${upgrade}\r\n`,
+        3000,
+      );
+      expect(raw, raw.slice(0, 300)).toMatch(/^HTTP\/1\.1 200/);
+      expect(raw).toContain('event: complete');
+    }
+    const after = await openSse(t.url, carol.key, STATUS, { id: 'ep_none' });
+    expect(after.status).toBe(200);
+    after.close();
+  });
+});
+
+describe('SSE subscriptions that fail before their stream', () => {
+  test('variables that do not coerce: one next event with the error, then complete', async () => {
+    const posted = await openSse(t.url, alice.key, STATUS, { id: null }, {}, 'POST');
+    expect(posted.status).toBe(200);
+    await waitFor('the stream to end', async () => posted.ended, 3000);
+    expect(posted.events.map((e) => e.event)).toEqual(['next', 'complete']);
+    expect(posted.events[0]!.data.errors[0].message).toMatch(/\$id/);
+    expect(posted.events[0]!.data.errors[0].extensions ?? {}).not.toHaveProperty('http');
+  });
 });

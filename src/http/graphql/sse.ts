@@ -178,6 +178,8 @@ export function createGraphQLHttp(
     const credentials = credentialsOfRequest(req);
     const auth = await authenticate(services, credentials);
     if (auth.type === 'error') return toYoga(req, res, body);
+    // Gone while it was authenticated: nothing to open (its close has passed, so nothing opened now would be closed).
+    if (res.destroyed) return;
     // Watched while the response is open: a change of access ends the stream with an error event.
     const connection = access?.open(credentials, auth.value, epoch, () => {});
     if (connection) res.once('close', () => connection.close());
@@ -216,9 +218,6 @@ export function createGraphQLHttp(
       variableValues: params.variables,
       contextValue,
     })) as ExecutionResult | AsyncIterable<ExecutionResult>;
-    // Errors before the stream (variables that do not coerce): nothing has run yet, so yoga answers them.
-    if (!(Symbol.asyncIterator in stream)) return toYoga(req, res, body);
-
     // CORS headers, if any, are already set by the server (../cors.ts).
     res.writeHead(200, {
       'content-type': 'text/event-stream',
@@ -226,6 +225,8 @@ export function createGraphQLHttp(
       'cache-control': 'no-cache',
       'content-encoding': 'none',
     });
+    // Errors before the stream (variables that do not coerce): one `next` with them, then `complete`, as yoga streams a single result.
+    if (!(Symbol.asyncIterator in stream)) return void res.end(`${frameOf(stream)}event: complete\ndata:\n\n`);
     // Handed over: this frame (the body, the document, the context) is not kept for the stream's life.
     return pump(res, (watched ? watched.watch(stream) : stream)[Symbol.asyncIterator](), requestIdOf(req), log);
   };
@@ -233,6 +234,8 @@ export function createGraphQLHttp(
 
 /** Writes what a started subscription yields (results its sink refused, and errors) until it completes or the client goes away. */
 async function pump(res: ServerResponse, events: AsyncIterator<ExecutionResult>, requestId: string, log: Log): Promise<void> {
+  // Gone while the subscription started: its close has passed, so end the stream here.
+  if (res.destroyed) return void events.return?.();
   res.write(':\n\n');
   const ping = setInterval(() => res.write(':\n\n'), PING_MS);
   let closed = false;
