@@ -6,15 +6,15 @@
  * live figures), then writes it: the request log, the captured content of
  * endpoints with content logging on, the per-minute roll-ups, and the
  * last-request times, one statement each. A batch the database refuses for
- * one bad row (a value out of a column's range) is written again row by row,
- * so that only that row is lost, and logged.
+ * one bad row (a value it cannot store, SQLSTATE class 22) is written again
+ * row by row, so that only that row is lost, and logged.
  *
  * While a write is still running, outcomes keep collecting; past
  * `maxBuffered` of them, new ones are dropped and counted (`dropped`), never
  * waited for: a slow database costs samples, not request latency.
  */
 import type { Sql } from '../storage/database.js';
-import { isDatabaseUnavailable } from '../storage/database-errors.js';
+import { databaseFailureOf } from '../storage/database-errors.js';
 import { addMinutes } from '../storage/metrics-repository.js';
 import {
   insertContent,
@@ -175,20 +175,27 @@ export class RequestRecorder {
     } catch (error) {
       batchError = error;
     }
-    if (rows.length === 1 || isDatabaseUnavailable(batchError)) {
+    // Only a value the database refuses (SQLSTATE class 22) is one row's fault; anything else (an outage, a timeout,
+    // a full disk) would fail every row too, so it is not retried one statement per row.
+    if (rows.length === 1 || databaseFailureOf(batchError)?.kind !== 'invalid-data') {
       report(rows.length, rows.length, batchError, [...rows]);
       return [];
     }
     const results: (T | undefined)[] = [];
     const lost: R[] = [];
     let lastError: unknown;
-    for (const row of rows) {
+    for (const [i, row] of rows.entries()) {
       try {
         results.push((await insert([row]))[0]);
       } catch (error) {
         results.push(undefined);
         lost.push(row);
         lastError = error;
+        // The database went away meanwhile: the rest are lost with it, not tried one by one.
+        if (databaseFailureOf(error)?.kind !== 'invalid-data') {
+          lost.push(...rows.slice(i + 1));
+          break;
+        }
       }
     }
     if (lost.length > 0) report(lost.length, rows.length, lastError, lost);

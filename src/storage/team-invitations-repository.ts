@@ -52,12 +52,19 @@ export async function upsertInvitation(
   return toInvitation(row!);
 }
 
+/**
+ * An invitation holds only while whoever sent it still owns the team: one sent
+ * by a member since removed, demoted or deleted grants nothing. (Invitations
+ * come from non-admin owners only: admins add members directly.)
+ */
+const INVITER_STILL_OWNS = `EXISTS (SELECT 1 FROM team_members o WHERE o.team_id = i.team_id AND o.user_id = i.invited_by AND o.role = 'OWNER')`;
+
 /** The invitations waiting for the user, oldest first. */
 export async function listInvitationsFor(db: Queryable, user: { id: string; email: string }): Promise<TeamInvitationRecord[]> {
   const rows = await db<InvitationRow[]>`
     SELECT ${db.unsafe(INVITATION_COLUMNS)}
     FROM team_invitations i JOIN teams t ON t.id = i.team_id LEFT JOIN users b ON b.id = i.invited_by
-    WHERE ${inviteeIs(db, user)} ORDER BY i.created_at, i.id`;
+    WHERE ${inviteeIs(db, user)} AND ${db.unsafe(INVITER_STILL_OWNS)} ORDER BY i.created_at, i.id`;
   return rows.map(toInvitation);
 }
 
@@ -73,7 +80,8 @@ export async function listInvitationsOfTeams(db: Queryable, teamIds: readonly st
 /**
  * Deletes the invitation when it is for the user, and with it every other
  * invitation of the user to that team (by id or by email); its team and role,
- * or undefined when there is no such invitation for them. Of two racing
+ * or undefined when there is no such invitation for them (or its inviter no
+ * longer owns the team). Of two racing
  * calls (accept and decline, or two accepts) exactly one gets it.
  */
 export async function takeInvitation(
@@ -82,7 +90,11 @@ export async function takeInvitation(
   user: { id: string; email: string },
 ): Promise<{ teamId: string; role: TeamRole } | undefined> {
   const [taken] = await db<{ team_id: string; role: TeamRole }[]>`
-    DELETE FROM team_invitations i WHERE i.id = ${id} AND ${inviteeIs(db, user)} RETURNING i.team_id, i.role`;
+    DELETE FROM team_invitations i
+    WHERE i.id = ${id} AND ${inviteeIs(db, user)}
+      -- The inviter's membership is locked, so that a removal or demotion committing meanwhile is seen.
+      AND EXISTS (SELECT 1 FROM team_members o WHERE o.team_id = i.team_id AND o.user_id = i.invited_by AND o.role = 'OWNER' FOR SHARE)
+    RETURNING i.team_id, i.role`;
   if (!taken) return undefined;
   await deleteInvitationsFor(db, taken.team_id, user);
   return { teamId: taken.team_id, role: taken.role };

@@ -171,6 +171,23 @@ describe('an invitation grants nothing until it is accepted', () => {
     expect((await owner.graphql.request(TeamInvitationsDocument, { id: owner.teamId })).team?.invitations).toEqual([]);
   });
 
+  test('an invitation lapses when whoever sent it no longer owns the team', async () => {
+    const first = await t.seed.user();
+    const second = await t.seed.user();
+    const friend = await t.seed.user();
+    const team = await newTeam(first, 'lapsing');
+    await accept(second, (await invite(first, team, second.user.email, 'OWNER')).id);
+    // The second owner invites a friend as OWNER, then is removed before the friend accepts.
+    const invitation = await invite(second, team, friend.user.email, 'OWNER');
+    expect((await myInvitations(friend)).map((i) => i.id)).toEqual([invitation.id]);
+    const removed = await first.graphql.request(RemoveTeamMemberDocument, { teamId: team, userId: second.user.id });
+    expect(removed.removeTeamMember.__typename).toBe('RemoveTeamMemberSuccess');
+    expect(await myInvitations(friend)).toEqual([]);
+    const late = await friend.graphql.request(AcceptTeamInvitationDocument, { id: invitation.id });
+    expect(late.acceptTeamInvitation.__typename).toBe('NotFoundError');
+    expect((await friend.graphql.request(TeamDocument, { id: team })).team).toBeNull();
+  });
+
   test('an admin adds at once, and the admin CLI way (the system) too', async () => {
     const owner = await t.seed.user();
     const dana = await t.seed.user();

@@ -147,11 +147,14 @@ export function serveWebSocket(yoga: Yoga, services: Services, options: WebSocke
   });
   /** Each authenticated socket's principal, kept current by the access watch. */
   const connections = new WeakMap<object, { principal: Principal; watched?: WatchedConnection }>();
-  /** Each socket's operations holding a place of their key's quota, by operation id. */
-  const places = new WeakMap<object, Map<string, () => void>>();
-  const releasePlace = (extra: object, id: string) => {
-    places.get(extra)?.get(id)?.();
-    places.get(extra)?.delete(id);
+  /**
+   * Each socket's operations holding a place of their key's quota, by their subscribe message's payload
+   * (one object per message: an id may be reused at once, before the old operation's completion runs).
+   */
+  const places = new WeakMap<object, Map<object, () => void>>();
+  const releasePlace = (extra: object, payload: object) => {
+    places.get(extra)?.get(payload)?.();
+    places.get(extra)?.delete(payload);
   };
 
   const graphqlWs = makeServer<Record<string, unknown>, Extra>({
@@ -221,8 +224,7 @@ export function serveWebSocket(yoga: Yoga, services: Services, options: WebSocke
         if (!release) return badRequest(options.quota.refusal, 'RESOURCE_EXHAUSTED');
         let held = places.get(ctx.extra);
         if (!held) places.set(ctx.extra, (held = new Map()));
-        held.get(id)?.();
-        held.set(id, release);
+        held.set(params, release);
       }
       const root: Root = { execute, subscribe, access: watched };
       return {
@@ -245,7 +247,7 @@ export function serveWebSocket(yoga: Yoga, services: Services, options: WebSocke
       return errors.map(publicErrorJson);
     },
     // Every operation that ran ends here (completed by either side, or after its error): its place is free again.
-    onComplete: (ctx, id) => releasePlace(ctx.extra, id),
+    onComplete: (ctx, _id, payload) => releasePlace(ctx.extra, payload),
     execute: (args) => (args.rootValue as Root).execute(args) as never,
     subscribe: async (args) => {
       const root = args.rootValue as Root;
