@@ -47,6 +47,9 @@ export function decideScale(input: ScaleInput): ScaleDecision {
   const idleFor = now - input.lastActivityAt;
   if (minReplica === 0 && demand === 0 && idleFor >= cooldownMs) return { replicas: 0, sleep: true };
 
+  // More than the policy allows (an update lowered maxReplica): down to it at once, not one per cooldown.
+  if (current > Math.max(maxReplica, 1)) return { replicas: Math.max(maxReplica, 1), sleep: false };
+
   const needed = Math.ceil(demand / Math.max(1, maxBatchSize));
   const wanted = Math.min(maxReplica, Math.max(needed, minReplica, 1));
   if (wanted >= current) return { replicas: wanted, sleep: false };

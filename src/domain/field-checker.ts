@@ -110,6 +110,12 @@ export function findTextViolation(value: unknown, path: string): { field: string
 export const TIMESTAMP_RANGE = { min: new Date('0001-01-01T00:00:00.000Z'), max: new Date('9999-12-31T23:59:59.999Z') } as const;
 export const TIMESTAMP_RULE = 'must be an ISO 8601 timestamp from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z';
 
+/**
+ * The text of a timestamp: an ISO 8601 date, or date and time with `Z` or an
+ * offset (a time without one would be read in the server's own zone).
+ */
+export const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
+
 /** The timestamp rule a date breaks (an invalid Date: text that is no timestamp), if any. */
 export function timestampViolation(date: Date): string | undefined {
   const time = date.getTime();

@@ -44,6 +44,14 @@ describe('decideScale', () => {
     expect(decideScale({ ...long, load: 1 })).toEqual({ replicas: 1, sleep: false });
   });
 
+  test('more replicas than maxReplica allows (an update lowered it): down to maxReplica at once, busy or not', () => {
+    expect(decideScale({ ...base, maxReplica: 1, current: 4, load: 16, lastActivityAt: 5_000, lastBusyAt: 5_000 })).toEqual({
+      replicas: 1,
+      sleep: false,
+    });
+    expect(decideScale({ ...base, maxReplica: 2, current: 3, load: 0 })).toEqual({ replicas: 2, sleep: false });
+  });
+
   test('scales down one replica at a time, only after the cooldown', () => {
     const busy = { ...base, current: 3, load: 2, lastActivityAt: 4_000, lastScaleUpAt: 1_000 };
     expect(decideScale(busy)).toEqual({ replicas: 3, sleep: false });

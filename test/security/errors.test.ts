@@ -366,6 +366,9 @@ describe('GraphQL', () => {
       [METRICS, { from: 'not a date', to: '' }, ['from', 'to']],
       [REQUESTS, { filter: { from: '-271821-04-20T00:00:00.000Z', to: '+010000-01-01T00:00:00Z' } }, ['filter.from', 'filter.to']],
       [REQUESTS, { filter: { to: 'yesterday' } }, ['filter.to']],
+      // Not ISO 8601 (Date would read "1" as 2001, and a time without an offset in the server's zone).
+      [METRICS, { from: '1', to: '2024-01-01 10:00' }, ['from', 'to']],
+      [METRICS, { from: '2024-01-01T10:00' }, ['from']],
     ];
     for (const [query, variables, fields] of cases) {
       const res = await post(JSON.stringify({ query, variables: { id: endpointId, ...variables } }));

@@ -2,6 +2,7 @@
 import SchemaBuilder from '@pothos/core';
 import ComplexityPlugin, { type FieldComplexityValue } from '@pothos/plugin-complexity';
 import { getNullableType, isListType, type GraphQLField } from 'graphql';
+import { ISO_TIMESTAMP } from '../../domain/field-checker.js';
 import { PAGE_LIMIT } from '../../domain/pagination.js';
 import type { GraphQLContext } from './context.js';
 
@@ -53,7 +54,7 @@ builder.scalarType('DateTime', {
   serialize: (value) => value.toISOString(),
   // Any text parses, to an invalid Date when it is no timestamp: the timestamp rule is checked where the
   // argument's name is known (../timestamp-args.ts), so that the error can name it.
-  parseValue: (value) => new Date(typeof value === 'string' ? value : Number.NaN),
+  parseValue: (value) => new Date(typeof value === 'string' && ISO_TIMESTAMP.test(value) ? value : Number.NaN),
 });
 
 builder.scalarType('JSON', {
