@@ -80,7 +80,7 @@ export async function findUsers(db: Queryable, ids: readonly string[]): Promise<
 /** The user with this id, or with this email in any case. */
 export async function findUserByIdOrEmail(db: Queryable, idOrEmail: string): Promise<UserRecord | undefined> {
   const rows = await db<UserRow[]>`
-    SELECT ${db.unsafe(USER_COLUMNS)} FROM users u WHERE u.id = ${idOrEmail} OR u.email = ${normalizeEmail(idOrEmail)}`;
+    SELECT ${db.unsafe(USER_COLUMNS)} FROM users u WHERE u.id = ${idOrEmail} OR lower(u.email) = ${normalizeEmail(idOrEmail)}`;
   return rows[0] && toUser(rows[0]);
 }
 
@@ -169,7 +169,7 @@ export async function lockMemberNamed(
 ): Promise<{ userId: string; role: TeamRole } | undefined> {
   const [row] = await db<{ user_id: string; role: TeamRole }[]>`
     SELECT m.user_id, m.role FROM team_members m JOIN users u ON u.id = m.user_id
-    WHERE m.team_id = ${teamId} AND (u.id = ${idOrEmail} OR u.email = ${normalizeEmail(idOrEmail)})
+    WHERE m.team_id = ${teamId} AND (u.id = ${idOrEmail} OR lower(u.email) = ${normalizeEmail(idOrEmail)})
     FOR UPDATE OF m`;
   return row && { userId: row.user_id, role: row.role };
 }
