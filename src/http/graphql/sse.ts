@@ -141,10 +141,11 @@ export function createGraphQLHttp(
 ) {
   const { access, quota } = options;
   /** Hands the request to yoga, with the body this path already read. */
-  const toYoga = (req: IncomingMessage, res: ServerResponse, body: string | undefined) => {
+  const toYoga = (req: IncomingMessage, res: ServerResponse, body: string | undefined, principal?: Principal) => {
     // whatwg-node reads a consumed request's body from `req.body` (as Express leaves it).
     if (body !== undefined) (req as IncomingMessage & { body?: string }).body = body === '' ? ' ' : body;
-    void yoga(req, res);
+    // The caller this path already authenticated is yoga's too (its context does not look the key up again).
+    void yoga(req, res, principal ? { principal } : {});
   };
 
   return async function handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
@@ -157,6 +158,8 @@ export function createGraphQLHttp(
       const text = await readBodyText(req);
       if (text === null) return sendJson(res, 413, { errors: [{ message: BODY_TOO_LARGE_MESSAGE }] }, CLOSE);
       body = text;
+      // No subscription in it (most requests): yoga reads it, unparsed here.
+      if (!SUBSCRIPTION_KEYWORD.test(text)) return toYoga(req, res, body, auth.value);
       if (header(req, 'content-type')?.includes('json')) {
         try {
           params = paramsOf(JSON.parse(text));
