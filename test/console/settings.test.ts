@@ -89,3 +89,45 @@ describeBrowser('web console: API keys', () => {
     expect((await whoAmI(h.user.key)).status).toBe(401);
   });
 });
+
+describeBrowser('web console: team invitations', () => {
+  let h: ConsoleHarness;
+  beforeAll(async () => {
+    h = await startConsole();
+  }, 90_000);
+
+  const invite = async (owner: { key: string }, teamName: string) => {
+    const call = (query: string, variables: Record<string, unknown>) =>
+      fetch(`${h.app.url}/graphql`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${owner.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ query, variables }),
+      }).then((r) => r.json() as Promise<{ data: Record<string, { team?: { id: string }; __typename: string }> }>);
+    const team = (
+      await call('mutation($n: String!) { createTeam(name: $n) { __typename ... on CreateTeamSuccess { team { id } } } }', { n: teamName })
+    ).data.createTeam!.team!.id;
+    const added = await call('mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u) { __typename } }', {
+      t: team,
+      u: h.user.user.email,
+    });
+    expect(added.data.addTeamMember!.__typename).toBe('InviteTeamMemberSuccess');
+    return team;
+  };
+
+  it('lists invitations on the API keys page; accepting adds the team to the switcher, declining drops it', async () => {
+    const owner = await h.app.seed.user();
+    const joined = await invite(owner, 'Research');
+    await invite(owner, 'Marketing');
+    const page = await h.signedIn();
+    // Before accepting, the team is not in the switcher.
+    expect(await page.getByLabel('Team').locator(`option[value="${joined}"]`).count()).toBe(0);
+    await page.getByRole('link', { name: 'API keys' }).click();
+    await page.getByRole('heading', { name: 'Team invitations' }).waitFor();
+    await page.getByRole('button', { name: 'Accept the invitation to Research' }).click();
+    await expect.poll(() => page.getByRole('status').first().innerText()).toContain('You joined Research as member.');
+    await expect.poll(() => page.getByLabel('Team').locator(`option[value="${joined}"]`).count()).toBe(1);
+    await page.getByRole('button', { name: 'Decline the invitation to Marketing' }).click();
+    await page.getByRole('heading', { name: 'Team invitations' }).waitFor({ state: 'detached' });
+    expect(await page.getByLabel('Team').locator('option', { hasText: 'Marketing' }).count()).toBe(0);
+  });
+});

@@ -17,6 +17,7 @@ import {
 import { ErrorAlert, Field, Loading } from '../../components/ui.js';
 import { formatTime } from '../../format.js';
 import { useSession } from '../../session.js';
+import { InvitationsSection } from './invitations.js';
 import './settings.css';
 
 type ApiKey = SettingsApiKeysQuery['me']['apiKeys'][number];
@@ -268,6 +269,7 @@ export function SettingsPage() {
       <div role="status" className={notice ? 'alert alert-info' : 'visually-hidden'}>
         {notice}
       </div>
+      <InvitationsSection onNotice={setNotice} />
 
       <section aria-labelledby="keys-heading">
         <h2 id="keys-heading" tabIndex={-1} ref={keysHeading}>
