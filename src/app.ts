@@ -109,7 +109,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     subscriptionBuffer: config.subscriptionBuffer,
     subscriptionMaxLagMs: config.subscriptionMaxLagMs,
     wsMaxSubscriptions: config.wsMaxSubscriptions,
-    keyMaxSubscriptions: config.keyMaxSubscriptions,
+    userMaxSubscriptions: config.userMaxSubscriptions,
     requestTimeoutMs: config.requestTimeoutMs,
     headersTimeoutMs: config.headersTimeoutMs,
     graphql: { limits: config.graphqlLimits, introspection: config.graphqlIntrospection },

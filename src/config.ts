@@ -83,8 +83,8 @@ export interface Config {
   corsOrigins: string[];
   /** Operations (subscriptions included) in flight on one WebSocket at once; one more gets an `error` message. @default 100 */
   wsMaxSubscriptions: number;
-  /** Subscriptions (SSE streams and WebSocket operations) one API key holds open in this process at once (KEY_MAX_SUBSCRIPTIONS). @default 500 */
-  keyMaxSubscriptions: number;
+  /** Subscriptions (SSE streams and WebSocket operations) one user holds open in this process at once, over all their keys (USER_MAX_SUBSCRIPTIONS). @default 500 */
+  userMaxSubscriptions: number;
   /** How long a client may take to send a whole request, and its headers (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS); then 408. @default 30000, 15000 */
   requestTimeoutMs: number;
   headersTimeoutMs: number;
@@ -312,7 +312,7 @@ export function loadConfig(env: Env = process.env): Config {
     graphqlIntrospection: readBoolean(env, 'GRAPHQL_INTROSPECTION', !production),
     corsOrigins: readOrigins(env, 'CORS_ORIGINS', production ? [] : ['*']),
     wsMaxSubscriptions: readInteger(env, 'WS_MAX_SUBSCRIPTIONS', 100, 1, 100_000),
-    keyMaxSubscriptions: readInteger(env, 'KEY_MAX_SUBSCRIPTIONS', 500, 1, 1_000_000),
+    userMaxSubscriptions: readInteger(env, 'USER_MAX_SUBSCRIPTIONS', 500, 1, 1_000_000),
     requestTimeoutMs: readInteger(env, 'REQUEST_TIMEOUT_MS', 30_000, 1000, 3_600_000),
     headersTimeoutMs: readInteger(env, 'HEADERS_TIMEOUT_MS', 15_000, 1000, 3_600_000),
     log: {

@@ -61,8 +61,8 @@ export interface GatewayOptions {
   subscriptionMaxLagMs?: number;
   /** Operations in flight on one WebSocket at once; one more is answered with an `error` message. @default 100 */
   wsMaxSubscriptions?: number;
-  /** Subscriptions one API key holds open in this process at once (SSE streams and WebSocket operations). @default 500 */
-  keyMaxSubscriptions?: number;
+  /** Subscriptions one user holds open in this process at once, over all their keys (SSE streams and WebSocket operations). @default 500 */
+  userMaxSubscriptions?: number;
   /** How long a client may take to send a whole request, and its headers; then 408 and the connection closes. @default 30000, 15000 */
   requestTimeoutMs?: number;
   headersTimeoutMs?: number;
@@ -119,7 +119,7 @@ export async function startGateway(services: Services, options: GatewayOptions):
   );
   const cors = new CorsPolicy(options.corsOrigins ?? []);
   const rest = endpointRoutes(services);
-  const quota = new SubscriptionQuota(options.keyMaxSubscriptions ?? 500);
+  const quota = new SubscriptionQuota(options.userMaxSubscriptions ?? 500);
   const graphqlHttp = createGraphQLHttp(yoga, services, log, { access, quota, graphiql: options.graphql?.introspection ?? true });
   const webConsole = consoleRoute(options.consoleDir);
 

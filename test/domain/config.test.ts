@@ -37,7 +37,7 @@ test('defaults with no variables set', () => {
     subscriptionBuffer: 1000,
     subscriptionMaxLagMs: 5000,
     wsMaxSubscriptions: 100,
-    keyMaxSubscriptions: 500,
+    userMaxSubscriptions: 500,
     requestTimeoutMs: 30_000,
     headersTimeoutMs: 15_000,
     metrics: { token: undefined, requestLogRetentionDays: 30, metricsRetentionDays: 90, maxBuffered: 10_000, sampleMs: 10_000 },

@@ -21,7 +21,7 @@ let alice: SeededUser;
 let aliceProject: string;
 
 beforeAll(async () => {
-  t = await startSecuredGateway({ keyMaxSubscriptions: KEY_QUOTA, requestTimeoutMs: 1500, headersTimeoutMs: 1000 });
+  t = await startSecuredGateway({ userMaxSubscriptions: KEY_QUOTA, requestTimeoutMs: 1500, headersTimeoutMs: 1000 });
   alice = await t.seed.user();
   aliceProject = (await alice.project()).id;
 });
@@ -106,13 +106,13 @@ describe('POST /graphql', () => {
   });
 });
 
-describe('one key holds at most KEY_MAX_SUBSCRIPTIONS subscriptions', () => {
+describe('one user holds at most USER_MAX_SUBSCRIPTIONS subscriptions, whatever keys they use', () => {
   test('over SSE and WebSocket together; one more is refused with RESOURCE_EXHAUSTED, and a place freed is taken again', async () => {
     const bob = await t.seed.user();
     const bobProject = (await bob.project()).id;
     const first = await openSse(t.url, bob.key, EVENTS, { p: bobProject });
-    const second = await openSse(t.url, bob.key, EVENTS, { p: bobProject }, {}, 'POST');
-    expect([first.status, second.status]).toEqual([200, 200]);
+    const posted = await openSse(t.url, bob.key, EVENTS, { p: bobProject }, {}, 'POST');
+    expect([first.status, posted.status]).toEqual([200, 200]);
     const ws = await openSocket(t.url, { authorization: `Bearer ${bob.key}` });
     ws.subscribe('a', EVENTS, { p: bobProject });
     ws.subscribe('b', EVENTS, { p: bobProject });
@@ -120,11 +120,14 @@ describe('one key holds at most KEY_MAX_SUBSCRIPTIONS subscriptions', () => {
     expect(ws.of('a')).toEqual([]);
     expect(ws.of('b')[0]).toMatchObject({ type: 'error', payload: [{ extensions: { code: 'RESOURCE_EXHAUSTED' } }] });
     expect(ws.of('b')[0]!.payload[0].message).toBe(
-      `too many subscriptions open with this API key: at most ${KEY_QUOTA} at once; end one first`,
+      `too many subscriptions open for this user (all their API keys): at most ${KEY_QUOTA} at once; end one first`,
     );
-    const sse = await openSse(t.url, bob.key, EVENTS, { p: bobProject });
+    // Another of bob's keys counts against the same places: making keys is no way around the cap.
+    const second = await t.services.identity.createApiKey('system', { name: 'second', user: bob.user.id });
+    if (second.type !== 'ok') throw new Error(second.error.message);
+    const sse = await openSse(t.url, second.value.secret, EVENTS, { p: bobProject });
     expect(sse.status).toBe(429);
-    // Another key is not held back by bob's.
+    // Another user is not held back by bob's.
     const other = await openSse(t.url, alice.key, STATUS, { id: 'ep_none' });
     expect(other.status).toBe(200);
     other.close();
@@ -143,7 +146,7 @@ describe('one key holds at most KEY_MAX_SUBSCRIPTIONS subscriptions', () => {
       3000,
     );
     ws.socket.close();
-    second.close();
+    posted.close();
   });
 });
 

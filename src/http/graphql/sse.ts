@@ -209,7 +209,7 @@ export function createGraphQLHttp(
       return toYoga(req, res, body);
     }
     // One of the key's places for as long as the stream is open.
-    const release = quota?.take(auth.value.keyId ?? auth.value.user.id);
+    const release = quota?.take(auth.value.user.id);
     if (quota && !release) return sendJson(res, 429, { errors: [{ message: quota.refusal, extensions: { code: 'RESOURCE_EXHAUSTED' } }] });
     if (release) res.once('close', release);
 

@@ -220,7 +220,7 @@ export function serveWebSocket(yoga: Yoga, services: Services, options: WebSocke
         throw error;
       }
       if (options.quota) {
-        const release = options.quota.take(connection.principal.keyId ?? connection.principal.user.id);
+        const release = options.quota.take(connection.principal.user.id);
         if (!release) return badRequest(options.quota.refusal, 'RESOURCE_EXHAUSTED');
         let held = places.get(ctx.extra);
         if (!held) places.set(ctx.extra, (held = new Map()));
