@@ -45,6 +45,7 @@ import {
   deleteTeamInvitation,
   findInvitationTeam,
   listInvitationsFor,
+  countPendingInvitations,
   takeInvitation,
   upsertInvitation,
 } from '../storage/team-invitations-repository.js';
@@ -67,6 +68,8 @@ export interface Bootstrap {
 export type TeamAddition = { type: 'member'; member: MembershipRecord } | { type: 'invitation'; invitation: TeamInvitationRecord };
 
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
+/** Invitations one team may have waiting at once. */
+export const MAX_PENDING_INVITATIONS = 100;
 const USER_ID = /^usr_[0-9a-z]+$/;
 
 /** The `user` argument of addTeamMember: a user id, or an email address (normalized). */
@@ -232,6 +235,13 @@ export class IdentityService {
         ? await lockMemberRole(tx, team.id, user.id).then((r) => r && { userId: user.id, role: r })
         : await lockMemberNamed(tx, team.id, ref.value);
       if (!user && !member) {
+        // Bounded, so that a team cannot be made to hold invitations without end (under the owners' lock: counted once).
+        if ((await countPendingInvitations(tx, team.id, ref.value)) >= MAX_PENDING_INVITATIONS) {
+          return fail({
+            type: 'CONFLICT',
+            message: `a team has at most ${MAX_PENDING_INVITATIONS} pending invitations: withdraw some first`,
+          });
+        }
         const invitedBy = principal === 'system' ? null : principal.user.id;
         const invitation = await upsertInvitation(tx, { id: newId('inv'), teamId: team.id, invitee: ref.value, role, invitedBy });
         return ok({ addition: { type: 'invitation', invitation } });

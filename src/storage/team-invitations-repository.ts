@@ -68,6 +68,13 @@ export async function listInvitationsFor(db: Queryable, user: { id: string; emai
   return rows.map(toInvitation);
 }
 
+/** How many invitations wait for the team, other than one to `invitee` (which an invitation to it would replace). */
+export async function countPendingInvitations(db: Queryable, teamId: string, invitee: string): Promise<number> {
+  const [row] = await db<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM team_invitations WHERE team_id = ${teamId} AND invitee <> ${invitee}`;
+  return row!.n;
+}
+
 /** The pending invitations of the teams, oldest first. */
 export async function listInvitationsOfTeams(db: Queryable, teamIds: readonly string[]): Promise<TeamInvitationRecord[]> {
   const rows = await db<InvitationRow[]>`

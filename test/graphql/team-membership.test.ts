@@ -188,6 +188,19 @@ describe('an invitation grants nothing until it is accepted', () => {
     expect((await friend.graphql.request(TeamDocument, { id: team })).team).toBeNull();
   });
 
+  test('a team holds at most 100 pending invitations; re-inviting one of them is no new one', async () => {
+    const owner = await t.seed.user();
+    const team = await newTeam(owner, 'crowded');
+    for (let i = 0; i < 100; i++) await invite(owner, team, `guest${i}@example.com`);
+    const again = await owner.graphql.request(AddTeamMemberDocument, { teamId: team, user: 'guest7@example.com', role: 'OWNER' });
+    expect(again.addTeamMember.__typename).toBe('InviteTeamMemberSuccess');
+    const over = await owner.graphql.request(AddTeamMemberDocument, { teamId: team, user: 'guest100@example.com' });
+    expect(over.addTeamMember).toMatchObject({
+      __typename: 'ConflictError',
+      message: expect.stringMatching(/at most 100 pending invitations/),
+    });
+  });
+
   test('an admin adds at once, and the admin CLI way (the system) too', async () => {
     const owner = await t.seed.user();
     const dana = await t.seed.user();
