@@ -69,10 +69,11 @@ export class ServingWait {
     let changes: Nudge | undefined;
     try {
       for (let poll = 0; ; poll++) {
-        if (await this.options.hasReplica(endpoint, fresh || poll > 0)) return { endpoint };
+        // Before its replicas: a TERMINATING endpoint's replicas may still be draining, and take nothing new.
         if (isUnavailable(endpoint.status)) {
           return openAIError(409, 'invalid_request_error', unavailableMessage(endpoint), 'endpoint_not_running', 'model');
         }
+        if (await this.options.hasReplica(endpoint, fresh || poll > 0)) return { endpoint };
         if (holdsNoReplicas(endpoint) && !isServing(endpoint.status)) {
           // A cached view may predate the update that raised the maximum: only what the database says is refused.
           const current = fresh || poll > 0 ? endpoint : await this.options.endpoint(principal, endpoint.id);

@@ -195,3 +195,22 @@ test('the GraphQL chatCompletion subscription over SSE ends with an UPSTREAM_DIS
   });
   expect(text).toContain('event: complete');
 });
+
+// Last: it terminates the endpoint.
+test('while TERMINATING (a stream still draining), a new request is a 409 endpoint_not_running at once, not a retryable 503', async () => {
+  await readyReplica();
+  const open = await openStream();
+  const terminated = await alice.rest('PUT', `/dedicated/beta/endpoint/${endpoint}/terminate`);
+  expect(terminated.status).toBe(200);
+  const t0 = performance.now();
+  const refused = await fetch(`${t.url}/dedicated/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json' },
+    body: body(false),
+  });
+  expect(performance.now() - t0).toBeLessThan(2000);
+  expect(refused.status).toBe(409);
+  expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('endpoint_not_running');
+  // The stream that was open ends as it ends (drained, or cut with an error event): never silently.
+  expect(await open.rest()).toContain('[DONE]');
+});
