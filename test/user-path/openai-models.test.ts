@@ -75,6 +75,24 @@ describe('unknown routes under /dedicated/v1', () => {
   });
 });
 
+describe('a method a route does not take', () => {
+  test('is a 405 in the OpenAI error shape, with Allow', async () => {
+    const auth = { authorization: `Bearer ${alice.key}` };
+    const chat = await fetch(`${t.url}/dedicated/v1/chat/completions`, { headers: auth });
+    expect(chat.status).toBe(405);
+    expect(chat.headers.get('allow')).toBe('POST');
+    expect(((await chat.json()) as { error: { code: string } }).error.code).toBe('method_not_allowed');
+    for (const [method, path] of [
+      ['POST', '/dedicated/v1/models'],
+      ['DELETE', `/dedicated/v1/models/${alpha}`],
+    ] as const) {
+      const res = await fetch(`${t.url}${path}`, { method, headers: auth });
+      expect(res.status, `${method} ${path}`).toBe(405);
+      expect(res.headers.get('allow')).toBe('GET, HEAD');
+    }
+  });
+});
+
 describe('an endpoint name as model', () => {
   test('a unique name is accepted, and the answer comes from that endpoint', async () => {
     const completion = await openai.chat.completions.create({

@@ -52,7 +52,7 @@ export function retryHeaders(retryAfterS: number): Record<string, string> {
 }
 
 /** Answers with an OpenAI error, unless the answer has begun (or the client is gone). */
-export function sendOpenAIError(res: ServerResponse, error: OpenAIError): void {
+export function sendOpenAIError(res: ServerResponse, error: OpenAIError, headers: Record<string, string> = {}): void {
   if (res.headersSent || res.destroyed) return;
-  sendJson(res, error.status, errorBody(error), error.retryAfter !== undefined ? retryHeaders(error.retryAfter) : {});
+  sendJson(res, error.status, errorBody(error), { ...(error.retryAfter !== undefined ? retryHeaders(error.retryAfter) : {}), ...headers });
 }

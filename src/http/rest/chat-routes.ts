@@ -32,7 +32,9 @@ export async function handleChatCompletion(
   });
   try {
     if (req.method !== 'POST')
-      return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${CHAT_PATH} accepts POST only`, 'method_not_allowed'));
+      return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${CHAT_PATH} accepts POST only`, 'method_not_allowed'), {
+        allow: 'POST',
+      });
     // The body is read while the key is checked; a bad one is answered only to a caller who authenticated (a 401 comes first).
     const body = readJsonBody(req).then(
       (value) => ({ value }),

@@ -43,7 +43,9 @@ export async function handleOpenAIRoute(req: IncomingMessage, res: ServerRespons
       );
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
-      return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${url.pathname} accepts GET only`, 'method_not_allowed'));
+      return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${url.pathname} accepts GET only`, 'method_not_allowed'), {
+        allow: 'GET, HEAD',
+      });
     }
     const auth = await authenticateRequest(services, req);
     if (auth.type === 'error') return sendOpenAIError(res, openAIErrorOfFailure(failureOfDomainError(auth.error)));
