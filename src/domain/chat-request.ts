@@ -44,6 +44,8 @@ const KWARG_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Variables the engine gives the template itself (or features it refuses): a request may not set them. */
 const RESERVED_KWARGS: ReadonlySet<string> = new Set(['messages', 'add_generation_prompt', 'bos_token', 'eos_token', 'tools']);
 const ROLES: ReadonlySet<string> = new Set<ChatRole>(['system', 'user', 'assistant']);
+/** OpenAI's newer name for the system role: such a message is the model's system message. */
+const ROLE_ALIASES: Readonly<Record<string, ChatRole>> = { developer: 'system' };
 
 export function invalidRequest(message: string, param: string | null, code: string | null = 'invalid_value'): RequestError {
   return openAIError(400, 'invalid_request_error', message, code, param);
@@ -186,9 +188,10 @@ function parseMessages(value: unknown): ChatMessage[] {
   return value.map((message, i) => {
     const param = `messages[${i}]`;
     if (!isPlainObject(message)) fail(`${param} must be an object (got ${describe(message)})`, param, 'invalid_type');
-    const role = message.role;
+    const given: unknown = message.role;
+    const role = typeof given === 'string' && Object.hasOwn(ROLE_ALIASES, given) ? ROLE_ALIASES[given] : given;
     if (typeof role !== 'string' || !ROLES.has(role)) {
-      fail(`${param}.role must be one of "system", "user", "assistant" (got ${describe(role)})`, `${param}.role`);
+      fail(`${param}.role must be one of "system", "developer", "user", "assistant" (got ${describe(given)})`, `${param}.role`);
     }
     if (!('content' in message)) fail(`${param}.content is required`, `${param}.content`, 'missing_required_parameter');
     const typedRole = role as ChatRole;

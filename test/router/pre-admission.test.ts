@@ -35,3 +35,24 @@ describe('mayBreakTokenLimits', () => {
     expect(mayBreakTokenLimits(fewer, endpointWith(2048, 4096))).toBe(false);
   });
 });
+
+describe('parseChatRequest roles', () => {
+  test("OpenAI's developer role is the system role; other names are refused by the name sent", () => {
+    const parsed = parseChatRequest({
+      model: 'm',
+      messages: [
+        { role: 'developer', content: 'Be brief.' },
+        { role: 'user', content: 'Hi' },
+      ],
+    });
+    expect(parsed.type === 'ok' && parsed.value.messages).toEqual([
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Hi' },
+    ]);
+    for (const role of ['tool', 'constructor', '__proto__', 7]) {
+      const refused = parseChatRequest({ model: 'm', messages: [{ role, content: 'x' }] });
+      expect(refused.type, String(role)).toBe('error');
+      if (refused.type === 'error') expect(refused.error).toMatchObject({ status: 400, param: 'messages[0].role' });
+    }
+  });
+});
