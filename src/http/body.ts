@@ -20,12 +20,28 @@ export function readBodyText(req: IncomingMessage): Promise<string | null> {
 const JSON_CONTENT_TYPE = /^application\/(?:[\w.-]+\+)?json\s*(?:;|$)/i;
 
 /**
+ * A body sent compressed (`Content-Encoding` other than `identity`), which
+ * this server does not decode: a 415 naming the header (RFC 9110 §15.5.16),
+ * rather than a misleading "must be valid JSON".
+ */
+export function unsupportedEncoding(req: IncomingMessage): FailureError | undefined {
+  const encoding = req.headers['content-encoding']?.trim().toLowerCase();
+  if (encoding === undefined || encoding === '' || encoding === 'identity') return undefined;
+  return invalidInputError(
+    [{ field: 'Content-Encoding', message: `is not supported (got ${JSON.stringify(encoding.slice(0, 40))}): send the body uncompressed` }],
+    'unsupported_media_type',
+  );
+}
+
+/**
  * The JSON body; an empty body reads as `undefined`. Throws a `FailureError`:
  * too large past MAX_BODY_BYTES (413); sent as another content type (415; a
  * request without the header is read as JSON); text that is not JSON, or a
  * string anywhere inside it that holds NUL, which no field may (TEXT_RULES) (400).
  */
 export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
+  const encoded = unsupportedEncoding(req);
+  if (encoded) throw encoded;
   const text = await readBodyText(req);
   if (text === null) throw new FailureError({ kind: 'invalid', message: BODY_TOO_LARGE_MESSAGE, fields: [], reason: 'too_large' });
   if (text.trim() === '') return undefined;

@@ -211,6 +211,31 @@ describe('slow and odd connections', () => {
   });
 });
 
+describe('compressed bodies', () => {
+  test('Content-Encoding: gzip is a 415 naming the header on GraphQL, REST and chat, not "must be valid JSON"', async () => {
+    const { gzipSync } = await import('node:zlib');
+    const send = (path: string, json: unknown) =>
+      rawRequest(
+        t.port,
+        'POST',
+        path,
+        { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json', 'content-encoding': 'gzip' },
+        gzipSync(JSON.stringify(json)).toString('latin1'),
+      );
+    const graphql = await send('/graphql', { query: '{ __typename }' });
+    expect(graphql.status).toBe(415);
+    expect(graphql.body).toContain('Content-Encoding');
+    const rest = await send('/dedicated/beta/endpoint', { name: 'x' });
+    expect(rest.status).toBe(415);
+    expect(JSON.parse(rest.body).error.details.fields).toEqual([
+      { field: 'Content-Encoding', message: 'is not supported (got "gzip"): send the body uncompressed' },
+    ]);
+    const chat = await send('/dedicated/v1/chat/completions', { model: 'x', messages: [] });
+    expect(chat.status).toBe(415);
+    expect(JSON.parse(chat.body).error.message).toContain('Content-Encoding');
+  });
+});
+
 describe('SSE subscriptions that fail before their stream', () => {
   test('variables that do not coerce: one next event with the error, then complete', async () => {
     const posted = await openSse(t.url, alice.key, STATUS, { id: null }, {}, 'POST');

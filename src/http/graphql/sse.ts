@@ -31,7 +31,7 @@ import type { SubscriptionQuota } from '../../live/subscription-quota.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
 import { authenticate, credentialsOfRequest, header } from '../authenticate.js';
-import { BODY_TOO_LARGE_MESSAGE, readBodyText, sendJson } from '../body.js';
+import { BODY_TOO_LARGE_MESSAGE, readBodyText, sendJson, unsupportedEncoding } from '../body.js';
 import { failureOfDomainError } from '../../domain/errors.js';
 import { requestIdOf, type Log } from '../request-id.js';
 import type { GraphQLContext } from './context.js';
@@ -155,6 +155,8 @@ export function createGraphQLHttp(
       // The key before the body: a request without a valid one is answered unread, and its connection closed.
       const auth = await authenticate(services, credentialsOfRequest(req));
       if (auth.type === 'error') return sendGraphQLFailure(res, failureOfDomainError(auth.error), requestIdOf(req), CLOSE);
+      const encoded = unsupportedEncoding(req);
+      if (encoded) return sendGraphQLFailure(res, encoded.failure, requestIdOf(req), CLOSE);
       const text = await readBodyText(req);
       if (text === null) return sendJson(res, 413, { errors: [{ message: BODY_TOO_LARGE_MESSAGE }] }, CLOSE);
       body = text;
