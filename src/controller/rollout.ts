@@ -91,7 +91,7 @@ export class Rollout {
           {
             cause: 'controller:rollout-failed',
             detail: { message: startErrorMessage(error), versionIndex: target.versionIndex },
-            errorMessage: failureMessage(error),
+            errorMessage: failureMessage(error, 'rollout'),
           },
         );
         return;

@@ -4,7 +4,7 @@
  * safe to show a user (our own errors carry user-safe text; anything else,
  * such as a database or programming error, is not shown).
  */
-import { failureAdvice } from '../domain/failure-advice.js';
+import { failureAdvice, ROLLOUT_FAILURE_ADVICE } from '../domain/failure-advice.js';
 import type { EndpointErrorCode } from '../domain/lifecycle.js';
 import { ModelSourceError } from '../models/errors.js';
 import { SettingsError } from '../models/model-store.js';
@@ -46,8 +46,9 @@ export function startErrorMessage(error: unknown): string {
  * tokens): lower max_token_count to at most 2048 with an update, then restart
  * the endpoint." Safe to show, as startErrorMessage is.
  */
-export function failureMessage(error: unknown): string {
+export function failureMessage(error: unknown, during: 'start' | 'rollout' = 'start'): string {
   const what = startErrorMessage(error).replace(/[.\s]+$/, '');
+  if (during === 'rollout') return `${what}: ${ROLLOUT_FAILURE_ADVICE}.`;
   const advice = error instanceof SettingsError && error.advice ? error.advice : failureAdvice(startErrorCode(error));
   return `${what}: ${advice}.`;
 }

@@ -29,6 +29,13 @@ const ADVICE: Record<EndpointErrorCode, string> = {
   INFERENCE_ENGINE_UNKNOWN_ERROR: 'restart the endpoint to try again',
 };
 
+/**
+ * A rollout that failed left the previous version serving (the endpoint is RUNNING, so restart does
+ * not apply): the remedy is another update.
+ */
+export const ROLLOUT_FAILURE_ADVICE =
+  'the previous version keeps serving; fix the cause with another update (a new version, which rolls out again)';
+
 /** What to do about a failure with `code`; `restart the endpoint` when nothing better is known. */
 export function failureAdvice(code: EndpointErrorCode | null): string {
   return code ? ADVICE[code] : 'restart the endpoint';

@@ -130,6 +130,9 @@ describe('one endpoint through its whole life', () => {
     });
     const status = await alice.rest('GET', `/dedicated/beta/endpoint/${id}/status`);
     expect(status.body).toMatchObject({ status: 'RUNNING', errorCode: 'INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR' });
+    // Restart does not apply to a RUNNING endpoint: the advice is another update.
+    expect(status.body.errorMessage).toMatch(/the previous version keeps serving; fix the cause with another update/);
+    expect(status.body.errorMessage).not.toMatch(/restart/);
     expect((await statusTrail(t.sql, id)).slice(-2)).toEqual(['UPDATING', 'RUNNING INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR']);
     const replicas = await liveReplicaRows(t.sql, id);
     expect(replicas.map((r) => [r.id, r.version_index])).toEqual([[serving!.id, 2]]);
