@@ -1,9 +1,9 @@
 /**
  * Parsing and validation of an OpenAI chat-completions request body. Everything the engine uses is
  * checked here, so the rest of the engine works on a typed, trusted value; fields the engine does
- * not use (user, presence_penalty, ...) are accepted and ignored, like other OpenAI-compatible
- * servers do, but features it cannot honour (n > 1, tools, logprobs, JSON mode) are refused
- * instead of silently ignored.
+ * not use (user, presence_penalty and frequency_penalty within OpenAI's -2..2, ...) are accepted
+ * and ignored, like other OpenAI-compatible servers do, but features it cannot honour (n > 1,
+ * tools, logprobs, JSON mode, logit_bias) are refused instead of silently ignored.
  */
 import { LIMITS } from '../domain/endpoint-spec.js';
 import { findTextViolation } from './field-checker.js';
@@ -80,6 +80,7 @@ function inexact(value: number): string | undefined {
 const numberText = (value: number): string => inexact(value) ?? String(value);
 
 function describe(value: unknown): string {
+  if (value === undefined) return 'nothing';
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'number') return inexact(value) ?? `number ${value}`;
@@ -212,6 +213,13 @@ function parseStop(value: unknown): string[] {
 }
 
 function refuseUnsupported(body: Record<string, unknown>): void {
+  // Accepted and ignored, as documented, but only within OpenAI's range: out of it is the client's mistake.
+  optionalNumber(body, 'presence_penalty', -2, 2);
+  optionalNumber(body, 'frequency_penalty', -2, 2);
+  const bias = body.logit_bias;
+  if (bias !== undefined && bias !== null && !(isPlainObject(bias) && Object.keys(bias).length === 0)) {
+    fail('logit_bias is not supported by this engine (an empty object or null is accepted)', 'logit_bias');
+  }
   const n = body.n;
   if (n !== undefined && n !== null && n !== 1) fail(`n must be 1: this engine returns one choice per request (got ${describe(n)})`, 'n');
   if (Array.isArray(body.tools) && body.tools.length > 0) fail('tools are not supported by this engine', 'tools');
