@@ -116,7 +116,10 @@ describe('transports and content', () => {
         }
       }
       buffer = buffer.slice(buffer.lastIndexOf('\n') + 1);
-      if (updates.at(-1)?.status.status === 'RUNNING') break;
+      // Until the RUNNING event itself: an update for another event (a replica count) may already show the status
+      // RUNNING, as it is read when the update is delivered, before the status change's own event arrives.
+      const last = updates.at(-1)?.event;
+      if (last?.type === 'STATUS_CHANGED' && last.status === 'RUNNING') break;
     }
     controller.abort();
     t.hub.setFault(null, { repo: 'test-org/fault-GGUF' });
