@@ -7,7 +7,7 @@
  *   body is then read with the gateway's limit (413 past 1 MiB).
  * - Subscriptions are served here, as SSE, whatever the client's Accept
  *   allows it (`text/event-stream`, a wildcard, none): their streams are
- *   counted per key and watched, so a revoked key or lost access ends them.
+ *   counted per user and watched, so a revoked key or lost access ends them.
  *   yoga itself refuses any subscription that reaches it (see yoga.ts).
  *
  * graphql-yoga serves SSE through the fetch API (a Request, a Response and a
@@ -25,7 +25,6 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { getOperationAST, type DocumentNode, type ExecutionResult, type GraphQLError } from 'graphql';
-import type { YogaServerInstance } from 'graphql-yoga';
 import type { AccessWatch } from '../../live/access-watch.js';
 import type { SubscriptionQuota } from '../../live/subscription-quota.js';
 import type { Services } from '../../services/index.js';
@@ -34,7 +33,7 @@ import { authenticate, credentialsOfRequest, header } from '../authenticate.js';
 import { BODY_TOO_LARGE_MESSAGE, readBodyText, sendJson, unsupportedEncoding } from '../body.js';
 import { failureOfDomainError } from '../../domain/errors.js';
 import { requestIdOf, type Log } from '../request-id.js';
-import type { GraphQLContext } from './context.js';
+import type { GatewayYoga } from './context.js';
 import { exposedGraphQLError, publicErrorJson, reportGraphQLErrors, sendGraphQLFailure } from './errors.js';
 import { resultJson, type ResultSink } from './shared-execution.js';
 
@@ -46,11 +45,6 @@ interface Params {
   operationName?: string;
   extensions?: Record<string, unknown>;
 }
-
-type Yoga = YogaServerInstance<
-  { req?: IncomingMessage; principal?: Principal; resultSink?: ResultSink; transport?: 'sse' | 'websocket' },
-  GraphQLContext
->;
 
 /** Whether the client takes an event stream: it names it, or takes anything (no Accept, or a wildcard). */
 function allowsEventStream(req: IncomingMessage): boolean {
@@ -134,7 +128,7 @@ function paramsFromUrl(url: URL): Params | null {
 
 /** With `access`, a stream whose key is revoked or whose team access changes ends with an error event. */
 export function createGraphQLHttp(
-  yoga: Yoga,
+  yoga: GatewayYoga,
   services: Services,
   log: Log,
   options: { access?: AccessWatch; quota?: SubscriptionQuota; graphiql: boolean },
@@ -151,17 +145,23 @@ export function createGraphQLHttp(
   return async function handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     let body: string | undefined;
     let params: Params | null = null;
+    const credentials = credentialsOfRequest(req);
+    // Read before the key is looked up: an access change announced meanwhile is seen by the watch.
+    const epoch = access?.epoch ?? 0;
+    /** The caller, once authenticated (a POST's before its body is read; a GET's only for a subscription). */
+    let caller: Principal | undefined;
     if (req.method === 'POST') {
       // The key before the body: a request without a valid one is answered unread, and its connection closed.
-      const auth = await authenticate(services, credentialsOfRequest(req));
+      const auth = await authenticate(services, credentials);
       if (auth.type === 'error') return sendGraphQLFailure(res, failureOfDomainError(auth.error), requestIdOf(req), CLOSE);
+      caller = auth.value;
       const encoded = unsupportedEncoding(req);
       if (encoded) return sendGraphQLFailure(res, encoded.failure, requestIdOf(req), CLOSE);
       const text = await readBodyText(req);
       if (text === null) return sendJson(res, 413, { errors: [{ message: BODY_TOO_LARGE_MESSAGE }] }, CLOSE);
       body = text;
       // No subscription in it (most requests): yoga reads it, unparsed here.
-      if (!SUBSCRIPTION_KEYWORD.test(text)) return toYoga(req, res, body, auth.value);
+      if (!SUBSCRIPTION_KEYWORD.test(text)) return toYoga(req, res, body, caller);
       if (header(req, 'content-type')?.includes('json')) {
         try {
           params = paramsOf(JSON.parse(text));
@@ -179,19 +179,20 @@ export function createGraphQLHttp(
     // Not a JSON operation, or an answer only yoga gives (GraphiQL, CORS preflights, errors): yoga answers it.
     if (!params || !allowsEventStream(req) || !SUBSCRIPTION_KEYWORD.test(params.query)) return toYoga(req, res, body);
 
-    const epoch = access?.epoch ?? 0;
-    const credentials = credentialsOfRequest(req);
-    const auth = await authenticate(services, credentials);
-    if (auth.type === 'error') return toYoga(req, res, body);
+    if (!caller) {
+      const auth = await authenticate(services, credentials);
+      if (auth.type === 'error') return toYoga(req, res, body);
+      caller = auth.value;
+    }
     // Gone while it was authenticated: nothing to open (its close has passed, so nothing opened now would be closed).
     if (res.destroyed) return;
     // Watched while the response is open: a change of access ends the stream with an error event.
-    const connection = access?.open(credentials, auth.value, epoch, () => {});
+    const connection = access?.open(credentials, caller, epoch, () => {});
     if (connection) res.once('close', () => connection.close());
     const watched = connection?.subscription();
     const sink = new SseNextEvents(res);
     const enveloped = yoga.getEnveloped({
-      principal: watched?.principal ?? auth.value,
+      principal: watched?.principal ?? caller,
       transport: 'sse',
       params,
       resultSink: watched ? watched.sink(sink) : sink,
@@ -210,8 +211,8 @@ export function createGraphQLHttp(
       // An operation over a limit (limits.ts throws it): yoga answers it, with its status.
       return toYoga(req, res, body);
     }
-    // One of the key's places for as long as the stream is open.
-    const release = quota?.take(auth.value.user.id);
+    // One of the user's places for as long as the stream is open.
+    const release = quota?.take(caller.user.id);
     if (quota && !release) return sendJson(res, 429, { errors: [{ message: quota.refusal, extensions: { code: 'RESOURCE_EXHAUSTED' } }] });
     if (release) res.once('close', release);
 

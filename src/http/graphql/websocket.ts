@@ -23,7 +23,6 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { GraphQLError, type DocumentNode, type ExecutionArgs, type ExecutionResult } from 'graphql';
 import { CloseCode, handleProtocols, makeServer, MessageType } from 'graphql-ws';
-import type { YogaServerInstance } from 'graphql-yoga';
 import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AccessWatch, WatchedConnection, WatchedSubscription } from '../../live/access-watch.js';
@@ -36,7 +35,7 @@ import { authenticate, credentialsOfConnectionParams } from '../authenticate.js'
 import { MAX_BODY_BYTES } from '../body.js';
 import { failureOf } from '../failures.js';
 import { logFailure, REQUEST_ID_HEADER, requestIdOf, type Log } from '../request-id.js';
-import type { GraphQLContext } from './context.js';
+import type { GatewayYoga } from './context.js';
 import { publicErrorJson, reportGraphQLErrors, unmasked } from './errors.js';
 import { resultJson, type ResultSink } from './shared-execution.js';
 
@@ -50,17 +49,12 @@ const CLOSE_CODES: Partial<Record<Failure['kind'], number>> = {
   unavailable: TRY_AGAIN_LATER,
 };
 
-type Yoga = YogaServerInstance<
-  { req?: IncomingMessage; principal?: Principal; resultSink?: ResultSink; transport?: 'sse' | 'websocket' },
-  GraphQLContext
->;
-
 export interface WebSocketOptions {
   /** Watches open sockets' access; without it, a socket keeps the access it opened with. */
   access?: AccessWatch;
   /** Operations in flight on one socket at once; a subscribe past it gets an `error` message. @default 100 */
   maxSubscriptions?: number;
-  /** Operations one API key holds open at once, over all its sockets and SSE streams; without it, no such cap. */
+  /** Operations one user holds open at once, over all their keys, sockets and SSE streams; without it, no such cap. */
   quota?: SubscriptionQuota;
   /** Largest message accepted, in bytes; a larger frame is closed with 1009. @default 1 MiB */
   maxPayload?: number;
@@ -134,7 +128,7 @@ function badRequest(message: string, code = 'BAD_REQUEST'): GraphQLError[] {
 }
 
 /** Serves graphql-ws on the GraphQL path. Auth failures close the socket with 4401 or 4403 and a reason. */
-export function serveWebSocket(yoga: Yoga, services: Services, options: WebSocketOptions = {}) {
+export function serveWebSocket(yoga: GatewayYoga, services: Services, options: WebSocketOptions = {}) {
   const { access } = options;
   const maxSubscriptions = options.maxSubscriptions ?? 100;
   const keepAliveMs = options.keepAliveMs ?? 12_000;
@@ -148,7 +142,7 @@ export function serveWebSocket(yoga: Yoga, services: Services, options: WebSocke
   /** Each authenticated socket's principal, kept current by the access watch. */
   const connections = new WeakMap<object, { principal: Principal; watched?: WatchedConnection }>();
   /**
-   * Each socket's operations holding a place of their key's quota, by their subscribe message's payload
+   * Each socket's operations holding a place of their user's quota, by their subscribe message's payload
    * (one object per message: an id may be reused at once, before the old operation's completion runs).
    */
   const places = new WeakMap<object, Map<object, () => void>>();

@@ -3,22 +3,20 @@
  * one context factory: a request's principal comes from its Authorization
  * header, a socket's from its `connection_init` payload.
  */
-import type { IncomingMessage } from 'node:http';
 import { renderGraphiQL } from '@graphql-yoga/render-graphiql';
 import { GraphQLError } from 'graphql';
-import { createYoga, type GraphiQLOptions, type Plugin, type YogaServerInstance } from 'graphql-yoga';
+import { createYoga, type GraphiQLOptions, type Plugin } from 'graphql-yoga';
 import { failureOfDomainError } from '../../domain/errors.js';
 import type { ChatRouter } from '../../router/chat-router.js';
 import type { Services } from '../../services/index.js';
-import type { Principal } from '../../services/principal.js';
 import { authenticate, credentialsOfFetchRequest } from '../authenticate.js';
 import type { Log } from '../request-id.js';
 import { graphqlErrorOf, maskGraphQLError, useErrorReporting } from './errors.js';
 import { useClientInputRules } from './client-input.js';
-import { createLoaders, type GraphQLContext } from './context.js';
+import { createLoaders, type GatewayYoga, type GraphQLContext, type ServerContext } from './context.js';
 import { DEFAULT_GRAPHQL_LIMITS, useOperationLimits, type GraphQLSecurityOptions } from './limits.js';
 import { schema } from './schema/index.js';
-import { useSharedSubscriptionExecution, type ResultSink } from './shared-execution.js';
+import { useSharedSubscriptionExecution } from './shared-execution.js';
 import { serveWebSocket, type WebSocketOptions } from './websocket.js';
 
 export const GRAPHQL_PATH = '/graphql';
@@ -46,20 +44,10 @@ export const GRAPHIQL_OPTIONS: GraphiQLOptions & {
   shouldPersistHeaders: false,
 };
 
-interface ServerContext {
-  req?: IncomingMessage;
-  /** Set for WebSocket operations, authenticated once in `onConnect`. */
-  principal?: Principal;
-  /** Where a subscription's shared results are written directly (its socket, or its SSE response). */
-  resultSink?: ResultSink;
-  /** Set by the transports that count and watch subscriptions (sse.ts, websocket.ts); yoga's own HTTP serves none. */
-  transport?: 'sse' | 'websocket';
-}
-
 /**
  * A subscription that reaches yoga's own HTTP handling (a client that accepts
  * only JSON or multipart, a body that is not JSON) is refused: yoga's streams
- * would be neither counted per key nor ended when the key is revoked.
+ * would be neither counted per user nor ended when the key is revoked.
  */
 function useWatchedSubscriptionsOnly(): Plugin<ServerContext> {
   return {
@@ -103,7 +91,7 @@ export function createGraphQL(
   live: GraphQLContext['live'],
   security: GraphQLSecurityOptions = { limits: DEFAULT_GRAPHQL_LIMITS, introspection: true },
   log: Log = (message, error) => console.error(message, error),
-): YogaServerInstance<ServerContext, GraphQLContext> {
+): GatewayYoga {
   return createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: GRAPHQL_PATH,
@@ -145,10 +133,6 @@ export function createGraphQL(
  * GRAPHQL_PATH to its `handleUpgrade`. Auth failures close the socket with
  * 4401 or 4403 and a reason; malformed messages with 4400.
  */
-export function createWebSocket(
-  yoga: YogaServerInstance<ServerContext, GraphQLContext>,
-  services: Services,
-  options: WebSocketOptions = {},
-) {
+export function createWebSocket(yoga: GatewayYoga, services: Services, options: WebSocketOptions = {}) {
   return serveWebSocket(yoga, services, options);
 }
