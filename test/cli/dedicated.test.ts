@@ -63,25 +63,24 @@ describe('dedicated (the endpoint CLI)', () => {
   });
 
   let endpointId: string;
+  /** `endpoints create` in the project, answering JSON, with the flags given after the required ones. */
+  const createArgs = (name: string, model: string, ...flags: string[]) => [
+    '--json',
+    'endpoints',
+    'create',
+    '--project',
+    projectId,
+    '--name',
+    name,
+    '--model',
+    model,
+    '--instance',
+    H100_X1,
+    ...flags,
+  ];
 
   test('create, watch it to RUNNING live, list and get, human and --json', async () => {
-    const created = await cli([
-      '--json',
-      'endpoints',
-      'create',
-      '--project',
-      projectId,
-      '--name',
-      'cli-tiny',
-      '--model',
-      TINY_REPO,
-      '--instance',
-      H100_X1,
-      '--max-token-count',
-      '1024',
-      '--comment',
-      'from the CLI',
-    ]);
+    const created = await cli(createArgs('cli-tiny', TINY_REPO, '--max-token-count', '1024', '--comment', 'from the CLI'));
     expect(created.code, created.stderr).toBe(0);
     const endpoint = JSON.parse(created.stdout) as { id: string; name: string; spec: { maxTokenCount: number } };
     expect(endpoint).toMatchObject({ name: 'cli-tiny', spec: { maxTokenCount: 1024 } });
@@ -106,19 +105,7 @@ describe('dedicated (the endpoint CLI)', () => {
   }, 120_000);
 
   test('a FAILED endpoint says why: status --watch exits 1 with the message, get shows it', async () => {
-    const created = await cli([
-      '--json',
-      'endpoints',
-      'create',
-      '--project',
-      projectId,
-      '--name',
-      'cli-missing',
-      '--model',
-      'test-org/no-such-model-GGUF',
-      '--instance',
-      H100_X1,
-    ]);
+    const created = await cli(createArgs('cli-missing', 'test-org/no-such-model-GGUF'));
     expect(created.code, created.stderr).toBe(0);
     const id = (JSON.parse(created.stdout) as { id: string }).id;
     const watched = await cli(['status', id, '--watch', '--until', 'RUNNING']);
