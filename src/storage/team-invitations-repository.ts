@@ -57,14 +57,16 @@ export async function upsertInvitation(
  * by a member since removed, demoted or deleted grants nothing. (Invitations
  * come from non-admin owners only: admins add members directly.)
  */
-const INVITER_STILL_OWNS = `EXISTS (SELECT 1 FROM team_members o WHERE o.team_id = i.team_id AND o.user_id = i.invited_by AND o.role = 'OWNER')`;
+function inviterStillOwns(lock: '' | 'FOR SHARE' = ''): string {
+  return `EXISTS (SELECT 1 FROM team_members o WHERE o.team_id = i.team_id AND o.user_id = i.invited_by AND o.role = 'OWNER' ${lock})`;
+}
 
 /** The invitations waiting for the user, oldest first. */
 export async function listInvitationsFor(db: Queryable, user: { id: string; email: string }): Promise<TeamInvitationRecord[]> {
   const rows = await db<InvitationRow[]>`
     SELECT ${db.unsafe(INVITATION_COLUMNS)}
     FROM team_invitations i JOIN teams t ON t.id = i.team_id LEFT JOIN users b ON b.id = i.invited_by
-    WHERE ${inviteeIs(db, user)} AND ${db.unsafe(INVITER_STILL_OWNS)} ORDER BY i.created_at, i.id`;
+    WHERE ${inviteeIs(db, user)} AND ${db.unsafe(inviterStillOwns())} ORDER BY i.created_at, i.id`;
   return rows.map(toInvitation);
 }
 
@@ -100,7 +102,7 @@ export async function takeInvitation(
     DELETE FROM team_invitations i
     WHERE i.id = ${id} AND ${inviteeIs(db, user)}
       -- The inviter's membership is locked, so that a removal or demotion committing meanwhile is seen.
-      AND EXISTS (SELECT 1 FROM team_members o WHERE o.team_id = i.team_id AND o.user_id = i.invited_by AND o.role = 'OWNER' FOR SHARE)
+      AND ${db.unsafe(inviterStillOwns('FOR SHARE'))}
     RETURNING i.team_id, i.role`;
   if (!taken) return undefined;
   await deleteInvitationsFor(db, taken.team_id, user);
