@@ -27,6 +27,7 @@
 import {
   decideAdmission,
   expectedWaitMs,
+  QUEUE_MARGIN,
   requestsAhead,
   seconds,
   type AdmissionDecision,
@@ -208,6 +209,9 @@ export class EndpointGate {
       }
     }
     for (const { waiter, waitMs } of late) {
+      // Refused near its deadline (past the share of the timeout any queued request was expected to wait): the
+      // estimate was wrong, as when a wait times out. A review tick can come a few ms before the timer does.
+      if (this.limits.timeoutMs - (waiter.deadline - now) >= this.limits.timeoutMs * QUEUE_MARGIN) this.learnFromTimeout(waiter);
       const retryAfterS = seconds(waitMs - (waiter.deadline - now));
       this.remove(
         waiter,

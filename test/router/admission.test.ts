@@ -183,7 +183,8 @@ describe('EndpointGate', () => {
     expect(g.holdMs).toBeLessThan(200);
     await ask('a', 'a1');
     const timedOut = await g.acquire('b', new AbortController().signal).catch((e: unknown) => e);
-    expect(timedOut).toBeInstanceOf(QueueTimeoutError);
+    // Its timer, or a review of the queue a few ms before it (a late timer on a busy machine): either way the estimate rises.
+    expect(timedOut instanceof QueueTimeoutError || timedOut instanceof QueueRefusedError).toBe(true);
     expect(g.holdMs).toBeGreaterThanOrEqual(400);
     expect(g.queued).toBe(0);
     expect(g.decide('c')).toMatchObject({ kind: 'refuse', code: 'queue_full' });
