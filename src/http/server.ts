@@ -6,7 +6,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { databaseOf, type Services } from '../services/index.js';
-import { createGraphQLHttp } from './graphql/sse.js';
+import { createGraphQLHttp } from './graphql/http-entry.js';
 import { createGraphQL, createWebSocket, GRAPHQL_PATH } from './graphql/yoga.js';
 import { routeUpgrades } from './upgrade.js';
 import { AccessWatch } from '../live/access-watch.js';

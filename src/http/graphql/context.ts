@@ -37,7 +37,7 @@ export interface ServerContext {
   principal?: Principal;
   /** Where a subscription's shared results are written directly (its socket, or its SSE response). */
   resultSink?: ResultSink;
-  /** Set by the transports that count and watch subscriptions (sse.ts, websocket.ts); yoga's own HTTP serves none. */
+  /** Set by the transports that count and watch subscriptions (http-entry.ts, websocket.ts); yoga's own HTTP serves none. */
   transport?: 'sse' | 'websocket';
 }
 
