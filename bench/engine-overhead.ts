@@ -98,6 +98,8 @@ async function main(): Promise<void> {
     sequences: BATCH,
     threads: THREADS,
     maxTokens: MAX_TOKENS,
+    engineDispatch: process.env.OVERHEAD_RAW_DISPATCH === 'engine',
+    reusePrefix: RAW_REUSE,
   };
   const rawNodeArgs = process.env.OVERHEAD_CPU_PROF === '1' ? await cpuProfArgs('overhead-raw') : [];
   const raw = runChild<{ done: true }>('load/llama-slices.ts', rawConfig, { timeoutMs: 3_600_000, nodeArgs: rawNodeArgs });
