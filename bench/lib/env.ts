@@ -205,7 +205,9 @@ export async function cpuProfArgs(name: string): Promise<string[]> {
   const dir = path.join(PROFILES_DIR, name);
   await rm(dir, { recursive: true, force: true });
   await mkdir(dir, { recursive: true });
-  return ['--cpu-prof', '--cpu-prof-dir', dir];
+  // BENCH_CPU_PROF_INTERVAL_US: a finer sampling interval than V8's 1000 µs, to see a short burst.
+  const interval = process.env.BENCH_CPU_PROF_INTERVAL_US;
+  return ['--cpu-prof', '--cpu-prof-dir', dir, ...(interval ? ['--cpu-prof-interval', interval] : [])];
 }
 
 /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process is gone. */
