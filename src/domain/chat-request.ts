@@ -3,12 +3,14 @@
  * checked here, so the rest of the engine works on a typed, trusted value; fields the engine does
  * not use (user, presence_penalty and frequency_penalty within OpenAI's -2..2, ...) are accepted
  * and ignored, like other OpenAI-compatible servers do, but features it cannot honour (n > 1,
- * tools, logprobs, JSON mode, logit_bias) are refused instead of silently ignored.
+ * tools, logprobs, logit_bias) are refused instead of silently ignored. `response_format` has its
+ * own module (response-format.ts).
  */
 import { LIMITS } from '../domain/endpoint-spec.js';
 import { findTextViolation } from './field-checker.js';
 import { openAIError, type OpenAIError } from './openai-errors.js';
 import type { Result } from './result.js';
+import { parseResponseFormat, type ResponseFormat } from './response-format.js';
 
 export type ChatRole = 'system' | 'user' | 'assistant';
 export type ChatMessage = { role: ChatRole; content: string };
@@ -27,6 +29,8 @@ export type ChatRequest = {
   stop: string[];
   seed: number | undefined;
   chatTemplateKwargs: Record<string, unknown>;
+  /** Text, or JSON the engine's grammar enforces. */
+  responseFormat: ResponseFormat;
 };
 
 /** A request refused, in the OpenAI error shape. */
@@ -224,13 +228,6 @@ function refuseUnsupported(body: Record<string, unknown>): void {
   if (n !== undefined && n !== null && n !== 1) fail(`n must be 1: this engine returns one choice per request (got ${describe(n)})`, 'n');
   if (Array.isArray(body.tools) && body.tools.length > 0) fail('tools are not supported by this engine', 'tools');
   if (body.logprobs === true) fail('logprobs are not supported by this engine', 'logprobs');
-  const format = body.response_format;
-  if (isPlainObject(format) && format.type !== undefined && format.type !== 'text') {
-    fail(
-      `response_format.type must be "text": structured output is not supported by this engine (got ${describe(format.type)})`,
-      'response_format',
-    );
-  }
 }
 
 /** Validates a decoded JSON body. Never throws. */
@@ -278,6 +275,8 @@ export function parseChatRequest(body: unknown): ParseResult {
     const chatTemplateKwargs = parseTemplateKwargs(body.chat_template_kwargs);
 
     refuseUnsupported(body);
+    const responseFormat = parseResponseFormat(body.response_format);
+    if ('message' in responseFormat) fail(responseFormat.message, responseFormat.param);
     return {
       type: 'ok',
       value: {
@@ -291,6 +290,7 @@ export function parseChatRequest(body: unknown): ParseResult {
         stop: parseStop(body.stop),
         seed,
         chatTemplateKwargs,
+        responseFormat,
       },
     };
   } catch (error) {

@@ -4,7 +4,7 @@
  * Streaming and non-streaming responses both consume the same segments, so their text is equal.
  */
 import { randomInt } from 'node:crypto';
-import type { LlamaContextSequence, LlamaModel, Token } from 'node-llama-cpp';
+import { LlamaGrammarEvaluationState, type LlamaContextSequence, type LlamaGrammar, type LlamaModel, type Token } from 'node-llama-cpp';
 import { ThinkSplitter, type Segment } from './reasoning.js';
 import { IncrementalDetokenizer, StopStringMatcher } from './text-stream.js';
 
@@ -20,6 +20,8 @@ export type GenerationParams = {
   stop: readonly string[];
   /** Split `<think>` blocks into reasoning segments. */
   reasoning: { enabled: boolean; startInReasoning: boolean };
+  /** Tokens must follow this grammar (JSON output), from the answer's start: after the think block, if any. */
+  grammar?: LlamaGrammar;
 };
 
 export type OutputOptions = {
@@ -98,6 +100,27 @@ export async function generate(
   const stopMatcher = new StopStringMatcher(params.stop);
   const splitter = new ThinkSplitter(params.reasoning);
   const emit = (segments: Segment[]) => segments.forEach((segment) => hooks.onSegment(segment));
+  // The grammar applies from the first token of the answer: sampling asks for its state before every token, and
+  // gets none while the model is still inside a think block. From then on all text is the answer (a `<think>`
+  // inside a JSON string is text, not a tag).
+  const { grammar } = params;
+  let grammarState: LlamaGrammarEvaluationState | undefined;
+  const grammarEvaluationState = grammar
+    ? () => {
+        if (grammarState === undefined && !splitter.inReasoning) grammarState = new LlamaGrammarEvaluationState({ model, grammar });
+        return grammarState;
+      }
+    : undefined;
+  // Under a grammar, whitespace is held back until more text follows: the JSON grammar lets the model pad the end
+  // of the value with newlines before it must stop, and the answer is the value alone (as OpenAI's).
+  let heldSpace = '';
+  const answerText = (text: string): Segment[] => {
+    const all = heldSpace + text;
+    const kept = all.trimEnd();
+    heldSpace = all.slice(kept.length);
+    return kept === '' ? [] : [{ channel: 'content', text: kept }];
+  };
+  const split = (text: string): Segment[] => (grammarState === undefined ? splitter.push(text) : answerText(text));
 
   const greedy = params.temperature === 0;
   const tokens = sequence.evaluate(evaluated === 0 ? params.promptTokens : params.promptTokens.slice(evaluated), {
@@ -109,6 +132,7 @@ export async function generate(
     seed: toSamplerSeed(params.seed),
     // Yield EOS/EOT so that it is counted as a generated token, like other servers do.
     yieldEogToken: true,
+    ...(grammarEvaluationState ? { grammarEvaluationState } : {}),
   });
 
   let completionTokens = 0;
@@ -122,7 +146,7 @@ export async function generate(
       break;
     }
     const piece = stopMatcher.push(detokenizer.push(token));
-    emit(splitter.push(piece.text));
+    emit(split(piece.text));
     if (piece.stopped) {
       end = 'stop-string';
       break;
@@ -135,9 +159,9 @@ export async function generate(
     // Text held back for an incomplete character or a possible stop string is final now; a stop
     // string can still complete with the last bytes. After a stop string nothing is returned.
     const tail = stopMatcher.push(detokenizer.flush());
-    emit(splitter.push(tail.text));
+    emit(split(tail.text));
     if (tail.stopped) end = 'stop-string';
-    else emit(splitter.push(stopMatcher.flush()));
+    else emit(split(stopMatcher.flush()));
   }
   emit(splitter.flush());
   return { finishReason: end === 'length' ? 'length' : 'stop', completionTokens };

@@ -62,6 +62,11 @@ export class ThinkSplitter {
     return out;
   }
 
+  /** Inside a think block, or holding what may be the start of a tag: the answer has not begun for sure. */
+  get inReasoning(): boolean {
+    return this.channel === 'reasoning' || this.held !== '';
+  }
+
   /** The held-back text (a partial tag that never completed) at the end of generation. */
   flush(): Segment[] {
     const out: Segment[] = [];

@@ -156,7 +156,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
       const request = await readChatRequest(req, res);
       if (!request) return;
       // Every check runs here, before the request waits for a sequence: a bad request is refused at once, however busy.
-      const prepared = scheduler.prepare(request);
+      const prepared = await scheduler.prepare(request);
       if ('status' in prepared) return sendError(res, prepared);
 
       let lease;

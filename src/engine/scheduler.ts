@@ -12,6 +12,7 @@ import type { Token } from 'node-llama-cpp';
 import { generate, reusablePrefix, type GenerationParams, type GenerationResult } from './generation.js';
 import { ChatTemplateError, type ChatPromptRenderer, type RenderedPrompt } from './prompt.js';
 import type { Segment } from './reasoning.js';
+import { Grammars } from './structured-output.js';
 
 export { SemaphoreAbortedError as QueueAbortedError } from '../util/semaphore.js';
 
@@ -56,6 +57,7 @@ export class Scheduler {
   private readonly semaphore: Semaphore;
   /** Tokens generated since start, cancelled generations included (throughput metrics). */
   totalCompletionTokens = 0;
+  private readonly grammars: Grammars;
 
   constructor(
     private readonly model: LlamaModel,
@@ -64,6 +66,7 @@ export class Scheduler {
     private readonly limits: SchedulerLimits,
   ) {
     if (sequences.length === 0) throw new Error('Scheduler needs at least one sequence');
+    this.grammars = new Grammars(model.llama);
     this.free = [...sequences];
     this.semaphore = new Semaphore(sequences.length);
   }
@@ -89,12 +92,14 @@ export class Scheduler {
   }
 
   /** Every check of the request, before it waits for a sequence: its generation parameters, or its error. */
-  prepare(request: ChatRequest): PreparedRequest | RequestError {
+  async prepare(request: ChatRequest): Promise<PreparedRequest | RequestError> {
     const prompt = this.render(request);
     if ('status' in prompt) return prompt;
     const promptTokens = prompt.tokens.length;
     const overLimit = checkTokenLimits(promptTokens, request, this.limits);
     if (overLimit) return overLimit;
+    const grammar = request.responseFormat.type === 'text' ? undefined : await this.grammars.forFormat(request.responseFormat);
+    if (grammar && 'status' in grammar) return grammar;
     return {
       promptTokens,
       params: {
@@ -105,6 +110,7 @@ export class Scheduler {
         seed: request.seed,
         stop: request.stop,
         reasoning: { enabled: this.renderer.supportsThinking, startInReasoning: prompt.opensThinkBlock },
+        ...(grammar ? { grammar } : {}),
       },
     };
   }

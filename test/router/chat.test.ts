@@ -19,6 +19,7 @@ import {
   type SeededUser,
   type TestApp,
 } from '../support/app.js';
+import { VERDICT_FORMAT } from '../support/response-formats.js';
 
 let t: TestApp;
 let alice: SeededUser;
@@ -129,6 +130,29 @@ describe('the openai client', () => {
     await expect(anonymous.chat.completions.create({ model: endpoint, messages: MESSAGES })).rejects.toBeInstanceOf(
       OpenAI.AuthenticationError,
     );
+  });
+
+  test('response_format json_schema: the answer follows the schema, streamed or not; a schema the engine cannot enforce is a 400 naming it', async () => {
+    const response_format = VERDICT_FORMAT;
+    const request = { model: endpoint, messages: MESSAGES, max_tokens: 200, temperature: 0, seed: 3, response_format };
+    const completion = await openai.chat.completions.create(request);
+    const content = completion.choices[0]!.message.content!;
+    expect(JSON.parse(content)).toEqual({ answer: expect.stringMatching(/^(yes|no)$/), sure: expect.any(Boolean) });
+    const stream = await openai.chat.completions.create({ ...request, stream: true });
+    let streamed = '';
+    for await (const chunk of stream) streamed += chunk.choices[0]?.delta.content ?? '';
+    expect(streamed).toBe(content);
+    const refused = await openai.chat.completions
+      .create({
+        ...request,
+        response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: 'a+' } } },
+      })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(refused).toMatchObject({
+      param: 'response_format.json_schema.schema',
+      message: expect.stringContaining('schema.pattern is not supported'),
+    });
   });
 
   test('a body over 1 MiB is a 413 in the OpenAI error shape', async () => {
@@ -411,6 +435,20 @@ describe('GraphQL', () => {
       input: { model: endpoint, messages: MESSAGES, temperature: 9 },
     });
     expect(tooHot.createChatCompletion).toMatchObject({ __typename: 'ChatCompletionError', status: 400, param: 'temperature' });
+    const json = await alice.graphql.request(CreateChatCompletionDocument, {
+      input: {
+        model: endpoint,
+        messages: MESSAGES,
+        maxTokens: 100,
+        seed: 2,
+        responseFormat: {
+          type: 'json_schema',
+          json_schema: { name: 'flag', schema: { type: 'object', properties: { on: { type: 'boolean' } }, required: ['on'] } },
+        },
+      },
+    });
+    if (json.createChatCompletion.__typename !== 'CreateChatCompletionSuccess') throw new Error(JSON.stringify(json));
+    expect(JSON.parse(json.createChatCompletion.completion.choices[0]!.message.content)).toEqual({ on: expect.any(Boolean) });
     const foreign = await bob.graphql.request(CreateChatCompletionDocument, { input: { model: endpoint, messages: MESSAGES } });
     expect(foreign.createChatCompletion).toMatchObject({ __typename: 'ChatCompletionError', status: 404, code: 'model_not_found' });
   });

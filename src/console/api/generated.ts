@@ -58,6 +58,8 @@ export type ChatCompletionInput = {
   maxTokens?: number | null | undefined;
   messages: Array<ChatMessageInput>;
   model: string;
+  /** OpenAI `response_format`: `{type: "json_object"}`, or `{type: "json_schema", json_schema: {name, schema}}`; the JSON is enforced while the answer is generated. @default text */
+  responseFormat?: unknown;
   seed?: number | null | undefined;
   stop?: Array<string> | null | undefined;
   temperature?: number | null | undefined;

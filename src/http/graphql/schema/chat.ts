@@ -56,6 +56,11 @@ const ChatCompletionInput = builder.inputType('ChatCompletionInput', {
     seed: t.int(),
     chatTemplateKwargs: t.field({ type: 'JSON', description: 'Passed to the chat template; `enable_thinking` toggles reasoning.' }),
     includeUsage: t.boolean({ description: 'Streams a final chunk with the token usage. @default false' }),
+    responseFormat: t.field({
+      type: 'JSON',
+      description:
+        'OpenAI `response_format`: `{type: "json_object"}`, or `{type: "json_schema", json_schema: {name, schema}}`; the JSON is enforced while the answer is generated. @default text',
+    }),
   }),
 });
 
@@ -70,6 +75,7 @@ function toOpenAIBody(input: Input, stream: boolean): Record<string, unknown> {
   if (input.stop != null) body.stop = input.stop;
   if (input.seed != null) body.seed = input.seed;
   if (input.chatTemplateKwargs != null) body.chat_template_kwargs = input.chatTemplateKwargs;
+  if (input.responseFormat != null) body.response_format = input.responseFormat;
   if (stream && input.includeUsage) body.stream_options = { include_usage: true };
   return body;
 }

@@ -1,0 +1,185 @@
+/**
+ * `response_format` on the built-in engine, end to end on the tiny generated GGUF: JSON enforced
+ * by a grammar while sampling (the random model would otherwise never write JSON), streamed and
+ * not, after a think block, and schemas refused with their path and rule when the grammar
+ * generator could not enforce them.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { getLlama, LlamaLogLevel, type Llama } from 'node-llama-cpp';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { startEngineServer, type EngineServer } from '../../src/engine/server.js';
+import { VERDICT_FORMAT } from '../support/response-formats.js';
+import { tinyChatTemplate, writeTinyGguf } from '../support/tiny-gguf.js';
+
+let dir: string;
+let llama: Llama;
+let server: EngineServer;
+let thinking: EngineServer;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'structured-'));
+  const plain = await writeTinyGguf(join(dir, 'tiny.gguf'));
+  // A template that opens the think block for the model when thinking is on (the random model never opens one itself).
+  const template = tinyChatTemplate('on').replace(
+    "{{- '<think>\\n\\n</think>\\n\\n' }}\n{%- endif %}",
+    "{{- '<think>\\n\\n</think>\\n\\n' }}\n{%- else %}\n{{- '<think>\\n' }}\n{%- endif %}",
+  );
+  const thinks = await writeTinyGguf(join(dir, 'tiny-think.gguf'), { chatTemplate: template });
+  llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.warn });
+  server = await startEngineServer({ llama, gpu: false, threads: 1, modelPath: plain.path, contextSize: 1024, maxBatchSize: 4 });
+  thinking = await startEngineServer({ llama, gpu: false, threads: 1, modelPath: thinks.path, contextSize: 1024, maxBatchSize: 2 });
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all([server?.close(0), thinking?.close(0)]);
+  await llama?.dispose();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+type Json = Record<string, any>;
+const messages = [{ role: 'user', content: 'Answer in JSON.' }];
+
+async function post(base: string, body: Json): Promise<{ status: number; json: Json }> {
+  const res = await fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages, max_tokens: 300, ...body }),
+  });
+  return { status: res.status, json: (await res.json()) as Json };
+}
+
+/** The streamed answer's content, concatenated, and its finish reason. */
+async function streamed(base: string, body: Json): Promise<{ content: string; reasoning: string; finish: string }> {
+  const res = await fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages, max_tokens: 300, ...body, stream: true }),
+  });
+  expect(res.status).toBe(200);
+  const text = await res.text();
+  let content = '';
+  let reasoning = '';
+  let finish = '';
+  for (const event of text.split('\n\n')) {
+    const data = event.slice('data: '.length);
+    if (data === '' || data === '[DONE]') continue;
+    const choice = (JSON.parse(data) as Json).choices[0];
+    content += choice.delta.content ?? '';
+    reasoning += choice.delta.reasoning_content ?? '';
+    finish = choice.finish_reason ?? finish;
+  }
+  return { content, reasoning, finish };
+}
+
+const yesNo = VERDICT_FORMAT;
+
+describe('JSON enforced while sampling', () => {
+  test('json_object: every answer is one JSON object, nothing after it', async () => {
+    for (const seed of [1, 2, 3, 4]) {
+      const { status, json } = await post(server.url, { seed, temperature: 1, response_format: { type: 'json_object' } });
+      expect(status).toBe(200);
+      const { content } = json.choices[0].message;
+      expect(json.choices[0].finish_reason).toBe('stop');
+      expect(typeof JSON.parse(content)).toBe('object');
+      expect(content).toBe(content.trim());
+    }
+    // The same random model without a format writes no JSON.
+    const free = await post(server.url, { seed: 1, temperature: 1, max_tokens: 20 });
+    expect(() => JSON.parse(free.json.choices[0].message.content)).toThrow();
+  });
+
+  test('json_schema: the answer has exactly the schema’s properties, with allowed values; streamed equals non-streamed', async () => {
+    for (const seed of [5, 6, 7]) {
+      const { json } = await post(server.url, { seed, temperature: 1, response_format: yesNo });
+      const value = JSON.parse(json.choices[0].message.content) as Json;
+      expect(Object.keys(value).sort()).toEqual(['answer', 'sure']);
+      expect(['yes', 'no']).toContain(value.answer);
+      expect(typeof value.sure).toBe('boolean');
+      const stream = await streamed(server.url, { seed, temperature: 1, response_format: yesNo });
+      expect(stream).toEqual({ content: json.choices[0].message.content, reasoning: '', finish: 'stop' });
+    }
+  });
+
+  test('anyOf, nullable types, $defs and arrays are enforced', async () => {
+    const schema = {
+      type: 'object',
+      properties: {
+        items: { type: 'array', items: { $ref: '#/$defs/item' }, minItems: 1, maxItems: 2 },
+        note: { type: ['string', 'null'] },
+        kind: { anyOf: [{ type: 'boolean' }, { const: 'other' }] },
+      },
+      required: ['items', 'note', 'kind'],
+      additionalProperties: false,
+      $defs: { item: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false } },
+    };
+    let checked = 0;
+    for (const seed of [8, 9, 10, 11]) {
+      const { json } = await post(server.url, {
+        seed,
+        temperature: 1,
+        response_format: { type: 'json_schema', json_schema: { name: 'x', schema } },
+      });
+      if (json.choices[0].finish_reason !== 'stop') continue; // a string the random model never closed: cut at max_tokens
+      checked++;
+      const value = JSON.parse(json.choices[0].message.content) as Json;
+      expect(value.items.length).toBeGreaterThanOrEqual(1);
+      expect(value.items.length).toBeLessThanOrEqual(2);
+      for (const item of value.items) expect(typeof item.ok).toBe('boolean');
+      expect(value.note === null || typeof value.note === 'string').toBe(true);
+      expect(value.kind === 'other' || typeof value.kind === 'boolean').toBe(true);
+    }
+    expect(checked).toBeGreaterThan(0);
+  });
+
+  test('after a think block: the reasoning is free text, and the grammar starts with the answer', async () => {
+    // Thinking off: the template closes the block itself, so the answer is JSON from its first token.
+    const off = await post(thinking.url, { seed: 3, response_format: yesNo, chat_template_kwargs: { enable_thinking: false } });
+    expect(JSON.parse(off.json.choices[0].message.content)).toMatchObject({ sure: expect.any(Boolean) });
+    // Thinking on: the random model never closes the block, so all it writes is reasoning, unconstrained (not JSON).
+    const on = await streamed(thinking.url, {
+      seed: 3,
+      max_tokens: 24,
+      response_format: yesNo,
+      chat_template_kwargs: { enable_thinking: true },
+    });
+    expect(on.content).toBe('');
+    expect(on.reasoning.length).toBeGreaterThan(0);
+    expect(() => JSON.parse(on.reasoning)).toThrow();
+  });
+});
+
+describe('schemas the grammar cannot enforce are refused, naming the keyword', () => {
+  const refused = async (schema: unknown) => {
+    const { status, json } = await post(server.url, { response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } });
+    expect(status).toBe(400);
+    expect(json.error.param).toBe('response_format.json_schema.schema');
+    return json.error.message as string;
+  };
+
+  test.each([
+    [{ type: 'string', pattern: '^a+$' }, 'schema.pattern is not supported'],
+    [
+      { type: 'object', properties: { a: { type: 'integer', minimum: 3 } }, required: ['a'] },
+      'schema.properties.a.minimum is not supported',
+    ],
+    [{ type: 'object', properties: { a: { type: 'string' }, b: { type: 'string' } }, required: ['a'] }, 'missing: b'],
+    [{ description: 'anything' }, 'must say what it allows'],
+    [{ type: ['object', 'null'], properties: {} }, 'use anyOf'],
+    [{ type: 'object', properties: { a: { $ref: '#/definitions/a' } }, required: ['a'] }, '$ref must be "#/$defs/<name>"'],
+    [{ type: 'string', format: 'email' }, 'format must be one of date, time, date-time'],
+    [{ type: 'string', minItems: 2 }, 'minItems applies only to a schema of type "array"'],
+  ])('%j', async (schema, rule) => {
+    expect(await refused(schema)).toContain(rule);
+  });
+
+  test('a name, a type and a schema object are required; text is the default', async () => {
+    const noName = await post(server.url, { response_format: { type: 'json_schema', json_schema: { schema: { type: 'boolean' } } } });
+    expect(noName.json.error.param).toBe('response_format.json_schema.name');
+    const badType = await post(server.url, { response_format: { type: 'yaml' } });
+    expect(badType.json.error).toMatchObject({ param: 'response_format.type', message: expect.stringContaining('"yaml"') });
+    const text = await post(server.url, { seed: 1, max_tokens: 8, response_format: { type: 'text' } });
+    expect(text.status).toBe(200);
+  });
+});
