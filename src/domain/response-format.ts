@@ -18,8 +18,11 @@ export type ResponseFormat =
 /** A refusal: the message and the request field it is about. */
 export type FormatError = { message: string; param: string };
 
-/** The most schema nodes (objects) and the deepest nesting a schema may have: its grammar stays small. */
-export const SCHEMA_LIMITS = { nodes: 500, depth: 32 } as const;
+/**
+ * Bounds that keep a schema's grammar small: building one runs on the engine's event loop (50,000
+ * enum values took 5 s there), and llama.cpp refuses large repetition counts.
+ */
+export const SCHEMA_LIMITS = { nodes: 500, depth: 32, bound: 500, literals: 1000, bytes: 64 * 1024 } as const;
 
 const TYPES = new Set(['string', 'number', 'integer', 'boolean', 'null', 'object', 'array']);
 const FORMATS = new Set(['date', 'time', 'date-time']);
@@ -55,7 +58,13 @@ const isLiteral = (value: unknown) => value === null || ['string', 'number', 'bo
 class SchemaError extends Error {}
 
 /** Checks one schema node and returns it as the grammar generator reads it (anyOf as oneOf), or throws SchemaError. */
-function checkNode(node: unknown, path: string, depth: number, count: { nodes: number }, defs: ReadonlySet<string>): JsonSchema {
+function checkNode(
+  node: unknown,
+  path: string,
+  depth: number,
+  count: { nodes: number; literals: number },
+  defs: ReadonlySet<string>,
+): JsonSchema {
   if (!isObject(node)) throw new SchemaError(`${path} must be a schema object`);
   if (++count.nodes > SCHEMA_LIMITS.nodes) throw new SchemaError(`the schema has more than ${SCHEMA_LIMITS.nodes} subschemas`);
   if (depth > SCHEMA_LIMITS.depth) throw new SchemaError(`${path} is nested deeper than ${SCHEMA_LIMITS.depth} levels`);
@@ -84,12 +93,15 @@ function checkNode(node: unknown, path: string, depth: number, count: { nodes: n
     throw new SchemaError(`${path}.enum must be a non-empty list of strings, numbers, booleans or null`);
   }
   if (node.const !== undefined && !isLiteral(node.const)) throw new SchemaError(`${path}.const must be a string, number, boolean or null`);
+  count.literals += (Array.isArray(node.enum) ? node.enum.length : 0) + (node.const !== undefined ? 1 : 0);
+  if (count.literals > SCHEMA_LIMITS.literals)
+    throw new SchemaError(`the schema has more than ${SCHEMA_LIMITS.literals} enum and const values`);
   if (node.format !== undefined && !FORMATS.has(node.format as string))
     throw new SchemaError(`${path}.format must be one of date, time, date-time`);
   for (const bound of ['minLength', 'maxLength', 'minItems', 'maxItems', 'minProperties', 'maxProperties']) {
     const v = node[bound];
-    if (v !== undefined && !(Number.isSafeInteger(v) && (v as number) >= 0))
-      throw new SchemaError(`${path}.${bound} must be a whole number ≥ 0`);
+    if (v !== undefined && !(Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= SCHEMA_LIMITS.bound))
+      throw new SchemaError(`${path}.${bound} must be a whole number from 0 to ${SCHEMA_LIMITS.bound}`);
   }
   const sub = (value: unknown, at: string) => checkNode(value, at, depth + 1, count, defs);
   for (const keyword of ['anyOf', 'oneOf'] as const) {
@@ -138,10 +150,12 @@ function checkNode(node: unknown, path: string, depth: number, count: { nodes: n
 export function checkJsonSchema(schema: unknown): { schema: JsonSchema } | { error: string } {
   try {
     if (!isObject(schema)) throw new SchemaError('schema must be a JSON Schema object');
+    if (JSON.stringify(schema).length > SCHEMA_LIMITS.bytes)
+      throw new SchemaError(`schema is larger than ${SCHEMA_LIMITS.bytes / 1024} KiB as JSON`);
     const defsValue = schema.$defs ?? {};
     if (!isObject(defsValue)) throw new SchemaError('schema.$defs must be an object of schemas');
     const names = new Set(Object.keys(defsValue));
-    const count = { nodes: 0 };
+    const count = { nodes: 0, literals: 0 };
     const root = checkNode(schema, 'schema', 0, count, names);
     if (schema.$defs !== undefined) {
       root.$defs = Object.fromEntries(Object.entries(defsValue).map(([k, v]) => [k, checkNode(v, `schema.$defs.${k}`, 1, count, names)]));

@@ -34,8 +34,12 @@ export class Grammars {
     try {
       return await grammar;
     } catch (error) {
+      // llama.cpp refuses a grammar whose repetitions (lengths, item counts) add up past its own bound.
       const reason = error instanceof Error ? error.message : String(error);
-      return invalidRequest(`response_format.json_schema.schema cannot be enforced: ${reason}`, 'response_format.json_schema.schema');
+      return invalidRequest(
+        `response_format.json_schema.schema cannot be enforced: llama.cpp refused its grammar (${reason}); lower its minLength, maxLength, minItems or maxItems`,
+        'response_format.json_schema.schema',
+      );
     }
   }
 }

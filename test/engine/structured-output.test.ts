@@ -170,6 +170,13 @@ describe('schemas the grammar cannot enforce are refused, naming the keyword', (
     [{ type: 'object', properties: { a: { $ref: '#/definitions/a' } }, required: ['a'] }, '$ref must be "#/$defs/<name>"'],
     [{ type: 'string', format: 'email' }, 'format must be one of date, time, date-time'],
     [{ type: 'string', minItems: 2 }, 'minItems applies only to a schema of type "array"'],
+    [{ type: 'string', maxLength: 501 }, 'maxLength must be a whole number from 0 to 500'],
+    [{ type: 'string', enum: Array.from({ length: 1001 }, (_, i) => `v${i}`) }, 'more than 1000 enum and const values'],
+    [{ type: 'boolean', description: 'x'.repeat(70_000) }, 'schema is larger than 64 KiB'],
+    [
+      { type: 'object', properties: Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`p${i}`, { type: 'null' }])) },
+      'more than 500 subschemas',
+    ],
   ])('%j', async (schema, rule) => {
     expect(await refused(schema)).toContain(rule);
   });
