@@ -187,6 +187,22 @@ describeBrowser('web console: playground', () => {
     expect(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth)).toBe(true);
   });
 
+  it('JSON output: the answer is JSON from its first character, and a finished one parses', async () => {
+    const page = await h.signedIn();
+    await page.goto(`${h.app.url}/#/playground/${chat}`);
+    await page.locator('.endpoint-status [data-status="RUNNING"]').waitFor();
+    await setMaxTokens(page, 40);
+    await page.getByLabel('JSON output').check();
+    const message = page.getByLabel('Message', { exact: true });
+    await message.fill('Describe a cat as JSON.');
+    await message.press('Enter');
+    await expect.poll(() => announcement(page).innerText(), { timeout: 30_000 }).toContain('Answer complete');
+    const answer = page.locator('.message-assistant').last();
+    const text = await answer.locator('.answer').innerText();
+    expect(text.trimStart().startsWith('{')).toBe(true);
+    if ((await answer.locator('.finish-reason').innerText()).endsWith('stop')) expect(typeof JSON.parse(text)).toBe('object');
+  });
+
   it('shows why a request fails, readably', async () => {
     const page = await h.signedIn();
     await page.goto(`${h.app.url}/#/playground/${chat}`);

@@ -102,6 +102,20 @@ describe('JSON enforced while sampling', () => {
     }
   });
 
+  test('requests decoded in one batch each keep their own format: schema, any JSON, free text', async () => {
+    const formats = [VERDICT_FORMAT, { type: 'json_object' }, undefined, VERDICT_FORMAT];
+    const answers = await Promise.all(
+      formats.map((response_format, i) =>
+        post(server.url, { seed: 20 + i, temperature: 1, max_tokens: 40, ...(response_format ? { response_format } : {}) }),
+      ),
+    );
+    const contents = answers.map(({ json }) => json.choices[0].message.content as string);
+    for (const i of [0, 3]) expect(Object.keys(JSON.parse(contents[i]!) as Json).sort()).toEqual(['answer', 'sure']);
+    if (answers[1]!.json.choices[0].finish_reason === 'stop') expect(typeof JSON.parse(contents[1]!)).toBe('object');
+    else expect(contents[1]!.trimStart().startsWith('{')).toBe(true);
+    expect(() => JSON.parse(contents[2]!)).toThrow();
+  });
+
   test('anyOf, nullable types, $defs and arrays are enforced', async () => {
     const schema = {
       type: 'object',

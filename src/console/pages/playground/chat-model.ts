@@ -37,10 +37,12 @@ export interface Settings {
   topP: string;
   maxTokens: string;
   reasoning: boolean;
+  /** Answers in JSON (`response_format: json_object`). */
+  json: boolean;
   system: string;
 }
 
-export const DEFAULT_SETTINGS: Settings = { temperature: '0.7', topP: '1', maxTokens: '512', reasoning: true, system: '' };
+export const DEFAULT_SETTINGS: Settings = { temperature: '0.7', topP: '1', maxTokens: '512', reasoning: true, json: false, system: '' };
 
 /** A number field's value: undefined when empty (the endpoint's default), NaN when out of bounds. */
 function parseNumber(value: string, min: number, max: number, integer = false): number | undefined {

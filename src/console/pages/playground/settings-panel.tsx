@@ -92,6 +92,15 @@ export function SettingsPanel({ settings, onChange }: { settings: Settings; onCh
           answer.
         </p>
       </div>
+      <div className="field checkbox-field">
+        <label>
+          <input type="checkbox" checked={settings.json} onChange={(e) => set('json')(e.target.checked)} /> JSON output
+        </label>
+        <p className="hint">
+          The answer is one JSON value, enforced while it is generated (<code>response_format: json_object</code>). Ask for JSON in the
+          message too.
+        </p>
+      </div>
       <div className="field">
         <label htmlFor={`${id}-system`}>System prompt</label>
         <textarea id={`${id}-system`} rows={3} value={settings.system} onChange={(e) => set('system')(e.target.value)} />

@@ -92,6 +92,7 @@ export function useChatStream({
       ],
       chatTemplateKwargs: { enable_thinking: settings.reasoning },
       includeUsage: true,
+      ...(settings.json ? { responseFormat: { type: 'json_object' } } : {}),
       ...(numbers.temperature !== undefined ? { temperature: numbers.temperature } : {}),
       ...(numbers.topP !== undefined ? { topP: numbers.topP } : {}),
       ...(numbers.maxTokens !== undefined ? { maxTokens: numbers.maxTokens } : {}),
