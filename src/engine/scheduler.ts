@@ -64,9 +64,10 @@ export class Scheduler {
     private readonly renderer: ChatPromptRenderer,
     sequences: readonly LlamaContextSequence[],
     private readonly limits: SchedulerLimits,
+    log?: (line: string) => void,
   ) {
     if (sequences.length === 0) throw new Error('Scheduler needs at least one sequence');
-    this.grammars = new Grammars(model.llama);
+    this.grammars = new Grammars(model.llama, log);
     this.free = [...sequences];
     this.semaphore = new Semaphore(sequences.length);
   }

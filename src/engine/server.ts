@@ -141,7 +141,7 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
   // The batch dispatch (created with the context) reads how many sequences requests hold.
   const held: { scheduler?: Scheduler } = {};
   const engine = await loadEngine(config, options.llama, log, () => held.scheduler?.active ?? 0);
-  const scheduler = (held.scheduler = new Scheduler(engine.model, engine.renderer, engine.sequences, config));
+  const scheduler = (held.scheduler = new Scheduler(engine.model, engine.renderer, engine.sequences, config, log));
   let lastContactAt = performance.now();
   const routes = createRoutes(config, scheduler, log, {
     ...(options.token ? { token: options.token } : {}),

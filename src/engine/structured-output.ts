@@ -8,14 +8,35 @@
 import { LRUCache } from 'lru-cache';
 import type { Llama, LlamaGrammar } from 'node-llama-cpp';
 import { invalidRequest, type RequestError } from '../domain/chat-request.js';
+import type { JsonSchema } from '../domain/json-schema-subset.js';
 import type { ResponseFormat } from '../domain/response-format.js';
 
 const GRAMMARS_KEPT = 64;
+/**
+ * node-llama-cpp ends a schema's grammar with four newlines or more, which its own chat session
+ * takes as a stop trigger; here they would make the model pad every answer (and an answer cut
+ * among them report `length`). Without them, the grammar ends with the value, and only an
+ * end-of-sequence token can follow it.
+ */
+const NEWLINE_PADDING = ' "\\n\\n\\n\\n" [\\n]*';
+
+/** The grammar of a checked schema, ending with the value. */
+async function schemaGrammar(llama: Llama, schema: JsonSchema): Promise<LlamaGrammar> {
+  const generated = await llama.createGrammarForJsonSchema(schema as never);
+  const text = generated.grammar;
+  const at = text.indexOf(NEWLINE_PADDING);
+  // Another node-llama-cpp version may generate it differently: its own grammar still enforces the schema.
+  if (at < 0 || !text.slice(0, at).startsWith('root ::=') || text.slice(0, at).includes('\n')) return generated;
+  return llama.createGrammar({ grammar: text.slice(0, at) + text.slice(at + NEWLINE_PADDING.length) });
+}
 
 export class Grammars {
   private readonly cache = new LRUCache<string, Promise<LlamaGrammar>>({ max: GRAMMARS_KEPT });
 
-  constructor(private readonly llama: Llama) {}
+  constructor(
+    private readonly llama: Llama,
+    private readonly log: (line: string) => void = () => {},
+  ) {}
 
   /** The grammar a format needs (none for text), or the 400 of a schema the generator cannot take. */
   async forFormat(format: ResponseFormat): Promise<LlamaGrammar | undefined | RequestError> {
@@ -26,8 +47,8 @@ export class Grammars {
       grammar =
         format.type === 'json_object'
           ? this.llama.getGrammarFor('json')
-          : // The schema was checked against the subset the generator enforces (response-format.ts).
-            this.llama.createGrammarForJsonSchema(format.schema as never);
+          : // The schema was checked against the subset the generator enforces (json-schema-subset.ts).
+            schemaGrammar(this.llama, format.schema);
       this.cache.set(key, grammar);
       grammar.catch(() => this.cache.delete(key));
     }
@@ -35,9 +56,9 @@ export class Grammars {
       return await grammar;
     } catch (error) {
       // llama.cpp refuses a grammar whose repetitions (lengths, item counts) add up past its own bound.
-      const reason = error instanceof Error ? error.message : String(error);
+      this.log(`[engine] a response_format grammar was refused: ${error instanceof Error ? error.message : String(error)}`);
       return invalidRequest(
-        `response_format.json_schema.schema cannot be enforced: llama.cpp refused its grammar (${reason}); lower its minLength, maxLength, minItems or maxItems`,
+        'response_format.json_schema.schema cannot be enforced: llama.cpp refused the grammar made from it (too many repetitions: lower its lengths and item counts)',
         'response_format.json_schema.schema',
       );
     }

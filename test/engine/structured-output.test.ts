@@ -102,6 +102,14 @@ describe('JSON enforced while sampling', () => {
     }
   });
 
+  test('the answer ends with the value: no padding after it, so a short max_tokens still finishes with "stop"', async () => {
+    const boolean = { type: 'json_schema', json_schema: { name: 'flag', schema: { type: 'boolean' } } };
+    for (const seed of [1, 2, 3, 4, 5, 6]) {
+      const { json } = await post(server.url, { seed, temperature: 1, max_tokens: 8, response_format: boolean });
+      expect(json.choices[0]).toMatchObject({ finish_reason: 'stop', message: { content: expect.stringMatching(/^(true|false)$/) } });
+    }
+  });
+
   test('requests decoded in one batch each keep their own format: schema, any JSON, free text', async () => {
     const formats = [VERDICT_FORMAT, { type: 'json_object' }, undefined, VERDICT_FORMAT];
     const answers = await Promise.all(
@@ -172,26 +180,69 @@ describe('schemas the grammar cannot enforce are refused, naming the keyword', (
     return json.error.message as string;
   };
 
-  test.each([
-    [{ type: 'string', pattern: '^a+$' }, 'schema.pattern is not supported'],
-    [
-      { type: 'object', properties: { a: { type: 'integer', minimum: 3 } }, required: ['a'] },
-      'schema.properties.a.minimum is not supported',
-    ],
-    [{ type: 'object', properties: { a: { type: 'string' }, b: { type: 'string' } }, required: ['a'] }, 'missing: b'],
-    [{ description: 'anything' }, 'must say what it allows'],
-    [{ type: ['object', 'null'], properties: {} }, 'use anyOf'],
-    [{ type: 'object', properties: { a: { $ref: '#/definitions/a' } }, required: ['a'] }, '$ref must be "#/$defs/<name>"'],
-    [{ type: 'string', format: 'email' }, 'format must be one of date, time, date-time'],
-    [{ type: 'string', minItems: 2 }, 'minItems applies only to a schema of type "array"'],
-    [{ type: 'string', maxLength: 501 }, 'maxLength must be a whole number from 0 to 500'],
-    [{ type: 'string', enum: Array.from({ length: 1001 }, (_, i) => `v${i}`) }, 'more than 1000 enum and const values'],
-    [{ type: 'boolean', description: 'x'.repeat(70_000) }, 'schema is larger than 64 KiB'],
-    [
-      { type: 'object', properties: Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`p${i}`, { type: 'null' }])) },
-      'more than 500 subschemas',
-    ],
-  ])('%j', async (schema, rule) => {
+  test.each(
+    (
+      [
+        [{ type: 'string', pattern: '^a+$' }, 'schema.pattern is not supported'],
+        [
+          { type: 'object', properties: { a: { type: 'integer', minimum: 3 } }, required: ['a'] },
+          'schema.properties.a.minimum is not supported',
+        ],
+        [{ type: 'object', properties: { a: { type: 'string' }, b: { type: 'string' } }, required: ['a'] }, 'missing: b'],
+        [{ description: 'anything' }, 'must say what it allows'],
+        [{ type: ['object', 'null'], properties: {} }, 'use anyOf'],
+        [{ type: 'object', properties: { a: { $ref: '#/definitions/a' } }, required: ['a'] }, '$ref must be "#/$defs/<name>"'],
+        [{ type: 'string', format: 'email' }, 'format must be one of date, time, date-time'],
+        [{ type: 'string', minItems: 2 }, 'minItems applies only to a schema whose type is "array"'],
+        // The generator reads one keyword per node: any other beside $ref, anyOf, const or enum would be dropped.
+        [{ type: 'string', const: 5 }, 'const holds 5, which is not of its type'],
+        [{ type: 'string', enum: ['a', 1] }, 'enum holds 1, which is not of its type'],
+        [{ const: 'a', enum: ['b'] }, 'enum cannot be combined with const'],
+        [{ type: 'string', enum: ['abcdef'], maxLength: 2 }, 'maxLength cannot be combined with enum'],
+        [{ anyOf: [{ type: 'null' }], type: 'object', properties: {} }, 'cannot be combined with anyOf'],
+        [{ oneOf: [{ type: 'integer' }, { type: 'number' }] }, 'oneOf is not supported: use anyOf'],
+        [{ type: 'string', format: 'date', maxLength: 3 }, 'format cannot be combined with minLength or maxLength'],
+        // Bounds that contradict each other, which the generator would relax.
+        [{ type: 'string', minLength: 5, maxLength: 2 }, 'minLength is more than maxLength'],
+        [{ type: 'array', prefixItems: [{ type: 'null' }, { type: 'null' }], maxItems: 1 }, "maxItems is less than prefixItems' length"],
+        [{ type: [] }, 'type must name at least one type'],
+        [
+          { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'], additionalProperties: true },
+          'only without named properties',
+        ],
+        [{ type: 'object', properties: {}, maxProperties: 2 }, 'apply only to a map'],
+        // $defs only at the root; refs inlined, so that sharing cannot multiply the grammar's parse stacks.
+        [
+          { type: 'object', properties: { a: { type: 'object', properties: {}, $defs: { A: { type: 'string' } } } }, required: ['a'] },
+          "schema.properties.a.$defs: definitions are allowed only at the schema's root",
+        ],
+        [{ $ref: '#/$defs/A', $defs: { A: { type: 'array', items: { $ref: '#/$defs/A' } } } }, 'recursive definitions'],
+        [
+          {
+            $ref: '#/$defs/A0',
+            $defs: {
+              ...Object.fromEntries(
+                Array.from({ length: 12 }, (_, i) => [`A${i}`, { anyOf: [{ $ref: `#/$defs/A${i + 1}` }, { $ref: `#/$defs/A${i + 1}` }] }]),
+              ),
+              A12: { type: 'string' },
+            },
+          },
+          'more than 500 subschemas (with each $ref counted as its definition)',
+        ],
+        [{ type: 'string', maxLength: 501 }, 'maxLength must be a whole number from 0 to 500'],
+        [{ type: 'string', enum: Array.from({ length: 1001 }, (_, i) => `v${i}`) }, 'more than 1000 enum and const values'],
+        [{ type: 'boolean', description: 'x'.repeat(70_000) }, 'schema is larger than 64 KiB'],
+        [
+          {
+            type: 'object',
+            properties: Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`p${i}`, { type: 'null' }])),
+            required: Array.from({ length: 500 }, (_, i) => `p${i}`),
+          },
+          'more than 500 subschemas',
+        ],
+      ] as [unknown, string][]
+    ).map(([schema, rule]) => [rule, schema] as const),
+  )('refused: “%s”', async (rule, schema) => {
     expect(await refused(schema)).toContain(rule);
   });
 

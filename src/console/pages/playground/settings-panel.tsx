@@ -97,7 +97,7 @@ export function SettingsPanel({ settings, onChange }: { settings: Settings; onCh
           <input type="checkbox" checked={settings.json} onChange={(e) => set('json')(e.target.checked)} /> JSON output
         </label>
         <p className="hint">
-          The answer is one JSON value, enforced while it is generated (<code>response_format: json_object</code>). Ask for JSON in the
+          The answer is one JSON object, enforced while it is generated (<code>response_format: json_object</code>). Ask for JSON in the
           message too.
         </p>
       </div>
