@@ -131,12 +131,25 @@ describeBrowser('web console: playground', () => {
     await page.goto(`${h.app.url}/#/playground/${chat}`);
     await expect.poll(() => page.getByLabel('Endpoint', { exact: true }).inputValue()).toBe(chat);
     await setMaxTokens(page, 60_000);
-    await page.getByLabel('Message', { exact: true }).fill('Tell me a long story.');
-    await page.getByRole('button', { name: 'Send' }).click();
-    await expect.poll(() => page.locator('.message-assistant .answer').innerText()).not.toBe('');
-    // With the keyboard (a click would wait for the button to stop moving while the answer grows).
-    await page.getByRole('button', { name: 'Stop' }).press('Enter');
-    await expect.poll(() => announcement(page).innerText()).toBe('Stopped.');
+    // The random model samples its end-of-text token now and then: an answer that ended by itself before Stop was
+    // pressed (about one in six) is not what this test is about, so it asks again, in a fresh conversation.
+    for (let attempt = 1; ; attempt++) {
+      await page.getByLabel('Message', { exact: true }).fill('Tell me a long story.');
+      await page.getByRole('button', { name: 'Send' }).click();
+      await expect.poll(() => page.locator('.message-assistant .answer').innerText()).not.toBe('');
+      // With the keyboard (a click would wait for the button to stop moving while the answer grows).
+      const pressed = await page
+        .getByRole('button', { name: 'Stop' })
+        .press('Enter', { timeout: 2_000 })
+        .then(
+          () => true,
+          () => false,
+        );
+      if (pressed) await expect.poll(() => announcement(page).innerText()).toMatch(/^Stopped\.$|Answer complete/);
+      if (pressed && (await announcement(page).innerText()) === 'Stopped.') break;
+      expect(attempt, 'the answer ended by itself before Stop, three times').toBeLessThan(3);
+      await page.getByRole('button', { name: 'Clear' }).click();
+    }
     expect(await page.getByRole('button', { name: 'Stop' }).count()).toBe(0);
     expect(await page.locator('.message-assistant').innerText()).toContain('Stopped');
     // Focus went back to the message box, and the gateway logged the request as cancelled.
