@@ -7,7 +7,7 @@
  * own module (response-format.ts).
  */
 import { LIMITS } from '../domain/endpoint-spec.js';
-import { findTextViolation } from './field-checker.js';
+import { findTextViolation, nestingDepth } from './field-checker.js';
 import { openAIError, type OpenAIError } from './openai-errors.js';
 import type { Result } from './result.js';
 import { parseResponseFormat, type ResponseFormat } from './response-format.js';
@@ -40,6 +40,8 @@ export type RequestError = OpenAIError;
 export type ParseResult = Result<ChatRequest, RequestError>;
 
 export const MAX_STOP_SEQUENCES = 4;
+/** How deep a request body may nest JSON (a response_format schema's own limit is tighter). */
+const MAX_BODY_DEPTH = 128;
 /** The most tokens a request may ask for: the largest max_token_count an endpoint can have. */
 export const MAX_REQUEST_TOKENS = LIMITS.maxTokens;
 /** `chat_template_kwargs`: how many members, how long a name and a string value, how many items in a list. */
@@ -234,6 +236,9 @@ function refuseUnsupported(body: Record<string, unknown>): void {
 export function parseChatRequest(body: unknown): ParseResult {
   try {
     if (!isPlainObject(body)) fail(`The request body must be a JSON object (got ${describe(body)})`, null, 'invalid_type');
+    // Deeper than any request needs, and deep enough to overflow the stack of whatever serializes it again (the gateway forwards it).
+    if (nestingDepth(body, MAX_BODY_DEPTH) > MAX_BODY_DEPTH)
+      fail(`The request body nests JSON more than ${MAX_BODY_DEPTH} levels deep`, null);
     // Every string of the body, those the engine ignores (`name`, `user`) included: free text must be text.
     const broken = findTextViolation(body, '');
     if (broken) fail(`${broken.field} ${broken.rule}`, broken.field);

@@ -88,6 +88,20 @@ function findBroken(
   return undefined;
 }
 
+/** How deep a JSON value nests, walked without recursion (input may nest thousands deep), stopping past `limit`. */
+export function nestingDepth(value: unknown, limit: number): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop()!;
+    if (typeof current !== 'object' || current === null) continue;
+    deepest = Math.max(deepest, depth);
+    if (deepest > limit) return deepest;
+    for (const child of Object.values(current)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
 /**
  * Where a decoded JSON value holds NUL, which no field may (PostgreSQL cannot
  * store it): boundaries run it over whole inputs, so that no NUL reaches a

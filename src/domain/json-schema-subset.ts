@@ -17,13 +17,23 @@
  * counts against SCHEMA_LIMITS.nodes as expanded, and a recursive definition is refused.
  */
 
+import { nestingDepth } from './field-checker.js';
+
 export type JsonSchema = { [keyword: string]: unknown };
 
 /**
  * Bounds that keep a schema's grammar small: building one runs on the engine's event loop (50,000
  * enum values took 5 s there), and llama.cpp refuses large repetition counts.
  */
-export const SCHEMA_LIMITS = { nodes: 500, depth: 32, bound: 500, literals: 1000, bytes: 64 * 1024 } as const;
+export const SCHEMA_LIMITS = {
+  nodes: 500,
+  depth: 32,
+  bound: 500,
+  literals: 1000,
+  bytes: 64 * 1024,
+  jsonDepth: 64,
+  repetitions: 5000,
+} as const;
 
 const SCALARS = new Set(['string', 'number', 'integer', 'boolean', 'null']);
 const FORMATS = new Set(['date', 'time', 'date-time']);
@@ -45,6 +55,9 @@ const TYPE_KEYWORDS: Record<string, string> = {
   format: 'string',
 };
 const DEFS_PREFIX = '#/$defs/';
+/** Control characters other than those JSON's short escapes cover: the grammar generator writes them raw, which JSON forbids. */
+// eslint-disable-next-line no-control-regex -- control characters are what this rule finds
+const RAW_CONTROL = /[\u0001-\u0008\u000b\u000c\u000e-\u001f]/;
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isLiteral = (value: unknown) => value === null || ['string', 'boolean'].includes(typeof value) || Number.isFinite(value);
@@ -64,6 +77,9 @@ interface Walk {
   defs: Record<string, unknown>;
   /** Definitions being expanded (a ref to one of them is a recursion). */
   expanding: Set<string>;
+  /** Repetition bounds already counted, by kind, minimum and maximum: each distinct one is a grammar rule of its size. */
+  repetitions: Set<string>;
+  repeated: number;
 }
 
 class Checker {
@@ -120,6 +136,8 @@ class Checker {
           : `${path}.enum must be a non-empty list of strings, finite numbers, booleans or null`,
       );
     }
+    const raw = values.find((v) => typeof v === 'string' && RAW_CONTROL.test(v));
+    if (raw !== undefined) throw new SchemaError(`${path}.${keyword} holds ${JSON.stringify(raw)}: control characters cannot be enforced`);
     this.walk.literals += values.length;
     if (this.walk.literals > SCHEMA_LIMITS.literals)
       throw new SchemaError(`the schema has more than ${SCHEMA_LIMITS.literals} enum and const values`);
@@ -161,6 +179,15 @@ class Checker {
     const high = this.bound(node, path, max);
     if (low !== undefined && high !== undefined && low > high)
       throw new SchemaError(`${path}.${min} is more than ${max}: nothing could match`);
+    // Each distinct bound is a rule repeated that many times; many distinct large ones took 300 ms to build.
+    const key = `${min}:${low}:${high}`;
+    if ((low !== undefined || high !== undefined) && !this.walk.repetitions.has(key)) {
+      this.walk.repetitions.add(key);
+      this.walk.repeated += Math.max(low ?? 0, high ?? 0);
+      if (this.walk.repeated > SCHEMA_LIMITS.repetitions) {
+        throw new SchemaError(`the schema's distinct lengths and counts add up to more than ${SCHEMA_LIMITS.repetitions}`);
+      }
+    }
     return [low, high];
   }
 
@@ -169,7 +196,7 @@ class Checker {
     const single = Array.isArray(node.type) ? undefined : (node.type as string);
     for (const keyword of keys) {
       if (keyword === 'type') continue;
-      const appliesTo = TYPE_KEYWORDS[keyword];
+      const appliesTo = Object.hasOwn(TYPE_KEYWORDS, keyword) ? TYPE_KEYWORDS[keyword] : undefined;
       if (appliesTo === undefined)
         throw new SchemaError(`${path}.${keyword} is not supported: the engine cannot enforce it while it generates`);
       if (appliesTo !== single) throw new SchemaError(`${path}.${keyword} applies only to a schema whose type is "${appliesTo}"`);
@@ -207,6 +234,9 @@ class Checker {
     const properties = node.properties ?? {};
     if (!isObject(properties)) throw new SchemaError(`${path}.properties must be an object of schemas`);
     const names = Object.keys(properties);
+    const rawName = names.find((n) => RAW_CONTROL.test(n));
+    if (rawName !== undefined)
+      throw new SchemaError(`${path}.properties has the name ${JSON.stringify(rawName)}: control characters cannot be enforced`);
     const required = node.required ?? [];
     if (!Array.isArray(required) || required.some((r) => typeof r !== 'string' || !names.includes(r))) {
       throw new SchemaError(`${path}.required must list names of its properties`);
@@ -220,6 +250,11 @@ class Checker {
     const extra = node.additionalProperties;
     const [minProperties, maxProperties] = this.range(node, path, 'minProperties', 'maxProperties');
     const isMap = extra !== undefined && extra !== false;
+    if (names.length === 0 && extra === undefined) {
+      throw new SchemaError(
+        `${path} names no properties: say additionalProperties (true for any object, a schema for its values, or false for {})`,
+      );
+    }
     if (isMap && names.length > 0) {
       throw new SchemaError(
         `${path}.additionalProperties is allowed only without named properties (a map): use additionalProperties false`,
@@ -243,14 +278,19 @@ class Checker {
 export function checkJsonSchema(schema: unknown): { schema: JsonSchema } | { error: string } {
   try {
     if (!isObject(schema)) throw new SchemaError('schema must be a JSON Schema object');
+    if (nestingDepth(schema, SCHEMA_LIMITS.jsonDepth) > SCHEMA_LIMITS.jsonDepth) {
+      throw new SchemaError(`schema nests JSON more than ${SCHEMA_LIMITS.jsonDepth} levels deep`);
+    }
     if (JSON.stringify(schema).length > SCHEMA_LIMITS.bytes)
       throw new SchemaError(`schema is larger than ${SCHEMA_LIMITS.bytes / 1024} KiB as JSON`);
     const defs = schema.$defs ?? {};
     if (!isObject(defs)) throw new SchemaError('schema.$defs must be an object of schemas');
-    const checker = new Checker({ nodes: 0, literals: 0, defs, expanding: new Set() });
+    const checker = new Checker({ nodes: 0, literals: 0, defs, expanding: new Set(), repetitions: new Set(), repeated: 0 });
     return { schema: checker.node(schema, 'schema', 0) };
   } catch (error) {
     if (error instanceof SchemaError) return { error: error.message };
+    // A backstop: whatever the walk missed that overflows the stack is the schema's nesting, not a fault of ours.
+    if (error instanceof RangeError) return { error: 'schema is nested too deeply' };
     throw error;
   }
 }

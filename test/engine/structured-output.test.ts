@@ -210,7 +210,7 @@ describe('schemas the grammar cannot enforce are refused, naming the keyword', (
           { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'], additionalProperties: true },
           'only without named properties',
         ],
-        [{ type: 'object', properties: {}, maxProperties: 2 }, 'apply only to a map'],
+        [{ type: 'object', properties: {}, additionalProperties: false, maxProperties: 2 }, 'apply only to a map'],
         // $defs only at the root; refs inlined, so that sharing cannot multiply the grammar's parse stacks.
         [
           { type: 'object', properties: { a: { type: 'object', properties: {}, $defs: { A: { type: 'string' } } } }, required: ['a'] },
@@ -230,6 +230,16 @@ describe('schemas the grammar cannot enforce are refused, naming the keyword', (
           'more than 500 subschemas (with each $ref counted as its definition)',
         ],
         [{ type: 'string', maxLength: 501 }, 'maxLength must be a whole number from 0 to 500'],
+        // Strings the grammar would write raw where JSON needs an escape; an empty object type; hostile nesting and sizes.
+        [{ const: 'a\u0001b' }, 'control characters cannot be enforced'],
+        [{ type: 'object', properties: { 'k\u0002': { type: 'null' } }, required: ['k\u0002'] }, 'control characters cannot be enforced'],
+        [{ type: 'object' }, 'names no properties: say additionalProperties'],
+        [{ type: 'object', properties: {}, constructor: 1 }, 'schema.constructor is not supported'],
+        [{ type: 'string', description: JSON.parse('['.repeat(100) + ']'.repeat(100)) as unknown }, 'nests JSON more than 64 levels deep'],
+        [
+          { type: 'array', prefixItems: Array.from({ length: 20 }, (_, i) => ({ type: 'string', minLength: i, maxLength: 500 })) },
+          'distinct lengths and counts add up to more than 5000',
+        ],
         [{ type: 'string', enum: Array.from({ length: 1001 }, (_, i) => `v${i}`) }, 'more than 1000 enum and const values'],
         [{ type: 'boolean', description: 'x'.repeat(70_000) }, 'schema is larger than 64 KiB'],
         [

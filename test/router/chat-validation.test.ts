@@ -146,6 +146,17 @@ describe('with every slot taken', () => {
     expect(fine.status).toBe(429);
   });
 
+  test('a body nested thousands deep in a field the engine ignores: 400 at once, not a 500 when the gateway forwards it', async () => {
+    const text = `{"model":"${endpoint}","messages":[{"role":"user","content":"x"}],"user":${'['.repeat(20_000)}${']'.repeat(20_000)}}`;
+    const response = await fetch(`${t.url}/dedicated/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json' },
+      body: text,
+    });
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: { message: string } }).error.message).toContain('nests JSON more than 128 levels deep');
+  });
+
   test('the same over GraphQL and through the official client', async () => {
     const started = performance.now();
     const result = await alice.graphql.request(CreateChatCompletionDocument, { input: { model: endpoint, messages: LONG, maxTokens: 4 } });
