@@ -7,7 +7,7 @@
  * own module (response-format.ts).
  */
 import { LIMITS } from '../domain/endpoint-spec.js';
-import { findTextViolation, nestingDepth } from './field-checker.js';
+import { findTextViolation, isObject, nestingDepth } from './field-checker.js';
 import { openAIError, type OpenAIError } from './openai-errors.js';
 import type { Result } from './result.js';
 import { parseResponseFormat, type ResponseFormat } from './response-format.js';
@@ -65,10 +65,6 @@ class ValidationError extends Error {
 
 function fail(message: string, param: string | null, code: string = 'invalid_value'): never {
   throw new ValidationError(invalidRequest(message, param, code));
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value != null && !Array.isArray(value);
 }
 
 /**
@@ -129,7 +125,7 @@ function isTemplateScalar(value: unknown): boolean {
 function parseTemplateKwargs(kwargs: unknown): Record<string, unknown> {
   if (kwargs === undefined || kwargs === null) return {};
   const param = 'chat_template_kwargs';
-  if (!isPlainObject(kwargs)) fail(`${param} must be an object (got ${describe(kwargs)})`, param, 'invalid_type');
+  if (!isObject(kwargs)) fail(`${param} must be an object (got ${describe(kwargs)})`, param, 'invalid_type');
   const names = Object.keys(kwargs);
   if (names.length > TEMPLATE_KWARGS_LIMITS.members)
     fail(`${param} may have at most ${TEMPLATE_KWARGS_LIMITS.members} members (got ${names.length})`, param);
@@ -175,7 +171,7 @@ function parseContent(value: unknown, param: string, role: ChatRole): string {
     return value
       .map((part, j) => {
         const partParam = `${param}[${j}]`;
-        if (!isPlainObject(part))
+        if (!isObject(part))
           fail(`${partParam} must be an object like {"type": "text", "text": "..."} (got ${describe(part)})`, partParam, 'invalid_type');
         if (part.type !== 'text')
           fail(`${partParam}.type must be "text": this model accepts text only (got ${describe(part.type)})`, `${partParam}.type`);
@@ -194,7 +190,7 @@ function parseMessages(value: unknown): ChatMessage[] {
   if (value.length === 0) fail('messages must contain at least one message', 'messages');
   return value.map((message, i) => {
     const param = `messages[${i}]`;
-    if (!isPlainObject(message)) fail(`${param} must be an object (got ${describe(message)})`, param, 'invalid_type');
+    if (!isObject(message)) fail(`${param} must be an object (got ${describe(message)})`, param, 'invalid_type');
     const given: unknown = message.role;
     const role = typeof given === 'string' && Object.hasOwn(ROLE_ALIASES, given) ? ROLE_ALIASES[given] : given;
     if (typeof role !== 'string' || !ROLES.has(role)) {
@@ -223,7 +219,7 @@ function refuseUnsupported(body: Record<string, unknown>): void {
   optionalNumber(body, 'presence_penalty', -2, 2);
   optionalNumber(body, 'frequency_penalty', -2, 2);
   const bias = body.logit_bias;
-  if (bias !== undefined && bias !== null && !(isPlainObject(bias) && Object.keys(bias).length === 0)) {
+  if (bias !== undefined && bias !== null && !(isObject(bias) && Object.keys(bias).length === 0)) {
     fail('logit_bias is not supported by this engine (an empty object or null is accepted)', 'logit_bias');
   }
   const n = body.n;
@@ -235,7 +231,7 @@ function refuseUnsupported(body: Record<string, unknown>): void {
 /** Validates a decoded JSON body. Never throws. */
 export function parseChatRequest(body: unknown): ParseResult {
   try {
-    if (!isPlainObject(body)) fail(`The request body must be a JSON object (got ${describe(body)})`, null, 'invalid_type');
+    if (!isObject(body)) fail(`The request body must be a JSON object (got ${describe(body)})`, null, 'invalid_type');
     // Deeper than any request needs, and deep enough to overflow the stack of whatever serializes it again (the gateway forwards it).
     if (nestingDepth(body, MAX_BODY_DEPTH) > MAX_BODY_DEPTH)
       fail(`The request body nests JSON more than ${MAX_BODY_DEPTH} levels deep`, null);
@@ -252,7 +248,7 @@ export function parseChatRequest(body: unknown): ParseResult {
     let includeUsage = false;
     const streamOptions = body.stream_options;
     if (streamOptions !== undefined && streamOptions !== null) {
-      if (!isPlainObject(streamOptions))
+      if (!isObject(streamOptions))
         fail(`stream_options must be an object (got ${describe(streamOptions)})`, 'stream_options', 'invalid_type');
       const flag = streamOptions.include_usage ?? false;
       if (typeof flag !== 'boolean')

@@ -17,7 +17,7 @@
  * counts against SCHEMA_LIMITS.nodes as expanded, and a recursive definition is refused.
  */
 
-import { nestingDepth } from './field-checker.js';
+import { isObject, nestingDepth } from './field-checker.js';
 
 export type JsonSchema = { [keyword: string]: unknown };
 
@@ -59,7 +59,6 @@ const DEFS_PREFIX = '#/$defs/';
 // eslint-disable-next-line no-control-regex -- control characters are what this rule finds
 const RAW_CONTROL = /[\u0001-\u0008\u000b\u000c\u000e-\u001f]/;
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isLiteral = (value: unknown) => value === null || ['string', 'boolean'].includes(typeof value) || Number.isFinite(value);
 
 class SchemaError extends Error {}
@@ -289,8 +288,6 @@ export function checkJsonSchema(schema: unknown): { schema: JsonSchema } | { err
     return { schema: checker.node(schema, 'schema', 0) };
   } catch (error) {
     if (error instanceof SchemaError) return { error: error.message };
-    // A backstop: whatever the walk missed that overflows the stack is the schema's nesting, not a fault of ours.
-    if (error instanceof RangeError) return { error: 'schema is nested too deeply' };
     throw error;
   }
 }

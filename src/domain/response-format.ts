@@ -5,6 +5,7 @@
  * (node-llama-cpp's GBNF grammars), so every token it emits keeps the answer valid.
  */
 
+import { isObject } from './field-checker.js';
 import { checkJsonSchema, type JsonSchema } from './json-schema-subset.js';
 
 export type ResponseFormat =
@@ -14,8 +15,6 @@ export type ResponseFormat =
 export type FormatError = { message: string; param: string };
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
-
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** Parses `response_format` (absent or null: text). */
 export function parseResponseFormat(value: unknown): ResponseFormat | FormatError {

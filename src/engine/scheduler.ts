@@ -99,7 +99,9 @@ export class Scheduler {
     const promptTokens = prompt.tokens.length;
     const overLimit = checkTokenLimits(promptTokens, request, this.limits);
     if (overLimit) return overLimit;
-    const grammar = request.responseFormat.type === 'text' ? undefined : await this.grammars.forFormat(request.responseFormat);
+    // Text (most requests) takes no grammar, and no turn of the event loop to learn it.
+    const format = request.responseFormat;
+    const grammar = format.type === 'text' ? undefined : await this.grammars.forFormat(format);
     if (grammar && 'status' in grammar) return grammar;
     return {
       promptTokens,

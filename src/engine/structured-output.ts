@@ -38,9 +38,8 @@ export class Grammars {
     private readonly log: (line: string) => void = () => {},
   ) {}
 
-  /** The grammar a format needs (none for text), or the 400 of a schema the generator cannot take. */
-  async forFormat(format: ResponseFormat): Promise<LlamaGrammar | undefined | RequestError> {
-    if (format.type === 'text') return undefined;
+  /** The grammar a JSON format needs, or the 400 of a schema the generator cannot take. */
+  async forFormat(format: Exclude<ResponseFormat, { type: 'text' }>): Promise<LlamaGrammar | RequestError> {
     const key = format.type === 'json_object' ? 'json_object' : JSON.stringify(format.schema);
     let grammar = this.cache.get(key);
     if (grammar === undefined) {

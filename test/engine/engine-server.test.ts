@@ -15,7 +15,7 @@ import { ChatPromptRenderer } from '../../src/engine/prompt.js';
 import { ThinkSplitter, type Segment } from '../../src/engine/reasoning.js';
 import { startEngineServer, type EngineServer } from '../../src/engine/server.js';
 import { IncrementalDetokenizer, StopStringMatcher } from '../../src/engine/text-stream.js';
-import { tinyChatTemplate, writeTinyGguf, type TinyGgufFile } from '../support/tiny-gguf.js';
+import { openThinkTemplate, writeTinyGguf, type TinyGgufFile } from '../support/tiny-gguf.js';
 
 const CONTEXT_SIZE = 512;
 const MAX_INPUT_LENGTH = 256;
@@ -30,18 +30,6 @@ let model: LlamaModel;
 let server: EngineServer;
 let thinkOnServer: EngineServer;
 let thinkOffServer: EngineServer;
-
-/**
- * The tiny template, changed so that the generation prompt leaves a `<think>` block open when
- * thinking is on (like DeepSeek-R1 or Qwen3-Thinking templates) instead of letting the model open
- * it: the random tiny model never emits `<think>` itself.
- */
-function openThinkTemplate(thinkingDefault: 'on' | 'off'): string {
-  const template = tinyChatTemplate(thinkingDefault);
-  const closedBlock = "{{- '<think>\\n\\n</think>\\n\\n' }}\n{%- endif %}";
-  if (!template.includes(closedBlock)) throw new Error('tinyChatTemplate changed: update openThinkTemplate');
-  return template.replace(closedBlock, "{{- '<think>\\n\\n</think>\\n\\n' }}\n{%- else %}\n{{- '<think>\\n' }}\n{%- endif %}");
-}
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'engine-server-'));

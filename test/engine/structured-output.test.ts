@@ -11,7 +11,7 @@ import { getLlama, LlamaLogLevel, type Llama } from 'node-llama-cpp';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startEngineServer, type EngineServer } from '../../src/engine/server.js';
 import { VERDICT_FORMAT } from '../support/response-formats.js';
-import { tinyChatTemplate, writeTinyGguf } from '../support/tiny-gguf.js';
+import { REASONING_TEMPLATE, writeTinyGguf } from '../support/tiny-gguf.js';
 
 let dir: string;
 let llama: Llama;
@@ -21,12 +21,8 @@ let thinking: EngineServer;
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'structured-'));
   const plain = await writeTinyGguf(join(dir, 'tiny.gguf'));
-  // A template that opens the think block for the model when thinking is on (the random model never opens one itself).
-  const template = tinyChatTemplate('on').replace(
-    "{{- '<think>\\n\\n</think>\\n\\n' }}\n{%- endif %}",
-    "{{- '<think>\\n\\n</think>\\n\\n' }}\n{%- else %}\n{{- '<think>\\n' }}\n{%- endif %}",
-  );
-  const thinks = await writeTinyGguf(join(dir, 'tiny-think.gguf'), { chatTemplate: template });
+  // The template opens the think block for the model when thinking is on (the random model never opens one itself).
+  const thinks = await writeTinyGguf(join(dir, 'tiny-think.gguf'), { chatTemplate: REASONING_TEMPLATE });
   llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.warn });
   server = await startEngineServer({ llama, gpu: false, threads: 1, modelPath: plain.path, contextSize: 1024, maxBatchSize: 4 });
   thinking = await startEngineServer({ llama, gpu: false, threads: 1, modelPath: thinks.path, contextSize: 1024, maxBatchSize: 2 });

@@ -108,14 +108,23 @@ export function tinyChatTemplate(thinkingDefault: 'on' | 'off' = 'off'): string 
 }
 
 /**
+ * The tiny template, changed so that the generation prompt leaves a `<think>` block open when
+ * thinking is on (like DeepSeek-R1 or Qwen3-Thinking templates) instead of letting the model open
+ * it: the random tiny model never emits `<think>` itself.
+ */
+export function openThinkTemplate(thinkingDefault: 'on' | 'off'): string {
+  const template = tinyChatTemplate(thinkingDefault);
+  const closedBlock = "{{- '<think>\\n\\n</think>\\n\\n' }}\n{%- endif %}";
+  if (!template.includes(closedBlock)) throw new Error('tinyChatTemplate changed: update openThinkTemplate');
+  return template.replace(closedBlock, "{{- '<think>\\n\\n</think>\\n\\n' }}\n{%- else %}\n{{- '<think>\\n' }}\n{%- endif %}");
+}
+
+/**
  * A template of a family that reasons by default and opens the think block in
  * the generation prompt (as DeepSeek-R1-style templates do), so that even the
  * tiny model's random output is reasoning until `enable_thinking: false`.
  */
-export const REASONING_TEMPLATE = tinyChatTemplate('on').replace(
-  /\{%- endif %\}\n\{%- endif %\}$/,
-  "{%- else %}\n{{- '<think>\\n' }}\n{%- endif %}\n{%- endif %}",
-);
+export const REASONING_TEMPLATE = openThinkTemplate('on');
 
 // ---------------------------------------------------------------------------------------------
 // Tokenizer
