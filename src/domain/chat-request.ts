@@ -1,16 +1,17 @@
 /**
  * Parsing and validation of an OpenAI chat-completions request body. Everything the engine uses is
  * checked here, so the rest of the engine works on a typed, trusted value; fields the engine does
- * not use (user, presence_penalty and frequency_penalty within OpenAI's -2..2, ...) are accepted
- * and ignored, like other OpenAI-compatible servers do, but features it cannot honour (n > 1,
- * tools, logprobs, logit_bias) are refused instead of silently ignored. `response_format` has its
- * own module (response-format.ts).
+ * not use (user, ...) are accepted and ignored, like other OpenAI-compatible servers do, but
+ * features it cannot honour (n > 1, tools) are refused instead of silently ignored.
+ * `response_format` and the sampling controls (penalties, logit_bias, logprobs, top_k, min_p) have
+ * their own modules (response-format.ts, sampling.ts).
  */
 import { LIMITS } from '../domain/endpoint-spec.js';
 import { findTextViolation, isObject, nestingDepth } from './field-checker.js';
 import { openAIError, type OpenAIError } from './openai-errors.js';
 import type { Result } from './result.js';
 import { parseResponseFormat, type ResponseFormat } from './response-format.js';
+import { parseSampling, type Sampling } from './sampling.js';
 
 export type ChatRole = 'system' | 'user' | 'assistant';
 export type ChatMessage = { role: ChatRole; content: string };
@@ -31,6 +32,8 @@ export type ChatRequest = {
   chatTemplateKwargs: Record<string, unknown>;
   /** Text, or JSON the engine's grammar enforces. */
   responseFormat: ResponseFormat;
+  /** top_k, min_p, penalties, logit_bias, logprobs. */
+  sampling: Sampling;
 };
 
 /** A request refused, in the OpenAI error shape. */
@@ -215,17 +218,9 @@ function parseStop(value: unknown): string[] {
 }
 
 function refuseUnsupported(body: Record<string, unknown>): void {
-  // Accepted and ignored, as documented, but only within OpenAI's range: out of it is the client's mistake.
-  optionalNumber(body, 'presence_penalty', -2, 2);
-  optionalNumber(body, 'frequency_penalty', -2, 2);
-  const bias = body.logit_bias;
-  if (bias !== undefined && bias !== null && !(isObject(bias) && Object.keys(bias).length === 0)) {
-    fail('logit_bias is not supported by this engine (an empty object or null is accepted)', 'logit_bias');
-  }
   const n = body.n;
   if (n !== undefined && n !== null && n !== 1) fail(`n must be 1: this engine returns one choice per request (got ${describe(n)})`, 'n');
   if (Array.isArray(body.tools) && body.tools.length > 0) fail('tools are not supported by this engine', 'tools');
-  if (body.logprobs === true) fail('logprobs are not supported by this engine', 'logprobs');
 }
 
 /** Validates a decoded JSON body. Never throws. */
@@ -276,6 +271,8 @@ export function parseChatRequest(body: unknown): ParseResult {
     const chatTemplateKwargs = parseTemplateKwargs(body.chat_template_kwargs);
 
     refuseUnsupported(body);
+    const sampling = parseSampling(body);
+    if ('message' in sampling) fail(sampling.message, sampling.param);
     const responseFormat = parseResponseFormat(body.response_format);
     if ('message' in responseFormat) fail(responseFormat.message, responseFormat.param);
     return {
@@ -292,6 +289,7 @@ export function parseChatRequest(body: unknown): ParseResult {
         seed,
         chatTemplateKwargs,
         responseFormat,
+        sampling,
       },
     };
   } catch (error) {

@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { FinishReason } from './generation.js';
+import type { TokenLogprob } from './logprobs.js';
 import type { Channel } from './reasoning.js';
 
 export type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
@@ -48,6 +49,8 @@ export type Completion = {
   reasoning: string;
   finishReason: FinishReason;
   usage: Usage;
+  /** Present when the request asked for logprobs. */
+  logprobs?: TokenLogprob[];
 };
 
 /** The non-streamed answer. */
@@ -61,6 +64,7 @@ export function chatCompletion(c: Completion) {
       {
         index: 0,
         message: { role: 'assistant', content: c.content, ...(c.reasoning !== '' ? { reasoning_content: c.reasoning } : {}) },
+        ...(c.logprobs ? { logprobs: { content: c.logprobs, refusal: null } } : {}),
         finish_reason: c.finishReason,
       },
     ],
@@ -71,13 +75,13 @@ export function chatCompletion(c: Completion) {
 export type ChunkStream = { id: string; created: number; model: string; includeUsage: boolean };
 
 /** A `chat.completion.chunk` object (OpenAI sends `"usage": null` on every chunk but the last when usage was asked for). */
-export function chunk(s: ChunkStream, delta: Record<string, string>, finishReason: FinishReason | null) {
+export function chunk(s: ChunkStream, delta: Record<string, string>, finishReason: FinishReason | null, logprobs?: TokenLogprob[]) {
   return {
     id: s.id,
     object: 'chat.completion.chunk',
     created: s.created,
     model: s.model,
-    choices: [{ index: 0, delta, finish_reason: finishReason }],
+    choices: [{ index: 0, delta, ...(logprobs ? { logprobs: { content: logprobs } } : {}), finish_reason: finishReason }],
     ...(s.includeUsage ? { usage: null } : {}),
   };
 }
@@ -100,14 +104,16 @@ export class ChunkEncoder {
     return sseEvent(chunk(this.stream, { role: 'assistant', content: '' }, null));
   }
 
-  /** One piece of text of the answer (`content`) or of the reasoning (`reasoning_content`). */
-  delta(channel: Channel, text: string): string {
-    return `${this.head}"${channel === 'reasoning' ? 'reasoning_content' : 'content'}":${JSON.stringify(text)}${this.tail}`;
+  /** One piece of text of the answer (`content`) or of the reasoning (`reasoning_content`), with its tokens' logprobs if any. */
+  delta(channel: Channel, text: string, logprobs?: TokenLogprob[]): string {
+    const field = channel === 'reasoning' ? 'reasoning_content' : 'content';
+    if (logprobs) return sseEvent(chunk(this.stream, { [field]: text }, null, logprobs));
+    return `${this.head}"${field}":${JSON.stringify(text)}${this.tail}`;
   }
 
-  /** The last chunk of the choice: an empty delta and the finish reason. */
-  finish(reason: FinishReason): string {
-    return sseEvent(chunk(this.stream, {}, reason));
+  /** The last chunk of the choice: an empty delta and the finish reason (and the logprobs of tokens whose text no chunk carried). */
+  finish(reason: FinishReason, logprobs?: TokenLogprob[]): string {
+    return sseEvent(chunk(this.stream, {}, reason, logprobs));
   }
 
   /** The usage chunk (no choices), sent when `stream_options.include_usage` asked for it. */

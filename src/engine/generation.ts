@@ -5,7 +5,9 @@
  */
 import { randomInt } from 'node:crypto';
 import { LlamaGrammarEvaluationState, type LlamaContextSequence, type LlamaGrammar, type LlamaModel, type Token } from 'node-llama-cpp';
+import { LogprobQueue, type TokenLogprob } from './logprobs.js';
 import { ThinkSplitter, type Segment } from './reasoning.js';
+import { PLAIN_SAMPLING, type EngineSampling } from './sampling-options.js';
 import { IncrementalDetokenizer, StopStringMatcher } from './text-stream.js';
 
 export type FinishReason = 'stop' | 'length';
@@ -22,6 +24,8 @@ export type GenerationParams = {
   reasoning: { enabled: boolean; startInReasoning: boolean };
   /** Tokens must follow this grammar (JSON output), from the answer's start: after the think block, if any. */
   grammar?: LlamaGrammar;
+  /** top_k, min_p, penalties, logit_bias, logprobs (default: none of them). */
+  sampling?: EngineSampling;
 };
 
 export type OutputOptions = {
@@ -42,6 +46,8 @@ export type GenerationHooks = {
   onSegment(segment: Segment): void;
   /** Every sampled token (for load metrics). */
   onToken?(): void;
+  /** With logprobs: the entries of the tokens whose text is out, called before that text's segments. */
+  onLogprobs?(entries: TokenLogprob[]): void;
 };
 
 export type GenerationResult = {
@@ -123,30 +129,65 @@ export async function generate(
   const split = (text: string): Segment[] => (grammarState === undefined ? splitter.push(text) : answerText(text));
 
   const greedy = params.temperature === 0;
-  const tokens = sequence.evaluate(evaluated === 0 ? params.promptTokens : params.promptTokens.slice(evaluated), {
+  const sampling = params.sampling ?? PLAIN_SAMPLING;
+  const generated: Token[] = [];
+  const { penalties } = sampling;
+  const prompt = params.promptTokens;
+  const options = {
     temperature: params.temperature,
-    // OpenAI sampling has no top-k: 0 means the whole vocabulary in node-llama-cpp.
-    topK: greedy ? undefined : 0,
+    // OpenAI sampling has no top-k: 0 (the default) means the whole vocabulary in node-llama-cpp.
+    topK: greedy ? undefined : sampling.topK,
     topP: greedy ? undefined : params.topP,
-    minP: 0,
+    minP: sampling.minP,
     seed: toSamplerSeed(params.seed),
     // Yield EOS/EOT so that it is counted as a generated token, like other servers do.
     yieldEogToken: true,
     ...(grammarEvaluationState ? { grammarEvaluationState } : {}),
-  });
+    ...(sampling.tokenBias ? { tokenBias: sampling.tokenBias } : {}),
+    ...(penalties
+      ? {
+          repeatPenalty: {
+            punishTokens: () => (penalties.includePrompt ? prompt.concat(generated) : generated),
+            // Every token of the request, and a window that never changes size (which would rebuild the sampler each step).
+            maxPunishTokens: prompt.length + params.maxTokens,
+            penalty: penalties.repetition,
+            frequencyPenalty: penalties.frequency,
+            presencePenalty: penalties.presence,
+          },
+        }
+      : {}),
+  };
+  const input = evaluated === 0 ? prompt : prompt.slice(evaluated);
+  const logprobs = sampling.logprobs ? new LogprobQueue(model, sampling.logprobs.top) : undefined;
+  const steps = sampling.logprobs
+    ? sequence.evaluateWithMetadata(input, { confidence: true, probabilities: sampling.logprobs.top > 0 }, options)
+    : sequence.evaluate(input, options);
+  // Text out of the stop matcher: with logprobs, the entries of the tokens it completes go first.
+  const release = (text: string) => {
+    if (logprobs) {
+      const entries = logprobs.release(text.length);
+      if (entries.length > 0) hooks.onLogprobs?.(entries);
+    }
+    emit(split(text));
+  };
 
   let completionTokens = 0;
   let end: 'eos' | 'stop-string' | 'length' = 'length';
-  for await (const token of tokens) {
+  for await (const step of steps) {
     if (signal.aborted) break;
+    const token = typeof step === 'number' ? step : step.token;
     completionTokens++;
     hooks.onToken?.();
     if (model.isEogToken(token)) {
       end = 'eos';
       break;
     }
-    const piece = stopMatcher.push(detokenizer.push(token));
-    emit(split(piece.text));
+    if (penalties) generated.push(token);
+    const text = detokenizer.push(token);
+    if (logprobs && typeof step !== 'number')
+      logprobs.add(token, step.confidence, (step as { probabilities?: Map<Token, number> }).probabilities, text.length);
+    const piece = stopMatcher.push(text);
+    release(piece.text);
     if (piece.stopped) {
       end = 'stop-string';
       break;
@@ -159,10 +200,12 @@ export async function generate(
     // Text held back for an incomplete character or a possible stop string is final now; a stop
     // string can still complete with the last bytes. After a stop string nothing is returned.
     const tail = stopMatcher.push(detokenizer.flush());
-    emit(split(tail.text));
+    release(tail.text);
     if (tail.stopped) end = 'stop-string';
-    else emit(split(stopMatcher.flush()));
+    else release(stopMatcher.flush());
   }
+  const rest = logprobs?.finish(end === 'stop-string');
+  if (rest && rest.length > 0) hooks.onLogprobs?.(rest);
   emit(splitter.flush());
   return { finishReason: end === 'length' ? 'length' : 'stop', completionTokens };
 }

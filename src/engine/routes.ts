@@ -9,7 +9,9 @@ import { invalidRequest, parseChatRequest, type ChatRequest } from '../domain/ch
 import { errorBody } from '../domain/openai-errors.js';
 import { chatCompletion, ChunkEncoder, completionId, SSE_DONE, SSE_HEADERS, sseEvent, unixSeconds, usage } from './format.js';
 import type { GenerationParams } from './generation.js';
+import type { TokenLogprob } from './logprobs.js';
 import { BodyTooLargeError, MAX_BODY_BYTES, readBody, sendError, sendJson, serverError } from './http.js';
+import type { Segment } from './reasoning.js';
 import { QueueAbortedError, type Scheduler, type SequenceLease } from './scheduler.js';
 
 /** The abort reason of requests cancelled because the server stops. */
@@ -171,7 +173,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
       }
       try {
         if (request.stream) await streamCompletion(res, request, prepared.params, lease, controller.signal, prepared.promptTokens);
-        else await completeOnce(res, prepared.params, lease, controller.signal, prepared.promptTokens);
+        else await completeOnce(res, request, prepared.params, lease, controller.signal, prepared.promptTokens);
       } finally {
         lease.release();
       }
@@ -182,6 +184,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
 
   async function completeOnce(
     res: ServerResponse,
+    request: ChatRequest,
     params: GenerationParams,
     lease: SequenceLease,
     signal: AbortSignal,
@@ -189,6 +192,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
   ) {
     let content = '';
     let reasoning = '';
+    const logprobs: TokenLogprob[] | undefined = request.sampling.logprobs ? [] : undefined;
     const result = await lease.generate(
       params,
       (segment) => {
@@ -196,6 +200,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
         else content += segment.text;
       },
       signal,
+      logprobs && ((entries) => logprobs.push(...entries)),
     );
     if (result.finishReason == null) {
       if (signal.reason === SHUTDOWN) sendError(res, shuttingDown(), { Connection: 'close' });
@@ -212,6 +217,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
         reasoning,
         finishReason: result.finishReason,
         usage: usage(promptTokens, result.completionTokens),
+        ...(logprobs ? { logprobs } : {}),
       }),
     );
   }
@@ -239,9 +245,16 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
     res.socket?.setNoDelay(true);
     write(encoder.role());
 
+    // With logprobs, the entries of a piece's tokens come just before its text: they ride on its chunk.
+    let pendingLogprobs: TokenLogprob[] | undefined;
+    const onLogprobs = request.sampling.logprobs ? (entries: TokenLogprob[]) => (pendingLogprobs ??= []).push(...entries) : undefined;
+    const onSegment = (segment: Segment) => {
+      write(encoder.delta(segment.channel, segment.text, pendingLogprobs));
+      pendingLogprobs = undefined;
+    };
     let result;
     try {
-      result = await lease.generate(params, (segment) => write(encoder.delta(segment.channel, segment.text)), signal);
+      result = await lease.generate(params, onSegment, signal, onLogprobs);
     } catch (error) {
       // Headers are sent: report in-stream, as OpenAI-compatible servers do.
       log(`[engine] generation failed: ${error instanceof Error ? error.message : String(error)}`);
@@ -256,7 +269,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
       }
       return;
     }
-    let tail = encoder.finish(result.finishReason);
+    let tail = encoder.finish(result.finishReason, pendingLogprobs);
     if (request.includeUsage) tail += encoder.usage(usage(promptTokens, result.completionTokens));
     if (!res.destroyed) res.end(tail + SSE_DONE);
   }

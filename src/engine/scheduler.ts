@@ -9,10 +9,12 @@ import type { LlamaContext, LlamaContextSequence, LlamaModel } from 'node-llama-
 import { checkTokenLimits, invalidRequest, type ChatRequest, type RequestError } from '../domain/chat-request.js';
 import { Semaphore } from '../util/semaphore.js';
 import type { Token } from 'node-llama-cpp';
-import { generate, reusablePrefix, type GenerationParams, type GenerationResult } from './generation.js';
+import { generate, reusablePrefix, type GenerationHooks, type GenerationParams, type GenerationResult } from './generation.js';
 import { ChatTemplateError, type ChatPromptRenderer, type RenderedPrompt } from './prompt.js';
 import type { Segment } from './reasoning.js';
+import { resolveSampling, vocabularySize } from './sampling-options.js';
 import { Grammars } from './structured-output.js';
+import type { TokenLogprob } from './logprobs.js';
 
 export { SemaphoreAbortedError as QueueAbortedError } from '../util/semaphore.js';
 
@@ -29,8 +31,16 @@ export type PreparedRequest = { params: GenerationParams; promptTokens: number }
 
 /** A sequence held by one request until release(). */
 export type SequenceLease = {
-  /** Generates on the held sequence; `onSegment` gets the text as it becomes final. */
-  generate(params: GenerationParams, onSegment: (segment: Segment) => void, signal: AbortSignal): Promise<GenerationResult>;
+  /**
+   * Generates on the held sequence; `onSegment` gets the text as it becomes final, and
+   * `onLogprobs` (with logprobs) the entries of its tokens, just before it.
+   */
+  generate(
+    params: GenerationParams,
+    onSegment: (segment: Segment) => void,
+    signal: AbortSignal,
+    onLogprobs?: (entries: TokenLogprob[]) => void,
+  ): Promise<GenerationResult>;
   /** Gives the sequence back (idempotent); the oldest waiting request gets it next. */
   release(): void;
 };
@@ -58,6 +68,7 @@ export class Scheduler {
   /** Tokens generated since start, cancelled generations included (throughput metrics). */
   totalCompletionTokens = 0;
   private readonly grammars: Grammars;
+  private readonly vocabulary: number | undefined;
 
   constructor(
     private readonly model: LlamaModel,
@@ -68,6 +79,7 @@ export class Scheduler {
   ) {
     if (sequences.length === 0) throw new Error('Scheduler needs at least one sequence');
     this.grammars = new Grammars(model.llama, log);
+    this.vocabulary = vocabularySize(model);
     this.free = [...sequences];
     this.semaphore = new Semaphore(sequences.length);
   }
@@ -99,6 +111,8 @@ export class Scheduler {
     const promptTokens = prompt.tokens.length;
     const overLimit = checkTokenLimits(promptTokens, request, this.limits);
     if (overLimit) return overLimit;
+    const sampling = resolveSampling(this.model, this.vocabulary, request.sampling);
+    if ('status' in sampling) return sampling;
     // Text (most requests) takes no grammar, and no turn of the event loop to learn it.
     const format = request.responseFormat;
     const grammar = format.type === 'text' ? undefined : await this.grammars.forFormat(format);
@@ -114,6 +128,7 @@ export class Scheduler {
         stop: request.stop,
         reasoning: { enabled: this.renderer.supportsThinking, startInReasoning: prompt.opensThinkBlock },
         ...(grammar ? { grammar } : {}),
+        sampling,
       },
     };
   }
@@ -132,7 +147,7 @@ export class Scheduler {
       skipSpecialTokens: this.limits.skipSpecialTokens,
       thinkTagTokens: this.renderer.thinkTagTokens,
     };
-    const hooks = {
+    const hooks: GenerationHooks = {
       onSegment: (_segment: Segment) => {},
       onToken: () => {
         this.totalCompletionTokens++;
@@ -140,8 +155,9 @@ export class Scheduler {
     };
     let released = false;
     return {
-      generate: (params, onSegment, generationSignal) => {
+      generate: (params, onSegment, generationSignal, onLogprobs) => {
         hooks.onSegment = onSegment;
+        hooks.onLogprobs = onLogprobs;
         return generate(sequence, this.model, params, output, hooks, generationSignal);
       },
       release: () => {

@@ -53,16 +53,32 @@ export type AutoscalingPolicyInput = {
 export type ChatCompletionInput = {
   /** Passed to the chat template; `enable_thinking` toggles reasoning. */
   chatTemplateKwargs?: unknown;
+  /** OpenAI `frequency_penalty`, −2 to 2. @default 0 */
+  frequencyPenalty?: number | null | undefined;
   /** Streams a final chunk with the token usage. @default false */
   includeUsage?: boolean | null | undefined;
+  /** OpenAI `logit_bias`: token ids (as strings) to a bias from −100 to 100; −100 bans the token. */
+  logitBias?: unknown;
+  /** Return each answer token's log probability. @default false */
+  logprobs?: boolean | null | undefined;
   maxTokens?: number | null | undefined;
   messages: Array<ChatMessageInput>;
+  /** Drop tokens less likely than min_p × the most likely one. @default 0 */
+  minP?: number | null | undefined;
   model: string;
+  /** OpenAI `presence_penalty`, −2 to 2. @default 0 */
+  presencePenalty?: number | null | undefined;
+  /** Above 0, at most 10; 1 is none. @default 1 */
+  repetitionPenalty?: number | null | undefined;
   /** OpenAI `response_format`: `{type: "json_object"}`, or `{type: "json_schema", json_schema: {name, schema}}`; the JSON is enforced while the answer is generated. @default text */
   responseFormat?: unknown;
   seed?: number | null | undefined;
   stop?: Array<string> | null | undefined;
   temperature?: number | null | undefined;
+  /** Sample from the k most likely tokens only. @default 0 (no filtering) */
+  topK?: number | null | undefined;
+  /** With logprobs: the most likely alternatives per token, 0 to 20. @default 0 */
+  topLogprobs?: number | null | undefined;
   topP?: number | null | undefined;
 };
 

@@ -6,7 +6,7 @@
  */
 import type { OpenAIError } from '../../../domain/openai-errors.js';
 import { collectBody, relayStream } from '../../../router/relay.js';
-import { builder } from '../builder.js';
+import { builder, type SchemaTypesOf } from '../builder.js';
 import { graphqlChatError, graphqlFieldName } from '../errors.js';
 
 interface Usage {
@@ -21,11 +21,24 @@ interface Delta {
   reasoning_content?: string;
 }
 
+interface TopLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+}
+
+interface TokenLogprob extends TopLogprob {
+  top_logprobs: TopLogprob[];
+}
+
+/** A choice's `logprobs` (absent or null unless asked for). */
+type Logprobs = { content: TokenLogprob[] | null } | null | undefined;
+
 interface Chunk {
   id: string;
   created: number;
   model: string;
-  choices: { index: number; delta: Delta; finish_reason: string | null }[];
+  choices: { index: number; delta: Delta; logprobs?: Logprobs; finish_reason: string | null }[];
   usage?: Usage | null;
 }
 
@@ -33,7 +46,12 @@ interface Completion {
   id: string;
   created: number;
   model: string;
-  choices: { index: number; message: { role: string; content: string; reasoning_content?: string }; finish_reason: string | null }[];
+  choices: {
+    index: number;
+    message: { role: string; content: string; reasoning_content?: string };
+    logprobs?: Logprobs;
+    finish_reason: string | null;
+  }[];
   usage: Usage;
 }
 
@@ -51,6 +69,17 @@ const ChatCompletionInput = builder.inputType('ChatCompletionInput', {
     messages: t.field({ type: [ChatMessageInput], required: true }),
     temperature: t.float(),
     topP: t.float(),
+    topK: t.int({ description: 'Sample from the k most likely tokens only. @default 0 (no filtering)' }),
+    minP: t.float({ description: 'Drop tokens less likely than min_p × the most likely one. @default 0' }),
+    presencePenalty: t.float({ description: 'OpenAI `presence_penalty`, −2 to 2. @default 0' }),
+    frequencyPenalty: t.float({ description: 'OpenAI `frequency_penalty`, −2 to 2. @default 0' }),
+    repetitionPenalty: t.float({ description: 'Above 0, at most 10; 1 is none. @default 1' }),
+    logitBias: t.field({
+      type: 'JSON',
+      description: 'OpenAI `logit_bias`: token ids (as strings) to a bias from −100 to 100; −100 bans the token.',
+    }),
+    logprobs: t.boolean({ description: "Return each answer token's log probability. @default false" }),
+    topLogprobs: t.int({ description: 'With logprobs: the most likely alternatives per token, 0 to 20. @default 0' }),
     maxTokens: t.int(),
     stop: t.stringList(),
     seed: t.int(),
@@ -71,6 +100,14 @@ function toOpenAIBody(input: Input, stream: boolean): Record<string, unknown> {
   const body: Record<string, unknown> = { model: String(input.model), messages: input.messages, stream };
   if (input.temperature != null) body.temperature = input.temperature;
   if (input.topP != null) body.top_p = input.topP;
+  if (input.topK != null) body.top_k = input.topK;
+  if (input.minP != null) body.min_p = input.minP;
+  if (input.presencePenalty != null) body.presence_penalty = input.presencePenalty;
+  if (input.frequencyPenalty != null) body.frequency_penalty = input.frequencyPenalty;
+  if (input.repetitionPenalty != null) body.repetition_penalty = input.repetitionPenalty;
+  if (input.logitBias != null) body.logit_bias = input.logitBias;
+  if (input.logprobs != null) body.logprobs = input.logprobs;
+  if (input.topLogprobs != null) body.top_logprobs = input.topLogprobs;
   if (input.maxTokens != null) body.max_tokens = input.maxTokens;
   if (input.stop != null) body.stop = input.stop;
   if (input.seed != null) body.seed = input.seed;
@@ -100,10 +137,37 @@ const DeltaRef = builder.objectRef<Delta>('ChatDelta').implement({
   }),
 });
 
+const TopLogprobRef = builder.objectRef<TopLogprob>('ChatTopLogprob').implement({
+  fields: (t) => ({
+    token: t.exposeString('token'),
+    logprob: t.exposeFloat('logprob'),
+    bytes: t.exposeIntList('bytes', { description: "The token's text as UTF-8 bytes." }),
+  }),
+});
+
+const TokenLogprobRef = builder.objectRef<TokenLogprob>('ChatTokenLogprob').implement({
+  description: 'One answer token: its text, its log probability, and the most likely alternatives (topLogprobs).',
+  fields: (t) => ({
+    token: t.exposeString('token'),
+    logprob: t.exposeFloat('logprob'),
+    bytes: t.exposeIntList('bytes', { description: "The token's text as UTF-8 bytes." }),
+    topLogprobs: t.field({ type: [TopLogprobRef], resolve: (e) => e.top_logprobs }),
+  }),
+});
+
+const logprobsField = <T extends { logprobs?: Logprobs }>(t: PothosSchemaTypes.ObjectFieldBuilder<SchemaTypesOf, T>) =>
+  t.field({
+    type: [TokenLogprobRef],
+    nullable: true,
+    description: "The tokens' log probabilities, when the input asked for logprobs.",
+    resolve: (c) => c.logprobs?.content ?? null,
+  });
+
 const ChunkChoiceRef = builder.objectRef<Chunk['choices'][number]>('ChatChunkChoice').implement({
   fields: (t) => ({
     index: t.exposeInt('index'),
     delta: t.field({ type: DeltaRef, resolve: (c) => c.delta }),
+    logprobs: logprobsField(t),
     finishReason: t.string({ nullable: true, resolve: (c) => c.finish_reason }),
   }),
 });
@@ -130,6 +194,7 @@ const ChoiceRef = builder.objectRef<Completion['choices'][number]>('ChatChoice')
   fields: (t) => ({
     index: t.exposeInt('index'),
     message: t.field({ type: MessageRef, resolve: (c) => c.message }),
+    logprobs: logprobsField(t),
     finishReason: t.string({ nullable: true, resolve: (c) => c.finish_reason }),
   }),
 });
