@@ -155,6 +155,33 @@ describe('the openai client', () => {
     });
   });
 
+  test('sampling controls: logprobs with alternatives, streamed or not, logit_bias, penalties; a token outside the vocabulary is a 400 naming it', async () => {
+    const request = { model: endpoint, messages: MESSAGES, max_tokens: 8, temperature: 0, logprobs: true, top_logprobs: 2 };
+    const completion = await openai.chat.completions.create(request);
+    const entries = completion.choices[0]!.logprobs!.content!;
+    expect(entries).toHaveLength(8);
+    expect(entries.map((e) => e.token).join('')).toBe(completion.choices[0]!.message.content);
+    expect(entries[0]!.top_logprobs).toHaveLength(2);
+    const stream = await openai.chat.completions.create({ ...request, stream: true });
+    const streamed: OpenAI.ChatCompletionTokenLogprob[] = [];
+    for await (const chunk of stream) streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+    expect(streamed).toEqual(entries);
+    // Token 72 is "H" in the tiny vocabulary (bytes first).
+    const forced = await openai.chat.completions.create({ model: endpoint, messages: MESSAGES, max_tokens: 4, logit_bias: { '72': 100 } });
+    expect(forced.choices[0]!.message.content).toBe('HHHH');
+    const penalized = await openai.chat.completions.create({
+      ...request,
+      max_tokens: 48,
+      frequency_penalty: -2,
+      logprobs: true,
+      top_logprobs: 0,
+    });
+    expect(new Set(penalized.choices[0]!.logprobs!.content!.map((e) => e.token)).size).toBeLessThan(8);
+    const refused = await openai.chat.completions.create({ ...request, logit_bias: { '99999': 1 } }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(refused).toMatchObject({ param: 'logit_bias.99999', message: expect.stringContaining("not in the model's vocabulary") });
+  });
+
   test('a body over 1 MiB is a 413 in the OpenAI error shape', async () => {
     const huge = [{ role: 'user' as const, content: 'x'.repeat(2 << 20) }];
     await expect(openai.chat.completions.create({ model: endpoint, messages: huge })).rejects.toMatchObject({
@@ -429,8 +456,24 @@ describe('GraphQL', () => {
     });
     expect(ok.createChatCompletion).toMatchObject({
       __typename: 'CreateChatCompletionSuccess',
-      completion: { usage: { completionTokens: 3 }, choices: [{ finishReason: 'length' }] },
+      completion: { usage: { completionTokens: 3 }, choices: [{ finishReason: 'length', logprobs: null }] },
     });
+    const sampled = await alice.graphql.request(CreateChatCompletionDocument, {
+      input: { model: endpoint, messages: MESSAGES, maxTokens: 3, temperature: 0, topK: 5, logprobs: true, topLogprobs: 1 },
+    });
+    if (sampled.createChatCompletion.__typename !== 'CreateChatCompletionSuccess') throw new Error(JSON.stringify(sampled));
+    const [choice] = sampled.createChatCompletion.completion.choices;
+    expect(choice!.logprobs).toHaveLength(3);
+    expect(choice!.logprobs!.map((e) => e.token).join('')).toBe(choice!.message.content);
+    expect(choice!.logprobs![0]!.topLogprobs[0]).toEqual({
+      token: choice!.logprobs![0]!.token,
+      logprob: choice!.logprobs![0]!.logprob,
+      bytes: choice!.logprobs![0]!.bytes,
+    });
+    const badBias = await alice.graphql.request(CreateChatCompletionDocument, {
+      input: { model: endpoint, messages: MESSAGES, logitBias: { x: 1 } },
+    });
+    expect(badBias.createChatCompletion).toMatchObject({ __typename: 'ChatCompletionError', status: 400, param: 'logitBias' });
     const tooHot = await alice.graphql.request(CreateChatCompletionDocument, {
       input: { model: endpoint, messages: MESSAGES, temperature: 9 },
     });
