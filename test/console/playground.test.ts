@@ -216,6 +216,37 @@ describeBrowser('web console: playground', () => {
     if ((await answer.locator('.finish-reason').innerText()).endsWith('stop')) expect(typeof JSON.parse(text)).toBe('object');
   });
 
+  it('token probabilities: the answer is shaded token by token, and the table lists each token with its alternatives; more sampling settings are checked', async () => {
+    const page = await h.signedIn();
+    await page.goto(`${h.app.url}/#/playground/${chat}`);
+    await page.locator('.endpoint-status [data-status="RUNNING"]').waitFor();
+    await setMaxTokens(page, 6);
+    await page.getByLabel('Temperature').fill('0');
+    await page.getByLabel('Token probabilities').check();
+    // A setting out of its range blocks sending, with its rule in place of its hint.
+    await page.getByText('More sampling').click();
+    await page.getByLabel('Frequency penalty').fill('3');
+    await expect.poll(() => page.getByText('A number from -2 to 2.').count()).toBe(1);
+    await page.getByLabel('Frequency penalty').fill('0.5');
+    await page.getByLabel('Top K').fill('5');
+    const message = page.getByLabel('Message', { exact: true });
+    await message.fill('Hello');
+    await message.press('Enter');
+    await expect.poll(() => announcement(page).innerText(), { timeout: 30_000 }).toContain('Answer complete');
+    const answer = page.locator('.message-assistant').last();
+    const spans = answer.locator('.answer .token');
+    expect(await spans.count()).toBe(6);
+    expect((await spans.allTextContents()).join('')).toBe(await answer.locator('.answer').textContent());
+    expect(await spans.first().getAttribute('title')).toMatch(/^[\d.e+-]+% · likeliest: ".*" [\d.e+-]+%/);
+    await answer.getByText('Token probabilities (6 tokens)').click();
+    const rows = answer.locator('.token-table tbody tr');
+    expect(await rows.count()).toBe(6);
+    // Greedy: each token is its position's likeliest, listed first among 5 alternatives.
+    const first = await rows.first().locator('td').allInnerTexts();
+    expect(first[3]!.split('%, ')).toHaveLength(5);
+    expect(first[3]!.startsWith(`${first[1]} ${first[2]}`)).toBe(true);
+  });
+
   it('shows why a request fails, readably', async () => {
     const page = await h.signedIn();
     await page.goto(`${h.app.url}/#/playground/${chat}`);

@@ -7,6 +7,7 @@
 import { useEffect, useRef } from 'react';
 import { Link } from 'wouter';
 import type { Message } from './chat-model.js';
+import { TokenTable, TokenText } from './token-probabilities.js';
 
 function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
@@ -51,6 +52,8 @@ function MessageView({ message, onRetry }: { message: Message; onRetry?: (() => 
     );
   }
   const waiting = message.streaming && !message.content && !message.reasoning;
+  // The answer shaded token by token, when its tokens spell it (they always do, but for whitespace held back under JSON output).
+  const tokens = message.tokens && message.tokens.map((t) => t.token).join('') === message.content ? message.tokens : undefined;
   return (
     <li className="message message-assistant" aria-busy={message.streaming ? true : undefined}>
       <p className="message-who">
@@ -68,7 +71,11 @@ function MessageView({ message, onRetry }: { message: Message; onRetry?: (() => 
       ) : (
         (message.content || !message.reasoning) && (
           <div className="message-text answer">
-            {message.content || (message.streaming ? '' : message.error ? '' : <span className="hint">(no answer text)</span>)}
+            {tokens && tokens.length > 0 ? (
+              <TokenText tokens={tokens} />
+            ) : (
+              message.content || (message.streaming ? '' : message.error ? '' : <span className="hint">(no answer text)</span>)
+            )}
           </div>
         )
       )}
@@ -90,6 +97,7 @@ function MessageView({ message, onRetry }: { message: Message; onRetry?: (() => 
           )}
         </div>
       )}
+      {!message.streaming && message.tokens && message.tokens.length > 0 && <TokenTable tokens={message.tokens} />}
       {!message.streaming && <AnswerFacts message={message} />}
     </li>
   );

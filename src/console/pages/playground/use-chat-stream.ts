@@ -9,7 +9,7 @@ import { useCallback, useEffect, useRef, useState } from 'react';
 import type { ApiError } from '../../api/graphql.js';
 import { PlaygroundChatDocument, type ChatCompletionInput } from '../../api/generated.js';
 import { useSession } from '../../session.js';
-import { checkSettings, type EndpointChoice, type Message, type Settings } from './chat-model.js';
+import { checkSettings, TOP_ALTERNATIVES, type EndpointChoice, type Message, type Settings } from './chat-model.js';
 
 /** A subscription failure in words: the server's message, with what to do for the usual cases. */
 function describeError(error: ApiError): string {
@@ -96,6 +96,12 @@ export function useChatStream({
       ...(numbers.temperature !== undefined ? { temperature: numbers.temperature } : {}),
       ...(numbers.topP !== undefined ? { topP: numbers.topP } : {}),
       ...(numbers.maxTokens !== undefined ? { maxTokens: numbers.maxTokens } : {}),
+      ...(numbers.topK !== undefined ? { topK: numbers.topK } : {}),
+      ...(numbers.minP !== undefined ? { minP: numbers.minP } : {}),
+      ...(numbers.presencePenalty !== undefined ? { presencePenalty: numbers.presencePenalty } : {}),
+      ...(numbers.frequencyPenalty !== undefined ? { frequencyPenalty: numbers.frequencyPenalty } : {}),
+      ...(numbers.repetitionPenalty !== undefined ? { repetitionPenalty: numbers.repetitionPenalty } : {}),
+      ...(settings.probabilities ? { logprobs: true, topLogprobs: TOP_ALTERNATIVES } : {}),
     };
 
     let chunkId: string | undefined;
@@ -124,10 +130,13 @@ export function useChatStream({
           const choice = chunk.choices[0];
           const content = choice?.delta.content ?? '';
           const reasoning = choice?.delta.reasoningContent ?? '';
+          // The tokens of the answer (not of the reasoning) with their probabilities.
+          const tokens = reasoning ? undefined : choice?.logprobs;
           if (choice?.finishReason) finishReason = choice.finishReason;
           update(answerId, (m) => ({
             content: m.content + content,
             reasoning: m.reasoning + reasoning,
+            ...(tokens ? { tokens: [...(m.tokens ?? []), ...tokens] } : {}),
             ...(m.firstTokenAt === undefined && (content || reasoning) ? { firstTokenAt: performance.now() } : {}),
             ...(choice?.finishReason ? { finishReason: choice.finishReason } : {}),
             ...(chunk.usage ? { usage: chunk.usage } : {}),
