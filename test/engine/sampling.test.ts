@@ -134,6 +134,20 @@ describe('logit_bias', () => {
   });
 });
 
+describe('in one batch', () => {
+  test("each request keeps its own controls: a biased, penalized request with logprobs beside a plain one changes nothing of the plain one's answer", async () => {
+    const reference = await answer(greedy);
+    const [plain, biased] = await Promise.all([
+      answer(greedy),
+      answer({ ...greedy, logit_bias: { '72': 100 }, frequency_penalty: -2, logprobs: true, top_logprobs: 5 }),
+    ]);
+    expect(plain.content).toBe(reference.content);
+    expect(plain.logprobs).toBeUndefined();
+    expect(biased.content).toBe('H'.repeat(48));
+    expect(biased.logprobs).toHaveLength(48);
+  });
+});
+
 describe('logprobs', () => {
   test('one entry per answer token: its text, log probability, bytes, and the top alternatives, most likely first', async () => {
     const { content, tokens, logprobs } = await answer({ ...greedy, logprobs: true, top_logprobs: 3 });
