@@ -80,9 +80,11 @@ try {
   await shot(page, 'endpoint');
   await page.goto(`${sandbox.url}/#/playground/${id}`);
   await page.getByLabel('Max tokens').fill('48');
+  await page.getByLabel('Token probabilities').check();
   await page.getByLabel('Message', { exact: true }).fill('Write a short greeting.');
   await page.getByLabel('Message', { exact: true }).press('Enter');
   await page.locator('.finish-reason').first().waitFor({ timeout: 30_000 });
+  await page.getByText(/^Token probabilities \(/).click();
   await shot(page, 'playground');
   await page.goto(`${sandbox.url}/#/settings`);
   await page
