@@ -23,18 +23,7 @@ export type Sampling = {
   topLogprobs: number;
 };
 
-export const NO_SAMPLING_CONTROLS: Sampling = {
-  topK: 0,
-  minP: 0,
-  presencePenalty: 0,
-  frequencyPenalty: 0,
-  repetitionPenalty: 1,
-  logitBias: new Map(),
-  logprobs: false,
-  topLogprobs: 0,
-};
-
-export const SAMPLING_LIMITS = {
+const SAMPLING_LIMITS = {
   /** OpenAI's range for each penalty. */
   penalty: 2,
   /** repetition_penalty: above 0, at most this (1 is none). */

@@ -6,6 +6,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { invalidRequest, parseChatRequest, type ChatRequest } from '../domain/chat-request.js';
+import { isObject } from '../domain/field-checker.js';
 import { errorBody } from '../domain/openai-errors.js';
 import { chatCompletion, ChunkEncoder, completionId, SSE_DONE, SSE_HEADERS, sseEvent, unixSeconds, usage } from './format.js';
 import type { GenerationParams } from './generation.js';
@@ -93,8 +94,8 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
     };
   }
 
-  /** Reads and checks a chat-completion body; answers the error itself and returns undefined when it is refused. */
-  async function readChatRequest(req: IncomingMessage, res: ServerResponse): Promise<ChatRequest | undefined> {
+  /** Reads a JSON body; answers the error itself and returns undefined when it is refused. */
+  async function readJson(req: IncomingMessage, res: ServerResponse): Promise<{ body: unknown } | undefined> {
     let raw: string;
     try {
       raw = await readBody(req);
@@ -109,13 +110,21 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
       }
       throw error;
     }
-    let body: unknown;
     try {
-      body = JSON.parse(raw);
+      return { body: JSON.parse(raw) as unknown };
     } catch {
       sendError(res, invalidRequest('The request body is not valid JSON', null, 'invalid_json'));
       return undefined;
     }
+  }
+
+  /** Reads and checks a chat-completion body; answers the error itself and returns undefined when it is refused. */
+  async function readChatRequest(req: IncomingMessage, res: ServerResponse): Promise<ChatRequest | undefined> {
+    const read = await readJson(req, res);
+    return read && checkChatRequest(read.body, res);
+  }
+
+  function checkChatRequest(body: unknown, res: ServerResponse): ChatRequest | undefined {
     const parsed = parseChatRequest(body);
     if (parsed.type === 'error') {
       sendError(res, parsed.error);
@@ -124,25 +133,50 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
     return parsed.value;
   }
 
-  /**
-   * POST /tokenize (vLLM's chat form): renders the messages with the chat template and counts the
-   * prompt's tokens, without taking a sequence, so that the gateway can refuse a prompt over the
-   * limits before the request waits for a slot. Answers `{ count, max_model_len, max_input_length }`,
-   * or the 400 the completion would get (a template that cannot render).
-   */
-  async function handleTokenize(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** Runs a body-reading route as a request in flight (a stopping server waits for it). */
+  async function tracked(work: () => Promise<void>): Promise<void> {
     const controller = new AbortController();
     inflight.add(controller);
     try {
-      const request = await readChatRequest(req, res);
-      if (!request) return;
-      const prompt = scheduler.render(request);
-      if ('status' in prompt) return sendError(res, prompt);
-      sendJson(res, 200, { count: prompt.tokens.length, max_model_len: config.contextSize, max_input_length: config.maxInputLength });
+      await work();
     } finally {
       inflight.delete(controller);
     }
   }
+
+  /**
+   * POST /tokenize, vLLM's two forms, without taking a sequence. The chat form (`messages`)
+   * renders them with the chat template and counts the prompt's tokens, so that the gateway can
+   * refuse a prompt over the limits before the request waits for a slot: `{ count, max_model_len,
+   * max_input_length }`, or the 400 the completion would get. The prompt form (`prompt`, raw
+   * text) also lists the tokens (`tokens`).
+   */
+  const handleTokenize = (req: IncomingMessage, res: ServerResponse) =>
+    tracked(async () => {
+      const read = await readJson(req, res);
+      if (!read) return;
+      const limits = { max_model_len: config.contextSize, max_input_length: config.maxInputLength };
+      if (isObject(read.body) && !('messages' in read.body) && 'prompt' in read.body) {
+        const tokens = scheduler.tokenizePrompt(read.body);
+        if ('status' in tokens) return sendError(res, tokens);
+        return sendJson(res, 200, { count: tokens.length, ...limits, tokens });
+      }
+      const request = checkChatRequest(read.body, res);
+      if (!request) return;
+      const prompt = scheduler.render(request);
+      if ('status' in prompt) return sendError(res, prompt);
+      sendJson(res, 200, { count: prompt.tokens.length, ...limits });
+    });
+
+  /** POST /detokenize (vLLM's): `{ tokens }` to `{ prompt }`, the text. */
+  const handleDetokenize = (req: IncomingMessage, res: ServerResponse) =>
+    tracked(async () => {
+      const read = await readJson(req, res);
+      if (!read) return;
+      const text = scheduler.detokenize(read.body);
+      if (typeof text !== 'string') return sendError(res, text);
+      sendJson(res, 200, { prompt: text });
+    });
 
   async function handleChat(req: IncomingMessage, res: ServerResponse): Promise<void> {
     totalRequests++;
@@ -294,10 +328,10 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
       if (draining) return sendError(res, shuttingDown(), { Connection: 'close' });
       return handleChat(req, res);
     }
-    if (path === '/tokenize') {
-      if (req.method !== 'POST') return sendError(res, methodNotAllowed('POST /tokenize'));
+    if (path === '/tokenize' || path === '/detokenize') {
+      if (req.method !== 'POST') return sendError(res, methodNotAllowed(`POST ${path}`));
       if (draining) return sendError(res, shuttingDown(), { Connection: 'close' });
-      return handleTokenize(req, res);
+      return path === '/tokenize' ? handleTokenize(req, res) : handleDetokenize(req, res);
     }
     return sendError(res, {
       status: 404,

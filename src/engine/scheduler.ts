@@ -14,6 +14,7 @@ import { ChatTemplateError, type ChatPromptRenderer, type RenderedPrompt } from 
 import type { Segment } from './reasoning.js';
 import { resolveSampling, vocabularySize } from './sampling-options.js';
 import { Grammars } from './structured-output.js';
+import { detokenizeBody, tokenizePrompt, type TokenSettings } from './tokens.js';
 import type { TokenLogprob } from './logprobs.js';
 
 export { SemaphoreAbortedError as QueueAbortedError } from '../util/semaphore.js';
@@ -24,6 +25,8 @@ export type SchedulerLimits = {
   skipSpecialTokens: boolean;
   /** Keep the KV cache of a prompt prefix a sequence already holds (generation.ts). */
   reusePrefix: boolean;
+  /** Prepend BOS to a raw prompt when the model wants one (the chat template's prompts: see prompt.ts). */
+  addSpecialTokens: boolean;
 };
 
 /** A request checked and rendered: what generation needs. */
@@ -92,6 +95,24 @@ export class Scheduler {
   /** Requests waiting for a sequence. */
   get queued(): number {
     return this.semaphore.waiting;
+  }
+
+  private get tokenSettings(): TokenSettings {
+    return {
+      addSpecialTokens: this.limits.addSpecialTokens,
+      skipSpecialTokens: this.limits.skipSpecialTokens,
+      vocabulary: this.vocabulary,
+    };
+  }
+
+  /** A raw prompt's tokens (`{ prompt }`), or its 400. */
+  tokenizePrompt(body: unknown): Token[] | RequestError {
+    return tokenizePrompt(this.model, this.tokenSettings, body);
+  }
+
+  /** The text of `{ tokens }`, or its 400. */
+  detokenize(body: unknown): string | RequestError {
+    return detokenizeBody(this.model, this.tokenSettings, body);
   }
 
   /** Renders the prompt with the chat template (a template that cannot render is the request's 400). */

@@ -18,6 +18,7 @@ import { MetricsUpkeep } from '../services/metrics-upkeep.js';
 import { METRICS_PATH, metricsRoute } from './rest/metrics-route.js';
 import { CHAT_PATH, handleChatCompletion } from './rest/chat-routes.js';
 import { handleOpenAIRoute, OPENAI_PREFIX } from './rest/models-routes.js';
+import { DETOKENIZE_PATH, handleTokenRoute, TOKENIZE_PATH } from './rest/token-routes.js';
 import type { Logger } from 'pino';
 import { logAccess } from './access-log.js';
 import { endpointRoutes } from './rest/endpoint-routes.js';
@@ -138,6 +139,8 @@ export async function startGateway(services: Services, options: GatewayOptions):
       await yoga(req, res);
     } else if (url.pathname === CHAT_PATH) {
       await handleChatCompletion(req, res, services, chat, log);
+    } else if (url.pathname === TOKENIZE_PATH || url.pathname === DETOKENIZE_PATH) {
+      await handleTokenRoute(req, res, url.pathname, services, chat, log);
     } else if (url.pathname.startsWith(OPENAI_PREFIX)) {
       await handleOpenAIRoute(req, res, url, services, log);
     } else if (url.pathname.startsWith('/dedicated/')) {

@@ -85,6 +85,13 @@ export interface RoutedRequest {
 
 export type RouteResult = Result<RoutedRequest, OpenAIError>;
 
+/** A ready replica of a serving endpoint, and the keep-alive agent to call it with. */
+export interface ServingReplica {
+  endpoint: EndpointRecord;
+  replica: ReplicaRecord;
+  agent: http.Agent;
+}
+
 export class ChatRouter {
   private readonly gates = new Map<string, EndpointGate>();
   private readonly view: ServingView;
@@ -180,12 +187,9 @@ export class ChatRouter {
     const parsed = parseChatRequest(body);
     if (parsed.type === 'error') return fail(parsed.error);
     const request = parsed.value;
-    const model = (body as { model?: unknown }).model;
-    if (typeof model !== 'string' || model === '') return fail(modelRequired());
-    const named = await this.modelNamed(principal, model);
-    if (named && typeof named !== 'string') return fail(named);
-    const found = await this.endpointFor(principal, named ?? model, false);
-    if (!found) return fail(modelNotFound(model));
+    const named = await this.endpointNamed(principal, (body as { model?: unknown }).model);
+    if (named.type === 'error') return named;
+    const found = named.value;
     seen.endpoint = found;
     // Before any wait (for a wake, or for a slot): what the spec alone refuses.
     const overSpec = checkAgainstSpec(request, found);
@@ -303,6 +307,32 @@ export class ChatRouter {
   }
 
   /**
+   * The endpoint `model` names (one of the caller's), once it serves, and its
+   * least-loaded ready replica: for calls that take no generation slot
+   * (tokenize, detokenize). A sleeping endpoint is woken and awaited, as for
+   * a chat request.
+   */
+  async replicaFor(principal: Principal, model: unknown, signal: AbortSignal): Promise<Result<ServingReplica, OpenAIError>> {
+    const named = await this.endpointNamed(principal, model);
+    if (named.type === 'error') return named;
+    const found = named.value;
+    const ready = await this.serving.until(principal, found, signal);
+    if ('status' in ready) return fail(ready);
+    const replica = this.upstream.pick(this.view.cachedReplicas(found.id)?.replicas ?? [], new Set());
+    if (!replica) return fail(noReplicaAnswered(found.id));
+    return { type: 'ok', value: { endpoint: ready.endpoint, replica, agent: this.upstream.agent } };
+  }
+
+  /** The caller's endpoint `model` names (by id, or by a name only one of theirs has), or why there is none. */
+  private async endpointNamed(principal: Principal, model: unknown): Promise<Result<EndpointRecord, OpenAIError>> {
+    if (typeof model !== 'string' || model === '') return fail(modelRequired());
+    const named = await this.modelNamed(principal, model);
+    if (named && typeof named !== 'string') return fail(named);
+    const found = await this.endpointFor(principal, named ?? model, false);
+    return found ? { type: 'ok', value: found } : fail(modelNotFound(model));
+  }
+
+  /**
    * A `model` that is not an endpoint id may name one of the caller's
    * endpoints: its id when the name is unique, an error listing the ids when
    * it is not, undefined otherwise (the id path answers model_not_found).
@@ -347,6 +377,6 @@ export class ChatRouter {
   }
 }
 
-function fail(error: OpenAIError): RouteResult {
+function fail(error: OpenAIError): { type: 'error'; error: OpenAIError } {
   return { type: 'error', error };
 }

@@ -14,12 +14,12 @@
  *   `mayBreakTokenLimits`) is not counted, so that a request refused for
  *   capacity learns it without a round trip to a busy replica.
  */
-import http from 'node:http';
-import { engineAuthHeaders } from '../runtime/runtime.js';
+import type http from 'node:http';
 import { checkRequestedTokens, checkTokenLimits, type ChatRequest } from '../domain/chat-request.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
+import { isOpenAIErrorBody, postToEngine, type EngineAnswer } from './engine-call.js';
 
 /** How long the gateway waits for a replica's token count before it lets the request queue unchecked. */
 export const TOKENIZE_TIMEOUT_MS = 5_000;
@@ -49,49 +49,6 @@ export function mayBreakTokenLimits(request: ChatRequest, endpoint: EndpointReco
   return bound > maxInputLength || bound + (request.maxTokens ?? 0) >= maxTokenCount;
 }
 
-interface Answer {
-  status: number;
-  body: unknown;
-}
-
-function postJson(agent: http.Agent, url: string, payload: unknown, signal: AbortSignal, token: string | null): Promise<Answer> {
-  const text = JSON.stringify(payload);
-  return new Promise((resolve, reject) => {
-    const req = http.request(url, {
-      method: 'POST',
-      agent,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...engineAuthHeaders(token) },
-      signal,
-    });
-    req.once('error', reject);
-    req.once('response', (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > MAX_ANSWER_BYTES) return void res.destroy(new Error('tokenize answer too large'));
-        chunks.push(chunk);
-      });
-      res.once('error', reject);
-      res.once('end', () => {
-        let body: unknown;
-        try {
-          body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-        } catch {
-          body = undefined;
-        }
-        resolve({ status: res.statusCode ?? 502, body });
-      });
-    });
-    req.end(text);
-  });
-}
-
-function isOpenAIErrorBody(body: unknown): body is { error: { message: string; type: string; param: string | null; code: string | null } } {
-  const error = (body as { error?: { message?: unknown } } | undefined)?.error;
-  return typeof error === 'object' && error !== null && typeof error.message === 'string';
-}
-
 /**
  * The prompt's checks, by the replica's tokenizer: the 400 the completion
  * would get, or undefined when it would pass (or cannot be told).
@@ -103,14 +60,15 @@ export async function checkPromptTokens(
   request: ChatRequest,
   signal: AbortSignal,
 ): Promise<OpenAIError | undefined> {
-  let answer: Answer;
+  let answer: EngineAnswer;
   try {
-    answer = await postJson(
+    answer = await postToEngine(
       agent,
-      `${replica.address}/tokenize`,
+      replica,
+      '/tokenize',
       { model: endpoint.id, messages: request.messages, chat_template_kwargs: request.chatTemplateKwargs, add_generation_prompt: true },
       AbortSignal.any([signal, AbortSignal.timeout(TOKENIZE_TIMEOUT_MS)]),
-      replica.token,
+      MAX_ANSWER_BYTES,
     );
   } catch {
     return undefined;

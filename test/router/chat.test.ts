@@ -206,6 +206,53 @@ describe('the openai client', () => {
   });
 });
 
+describe('tokenize and detokenize', () => {
+  const call = (path: string, body: unknown, key: string | null = alice.key, method = 'POST') =>
+    fetch(`${t.url}/dedicated/v1/${path}`, {
+      method,
+      headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+      ...(method === 'POST' ? { body: JSON.stringify(body) } : {}),
+    });
+
+  test("the endpoint's tokenizer: a prompt's tokens, and back to its text", async () => {
+    const prompt = 'Hello, wörld: tell me a story.';
+    const tokenized = await call('tokenize', { model: endpoint, prompt });
+    expect(tokenized.status).toBe(200);
+    const { tokens } = (await tokenized.json()) as { tokens: number[] };
+    expect(tokens.length).toBeGreaterThan(5);
+    expect(tokens.every((id) => Number.isInteger(id) && id >= 0)).toBe(true);
+    const detokenized = await call('detokenize', { model: endpoint, tokens });
+    expect(detokenized.status).toBe(200);
+    expect(await detokenized.json()).toEqual({ text: prompt });
+  });
+
+  test("refusals: 400 naming the field (the replica's own for a token outside its vocabulary), 404 for a foreign endpoint, 401, 405", async () => {
+    for (const [path, body, param] of [
+      ['tokenize', { model: endpoint }, 'prompt'],
+      ['tokenize', { model: endpoint, prompt: 7 }, 'prompt'],
+      ['detokenize', { model: endpoint, tokens: [1, -1] }, 'tokens[1]'],
+      ['detokenize', { model: endpoint, tokens: 'abc' }, 'tokens'],
+      ['detokenize', { model: endpoint, tokens: [1, 99_999] }, 'tokens[1]'],
+      ['tokenize', { prompt: 'hi' }, 'model'],
+    ] as const) {
+      const response = await call(path, body);
+      expect(response.status, JSON.stringify(body)).toBe(400);
+      expect(((await response.json()) as { error: { param: string } }).error.param, JSON.stringify(body)).toBe(param);
+    }
+    const outside = await call('detokenize', { model: endpoint, tokens: [99_999] });
+    expect(((await outside.json()) as { error: { message: string } }).error.message).toMatch(
+      /not in the model's vocabulary \(ids 0 to \d+\)/,
+    );
+    const foreign = await call('tokenize', { model: endpoint, prompt: 'hi' }, bob.key);
+    expect(foreign.status).toBe(404);
+    expect(((await foreign.json()) as { error: { code: string } }).error.code).toBe('model_not_found');
+    expect((await call('tokenize', { model: endpoint, prompt: 'hi' }, null)).status).toBe(401);
+    const get = await call('detokenize', undefined, alice.key, 'GET');
+    expect(get.status).toBe(405);
+    expect(get.headers.get('allow')).toBe('POST');
+  });
+});
+
 describe('the wire format', () => {
   test('raw SSE: role chunk, content deltas, finish chunk, [DONE]; no usage chunk unless asked', async () => {
     const response = await rawChat({ model: endpoint, messages: MESSAGES, max_tokens: 6, temperature: 0, stream: true });

@@ -5,46 +5,24 @@
  * OpenAI client libraries raise their usual exceptions.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { failureOfDomainError, isServerFailure } from '../../domain/errors.js';
-import { openAIError } from '../../domain/openai-errors.js';
 import type { ChatRouter } from '../../router/chat-router.js';
 import { collectBody, pipeStream } from '../../router/relay.js';
 import type { Services } from '../../services/index.js';
-import { authenticateRequest } from '../authenticate.js';
-import { readJsonBody } from '../body.js';
-import { failureOf } from '../failures.js';
-import { logFailure, requestIdOf, type Log } from '../request-id.js';
-import { openAIErrorOfFailure, sendOpenAIError } from './chat-errors.js';
+import type { Log } from '../request-id.js';
+import { sendOpenAIError } from './chat-errors.js';
+import { handleOpenAIPost } from './openai-post.js';
 
 export const CHAT_PATH = '/dedicated/v1/chat/completions';
 
-export async function handleChatCompletion(
+export function handleChatCompletion(
   req: IncomingMessage,
   res: ServerResponse,
   services: Services,
   router: ChatRouter,
   log: Log,
 ): Promise<void> {
-  // A client that disconnects cancels the request wherever it is: queued, or generating upstream.
-  const clientGone = new AbortController();
-  res.once('close', () => {
-    if (!res.writableFinished) clientGone.abort();
-  });
-  try {
-    if (req.method !== 'POST')
-      return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${CHAT_PATH} accepts POST only`, 'method_not_allowed'), {
-        allow: 'POST',
-      });
-    // The body is read while the key is checked; a bad one is answered only to a caller who authenticated (a 401 comes first).
-    const body = readJsonBody(req).then(
-      (value) => ({ value }),
-      (error: unknown) => ({ error }),
-    );
-    const auth = await authenticateRequest(services, req);
-    if (auth.type === 'error') return sendOpenAIError(res, openAIErrorOfFailure(failureOfDomainError(auth.error)));
-    const read = await body;
-    if ('error' in read) throw read.error;
-    const routed = await router.route(auth.value, read.value, clientGone.signal);
+  return handleOpenAIPost(req, res, services, log, CHAT_PATH, async ({ principal, body, clientGone }) => {
+    const routed = await router.route(principal, body, clientGone);
     if (routed.type === 'error') return sendOpenAIError(res, routed.error);
 
     const { upstream, request } = routed.value;
@@ -66,11 +44,5 @@ export async function handleChatCompletion(
     res.flushHeaders();
     await pipeStream(routed.value, res);
     if (!res.destroyed) res.end();
-  } catch (error) {
-    if (clientGone.signal.aborted) return;
-    const failure = failureOf(error);
-    if (isServerFailure(failure)) logFailure(log, requestIdOf(req), CHAT_PATH, error);
-    if (!res.headersSent) sendOpenAIError(res, openAIErrorOfFailure(failure));
-    else res.destroy();
-  }
+  });
 }

@@ -1,0 +1,62 @@
+/**
+ * What every POST route under /dedicated/v1 shares: POST only (405 with
+ * Allow otherwise), the JSON body read while the key is checked (a bad body
+ * is answered only to a caller who authenticated: a 401 comes first), a
+ * signal that aborts when the client leaves, and one catch that answers any
+ * failure in the OpenAI shape (logged when it is the server's).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { failureOfDomainError, isServerFailure } from '../../domain/errors.js';
+import { openAIError } from '../../domain/openai-errors.js';
+import type { Services } from '../../services/index.js';
+import type { Principal } from '../../services/principal.js';
+import { authenticateRequest } from '../authenticate.js';
+import { readJsonBody } from '../body.js';
+import { failureOf } from '../failures.js';
+import { logFailure, requestIdOf, type Log } from '../request-id.js';
+import { openAIErrorOfFailure, sendOpenAIError } from './chat-errors.js';
+
+/** An authenticated POST: the caller, its body, and a signal that aborts when the client leaves. */
+export interface OpenAIPost {
+  principal: Principal;
+  body: unknown;
+  clientGone: AbortSignal;
+}
+
+/** Runs `work` for an authenticated POST to `path`; everything before it and every failure in it are answered here. */
+export async function handleOpenAIPost(
+  req: IncomingMessage,
+  res: ServerResponse,
+  services: Services,
+  log: Log,
+  path: string,
+  work: (call: OpenAIPost) => Promise<void>,
+): Promise<void> {
+  // A client that disconnects cancels the request wherever it is: queued, or at work upstream.
+  const clientGone = new AbortController();
+  res.once('close', () => {
+    if (!res.writableFinished) clientGone.abort();
+  });
+  try {
+    if (req.method !== 'POST') {
+      return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${path} accepts POST only`, 'method_not_allowed'), {
+        allow: 'POST',
+      });
+    }
+    const body = readJsonBody(req).then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    );
+    const auth = await authenticateRequest(services, req);
+    if (auth.type === 'error') return sendOpenAIError(res, openAIErrorOfFailure(failureOfDomainError(auth.error)));
+    const read = await body;
+    if ('error' in read) throw read.error;
+    await work({ principal: auth.value, body: read.value, clientGone: clientGone.signal });
+  } catch (error) {
+    if (clientGone.signal.aborted) return;
+    const failure = failureOf(error);
+    if (isServerFailure(failure)) logFailure(log, requestIdOf(req), path, error);
+    if (!res.headersSent) sendOpenAIError(res, openAIErrorOfFailure(failure));
+    else res.destroy();
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * POST /dedicated/v1/tokenize (`{ model, prompt }` → `{ tokens }`) and
+ * /dedicated/v1/detokenize (`{ model, tokens }` → `{ text }`), the documented
+ * API's: the endpoint's own tokenizer, on one of its ready replicas (a
+ * sleeping endpoint is woken first, as for chat). They take no generation
+ * slot and are not in the request log. The replica is asked with vLLM's
+ * routes (`/tokenize` with `prompt`, `/detokenize`), which the built-in
+ * engine serves too.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { openAIError } from '../../domain/openai-errors.js';
+import { parseDetokenizeBody, parseTokenizeBody } from '../../domain/token-request.js';
+import type { ChatRouter } from '../../router/chat-router.js';
+import { isOpenAIErrorBody, postToEngine } from '../../router/engine-call.js';
+import type { Services } from '../../services/index.js';
+import { sendJson } from '../body.js';
+import type { Log } from '../request-id.js';
+import { sendOpenAIError } from './chat-errors.js';
+import { handleOpenAIPost } from './openai-post.js';
+
+export const TOKENIZE_PATH = '/dedicated/v1/tokenize';
+export const DETOKENIZE_PATH = '/dedicated/v1/detokenize';
+/** How long the replica may take to answer. */
+const ANSWER_TIMEOUT_MS = 30_000;
+/** The most of a replica's answer read: the tokens of a 1 MiB prompt, as JSON, with room. */
+const MAX_ANSWER_BYTES = 32 * 1024 * 1024;
+
+const replicaFailed = (what: string) =>
+  openAIError(502, 'server_error', `the endpoint's replica did not ${what}; try again`, 'upstream_error', null);
+
+export function handleTokenRoute(
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: typeof TOKENIZE_PATH | typeof DETOKENIZE_PATH,
+  services: Services,
+  router: ChatRouter,
+  log: Log,
+): Promise<void> {
+  const tokenize = path === TOKENIZE_PATH;
+  return handleOpenAIPost(req, res, services, log, path, async ({ principal, body, clientGone }) => {
+    const parsed = tokenize ? parseTokenizeBody(body) : parseDetokenizeBody(body);
+    if (parsed.type === 'error') return sendOpenAIError(res, parsed.error);
+    const serving = await router.replicaFor(principal, (body as { model?: unknown }).model, clientGone);
+    if (serving.type === 'error') return sendOpenAIError(res, serving.error);
+    const { replica, agent } = serving.value;
+    const signal = AbortSignal.any([clientGone, AbortSignal.timeout(ANSWER_TIMEOUT_MS)]);
+    const route = tokenize ? '/tokenize' : '/detokenize';
+    const answer = await postToEngine(agent, replica, route, parsed.value, signal, MAX_ANSWER_BYTES).catch(() => undefined);
+    if (clientGone.aborted) return;
+    const what = tokenize ? 'tokenize the prompt' : 'detokenize the tokens';
+    if (!answer) return sendOpenAIError(res, replicaFailed(what));
+    // The replica's refusal of the request (a token outside its vocabulary) is the client's: relayed as it is.
+    if (answer.status >= 400 && answer.status < 500 && isOpenAIErrorBody(answer.body)) {
+      const { message, type, param, code } = answer.body.error;
+      return sendOpenAIError(res, openAIError(answer.status, type as 'invalid_request_error', message, code ?? null, param ?? null));
+    }
+    const result = answer.body as { tokens?: unknown; prompt?: unknown } | undefined;
+    if (answer.status === 200 && tokenize && Array.isArray(result?.tokens) && result.tokens.every((t) => Number.isInteger(t)))
+      return sendJson(res, 200, { tokens: result.tokens });
+    if (answer.status === 200 && !tokenize && typeof result?.prompt === 'string') return sendJson(res, 200, { text: result.prompt });
+    sendOpenAIError(res, replicaFailed(what));
+  });
+}

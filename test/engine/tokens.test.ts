@@ -1,0 +1,77 @@
+/** The engine's /tokenize (prompt form) and /detokenize, vLLM's shapes, on the tiny generated GGUF. */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { getLlama, LlamaLogLevel, type Llama } from 'node-llama-cpp';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { startEngineServer, type EngineServer } from '../../src/engine/server.js';
+import { TINY_SPECIAL_TOKENS, writeTinyGguf } from '../support/tiny-gguf.js';
+
+let dir: string;
+let llama: Llama;
+let plain: EngineServer;
+let special: EngineServer;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'tokens-'));
+  const tiny = await writeTinyGguf(join(dir, 'tiny.gguf'));
+  llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.warn });
+  const options = { llama, gpu: false as const, threads: 1, modelPath: tiny.path, contextSize: 256, maxBatchSize: 1 };
+  plain = await startEngineServer(options);
+  // tokenizer_add_special_tokens on, tokenizer_skip_special_tokens off.
+  special = await startEngineServer({ ...options, addSpecialTokens: true, skipSpecialTokens: false });
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all([plain?.close(0), special?.close(0)]);
+  await llama?.dispose();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+async function post(server: EngineServer, path: string, body: unknown): Promise<{ status: number; json: Record<string, any> }> {
+  const res = await fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, json: (await res.json()) as Record<string, any> };
+}
+
+test('a prompt round-trips: its tokens, counted, and their text; special-token text is the special token', async () => {
+  const prompt = `Hello, wörld ✓ ${TINY_SPECIAL_TOKENS.imEnd}`;
+  const { status, json } = await post(plain, '/tokenize', { prompt });
+  expect(status).toBe(200);
+  expect(json).toMatchObject({ count: json.tokens.length, max_model_len: 256, max_input_length: 256 });
+  expect(json.tokens.every((t: unknown) => Number.isInteger(t))).toBe(true);
+  const imEnd = (await post(plain, '/tokenize', { prompt: TINY_SPECIAL_TOKENS.imEnd })).json.tokens;
+  expect(imEnd).toHaveLength(1);
+  expect(json.tokens.at(-1)).toBe(imEnd[0]);
+  // Special tokens are skipped in text by default; kept with tokenizer_skip_special_tokens off.
+  expect((await post(plain, '/detokenize', { tokens: json.tokens })).json).toEqual({ prompt: 'Hello, wörld ✓ ' });
+  expect((await post(special, '/detokenize', { tokens: json.tokens })).json).toEqual({ prompt });
+});
+
+test('tokenizer_add_special_tokens prepends BOS to a raw prompt', async () => {
+  const without = (await post(plain, '/tokenize', { prompt: 'Hi' })).json.tokens;
+  const withBos = (await post(special, '/tokenize', { prompt: 'Hi' })).json.tokens;
+  expect(withBos).toEqual([expect.any(Number), ...without]);
+  expect((await post(special, '/detokenize', { tokens: withBos.slice(0, 1) })).json.prompt).toBe(TINY_SPECIAL_TOKENS.bos);
+});
+
+test('the chat form still counts only; bad bodies are 400s naming the field', async () => {
+  const chat = await post(plain, '/tokenize', { messages: [{ role: 'user', content: 'Hi' }] });
+  expect(chat.status).toBe(200);
+  expect(chat.json.tokens).toBeUndefined();
+  expect(chat.json.count).toBeGreaterThan(1);
+  for (const [path, body, param] of [
+    ['/tokenize', { prompt: 5 }, 'prompt'],
+    ['/tokenize', { prompt: 'a\u0000b' }, 'prompt'],
+    ['/detokenize', { tokens: 'abc' }, 'tokens'],
+    ['/detokenize', { tokens: [1, -1] }, 'tokens[1]'],
+    ['/detokenize', { tokens: [1, 2.5] }, 'tokens[1]'],
+    ['/detokenize', { tokens: [99999] }, 'tokens[0]'],
+  ] as const) {
+    const { status, json } = await post(plain, path, body);
+    expect(status, JSON.stringify(body)).toBe(400);
+    expect(json.error.param, JSON.stringify(body)).toBe(param);
+  }
+  expect((await post(plain, '/detokenize', { tokens: [99999] })).json.error.message).toMatch(/vocabulary \(ids 0 to \d+\)/);
+  const wrongMethod = await fetch(`${plain.url}/detokenize`);
+  expect(wrongMethod.status).toBe(405);
+});
