@@ -16,8 +16,8 @@ import { parseSampling, type Sampling } from './sampling.js';
 export type ChatRole = 'system' | 'user' | 'assistant';
 export type ChatMessage = { role: ChatRole; content: string };
 
-export type ChatRequest = {
-  messages: ChatMessage[];
+/** What every generation request has (chat and text completions): all but its prompt. */
+export type GenerationRequest = {
   stream: boolean;
   includeUsage: boolean;
   /** 0 = greedy. */
@@ -29,11 +29,15 @@ export type ChatRequest = {
   maxTokensParam: 'max_tokens' | 'max_completion_tokens';
   stop: string[];
   seed: number | undefined;
-  chatTemplateKwargs: Record<string, unknown>;
   /** Text, or JSON the engine's grammar enforces. */
   responseFormat: ResponseFormat;
   /** top_k, min_p, penalties, logit_bias, logprobs. */
   sampling: Sampling;
+};
+
+export type ChatRequest = GenerationRequest & {
+  messages: ChatMessage[];
+  chatTemplateKwargs: Record<string, unknown>;
 };
 
 /** A request refused, in the OpenAI error shape. */
@@ -66,7 +70,8 @@ class ValidationError extends Error {
   }
 }
 
-function fail(message: string, param: string | null, code: string = 'invalid_value'): never {
+/** Refuses the request being parsed (inside `parseGenerationRequest`'s prompt parser): a 400 naming `param`. */
+export function fail(message: string, param: string | null, code: string = 'invalid_value'): never {
   throw new ValidationError(invalidRequest(message, param, code));
 }
 
@@ -84,7 +89,7 @@ function inexact(value: number): string | undefined {
 
 const numberText = (value: number): string => inexact(value) ?? String(value);
 
-function describe(value: unknown): string {
+export function describe(value: unknown): string {
   if (value === undefined) return 'nothing';
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
@@ -223,8 +228,15 @@ function refuseUnsupported(body: Record<string, unknown>): void {
   if (Array.isArray(body.tools) && body.tools.length > 0) fail('tools are not supported by this engine', 'tools');
 }
 
-/** Validates a decoded JSON body. Never throws. */
-export function parseChatRequest(body: unknown): ParseResult {
+/**
+ * Validates a decoded JSON body of a generation request: the checks every
+ * body gets (an object, nesting, text), the prompt by `parsePrompt` (which
+ * refuses with `fail`), then the fields every kind shares. Never throws.
+ */
+export function parseGenerationRequest<P extends object>(
+  body: unknown,
+  parsePrompt: (body: Record<string, unknown>) => P,
+): Result<GenerationRequest & P, RequestError> {
   try {
     if (!isObject(body)) fail(`The request body must be a JSON object (got ${describe(body)})`, null, 'invalid_type');
     // Deeper than any request needs, and deep enough to overflow the stack of whatever serializes it again (the gateway forwards it).
@@ -236,7 +248,7 @@ export function parseChatRequest(body: unknown): ParseResult {
     if (body.model !== undefined && body.model !== null && typeof body.model !== 'string') {
       fail(`model must be a string (got ${describe(body.model)})`, 'model', 'invalid_type');
     }
-    const messages = parseMessages(body.messages);
+    const prompt = parsePrompt(body);
 
     const stream = body.stream ?? false;
     if (typeof stream !== 'boolean') fail(`stream must be a boolean (got ${describe(stream)})`, 'stream', 'invalid_type');
@@ -268,8 +280,6 @@ export function parseChatRequest(body: unknown): ParseResult {
       seed = body.seed;
     }
 
-    const chatTemplateKwargs = parseTemplateKwargs(body.chat_template_kwargs);
-
     refuseUnsupported(body);
     const sampling = parseSampling(body);
     if ('message' in sampling) fail(sampling.message, sampling.param);
@@ -278,7 +288,7 @@ export function parseChatRequest(body: unknown): ParseResult {
     return {
       type: 'ok',
       value: {
-        messages,
+        ...prompt,
         stream,
         includeUsage,
         temperature,
@@ -287,7 +297,6 @@ export function parseChatRequest(body: unknown): ParseResult {
         maxTokensParam,
         stop: parseStop(body.stop),
         seed,
-        chatTemplateKwargs,
         responseFormat,
         sampling,
       },
@@ -296,6 +305,14 @@ export function parseChatRequest(body: unknown): ParseResult {
     if (error instanceof ValidationError) return { type: 'error', error: error.error };
     throw error;
   }
+}
+
+/** Validates a decoded chat-completions body. Never throws. */
+export function parseChatRequest(body: unknown): ParseResult {
+  return parseGenerationRequest(body, (fields) => ({
+    messages: parseMessages(fields.messages),
+    chatTemplateKwargs: parseTemplateKwargs(fields.chat_template_kwargs),
+  }));
 }
 
 /** The token limits of one replica: the endpoint's max_input_length and max_token_count. */
@@ -307,7 +324,7 @@ export type TokenLimits = { maxInputLength: number; contextSize: number };
  * checks it before a request waits for a slot.
  */
 export function checkRequestedTokens(
-  request: Pick<ChatRequest, 'maxTokens' | 'maxTokensParam'>,
+  request: Pick<GenerationRequest, 'maxTokens' | 'maxTokensParam'>,
   contextSize: number,
 ): RequestError | undefined {
   if (request.maxTokens === undefined || request.maxTokens < contextSize) return undefined;
@@ -326,20 +343,23 @@ export function checkRequestedTokens(
  */
 export function checkTokenLimits(
   promptTokens: number,
-  request: Pick<ChatRequest, 'maxTokens' | 'maxTokensParam'>,
+  request: Pick<GenerationRequest, 'maxTokens' | 'maxTokensParam'>,
   limits: TokenLimits,
+  /** The field that holds the prompt: a chat's messages, a text completion's prompt (or tokens). */
+  promptParam: 'messages' | 'prompt' | 'tokens' = 'messages',
 ): RequestError | undefined {
+  const shorten = promptParam === 'messages' ? 'Shorten the messages' : 'Shorten the prompt';
   if (promptTokens > limits.maxInputLength) {
     return invalidRequest(
-      `The prompt has ${promptTokens} tokens, more than this endpoint's max_input_length of ${limits.maxInputLength} tokens. Shorten the messages.`,
-      'messages',
+      `The prompt has ${promptTokens} tokens, more than this endpoint's max_input_length of ${limits.maxInputLength} tokens. ${shorten}.`,
+      promptParam,
       'context_length_exceeded',
     );
   }
   if (request.maxTokens !== undefined && promptTokens + request.maxTokens > limits.contextSize) {
     return invalidRequest(
       `This endpoint's max_token_count is ${limits.contextSize} tokens, but the request needs ${promptTokens + request.maxTokens} ` +
-        `(${promptTokens} prompt tokens + ${request.maxTokens} ${request.maxTokensParam}). Shorten the messages or lower ${request.maxTokensParam}.`,
+        `(${promptTokens} prompt tokens + ${request.maxTokens} ${request.maxTokensParam}). ${shorten} or lower ${request.maxTokensParam}.`,
       request.maxTokensParam,
       'context_length_exceeded',
     );
@@ -347,7 +367,7 @@ export function checkTokenLimits(
   if (promptTokens >= limits.contextSize) {
     return invalidRequest(
       `The prompt has ${promptTokens} tokens, which fills this endpoint's max_token_count of ${limits.contextSize} tokens and leaves no room for a completion.`,
-      'messages',
+      promptParam,
       'context_length_exceeded',
     );
   }

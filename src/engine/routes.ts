@@ -1,22 +1,21 @@
 /**
  * The engine's HTTP API (node:http, no framework): GET /health, GET /v1/models,
- * POST /v1/chat/completions (JSON or SSE) and POST /tokenize. Requests in flight are tracked so
+ * POST /v1/chat/completions and /v1/completions (JSON or SSE: answers.ts), and POST /tokenize
+ * and /detokenize. Requests in flight are tracked so
  * that a stopping server can drain them, then cancel what is left.
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { invalidRequest, parseChatRequest, type ChatRequest } from '../domain/chat-request.js';
+import { invalidRequest, parseChatRequest, type ChatRequest, type GenerationRequest, type RequestError } from '../domain/chat-request.js';
+import { parseCompletionRequest, type CompletionRequest } from '../domain/completion-request.js';
 import { isObject } from '../domain/field-checker.js';
-import { errorBody } from '../domain/openai-errors.js';
-import { chatCompletion, ChunkEncoder, completionId, SSE_DONE, SSE_HEADERS, sseEvent, unixSeconds, usage } from './format.js';
-import type { GenerationParams } from './generation.js';
-import type { TokenLogprob } from './logprobs.js';
+import type { Result } from '../domain/result.js';
+import { answerStreamed, answerWhole, CHAT_FORMAT, SHUTDOWN, shuttingDown, TEXT_FORMAT, type AnswerFormat } from './answers.js';
+import { unixSeconds } from './format.js';
 import { BodyTooLargeError, MAX_BODY_BYTES, readBody, sendError, sendJson, serverError } from './http.js';
-import type { Segment } from './reasoning.js';
-import { QueueAbortedError, type Scheduler, type SequenceLease } from './scheduler.js';
+import { QueueAbortedError, type PreparedRequest, type Scheduler } from './scheduler.js';
 
-/** The abort reason of requests cancelled because the server stops. */
-export const SHUTDOWN = Symbol('shutdown');
+export { SHUTDOWN } from './answers.js';
 
 export type RouteConfig = {
   modelName: string;
@@ -59,7 +58,6 @@ export class Inflight {
   }
 }
 
-const shuttingDown = () => serverError(503, 'The engine is shutting down', 'engine_shutting_down');
 const methodNotAllowed = (use: string) => ({ ...invalidRequest(`Use ${use}`, null, 'method_not_allowed'), status: 405 });
 
 /** Who may call: the gateway's per-engine token (when set), and a note of each accepted request. */
@@ -118,12 +116,6 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
     }
   }
 
-  /** Reads and checks a chat-completion body; answers the error itself and returns undefined when it is refused. */
-  async function readChatRequest(req: IncomingMessage, res: ServerResponse): Promise<ChatRequest | undefined> {
-    const read = await readJson(req, res);
-    return read && checkChatRequest(read.body, res);
-  }
-
   function checkChatRequest(body: unknown, res: ServerResponse): ChatRequest | undefined {
     const parsed = parseChatRequest(body);
     if (parsed.type === 'error') {
@@ -178,7 +170,19 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
       sendJson(res, 200, { prompt: text });
     });
 
-  async function handleChat(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /**
+   * A generation (chat or text completion): read and check the request, prepare it, wait for a
+   * sequence, then answer in the route's format, whole or streamed.
+   */
+  async function handleGeneration<R extends GenerationRequest>(
+    req: IncomingMessage,
+    res: ServerResponse,
+    kind: {
+      parse(body: unknown): Result<R, RequestError>;
+      prepare(request: R): Promise<PreparedRequest | RequestError>;
+      format: AnswerFormat;
+    },
+  ): Promise<void> {
     totalRequests++;
     lastRequestAt = new Date();
     const controller = new AbortController();
@@ -189,10 +193,13 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
     // Tracked from the first byte, so close() never frees the model under a request still reading its body.
     inflight.add(controller);
     try {
-      const request = await readChatRequest(req, res);
-      if (!request) return;
+      const read = await readJson(req, res);
+      if (!read) return;
+      const parsed = kind.parse(read.body);
+      if (parsed.type === 'error') return sendError(res, parsed.error);
+      const request = parsed.value;
       // Every check runs here, before the request waits for a sequence: a bad request is refused at once, however busy.
-      const prepared = await scheduler.prepare(request);
+      const prepared = await kind.prepare(request);
       if ('status' in prepared) return sendError(res, prepared);
 
       let lease;
@@ -205,9 +212,19 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
         }
         throw error;
       }
+      const answering = {
+        res,
+        format: kind.format,
+        modelName: config.modelName,
+        request,
+        params: prepared.params,
+        lease,
+        signal: controller.signal,
+        promptTokens: prepared.promptTokens,
+        log,
+      };
       try {
-        if (request.stream) await streamCompletion(res, request, prepared.params, lease, controller.signal, prepared.promptTokens);
-        else await completeOnce(res, request, prepared.params, lease, controller.signal, prepared.promptTokens);
+        await (request.stream ? answerStreamed(answering) : answerWhole(answering));
       } finally {
         lease.release();
       }
@@ -216,97 +233,8 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
     }
   }
 
-  async function completeOnce(
-    res: ServerResponse,
-    request: ChatRequest,
-    params: GenerationParams,
-    lease: SequenceLease,
-    signal: AbortSignal,
-    promptTokens: number,
-  ) {
-    let content = '';
-    let reasoning = '';
-    const logprobs: TokenLogprob[] | undefined = request.sampling.logprobs ? [] : undefined;
-    const result = await lease.generate(
-      params,
-      (segment) => {
-        if (segment.channel === 'reasoning') reasoning += segment.text;
-        else content += segment.text;
-      },
-      signal,
-      logprobs && ((entries) => logprobs.push(...entries)),
-    );
-    if (result.finishReason == null) {
-      if (signal.reason === SHUTDOWN) sendError(res, shuttingDown(), { Connection: 'close' });
-      return;
-    }
-    sendJson(
-      res,
-      200,
-      chatCompletion({
-        id: completionId(),
-        created: unixSeconds(),
-        model: config.modelName,
-        content,
-        reasoning,
-        finishReason: result.finishReason,
-        usage: usage(promptTokens, result.completionTokens),
-        ...(logprobs ? { logprobs } : {}),
-      }),
-    );
-  }
-
-  async function streamCompletion(
-    res: ServerResponse,
-    request: ChatRequest,
-    params: GenerationParams,
-    lease: SequenceLease,
-    signal: AbortSignal,
-    promptTokens: number,
-  ) {
-    if (res.destroyed) return;
-    const encoder = new ChunkEncoder({
-      id: completionId(),
-      created: unixSeconds(),
-      model: config.modelName,
-      includeUsage: request.includeUsage,
-    });
-    const write = (event: string) => {
-      if (!res.destroyed) res.write(event);
-    };
-    res.writeHead(200, SSE_HEADERS);
-    // Each token is a tiny write: send it now rather than coalescing (Nagle).
-    res.socket?.setNoDelay(true);
-    write(encoder.role());
-
-    // With logprobs, the entries of a piece's tokens come just before its text: they ride on its chunk.
-    let pendingLogprobs: TokenLogprob[] | undefined;
-    const onLogprobs = request.sampling.logprobs ? (entries: TokenLogprob[]) => (pendingLogprobs ??= []).push(...entries) : undefined;
-    const onSegment = (segment: Segment) => {
-      write(encoder.delta(segment.channel, segment.text, pendingLogprobs));
-      pendingLogprobs = undefined;
-    };
-    let result;
-    try {
-      result = await lease.generate(params, onSegment, signal, onLogprobs);
-    } catch (error) {
-      // Headers are sent: report in-stream, as OpenAI-compatible servers do.
-      log(`[engine] generation failed: ${error instanceof Error ? error.message : String(error)}`);
-      write(sseEvent(errorBody(serverError(500, 'The generation failed', 'generation_failed'))));
-      if (!res.destroyed) res.end(SSE_DONE);
-      return;
-    }
-    if (result.finishReason == null) {
-      if (signal.reason === SHUTDOWN && !res.destroyed) {
-        write(sseEvent(errorBody(shuttingDown())));
-        res.end(SSE_DONE);
-      }
-      return;
-    }
-    let tail = encoder.finish(result.finishReason, pendingLogprobs);
-    if (request.includeUsage) tail += encoder.usage(usage(promptTokens, result.completionTokens));
-    if (!res.destroyed) res.end(tail + SSE_DONE);
-  }
+  const chat = { parse: parseChatRequest, prepare: (r: ChatRequest) => scheduler.prepare(r), format: CHAT_FORMAT };
+  const text = { parse: parseCompletionRequest, prepare: (r: CompletionRequest) => scheduler.prepareCompletion(r), format: TEXT_FORMAT };
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = req.url ?? '/';
@@ -323,10 +251,10 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
         data: [{ id: config.modelName, object: 'model', created: createdAt, owned_by: 'engine', max_model_len: config.contextSize }],
       });
     }
-    if (path === '/v1/chat/completions') {
-      if (req.method !== 'POST') return sendError(res, methodNotAllowed('POST /v1/chat/completions'));
+    if (path === '/v1/chat/completions' || path === '/v1/completions') {
+      if (req.method !== 'POST') return sendError(res, methodNotAllowed(`POST ${path}`));
       if (draining) return sendError(res, shuttingDown(), { Connection: 'close' });
-      return handleChat(req, res);
+      return path === '/v1/completions' ? handleGeneration(req, res, text) : handleGeneration(req, res, chat);
     }
     if (path === '/tokenize' || path === '/detokenize') {
       if (req.method !== 'POST') return sendError(res, methodNotAllowed(`POST ${path}`));

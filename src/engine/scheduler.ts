@@ -6,7 +6,8 @@
  * holding one decodes in the same batches as the others.
  */
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from 'node-llama-cpp';
-import { checkTokenLimits, invalidRequest, type ChatRequest, type RequestError } from '../domain/chat-request.js';
+import { checkTokenLimits, invalidRequest, type ChatRequest, type GenerationRequest, type RequestError } from '../domain/chat-request.js';
+import type { CompletionRequest } from '../domain/completion-request.js';
 import { Semaphore } from '../util/semaphore.js';
 import type { Token } from 'node-llama-cpp';
 import { generate, reusablePrefix, type GenerationHooks, type GenerationParams, type GenerationResult } from './generation.js';
@@ -14,7 +15,7 @@ import { ChatTemplateError, type ChatPromptRenderer, type RenderedPrompt } from 
 import type { Segment } from './reasoning.js';
 import { resolveSampling, vocabularySize } from './sampling-options.js';
 import { Grammars } from './structured-output.js';
-import { detokenizeBody, tokenizePrompt, type TokenSettings } from './tokens.js';
+import { completionPromptTokens, detokenizeBody, tokenizePrompt, type TokenSettings } from './tokens.js';
 import type { TokenLogprob } from './logprobs.js';
 
 export { SemaphoreAbortedError as QueueAbortedError } from '../util/semaphore.js';
@@ -125,12 +126,32 @@ export class Scheduler {
     }
   }
 
-  /** Every check of the request, before it waits for a sequence: its generation parameters, or its error. */
+  /** Every check of a chat request, before it waits for a sequence: its generation parameters, or its error. */
   async prepare(request: ChatRequest): Promise<PreparedRequest | RequestError> {
     const prompt = this.render(request);
     if ('status' in prompt) return prompt;
-    const promptTokens = prompt.tokens.length;
-    const overLimit = checkTokenLimits(promptTokens, request, this.limits);
+    return this.prepareTokens(request, prompt.tokens, 'messages', {
+      enabled: this.renderer.supportsThinking,
+      startInReasoning: prompt.opensThinkBlock,
+    });
+  }
+
+  /** The same for a text completion: its raw prompt, no chat template, no think block. */
+  async prepareCompletion(request: CompletionRequest): Promise<PreparedRequest | RequestError> {
+    const tokens = completionPromptTokens(this.model, this.tokenSettings, request.prompt);
+    if ('status' in tokens) return tokens;
+    const param = 'text' in request.prompt ? 'prompt' : request.prompt.field;
+    return this.prepareTokens(request, tokens, param, { enabled: false, startInReasoning: false });
+  }
+
+  private async prepareTokens(
+    request: GenerationRequest,
+    tokens: Token[],
+    promptParam: 'messages' | 'prompt' | 'tokens',
+    reasoning: GenerationParams['reasoning'],
+  ): Promise<PreparedRequest | RequestError> {
+    const promptTokens = tokens.length;
+    const overLimit = checkTokenLimits(promptTokens, request, this.limits, promptParam);
     if (overLimit) return overLimit;
     const sampling = resolveSampling(this.model, this.vocabulary, request.sampling);
     if ('status' in sampling) return sampling;
@@ -141,13 +162,13 @@ export class Scheduler {
     return {
       promptTokens,
       params: {
-        promptTokens: prompt.tokens,
+        promptTokens: tokens,
         maxTokens: request.maxTokens ?? this.limits.contextSize - promptTokens,
         temperature: request.temperature,
         topP: request.topP,
         seed: request.seed,
         stop: request.stop,
-        reasoning: { enabled: this.renderer.supportsThinking, startInReasoning: prompt.opensThinkBlock },
+        reasoning,
         ...(grammar ? { grammar } : {}),
         sampling,
       },

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { getLlama, LlamaLogLevel, type Llama } from 'node-llama-cpp';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startEngineServer, type EngineServer } from '../../src/engine/server.js';
 import { TINY_SPECIAL_TOKENS, writeTinyGguf } from '../support/tiny-gguf.js';
 
@@ -29,7 +29,11 @@ afterAll(async () => {
 });
 
 async function post(server: EngineServer, path: string, body: unknown): Promise<{ status: number; json: Record<string, any> }> {
-  const res = await fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(`${server.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, json: (await res.json()) as Record<string, any> };
 }
 
@@ -74,4 +78,76 @@ test('the chat form still counts only; bad bodies are 400s naming the field', as
   expect((await post(plain, '/detokenize', { tokens: [99999] })).json.error.message).toMatch(/vocabulary \(ids 0 to \d+\)/);
   const wrongMethod = await fetch(`${plain.url}/detokenize`);
   expect(wrongMethod.status).toBe(405);
+});
+
+describe('text completions (/v1/completions): the raw prompt, no chat template', () => {
+  const complete = (body: Record<string, unknown>) => post(plain, '/v1/completions', { max_tokens: 12, temperature: 0, ...body });
+
+  test('a text_completion of the prompt as tokenized; token ids give the same answer; streamed equals whole', async () => {
+    const prompt = 'Once upon a time';
+    const { tokens } = (await post(plain, '/tokenize', { prompt })).json;
+    const whole = await complete({ prompt });
+    expect(whole.status).toBe(200);
+    expect(whole.json).toMatchObject({
+      object: 'text_completion',
+      model: expect.any(String),
+      choices: [{ index: 0, text: expect.any(String), logprobs: null, finish_reason: 'length' }],
+      usage: { prompt_tokens: tokens.length, completion_tokens: 12, total_tokens: tokens.length + 12 },
+    });
+    const text = whole.json.choices[0].text as string;
+    expect(text.length).toBeGreaterThan(0);
+    expect((await complete({ tokens })).json.choices[0].text).toBe(text);
+    expect((await complete({ prompt: tokens })).json.choices[0].text).toBe(text);
+    expect((await complete({ prompt: [prompt] })).json.choices[0].text).toBe(text);
+
+    const res = await fetch(`${plain.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt, max_tokens: 12, temperature: 0, stream: true, stream_options: { include_usage: true } }),
+    });
+    const events = (await res.text()).split('\n\n').filter((e) => e !== '');
+    expect(events.at(-1)).toBe('data: [DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e.slice('data: '.length)) as Record<string, any>);
+    expect(chunks.every((c) => c.object === 'text_completion')).toBe(true);
+    const parts = chunks.filter((c) => c.choices.length > 0);
+    expect(parts.map((c) => c.choices[0].text).join('')).toBe(text);
+    expect(parts.at(-1)!.choices[0].finish_reason).toBe('length');
+    expect(chunks.at(-1)!.usage).toEqual(whole.json.usage);
+  });
+
+  test("legacy logprobs: each token, its logprob, the alternatives as a map, and its text's offset", async () => {
+    const { json } = await complete({ prompt: 'Hello', logprobs: 2, stop: ['zz'] });
+    const { text, logprobs } = json.choices[0];
+    expect(logprobs.tokens.join('')).toBe(text);
+    expect(logprobs.token_logprobs).toHaveLength(logprobs.tokens.length);
+    let offset = 0;
+    logprobs.tokens.forEach((token: string, i: number) => {
+      expect(logprobs.text_offset[i]).toBe(offset);
+      offset += token.length;
+      // Greedy: the token is its position's likeliest.
+      expect(logprobs.top_logprobs[i][token]).toBe(logprobs.token_logprobs[i]);
+      expect(Object.keys(logprobs.top_logprobs[i]).length).toBeLessThanOrEqual(2);
+    });
+  });
+
+  test('refusals name the field: no prompt, both forms, an id outside the vocabulary, too long, asks not supported', async () => {
+    for (const [body, param] of [
+      [{}, 'prompt'],
+      [{ prompt: 'a', tokens: [1] }, 'tokens'],
+      [{ tokens: [1, 99_999] }, 'tokens[1]'],
+      [{ prompt: [5, 99_999] }, 'prompt[1]'],
+      [{ tokens: [] }, 'tokens'],
+      [{ prompt: ['a', 'b'] }, 'prompt'],
+      [{ prompt: 'x'.repeat(600) }, 'prompt'],
+      [{ prompt: 'a', echo: true }, 'echo'],
+      [{ prompt: 'a', suffix: 'b' }, 'suffix'],
+      [{ prompt: 'a', best_of: 2 }, 'best_of'],
+      [{ prompt: 'a', logprobs: 6 }, 'logprobs'],
+      [{ prompt: 'a', logprobs: true }, 'logprobs'],
+    ] as const) {
+      const { status, json } = await complete(body);
+      expect(status, JSON.stringify(body)).toBe(400);
+      expect(json.error.param, JSON.stringify(body)).toBe(param);
+    }
+  });
 });

@@ -1,0 +1,77 @@
+/**
+ * A text-completions body (`POST /dedicated/v1/completions`, OpenAI's legacy
+ * completions and the documented API's): the prompt is raw text (`prompt`)
+ * or token ids (`tokens`, or `prompt` as a list of ids), with no chat
+ * template; every other field is a chat request's (chat-request.ts), except
+ * `logprobs`, which is here the number of alternatives per token (0–5), as
+ * in OpenAI's legacy API. Asks this engine cannot honour (several prompts,
+ * `echo`, `suffix`, `best_of`) are refused, not ignored.
+ */
+import { describe, fail, invalidRequest, parseGenerationRequest, type GenerationRequest, type RequestError } from './chat-request.js';
+import type { Result } from './result.js';
+
+/** The prompt: text, or token ids (checked against the vocabulary by the engine). */
+export type CompletionPrompt = { text: string } | { tokens: number[]; field: 'prompt' | 'tokens' };
+
+export type CompletionRequest = GenerationRequest & { prompt: CompletionPrompt };
+
+/** OpenAI's legacy limit on `logprobs`. */
+const MAX_LEGACY_LOGPROBS = 5;
+const MAX_TOKEN_ID = 2 ** 31 - 1;
+
+function tokenIds(value: unknown[], param: string): number[] {
+  value.forEach((id, i) => {
+    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id > MAX_TOKEN_ID)
+      fail(`${param}[${i}] must be a token id (an integer from 0 to ${MAX_TOKEN_ID}; got ${describe(id)})`, `${param}[${i}]`);
+  });
+  if (value.length === 0) fail(`${param} must hold at least one token`, param);
+  return value as number[];
+}
+
+function parsePrompt(body: Record<string, unknown>): { prompt: CompletionPrompt } {
+  const { prompt, tokens } = body;
+  if (prompt !== undefined && prompt !== null && tokens !== undefined && tokens !== null)
+    fail('Send either prompt or tokens, not both', 'tokens');
+  if (tokens !== undefined && tokens !== null) {
+    if (!Array.isArray(tokens)) fail(`tokens must be an array of token ids (got ${describe(tokens)})`, 'tokens', 'invalid_type');
+    return { prompt: { tokens: tokenIds(tokens, 'tokens'), field: 'tokens' } };
+  }
+  if (prompt === undefined || prompt === null)
+    fail('prompt is required: the text to complete (or tokens: its token ids)', 'prompt', 'missing_required_parameter');
+  if (typeof prompt === 'string') return { prompt: { text: prompt } };
+  if (Array.isArray(prompt)) {
+    if (prompt.every((p) => typeof p === 'number')) return { prompt: { tokens: tokenIds(prompt, 'prompt'), field: 'prompt' } };
+    if (prompt.length === 1 && typeof prompt[0] === 'string') return { prompt: { text: prompt[0] } };
+    fail('prompt must be one prompt: a string, or a list of token ids (several prompts in one request are not supported)', 'prompt');
+  }
+  return fail(`prompt must be a string or a list of token ids (got ${describe(prompt)})`, 'prompt', 'invalid_type');
+}
+
+function refuseUnsupported(body: Record<string, unknown>): void {
+  if (body.echo === true) fail('echo is not supported by this engine', 'echo');
+  if (typeof body.suffix === 'string' && body.suffix !== '') fail('suffix is not supported by this engine', 'suffix');
+  const bestOf = body.best_of;
+  if (bestOf !== undefined && bestOf !== null && bestOf !== 1) fail(`best_of must be 1 (got ${describe(bestOf)})`, 'best_of');
+}
+
+/** Validates a decoded text-completions body. Never throws. */
+export function parseCompletionRequest(body: unknown): Result<CompletionRequest, RequestError> {
+  let fields = body;
+  if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
+    const { logprobs } = body as Record<string, unknown>;
+    // Legacy logprobs (a count) checked here, then read as chat's logprobs + top_logprobs.
+    if (logprobs !== undefined && logprobs !== null) {
+      if (typeof logprobs !== 'number' || !Number.isInteger(logprobs) || logprobs < 0 || logprobs > MAX_LEGACY_LOGPROBS) {
+        const rule = `logprobs must be an integer from 0 to ${MAX_LEGACY_LOGPROBS}: the alternatives listed per token (got ${describe(logprobs)})`;
+        return { type: 'error', error: invalidRequest(rule, 'logprobs') };
+      }
+      fields = { ...(body as Record<string, unknown>), logprobs: true, top_logprobs: logprobs };
+    } else {
+      fields = { ...(body as Record<string, unknown>), top_logprobs: undefined };
+    }
+  }
+  return parseGenerationRequest(fields, (checked) => {
+    refuseUnsupported(checked);
+    return parsePrompt(checked);
+  });
+}

@@ -1,0 +1,135 @@
+/**
+ * A generation's answer on the wire, whole or streamed, in either format:
+ * chat completions (`chat.completion`, content and reasoning apart) or text
+ * completions (`text_completion`). Both take the same segments and logprobs
+ * from the generation loop, so a streamed answer equals the whole one. An
+ * answer cut by the engine stopping, or a generation that fails after the
+ * stream began, ends in-stream with an error event and `[DONE]`.
+ */
+import type { ServerResponse } from 'node:http';
+import type { GenerationRequest } from '../domain/chat-request.js';
+import { errorBody } from '../domain/openai-errors.js';
+import {
+  chatCompletion,
+  ChunkEncoder,
+  completionId,
+  SSE_DONE,
+  SSE_HEADERS,
+  sseEvent,
+  unixSeconds,
+  usage,
+  type ChunkStream,
+  type Completion,
+  type Usage,
+} from './format.js';
+import type { FinishReason, GenerationParams } from './generation.js';
+import { sendError, sendJson, serverError } from './http.js';
+import type { TokenLogprob } from './logprobs.js';
+import type { Channel, Segment } from './reasoning.js';
+import type { SequenceLease } from './scheduler.js';
+import { TextChunkEncoder, textCompletion } from './text-format.js';
+
+/** The abort reason of requests cancelled because the server stops. */
+export const SHUTDOWN = Symbol('shutdown');
+
+export const shuttingDown = () => serverError(503, 'The engine is shutting down', 'engine_shutting_down');
+
+/** The events of one streamed answer. */
+export interface AnswerStream {
+  role(): string;
+  delta(channel: Channel, text: string, logprobs?: TokenLogprob[]): string;
+  finish(reason: FinishReason, logprobs?: TokenLogprob[]): string;
+  usage(u: Usage): string;
+}
+
+/** A wire format: the whole answer's JSON, and a streamed answer's events. */
+export type AnswerFormat = { whole(c: Completion): unknown; stream(s: ChunkStream): AnswerStream };
+
+export const CHAT_FORMAT: AnswerFormat = { whole: chatCompletion, stream: (s) => new ChunkEncoder(s) };
+export const TEXT_FORMAT: AnswerFormat = { whole: textCompletion, stream: (s) => new TextChunkEncoder(s) };
+
+/** One admitted generation: what it answers, with what, on which sequence. */
+export type Answering = {
+  res: ServerResponse;
+  format: AnswerFormat;
+  modelName: string;
+  request: GenerationRequest;
+  params: GenerationParams;
+  lease: SequenceLease;
+  signal: AbortSignal;
+  promptTokens: number;
+  log: (line: string) => void;
+};
+
+/** Generates, then answers with the whole answer. */
+export async function answerWhole(a: Answering): Promise<void> {
+  const { res, request, signal } = a;
+  let content = '';
+  let reasoning = '';
+  const logprobs: TokenLogprob[] | undefined = request.sampling.logprobs ? [] : undefined;
+  const onSegment = (segment: Segment) => {
+    if (segment.channel === 'reasoning') reasoning += segment.text;
+    else content += segment.text;
+  };
+  const result = await a.lease.generate(a.params, onSegment, signal, logprobs && ((entries) => logprobs.push(...entries)));
+  if (result.finishReason == null) {
+    if (signal.reason === SHUTDOWN) sendError(res, shuttingDown(), { Connection: 'close' });
+    return;
+  }
+  sendJson(
+    res,
+    200,
+    a.format.whole({
+      id: completionId(),
+      created: unixSeconds(),
+      model: a.modelName,
+      content,
+      reasoning,
+      finishReason: result.finishReason,
+      usage: usage(a.promptTokens, result.completionTokens),
+      ...(logprobs ? { logprobs } : {}),
+    }),
+  );
+}
+
+/** Generates, streaming the answer as server-sent events. */
+export async function answerStreamed(a: Answering): Promise<void> {
+  const { res, request, signal } = a;
+  if (res.destroyed) return;
+  const encoder = a.format.stream({ id: completionId(), created: unixSeconds(), model: a.modelName, includeUsage: request.includeUsage });
+  const write = (event: string) => {
+    if (!res.destroyed && event !== '') res.write(event);
+  };
+  res.writeHead(200, SSE_HEADERS);
+  // Each token is a tiny write: send it now rather than coalescing (Nagle).
+  res.socket?.setNoDelay(true);
+  write(encoder.role());
+
+  // With logprobs, the entries of a piece's tokens come just before its text: they ride on its chunk.
+  let pendingLogprobs: TokenLogprob[] | undefined;
+  const onLogprobs = request.sampling.logprobs ? (entries: TokenLogprob[]) => (pendingLogprobs ??= []).push(...entries) : undefined;
+  const onSegment = (segment: Segment) => {
+    write(encoder.delta(segment.channel, segment.text, pendingLogprobs));
+    pendingLogprobs = undefined;
+  };
+  let result;
+  try {
+    result = await a.lease.generate(a.params, onSegment, signal, onLogprobs);
+  } catch (error) {
+    // Headers are sent: report in-stream, as OpenAI-compatible servers do.
+    a.log(`[engine] generation failed: ${error instanceof Error ? error.message : String(error)}`);
+    write(sseEvent(errorBody(serverError(500, 'The generation failed', 'generation_failed'))));
+    if (!res.destroyed) res.end(SSE_DONE);
+    return;
+  }
+  if (result.finishReason == null) {
+    if (signal.reason === SHUTDOWN && !res.destroyed) {
+      write(sseEvent(errorBody(shuttingDown())));
+      res.end(SSE_DONE);
+    }
+    return;
+  }
+  let tail = encoder.finish(result.finishReason, pendingLogprobs);
+  if (request.includeUsage) tail += encoder.usage(usage(a.promptTokens, result.completionTokens));
+  if (!res.destroyed) res.end(tail + SSE_DONE);
+}
