@@ -16,7 +16,7 @@ import { RequestRecorder } from '../router/request-recorder.js';
 import { GatewayPrometheus } from '../router/prometheus.js';
 import { MetricsUpkeep } from '../services/metrics-upkeep.js';
 import { METRICS_PATH, metricsRoute } from './rest/metrics-route.js';
-import { CHAT_PATH, handleChatCompletion } from './rest/chat-routes.js';
+import { CHAT_PATH, COMPLETIONS_PATH, handleChatCompletion } from './rest/chat-routes.js';
 import { handleOpenAIRoute, OPENAI_PREFIX } from './rest/models-routes.js';
 import { DETOKENIZE_PATH, handleTokenRoute, TOKENIZE_PATH } from './rest/token-routes.js';
 import type { Logger } from 'pino';
@@ -137,8 +137,8 @@ export async function startGateway(services: Services, options: GatewayOptions):
       await graphqlHttp(req, res, url);
     } else if (url.pathname.startsWith(`${GRAPHQL_PATH}/`)) {
       await yoga(req, res);
-    } else if (url.pathname === CHAT_PATH) {
-      await handleChatCompletion(req, res, services, chat, log);
+    } else if (url.pathname === CHAT_PATH || url.pathname === COMPLETIONS_PATH) {
+      await handleChatCompletion(req, res, services, chat, log, url.pathname);
     } else if (url.pathname === TOKENIZE_PATH || url.pathname === DETOKENIZE_PATH) {
       await handleTokenRoute(req, res, url.pathname, services, chat, log);
     } else if (url.pathname.startsWith(OPENAI_PREFIX)) {

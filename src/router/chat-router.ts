@@ -16,7 +16,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type http from 'node:http';
-import { parseChatRequest, type ChatRequest } from '../domain/chat-request.js';
+import type { GenerationRequest } from '../domain/chat-request.js';
 import type { OpenAIError } from '../domain/openai-errors.js';
 import type { Result } from '../domain/result.js';
 import type { Services } from '../services/index.js';
@@ -25,6 +25,7 @@ import type { Sql } from '../storage/database.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import { EndpointGate, QueueRefusedError, QueueTimeoutError } from './admission.js';
+import { CHAT_KIND, type InferenceKind } from './inference-kinds.js';
 import { ContentCapture } from './content-capture.js';
 import { once } from './once.js';
 import { checkAgainstSpec, checkPromptTokens, mayBreakTokenLimits } from './pre-admission.js';
@@ -64,7 +65,7 @@ export interface RouterOptions {
 export interface RoutedRequest {
   endpoint: EndpointRecord;
   replica: ReplicaRecord;
-  request: ChatRequest;
+  request: GenerationRequest;
   upstream: http.IncomingMessage;
   /** When the gateway received the request. */
   startedAt: number;
@@ -146,10 +147,11 @@ export class ChatRouter {
     if (waiting.length > 0) await this.view.refreshReplicas(waiting);
   }
 
-  async route(principal: Principal, body: unknown, signal: AbortSignal): Promise<RouteResult> {
+  /** Routes a generation request of `kind` (a chat completion unless said otherwise). */
+  async route(principal: Principal, body: unknown, signal: AbortSignal, kind: InferenceKind = CHAT_KIND): Promise<RouteResult> {
     const startedAt = performance.now();
     const seen: { endpoint?: EndpointRecord } = {};
-    const result = await this.routeRequest(principal, body, signal, startedAt, seen);
+    const result = await this.routeRequest(principal, body, signal, startedAt, seen, kind);
     // A request refused once its endpoint was found counts in the endpoint's metrics (the request log keeps served ones).
     if (result.type === 'error' && seen.endpoint) this.recordRefusal(principal, seen.endpoint, body, result.error, startedAt);
     return result;
@@ -183,8 +185,9 @@ export class ChatRouter {
     signal: AbortSignal,
     startedAt: number,
     seen: { endpoint?: EndpointRecord },
+    kind: InferenceKind,
   ): Promise<RouteResult> {
-    const parsed = parseChatRequest(body);
+    const parsed = kind.parse(body);
     if (parsed.type === 'error') return fail(parsed.error);
     const request = parsed.value;
     const named = await this.endpointNamed(principal, (body as { model?: unknown }).model);
@@ -206,11 +209,12 @@ export class ChatRouter {
     if (gate.busy) {
       // A request that would wait has a prompt that might break the limits counted first, so a bad one is refused
       // at once (400), not after the queue; any other that will not be queued learns it at once, with no round trip.
-      const counter = mayBreakTokenLimits(request, endpoint)
+      const prompt = kind.prompt(request, endpoint.id);
+      const counter = mayBreakTokenLimits(request, prompt, endpoint)
         ? this.upstream.pick(this.view.cachedReplicas(endpoint.id)?.replicas ?? [], new Set())
         : undefined;
       if (counter) {
-        const overLimits = await checkPromptTokens(this.upstream.agent, counter, endpoint, request, signal);
+        const overLimits = await checkPromptTokens(this.upstream.agent, counter, endpoint, request, prompt, signal);
         if (overLimits) return fail(overLimits);
       }
     }
@@ -230,7 +234,7 @@ export class ChatRouter {
       return fail(clientClosed());
     }
     const queuedMs = performance.now() - queueStart;
-    return this.dispatch(principal, endpoint, request, body as Record<string, unknown>, signal, {
+    return this.dispatch(principal, endpoint, { kind, request, body: body as Record<string, unknown> }, signal, {
       startedAt,
       queuedMs,
       release,
@@ -245,12 +249,12 @@ export class ChatRouter {
   private async dispatch(
     principal: Principal,
     endpoint: EndpointRecord,
-    request: ChatRequest,
-    body: Record<string, unknown>,
+    call: { kind: InferenceKind; request: GenerationRequest; body: Record<string, unknown> },
     signal: AbortSignal,
     admitted: { startedAt: number; queuedMs: number; release: () => void },
   ): Promise<RouteResult> {
     const { startedAt, queuedMs, release } = admitted;
+    const { kind, request, body } = call;
     const tried = new Set<string>();
     for (let attempt = 0; attempt < 3; attempt++) {
       let replica = this.upstream.pick(this.view.cachedReplicas(endpoint.id)?.replicas ?? [], tried);
@@ -266,12 +270,12 @@ export class ChatRouter {
       tried.add(replica.id);
       const done = this.upstream.begin(replica.id);
       try {
-        const upstream = await this.upstream.send(replica, request, body, signal);
+        const upstream = await this.upstream.send(replica, kind.enginePath, request, body, signal);
         // Content is captured only when the version serving it (the endpoint's current one) has content logging on.
         const { current } = endpoint;
         const capture =
           current.spec.advanced.enableContentLogging && replica.versionIndex === current.versionIndex
-            ? new ContentCapture(request.messages, replica.versionIndex)
+            ? new ContentCapture(kind.loggedInput(request), replica.versionIndex)
             : undefined;
         const finish: RoutedRequest['finish'] = (outcome) => {
           done();

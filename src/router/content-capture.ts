@@ -6,7 +6,6 @@
  * they came and read (parsed, joined) only when the recorder writes them, off
  * the hot path.
  */
-import type { ChatMessage } from '../domain/chat-request.js';
 import { eventData } from './sse.js';
 
 /** What a content log holds of the answer. */
@@ -28,7 +27,8 @@ export class ContentCapture {
   private body: Buffer | null = null;
 
   constructor(
-    readonly messages: readonly ChatMessage[],
+    /** The request's input: a chat's messages, or a text completion's prompt (inference-kinds.ts). */
+    readonly messages: unknown,
     /** The version of the replica that served the request. */
     readonly versionIndex: number,
   ) {}
@@ -50,10 +50,15 @@ export class ContentCapture {
       const text = this.body.toString('utf8');
       try {
         const parsed = JSON.parse(text) as {
-          choices?: { message?: { content?: string | null; reasoning_content?: string | null }; finish_reason?: string | null }[];
+          choices?: {
+            message?: { content?: string | null; reasoning_content?: string | null };
+            text?: string;
+            finish_reason?: string | null;
+          }[];
         };
         const choice = parsed.choices?.[0];
-        out.content = choice?.message?.content ?? '';
+        // A chat answer's message, or a text completion's text.
+        out.content = choice?.message?.content ?? choice?.text ?? '';
         out.reasoningContent = choice?.message?.reasoning_content ?? '';
         out.finishReason = choice?.finish_reason ?? null;
       } catch {
@@ -65,9 +70,9 @@ export class ContentCapture {
       const data = typeof event === 'string' ? event : eventData(event.toString('utf8'));
       if (data === '[DONE]' || data === '') continue;
       try {
-        const chunk = JSON.parse(data) as { choices?: { delta?: Delta; finish_reason?: string | null }[] };
+        const chunk = JSON.parse(data) as { choices?: { delta?: Delta; text?: string; finish_reason?: string | null }[] };
         const choice = chunk.choices?.[0];
-        out.content += choice?.delta?.content ?? '';
+        out.content += choice?.delta?.content ?? choice?.text ?? '';
         out.reasoningContent += choice?.delta?.reasoning_content ?? '';
         out.finishReason = choice?.finish_reason ?? out.finishReason;
       } catch {

@@ -15,7 +15,7 @@
  *   capacity learns it without a round trip to a busy replica.
  */
 import type http from 'node:http';
-import { checkRequestedTokens, checkTokenLimits, type ChatRequest } from '../domain/chat-request.js';
+import { checkRequestedTokens, checkTokenLimits, type ChatRequest, type GenerationRequest } from '../domain/chat-request.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
@@ -27,9 +27,21 @@ export const TOKENIZE_TIMEOUT_MS = 5_000;
 const MAX_ANSWER_BYTES = 64 * 1024;
 
 /** The checks that need only the endpoint's spec. */
-export function checkAgainstSpec(request: ChatRequest, endpoint: EndpointRecord): OpenAIError | undefined {
+export function checkAgainstSpec(request: GenerationRequest, endpoint: EndpointRecord): OpenAIError | undefined {
   const error = checkRequestedTokens(request, endpoint.current.spec.advanced.maxTokenCount);
   return error;
+}
+
+/** What the checks need of a request's prompt (each kind of request says it: inference-kinds.ts). */
+export interface PromptShape {
+  /** At most how many tokens the prompt has, whatever the tokenizer. */
+  tokenBound: number;
+  /** Exactly how many, when the gateway knows (a prompt of token ids): then no replica is asked. */
+  exactTokens?: number;
+  /** The replica's `/tokenize` body that counts them (vLLM's chat or prompt form). */
+  tokenizeBody: Record<string, unknown>;
+  /** The field that holds the prompt, for errors. */
+  param: 'messages' | 'prompt' | 'tokens';
 }
 
 /** Tokens a chat template may add per message (role markers), and in all (a default system prompt, the generation prompt). */
@@ -37,15 +49,26 @@ const TEMPLATE_TOKENS_PER_MESSAGE = 32;
 const TEMPLATE_TOKENS = 256;
 
 /**
- * Whether the prompt might break the endpoint's token limits: false when even
- * one token per byte of every message, plus a template's markers, stays
- * within them (a token covers at least one byte in the byte-level and
- * byte-fallback tokenizers GGUF models use). Then the count is not needed.
+ * A chat prompt: at most one token per byte of every message, plus a
+ * template's markers (a token covers at least one byte in the byte-level and
+ * byte-fallback tokenizers GGUF models use).
  */
-export function mayBreakTokenLimits(request: ChatRequest, endpoint: EndpointRecord): boolean {
+export function chatPromptShape(request: ChatRequest, endpointId: string): PromptShape {
   let bound = TEMPLATE_TOKENS + Buffer.byteLength(JSON.stringify(request.chatTemplateKwargs ?? {}));
   for (const message of request.messages) bound += TEMPLATE_TOKENS_PER_MESSAGE + Buffer.byteLength(message.content);
+  const tokenizeBody = {
+    model: endpointId,
+    messages: request.messages,
+    chat_template_kwargs: request.chatTemplateKwargs,
+    add_generation_prompt: true,
+  };
+  return { tokenBound: bound, tokenizeBody, param: 'messages' };
+}
+
+/** Whether the prompt might break the endpoint's token limits; when it cannot, the count is not needed. */
+export function mayBreakTokenLimits(request: GenerationRequest, prompt: PromptShape, endpoint: EndpointRecord): boolean {
   const { maxInputLength, maxTokenCount } = endpoint.current.spec.advanced;
+  const bound = prompt.tokenBound;
   return bound > maxInputLength || bound + (request.maxTokens ?? 0) >= maxTokenCount;
 }
 
@@ -57,16 +80,22 @@ export async function checkPromptTokens(
   agent: http.Agent,
   replica: ReplicaRecord,
   endpoint: EndpointRecord,
-  request: ChatRequest,
+  request: GenerationRequest,
+  prompt: PromptShape,
   signal: AbortSignal,
 ): Promise<OpenAIError | undefined> {
+  const { advanced } = endpoint.current.spec;
+  if (prompt.exactTokens !== undefined) {
+    const limits = { maxInputLength: advanced.maxInputLength, contextSize: advanced.maxTokenCount };
+    return checkTokenLimits(prompt.exactTokens, request, limits, prompt.param);
+  }
   let answer: EngineAnswer;
   try {
     answer = await postToEngine(
       agent,
       replica,
       '/tokenize',
-      { model: endpoint.id, messages: request.messages, chat_template_kwargs: request.chatTemplateKwargs, add_generation_prompt: true },
+      prompt.tokenizeBody,
       AbortSignal.any([signal, AbortSignal.timeout(TOKENIZE_TIMEOUT_MS)]),
       MAX_ANSWER_BYTES,
     );
@@ -79,12 +108,10 @@ export async function checkPromptTokens(
   }
   const counted = answer.body as { count?: unknown; max_model_len?: unknown; max_input_length?: unknown } | undefined;
   if (answer.status !== 200 || typeof counted?.count !== 'number' || !Number.isInteger(counted.count)) return undefined;
-  const { advanced } = endpoint.current.spec;
   // The replica's own limits where it tells them (it may run an older version during a rollout).
   const limits = {
     maxInputLength: typeof counted.max_input_length === 'number' ? counted.max_input_length : advanced.maxInputLength,
     contextSize: typeof counted.max_model_len === 'number' ? counted.max_model_len : advanced.maxTokenCount,
   };
-  const error = checkTokenLimits(counted.count, request, limits);
-  return error;
+  return checkTokenLimits(counted.count, request, limits, prompt.param);
 }

@@ -4,7 +4,7 @@
  * request itself, over keep-alive connections.
  */
 import http from 'node:http';
-import type { ChatRequest } from '../domain/chat-request.js';
+import type { GenerationRequest } from '../domain/chat-request.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import { engineAuthHeaders } from '../runtime/runtime.js';
 
@@ -42,13 +42,19 @@ export class Upstream {
    * streams on). Usage is always asked for, to record token counts; the relay
    * drops it if the client did not ask.
    */
-  send(replica: ReplicaRecord, request: ChatRequest, body: Record<string, unknown>, signal: AbortSignal): Promise<http.IncomingMessage> {
+  send(
+    replica: ReplicaRecord,
+    path: string,
+    request: GenerationRequest,
+    body: Record<string, unknown>,
+    signal: AbortSignal,
+  ): Promise<http.IncomingMessage> {
     const upstreamBody = request.stream
       ? { ...body, stream_options: { ...(body.stream_options as object | undefined), include_usage: true } }
       : body;
     const payload = JSON.stringify(upstreamBody);
     return new Promise((resolve, reject) => {
-      const req = http.request(`${replica.address}/v1/chat/completions`, {
+      const req = http.request(`${replica.address}${path}`, {
         method: 'POST',
         agent: this.agent,
         headers: {

@@ -206,6 +206,50 @@ describe('the openai client', () => {
   });
 });
 
+describe('text completions (/dedicated/v1/completions)', () => {
+  test('the openai client: a raw prompt completed, streamed equal to whole, legacy logprobs; token ids; refusals name the field', async () => {
+    const request = { model: endpoint, prompt: 'Once upon a time', max_tokens: 10, temperature: 0 };
+    const whole = await openai.completions.create(request);
+    expect(whole.object).toBe('text_completion');
+    expect(whole.choices[0]!.finish_reason).toBe('length');
+    expect(whole.usage!.completion_tokens).toBe(10);
+    const text = whole.choices[0]!.text;
+    expect(text.length).toBeGreaterThan(0);
+    const stream = await openai.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
+    let streamed = '';
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      streamed += chunk.choices[0]?.text ?? '';
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(streamed).toBe(text);
+    expect(usage).toEqual(whole.usage);
+    const withLogprobs = await openai.completions.create({ ...request, logprobs: 2 });
+    expect(withLogprobs.choices[0]!.logprobs!.tokens!.join('')).toBe(text);
+    // The same prompt as token ids (the documented API's `tokens`).
+    const { tokens } = (await (
+      await fetch(`${t.url}/dedicated/v1/tokenize`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: endpoint, prompt: request.prompt }),
+      })
+    ).json()) as { tokens: number[] };
+    expect((await openai.completions.create({ ...request, prompt: tokens })).choices[0]!.text).toBe(text);
+    expect(whole.usage!.prompt_tokens).toBe(tokens.length);
+    // A prompt of ids over max_input_length (64) is refused with its count; an id outside the vocabulary, by the replica.
+    const long = await openai.completions
+      .create({ ...request, prompt: Array.from({ length: 80 }, () => tokens[0]!) })
+      .catch((e: unknown) => e);
+    expect(long).toMatchObject({ status: 400, param: 'prompt', message: expect.stringContaining('The prompt has 80 tokens') });
+    const unknown = await openai.completions.create({ ...request, prompt: [1, 99_999] }).catch((e: unknown) => e);
+    expect(unknown).toMatchObject({ status: 400, param: 'prompt[1]' });
+    const echo = await openai.completions.create({ ...request, echo: true }).catch((e: unknown) => e);
+    expect(echo).toMatchObject({ status: 400, param: 'echo' });
+    const foreign = new OpenAI({ apiKey: bob.key, baseURL: `${t.url}/dedicated/v1`, maxRetries: 0 });
+    await expect(foreign.completions.create(request)).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
+  });
+});
+
 describe('tokenize and detokenize', () => {
   const call = (path: string, body: unknown, key: string | null = alice.key, method = 'POST') =>
     fetch(`${t.url}/dedicated/v1/${path}`, {

@@ -2,7 +2,14 @@
 import { describe, expect, test } from 'vitest';
 import { parseChatRequest, type ChatRequest } from '../../src/domain/chat-request.js';
 import type { EndpointRecord } from '../../src/domain/endpoint.js';
-import { mayBreakTokenLimits } from '../../src/router/pre-admission.js';
+import http from 'node:http';
+import { parseCompletionRequest, type CompletionRequest } from '../../src/domain/completion-request.js';
+import type { ReplicaRecord } from '../../src/domain/replica.js';
+import { TEXT_KIND } from '../../src/router/inference-kinds.js';
+import { chatPromptShape, checkPromptTokens, mayBreakTokenLimits } from '../../src/router/pre-admission.js';
+
+const mayBreak = (request: ChatRequest, endpoint: EndpointRecord) =>
+  mayBreakTokenLimits(request, chatPromptShape(request, 'ep_x'), endpoint);
 
 function endpointWith(maxInputLength: number, maxTokenCount: number): EndpointRecord {
   return { current: { spec: { advanced: { maxInputLength, maxTokenCount } } } } as unknown as EndpointRecord;
@@ -18,21 +25,21 @@ describe('mayBreakTokenLimits', () => {
   const short = request({ messages: [{ role: 'user', content: 'Say something.' }], max_tokens: 16 });
 
   test('a short prompt far within both limits needs no count', () => {
-    expect(mayBreakTokenLimits(short, endpointWith(2048, 4096))).toBe(false);
+    expect(mayBreak(short, endpointWith(2048, 4096))).toBe(false);
   });
 
   test('a prompt whose bytes (plus the template markers) could pass max_input_length is counted', () => {
-    expect(mayBreakTokenLimits(short, endpointWith(64, 4096))).toBe(true);
+    expect(mayBreak(short, endpointWith(64, 4096))).toBe(true);
     const long = request({ messages: [{ role: 'user', content: 'é'.repeat(1000) }] }); // 2,000 bytes
-    expect(mayBreakTokenLimits(long, endpointWith(2048, 8192))).toBe(true);
-    expect(mayBreakTokenLimits(long, endpointWith(4096, 8192))).toBe(false);
+    expect(mayBreak(long, endpointWith(2048, 8192))).toBe(true);
+    expect(mayBreak(long, endpointWith(4096, 8192))).toBe(false);
   });
 
   test('max_tokens that could fill max_token_count with the prompt is counted', () => {
     const many = request({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 3900 });
-    expect(mayBreakTokenLimits(many, endpointWith(2048, 4096))).toBe(true);
+    expect(mayBreak(many, endpointWith(2048, 4096))).toBe(true);
     const fewer = request({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 3000 });
-    expect(mayBreakTokenLimits(fewer, endpointWith(2048, 4096))).toBe(false);
+    expect(mayBreak(fewer, endpointWith(2048, 4096))).toBe(false);
   });
 });
 
@@ -54,5 +61,27 @@ describe('parseChatRequest roles', () => {
       expect(refused.type, String(role)).toBe('error');
       if (refused.type === 'error') expect(refused.error).toMatchObject({ status: 400, param: 'messages[0].role' });
     }
+  });
+});
+
+describe('text completions', () => {
+  const completion = (body: Record<string, unknown>): CompletionRequest => {
+    const parsed = parseCompletionRequest({ model: 'm', ...body });
+    if (parsed.type === 'error') throw new Error(parsed.error.message);
+    return parsed.value;
+  };
+
+  test('a prompt of token ids is counted at the gateway, with no replica asked; a text prompt is bounded by its bytes', async () => {
+    const ids = completion({ tokens: Array.from({ length: 80 }, (_, i) => i), max_tokens: 4 });
+    const shape = TEXT_KIND.prompt(ids, 'ep_x');
+    expect(shape).toMatchObject({ tokenBound: 80, exactTokens: 80, param: 'tokens' });
+    // No replica at this address: a request to it would fail, and the check would pass unchecked.
+    const nowhere = { address: 'http://127.0.0.1:9', token: null } as unknown as ReplicaRecord;
+    const refused = await checkPromptTokens(new http.Agent(), nowhere, endpointWith(64, 4096), ids, shape, new AbortController().signal);
+    expect(refused).toMatchObject({ status: 400, param: 'tokens', message: expect.stringContaining('The prompt has 80 tokens') });
+    const fits = await checkPromptTokens(new http.Agent(), nowhere, endpointWith(128, 4096), ids, shape, new AbortController().signal);
+    expect(fits).toBeUndefined();
+    const text = completion({ prompt: 'héllo' });
+    expect(TEXT_KIND.prompt(text, 'ep_x')).toEqual({ tokenBound: 7, tokenizeBody: { model: 'ep_x', prompt: 'héllo' }, param: 'prompt' });
   });
 });

@@ -67,10 +67,10 @@ describe('unknown routes under /dedicated/v1', () => {
     const missing = await openai.get('/embeddings-or-whatever').catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
     expect(missing).toMatchObject({ status: 404, type: 'not_found_error', code: 'unknown_url' });
-    const raw = await fetch(`${t.url}/dedicated/v1/completions`, { method: 'POST', headers: { authorization: `Bearer ${alice.key}` } });
+    const raw = await fetch(`${t.url}/dedicated/v1/embeddings`, { method: 'POST', headers: { authorization: `Bearer ${alice.key}` } });
     expect(raw.status).toBe(404);
     expect(await raw.json()).toEqual({
-      error: { message: 'Unknown request URL: POST /dedicated/v1/completions.', type: 'not_found_error', param: null, code: 'unknown_url' },
+      error: { message: 'Unknown request URL: POST /dedicated/v1/embeddings.', type: 'not_found_error', param: null, code: 'unknown_url' },
     });
   });
 });

@@ -1,11 +1,13 @@
 /**
- * POST /dedicated/v1/chat/completions: the OpenAI-compatible inference route.
- * Authenticates like every surface (../authenticate.ts), routes through the chat router,
- * and relays the answer as it arrives. Errors take the OpenAI shape, so that
- * OpenAI client libraries raise their usual exceptions.
+ * POST /dedicated/v1/chat/completions and /dedicated/v1/completions: the
+ * OpenAI-compatible inference routes (chat, and legacy text completions).
+ * Authenticates like every surface (../authenticate.ts), routes through the
+ * router, and relays the answer as it arrives. Errors take the OpenAI shape,
+ * so that OpenAI client libraries raise their usual exceptions.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ChatRouter } from '../../router/chat-router.js';
+import { CHAT_KIND, TEXT_KIND } from '../../router/inference-kinds.js';
 import { collectBody, pipeStream } from '../../router/relay.js';
 import type { Services } from '../../services/index.js';
 import type { Log } from '../request-id.js';
@@ -13,6 +15,7 @@ import { sendOpenAIError } from './chat-errors.js';
 import { handleOpenAIPost } from './openai-post.js';
 
 export const CHAT_PATH = '/dedicated/v1/chat/completions';
+export const COMPLETIONS_PATH = '/dedicated/v1/completions';
 
 export function handleChatCompletion(
   req: IncomingMessage,
@@ -20,9 +23,11 @@ export function handleChatCompletion(
   services: Services,
   router: ChatRouter,
   log: Log,
+  path: typeof CHAT_PATH | typeof COMPLETIONS_PATH = CHAT_PATH,
 ): Promise<void> {
-  return handleOpenAIPost(req, res, services, log, CHAT_PATH, async ({ principal, body, clientGone }) => {
-    const routed = await router.route(principal, body, clientGone);
+  const kind = path === COMPLETIONS_PATH ? TEXT_KIND : CHAT_KIND;
+  return handleOpenAIPost(req, res, services, log, path, async ({ principal, body, clientGone }) => {
+    const routed = await router.route(principal, body, clientGone, kind);
     if (routed.type === 'error') return sendOpenAIError(res, routed.error);
 
     const { upstream, request } = routed.value;

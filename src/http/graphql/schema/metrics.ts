@@ -84,7 +84,12 @@ interface ContentView {
 const RequestContent = builder.objectRef<ContentView>('RequestContent').implement({
   description: 'What a request sent and got, logged only while its endpoint had enable_content_logging on.',
   fields: (t) => ({
-    messages: t.field({ type: 'JSON', description: "The request's messages, `[{ role, content }]`.", resolve: (c) => c.messages }),
+    messages: t.field({
+      type: 'JSON',
+      description:
+        "The request's messages, `[{ role, content }]`; a text completion's prompt is `[{ role: 'prompt', content }]` (`tokens` for token ids).",
+      resolve: (c) => c.messages,
+    }),
     content: t.string({ resolve: (c) => c.response.content ?? '' }),
     reasoningContent: t.string({
       description: 'The reasoning (think block), empty when none.',
