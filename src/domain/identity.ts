@@ -54,7 +54,12 @@ export interface TeamInvitationRecord {
   /** The inviting owner's name (null once that user is deleted). */
   invitedByName: string | null;
   createdAt: Date;
+  /** Past this, it is neither listed nor accepted (inviting again renews it). */
+  expiresAt: Date;
 }
+
+/** How long an invitation waits for its invitee. */
+export const INVITATION_TTL_DAYS = 14;
 
 export interface ApiKeyRecord {
   id: string;

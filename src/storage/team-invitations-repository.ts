@@ -3,7 +3,7 @@
  * An invitation is for a user when its `invitee` is their id or their email:
  * `inviteeIs` says so, once, for every statement that acts for the invitee.
  */
-import { normalizeEmail, type TeamInvitationRecord, type TeamRole } from '../domain/identity.js';
+import { INVITATION_TTL_DAYS, normalizeEmail, type TeamInvitationRecord, type TeamRole } from '../domain/identity.js';
 import type { Queryable } from './database.js';
 
 interface InvitationRow {
@@ -14,6 +14,7 @@ interface InvitationRow {
   role: TeamRole;
   invited_by_name: string | null;
   created_at: Date;
+  expires_at: Date;
 }
 
 const toInvitation = (r: InvitationRow): TeamInvitationRecord => ({
@@ -24,10 +25,14 @@ const toInvitation = (r: InvitationRow): TeamInvitationRecord => ({
   role: r.role,
   invitedByName: r.invited_by_name,
   createdAt: r.created_at,
+  expiresAt: r.expires_at,
 });
 
 /** The invitation's columns, with its team's and inviter's names, from `i` (an invitation) joined as `invitationRows` does. */
-const INVITATION_COLUMNS = 'i.id, i.team_id, t.name AS team_name, i.invitee, i.role, b.name AS invited_by_name, i.created_at';
+const INVITATION_COLUMNS = 'i.id, i.team_id, t.name AS team_name, i.invitee, i.role, b.name AS invited_by_name, i.created_at, i.expires_at';
+
+/** The condition "invitation `i` has not expired": an expired one is neither listed nor taken, as if withdrawn. */
+const UNEXPIRED = 'i.expires_at > now()';
 
 /** The condition "invitation `i` is for this user". */
 function inviteeIs(db: Queryable, user: { id: string; email: string }) {
@@ -36,7 +41,8 @@ function inviteeIs(db: Queryable, user: { id: string; email: string }) {
 
 /**
  * Records an invitation of `invitee` (a user id or a normalized email) to the
- * team, or, when one is pending already, gives it the new role and inviter.
+ * team, valid for INVITATION_TTL_DAYS, or, when one is there already (pending
+ * or expired), gives it the new role and inviter and a fresh validity.
  */
 export async function upsertInvitation(
   db: Queryable,
@@ -44,9 +50,11 @@ export async function upsertInvitation(
 ): Promise<TeamInvitationRecord> {
   const [row] = await db<InvitationRow[]>`
     WITH i AS (
-      INSERT INTO team_invitations (id, team_id, invitee, role, invited_by)
-      VALUES (${invitation.id}, ${invitation.teamId}, ${invitation.invitee}, ${invitation.role}, ${invitation.invitedBy})
-      ON CONFLICT (team_id, invitee) DO UPDATE SET role = excluded.role, invited_by = excluded.invited_by
+      INSERT INTO team_invitations (id, team_id, invitee, role, invited_by, expires_at)
+      VALUES (${invitation.id}, ${invitation.teamId}, ${invitation.invitee}, ${invitation.role}, ${invitation.invitedBy},
+        now() + make_interval(days => ${INVITATION_TTL_DAYS}))
+      ON CONFLICT (team_id, invitee) DO UPDATE
+        SET role = excluded.role, invited_by = excluded.invited_by, created_at = now(), expires_at = excluded.expires_at
       RETURNING *)
     SELECT ${db.unsafe(INVITATION_COLUMNS)} FROM i JOIN teams t ON t.id = i.team_id LEFT JOIN users b ON b.id = i.invited_by`;
   return toInvitation(row!);
@@ -66,12 +74,17 @@ export async function listInvitationsFor(db: Queryable, user: { id: string; emai
   const rows = await db<InvitationRow[]>`
     SELECT ${db.unsafe(INVITATION_COLUMNS)}
     FROM team_invitations i JOIN teams t ON t.id = i.team_id LEFT JOIN users b ON b.id = i.invited_by
-    WHERE ${inviteeIs(db, user)} AND ${db.unsafe(inviterStillOwns())} ORDER BY i.created_at, i.id`;
+    WHERE ${inviteeIs(db, user)} AND ${db.unsafe(inviterStillOwns())} AND ${db.unsafe(UNEXPIRED)} ORDER BY i.created_at, i.id`;
   return rows.map(toInvitation);
 }
 
-/** How many invitations wait for the team, other than one to `invitee` (which an invitation to it would replace). */
+/**
+ * How many invitations wait for the team, other than one to `invitee` (which
+ * an invitation to it would replace). Expired ones count for nothing, and are
+ * deleted here (so that a team's rows stay bounded).
+ */
 export async function countPendingInvitations(db: Queryable, teamId: string, invitee: string): Promise<number> {
+  await db`DELETE FROM team_invitations i WHERE i.team_id = ${teamId} AND NOT (${db.unsafe(UNEXPIRED)})`;
   const [row] = await db<{ n: number }[]>`
     SELECT count(*)::int AS n FROM team_invitations WHERE team_id = ${teamId} AND invitee <> ${invitee}`;
   return row!.n;
@@ -82,7 +95,7 @@ export async function listInvitationsOfTeams(db: Queryable, teamIds: readonly st
   const rows = await db<InvitationRow[]>`
     SELECT ${db.unsafe(INVITATION_COLUMNS)}
     FROM team_invitations i JOIN teams t ON t.id = i.team_id LEFT JOIN users b ON b.id = i.invited_by
-    WHERE i.team_id = ANY(${teamIds as string[]}) ORDER BY i.created_at, i.id`;
+    WHERE i.team_id = ANY(${teamIds as string[]}) AND ${db.unsafe(UNEXPIRED)} ORDER BY i.created_at, i.id`;
   return rows.map(toInvitation);
 }
 
@@ -100,7 +113,7 @@ export async function takeInvitation(
 ): Promise<{ teamId: string; role: TeamRole } | undefined> {
   const [taken] = await db<{ team_id: string; role: TeamRole }[]>`
     DELETE FROM team_invitations i
-    WHERE i.id = ${id} AND ${inviteeIs(db, user)}
+    WHERE i.id = ${id} AND ${inviteeIs(db, user)} AND ${db.unsafe(UNEXPIRED)}
       -- The inviter's membership is locked, so that a removal or demotion committing meanwhile is seen.
       AND ${db.unsafe(inviterStillOwns('FOR SHARE'))}
     RETURNING i.team_id, i.role`;

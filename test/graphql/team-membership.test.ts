@@ -90,6 +90,7 @@ describe('an invitation grants nothing until it is accepted', () => {
       role: 'MEMBER',
       invitedBy: mallory.user.name,
       createdAt: expect.any(String),
+      expiresAt: expect.any(String),
     });
     const seenByOwner = await mallory.graphql.request(TeamInvitationsDocument, { id: mallory.teamId });
     expect(seenByOwner.team?.invitations).toEqual([invitation]);
@@ -188,6 +189,27 @@ describe('an invitation grants nothing until it is accepted', () => {
     expect((await friend.graphql.request(TeamDocument, { id: team })).team).toBeNull();
   });
 
+  test('an invitation expires after 14 days: no longer listed, not accepted, not counted; inviting again renews it', async () => {
+    const owner = await t.seed.user();
+    const friend = await t.seed.user();
+    const team = await newTeam(owner, 'expiring');
+    const invitation = await invite(owner, team, friend.user.email);
+    const days = (Date.parse(invitation.expiresAt) - Date.parse(invitation.createdAt)) / 86_400_000;
+    expect(days).toBeCloseTo(14, 5);
+    // Fourteen days pass (the clock is the database's).
+    await t.sql`UPDATE team_invitations SET created_at = created_at - interval '14 days', expires_at = expires_at - interval '14 days' WHERE id = ${invitation.id}`;
+    expect(await myInvitations(friend)).toEqual([]);
+    expect((await owner.graphql.request(TeamInvitationsDocument, { id: team })).team?.invitations).toEqual([]);
+    const late = await friend.graphql.request(AcceptTeamInvitationDocument, { id: invitation.id });
+    expect(late.acceptTeamInvitation.__typename).toBe('NotFoundError');
+    expect((await friend.graphql.request(TeamDocument, { id: team })).team).toBeNull();
+    // Invited again: the same invitation, valid for 14 days from now.
+    const renewed = await invite(owner, team, friend.user.email);
+    expect(Date.parse(renewed.expiresAt) - Date.now()).toBeGreaterThan(13.9 * 86_400_000);
+    expect((await myInvitations(friend)).map((i) => i.id)).toEqual([renewed.id]);
+    await accept(friend, renewed.id);
+  });
+
   test('a team holds at most 100 pending invitations; re-inviting one of them is no new one', async () => {
     const owner = await t.seed.user();
     const team = await newTeam(owner, 'crowded');
@@ -199,6 +221,11 @@ describe('an invitation grants nothing until it is accepted', () => {
       __typename: 'ConflictError',
       message: expect.stringMatching(/at most 100 pending invitations/),
     });
+    // An expired invitation holds no place: once one lapses, another can be sent.
+    await t.sql`UPDATE team_invitations SET expires_at = now() - interval '1 second' WHERE team_id = ${team} AND invitee = 'guest3@example.com'`;
+    const room = await owner.graphql.request(AddTeamMemberDocument, { teamId: team, user: 'guest100@example.com' });
+    expect(room.addTeamMember.__typename).toBe('InviteTeamMemberSuccess');
+    expect(await t.sql`SELECT 1 FROM team_invitations WHERE team_id = ${team} AND invitee = 'guest3@example.com'`).toHaveLength(0);
   });
 
   test('an admin adds at once, and the admin CLI way (the system) too', async () => {
@@ -235,6 +262,7 @@ describe('adding tells the owner nothing about other users', () => {
         role: 'MEMBER',
         invitedBy: owner.user.name,
         createdAt: expect.any(String),
+        expiresAt: expect.any(String),
       },
     });
     expect(await answer(real.user.email)).toEqual(expected(real.user.email));

@@ -43,7 +43,8 @@ function InvitationRow({ invitation, onDone }: { invitation: Invitation; onDone(
     <li className="invitation">
       <p>
         <strong>{invitation.teamName}</strong> — as {invitation.role.toLowerCase()}
-        {invitation.invitedBy ? `, invited by ${invitation.invitedBy}` : ''} ({formatTime(invitation.createdAt)})
+        {invitation.invitedBy ? `, invited by ${invitation.invitedBy}` : ''} ({formatTime(invitation.createdAt)}; expires{' '}
+        {formatTime(invitation.expiresAt)})
       </p>
       <div className="actions">
         <button

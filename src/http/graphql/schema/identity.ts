@@ -60,7 +60,11 @@ TeamInvitation.implement({
     invitee: t.exposeString('invitee', { description: 'What the inviting owner typed: a user id, or an email address (lower-cased).' }),
     role: t.expose('role', { type: TeamRole, description: 'The role the invitee gets by accepting.' }),
     invitedBy: t.exposeString('invitedByName', { nullable: true, description: "The inviting owner's name." }),
-    createdAt: t.expose('createdAt', { type: 'DateTime' }),
+    createdAt: t.expose('createdAt', { type: 'DateTime', description: 'When it was sent (or last sent again).' }),
+    expiresAt: t.expose('expiresAt', {
+      type: 'DateTime',
+      description: 'Past this it lapses: no longer listed, and accepting it is NotFoundError. Inviting again renews it.',
+    }),
   }),
 });
 
