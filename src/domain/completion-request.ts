@@ -4,8 +4,9 @@
  * or token ids (`tokens`, or `prompt` as a list of ids), with no chat
  * template; every other field is a chat request's (chat-request.ts), except
  * `logprobs`, which is here the number of alternatives per token (0–5), as
- * in OpenAI's legacy API. Asks this engine cannot honour (several prompts,
- * `echo`, `suffix`, `best_of`) are refused, not ignored.
+ * in OpenAI's legacy API, and `max_tokens`, which defaults to 16 as there.
+ * Asks this engine cannot honour (several prompts, `echo`, `suffix`,
+ * `best_of`) are refused, not ignored.
  */
 import { describe, fail, invalidRequest, parseGenerationRequest, type GenerationRequest, type RequestError } from './chat-request.js';
 import type { Result } from './result.js';
@@ -17,6 +18,8 @@ export type CompletionRequest = GenerationRequest & { prompt: CompletionPrompt }
 
 /** OpenAI's legacy limit on `logprobs`. */
 const MAX_LEGACY_LOGPROBS = 5;
+/** `max_tokens` when the request sets none: OpenAI's legacy default (and vLLM's). */
+export const DEFAULT_COMPLETION_TOKENS = 16;
 const MAX_TOKEN_ID = 2 ** 31 - 1;
 
 function tokenIds(value: unknown[], param: string): number[] {
@@ -36,6 +39,7 @@ function parsePrompt(body: Record<string, unknown>): { prompt: CompletionPrompt 
     if (!Array.isArray(tokens)) fail(`tokens must be an array of token ids (got ${describe(tokens)})`, 'tokens', 'invalid_type');
     return { prompt: { tokens: tokenIds(tokens, 'tokens'), field: 'tokens' } };
   }
+  if (prompt === '') fail('prompt must not be empty', 'prompt');
   if (prompt === undefined || prompt === null)
     fail('prompt is required: the text to complete (or tokens: its token ids)', 'prompt', 'missing_required_parameter');
   if (typeof prompt === 'string') return { prompt: { text: prompt } };
@@ -48,8 +52,13 @@ function parsePrompt(body: Record<string, unknown>): { prompt: CompletionPrompt 
 }
 
 function refuseUnsupported(body: Record<string, unknown>): void {
-  if (body.echo === true) fail('echo is not supported by this engine', 'echo');
-  if (typeof body.suffix === 'string' && body.suffix !== '') fail('suffix is not supported by this engine', 'suffix');
+  const { echo, suffix } = body;
+  if (echo !== undefined && echo !== null && typeof echo !== 'boolean')
+    fail(`echo must be a boolean (got ${describe(echo)})`, 'echo', 'invalid_type');
+  if (echo === true) fail('echo is not supported by this engine', 'echo');
+  if (suffix !== undefined && suffix !== null && typeof suffix !== 'string')
+    fail(`suffix must be a string (got ${describe(suffix)})`, 'suffix', 'invalid_type');
+  if (typeof suffix === 'string' && suffix !== '') fail('suffix is not supported by this engine', 'suffix');
   const bestOf = body.best_of;
   if (bestOf !== undefined && bestOf !== null && bestOf !== 1) fail(`best_of must be 1 (got ${describe(bestOf)})`, 'best_of');
 }
@@ -58,7 +67,11 @@ function refuseUnsupported(body: Record<string, unknown>): void {
 export function parseCompletionRequest(body: unknown): Result<CompletionRequest, RequestError> {
   let fields = body;
   if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
-    const { logprobs } = body as Record<string, unknown>;
+    const { logprobs, top_logprobs: topLogprobs } = body as Record<string, unknown>;
+    if (topLogprobs !== undefined && topLogprobs !== null) {
+      const rule = 'top_logprobs is not a field of text completions: logprobs is the number of alternatives per token (0 to 5)';
+      return { type: 'error', error: invalidRequest(rule, 'top_logprobs') };
+    }
     // Legacy logprobs (a count) checked here, then read as chat's logprobs + top_logprobs.
     if (logprobs !== undefined && logprobs !== null) {
       if (typeof logprobs !== 'number' || !Number.isInteger(logprobs) || logprobs < 0 || logprobs > MAX_LEGACY_LOGPROBS) {
@@ -70,8 +83,10 @@ export function parseCompletionRequest(body: unknown): Result<CompletionRequest,
       fields = { ...(body as Record<string, unknown>), top_logprobs: undefined };
     }
   }
-  return parseGenerationRequest(fields, (checked) => {
+  const parsed = parseGenerationRequest(fields, (checked) => {
     refuseUnsupported(checked);
     return parsePrompt(checked);
   });
+  if (parsed.type === 'ok' && parsed.value.maxTokens === undefined) parsed.value.maxTokens = DEFAULT_COMPLETION_TOKENS;
+  return parsed;
 }

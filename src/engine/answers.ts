@@ -43,10 +43,10 @@ export interface AnswerStream {
 }
 
 /** A wire format: the whole answer's JSON, and a streamed answer's events. */
-export type AnswerFormat = { whole(c: Completion): unknown; stream(s: ChunkStream): AnswerStream };
+export type AnswerFormat = { idPrefix: 'chatcmpl' | 'cmpl'; whole(c: Completion): unknown; stream(s: ChunkStream): AnswerStream };
 
-export const CHAT_FORMAT: AnswerFormat = { whole: chatCompletion, stream: (s) => new ChunkEncoder(s) };
-export const TEXT_FORMAT: AnswerFormat = { whole: textCompletion, stream: (s) => new TextChunkEncoder(s) };
+export const CHAT_FORMAT: AnswerFormat = { idPrefix: 'chatcmpl', whole: chatCompletion, stream: (s) => new ChunkEncoder(s) };
+export const TEXT_FORMAT: AnswerFormat = { idPrefix: 'cmpl', whole: textCompletion, stream: (s) => new TextChunkEncoder(s) };
 
 /** One admitted generation: what it answers, with what, on which sequence. */
 export type Answering = {
@@ -80,7 +80,7 @@ export async function answerWhole(a: Answering): Promise<void> {
     res,
     200,
     a.format.whole({
-      id: completionId(),
+      id: completionId(a.format.idPrefix),
       created: unixSeconds(),
       model: a.modelName,
       content,
@@ -96,7 +96,12 @@ export async function answerWhole(a: Answering): Promise<void> {
 export async function answerStreamed(a: Answering): Promise<void> {
   const { res, request, signal } = a;
   if (res.destroyed) return;
-  const encoder = a.format.stream({ id: completionId(), created: unixSeconds(), model: a.modelName, includeUsage: request.includeUsage });
+  const encoder = a.format.stream({
+    id: completionId(a.format.idPrefix),
+    created: unixSeconds(),
+    model: a.modelName,
+    includeUsage: request.includeUsage,
+  });
   const write = (event: string) => {
     if (!res.destroyed && event !== '') res.write(event);
   };

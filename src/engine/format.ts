@@ -26,9 +26,9 @@ export function sseEvent(data: unknown): string {
   return `data: ${JSON.stringify(data)}\n\n`;
 }
 
-/** `chatcmpl-` and a random UUID without its dashes. */
-export function completionId(): string {
-  return `chatcmpl-${randomUUID().replaceAll('-', '')}`;
+/** `chatcmpl-` (a chat completion) or `cmpl-` (a text completion, as OpenAI's) and a random UUID without its dashes. */
+export function completionId(prefix: 'chatcmpl' | 'cmpl' = 'chatcmpl'): string {
+  return `${prefix}-${randomUUID().replaceAll('-', '')}`;
 }
 
 /** Seconds since the epoch, as OpenAI's `created`. */

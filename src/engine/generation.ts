@@ -158,7 +158,10 @@ export async function generate(
       : {}),
   };
   const input = evaluated === 0 ? prompt : prompt.slice(evaluated);
-  const logprobs = sampling.logprobs ? new LogprobQueue(model, sampling.logprobs.top) : undefined;
+  // As the detokenizer renders it (above), so that the entries spell the text.
+  const textOf = (token: Token) =>
+    model.detokenize([token], !output.skipSpecialTokens || (params.reasoning.enabled && output.thinkTagTokens.has(token)));
+  const logprobs = sampling.logprobs ? new LogprobQueue(textOf, sampling.logprobs.top) : undefined;
   const steps = sampling.logprobs
     ? sequence.evaluateWithMetadata(input, { confidence: true, probabilities: sampling.logprobs.top > 0 }, options)
     : sequence.evaluate(input, options);

@@ -5,7 +5,7 @@
  * carries the entries of the tokens whose text it releases, and the tokens of a stop string (cut
  * from the answer) get no entry.
  */
-import type { LlamaModel, Token } from 'node-llama-cpp';
+import type { Token } from 'node-llama-cpp';
 
 export type TopLogprob = { token: string; logprob: number; bytes: number[] };
 export type TokenLogprob = TopLogprob & { top_logprobs: TopLogprob[] };
@@ -21,13 +21,14 @@ export class LogprobQueue {
   private released = 0;
 
   constructor(
-    private readonly model: LlamaModel,
+    /** A token's text as the answer shows it (special tokens as the endpoint renders them), so that the entries spell the answer. */
+    private readonly textOf: (token: Token) => string,
     /** Alternatives listed per token. */
     private readonly top: number,
   ) {}
 
   private describe(token: Token, probability: number): TopLogprob {
-    const text = this.model.detokenize([token], true);
+    const text = this.textOf(token);
     return { token: text, logprob: logOf(probability), bytes: [...Buffer.from(text, 'utf8')] };
   }
 

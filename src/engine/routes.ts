@@ -141,7 +141,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
    * renders them with the chat template and counts the prompt's tokens, so that the gateway can
    * refuse a prompt over the limits before the request waits for a slot: `{ count, max_model_len,
    * max_input_length }`, or the 400 the completion would get. The prompt form (`prompt`, raw
-   * text) also lists the tokens (`tokens`).
+   * text) also lists the tokens (`tokens`), unless `count_only` is true.
    */
   const handleTokenize = (req: IncomingMessage, res: ServerResponse) =>
     tracked(async () => {
@@ -151,6 +151,8 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
       if (isObject(read.body) && !('messages' in read.body) && 'prompt' in read.body) {
         const tokens = scheduler.tokenizePrompt(read.body);
         if ('status' in tokens) return sendError(res, tokens);
+        // `count_only` (the gateway's, to check a long prompt's count): the list is left out.
+        if (read.body.count_only === true) return sendJson(res, 200, { count: tokens.length, ...limits });
         return sendJson(res, 200, { count: tokens.length, ...limits, tokens });
       }
       const request = checkChatRequest(read.body, res);

@@ -141,6 +141,8 @@ export class Scheduler {
     const tokens = completionPromptTokens(this.model, this.tokenSettings, request.prompt);
     if ('status' in tokens) return tokens;
     const param = 'text' in request.prompt ? 'prompt' : request.prompt.field;
+    // A prompt of text only the tokenizer drops (nothing to continue from).
+    if (tokens.length === 0) return invalidRequest(`${param} has no tokens: there is nothing to complete`, param);
     return this.prepareTokens(request, tokens, param, { enabled: false, startInReasoning: false });
   }
 

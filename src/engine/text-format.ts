@@ -15,7 +15,14 @@ export type LegacyLogprobs = {
   text_offset: number[];
 };
 
-/** Entries in the legacy shape; `offset` is where the first one's text starts in the completion. */
+/** A text's length in characters (code points), as Python-based servers count `text_offset`. */
+const chars = (text: string) => {
+  let n = 0;
+  for (const _ of text) n++;
+  return n;
+};
+
+/** Entries in the legacy shape; `offset` is where the first one's text starts in the completion, in characters. */
 export function legacyLogprobs(entries: readonly TokenLogprob[], offset = 0): LegacyLogprobs {
   const out: LegacyLogprobs = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
   let at = offset;
@@ -24,7 +31,7 @@ export function legacyLogprobs(entries: readonly TokenLogprob[], offset = 0): Le
     out.token_logprobs.push(entry.logprob);
     out.top_logprobs.push(Object.fromEntries(entry.top_logprobs.map((t) => [t.token, t.logprob])));
     out.text_offset.push(at);
-    at += entry.token.length;
+    at += chars(entry.token);
   }
   return out;
 }
@@ -50,7 +57,7 @@ export class TextChunkEncoder {
 
   private chunk(text: string, finishReason: FinishReason | null, entries: readonly TokenLogprob[] | undefined) {
     const logprobs = entries ? legacyLogprobs(entries, this.offset) : null;
-    for (const entry of entries ?? []) this.offset += entry.token.length;
+    for (const entry of entries ?? []) this.offset += chars(entry.token);
     const { id, created, model, includeUsage } = this.stream;
     return sseEvent({
       id,

@@ -41,7 +41,9 @@ export const TEXT_KIND = kind<CompletionRequest>({
       return { tokenBound: n, exactTokens: n, tokenizeBody: {}, param: prompt.field };
     }
     // One token per byte at most, and BOS.
-    return { tokenBound: Buffer.byteLength(prompt.text) + 1, tokenizeBody: { model: endpointId, prompt: prompt.text }, param: 'prompt' };
+    // count_only: the count is all the check reads (an engine that ignores it answers the tokens too, and a long list is skipped).
+    const tokenizeBody = { model: endpointId, prompt: prompt.text, count_only: true };
+    return { tokenBound: Buffer.byteLength(prompt.text) + 1, tokenizeBody, param: 'prompt' };
   },
   loggedInput: ({ prompt }) => ['text' in prompt ? { role: 'prompt', content: prompt.text } : { role: 'prompt', tokens: prompt.tokens }],
 });

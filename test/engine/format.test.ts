@@ -1,6 +1,7 @@
 /** The OpenAI wire format of src/engine/format.ts: objects, SSE framing, and the fast delta encoding. */
 import { expect, test } from 'vitest';
 import { chatCompletion, chunk, ChunkEncoder, completionId, SSE_DONE, sseEvent, unixSeconds, usage } from '../../src/engine/format.js';
+import { legacyLogprobs } from '../../src/engine/text-format.js';
 
 const parse = (event: string) => {
   expect(event.startsWith('data: ')).toBe(true);
@@ -81,4 +82,17 @@ test('chunks carry usage: null only when usage was asked for; the usage chunk ha
     choices: [],
     usage: { prompt_tokens: 4, completion_tokens: 6, total_tokens: 10 },
   });
+});
+
+test('legacy logprobs: text_offset counts characters (code points), as Python-based servers do', () => {
+  const entry = (token: string) => ({
+    token,
+    logprob: -1,
+    bytes: [...Buffer.from(token)],
+    top_logprobs: [{ token, logprob: -1, bytes: [] }],
+  });
+  const legacy = legacyLogprobs([entry('é'), entry('😀'), entry('ab')], 3);
+  expect(legacy.text_offset).toEqual([3, 4, 5]);
+  expect(legacy.tokens).toEqual(['é', '😀', 'ab']);
+  expect(legacy.top_logprobs[1]).toEqual({ '😀': -1 });
 });

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { getLlama, LlamaLogLevel, type Llama } from 'node-llama-cpp';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startEngineServer, type EngineServer } from '../../src/engine/server.js';
-import { writeTinyGguf } from '../support/tiny-gguf.js';
+import { TINY_SPECIAL_TOKENS, writeTinyGguf } from '../support/tiny-gguf.js';
 
 let dir: string;
 let llama: Llama;
@@ -192,6 +192,20 @@ describe('logprobs', () => {
     expect(cut.content.startsWith(entries)).toBe(true);
     expect(cut.content.length - entries.length).toBeLessThan(4);
     expect(cut.logprobs).toEqual(reference.logprobs!.slice(0, cut.logprobs!.length));
+  });
+
+  test('a special token the answer leaves out (tokenizer_skip_special_tokens) is an entry with empty text: the entries still spell the answer', async () => {
+    const counted = await fetch(`${server.url}/tokenize`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: TINY_SPECIAL_TOKENS.imStart }),
+    });
+    const imStart = ((await counted.json()) as { tokens: number[] }).tokens;
+    expect(imStart).toHaveLength(1);
+    const forced = await answer({ ...greedy, max_tokens: 3, logprobs: true, logit_bias: { [String(imStart[0])]: 100 } });
+    expect(forced.content).toBe('');
+    expect(forced.logprobs!.map((e) => e.token)).toEqual(['', '', '']);
+    expect(forced.logprobs!.every((e) => e.bytes.length === 0)).toBe(true);
   });
 
   test('with JSON output the entries spell the JSON answer', async () => {

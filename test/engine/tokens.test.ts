@@ -51,6 +51,17 @@ test('a prompt round-trips: its tokens, counted, and their text; special-token t
   expect((await post(special, '/detokenize', { tokens: json.tokens })).json).toEqual({ prompt });
 });
 
+test('count_only leaves the list out', async () => {
+  const { json } = await post(plain, '/tokenize', { prompt: 'Hello there', count_only: true });
+  expect(json.tokens).toBeUndefined();
+  expect(json.count).toBe((await post(plain, '/tokenize', { prompt: 'Hello there' })).json.tokens.length);
+});
+
+test("text completions: max_tokens defaults to 16, as in OpenAI's legacy completions", async () => {
+  const { json } = await post(plain, '/v1/completions', { prompt: 'Hi', temperature: 0 });
+  expect(json.usage.completion_tokens).toBe(16);
+});
+
 test('tokenizer_add_special_tokens prepends BOS to a raw prompt', async () => {
   const without = (await post(plain, '/tokenize', { prompt: 'Hi' })).json.tokens;
   const withBos = (await post(special, '/tokenize', { prompt: 'Hi' })).json.tokens;
@@ -89,6 +100,7 @@ describe('text completions (/v1/completions): the raw prompt, no chat template',
     const whole = await complete({ prompt });
     expect(whole.status).toBe(200);
     expect(whole.json).toMatchObject({
+      id: expect.stringMatching(/^cmpl-/),
       object: 'text_completion',
       model: expect.any(String),
       choices: [{ index: 0, text: expect.any(String), logprobs: null, finish_reason: 'length' }],
@@ -144,6 +156,10 @@ describe('text completions (/v1/completions): the raw prompt, no chat template',
       [{ prompt: 'a', best_of: 2 }, 'best_of'],
       [{ prompt: 'a', logprobs: 6 }, 'logprobs'],
       [{ prompt: 'a', logprobs: true }, 'logprobs'],
+      [{ prompt: 'a', logprobs: 2, top_logprobs: 2 }, 'top_logprobs'],
+      [{ prompt: '' }, 'prompt'],
+      [{ prompt: 'a', echo: 1 }, 'echo'],
+      [{ prompt: 'a', suffix: 5 }, 'suffix'],
     ] as const) {
       const { status, json } = await complete(body);
       expect(status, JSON.stringify(body)).toBe(400);

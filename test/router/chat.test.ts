@@ -224,6 +224,17 @@ describe('text completions (/dedicated/v1/completions)', () => {
     }
     expect(streamed).toBe(text);
     expect(usage).toEqual(whole.usage);
+    expect(whole.id).toMatch(/^cmpl-/);
+    // Logged like a chat answer, time to the first token included.
+    const row = await waitFor('the log row', async () => {
+      const rows =
+        await t.sql`SELECT * FROM request_log WHERE endpoint_id = ${endpoint} AND stream AND completion_tokens = 10 ORDER BY id DESC LIMIT 1`;
+      return rows[0];
+    });
+    expect(row).toMatchObject({ http_status: 200, prompt_tokens: usage!.prompt_tokens, finish_reason: 'length' });
+    expect(row.ttft_ms).toBeGreaterThan(0);
+    // Without max_tokens, 16 (OpenAI's legacy default).
+    expect((await openai.completions.create({ model: endpoint, prompt: 'Hi', temperature: 0 })).usage!.completion_tokens).toBe(16);
     const withLogprobs = await openai.completions.create({ ...request, logprobs: 2 });
     expect(withLogprobs.choices[0]!.logprobs!.tokens!.join('')).toBe(text);
     // The same prompt as token ids (the documented API's `tokens`).
@@ -294,6 +305,20 @@ describe('tokenize and detokenize', () => {
     const get = await call('detokenize', undefined, alice.key, 'GET');
     expect(get.status).toBe(405);
     expect(get.headers.get('allow')).toBe('POST');
+  });
+
+  test('at most 4 run at once per endpoint: a fifth is a 429 at once, with Retry-After', async () => {
+    // Each long prompt keeps the replica's tokenizer busy for a while.
+    const prompt = 'Once upon a time, '.repeat(12_000);
+    const answers = await Promise.all(Array.from({ length: 7 }, () => call('tokenize', { model: endpoint, prompt })));
+    const statuses = answers.map((a) => a.status).sort();
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThanOrEqual(4);
+    const refused = answers.filter((a) => a.status === 429);
+    expect(refused.length).toBeGreaterThanOrEqual(1);
+    expect(refused[0]!.headers.get('retry-after')).toBe('1');
+    expect(((await refused[0]!.json()) as { error: { code: string } }).error.code).toBe('rate_limit_exceeded');
+    // The places are given back: one more goes through.
+    expect((await call('tokenize', { model: endpoint, prompt: 'hi' })).status).toBe(200);
   });
 });
 

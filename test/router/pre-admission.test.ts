@@ -82,6 +82,10 @@ describe('text completions', () => {
     const fits = await checkPromptTokens(new http.Agent(), nowhere, endpointWith(128, 4096), ids, shape, new AbortController().signal);
     expect(fits).toBeUndefined();
     const text = completion({ prompt: 'héllo' });
-    expect(TEXT_KIND.prompt(text, 'ep_x')).toEqual({ tokenBound: 7, tokenizeBody: { model: 'ep_x', prompt: 'héllo' }, param: 'prompt' });
+    expect(TEXT_KIND.prompt(text, 'ep_x')).toEqual({
+      tokenBound: 7,
+      tokenizeBody: { model: 'ep_x', prompt: 'héllo', count_only: true },
+      param: 'prompt',
+    });
   });
 });

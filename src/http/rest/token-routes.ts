@@ -10,7 +10,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { openAIError } from '../../domain/openai-errors.js';
 import { parseDetokenizeBody, parseTokenizeBody } from '../../domain/token-request.js';
-import type { ChatRouter } from '../../router/chat-router.js';
+import { MAX_TOKEN_CALLS_PER_ENDPOINT, type ChatRouter } from '../../router/chat-router.js';
 import { isOpenAIErrorBody, postToEngine } from '../../router/engine-call.js';
 import type { Services } from '../../services/index.js';
 import { sendJson } from '../body.js';
@@ -28,6 +28,16 @@ const MAX_ANSWER_BYTES = 32 * 1024 * 1024;
 const replicaFailed = (what: string) =>
   openAIError(502, 'server_error', `the endpoint's replica did not ${what}; try again`, 'upstream_error', null);
 
+const busy = (endpointId: string) =>
+  openAIError(
+    429,
+    'rate_limit_error',
+    `endpoint '${endpointId}' is running ${MAX_TOKEN_CALLS_PER_ENDPOINT} tokenize or detokenize calls already; retry in 1 s`,
+    'rate_limit_exceeded',
+    null,
+    1,
+  );
+
 export function handleTokenRoute(
   req: IncomingMessage,
   res: ServerResponse,
@@ -42,17 +52,22 @@ export function handleTokenRoute(
     if (parsed.type === 'error') return sendOpenAIError(res, parsed.error);
     const serving = await router.replicaFor(principal, (body as { model?: unknown }).model, clientGone);
     if (serving.type === 'error') return sendOpenAIError(res, serving.error);
-    const { replica, agent } = serving.value;
+    const { endpoint, replica, agent } = serving.value;
+    const leave = router.enterTokenCall(endpoint.id);
+    if (!leave) return sendOpenAIError(res, busy(endpoint.id));
     const signal = AbortSignal.any([clientGone, AbortSignal.timeout(ANSWER_TIMEOUT_MS)]);
     const route = tokenize ? '/tokenize' : '/detokenize';
-    const answer = await postToEngine(agent, replica, route, parsed.value, signal, MAX_ANSWER_BYTES).catch(() => undefined);
+    const answer = await postToEngine(agent, replica, route, parsed.value, signal, MAX_ANSWER_BYTES)
+      .catch(() => undefined)
+      .finally(leave);
     if (clientGone.aborted) return;
     const what = tokenize ? 'tokenize the prompt' : 'detokenize the tokens';
     if (!answer) return sendOpenAIError(res, replicaFailed(what));
-    // The replica's refusal of the request (a token outside its vocabulary) is the client's: relayed as it is.
-    if (answer.status >= 400 && answer.status < 500 && isOpenAIErrorBody(answer.body)) {
-      const { message, type, param, code } = answer.body.error;
-      return sendOpenAIError(res, openAIError(answer.status, type as 'invalid_request_error', message, code ?? null, param ?? null));
+    // The replica's refusal of the request itself (a token outside its vocabulary) is the client's: relayed as it is.
+    // Any other failure (its token refused, a route it lacks) is the replica's.
+    if (answer.status === 400 && isOpenAIErrorBody(answer.body)) {
+      const { message, param, code } = answer.body.error;
+      return sendOpenAIError(res, openAIError(400, 'invalid_request_error', message, code ?? null, param ?? null));
     }
     const result = answer.body as { tokens?: unknown; prompt?: unknown } | undefined;
     if (answer.status === 200 && tokenize && Array.isArray(result?.tokens) && result.tokens.every((t) => Number.isInteger(t)))
