@@ -34,6 +34,7 @@ import type { RequestRecorder } from './request-recorder.js';
 import { ambiguousModel, clientClosed, modelNotFound, modelRequired, noReplicaAnswered, refused, waitedTooLong } from './route-errors.js';
 import { ServingView } from './serving-view.js';
 import { ServingWait } from './serving-wait.js';
+import { TokenCallLimit } from './token-calls.js';
 import { Upstream } from './upstream.js';
 
 export interface RouterOptions {
@@ -93,17 +94,10 @@ export interface ServingReplica {
   agent: http.Agent;
 }
 
-/**
- * Tokenize and detokenize calls running at once per endpoint in this process:
- * they take no generation slot, but each runs on the replica's event loop
- * (a 1 MiB prompt takes most of a second), so a key cannot stall an
- * endpoint's streams with many at once.
- */
-export const MAX_TOKEN_CALLS_PER_ENDPOINT = 4;
-
 export class ChatRouter {
   private readonly gates = new Map<string, EndpointGate>();
-  private readonly tokenCalls = new Map<string, number>();
+  /** Tokenize and detokenize calls at once per endpoint (see token-calls.ts). */
+  readonly tokenCalls = new TokenCallLimit();
   private readonly view: ServingView;
   private readonly serving: ServingWait;
   private readonly upstream = new Upstream();
@@ -334,21 +328,6 @@ export class ChatRouter {
     const replica = this.upstream.pick(this.view.cachedReplicas(found.id)?.replicas ?? [], new Set());
     if (!replica) return fail(noReplicaAnswered(found.id));
     return { type: 'ok', value: { endpoint: ready.endpoint, replica, agent: this.upstream.agent } };
-  }
-
-  /**
-   * A place for one tokenize or detokenize call to the endpoint: the function
-   * that gives it back, or undefined when MAX_TOKEN_CALLS_PER_ENDPOINT run.
-   */
-  enterTokenCall(endpointId: string): (() => void) | undefined {
-    const running = this.tokenCalls.get(endpointId) ?? 0;
-    if (running >= MAX_TOKEN_CALLS_PER_ENDPOINT) return undefined;
-    this.tokenCalls.set(endpointId, running + 1);
-    return once(() => {
-      const left = (this.tokenCalls.get(endpointId) ?? 1) - 1;
-      if (left > 0) this.tokenCalls.set(endpointId, left);
-      else this.tokenCalls.delete(endpointId);
-    });
   }
 
   /** The caller's endpoint `model` names (by id, or by a name only one of theirs has), or why there is none. */

@@ -10,7 +10,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { openAIError } from '../../domain/openai-errors.js';
 import { parseDetokenizeBody, parseTokenizeBody } from '../../domain/token-request.js';
-import { MAX_TOKEN_CALLS_PER_ENDPOINT, type ChatRouter } from '../../router/chat-router.js';
+import type { ChatRouter } from '../../router/chat-router.js';
+import { MAX_TOKEN_CALLS_PER_ENDPOINT } from '../../router/token-calls.js';
 import { isOpenAIErrorBody, postToEngine } from '../../router/engine-call.js';
 import type { Services } from '../../services/index.js';
 import { sendJson } from '../body.js';
@@ -53,7 +54,7 @@ export function handleTokenRoute(
     const serving = await router.replicaFor(principal, (body as { model?: unknown }).model, clientGone);
     if (serving.type === 'error') return sendOpenAIError(res, serving.error);
     const { endpoint, replica, agent } = serving.value;
-    const leave = router.enterTokenCall(endpoint.id);
+    const leave = router.tokenCalls.enter(endpoint.id);
     if (!leave) return sendOpenAIError(res, busy(endpoint.id));
     const signal = AbortSignal.any([clientGone, AbortSignal.timeout(ANSWER_TIMEOUT_MS)]);
     const route = tokenize ? '/tokenize' : '/detokenize';
