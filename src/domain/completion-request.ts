@@ -79,8 +79,6 @@ export function parseCompletionRequest(body: unknown): Result<CompletionRequest,
         return { type: 'error', error: invalidRequest(rule, 'logprobs') };
       }
       fields = { ...(body as Record<string, unknown>), logprobs: true, top_logprobs: logprobs };
-    } else {
-      fields = { ...(body as Record<string, unknown>), top_logprobs: undefined };
     }
   }
   const parsed = parseGenerationRequest(fields, (checked) => {
