@@ -135,6 +135,21 @@ describe('dedicated (the endpoint CLI)', () => {
     expect(unknown.stderr).toMatch(/^error: HTTP 404: The model 'ep_doesnotexist' does not exist/);
   }, 60_000);
 
+  test("tokenize counts a text's tokens with the endpoint's tokenizer, human and --json", async () => {
+    const human = await cli(['tokenize', endpointId, 'Hello', 'world']);
+    expect(human.code, human.stderr).toBe(0);
+    const match = /^(\d+) tokens?: ([\d ]+)$/.exec(human.stdout.trim());
+    expect(match).not.toBeNull();
+    const json = await cli(['--json', 'tokenize', endpointId], {}, 'Hello world');
+    expect(json.code, json.stderr).toBe(0);
+    const parsed = JSON.parse(json.stdout) as { count: number; tokens: number[] };
+    expect(parsed.count).toBe(Number(match![1]));
+    expect(parsed.tokens.join(' ')).toBe(match![2]);
+    const unknown = await cli(['tokenize', 'ep_doesnotexist', 'hi']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/^error: HTTP 404: /);
+  }, 60_000);
+
   test('update makes a version, versions lists them, rollback returns to one', async () => {
     const updated = await cli(['endpoints', 'update', endpointId, '--max-batch-size', '2', '--comment', 'smaller batch']);
     expect(updated.code, updated.stderr).toBe(0);

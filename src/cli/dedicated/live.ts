@@ -73,6 +73,21 @@ export interface ChatOutcome {
   usage: { prompt_tokens: number; completion_tokens: number } | null;
 }
 
+/** The endpoint's tokens for `text` (POST /dedicated/v1/tokenize). */
+export async function tokenize(settings: Settings, endpointId: string, text: string): Promise<number[]> {
+  const response = await fetch(new URL('/dedicated/v1/tokenize', settings.baseUrl), {
+    method: 'POST',
+    headers: { authorization: `Bearer ${settings.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: endpointId, prompt: text }),
+  }).catch((error: unknown) => {
+    throw new CliError(`cannot reach ${settings.baseUrl}: ${(error as Error).message}`);
+  });
+  const body = (await response.json().catch(() => undefined)) as { tokens?: number[]; error?: { message?: string } } | undefined;
+  if (!response.ok || !Array.isArray(body?.tokens))
+    throw new CliError(`HTTP ${response.status}: ${body?.error?.message ?? response.statusText}`);
+  return body.tokens;
+}
+
 /** Streams a chat completion; `onText` gets each piece of the answer (and of the reasoning, flagged). */
 export async function streamChat(
   settings: Settings,

@@ -1,13 +1,13 @@
 /**
  * `dedicated`: the endpoint CLI for users, over the typed SDK (GraphQL), the
- * subscriptions and the chat route; never the database. Human output by
+ * subscriptions, and the chat and tokenize routes; never the database. Human output by
  * default, `--json` for scripts. The key and base URL come from flags,
  * DEDICATED_API_KEY / DEDICATED_BASE_URL, or the file `login` writes.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { EndpointCommands, type SpecFlags } from './commands.js';
 import { CliError } from './errors.js';
-import { streamChat, watchStatus } from './live.js';
+import { streamChat, tokenize, watchStatus } from './live.js';
 import { describeStatus, type Print } from './render.js';
 import { checkBaseUrl, DEFAULT_BASE_URL, resolveSettings, saveSettings } from './settings.js';
 
@@ -182,6 +182,18 @@ export function buildProgram(print: Print, printError: Print): Command {
       );
       if (json) print(JSON.stringify({ content: answer, finishReason: outcome.finishReason, usage: outcome.usage }));
       else process.stdout.write('\n');
+    });
+
+  program
+    .command('tokenize <id> [text...]')
+    .description("count a text's tokens with the endpoint's tokenizer (or stdin)")
+    .action(async (id: string, words: string[]) => {
+      const settings = await resolveSettings(globals());
+      const text = words.length > 0 ? words.join(' ') : await readStdin();
+      if (!text) throw new CliError('tokenize needs a text (as arguments or on stdin)');
+      const tokens = await tokenize(settings, id, text);
+      if (globals().json) print(JSON.stringify({ count: tokens.length, tokens }));
+      else print(`${tokens.length} token${tokens.length === 1 ? '' : 's'}: ${tokens.join(' ')}`);
     });
 
   return program;
