@@ -8,7 +8,7 @@
  */
 import { LIMITS } from '../domain/endpoint-spec.js';
 import { findTextViolation, isObject, nestingDepth } from './field-checker.js';
-import { openAIError, type OpenAIError } from './openai-errors.js';
+import { checked, describe, fail, invalidRequest, numberText, type RequestError } from './request-checks.js';
 import type { Result } from './result.js';
 import { parseResponseFormat, type ResponseFormat } from './response-format.js';
 import { parseSampling, type Sampling } from './sampling.js';
@@ -40,8 +40,8 @@ export type ChatRequest = GenerationRequest & {
   chatTemplateKwargs: Record<string, unknown>;
 };
 
-/** A request refused, in the OpenAI error shape. */
-export type RequestError = OpenAIError;
+export type { RequestError };
+export { describe, fail, invalidRequest };
 
 /** The request, or the 400 it gets. */
 export type ParseResult = Result<ChatRequest, RequestError>;
@@ -59,43 +59,6 @@ const RESERVED_KWARGS: ReadonlySet<string> = new Set(['messages', 'add_generatio
 const ROLES: ReadonlySet<string> = new Set<ChatRole>(['system', 'user', 'assistant']);
 /** OpenAI's newer name for the system role: such a message is the model's system message. */
 const ROLE_ALIASES: Readonly<Record<string, ChatRole>> = { developer: 'system' };
-
-export function invalidRequest(message: string, param: string | null, code: string | null = 'invalid_value'): RequestError {
-  return openAIError(400, 'invalid_request_error', message, code, param);
-}
-
-class ValidationError extends Error {
-  constructor(readonly error: RequestError) {
-    super(error.message);
-  }
-}
-
-/** Refuses the request being parsed (inside `parseGenerationRequest`'s prompt parser): a 400 naming `param`. */
-export function fail(message: string, param: string | null, code: string = 'invalid_value'): never {
-  throw new ValidationError(invalidRequest(message, param, code));
-}
-
-/**
- * What to say of a number JSON.parse did not keep as the client sent it: a
- * literal past 1.8e308 reads as Infinity, and one past 2^53 is rounded, so
- * neither is quoted back as a value the client never sent.
- */
-function inexact(value: number): string | undefined {
-  const sign = value < 0 ? 'a negative number' : 'a number';
-  if (!Number.isFinite(value)) return `${sign} too large`;
-  if (Math.abs(value) > Number.MAX_SAFE_INTEGER) return `${sign} too large to be read exactly`;
-  return undefined;
-}
-
-const numberText = (value: number): string => inexact(value) ?? String(value);
-
-export function describe(value: unknown): string {
-  if (value === undefined) return 'nothing';
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'number') return inexact(value) ?? `number ${value}`;
-  return typeof value === 'object' ? 'an object' : `${typeof value} ${JSON.stringify(value)}`;
-}
 
 function optionalNumber(body: Record<string, unknown>, name: string, min: number, max: number): number | undefined {
   const value = body[name];
@@ -237,7 +200,7 @@ export function parseGenerationRequest<P extends object>(
   body: unknown,
   parsePrompt: (body: Record<string, unknown>) => P,
 ): Result<GenerationRequest & P, RequestError> {
-  try {
+  return checked(() => {
     if (!isObject(body)) fail(`The request body must be a JSON object (got ${describe(body)})`, null, 'invalid_type');
     // Deeper than any request needs, and deep enough to overflow the stack of whatever serializes it again (the gateway forwards it).
     if (nestingDepth(body, MAX_BODY_DEPTH) > MAX_BODY_DEPTH)
@@ -282,29 +245,22 @@ export function parseGenerationRequest<P extends object>(
 
     refuseUnsupported(body);
     const sampling = parseSampling(body);
-    if ('message' in sampling) fail(sampling.message, sampling.param);
     const responseFormat = parseResponseFormat(body.response_format);
     if ('message' in responseFormat) fail(responseFormat.message, responseFormat.param);
     return {
-      type: 'ok',
-      value: {
-        ...prompt,
-        stream,
-        includeUsage,
-        temperature,
-        topP,
-        maxTokens,
-        maxTokensParam,
-        stop: parseStop(body.stop),
-        seed,
-        responseFormat,
-        sampling,
-      },
+      ...prompt,
+      stream,
+      includeUsage,
+      temperature,
+      topP,
+      maxTokens,
+      maxTokensParam,
+      stop: parseStop(body.stop),
+      seed,
+      responseFormat,
+      sampling,
     };
-  } catch (error) {
-    if (error instanceof ValidationError) return { type: 'error', error: error.error };
-    throw error;
-  }
+  });
 }
 
 /** Validates a decoded chat-completions body. Never throws. */

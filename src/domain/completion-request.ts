@@ -8,7 +8,8 @@
  * Asks this engine cannot honour (several prompts, `echo`, `suffix`,
  * `best_of`) are refused, not ignored.
  */
-import { describe, fail, invalidRequest, parseGenerationRequest, type GenerationRequest, type RequestError } from './chat-request.js';
+import { parseGenerationRequest, type GenerationRequest } from './chat-request.js';
+import { describe, fail, invalidRequest, tokenIds, type RequestError } from './request-checks.js';
 import type { Result } from './result.js';
 
 /** The prompt: text, or token ids (checked against the vocabulary by the engine). */
@@ -20,15 +21,10 @@ export type CompletionRequest = GenerationRequest & { prompt: CompletionPrompt }
 const MAX_LEGACY_LOGPROBS = 5;
 /** `max_tokens` when the request sets none: OpenAI's legacy default (and vLLM's). */
 export const DEFAULT_COMPLETION_TOKENS = 16;
-const MAX_TOKEN_ID = 2 ** 31 - 1;
-
-function tokenIds(value: unknown[], param: string): number[] {
-  value.forEach((id, i) => {
-    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id > MAX_TOKEN_ID)
-      fail(`${param}[${i}] must be a token id (an integer from 0 to ${MAX_TOKEN_ID}; got ${describe(id)})`, `${param}[${i}]`);
-  });
+/** A prompt of token ids: each checked, and at least one. */
+function promptIds(value: unknown[], param: string): number[] {
   if (value.length === 0) fail(`${param} must hold at least one token`, param);
-  return value as number[];
+  return tokenIds(value, param);
 }
 
 function parsePrompt(body: Record<string, unknown>): { prompt: CompletionPrompt } {
@@ -37,14 +33,14 @@ function parsePrompt(body: Record<string, unknown>): { prompt: CompletionPrompt 
     fail('Send either prompt or tokens, not both', 'tokens');
   if (tokens !== undefined && tokens !== null) {
     if (!Array.isArray(tokens)) fail(`tokens must be an array of token ids (got ${describe(tokens)})`, 'tokens', 'invalid_type');
-    return { prompt: { tokens: tokenIds(tokens, 'tokens'), field: 'tokens' } };
+    return { prompt: { tokens: promptIds(tokens, 'tokens'), field: 'tokens' } };
   }
   if (prompt === '') fail('prompt must not be empty', 'prompt');
   if (prompt === undefined || prompt === null)
     fail('prompt is required: the text to complete (or tokens: its token ids)', 'prompt', 'missing_required_parameter');
   if (typeof prompt === 'string') return { prompt: { text: prompt } };
   if (Array.isArray(prompt)) {
-    if (prompt.every((p) => typeof p === 'number')) return { prompt: { tokens: tokenIds(prompt, 'prompt'), field: 'prompt' } };
+    if (prompt.every((p) => typeof p === 'number')) return { prompt: { tokens: promptIds(prompt, 'prompt'), field: 'prompt' } };
     if (prompt.length === 1 && typeof prompt[0] === 'string') return { prompt: { text: prompt[0] } };
     fail('prompt must be one prompt: a string, or a list of token ids (several prompts in one request are not supported)', 'prompt');
   }
