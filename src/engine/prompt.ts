@@ -60,6 +60,12 @@ export type PromptRendererOptions = {
   addSpecialTokens: boolean;
 };
 
+/** `tokens` with BOS first when `add` is on (tokenizer_add_special_tokens), the model wants one, and it is not there yet. */
+export function withBos(model: LlamaModel, tokens: Token[], add: boolean): Token[] {
+  const bos = model.tokens.bos;
+  return add && bos != null && model.tokens.shouldPrependBosToken && tokens[0] !== bos ? [bos, ...tokens] : tokens;
+}
+
 export class ChatPromptRenderer {
   readonly template: string;
   /** The model knows think blocks (template or vocabulary): reasoning is split from content. */
@@ -146,11 +152,7 @@ export class ChatPromptRenderer {
       throw new ChatTemplateError(`The model's chat template cannot render these messages: ${reason}`, { cause: error });
     }
 
-    let tokens = contextText.tokenize(this.tokenizer);
-    const bos = this.model.tokens.bos;
-    if (this.options.addSpecialTokens && bos != null && this.model.tokens.shouldPrependBosToken && tokens[0] !== bos) {
-      tokens = [bos, ...tokens];
-    }
+    const tokens = withBos(this.model, contextText.tokenize(this.tokenizer), this.options.addSpecialTokens);
 
     // Only text the template wrote after the last message decides whether a think block is left
     // open: a user quoting "<think>" must not switch the answer into reasoning.

@@ -116,13 +116,12 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
     }
   }
 
-  function checkChatRequest(body: unknown, res: ServerResponse): ChatRequest | undefined {
-    const parsed = parseChatRequest(body);
-    if (parsed.type === 'error') {
-      sendError(res, parsed.error);
-      return undefined;
-    }
-    return parsed.value;
+  /** The body read by `parse`, or undefined once its 400 is answered. */
+  function parsedOrRefused<R>(parse: (body: unknown) => Result<R, RequestError>, body: unknown, res: ServerResponse): R | undefined {
+    const parsed = parse(body);
+    if (parsed.type === 'ok') return parsed.value;
+    sendError(res, parsed.error);
+    return undefined;
   }
 
   /** Runs a body-reading route as a request in flight (a stopping server waits for it). */
@@ -155,7 +154,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
         if (read.body.count_only === true) return sendJson(res, 200, { count: tokens.length, ...limits });
         return sendJson(res, 200, { count: tokens.length, ...limits, tokens });
       }
-      const request = checkChatRequest(read.body, res);
+      const request = parsedOrRefused(parseChatRequest, read.body, res);
       if (!request) return;
       const prompt = scheduler.render(request);
       if ('status' in prompt) return sendError(res, prompt);
@@ -197,9 +196,8 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
     try {
       const read = await readJson(req, res);
       if (!read) return;
-      const parsed = kind.parse(read.body);
-      if (parsed.type === 'error') return sendError(res, parsed.error);
-      const request = parsed.value;
+      const request = parsedOrRefused(kind.parse, read.body, res);
+      if (!request) return;
       // Every check runs here, before the request waits for a sequence: a bad request is refused at once, however busy.
       const prepared = await kind.prepare(request);
       if ('status' in prepared) return sendError(res, prepared);

@@ -6,6 +6,7 @@
 import { TokenBias, type LlamaModel, type Token } from 'node-llama-cpp';
 import { invalidRequest, type RequestError } from '../domain/chat-request.js';
 import type { Sampling } from '../domain/sampling.js';
+import { outsideVocabulary } from './tokens.js';
 
 export type EngineSampling = {
   /** 0: none. */
@@ -43,11 +44,12 @@ export function resolveSampling(model: LlamaModel, vocabulary: number | undefine
   if (sampling.logitBias.size > 0) {
     if (vocabulary === undefined)
       return invalidRequest("logit_bias cannot be checked: this model's vocabulary size is unknown", 'logit_bias');
+    const outside = outsideVocabulary(vocabulary, sampling.logitBias.keys(), (_, id) => `logit_bias.${id}`);
+    if (outside) return outside;
     tokenBias = new TokenBias(model.tokenizer);
     for (const [id, bias] of sampling.logitBias) {
       const token = id as Token;
       const at = `logit_bias.${id}`;
-      if (id >= vocabulary) return invalidRequest(`${at}: token ${id} is not in the model's vocabulary (ids 0 to ${vocabulary - 1})`, at);
       // node-llama-cpp leaves end-of-generation tokens unbiased: refused rather than silently ignored.
       if (model.isEogToken(token)) return invalidRequest(`${at}: token ${id} ends generation, and its bias cannot be set`, at);
       // -100 bans the token, as OpenAI documents; any other value is added to its logit.

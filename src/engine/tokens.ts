@@ -9,25 +9,34 @@ import type { LlamaModel, Token } from 'node-llama-cpp';
 import { invalidRequest, type RequestError } from '../domain/chat-request.js';
 import type { CompletionPrompt } from '../domain/completion-request.js';
 import { parseDetokenizeBody, parseTokenizeBody } from '../domain/token-request.js';
+import { withBos } from './prompt.js';
 
 export type TokenSettings = { addSpecialTokens: boolean; skipSpecialTokens: boolean; vocabulary: number | undefined };
 
 /** Raw text's tokens, special-token text read as the special token, BOS first when the settings add it. */
 function tokenizeText(model: LlamaModel, settings: TokenSettings, text: string): Token[] {
-  const tokens = model.tokenize(text, true);
-  const bos = model.tokens.bos;
-  if (settings.addSpecialTokens && bos != null && model.tokens.shouldPrependBosToken && tokens[0] !== bos) tokens.unshift(bos);
-  return tokens;
+  return withBos(model, model.tokenize(text, true), settings.addSpecialTokens);
 }
 
-/** The index of the first id outside the vocabulary, or -1. */
-function outsideVocabulary(settings: TokenSettings, ids: readonly number[]): number {
-  const limit = settings.vocabulary;
-  return limit === undefined ? -1 : ids.findIndex((id) => id >= limit);
-}
-
-function notInVocabulary(settings: TokenSettings, param: string): RequestError {
-  return invalidRequest(`${param} is not in the model's vocabulary (ids 0 to ${settings.vocabulary! - 1})`, param);
+/**
+ * The 400 of the first of `ids` outside a vocabulary of `vocabulary` tokens (`param(i)` names it),
+ * or undefined when all are in it (or its size is unknown).
+ */
+export function outsideVocabulary(
+  vocabulary: number | undefined,
+  ids: Iterable<number>,
+  param: (i: number, id: number) => string,
+): RequestError | undefined {
+  if (vocabulary === undefined) return undefined;
+  let i = 0;
+  for (const id of ids) {
+    if (id >= vocabulary) {
+      const at = param(i, id);
+      return invalidRequest(`${at} is not in the model's vocabulary (ids 0 to ${vocabulary - 1})`, at);
+    }
+    i++;
+  }
+  return undefined;
 }
 
 /** `{ prompt }`: its tokens, or the 400 naming what is wrong. */
@@ -40,9 +49,7 @@ export function tokenizePrompt(model: LlamaModel, settings: TokenSettings, body:
 /** A text completion's prompt as tokens: its text tokenized, or its ids checked against the vocabulary. */
 export function completionPromptTokens(model: LlamaModel, settings: TokenSettings, prompt: CompletionPrompt): Token[] | RequestError {
   if ('text' in prompt) return tokenizeText(model, settings, prompt.text);
-  const outside = outsideVocabulary(settings, prompt.tokens);
-  if (outside >= 0) return notInVocabulary(settings, `${prompt.field}[${outside}]`);
-  return prompt.tokens as Token[];
+  return outsideVocabulary(settings.vocabulary, prompt.tokens, (i) => `${prompt.field}[${i}]`) ?? (prompt.tokens as Token[]);
 }
 
 /** `{ tokens }`: their text, or the 400 naming the first id that is not in the vocabulary. */
@@ -50,9 +57,7 @@ export function detokenizeBody(model: LlamaModel, settings: TokenSettings, body:
   const parsed = parseDetokenizeBody(body);
   if (parsed.type === 'error') return parsed.error;
   const { tokens } = parsed.value;
-  const limit = settings.vocabulary;
-  const outside = limit === undefined ? -1 : tokens.findIndex((id) => id >= limit);
-  if (outside >= 0)
-    return invalidRequest(`tokens[${outside}] is not in the model's vocabulary (ids 0 to ${limit! - 1})`, `tokens[${outside}]`);
+  const outside = outsideVocabulary(settings.vocabulary, tokens, (i) => `tokens[${i}]`);
+  if (outside) return outside;
   return model.detokenize(tokens as Token[], !settings.skipSpecialTokens);
 }

@@ -3,6 +3,7 @@
  * replica's token, a bound on the answer's size, and the caller's signal (a deadline included).
  */
 import http from 'node:http';
+import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import { engineAuthHeaders } from '../runtime/runtime.js';
 
@@ -55,9 +56,18 @@ export function postToEngine(
   });
 }
 
-export function isOpenAIErrorBody(
-  body: unknown,
-): body is { error: { message: string; type: string; param: string | null; code: string | null } } {
+function isOpenAIErrorBody(body: unknown): body is { error: { message: string; type: string; param: string | null; code: string | null } } {
   const error = (body as { error?: { message?: unknown } } | undefined)?.error;
   return typeof error === 'object' && error !== null && typeof error.message === 'string';
+}
+
+/**
+ * The engine's refusal of the request itself (a 400 in OpenAI's shape: a prompt over the
+ * limits, a token outside the vocabulary), which is the client's to see; undefined for any other
+ * answer (a success, or the replica's own failure).
+ */
+export function requestRefusal(answer: EngineAnswer): OpenAIError | undefined {
+  if (answer.status !== 400 || !isOpenAIErrorBody(answer.body)) return undefined;
+  const { message, param, code } = answer.body.error;
+  return openAIError(400, 'invalid_request_error', message, code ?? null, param ?? null);
 }

@@ -18,8 +18,8 @@ import type http from 'node:http';
 import { checkRequestedTokens, checkTokenLimits, type ChatRequest, type GenerationRequest } from '../domain/chat-request.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
-import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
-import { isOpenAIErrorBody, postToEngine, type EngineAnswer } from './engine-call.js';
+import type { OpenAIError } from '../domain/openai-errors.js';
+import { postToEngine, requestRefusal, type EngineAnswer } from './engine-call.js';
 
 /** How long the gateway waits for a replica's token count before it lets the request queue unchecked. */
 export const TOKENIZE_TIMEOUT_MS = 5_000;
@@ -102,10 +102,8 @@ export async function checkPromptTokens(
   } catch {
     return undefined;
   }
-  if (answer.status === 400 && isOpenAIErrorBody(answer.body)) {
-    const { message, param, code } = answer.body.error;
-    return openAIError(400, 'invalid_request_error', message, code ?? null, param ?? null);
-  }
+  const refused = requestRefusal(answer);
+  if (refused) return refused;
   const counted = answer.body as { count?: unknown; max_model_len?: unknown; max_input_length?: unknown } | undefined;
   if (answer.status !== 200 || typeof counted?.count !== 'number' || !Number.isInteger(counted.count)) return undefined;
   // The replica's own limits where it tells them (it may run an older version during a rollout).

@@ -12,7 +12,7 @@ import { openAIError } from '../../domain/openai-errors.js';
 import { parseDetokenizeBody, parseTokenizeBody } from '../../domain/token-request.js';
 import type { ChatRouter } from '../../router/chat-router.js';
 import { MAX_TOKEN_CALLS_PER_ENDPOINT } from '../../router/token-calls.js';
-import { isOpenAIErrorBody, postToEngine } from '../../router/engine-call.js';
+import { postToEngine, requestRefusal } from '../../router/engine-call.js';
 import type { Services } from '../../services/index.js';
 import { sendJson } from '../body.js';
 import type { Log } from '../request-id.js';
@@ -66,10 +66,8 @@ export function handleTokenRoute(
     if (!answer) return sendOpenAIError(res, replicaFailed(what));
     // The replica's refusal of the request itself (a token outside its vocabulary) is the client's: relayed as it is.
     // Any other failure (its token refused, a route it lacks) is the replica's.
-    if (answer.status === 400 && isOpenAIErrorBody(answer.body)) {
-      const { message, param, code } = answer.body.error;
-      return sendOpenAIError(res, openAIError(400, 'invalid_request_error', message, code ?? null, param ?? null));
-    }
+    const refused = requestRefusal(answer);
+    if (refused) return sendOpenAIError(res, refused);
     const result = answer.body as { tokens?: unknown; prompt?: unknown } | undefined;
     if (answer.status === 200 && tokenize && Array.isArray(result?.tokens) && result.tokens.every((t) => Number.isInteger(t)))
       return sendJson(res, 200, { tokens: result.tokens });
