@@ -25,6 +25,11 @@ export function graphqlFieldName(field: string): string {
   return field.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
 }
 
+/** The other way: a GraphQL field's REST name (`topP` → `top_p`). */
+export function restFieldName(field: string): string {
+  return field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
+
 type Located = Pick<GraphQLError, 'nodes' | 'source' | 'positions' | 'path'>;
 
 const locationOf = (at?: Located) => (at ? { nodes: at.nodes, source: at.source, positions: at.positions, path: at.path } : {});

@@ -93,14 +93,8 @@ export function useChatStream({
       chatTemplateKwargs: { enable_thinking: settings.reasoning },
       includeUsage: true,
       ...(settings.json ? { responseFormat: { type: 'json_object' } } : {}),
-      ...(numbers.temperature !== undefined ? { temperature: numbers.temperature } : {}),
-      ...(numbers.topP !== undefined ? { topP: numbers.topP } : {}),
-      ...(numbers.maxTokens !== undefined ? { maxTokens: numbers.maxTokens } : {}),
-      ...(numbers.topK !== undefined ? { topK: numbers.topK } : {}),
-      ...(numbers.minP !== undefined ? { minP: numbers.minP } : {}),
-      ...(numbers.presencePenalty !== undefined ? { presencePenalty: numbers.presencePenalty } : {}),
-      ...(numbers.frequencyPenalty !== undefined ? { frequencyPenalty: numbers.frequencyPenalty } : {}),
-      ...(numbers.repetitionPenalty !== undefined ? { repetitionPenalty: numbers.repetitionPenalty } : {}),
+      // Each number setting is the input field of its name; an empty one is left to the endpoint's default.
+      ...Object.fromEntries(Object.entries(numbers).filter(([, value]) => value !== undefined)),
       ...(settings.probabilities ? { logprobs: true, topLogprobs: TOP_ALTERNATIVES } : {}),
     };
 

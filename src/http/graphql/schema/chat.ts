@@ -7,7 +7,7 @@
 import type { OpenAIError } from '../../../domain/openai-errors.js';
 import { collectBody, relayStream } from '../../../router/relay.js';
 import { builder, type SchemaTypesOf } from '../builder.js';
-import { graphqlChatError, graphqlFieldName } from '../errors.js';
+import { graphqlChatError, graphqlFieldName, restFieldName } from '../errors.js';
 
 interface Usage {
   prompt_tokens: number;
@@ -96,23 +96,31 @@ const ChatCompletionInput = builder.inputType('ChatCompletionInput', {
 type Input = typeof ChatCompletionInput.$inferInput;
 
 /** The OpenAI body the router reads; GraphQL's camelCase names become the documented ones. */
+/** The input fields passed on as the REST field of the same name in snake_case (`topP` → `top_p`), when set. */
+const PASSED_FIELDS = [
+  'temperature',
+  'topP',
+  'topK',
+  'minP',
+  'presencePenalty',
+  'frequencyPenalty',
+  'repetitionPenalty',
+  'logitBias',
+  'logprobs',
+  'topLogprobs',
+  'maxTokens',
+  'stop',
+  'seed',
+  'chatTemplateKwargs',
+  'responseFormat',
+] as const satisfies readonly (keyof Input)[];
+
 function toOpenAIBody(input: Input, stream: boolean): Record<string, unknown> {
   const body: Record<string, unknown> = { model: String(input.model), messages: input.messages, stream };
-  if (input.temperature != null) body.temperature = input.temperature;
-  if (input.topP != null) body.top_p = input.topP;
-  if (input.topK != null) body.top_k = input.topK;
-  if (input.minP != null) body.min_p = input.minP;
-  if (input.presencePenalty != null) body.presence_penalty = input.presencePenalty;
-  if (input.frequencyPenalty != null) body.frequency_penalty = input.frequencyPenalty;
-  if (input.repetitionPenalty != null) body.repetition_penalty = input.repetitionPenalty;
-  if (input.logitBias != null) body.logit_bias = input.logitBias;
-  if (input.logprobs != null) body.logprobs = input.logprobs;
-  if (input.topLogprobs != null) body.top_logprobs = input.topLogprobs;
-  if (input.maxTokens != null) body.max_tokens = input.maxTokens;
-  if (input.stop != null) body.stop = input.stop;
-  if (input.seed != null) body.seed = input.seed;
-  if (input.chatTemplateKwargs != null) body.chat_template_kwargs = input.chatTemplateKwargs;
-  if (input.responseFormat != null) body.response_format = input.responseFormat;
+  for (const field of PASSED_FIELDS) {
+    const value = input[field];
+    if (value != null) body[restFieldName(field)] = value;
+  }
   if (stream && input.includeUsage) body.stream_options = { include_usage: true };
   return body;
 }
