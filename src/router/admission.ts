@@ -34,12 +34,20 @@ import {
   type AdmissionLimits,
   type Refusal,
 } from './admission-decision.js';
+import type { OpenAIError } from '../domain/openai-errors.js';
 import { once } from './once.js';
 
 export * from './admission-decision.js';
 
 export class QueueTimeoutError extends Error {}
 export class QueueAbortedError extends Error {}
+
+/** The endpoint stopped serving (terminated, failed) while the request waited: `refusal` is what to answer. */
+export class QueueClosedError extends Error {
+  constructor(readonly refusal: OpenAIError) {
+    super('endpoint stopped serving');
+  }
+}
 
 /** A request refused at once instead of queued; `retryAfterS` is computed from the service rate. */
 export class QueueRefusedError extends Error {
@@ -222,6 +230,11 @@ export class EndpointGate {
         }),
       );
     }
+  }
+
+  /** Ends every queued request's wait with `error` (the endpoint will serve none of them). */
+  closeQueue(error: Error): void {
+    for (const queue of [...this.queues.values()]) for (const waiter of [...queue]) this.remove(waiter, error);
   }
 
   /** The queued requests in rounds, as pump() would admit them: one per key per round, least recently served key first. */

@@ -24,14 +24,24 @@ import type { Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
-import { EndpointGate, QueueRefusedError, QueueTimeoutError } from './admission.js';
+import { isUnavailable } from '../domain/lifecycle.js';
+import { EndpointGate, QueueClosedError, QueueRefusedError, QueueTimeoutError } from './admission.js';
 import { CHAT_KIND, type InferenceKind } from './inference-kinds.js';
 import { ContentCapture } from './content-capture.js';
 import { once } from './once.js';
 import { checkAgainstSpec, checkPromptTokens, mayBreakTokenLimits } from './pre-admission.js';
 import { QueueDepthPublisher } from './queue-depths.js';
 import type { RequestRecorder } from './request-recorder.js';
-import { ambiguousModel, clientClosed, modelNotFound, modelRequired, noReplicaAnswered, refused, waitedTooLong } from './route-errors.js';
+import {
+  ambiguousModel,
+  clientClosed,
+  endpointUnavailable,
+  modelNotFound,
+  modelRequired,
+  noReplicaAnswered,
+  refused,
+  waitedTooLong,
+} from './route-errors.js';
 import { ServingView } from './serving-view.js';
 import { ServingWait } from './serving-wait.js';
 import { TokenCallLimit } from './token-calls.js';
@@ -106,6 +116,7 @@ export class ChatRouter {
   private readonly maxQueuePerEndpoint: number;
   private readonly maxQueuePerKey: number;
   private readonly refresher: NodeJS.Timeout;
+  private readonly stopFollowingChanges: () => void;
 
   constructor(
     sql: Sql,
@@ -117,7 +128,15 @@ export class ChatRouter {
     this.maxQueuePerEndpoint = options.maxQueuePerEndpoint ?? 256;
     this.maxQueuePerKey = options.maxQueuePerKey ?? 64;
     const replicaCacheMs = options.replicaCacheMs ?? 500;
-    this.view = new ServingView(services.chatAccess, replicaCacheMs, (id) => this.gates.get(id)?.pump());
+    this.view = new ServingView(
+      services.chatAccess,
+      replicaCacheMs,
+      (id) => this.gates.get(id)?.pump(),
+      // Requests queued for an endpoint that stopped serving (terminated, failed) are answered as soon as it is seen.
+      (endpoint) => {
+        if (isUnavailable(endpoint.status)) this.gates.get(endpoint.id)?.closeQueue(new QueueClosedError(endpointUnavailable(endpoint)));
+      },
+    );
     this.serving = new ServingWait(sql, services.chatAccess, {
       timeoutMs: options.wakeTimeoutMs ?? 120_000,
       pollMs: options.wakePollMs,
@@ -125,8 +144,10 @@ export class ChatRouter {
       hasReplica: async (endpoint, fresh) => (await this.view.readyReplicas(endpoint, fresh)).length > 0,
       onAnnounced: (endpointId) => this.view.announced(endpointId),
     });
-    // Every endpoint event keeps the view current (and warm for an endpoint that starts serving).
+    // Every endpoint event keeps the view current (and warm for an endpoint that starts serving); this process's own
+    // changes are seen before their announcement, so that a request sent after a terminate returned is refused.
     void this.serving.listen();
+    this.stopFollowingChanges = services.endpoints.onChange((id) => this.view.changedHere(id));
     // The queued counts, for the controllers' autoscaling (which sees every process's).
     this.depths = new QueueDepthPublisher(
       services.chatAccess,
@@ -139,6 +160,7 @@ export class ChatRouter {
   }
 
   close(): void {
+    this.stopFollowingChanges();
     clearInterval(this.refresher);
     this.depths.close();
     this.upstream.close();
@@ -230,6 +252,7 @@ export class ChatRouter {
       release = await gate.acquire(key, signal);
     } catch (error) {
       if (error instanceof QueueRefusedError) return fail(refused(endpoint.id, error.refusal));
+      if (error instanceof QueueClosedError) return fail(error.refusal);
       if (error instanceof QueueTimeoutError) {
         const next = gate.decide(key);
         return fail(waitedTooLong(endpoint.id, this.queueTimeoutMs, next.kind === 'refuse' ? next.retryAfterS : 1));
@@ -261,7 +284,7 @@ export class ChatRouter {
     const tried = new Set<string>();
     for (let attempt = 0; attempt < 3; attempt++) {
       let replica = this.upstream.pick(this.view.cachedReplicas(endpoint.id)?.replicas ?? [], tried);
-      if (!replica && attempt > 0) {
+      if (!replica) {
         const again = await this.serving.until(principal, endpoint, signal, true);
         if ('status' in again) {
           release();

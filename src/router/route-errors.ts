@@ -1,8 +1,15 @@
 /** The chat route's own refusals, in the OpenAI error shape. */
+import type { EndpointRecord } from '../domain/endpoint.js';
+import { unavailableMessage } from '../domain/failure-advice.js';
 import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
 
 export function clientClosed(): OpenAIError {
   return openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed');
+}
+
+/** The endpoint serves nothing until a user restarts it (FAILED, TERMINATING, TERMINATED): 409 at once. */
+export function endpointUnavailable(endpoint: EndpointRecord): OpenAIError {
+  return openAIError(409, 'invalid_request_error', unavailableMessage(endpoint), 'endpoint_not_running', 'model');
 }
 
 export function noReplicaAnswered(endpointId: string): OpenAIError {

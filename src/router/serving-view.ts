@@ -33,6 +33,8 @@ interface ReplicaEntry {
 export class ServingView {
   private readonly endpoints = new LRUCache<string, { at: number; endpoint: EndpointRecord }>({ max: MAX_CACHED_ENDPOINTS });
   private readonly replicas = new LRUCache<string, ReplicaEntry>({ max: MAX_CACHED_ENDPOINTS });
+  /** When this process last changed each endpoint: a read of it begun before is not kept (it may predate the change). */
+  private readonly forgotten = new LRUCache<string, number>({ max: MAX_CACHED_ENDPOINTS });
   /** Reads in flight, by what they read: concurrent requests share them. */
   private readonly refreshing = new Map<string, Promise<unknown>>();
   /** Whether every endpoint event is announced to this process (see `announced`). */
@@ -40,11 +42,15 @@ export class ServingView {
   /** Endpoints announced since the last re-read (read together, once per tick). */
   private readonly announcedIds = new Set<string>();
 
-  /** `onReplicas` is called with an endpoint's id whenever its replica list was read afresh. */
+  /**
+   * `onReplicas` is called with an endpoint's id whenever its replica list
+   * was read afresh, `onEndpoint` with each endpoint record kept.
+   */
   constructor(
     private readonly access: ChatAccess,
     private readonly cacheMs: number,
     private readonly onReplicas: (endpointId: string) => void,
+    private readonly onEndpoint: (endpoint: EndpointRecord) => void = () => {},
   ) {}
 
   /** The endpoint as last read, or undefined (read afresh with `fresh`, or when not cached). */
@@ -113,6 +119,19 @@ export class ServingView {
     for (const endpoint of endpoints) this.storeReplicas(endpoint.id, at, replicas, endpoint.current.spec.advanced.maxBatchSize);
   }
 
+  /**
+   * The endpoint was changed by this process: the next request reads it
+   * afresh (the change's announcement may not have arrived yet), and it is
+   * read again now, as when announced.
+   */
+  changedHere(endpointId: string): void {
+    this.forgotten.set(endpointId, performance.now());
+    // A read in flight may predate the change: later requests share a new one.
+    this.refreshing.delete(`endpoint:${endpointId}`);
+    this.endpoints.delete(endpointId);
+    this.announced(endpointId);
+  }
+
   /** Forgets what is cached of an endpoint (a replica refused a connection: look again). */
   forget(endpointId: string): void {
     this.replicas.delete(endpointId);
@@ -144,9 +163,11 @@ export class ServingView {
    * unless a read begun later (an announcement's) is already kept.
    */
   private storeEndpoint(id: string, at: number, endpoint: EndpointRecord | undefined): void {
-    if (at < (this.endpoints.peek(id)?.at ?? -Infinity)) return;
-    if (endpoint) this.endpoints.set(id, { at, endpoint });
-    else this.endpoints.delete(id);
+    if (at < (this.endpoints.peek(id)?.at ?? this.forgotten.peek(id) ?? -Infinity)) return;
+    if (endpoint) {
+      this.endpoints.set(id, { at, endpoint });
+      this.onEndpoint(endpoint);
+    } else this.endpoints.delete(id);
   }
 
   /** The same for ready replicas (`read` may hold other endpoints' too), and tells `onReplicas`. */
@@ -167,7 +188,10 @@ export class ServingView {
   private singleFlight<T>(key: string, load: () => Promise<T>): Promise<T> {
     let running = this.refreshing.get(key) as Promise<T> | undefined;
     if (!running) {
-      running = load().finally(() => this.refreshing.delete(key));
+      const started = load().finally(() => {
+        if (this.refreshing.get(key) === started) this.refreshing.delete(key);
+      });
+      running = started;
       this.refreshing.set(key, running);
     }
     return running;

@@ -8,7 +8,6 @@
  * otherwise at a poll interval (a fallback: announcements can be missed
  * while LISTEN reconnects).
  */
-import { unavailableMessage } from '../domain/failure-advice.js';
 import { holdsNoReplicas, isServing, isUnavailable, noReplicasMessage } from '../domain/lifecycle.js';
 import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
 import type { ChatAccess } from '../services/chat-access.js';
@@ -16,7 +15,7 @@ import type { Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import { Nudge } from '../util/nudge.js';
-import { clientClosed, modelNotFound } from './route-errors.js';
+import { clientClosed, endpointUnavailable, modelNotFound } from './route-errors.js';
 
 export interface ServingWaitOptions {
   /** How long a request may wait for a sleeping or starting endpoint to serve. */
@@ -71,7 +70,7 @@ export class ServingWait {
       for (let poll = 0; ; poll++) {
         // Before its replicas: a TERMINATING endpoint's replicas may still be draining, and take nothing new.
         if (isUnavailable(endpoint.status)) {
-          return openAIError(409, 'invalid_request_error', unavailableMessage(endpoint), 'endpoint_not_running', 'model');
+          return endpointUnavailable(endpoint);
         }
         if (await this.options.hasReplica(endpoint, fresh || poll > 0)) return { endpoint };
         if (holdsNoReplicas(endpoint) && !isServing(endpoint.status)) {

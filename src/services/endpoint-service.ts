@@ -41,15 +41,31 @@ const ENDPOINT_CURSOR = 'ep';
 const VERSION_CURSOR = 'ver';
 
 export class EndpointService {
+  /** Told of each change made through this service, once it is committed (see `onChange`). */
+  private readonly listeners = new Set<(endpointId: string) => void>();
+
   constructor(
     private readonly db: Sql,
     private readonly identity: IdentityService,
-    private readonly onChange: (endpointId: string) => void = () => {},
-  ) {}
+    onChange?: (endpointId: string) => void,
+  ) {
+    if (onChange) this.listeners.add(onChange);
+  }
 
-  /** Tells the controller after a successful change. */
+  /**
+   * Calls `listener` with an endpoint's id after each change made through
+   * this service is committed: this process's controller and router react at
+   * once, before the change is announced to every process. Returns the
+   * function that stops it.
+   */
+  onChange(listener: (endpointId: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Tells the listeners after a successful change. */
   private changed<T>(id: string, result: Result<T>): Result<T> {
-    if (result.type === 'ok') this.onChange(id);
+    if (result.type === 'ok') for (const listener of this.listeners) listener(id);
     return result;
   }
 

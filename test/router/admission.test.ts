@@ -3,6 +3,7 @@ import { describe, expect, test } from 'vitest';
 import {
   decideAdmission,
   EndpointGate,
+  QueueClosedError,
   QueueRefusedError,
   QueueTimeoutError,
   QUEUE_MARGIN,
@@ -11,6 +12,7 @@ import {
   type AdmissionDecision,
   type AdmissionInput,
 } from '../../src/router/admission.js';
+import { openAIError } from '../../src/domain/openai-errors.js';
 
 const base: AdmissionInput = {
   running: 2,
@@ -259,5 +261,20 @@ describe('EndpointGate', () => {
     await Promise.all(waits);
     expect(g.queued).toBe(0);
     releases.shift()!();
+  });
+
+  test('closing the queue (the endpoint stopped serving) ends every queued wait at once with its error; the running request keeps its slot', async () => {
+    const { g, releases, ask, warm } = gate(1);
+    await warm();
+    await ask('a', 'a0');
+    const waits = [ask('a', 'a1'), ask('b', 'b1'), ask('b', 'b2')].map((w) => w.catch((e: unknown) => e));
+    expect(g.queued).toBe(3);
+    const closed = new QueueClosedError(openAIError(409, 'invalid_request_error', 'terminated', 'endpoint_not_running', 'model'));
+    g.closeQueue(closed);
+    expect(await Promise.all(waits)).toEqual([closed, closed, closed]);
+    expect(g.queued).toBe(0);
+    expect(g.inFlight).toBe(1);
+    releases.shift()!();
+    expect(g.inFlight).toBe(0);
   });
 });

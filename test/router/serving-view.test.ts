@@ -99,3 +99,21 @@ test('the endpoints announced in one tick are read together: two statements, how
   expect(statements).toHaveLength(2);
   for (const id of ids) expect(view.cachedEndpoint(id)?.id).toBe(id);
 });
+
+test("a change made through this process's services is seen by the next request at once, before (or without) its announcement", async () => {
+  const carol = await t.seed.user();
+  const project = await carol.project('here');
+  const id = await project.endpoint({ name: 'here' });
+  // A view that hears no announcement: only this process's own changes reach it.
+  const deaf = new ServingView(new ChatAccess(sql, t.services.endpoints), 60_000, () => {});
+  const stop = t.services.endpoints.onChange((changed) => deaf.changedHere(changed));
+  try {
+    expect((await deaf.endpoint(id, false))?.status).not.toBe('TERMINATING');
+    const principal = await t.services.auth.authenticate(`Bearer ${carol.key}`, undefined);
+    if (principal.type !== 'ok') throw new Error('the key did not authenticate');
+    expect((await t.services.endpoints.act(principal.value, id, 'terminate')).type).toBe('ok');
+    expect((await deaf.endpoint(id, false))?.status).toBe('TERMINATING');
+  } finally {
+    stop();
+  }
+});
