@@ -2,9 +2,9 @@
  * Parsing and validation of an OpenAI chat-completions request body. Everything the engine uses is
  * checked here, so the rest of the engine works on a typed, trusted value; fields the engine does
  * not use (user, ...) are accepted and ignored, like other OpenAI-compatible servers do, but
- * features it cannot honour (n > 1, tools) are refused instead of silently ignored.
- * `response_format` and the sampling controls (penalties, logit_bias, logprobs, top_k, min_p) have
- * their own modules (response-format.ts, sampling.ts).
+ * features it cannot honour (n > 1) are refused instead of silently ignored.
+ * `response_format`, the sampling controls (penalties, logit_bias, logprobs, top_k, min_p) and
+ * tool calling have their own modules (response-format.ts, sampling.ts, tools.ts).
  */
 import { LIMITS } from '../domain/endpoint-spec.js';
 import { findTextViolation, isObject, nestingDepth } from './field-checker.js';
@@ -12,9 +12,11 @@ import { checked, describe, fail, invalidRequest, numberText, type RequestError 
 import type { Result } from './result.js';
 import { parseResponseFormat, type ResponseFormat } from './response-format.js';
 import { parseSampling, type Sampling } from './sampling.js';
+import { checkToolTurns, parseMessageToolCalls, parseTools, type ToolCall, type ToolsRequest } from './tools.js';
 
-export type ChatRole = 'system' | 'user' | 'assistant';
-export type ChatMessage = { role: ChatRole; content: string };
+export type ChatRole = 'system' | 'user' | 'assistant' | 'tool';
+/** A message: an assistant's may carry the tool calls it made, a tool's answers one of them. */
+export type ChatMessage = { role: ChatRole; content: string; toolCalls?: ToolCall[]; toolCallId?: string };
 
 /** What every generation request has (chat and text completions): all but its prompt. */
 export type GenerationRequest = {
@@ -38,6 +40,8 @@ export type GenerationRequest = {
 export type ChatRequest = GenerationRequest & {
   messages: ChatMessage[];
   chatTemplateKwargs: Record<string, unknown>;
+  /** The tools the model may call (absent: none, or `tool_choice: "none"`). */
+  tools?: ToolsRequest;
 };
 
 export type { RequestError };
@@ -56,7 +60,7 @@ export const TEMPLATE_KWARGS_LIMITS = { members: 16, nameLength: 64, stringLengt
 const KWARG_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Variables the engine gives the template itself (or features it refuses): a request may not set them. */
 const RESERVED_KWARGS: ReadonlySet<string> = new Set(['messages', 'add_generation_prompt', 'bos_token', 'eos_token', 'tools']);
-const ROLES: ReadonlySet<string> = new Set<ChatRole>(['system', 'user', 'assistant']);
+const ROLES: ReadonlySet<string> = new Set<ChatRole>(['system', 'user', 'assistant', 'tool']);
 /** OpenAI's newer name for the system role: such a message is the model's system message. */
 const ROLE_ALIASES: Readonly<Record<string, ChatRole>> = { developer: 'system' };
 
@@ -159,18 +163,37 @@ function parseMessages(value: unknown): ChatMessage[] {
   if (value === undefined || value === null) fail('messages is required', 'messages', 'missing_required_parameter');
   if (!Array.isArray(value)) fail(`messages must be an array (got ${describe(value)})`, 'messages', 'invalid_type');
   if (value.length === 0) fail('messages must contain at least one message', 'messages');
-  return value.map((message, i) => {
+  const messages = value.map((message, i) => {
     const param = `messages[${i}]`;
     if (!isObject(message)) fail(`${param} must be an object (got ${describe(message)})`, param, 'invalid_type');
     const given: unknown = message.role;
     const role = typeof given === 'string' && Object.hasOwn(ROLE_ALIASES, given) ? ROLE_ALIASES[given] : given;
     if (typeof role !== 'string' || !ROLES.has(role)) {
-      fail(`${param}.role must be one of "system", "developer", "user", "assistant" (got ${describe(given)})`, `${param}.role`);
+      fail(`${param}.role must be one of "system", "developer", "user", "assistant", "tool" (got ${describe(given)})`, `${param}.role`);
     }
-    if (!('content' in message)) fail(`${param}.content is required`, `${param}.content`, 'missing_required_parameter');
     const typedRole = role as ChatRole;
-    return { role: typedRole, content: parseContent(message.content, `${param}.content`, typedRole) };
+    const calls = message.tool_calls;
+    const toolCalls =
+      typedRole === 'assistant' && calls !== undefined && calls !== null ? parseMessageToolCalls(calls, `${param}.tool_calls`) : [];
+    // An assistant turn that only called tools may leave its content out.
+    if (!('content' in message) && toolCalls.length === 0)
+      fail(`${param}.content is required`, `${param}.content`, 'missing_required_parameter');
+    const parsed: ChatMessage = { role: typedRole, content: parseContent(message.content ?? null, `${param}.content`, typedRole) };
+    if (toolCalls.length > 0) parsed.toolCalls = toolCalls;
+    if (typedRole === 'tool') {
+      const id = message.tool_call_id;
+      if (typeof id !== 'string' || id === '')
+        fail(
+          `${param}.tool_call_id is required: the id of the call this message answers`,
+          `${param}.tool_call_id`,
+          'missing_required_parameter',
+        );
+      parsed.toolCallId = id;
+    }
+    return parsed;
   });
+  checkToolTurns(messages);
+  return messages;
 }
 
 function parseStop(value: unknown): string[] {
@@ -188,7 +211,6 @@ function parseStop(value: unknown): string[] {
 function refuseUnsupported(body: Record<string, unknown>): void {
   const n = body.n;
   if (n !== undefined && n !== null && n !== 1) fail(`n must be 1: this engine returns one choice per request (got ${describe(n)})`, 'n');
-  if (Array.isArray(body.tools) && body.tools.length > 0) fail('tools are not supported by this engine', 'tools');
 }
 
 /**
@@ -265,10 +287,14 @@ export function parseGenerationRequest<P extends object>(
 
 /** Validates a decoded chat-completions body. Never throws. */
 export function parseChatRequest(body: unknown): ParseResult {
-  return parseGenerationRequest(body, (fields) => ({
-    messages: parseMessages(fields.messages),
-    chatTemplateKwargs: parseTemplateKwargs(fields.chat_template_kwargs),
-  }));
+  return parseGenerationRequest(body, (fields) => {
+    const tools = parseTools(fields);
+    return {
+      messages: parseMessages(fields.messages),
+      chatTemplateKwargs: parseTemplateKwargs(fields.chat_template_kwargs),
+      ...(tools ? { tools } : {}),
+    };
+  });
 }
 
 /** The token limits of one replica: the endpoint's max_input_length and max_token_count. */

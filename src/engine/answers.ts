@@ -18,9 +18,11 @@ import {
   sseEvent,
   unixSeconds,
   usage,
+  wireToolCalls,
   type ChunkStream,
   type Completion,
   type Usage,
+  type WireToolCall,
 } from './format.js';
 import type { FinishReason, GenerationParams } from './generation.js';
 import { sendError, sendJson, serverError } from './http.js';
@@ -28,6 +30,7 @@ import type { TokenLogprob } from './logprobs.js';
 import type { Channel, Segment } from './reasoning.js';
 import type { SequenceLease } from './scheduler.js';
 import { TextChunkEncoder, textCompletion } from './text-format.js';
+import { ToolCallCapture } from './tool-calls.js';
 
 /** The abort reason of requests cancelled because the server stops. */
 export const SHUTDOWN = Symbol('shutdown');
@@ -38,6 +41,8 @@ export const shuttingDown = () => serverError(503, 'The engine is shutting down'
 export interface AnswerStream {
   role(): string;
   delta(channel: Channel, text: string, logprobs?: TokenLogprob[]): string;
+  /** Only chat answers call tools. */
+  toolCalls?(calls: readonly WireToolCall[]): string;
   finish(reason: FinishReason, logprobs?: TokenLogprob[]): string;
   usage(u: Usage): string;
 }
@@ -67,15 +72,19 @@ export async function answerWhole(a: Answering): Promise<void> {
   let content = '';
   let reasoning = '';
   const logprobs: TokenLogprob[] | undefined = request.sampling.logprobs ? [] : undefined;
+  const tools = a.params.tools && new ToolCallCapture(a.params.tools);
   const onSegment = (segment: Segment) => {
     if (segment.channel === 'reasoning') reasoning += segment.text;
-    else content += segment.text;
+    else content += tools ? tools.push(segment.text) : segment.text;
   };
   const result = await a.lease.generate(a.params, onSegment, signal, logprobs && ((entries) => logprobs.push(...entries)));
   if (result.finishReason == null) {
     if (signal.reason === SHUTDOWN) sendError(res, shuttingDown(), { Connection: 'close' });
     return;
   }
+  const called = tools?.finish();
+  if (called) content += called.text;
+  const toolCalls = called && called.calls.length > 0 ? wireToolCalls(called.calls) : undefined;
   sendJson(
     res,
     200,
@@ -85,9 +94,10 @@ export async function answerWhole(a: Answering): Promise<void> {
       model: a.modelName,
       content,
       reasoning,
-      finishReason: result.finishReason,
+      finishReason: toolCalls ? 'tool_calls' : result.finishReason,
       usage: usage(a.promptTokens, result.completionTokens),
       ...(logprobs ? { logprobs } : {}),
+      ...(toolCalls ? { toolCalls } : {}),
     }),
   );
 }
@@ -113,8 +123,12 @@ export async function answerStreamed(a: Answering): Promise<void> {
   // With logprobs, the entries of a piece's tokens come just before its text: they ride on its chunk.
   let pendingLogprobs: TokenLogprob[] | undefined;
   const onLogprobs = request.sampling.logprobs ? (entries: TokenLogprob[]) => (pendingLogprobs ??= []).push(...entries) : undefined;
+  // With tools, content that may be a call is held (logprobs are refused with tools).
+  const tools = a.params.tools && new ToolCallCapture(a.params.tools);
   const onSegment = (segment: Segment) => {
-    write(encoder.delta(segment.channel, segment.text, pendingLogprobs));
+    const text = tools && segment.channel === 'content' ? tools.push(segment.text) : segment.text;
+    if (text === '' && tools) return;
+    write(encoder.delta(segment.channel, text, pendingLogprobs));
     pendingLogprobs = undefined;
   };
   let result;
@@ -134,7 +148,15 @@ export async function answerStreamed(a: Answering): Promise<void> {
     }
     return;
   }
-  let tail = encoder.finish(result.finishReason, pendingLogprobs);
+  let finishReason = result.finishReason;
+  let tail = '';
+  const called = tools?.finish();
+  if (called?.text) tail += encoder.delta('content', called.text);
+  if (called && called.calls.length > 0 && encoder.toolCalls) {
+    tail += encoder.toolCalls(wireToolCalls(called.calls));
+    finishReason = 'tool_calls';
+  }
+  tail += encoder.finish(finishReason, pendingLogprobs);
   if (request.includeUsage) tail += encoder.usage(usage(a.promptTokens, result.completionTokens));
   if (!res.destroyed) res.end(tail + SSE_DONE);
 }

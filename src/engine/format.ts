@@ -4,7 +4,7 @@
  * and usage. A streamed token's event is built by concatenating precomputed text around the
  * JSON-escaped delta: the same bytes as `JSON.stringify` of the chunk object, without building it.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { FinishReason } from './generation.js';
 import type { TokenLogprob } from './logprobs.js';
 import type { Channel } from './reasoning.js';
@@ -51,7 +51,22 @@ export type Completion = {
   usage: Usage;
   /** Present when the request asked for logprobs. */
   logprobs?: TokenLogprob[];
+  /** The tools the answer calls (then its content is null when empty). */
+  toolCalls?: WireToolCall[];
 };
+
+/** A tool call as OpenAI sends it. */
+export type WireToolCall = { id: string; type: 'function'; function: { name: string; arguments: string } };
+
+/** OpenAI-style call ids: `call_` and 24 random letters and digits. */
+export function toolCallId(): string {
+  return `call_${randomBytes(18).toString('base64url').replace(/[-_]/g, 'x').slice(0, 24)}`;
+}
+
+/** Calls read from an answer, with their ids. */
+export function wireToolCalls(calls: readonly { name: string; arguments: string }[]): WireToolCall[] {
+  return calls.map((call) => ({ id: toolCallId(), type: 'function', function: { name: call.name, arguments: call.arguments } }));
+}
 
 /** The non-streamed answer. */
 export function chatCompletion(c: Completion) {
@@ -63,7 +78,12 @@ export function chatCompletion(c: Completion) {
     choices: [
       {
         index: 0,
-        message: { role: 'assistant', content: c.content, ...(c.reasoning !== '' ? { reasoning_content: c.reasoning } : {}) },
+        message: {
+          role: 'assistant',
+          content: c.toolCalls && c.content === '' ? null : c.content,
+          ...(c.reasoning !== '' ? { reasoning_content: c.reasoning } : {}),
+          ...(c.toolCalls ? { tool_calls: c.toolCalls } : {}),
+        },
         ...(c.logprobs ? { logprobs: { content: c.logprobs, refusal: null } } : {}),
         finish_reason: c.finishReason,
       },
@@ -75,7 +95,7 @@ export function chatCompletion(c: Completion) {
 export type ChunkStream = { id: string; created: number; model: string; includeUsage: boolean };
 
 /** A `chat.completion.chunk` object (OpenAI sends `"usage": null` on every chunk but the last when usage was asked for). */
-export function chunk(s: ChunkStream, delta: Record<string, string>, finishReason: FinishReason | null, logprobs?: TokenLogprob[]) {
+export function chunk(s: ChunkStream, delta: Record<string, unknown>, finishReason: FinishReason | null, logprobs?: TokenLogprob[]) {
   return {
     id: s.id,
     object: 'chat.completion.chunk',
@@ -109,6 +129,11 @@ export class ChunkEncoder {
     const field = channel === 'reasoning' ? 'reasoning_content' : 'content';
     if (logprobs) return sseEvent(chunk(this.stream, { [field]: text }, null, logprobs));
     return `${this.head}"${field}":${JSON.stringify(text)}${this.tail}`;
+  }
+
+  /** The answer's tool calls, whole, in one chunk (each with its index, as OpenAI's deltas). */
+  toolCalls(calls: readonly WireToolCall[]): string {
+    return sseEvent(chunk(this.stream, { tool_calls: calls.map((call, index) => ({ index, ...call })) }, null));
   }
 
   /** The last chunk of the choice: an empty delta and the finish reason (and the logprobs of tokens whose text no chunk carried). */

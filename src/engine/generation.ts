@@ -9,8 +9,10 @@ import { LogprobQueue, type TokenLogprob } from './logprobs.js';
 import { ThinkSplitter, type Segment } from './reasoning.js';
 import { PLAIN_SAMPLING, type EngineSampling } from './sampling-options.js';
 import { IncrementalDetokenizer, StopStringMatcher } from './text-stream.js';
+import type { ToolPlan } from './tool-calls.js';
 
-export type FinishReason = 'stop' | 'length';
+/** How an answer ended: generation ends with 'stop' or 'length', and an answer of tool calls is reported as 'tool_calls'. */
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
 
 export type GenerationParams = {
   promptTokens: Token[];
@@ -26,6 +28,8 @@ export type GenerationParams = {
   grammar?: LlamaGrammar;
   /** top_k, min_p, penalties, logit_bias, logprobs (default: none of them). */
   sampling?: EngineSampling;
+  /** The answer is read for tool calls (tool-calls.ts). */
+  tools?: ToolPlan;
 };
 
 export type OutputOptions = {

@@ -7,16 +7,28 @@
  * `chat_template_kwargs` (and `add_generation_prompt`) go. It also keeps message text apart from
  * template text while tokenizing, so a user typing "<|im_end|>" gets plain text, not a control
  * token: only what the template itself writes is parsed for special tokens.
+ *
+ * With tools (or tool turns in the conversation) a second wrapper renders, one that reads the
+ * template's tool-call syntax (node-llama-cpp's `functionCallMessageTemplate: "auto"`): the tools
+ * go to the template as `tools`, an assistant's calls as its `tool_calls` and each `tool` message
+ * as the result of the call it answers. A result that is JSON is passed as that value, other text
+ * as a JSON string (node-llama-cpp's rendering). A template that knows no tools gets them in its
+ * system prompt, in node-llama-cpp's own syntax.
  */
 import {
   JinjaTemplateChatWrapper,
+  LlamaText,
   SpecialTokensText,
   type ChatHistoryItem,
+  type ChatModelFunctions,
+  type ChatModelResponse,
   type LlamaModel,
   type Token,
   type Tokenizer,
 } from 'node-llama-cpp';
 import type { ChatMessage } from '../domain/chat-request.js';
+import { argumentsValue, type ToolDefinition } from '../domain/tools.js';
+import type { ToolSyntax } from './tool-calls.js';
 import { endsInsideThinkBlock, THINK_CLOSE, THINK_OPEN } from './reasoning.js';
 
 export type RenderedPrompt = {
@@ -117,16 +129,19 @@ export class ChatPromptRenderer {
     this.wrapperFor({});
   }
 
-  render(messages: readonly ChatMessage[], kwargs: Record<string, unknown>): RenderedPrompt {
-    const key = this.cachePrompts ? `${JSON.stringify(kwargs)}\u0000${JSON.stringify(messages)}` : undefined;
-    if (key === undefined || key.length > PROMPT_CACHE_MAX_CHARS) return this.renderNow(messages, kwargs);
+  /** `tools`: those offered to the model (none: left out, as with `tool_choice: "none"`). */
+  render(messages: readonly ChatMessage[], kwargs: Record<string, unknown>, tools?: readonly ToolDefinition[]): RenderedPrompt {
+    const key = this.cachePrompts
+      ? `${JSON.stringify(kwargs)}\u0000${JSON.stringify(messages)}\u0000${JSON.stringify(tools ?? null)}`
+      : undefined;
+    if (key === undefined || key.length > PROMPT_CACHE_MAX_CHARS) return this.renderNow(messages, kwargs, tools);
     let prompt = this.prompts.get(key);
     if (prompt !== undefined) {
       // Refresh its place in the LRU order.
       this.prompts.delete(key);
       this.prompts.set(key, prompt);
     } else {
-      prompt = this.renderNow(messages, kwargs);
+      prompt = this.renderNow(messages, kwargs, tools);
       this.prompts.set(key, prompt);
       if (this.prompts.size > PROMPT_CACHE_SIZE) {
         const oldest = this.prompts.keys().next().value;
@@ -137,15 +152,33 @@ export class ChatPromptRenderer {
     return { ...prompt, tokens: prompt.tokens.slice() };
   }
 
-  private renderNow(messages: readonly ChatMessage[], kwargs: Record<string, unknown>): RenderedPrompt {
-    const chatHistory: ChatHistoryItem[] = messages.map((message): ChatHistoryItem => {
-      if (message.role === 'system') return { type: 'system', text: message.content };
-      if (message.role === 'user') return { type: 'user', text: message.content };
-      return { type: 'model', response: [message.content] };
-    });
+  /** How the model writes a tool call, as the tools wrapper read it from the template (or node-llama-cpp's own). */
+  toolSyntax(kwargs: Record<string, unknown>): ToolSyntax {
+    const functions = this.wrapperFor(kwargs, true).settings.functions;
+    const text = (value: unknown) => (value == null ? '' : LlamaText(value as never).toString());
+    const prefix = text(functions.call.prefix);
+    return {
+      prefixes: [prefix, ...(functions.call.prefixAlternateMatches ?? []).map(text)].filter((p) => p.trim() !== ''),
+      paramsPrefix: text(functions.call.paramsPrefix),
+      suffix: text(functions.call.suffix),
+      resultPrefix: text(functions.result.prefix).trim(),
+    };
+  }
+
+  private renderNow(messages: readonly ChatMessage[], kwargs: Record<string, unknown>, tools?: readonly ToolDefinition[]): RenderedPrompt {
+    const withTools = tools !== undefined || messages.some((m) => m.role === 'tool' || m.toolCalls !== undefined);
+    const chatHistory = withTools ? historyWithTools(messages) : messages.map(historyItem);
+    const availableFunctions: ChatModelFunctions | undefined = tools
+      ? Object.fromEntries(
+          tools.map((t) => [t.name, { ...(t.description ? { description: t.description } : {}), params: t.parameters as never }]),
+        )
+      : undefined;
     let contextText;
     try {
-      ({ contextText } = this.wrapperFor(kwargs).generateContextState({ chatHistory }));
+      ({ contextText } = this.wrapperFor(kwargs, withTools).generateContextState({
+        chatHistory,
+        ...(availableFunctions ? { availableFunctions } : {}),
+      }));
     } catch (error) {
       // Templates reject conversations with raise_exception (e.g. "roles must alternate").
       const reason = error instanceof Error ? error.message : String(error);
@@ -169,8 +202,8 @@ export class ChatPromptRenderer {
     };
   }
 
-  private wrapperFor(kwargs: Record<string, unknown>): JinjaTemplateChatWrapper {
-    const key = JSON.stringify(kwargs);
+  private wrapperFor(kwargs: Record<string, unknown>, tools = false): JinjaTemplateChatWrapper {
+    const key = `${tools ? 'tools' : 'plain'}${JSON.stringify(kwargs)}`;
     const cached = this.wrappers.get(key);
     if (cached != null) {
       // Refresh its place in the LRU order.
@@ -189,8 +222,8 @@ export class ChatPromptRenderer {
         additionalRenderParameters: { ...kwargs, add_generation_prompt: true },
         // Render the conversation as sent (no merging of consecutive messages of one role).
         joinAdjacentMessagesOfTheSameType: false,
-        // No tool calling: skip extracting function-call syntax from the template.
-        functionCallMessageTemplate: 'noJinja',
+        // Without tools, skip reading the template's tool-call syntax (the prompt is the template's alone).
+        functionCallMessageTemplate: tools ? 'auto' : 'noJinja',
       });
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
@@ -205,4 +238,45 @@ export class ChatPromptRenderer {
     }
     return wrapper;
   }
+}
+
+function historyItem(message: ChatMessage): ChatHistoryItem {
+  if (message.role === 'system') return { type: 'system', text: message.content };
+  if (message.role === 'user') return { type: 'user', text: message.content };
+  return { type: 'model', response: [message.content] };
+}
+
+/** A tool message's content as the call's result: the JSON value it holds, or the text. */
+function resultValue(content: string): unknown {
+  try {
+    return JSON.parse(content) as unknown;
+  } catch {
+    return content;
+  }
+}
+
+/** node-llama-cpp's history: each assistant call carries its result (the `tool` message answering it). */
+function historyWithTools(messages: readonly ChatMessage[]): ChatHistoryItem[] {
+  const results = new Map<string, string>();
+  for (const message of messages) if (message.role === 'tool') results.set(message.toolCallId!, message.content);
+  const items: ChatHistoryItem[] = [];
+  for (const message of messages) {
+    if (message.role === 'tool') continue;
+    if (message.role !== 'assistant' || !message.toolCalls) {
+      items.push(historyItem(message));
+      continue;
+    }
+    const response: ChatModelResponse['response'] = message.content === '' ? [] : [message.content];
+    for (const call of message.toolCalls) {
+      const answer = results.get(call.id);
+      response.push({
+        type: 'functionCall',
+        name: call.name,
+        params: argumentsValue(call.arguments),
+        result: answer === undefined ? '' : resultValue(answer),
+      });
+    }
+    items.push({ type: 'model', response });
+  }
+  return items;
 }

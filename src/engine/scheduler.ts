@@ -8,6 +8,8 @@
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from 'node-llama-cpp';
 import { checkTokenLimits, invalidRequest, type ChatRequest, type GenerationRequest, type RequestError } from '../domain/chat-request.js';
 import type { CompletionRequest } from '../domain/completion-request.js';
+import { checkJsonSchema } from '../domain/json-schema-subset.js';
+import { forcedCallsSchema } from '../domain/tools.js';
 import { Semaphore } from '../util/semaphore.js';
 import type { Token } from 'node-llama-cpp';
 import { generate, reusablePrefix, type GenerationHooks, type GenerationParams, type GenerationResult } from './generation.js';
@@ -15,6 +17,7 @@ import { ChatTemplateError, type ChatPromptRenderer, type RenderedPrompt } from 
 import type { Segment } from './reasoning.js';
 import { resolveSampling, vocabularySize } from './sampling-options.js';
 import { Grammars } from './structured-output.js';
+import { toolPlan, type ToolPlan } from './tool-calls.js';
 import { completionPromptTokens, detokenizeBody, tokenizePrompt, type TokenSettings } from './tokens.js';
 import type { TokenLogprob } from './logprobs.js';
 
@@ -119,7 +122,7 @@ export class Scheduler {
   /** Renders the prompt with the chat template (a template that cannot render is the request's 400). */
   render(request: ChatRequest): RenderedPrompt | RequestError {
     try {
-      return this.renderer.render(request.messages, request.chatTemplateKwargs);
+      return this.renderer.render(request.messages, request.chatTemplateKwargs, request.tools?.definitions);
     } catch (error) {
       if (error instanceof ChatTemplateError) return invalidRequest(error.message, 'messages', 'chat_template_error');
       throw error;
@@ -130,10 +133,27 @@ export class Scheduler {
   async prepare(request: ChatRequest): Promise<PreparedRequest | RequestError> {
     const prompt = this.render(request);
     if ('status' in prompt) return prompt;
-    return this.prepareTokens(request, prompt.tokens, 'messages', {
-      enabled: this.renderer.supportsThinking,
-      startInReasoning: prompt.opensThinkBlock,
-    });
+    const reasoning = { enabled: this.renderer.supportsThinking, startInReasoning: prompt.opensThinkBlock };
+    const { tools } = request;
+    if (!tools) return this.prepareTokens(request, prompt.tokens, 'messages', reasoning);
+    const plan = toolPlan(tools, this.renderer.toolSyntax(request.chatTemplateKwargs));
+    if (plan.mode === 'auto') {
+      // A model imagining a tool's result has ended its turn: the answer ends there.
+      const stop = plan.syntax.resultPrefix === '' ? request.stop : [...request.stop, plan.syntax.resultPrefix];
+      return this.prepareTokens({ ...request, stop }, prompt.tokens, 'messages', reasoning, plan);
+    }
+    // A forced call: the answer is the JSON list of calls, by a grammar.
+    const schema = checkJsonSchema(forcedCallsSchema(tools));
+    if ('error' in schema)
+      return invalidRequest(
+        `tools cannot be enforced as a forced call: their parameters make too large a grammar (${schema.error})`,
+        'tools',
+      );
+    const format = { type: 'json_schema', name: 'tool_calls', schema: schema.schema, strict: true } as const;
+    const prepared = await this.prepareTokens({ ...request, responseFormat: format }, prompt.tokens, 'messages', reasoning, plan);
+    if ('status' in prepared && prepared.param === 'response_format.json_schema.schema')
+      return invalidRequest('tools cannot be enforced as a forced call: llama.cpp refused the grammar made from their parameters', 'tools');
+    return prepared;
   }
 
   /** The same for a text completion: its raw prompt, no chat template, no think block. */
@@ -151,6 +171,7 @@ export class Scheduler {
     tokens: Token[],
     promptParam: 'messages' | 'prompt' | 'tokens',
     reasoning: GenerationParams['reasoning'],
+    tools?: ToolPlan,
   ): Promise<PreparedRequest | RequestError> {
     const promptTokens = tokens.length;
     const overLimit = checkTokenLimits(promptTokens, request, this.limits, promptParam);
@@ -172,6 +193,7 @@ export class Scheduler {
         stop: request.stop,
         reasoning,
         ...(grammar ? { grammar } : {}),
+        ...(tools ? { tools } : {}),
         sampling,
       },
     };

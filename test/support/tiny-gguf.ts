@@ -108,6 +108,46 @@ export function tinyChatTemplate(thinkingDefault: 'on' | 'off' = 'off'): string 
 }
 
 /**
+ * A ChatML template with Qwen2.5's tool calling: the tools listed in the system turn, calls
+ * written as `<tool_call>{"name": ..., "arguments": ...}</tool_call>`, results as
+ * `<tool_response>` in a user turn.
+ */
+export function toolsChatTemplate(): string {
+  return [
+    '{%- if tools %}',
+    "{{- '<|im_start|>system\\n' }}",
+    "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}",
+    '{{- "# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}',
+    '{%- for tool in tools %}{{- "\\n" }}{{- tool | tojson }}{%- endfor %}',
+    '{{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}',
+    "{%- elif messages[0].role == 'system' %}",
+    "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}",
+    '{%- endif %}',
+    '{%- for message in messages %}',
+    "{%- if message.content is string %}{%- set content = message.content %}{%- else %}{%- set content = '' %}{%- endif %}",
+    "{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}",
+    "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}",
+    "{%- elif message.role == 'assistant' %}",
+    "{{- '<|im_start|>assistant\\n' + content }}",
+    '{%- for tool_call in message.tool_calls or [] %}',
+    "{%- if (loop.first and content) or (not loop.first) %}{{- '\\n' }}{%- endif %}",
+    '{%- if tool_call.function %}{%- set tool_call = tool_call.function %}{%- endif %}',
+    '{{- \'<tool_call>\\n{"name": "\' }}{{- tool_call.name }}{{- \'", "arguments": \' }}',
+    '{%- if tool_call.arguments is string %}{{- tool_call.arguments }}{%- else %}{{- tool_call.arguments | tojson }}{%- endif %}',
+    "{{- '}\\n</tool_call>' }}",
+    '{%- endfor %}',
+    "{{- '<|im_end|>\\n' }}",
+    "{%- elif message.role == 'tool' %}",
+    "{%- if loop.first or (messages[loop.index0 - 1].role != 'tool') %}{{- '<|im_start|>user' }}{%- endif %}",
+    "{{- '\\n<tool_response>\\n' + content + '\\n</tool_response>' }}",
+    "{%- if loop.last or (messages[loop.index0 + 1].role != 'tool') %}{{- '<|im_end|>\\n' }}{%- endif %}",
+    '{%- endif %}',
+    '{%- endfor %}',
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}",
+  ].join('\n');
+}
+
+/**
  * The tiny template, changed so that the generation prompt leaves a `<think>` block open when
  * thinking is on (like DeepSeek-R1 or Qwen3-Thinking templates) instead of letting the model open
  * it: the random tiny model never emits `<think>` itself.

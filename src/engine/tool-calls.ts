@@ -1,0 +1,183 @@
+/**
+ * Tool calls in a generated answer (see ../domain/tools.ts for the request's rules).
+ *
+ * - `auto`: the model writes a call in its chat template's own syntax (Qwen's and Hermes'
+ *   `<tool_call>{"name": ..., "arguments": ...}</tool_call>`, and so on), which node-llama-cpp
+ *   reads from the template (`ToolSyntax`); for a template that knows no tools, node-llama-cpp
+ *   documents the tools in the system prompt with a syntax of its own (`||call: name({...})`).
+ *   Text before the first call is the answer's content, streamed as it comes; from the first call
+ *   on, the text is held and read as calls at the end. Text that turns out not to be a call
+ *   (an unknown tool, arguments that are not a JSON object) is content after all.
+ * - A forced call (`required`, a named tool): a grammar makes the answer a JSON list of
+ *   `{"name", "arguments"}`, read at the end.
+ *
+ * Whitespace is loose in both: the model may space a call's syntax its own way.
+ */
+import { argumentsValue, type ToolsRequest } from '../domain/tools.js';
+import { partialMatchLength } from './text-stream.js';
+
+/** How a model writes a call: `prefix name paramsPrefix {arguments} suffix`, calls one after another. */
+export type ToolSyntax = {
+  /** The call's opening, and other openings the model may use for it. */
+  prefixes: string[];
+  paramsPrefix: string;
+  suffix: string;
+  /** Text that starts a tool's result: the model imagining one ends the answer (a stop string). */
+  resultPrefix: string;
+};
+
+/** A call read from an answer (the id is given when it is sent). */
+export type ParsedCall = { name: string; arguments: string };
+
+/** What a request's answer is read for: calls in the model's syntax, or a forced list of calls. */
+export type ToolPlan = { names: ReadonlySet<string>; /** One call at most (`parallel_tool_calls: false`). */ single: boolean } & (
+  { mode: 'auto'; syntax: ToolSyntax } | { mode: 'forced' }
+);
+
+export function toolPlan(tools: ToolsRequest, syntax: ToolSyntax): ToolPlan {
+  const names = new Set(tools.definitions.map((d) => d.name));
+  const single = !tools.parallel;
+  return tools.choice.type === 'auto' ? { mode: 'auto', syntax, names, single } : { mode: 'forced', names, single };
+}
+
+const SPACE = /\s/;
+
+/** The end of `literal` matched at `from`, whitespace in either matching any run of it (or none); -1 if it does not match. */
+export function looseMatch(text: string, from: number, literal: string): number {
+  let i = from;
+  for (const ch of literal) {
+    if (SPACE.test(ch)) continue;
+    while (i < text.length && SPACE.test(text[i]!)) i++;
+    if (text[i] !== ch) return -1;
+    i++;
+  }
+  return i;
+}
+
+/** The end of the JSON object or array that starts at `from` (after whitespace); -1 if there is none or it is cut. */
+export function jsonEnd(text: string, from: number): number {
+  let i = from;
+  while (i < text.length && SPACE.test(text[i]!)) i++;
+  if (text[i] !== '{' && text[i] !== '[') return -1;
+  let depth = 0;
+  let inString = false;
+  for (; i < text.length; i++) {
+    const ch = text[i];
+    if (inString) {
+      if (ch === '\\') i++;
+      else if (ch === '"') inString = false;
+    } else if (ch === '"') inString = true;
+    else if (ch === '{' || ch === '[') depth++;
+    else if (ch === '}' || ch === ']') {
+      depth--;
+      if (depth === 0) return i + 1;
+    }
+  }
+  return -1;
+}
+
+/** The first non-space run of a literal: where a call can be recognised in text. */
+const anchorOf = (literal: string) => literal.trim();
+
+/**
+ * Reads calls in the model's syntax from `text`, which starts with a call's opening. Undefined
+ * when the first is not a complete call of an offered tool; calls after the last complete one are dropped.
+ */
+export function parseNativeCalls(text: string, syntax: ToolSyntax, names: ReadonlySet<string>): ParsedCall[] | undefined {
+  const calls: ParsedCall[] = [];
+  const nameEnd = anchorOf(syntax.paramsPrefix)[0];
+  let at = 0;
+  while (at < text.length) {
+    let pos = -1;
+    for (const prefix of syntax.prefixes) if (pos < 0) pos = looseMatch(text, at, prefix);
+    if (pos < 0 || nameEnd === undefined) break;
+    const end = text.indexOf(nameEnd, pos);
+    if (end < 0) break;
+    const name = text.slice(pos, end).trim();
+    if (!names.has(name)) break;
+    pos = looseMatch(text, end, syntax.paramsPrefix);
+    if (pos < 0) break;
+    let args = '{}';
+    const closed = looseMatch(text, pos, syntax.suffix);
+    if (closed >= 0)
+      pos = closed; // no arguments: `name()`
+    else {
+      const argsEnd = jsonEnd(text, pos);
+      if (argsEnd < 0 || argumentsValue(text.slice(pos, argsEnd)) === undefined) break;
+      args = text.slice(pos, argsEnd).trim();
+      pos = looseMatch(text, argsEnd, syntax.suffix);
+      if (pos < 0) break;
+    }
+    calls.push({ name, arguments: args });
+    at = pos;
+    while (at < text.length && SPACE.test(text[at]!)) at++;
+  }
+  return calls.length > 0 ? calls : undefined;
+}
+
+/** Reads a forced answer (a JSON list of calls); undefined when it is not one (cut by max_tokens). */
+export function parseForcedCalls(text: string, names: ReadonlySet<string>): ParsedCall[] | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(value) || value.length === 0) return undefined;
+  const calls: ParsedCall[] = [];
+  for (const item of value as unknown[]) {
+    const call = item as { name?: unknown; arguments?: unknown };
+    if (typeof call?.name !== 'string' || !names.has(call.name) || typeof call.arguments !== 'object' || call.arguments === null)
+      return undefined;
+    calls.push({ name: call.name, arguments: JSON.stringify(call.arguments) });
+  }
+  return calls;
+}
+
+/**
+ * Sits between the answer's content and the client: passes content on, holds what may be (and,
+ * from the first call on, what is) tool calls, and reads them at the end.
+ */
+export class ToolCallCapture {
+  private held = '';
+  private capturing: boolean;
+  private readonly anchors: string[];
+
+  constructor(private readonly plan: ToolPlan) {
+    this.capturing = plan.mode === 'forced';
+    this.anchors = plan.mode === 'auto' ? plan.syntax.prefixes.map(anchorOf).filter((a) => a !== '') : [];
+  }
+
+  /** The content that is final with `text` ('' while it may be a call). */
+  push(text: string): string {
+    if (this.capturing) {
+      this.held += text;
+      return '';
+    }
+    const buffer = this.held + text;
+    let first = -1;
+    for (const anchor of this.anchors) {
+      const index = buffer.indexOf(anchor);
+      if (index >= 0 && (first < 0 || index < first)) first = index;
+    }
+    if (first >= 0) {
+      this.capturing = true;
+      this.held = buffer.slice(first);
+      return buffer.slice(0, first);
+    }
+    const keep = partialMatchLength(buffer, this.anchors);
+    this.held = buffer.slice(buffer.length - keep);
+    return buffer.slice(0, buffer.length - keep);
+  }
+
+  /** At the end: the calls read, or none and the held text, which is content after all. */
+  finish(): { text: string; calls: ParsedCall[] } {
+    const text = this.held;
+    this.held = '';
+    if (!this.capturing) return { text, calls: [] };
+    const { plan } = this;
+    const calls = plan.mode === 'forced' ? parseForcedCalls(text, plan.names) : parseNativeCalls(text, plan.syntax, plan.names);
+    if (!calls) return { text, calls: [] };
+    return { text: '', calls: plan.single ? calls.slice(0, 1) : calls };
+  }
+}
