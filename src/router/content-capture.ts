@@ -13,6 +13,8 @@ export interface CapturedResponse {
   content: string;
   reasoningContent: string;
   finishReason: string | null;
+  /** The tools the answer called, when it called any. */
+  toolCalls?: { name: string; arguments: string }[];
   /** Set when the answer's body could not be read as the OpenAI shape (an engine's own, or cut short). */
   raw?: string;
 }
@@ -20,7 +22,10 @@ export interface CapturedResponse {
 interface Delta {
   content?: string | null;
   reasoning_content?: string | null;
+  tool_calls?: { index?: number; function?: { name?: string; arguments?: string } }[];
 }
+
+type WireCall = { function?: { name?: string; arguments?: string } };
 
 export class ContentCapture {
   private readonly events: (Buffer | string)[] = [];
@@ -51,7 +56,7 @@ export class ContentCapture {
       try {
         const parsed = JSON.parse(text) as {
           choices?: {
-            message?: { content?: string | null; reasoning_content?: string | null };
+            message?: { content?: string | null; reasoning_content?: string | null; tool_calls?: WireCall[] };
             text?: string;
             finish_reason?: string | null;
           }[];
@@ -61,6 +66,8 @@ export class ContentCapture {
         out.content = choice?.message?.content ?? choice?.text ?? '';
         out.reasoningContent = choice?.message?.reasoning_content ?? '';
         out.finishReason = choice?.finish_reason ?? null;
+        const calls = choice?.message?.tool_calls;
+        if (calls?.length) out.toolCalls = calls.map((c) => ({ name: c.function?.name ?? '', arguments: c.function?.arguments ?? '' }));
       } catch {
         out.raw = text;
       }
@@ -75,6 +82,13 @@ export class ContentCapture {
         out.content += choice?.delta?.content ?? choice?.text ?? '';
         out.reasoningContent += choice?.delta?.reasoning_content ?? '';
         out.finishReason = choice?.finish_reason ?? out.finishReason;
+        // A call's deltas, by its index: the name, then the arguments in pieces.
+        for (const delta of choice?.delta?.tool_calls ?? []) {
+          const calls = (out.toolCalls ??= []);
+          const call = (calls[delta.index ?? calls.length] ??= { name: '', arguments: '' });
+          call.name += delta.function?.name ?? '';
+          call.arguments += delta.function?.arguments ?? '';
+        }
       } catch {
         out.raw = (out.raw ?? '') + data;
       }

@@ -249,3 +249,56 @@ describe('retention', () => {
     expect(recent!.n).toBeGreaterThan(0);
   });
 });
+
+describe('what is captured of an answer', () => {
+  test('tool calls, from a whole answer and from streamed deltas (a call by its index, its arguments in pieces)', () => {
+    const whole = new ContentCapture([], 1);
+    whole.wholeBody(
+      Buffer.from(
+        JSON.stringify({
+          choices: [
+            {
+              message: {
+                role: 'assistant',
+                content: null,
+                tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }],
+              },
+              finish_reason: 'tool_calls',
+            },
+          ],
+        }),
+      ),
+    );
+    expect(whole.response()).toEqual({
+      content: '',
+      reasoningContent: '',
+      finishReason: 'tool_calls',
+      toolCalls: [{ name: 'f', arguments: '{"a":1}' }],
+    });
+
+    const streamed = new ContentCapture([], 1);
+    const chunk = (delta: object, finish: string | null = null) =>
+      JSON.stringify({ choices: [{ index: 0, delta, finish_reason: finish }] });
+    streamed.event(chunk({ role: 'assistant', content: 'Checking.' }));
+    streamed.event(chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: '' } }] }));
+    streamed.event(chunk({ tool_calls: [{ index: 0, function: { arguments: '{"a":' } }] }));
+    streamed.event(
+      chunk({
+        tool_calls: [
+          { index: 0, function: { arguments: '1}' } },
+          { index: 1, function: { name: 'g', arguments: '{}' } },
+        ],
+      }),
+    );
+    streamed.event(chunk({}, 'tool_calls'));
+    expect(streamed.response()).toEqual({
+      content: 'Checking.',
+      reasoningContent: '',
+      finishReason: 'tool_calls',
+      toolCalls: [
+        { name: 'f', arguments: '{"a":1}' },
+        { name: 'g', arguments: '{}' },
+      ],
+    });
+  });
+});

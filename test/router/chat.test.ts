@@ -14,6 +14,7 @@ import {
   startTestApp,
   statusTrail,
   TINY_REPO,
+  TINY_TOOLS_REPO,
   waitFor,
   waitForStatus,
   type SeededUser,
@@ -26,6 +27,7 @@ let alice: SeededUser;
 let bob: SeededUser;
 let endpoint: string;
 let thinking: string;
+let withTools: string;
 let openai: OpenAI;
 
 const MESSAGES = [{ role: 'user' as const, content: 'Tell me a story.' }];
@@ -45,8 +47,14 @@ beforeAll(async () => {
     autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
     advanced: { max_batch_size: 2, max_token_count: 1024, max_input_length: 256 },
   });
+  withTools = await project.endpoint({
+    hfModelRepo: TINY_TOOLS_REPO,
+    autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+    advanced: { max_batch_size: 2, max_token_count: 2048 },
+  });
   await waitForStatus(t.sql, endpoint, 'RUNNING');
   await waitForStatus(t.sql, thinking, 'RUNNING');
+  await waitForStatus(t.sql, withTools, 'RUNNING');
   openai = new OpenAI({ apiKey: alice.key, baseURL: `${t.url}/dedicated/v1`, maxRetries: 0 });
 });
 
@@ -153,6 +161,55 @@ describe('the openai client', () => {
       param: 'response_format.json_schema.schema',
       message: expect.stringContaining('schema.pattern is not supported'),
     });
+  });
+
+  test("tools: the client's tool runner gets a named tool's call (whole and streamed), runs it, and the conversation goes on with its result", async () => {
+    const tools = [
+      {
+        type: 'function' as const,
+        function: {
+          name: 'get_weather',
+          description: 'The weather in a city',
+          parameters: {
+            type: 'object',
+            properties: { city: { type: 'string', enum: ['Paris', 'Rome'] } },
+            required: ['city'],
+            additionalProperties: false,
+          },
+          parse: JSON.parse,
+          function: (args: { city: string }) => ({ city: args.city, sky: 'clear' }),
+        },
+      },
+    ];
+    const request = {
+      model: withTools,
+      messages: MESSAGES,
+      max_tokens: 64,
+      temperature: 0,
+      tools,
+      tool_choice: { type: 'function' as const, function: { name: 'get_weather' } },
+    };
+    for (const stream of [false, true]) {
+      const runner = stream ? openai.chat.completions.runTools({ ...request, stream: true }) : openai.chat.completions.runTools(request);
+      const result = (await runner.finalFunctionToolCallResult()) as string;
+      expect(JSON.parse(result)).toEqual({ city: expect.stringMatching(/^(Paris|Rome)$/), sky: 'clear' });
+      const [, assistant, tool] = runner.messages as Array<Record<string, any>>;
+      expect(assistant).toMatchObject({ role: 'assistant', tool_calls: [{ type: 'function', function: { name: 'get_weather' } }] });
+      expect(tool).toMatchObject({ role: 'tool', tool_call_id: assistant!.tool_calls[0].id });
+      const answer = await openai.chat.completions.create({
+        model: withTools,
+        messages: runner.messages,
+        max_tokens: 4,
+        tools,
+        tool_choice: 'none',
+      });
+      expect(answer.choices[0]!.message.tool_calls).toBeUndefined();
+    }
+    const refused = await openai.chat.completions
+      .create({ ...request, tool_choice: { type: 'function', function: { name: 'get_time' } } })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(refused).toMatchObject({ param: 'tool_choice.function.name' });
   });
 
   test('sampling controls: logprobs with alternatives, streamed or not, logit_bias, penalties; a token outside the vocabulary is a 400 naming it', async () => {
@@ -607,9 +664,51 @@ describe('GraphQL', () => {
       },
     });
     if (json.createChatCompletion.__typename !== 'CreateChatCompletionSuccess') throw new Error(JSON.stringify(json));
-    expect(JSON.parse(json.createChatCompletion.completion.choices[0]!.message.content)).toEqual({ on: expect.any(Boolean) });
+    expect(JSON.parse(json.createChatCompletion.completion.choices[0]!.message.content!)).toEqual({ on: expect.any(Boolean) });
     const foreign = await bob.graphql.request(CreateChatCompletionDocument, { input: { model: endpoint, messages: MESSAGES } });
     expect(foreign.createChatCompletion).toMatchObject({ __typename: 'ChatCompletionError', status: 404, code: 'model_not_found' });
+  });
+
+  test('tools: a forced call comes back as toolCalls (content null); the conversation goes on with toolCalls and toolCallId; refusals name the GraphQL field', async () => {
+    const tools = [
+      { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {}, additionalProperties: false } } },
+    ];
+    const called = await alice.graphql.request(CreateChatCompletionDocument, {
+      input: { model: withTools, messages: MESSAGES, tools, toolChoice: 'required', parallelToolCalls: false },
+    });
+    if (called.createChatCompletion.__typename !== 'CreateChatCompletionSuccess') throw new Error(JSON.stringify(called));
+    const [choice] = called.createChatCompletion.completion.choices;
+    expect(choice).toMatchObject({ finishReason: 'tool_calls', message: { content: null } });
+    expect(choice!.message.toolCalls).toEqual([
+      { index: null, id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'get_time', arguments: '{}' } },
+    ]);
+    const call = choice!.message.toolCalls![0]!;
+    const followUp = await alice.graphql.request(CreateChatCompletionDocument, {
+      input: {
+        model: withTools,
+        messages: [
+          ...MESSAGES,
+          { role: 'assistant', toolCalls: [{ id: call.id, type: 'function', function: call.function }] },
+          { role: 'tool', toolCallId: call.id, content: '12:00' },
+        ],
+        tools,
+        toolChoice: 'none',
+        maxTokens: 4,
+      },
+    });
+    expect(followUp.createChatCompletion.__typename).toBe('CreateChatCompletionSuccess');
+    const unknown = await alice.graphql.request(CreateChatCompletionDocument, {
+      input: { model: withTools, messages: MESSAGES, tools, toolChoice: { type: 'function', function: { name: 'nope' } } },
+    });
+    expect(unknown.createChatCompletion).toMatchObject({
+      __typename: 'ChatCompletionError',
+      status: 400,
+      param: 'toolChoice.function.name',
+    });
+    const orphan = await alice.graphql.request(CreateChatCompletionDocument, {
+      input: { model: withTools, messages: [...MESSAGES, { role: 'tool', toolCallId: 'call_x', content: 'x' }] },
+    });
+    expect(orphan.createChatCompletion).toMatchObject({ __typename: 'ChatCompletionError', status: 400, param: 'messages[1].toolCallId' });
   });
 });
 

@@ -15,7 +15,7 @@ import { onCleanup } from './cleanup.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { FAKE_HUB_TOKEN, startFakeHub, type FakeHub, type FakeRepo } from './fake-hub.js';
 import { createSeed, type SeededUser } from './gateway.js';
-import { buildTinyGguf, REASONING_TEMPLATE } from './tiny-gguf.js';
+import { buildTinyGguf, REASONING_TEMPLATE, toolsChatTemplate } from './tiny-gguf.js';
 import { engineAuthHeaders } from '../../src/runtime/runtime.js';
 
 export { REASONING_TEMPLATE };
@@ -23,6 +23,8 @@ export { REASONING_TEMPLATE };
 export const TINY_REPO = 'test-org/tiny-llama-GGUF';
 /** The tiny model with a 64k context: answers long enough (tens of thousands of tokens) to be stopped while they stream. */
 export const TINY_LONG_REPO = 'test-org/tiny-long-GGUF';
+/** The tiny model with a chat template that knows tools (Qwen2.5's syntax). */
+export const TINY_TOOLS_REPO = 'test-org/tiny-tools-GGUF';
 
 /** The stand-in hub's standard repositories: the tiny model and the shapes that fail. */
 export function standardRepos(): FakeRepo[] {
@@ -34,6 +36,7 @@ export function standardRepos(): FakeRepo[] {
       files: { 'tiny-thinking-Q8_0.gguf': buildTinyGguf({ chatTemplate: REASONING_TEMPLATE, seed: 2 }) },
     },
     { id: 'test-org/short-context-GGUF', files: { 'short-Q8_0.gguf': buildTinyGguf({ contextLength: 256, seed: 3 }) } },
+    { id: TINY_TOOLS_REPO, files: { 'tools-Q8_0.gguf': buildTinyGguf({ chatTemplate: toolsChatTemplate(), seed: 7 }) } },
     { id: TINY_LONG_REPO, files: { 'long-Q8_0.gguf': buildTinyGguf({ contextLength: 65_536, seed: 6 }) } },
     { id: 'test-org/private-GGUF', private: true, allowedTokens: ['hf_someone_else'], files: { 'p-Q8_0.gguf': tiny } },
     { id: 'test-org/safetensors-only', files: { 'model.safetensors': Buffer.alloc(4096, 1), 'config.json': '{}' } },

@@ -66,6 +66,8 @@ export type ChatCompletionInput = {
   /** Drop tokens less likely than min_p × the most likely one. @default 0 */
   minP?: number | null | undefined;
   model: string;
+  /** Whether an answer may call several tools. @default true */
+  parallelToolCalls?: boolean | null | undefined;
   /** OpenAI `presence_penalty`, −2 to 2. @default 0 */
   presencePenalty?: number | null | undefined;
   /** Above 0, at most 10; 1 is none. @default 1 */
@@ -75,6 +77,10 @@ export type ChatCompletionInput = {
   seed?: number | null | undefined;
   stop?: Array<string> | null | undefined;
   temperature?: number | null | undefined;
+  /** OpenAI `tool_choice`: "none", "auto", "required", or `{type: "function", function: {name}}`. @default auto */
+  toolChoice?: unknown;
+  /** OpenAI `tools`: `[{type: "function", function: {name, description, parameters}}]`, the tools the model may call. */
+  tools?: unknown;
   /** Sample from the k most likely tokens only. @default 0 (no filtering) */
   topK?: number | null | undefined;
   /** With logprobs: the most likely alternatives per token, 0 to 20. @default 0 */
@@ -83,9 +89,14 @@ export type ChatCompletionInput = {
 };
 
 export type ChatMessageInput = {
-  content: string;
-  /** system, user or assistant */
+  /** Required, except in an assistant message that only calls tools. */
+  content?: string | null | undefined;
+  /** system, user, assistant or tool */
   role: string;
+  /** A tool message: the id of the call it answers. */
+  toolCallId?: string | null | undefined;
+  /** An assistant message's calls, OpenAI `tool_calls`: `[{id, type: "function", function: {name, arguments}}]`. */
+  toolCalls?: unknown;
 };
 
 export type CreateEndpointInput = {

@@ -15,10 +15,19 @@ interface Usage {
   total_tokens: number;
 }
 
+/** A tool call as OpenAI sends it (in a delta, with its index; its fields may come in pieces). */
+interface ToolCall {
+  index?: number;
+  id?: string;
+  type?: string;
+  function?: { name?: string; arguments?: string };
+}
+
 interface Delta {
   role?: string;
   content?: string;
   reasoning_content?: string;
+  tool_calls?: ToolCall[];
 }
 
 interface TopLogprob {
@@ -48,7 +57,7 @@ interface Completion {
   model: string;
   choices: {
     index: number;
-    message: { role: string; content: string; reasoning_content?: string };
+    message: { role: string; content: string | null; reasoning_content?: string; tool_calls?: ToolCall[] };
     logprobs?: Logprobs;
     finish_reason: string | null;
   }[];
@@ -57,8 +66,13 @@ interface Completion {
 
 const ChatMessageInput = builder.inputType('ChatMessageInput', {
   fields: (t) => ({
-    role: t.string({ required: true, description: 'system, user or assistant' }),
-    content: t.string({ required: true }),
+    role: t.string({ required: true, description: 'system, user, assistant or tool' }),
+    content: t.string({ description: 'Required, except in an assistant message that only calls tools.' }),
+    toolCalls: t.field({
+      type: 'JSON',
+      description: 'An assistant message\'s calls, OpenAI `tool_calls`: `[{id, type: "function", function: {name, arguments}}]`.',
+    }),
+    toolCallId: t.string({ description: 'A tool message: the id of the call it answers.' }),
   }),
 });
 
@@ -90,6 +104,15 @@ const ChatCompletionInput = builder.inputType('ChatCompletionInput', {
       description:
         'OpenAI `response_format`: `{type: "json_object"}`, or `{type: "json_schema", json_schema: {name, schema}}`; the JSON is enforced while the answer is generated. @default text',
     }),
+    tools: t.field({
+      type: 'JSON',
+      description: 'OpenAI `tools`: `[{type: "function", function: {name, description, parameters}}]`, the tools the model may call.',
+    }),
+    toolChoice: t.field({
+      type: 'JSON',
+      description: 'OpenAI `tool_choice`: "none", "auto", "required", or `{type: "function", function: {name}}`. @default auto',
+    }),
+    parallelToolCalls: t.boolean({ description: 'Whether an answer may call several tools. @default true' }),
   }),
 });
 
@@ -113,10 +136,17 @@ const PASSED_FIELDS = [
   'seed',
   'chatTemplateKwargs',
   'responseFormat',
+  'tools',
+  'toolChoice',
+  'parallelToolCalls',
 ] as const satisfies readonly (keyof Input)[];
 
+/** A message's fields by their REST names (`toolCallId` → `tool_call_id`), when set. */
+const restMessage = (message: Input['messages'][number]) =>
+  Object.fromEntries(Object.entries(message).flatMap(([name, value]) => (value == null ? [] : [[restFieldName(name), value]])));
+
 function toOpenAIBody(input: Input, stream: boolean): Record<string, unknown> {
-  const body: Record<string, unknown> = { model: String(input.model), messages: input.messages, stream };
+  const body: Record<string, unknown> = { model: String(input.model), messages: input.messages.map(restMessage), stream };
   for (const field of PASSED_FIELDS) {
     const value = input[field];
     if (value != null) body[restFieldName(field)] = value;
@@ -133,9 +163,39 @@ const UsageRef = builder.objectRef<Usage>('ChatUsage').implement({
   }),
 });
 
+const ToolCallFunctionRef = builder.objectRef<NonNullable<ToolCall['function']>>('ChatToolCallFunction').implement({
+  fields: (t) => ({
+    name: t.string({ nullable: true, resolve: (f) => f.name ?? null }),
+    arguments: t.string({
+      nullable: true,
+      description: 'The arguments as JSON text, as the model wrote them.',
+      resolve: (f) => f.arguments ?? null,
+    }),
+  }),
+});
+
+const ToolCallRef = builder.objectRef<ToolCall>('ChatToolCall').implement({
+  description: 'A tool the answer calls (in a chunk, its index says which call a piece belongs to).',
+  fields: (t) => ({
+    index: t.int({ nullable: true, resolve: (c) => c.index ?? null }),
+    id: t.string({ nullable: true, resolve: (c) => c.id ?? null }),
+    type: t.string({ nullable: true, resolve: (c) => c.type ?? null }),
+    function: t.field({ type: ToolCallFunctionRef, nullable: true, resolve: (c) => c.function ?? null }),
+  }),
+});
+
+const toolCallsField = <T extends { tool_calls?: ToolCall[] }>(t: PothosSchemaTypes.ObjectFieldBuilder<SchemaTypesOf, T>) =>
+  t.field({
+    type: [ToolCallRef],
+    nullable: true,
+    description: 'The tools called (finish reason `tool_calls`).',
+    resolve: (m) => m.tool_calls ?? null,
+  });
+
 const DeltaRef = builder.objectRef<Delta>('ChatDelta').implement({
   fields: (t) => ({
     role: t.string({ nullable: true, resolve: (d) => d.role ?? null }),
+    toolCalls: toolCallsField(t),
     content: t.string({ nullable: true, resolve: (d) => d.content ?? null }),
     reasoningContent: t.string({
       nullable: true,
@@ -193,8 +253,9 @@ const ChunkRef = builder.objectRef<Chunk>('ChatCompletionChunk').implement({
 const MessageRef = builder.objectRef<Completion['choices'][number]['message']>('ChatMessage').implement({
   fields: (t) => ({
     role: t.exposeString('role'),
-    content: t.exposeString('content'),
+    content: t.string({ nullable: true, description: 'Null when the answer only calls tools.', resolve: (m) => m.content }),
     reasoningContent: t.string({ nullable: true, resolve: (m) => m.reasoning_content ?? null }),
+    toolCalls: toolCallsField(t),
   }),
 });
 

@@ -78,7 +78,13 @@ const EndpointMetricsMinute = builder.objectRef<MinuteFigures>('EndpointMetricsM
 
 interface ContentView {
   messages: unknown;
-  response: { content?: string; reasoningContent?: string; finishReason?: string | null; raw?: string };
+  response: {
+    content?: string;
+    reasoningContent?: string;
+    finishReason?: string | null;
+    toolCalls?: { name: string; arguments: string }[];
+    raw?: string;
+  };
 }
 
 const RequestContent = builder.objectRef<ContentView>('RequestContent').implement({
@@ -87,7 +93,7 @@ const RequestContent = builder.objectRef<ContentView>('RequestContent').implemen
     messages: t.field({
       type: 'JSON',
       description:
-        "The request's messages, `[{ role, content }]`; a text completion's prompt is `[{ role: 'prompt', content }]` (`tokens` for token ids).",
+        "The request's messages, `[{ role, content }]` (an assistant's may have `toolCalls: [{ id, name, arguments }]`, a tool's a `toolCallId`); a text completion's prompt is `[{ role: 'prompt', content }]` (`tokens` for token ids).",
       resolve: (c) => c.messages,
     }),
     content: t.string({ resolve: (c) => c.response.content ?? '' }),
@@ -96,6 +102,12 @@ const RequestContent = builder.objectRef<ContentView>('RequestContent').implemen
       resolve: (c) => c.response.reasoningContent ?? '',
     }),
     finishReason: t.string({ nullable: true, resolve: (c) => c.response.finishReason ?? null }),
+    toolCalls: t.field({
+      type: 'JSON',
+      nullable: true,
+      description: 'The tools the answer called, `[{ name, arguments }]` (arguments as the JSON text sent), or null when it called none.',
+      resolve: (c) => c.response.toolCalls ?? null,
+    }),
     raw: t.string({
       nullable: true,
       description: 'The answer as sent, when it was not in the OpenAI shape.',
