@@ -267,6 +267,8 @@ class Checker {
       required: names,
     };
     if (isMap) out.additionalProperties = extra === true ? true : sub(extra, `${path}.additionalProperties`);
+    // Kept, so that the result checks again as it is (a tool's schema inlined into the forced calls' schema).
+    else if (extra === false) out.additionalProperties = false;
     if (minProperties !== undefined) out.minProperties = minProperties;
     if (maxProperties !== undefined) out.maxProperties = maxProperties;
     return out;

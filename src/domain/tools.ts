@@ -4,7 +4,8 @@
  * (an assistant message's `tool_calls`, a `tool` message's `tool_call_id`).
  *
  * - `tools`: 1 to MAX_TOOLS functions, named by 1 to 64 letters, digits, `_`
- *   or `-`, each name once; `parameters` is a JSON Schema object.
+ *   or `-`, each name once; `parameters` is a JSON Schema of type `object`
+ *   (TOOL_LIMITS bound its size).
  * - `tool_choice`: `none` (the tools are left out of the prompt and the
  *   answer is text), `auto` (the default: the model answers or calls),
  *   `required` (at least one call), or `{"type": "function", "function":
@@ -18,12 +19,19 @@
  * - With tools offered, `response_format` and `logprobs` are refused (the
  *   documented API refuses the first too).
  */
-import { isObject } from './field-checker.js';
+import { isObject, nestingDepth } from './field-checker.js';
 import { checkJsonSchema, type JsonSchema } from './json-schema-subset.js';
 import { describe, fail } from './request-checks.js';
 
 /** OpenAI's bound on the tools of one request. */
 export const MAX_TOOLS = 128;
+/**
+ * How large the tools may be: their JSON in all, and how deep a tool's
+ * `parameters` nests. A template that knows no tools gets them written into
+ * its system prompt by node-llama-cpp, which costs about size × depth on the
+ * engine's event loop (a 60-deep, 890 KB schema took 27 s there).
+ */
+export const TOOL_LIMITS = { bytes: 128 * 1024, depth: 32 } as const;
 /** Calls one assistant message of the conversation may carry. */
 export const MAX_MESSAGE_TOOL_CALLS = 128;
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
@@ -56,13 +64,15 @@ function parseDefinition(tool: unknown, param: string): ToolDefinition {
       `${param}.function.description`,
       'invalid_type',
     );
-  const parameters = fn.parameters ?? { type: 'object', properties: {} };
-  if (!isObject(parameters))
+  const parameters = fn.parameters ?? { type: 'object', properties: {}, additionalProperties: false };
+  if (!isObject(parameters) || parameters.type !== 'object')
     fail(
-      `${param}.function.parameters must be a JSON Schema object (got ${describe(parameters)})`,
+      `${param}.function.parameters must be a JSON Schema of type "object", the call's arguments (got ${describe(parameters).slice(0, 80)})`,
       `${param}.function.parameters`,
       'invalid_type',
     );
+  if (nestingDepth(parameters, TOOL_LIMITS.depth) > TOOL_LIMITS.depth)
+    fail(`${param}.function.parameters nests JSON more than ${TOOL_LIMITS.depth} levels deep`, `${param}.function.parameters`);
   if (fn.strict !== undefined && fn.strict !== null && typeof fn.strict !== 'boolean')
     fail(`${param}.function.strict must be a boolean (got ${describe(fn.strict)})`, `${param}.function.strict`, 'invalid_type');
   return { name: fn.name, ...(typeof fn.description === 'string' ? { description: fn.description } : {}), parameters };
@@ -99,6 +109,8 @@ export function parseTools(body: Record<string, unknown>): ToolsRequest | undefi
   if (!Array.isArray(tools)) fail(`tools must be an array of tools (got ${describe(tools)})`, 'tools', 'invalid_type');
   if (tools.length === 0) fail('tools must list at least one tool (or be left out)', 'tools');
   if (tools.length > MAX_TOOLS) fail(`tools may list at most ${MAX_TOOLS} tools (got ${tools.length})`, 'tools');
+  const bytes = Buffer.byteLength(JSON.stringify(tools));
+  if (bytes > TOOL_LIMITS.bytes) fail(`tools may take at most ${TOOL_LIMITS.bytes} bytes of JSON in all (got ${bytes})`, 'tools');
   const definitions = tools.map((tool, i) => parseDefinition(tool, `tools[${i}]`));
   const names = new Set<string>();
   definitions.forEach(({ name }, i) => {
@@ -118,7 +130,7 @@ export function parseTools(body: Record<string, unknown>): ToolsRequest | undefi
 export function parseMessageToolCalls(value: unknown, param: string): ToolCall[] {
   if (!Array.isArray(value)) fail(`${param} must be an array of tool calls (got ${describe(value)})`, param, 'invalid_type');
   if (value.length > MAX_MESSAGE_TOOL_CALLS) fail(`${param} may hold at most ${MAX_MESSAGE_TOOL_CALLS} calls (got ${value.length})`, param);
-  return value.map((call, j) => {
+  const calls = value.map((call, j): ToolCall => {
     const at = `${param}[${j}]`;
     if (!isObject(call)) fail(`${at} must be an object with id, type and function (got ${describe(call)})`, at, 'invalid_type');
     if (typeof call.id !== 'string' || call.id === '') fail(`${at}.id must be a non-empty string (got ${describe(call.id)})`, `${at}.id`);
@@ -138,6 +150,16 @@ export function parseMessageToolCalls(value: unknown, param: string): ToolCall[]
       );
     return { id: call.id, name: fn.name, arguments: fn.arguments };
   });
+  const ids = new Set<string>();
+  calls.forEach(({ id }, j) => {
+    if (ids.has(id))
+      fail(
+        `${param}[${j}].id repeats the id ${JSON.stringify(id.slice(0, 80))}: each call of a message needs its own`,
+        `${param}[${j}].id`,
+      );
+    ids.add(id);
+  });
+  return calls;
 }
 
 /** A call's arguments as a value (an empty string is no arguments), or undefined when they are not a JSON object. */
@@ -151,20 +173,37 @@ export function argumentsValue(text: string): Record<string, unknown> | undefine
   }
 }
 
-/** The messages' tool turns, checked: each `tool` message answers a call of an earlier assistant message, once. */
+/**
+ * The messages' tool turns, checked as OpenAI does: an assistant message that
+ * calls tools is followed by one `tool` message per call (in any order), and
+ * a `tool` message answers a call of the assistant message before them.
+ */
 export function checkToolTurns(messages: readonly { role: string; toolCalls?: ToolCall[]; toolCallId?: string }[]): void {
-  const open = new Set<string>();
+  let open: Set<string> | undefined;
+  let openAt = -1;
+  const unanswered = () => {
+    const [id] = open ?? [];
+    if (id === undefined) return;
+    fail(
+      `messages[${openAt}].tool_calls: the call ${JSON.stringify(id.slice(0, 80))} has no tool message answering it (an assistant message that calls tools is followed by one tool message per call)`,
+      `messages[${openAt}].tool_calls`,
+    );
+  };
   messages.forEach((message, i) => {
-    for (const call of message.toolCalls ?? []) open.add(call.id);
-    if (message.role !== 'tool') return;
-    const id = message.toolCallId!;
-    if (!open.has(id))
-      fail(
-        `messages[${i}].tool_call_id answers no call of an earlier assistant message, or one already answered (got ${JSON.stringify(id.slice(0, 80))})`,
-        `messages[${i}].tool_call_id`,
-      );
-    open.delete(id);
+    if (message.role === 'tool') {
+      const id = message.toolCallId!;
+      if (!open?.delete(id))
+        fail(
+          `messages[${i}].tool_call_id answers no call of the assistant message before it, or one already answered (got ${JSON.stringify(id.slice(0, 80))}); tool messages follow the assistant message whose calls they answer`,
+          `messages[${i}].tool_call_id`,
+        );
+      return;
+    }
+    unanswered();
+    open = message.toolCalls ? new Set(message.toolCalls.map((call) => call.id)) : undefined;
+    openAt = i;
   });
+  unanswered();
 }
 
 /**
@@ -177,15 +216,44 @@ export function forcedCallsSchema(tools: ToolsRequest): JsonSchema {
       ? tools.definitions.filter((d) => d.name === (tools.choice as { name: string }).name)
       : tools.definitions;
   const calls = offered.map((tool) => {
-    // Checked again as part of the whole list, which is what the grammar is made from.
-    const enforceable = 'schema' in checkJsonSchema(tool.parameters);
+    // Inlined (no $defs of its own); checked again as part of the whole list, which is what the grammar is made from.
+    const checked = checkJsonSchema(tool.parameters);
     return {
       type: 'object',
-      properties: { name: { const: tool.name }, arguments: enforceable ? tool.parameters : ANY_OBJECT },
+      properties: { name: { const: tool.name }, arguments: 'schema' in checked ? checked.schema : ANY_OBJECT },
       required: ['name', 'arguments'],
       additionalProperties: false,
     };
   });
   const single = tools.choice.type === 'function' || !tools.parallel;
   return { type: 'array', minItems: 1, ...(single ? { maxItems: 1 } : {}), items: calls.length === 1 ? calls[0]! : { anyOf: calls } };
+}
+
+/** A parsed message in OpenAI's wire form again (`tool_calls`, `tool_call_id`), as an engine reads it. */
+export function wireMessage(message: {
+  role: string;
+  content: string;
+  toolCalls?: ToolCall[];
+  toolCallId?: string;
+}): Record<string, unknown> {
+  const { role, content, toolCalls, toolCallId } = message;
+  return {
+    role,
+    content,
+    ...(toolCalls
+      ? { tool_calls: toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })) }
+      : {}),
+    ...(toolCallId !== undefined ? { tool_call_id: toolCallId } : {}),
+  };
+}
+
+/** The request's tool fields in OpenAI's wire form (none when it offers no tools). */
+export function wireTools(tools: ToolsRequest | undefined): Record<string, unknown> {
+  if (!tools) return {};
+  const { definitions, choice, parallel } = tools;
+  return {
+    tools: definitions.map((d) => ({ type: 'function', function: d })),
+    tool_choice: choice.type === 'function' ? { type: 'function', function: { name: choice.name } } : choice.type,
+    parallel_tool_calls: parallel,
+  };
 }

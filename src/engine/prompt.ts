@@ -255,26 +255,29 @@ function resultValue(content: string): unknown {
   }
 }
 
-/** node-llama-cpp's history: each assistant call carries its result (the `tool` message answering it). */
+/**
+ * node-llama-cpp's history: each assistant call carries its result, the `tool` message after it
+ * that answers it (chat-request.ts checks that each call has one, right after its message).
+ */
 function historyWithTools(messages: readonly ChatMessage[]): ChatHistoryItem[] {
-  const results = new Map<string, string>();
-  for (const message of messages) if (message.role === 'tool') results.set(message.toolCallId!, message.content);
   const items: ChatHistoryItem[] = [];
+  let pending = new Map<string, { result: unknown }>();
   for (const message of messages) {
-    if (message.role === 'tool') continue;
+    if (message.role === 'tool') {
+      const call = pending.get(message.toolCallId!);
+      if (call) call.result = resultValue(message.content);
+      continue;
+    }
     if (message.role !== 'assistant' || !message.toolCalls) {
       items.push(historyItem(message));
       continue;
     }
     const response: ChatModelResponse['response'] = message.content === '' ? [] : [message.content];
+    pending = new Map();
     for (const call of message.toolCalls) {
-      const answer = results.get(call.id);
-      response.push({
-        type: 'functionCall',
-        name: call.name,
-        params: argumentsValue(call.arguments),
-        result: answer === undefined ? '' : resultValue(answer),
-      });
+      const item = { type: 'functionCall' as const, name: call.name, params: argumentsValue(call.arguments), result: '' as unknown };
+      pending.set(call.id, item);
+      response.push(item);
     }
     items.push({ type: 'model', response });
   }

@@ -150,7 +150,8 @@ export class Scheduler {
         'tools',
       );
     const format = { type: 'json_schema', name: 'tool_calls', schema: schema.schema, strict: true } as const;
-    const prepared = await this.prepareTokens({ ...request, responseFormat: format }, prompt.tokens, 'messages', reasoning, plan);
+    // The grammar ends the answer; a stop string would cut the JSON.
+    const prepared = await this.prepareTokens({ ...request, responseFormat: format, stop: [] }, prompt.tokens, 'messages', reasoning, plan);
     if ('status' in prepared && prepared.param === 'response_format.json_schema.schema')
       return invalidRequest('tools cannot be enforced as a forced call: llama.cpp refused the grammar made from their parameters', 'tools');
     return prepared;

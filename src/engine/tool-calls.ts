@@ -11,7 +11,8 @@
  * - A forced call (`required`, a named tool): a grammar makes the answer a JSON list of
  *   `{"name", "arguments"}`, read at the end.
  *
- * Whitespace is loose in both: the model may space a call's syntax its own way.
+ * Whitespace is loose in both: the model may space a call's syntax its own way. Text between
+ * or after the calls that is not a call is content too, after what was streamed.
  */
 import { argumentsValue, type ToolsRequest } from '../domain/tools.js';
 import { partialMatchLength } from './text-stream.js';
@@ -76,43 +77,60 @@ export function jsonEnd(text: string, from: number): number {
   return -1;
 }
 
-/** The first non-space run of a literal: where a call can be recognised in text. */
-const anchorOf = (literal: string) => literal.trim();
+/** The start of a literal up to its first space: where a call is recognised in text, however the model spaces the rest. */
+const anchorOf = (literal: string) => literal.trim().split(/\s/)[0]!;
+
+/** The call at `at` in the model's syntax, and where it ends; undefined when there is no complete call of an offered tool there. */
+function callAt(text: string, at: number, syntax: ToolSyntax, names: ReadonlySet<string>): { call: ParsedCall; end: number } | undefined {
+  const nameEnd = syntax.paramsPrefix.trim()[0];
+  let pos = -1;
+  for (const prefix of syntax.prefixes) if (pos < 0) pos = looseMatch(text, at, prefix);
+  if (pos < 0 || nameEnd === undefined) return undefined;
+  const end = text.indexOf(nameEnd, pos);
+  if (end < 0) return undefined;
+  const name = text.slice(pos, end).trim();
+  if (!names.has(name)) return undefined;
+  pos = looseMatch(text, end, syntax.paramsPrefix);
+  if (pos < 0) return undefined;
+  const closed = looseMatch(text, pos, syntax.suffix);
+  // No arguments: `name()`.
+  if (closed >= 0) return { call: { name, arguments: '{}' }, end: closed };
+  const argsEnd = jsonEnd(text, pos);
+  if (argsEnd < 0 || argumentsValue(text.slice(pos, argsEnd)) === undefined) return undefined;
+  const after = looseMatch(text, argsEnd, syntax.suffix);
+  return after < 0 ? undefined : { call: { name, arguments: text.slice(pos, argsEnd).trim() }, end: after };
+}
 
 /**
- * Reads calls in the model's syntax from `text`, which starts with a call's opening. Undefined
- * when the first is not a complete call of an offered tool; calls after the last complete one are dropped.
+ * Reads calls in the model's syntax from `text`, which starts with a call's opening: the calls,
+ * and the text around them that is not a call (content). Undefined when the first is not a
+ * complete call of an offered tool.
  */
-export function parseNativeCalls(text: string, syntax: ToolSyntax, names: ReadonlySet<string>): ParsedCall[] | undefined {
+export function parseNativeCalls(
+  text: string,
+  syntax: ToolSyntax,
+  names: ReadonlySet<string>,
+): { calls: ParsedCall[]; rest: string } | undefined {
+  const anchors = syntax.prefixes.map(anchorOf).filter((a) => a !== '');
   const calls: ParsedCall[] = [];
-  const nameEnd = anchorOf(syntax.paramsPrefix)[0];
+  let rest = '';
   let at = 0;
-  while (at < text.length) {
-    let pos = -1;
-    for (const prefix of syntax.prefixes) if (pos < 0) pos = looseMatch(text, at, prefix);
-    if (pos < 0 || nameEnd === undefined) break;
-    const end = text.indexOf(nameEnd, pos);
-    if (end < 0) break;
-    const name = text.slice(pos, end).trim();
-    if (!names.has(name)) break;
-    pos = looseMatch(text, end, syntax.paramsPrefix);
-    if (pos < 0) break;
-    let args = '{}';
-    const closed = looseMatch(text, pos, syntax.suffix);
-    if (closed >= 0)
-      pos = closed; // no arguments: `name()`
-    else {
-      const argsEnd = jsonEnd(text, pos);
-      if (argsEnd < 0 || argumentsValue(text.slice(pos, argsEnd)) === undefined) break;
-      args = text.slice(pos, argsEnd).trim();
-      pos = looseMatch(text, argsEnd, syntax.suffix);
-      if (pos < 0) break;
+  for (;;) {
+    const found = callAt(text, at, syntax, names);
+    if (!found) break;
+    calls.push(found.call);
+    let next = -1;
+    for (const anchor of anchors) {
+      const index = text.indexOf(anchor, found.end);
+      if (index >= 0 && (next < 0 || index < next)) next = index;
     }
-    calls.push({ name, arguments: args });
-    at = pos;
-    while (at < text.length && SPACE.test(text[at]!)) at++;
+    rest += text.slice(found.end, next < 0 ? text.length : next);
+    at = next < 0 ? text.length : next;
   }
-  return calls.length > 0 ? calls : undefined;
+  if (calls.length === 0) return undefined;
+  // What follows the last complete call and is not one (another tool's name, a call cut short) is content too.
+  rest = (rest + text.slice(at)).trim();
+  return { calls, rest };
 }
 
 /** Reads a forced answer (a JSON list of calls); undefined when it is not one (cut by max_tokens). */
@@ -127,7 +145,13 @@ export function parseForcedCalls(text: string, names: ReadonlySet<string>): Pars
   const calls: ParsedCall[] = [];
   for (const item of value as unknown[]) {
     const call = item as { name?: unknown; arguments?: unknown };
-    if (typeof call?.name !== 'string' || !names.has(call.name) || typeof call.arguments !== 'object' || call.arguments === null)
+    if (
+      typeof call?.name !== 'string' ||
+      !names.has(call.name) ||
+      typeof call.arguments !== 'object' ||
+      call.arguments === null ||
+      Array.isArray(call.arguments)
+    )
       return undefined;
     calls.push({ name: call.name, arguments: JSON.stringify(call.arguments) });
   }
@@ -176,8 +200,9 @@ export class ToolCallCapture {
     this.held = '';
     if (!this.capturing) return { text, calls: [] };
     const { plan } = this;
-    const calls = plan.mode === 'forced' ? parseForcedCalls(text, plan.names) : parseNativeCalls(text, plan.syntax, plan.names);
-    if (!calls) return { text, calls: [] };
-    return { text: '', calls: plan.single ? calls.slice(0, 1) : calls };
+    const forced = plan.mode === 'forced' ? parseForcedCalls(text, plan.names) : undefined;
+    const read = plan.mode === 'forced' ? forced && { calls: forced, rest: '' } : parseNativeCalls(text, plan.syntax, plan.names);
+    if (!read) return { text, calls: [] };
+    return { text: read.rest, calls: plan.single ? read.calls.slice(0, 1) : read.calls };
   }
 }

@@ -14,6 +14,7 @@
  *   `mayBreakTokenLimits`) is not counted, so that a request refused for
  *   capacity learns it without a round trip to a busy replica.
  */
+import { wireMessage, wireTools } from '../domain/tools.js';
 import type http from 'node:http';
 import { checkRequestedTokens, checkTokenLimits, type ChatRequest, type GenerationRequest } from '../domain/chat-request.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
@@ -47,6 +48,8 @@ export interface PromptShape {
 /** Tokens a chat template may add per message (role markers), and in all (a default system prompt, the generation prompt). */
 const TEMPLATE_TOKENS_PER_MESSAGE = 32;
 const TEMPLATE_TOKENS = 256;
+/** What a prompt with tools may add besides them: node-llama-cpp's instructions (about 1.2 KB) for a template that knows no tools. */
+const TOOLS_PROMPT_TOKENS = 2048;
 
 /**
  * A chat prompt: at most one token per byte of every message, plus a
@@ -55,10 +58,18 @@ const TEMPLATE_TOKENS = 256;
  */
 export function chatPromptShape(request: ChatRequest, endpointId: string): PromptShape {
   let bound = TEMPLATE_TOKENS + Buffer.byteLength(JSON.stringify(request.chatTemplateKwargs ?? {}));
-  for (const message of request.messages) bound += TEMPLATE_TOKENS_PER_MESSAGE + Buffer.byteLength(message.content);
+  const tools = wireTools(request.tools);
+  // The tools are written into the prompt (as JSON, or as a description that is no longer), and so are the calls.
+  if (request.tools) bound += 2 * Buffer.byteLength(JSON.stringify(tools.tools)) + TOOLS_PROMPT_TOKENS;
+  for (const message of request.messages) {
+    bound += TEMPLATE_TOKENS_PER_MESSAGE + Buffer.byteLength(message.content);
+    for (const call of message.toolCalls ?? [])
+      bound += TEMPLATE_TOKENS_PER_MESSAGE + Buffer.byteLength(call.name) + Buffer.byteLength(call.arguments);
+  }
   const tokenizeBody = {
     model: endpointId,
-    messages: request.messages,
+    messages: request.messages.map(wireMessage),
+    ...tools,
     chat_template_kwargs: request.chatTemplateKwargs,
     add_generation_prompt: true,
   };

@@ -67,10 +67,26 @@ describe('calls in the model syntax (tool_choice auto)', () => {
   });
 
   test("node-llama-cpp's syntax, with or without arguments", () => {
-    expect(parseNativeCalls('||call: get_weather({"city": "Rome"})\n||call:get_time()', NODE_LLAMA, names)).toEqual([
-      { name: 'get_weather', arguments: '{"city": "Rome"}' },
-      { name: 'get_time', arguments: '{}' },
-    ]);
+    expect(parseNativeCalls('||call: get_weather({"city": "Rome"})\n||call:get_time()', NODE_LLAMA, names)).toEqual({
+      calls: [
+        { name: 'get_weather', arguments: '{"city": "Rome"}' },
+        { name: 'get_time', arguments: '{}' },
+      ],
+      rest: '',
+    });
+  });
+
+  test('a call spaced its own way is still a call; text between and after calls, and a call of another tool, stay content', () => {
+    const text =
+      'Checking.<tool_call>{"name":"get_time","arguments":{}}</tool_call>\nAnd also:\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>' +
+      '\n<tool_call>{"name": "rm", "arguments": {}}</tool_call>';
+    expect(capture(auto(QWEN), text, 7)).toEqual({
+      content: 'Checking.And also:\n\n<tool_call>{"name": "rm", "arguments": {}}</tool_call>',
+      calls: [
+        { name: 'get_time', arguments: '{}' },
+        { name: 'get_weather', arguments: '{"city": "Rome"}' },
+      ],
+    });
   });
 
   test.each([
@@ -99,6 +115,7 @@ describe('a forced call (a JSON list)', () => {
     ]);
     expect(parseForcedCalls('[{"name": "get_time", "argu', names)).toBeUndefined();
     expect(parseForcedCalls('[]', names)).toBeUndefined();
+    expect(parseForcedCalls('[{"name": "get_time", "arguments": [1]}]', names)).toBeUndefined();
     expect(parseForcedCalls('[{"name": "other", "arguments": {}}]', names)).toBeUndefined();
     const cut = capture({ mode: 'forced', names, single: false }, '[{"name": "get_time", "argu', 3);
     expect(cut).toEqual({ content: '[{"name": "get_time", "argu', calls: [] });

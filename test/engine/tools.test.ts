@@ -60,6 +60,18 @@ const clock = {
   function: { name: 'get_time', parameters: { type: 'object', properties: {}, additionalProperties: false } },
 };
 const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+const call = (id: string, city = 'Paris') => ({
+  id,
+  type: 'function',
+  function: { name: 'get_weather', arguments: JSON.stringify({ city, unit: 'c' }) },
+});
+const answer = (id: string, content = 'sunny') => ({ role: 'tool', tool_call_id: id, content });
+/** A schema `levels` objects deep (twice as deep in JSON). */
+function deepSchema(levels: number): Json {
+  let schema: Json = { type: 'string' };
+  for (let i = 0; i < levels; i++) schema = { type: 'object', properties: { p: schema } };
+  return schema;
+}
 
 async function post(server: EngineServer, body: Json): Promise<{ status: number; json: Json }> {
   const res = await fetch(`${server.url}/v1/chat/completions`, {
@@ -166,6 +178,52 @@ describe('the prompt', () => {
 });
 
 describe('requests', () => {
+  test('a call id used again in a later turn gets its own result: each result answers the call just before it', () => {
+    const renderer = new ChatPromptRenderer(toolsModel, { addSpecialTokens: true });
+    const { text } = renderer.render(
+      [
+        { role: 'user', content: 'Paris?' },
+        { role: 'assistant', content: '', toolCalls: [{ id: 'call_0', name: 'get_weather', arguments: '{"city": "CITY_A"}' }] },
+        { role: 'tool', content: 'PARIS_RESULT', toolCallId: 'call_0' },
+        { role: 'assistant', content: 'Sunny.' },
+        { role: 'user', content: 'Rome?' },
+        { role: 'assistant', content: '', toolCalls: [{ id: 'call_0', name: 'get_weather', arguments: '{"city": "CITY_B"}' }] },
+        { role: 'tool', content: 'ROME_RESULT', toolCallId: 'call_0' },
+      ],
+      {},
+      [{ name: 'get_weather', parameters: weather.function.parameters }],
+    );
+    expect(text.indexOf('CITY_A')).toBeLessThan(text.indexOf('PARIS_RESULT'));
+    expect(text.indexOf('PARIS_RESULT')).toBeLessThan(text.indexOf('CITY_B'));
+    expect(text.indexOf('CITY_B')).toBeLessThan(text.indexOf('ROME_RESULT'));
+    expect(text.split('PARIS_RESULT')).toHaveLength(2);
+  });
+
+  test("a forced call ignores stop strings (the grammar ends it) and follows a schema's $defs", async () => {
+    const address = {
+      type: 'function',
+      function: {
+        name: 'send',
+        parameters: {
+          type: 'object',
+          $defs: { Town: { type: 'string', enum: ['Oslo', 'Lima'] } },
+          properties: { to: { $ref: '#/$defs/Town' } },
+          required: ['to'],
+          additionalProperties: false,
+        },
+      },
+    };
+    const { status, json } = await post(withTools, {
+      tools: [address],
+      tool_choice: 'required',
+      stop: [',', '"'],
+      parallel_tool_calls: false,
+    });
+    expect(status, JSON.stringify(json)).toBe(200);
+    expect(json.choices[0].finish_reason).toBe('tool_calls');
+    expect(['Oslo', 'Lima']).toContain(JSON.parse(json.choices[0].message.tool_calls[0].function.arguments).to);
+  });
+
   test('a conversation with tool turns is answered; tool_choice none answers text', async () => {
     const turns = [
       ...messages,
@@ -174,7 +232,7 @@ describe('requests', () => {
         content: null,
         tool_calls: [{ id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris","unit":"c"}' } }],
       },
-      { role: 'tool', tool_call_id: 'call_a', content: 'sunny, 20 degrees' },
+      answer('call_a', 'sunny, 20 degrees'),
     ];
     for (const server of [withTools, plain]) {
       const answered = await post(server, { messages: turns, tools: [weather], max_tokens: 8 });
@@ -183,6 +241,21 @@ describe('requests', () => {
       expect(none.status).toBe(200);
       expect(none.json.choices[0].message.tool_calls).toBeUndefined();
       expect(typeof none.json.choices[0].message.content).toBe('string');
+    }
+  });
+
+  test('tools too large to render safely are a 400: parameters nested past 32 levels, more than 128 KiB of tools', async () => {
+    const deep = await post(withTools, { tools: [{ type: 'function', function: { name: 'f', parameters: deepSchema(20) } }] });
+    expect(deep.status).toBe(400);
+    expect(deep.json.error).toMatchObject({ param: 'tools[0].function.parameters', message: expect.stringContaining('32 levels') });
+    const many = Array.from({ length: 100 }, (_, i) => ({ type: 'function', function: { name: `f${i}`, description: 'x'.repeat(2000) } }));
+    const large = await post(withTools, { tools: many });
+    expect(large.status).toBe(400);
+    expect(large.json.error).toMatchObject({ param: 'tools', message: expect.stringContaining('131072 bytes') });
+    // Within the bounds, the deepest allowed schema renders, on either template.
+    for (const server of [withTools, plain]) {
+      const ok = await post(server, { tools: [{ type: 'function', function: { name: 'f', parameters: deepSchema(15) } }], max_tokens: 1 });
+      expect(ok.status, JSON.stringify(ok.json)).toBe(200);
     }
   });
 
@@ -197,6 +270,16 @@ describe('requests', () => {
     [{ tools: [weather], tool_choice: 'sometimes' }, 'tool_choice'],
     [{ tools: [weather], tool_choice: { type: 'function', function: { name: 'get_time' } } }, 'tool_choice.function.name'],
     [{ tools: [weather], parallel_tool_calls: 'yes' }, 'parallel_tool_calls'],
+    [
+      { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'array', items: { type: 'integer' } } } }] },
+      'tools[0].function.parameters',
+    ],
+    [{ messages: [...messages, { role: 'assistant', tool_calls: [call('c'), call('c')] }, answer('c')] }, 'messages[1].tool_calls[1].id'],
+    [
+      { messages: [...messages, { role: 'assistant', tool_calls: [call('a'), call('b')] }, answer('a'), ...messages] },
+      'messages[1].tool_calls',
+    ],
+    [{ messages: [...messages, { role: 'assistant', tool_calls: [call('a')] }, ...messages, answer('a')] }, 'messages[1].tool_calls'],
     [{ tools: [weather], response_format: { type: 'json_object' } }, 'response_format'],
     [{ tools: [weather], logprobs: true }, 'logprobs'],
     [{ messages: [...messages, { role: 'tool', content: 'x' }] }, 'messages[1].tool_call_id'],

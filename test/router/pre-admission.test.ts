@@ -56,7 +56,7 @@ describe('parseChatRequest roles', () => {
       { role: 'system', content: 'Be brief.' },
       { role: 'user', content: 'Hi' },
     ]);
-    for (const role of ['tool', 'constructor', '__proto__', 7]) {
+    for (const role of ['function', 'constructor', '__proto__', 7]) {
       const refused = parseChatRequest({ model: 'm', messages: [{ role, content: 'x' }] });
       expect(refused.type, String(role)).toBe('error');
       if (refused.type === 'error') expect(refused.error).toMatchObject({ status: 400, param: 'messages[0].role' });
@@ -87,5 +87,34 @@ describe('text completions', () => {
       tokenizeBody: { model: 'ep_x', prompt: 'héllo', count_only: true },
       param: 'prompt',
     });
+  });
+});
+
+describe('chatPromptShape with tools', () => {
+  test("the replica's /tokenize body is the conversation in OpenAI's wire form, with the tools, and reads back as the same request; tools and calls count in the bound", () => {
+    const body = {
+      model: 'm',
+      messages: [
+        { role: 'user', content: 'Weather?' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'c1', type: 'function', function: { name: 'w', arguments: '{"city":"Oslo"}' } }],
+        },
+        { role: 'tool', tool_call_id: 'c1', content: 'cold' },
+      ],
+      tools: [{ type: 'function', function: { name: 'w', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
+      tool_choice: 'required',
+    };
+    const parsed = parseChatRequest(body);
+    if (parsed.type !== 'ok') throw new Error(JSON.stringify(parsed.error));
+    const shape = chatPromptShape(parsed.value, 'ep_x');
+    const again = parseChatRequest(shape.tokenizeBody);
+    if (again.type !== 'ok') throw new Error(JSON.stringify(again.error));
+    expect(again.value.messages).toEqual(parsed.value.messages);
+    expect(again.value.tools).toEqual(parsed.value.tools);
+    const plain = parseChatRequest({ ...body, tools: undefined, tool_choice: undefined });
+    if (plain.type !== 'ok') throw new Error(JSON.stringify(plain.error));
+    expect(shape.tokenBound).toBeGreaterThan(chatPromptShape(plain.value, 'ep_x').tokenBound + 2048);
   });
 });
