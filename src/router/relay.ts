@@ -10,8 +10,8 @@ import type { RoutedRequest } from './chat-router.js';
 import { errorBody, openAIError } from '../domain/openai-errors.js';
 import { eventData, eventEnd, sseData } from './sse.js';
 
-/** The first text of an answer: a chat delta's content or reasoning, or a text completion's text. */
-const FIRST_TOKEN = /"(?:(?:reasoning_)?content|text)":"[^"]/;
+/** The first text of an answer: a chat delta's content or reasoning, a text completion's text, or the first tool call. */
+const FIRST_TOKEN = /"(?:(?:reasoning_)?content|text)":"[^"]|"tool_calls":\[\{/;
 const FINISH_KEY = '"finish_reason":"';
 const FINISH_KEY_BYTES = Buffer.from(FINISH_KEY);
 /** A usage object, not the `"usage":null` that OpenAI-style engines put in every chunk. */

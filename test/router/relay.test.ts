@@ -174,3 +174,17 @@ test('a non-streamed body broken off by the replica throws UpstreamCutError (502
   await expect(leaving).rejects.toMatchObject({ name: 'AbortError' });
   expect(aborted.outcomes[0]).toMatchObject({ cancelled: true, errorCode: null });
 });
+
+test('an answer that only calls tools has its time to first token at the chunk with the calls', async () => {
+  const { upstream, request, outcomes } = routed(false);
+  const { out } = sink();
+  const calls =
+    'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":null}]}';
+  const piping = pipeStream(request, out);
+  upstream.write(`${chunk('')}\n\n`);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  upstream.end(`${calls}\n\n${chunk(null, 'tool_calls')}\n\n${usage}\n\ndata: [DONE]\n\n`);
+  await piping;
+  expect(outcomes[0]).toMatchObject({ finishReason: 'tool_calls', ttftMs: expect.any(Number) });
+  expect(outcomes[0]!.ttftMs).toBeGreaterThanOrEqual(15);
+});
