@@ -229,6 +229,13 @@ export function forcedCallsSchema(tools: ToolsRequest): JsonSchema {
   return { type: 'array', minItems: 1, ...(single ? { maxItems: 1 } : {}), items: calls.length === 1 ? calls[0]! : { anyOf: calls } };
 }
 
+/** A tool call as OpenAI sends it. */
+export type WireToolCall = { id: string; type: 'function'; function: { name: string; arguments: string } };
+
+export function wireToolCall(call: ToolCall): WireToolCall {
+  return { id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } };
+}
+
 /** A parsed message in OpenAI's wire form again (`tool_calls`, `tool_call_id`), as an engine reads it. */
 export function wireMessage(message: {
   role: string;
@@ -240,9 +247,7 @@ export function wireMessage(message: {
   return {
     role,
     content,
-    ...(toolCalls
-      ? { tool_calls: toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })) }
-      : {}),
+    ...(toolCalls ? { tool_calls: toolCalls.map(wireToolCall) } : {}),
     ...(toolCallId !== undefined ? { tool_call_id: toolCallId } : {}),
   };
 }

@@ -5,9 +5,12 @@
  * JSON-escaped delta: the same bytes as `JSON.stringify` of the chunk object, without building it.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { wireToolCall, type WireToolCall } from '../domain/tools.js';
 import type { FinishReason } from './generation.js';
 import type { TokenLogprob } from './logprobs.js';
 import type { Channel } from './reasoning.js';
+
+export type { WireToolCall };
 
 export type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
 
@@ -55,9 +58,6 @@ export type Completion = {
   toolCalls?: WireToolCall[];
 };
 
-/** A tool call as OpenAI sends it. */
-export type WireToolCall = { id: string; type: 'function'; function: { name: string; arguments: string } };
-
 /** OpenAI-style call ids: `call_` and 24 random letters and digits. */
 export function toolCallId(): string {
   return `call_${randomBytes(18).toString('base64url').replace(/[-_]/g, 'x').slice(0, 24)}`;
@@ -65,7 +65,7 @@ export function toolCallId(): string {
 
 /** Calls read from an answer, with their ids. */
 export function wireToolCalls(calls: readonly { name: string; arguments: string }[]): WireToolCall[] {
-  return calls.map((call) => ({ id: toolCallId(), type: 'function', function: { name: call.name, arguments: call.arguments } }));
+  return calls.map((call) => wireToolCall({ id: toolCallId(), ...call }));
 }
 
 /** The non-streamed answer. */

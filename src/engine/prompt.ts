@@ -85,6 +85,8 @@ export class ChatPromptRenderer {
   /** Token ids of `<think>` / `</think>` when they are single tokens. */
   readonly thinkTagTokens: ReadonlySet<Token>;
   private readonly wrappers = new Map<string, JinjaTemplateChatWrapper>();
+  /** Each tools wrapper's call syntax, read once. */
+  private readonly syntaxes = new WeakMap<JinjaTemplateChatWrapper, ToolSyntax>();
   private readonly templateTokens = new Map<string, readonly Token[]>();
   private readonly prompts = new Map<string, RenderedPrompt>();
   private readonly cachePrompts: boolean;
@@ -154,15 +156,21 @@ export class ChatPromptRenderer {
 
   /** How the model writes a tool call, as the tools wrapper read it from the template (or node-llama-cpp's own). */
   toolSyntax(kwargs: Record<string, unknown>): ToolSyntax {
-    const functions = this.wrapperFor(kwargs, true).settings.functions;
-    const text = (value: unknown) => (value == null ? '' : LlamaText(value as never).toString());
-    const prefix = text(functions.call.prefix);
-    return {
-      prefixes: [prefix, ...(functions.call.prefixAlternateMatches ?? []).map(text)].filter((p) => p.trim() !== ''),
-      paramsPrefix: text(functions.call.paramsPrefix),
-      suffix: text(functions.call.suffix),
-      resultPrefix: text(functions.result.prefix).trim(),
-    };
+    const wrapper = this.wrapperFor(kwargs, true);
+    let syntax = this.syntaxes.get(wrapper);
+    if (syntax === undefined) {
+      const functions = wrapper.settings.functions;
+      const text = (value: unknown) => (value == null ? '' : LlamaText(value as never).toString());
+      const prefix = text(functions.call.prefix);
+      syntax = {
+        prefixes: [prefix, ...(functions.call.prefixAlternateMatches ?? []).map(text)].filter((p) => p.trim() !== ''),
+        paramsPrefix: text(functions.call.paramsPrefix),
+        suffix: text(functions.call.suffix),
+        resultPrefix: text(functions.result.prefix).trim(),
+      };
+      this.syntaxes.set(wrapper, syntax);
+    }
+    return syntax;
   }
 
   private renderNow(messages: readonly ChatMessage[], kwargs: Record<string, unknown>, tools?: readonly ToolDefinition[]): RenderedPrompt {

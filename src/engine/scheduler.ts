@@ -33,6 +33,12 @@ export type SchedulerLimits = {
   addSpecialTokens: boolean;
 };
 
+/** A forced call's grammar (from its tools' parameters) that llama.cpp cannot take. */
+const FORCED_CALL_REFUSED = invalidRequest(
+  'tools cannot be enforced as a forced call: llama.cpp refused the grammar made from their parameters',
+  'tools',
+);
+
 /** A request checked and rendered: what generation needs. */
 export type PreparedRequest = { params: GenerationParams; promptTokens: number };
 
@@ -151,10 +157,7 @@ export class Scheduler {
       );
     const format = { type: 'json_schema', name: 'tool_calls', schema: schema.schema, strict: true } as const;
     // The grammar ends the answer; a stop string would cut the JSON.
-    const prepared = await this.prepareTokens({ ...request, responseFormat: format, stop: [] }, prompt.tokens, 'messages', reasoning, plan);
-    if ('status' in prepared && prepared.param === 'response_format.json_schema.schema')
-      return invalidRequest('tools cannot be enforced as a forced call: llama.cpp refused the grammar made from their parameters', 'tools');
-    return prepared;
+    return this.prepareTokens({ ...request, responseFormat: format, stop: [] }, prompt.tokens, 'messages', reasoning, plan);
   }
 
   /** The same for a text completion: its raw prompt, no chat template, no think block. */
@@ -181,7 +184,10 @@ export class Scheduler {
     if ('status' in sampling) return sampling;
     // Text (most requests) takes no grammar, and no turn of the event loop to learn it.
     const format = request.responseFormat;
-    const grammar = format.type === 'text' ? undefined : await this.grammars.forFormat(format);
+    const grammar =
+      format.type === 'text'
+        ? undefined
+        : await this.grammars.forFormat(format, tools?.mode === 'forced' ? FORCED_CALL_REFUSED : undefined);
     if (grammar && 'status' in grammar) return grammar;
     return {
       promptTokens,

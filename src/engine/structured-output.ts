@@ -30,6 +30,11 @@ async function schemaGrammar(llama: Llama, schema: JsonSchema): Promise<LlamaGra
   return llama.createGrammar({ grammar: text.slice(0, at) + text.slice(at + NEWLINE_PADDING.length) });
 }
 
+const RESPONSE_FORMAT_REFUSED = invalidRequest(
+  'response_format.json_schema.schema cannot be enforced: llama.cpp refused the grammar made from it (too many repetitions: lower its lengths and item counts)',
+  'response_format.json_schema.schema',
+);
+
 export class Grammars {
   private readonly cache = new LRUCache<string, Promise<LlamaGrammar>>({ max: GRAMMARS_KEPT });
 
@@ -38,8 +43,14 @@ export class Grammars {
     private readonly log: (line: string) => void = () => {},
   ) {}
 
-  /** The grammar a JSON format needs, or the 400 of a schema the generator cannot take. */
-  async forFormat(format: Exclude<ResponseFormat, { type: 'text' }>): Promise<LlamaGrammar | RequestError> {
+  /**
+   * The grammar a JSON format needs, or `refused` (by default the 400 of a response_format schema)
+   * when llama.cpp cannot take the schema's grammar.
+   */
+  async forFormat(
+    format: Exclude<ResponseFormat, { type: 'text' }>,
+    refused: RequestError = RESPONSE_FORMAT_REFUSED,
+  ): Promise<LlamaGrammar | RequestError> {
     const key = format.type === 'json_object' ? 'json_object' : JSON.stringify(format.schema);
     let grammar = this.cache.get(key);
     if (grammar === undefined) {
@@ -55,11 +66,8 @@ export class Grammars {
       return await grammar;
     } catch (error) {
       // llama.cpp refuses a grammar whose repetitions (lengths, item counts) add up past its own bound.
-      this.log(`[engine] a response_format grammar was refused: ${error instanceof Error ? error.message : String(error)}`);
-      return invalidRequest(
-        'response_format.json_schema.schema cannot be enforced: llama.cpp refused the grammar made from it (too many repetitions: lower its lengths and item counts)',
-        'response_format.json_schema.schema',
-      );
+      this.log(`[engine] a grammar was refused (${refused.param}): ${error instanceof Error ? error.message : String(error)}`);
+      return refused;
     }
   }
 }

@@ -82,6 +82,16 @@ export function partialMatchLength(text: string, needles: readonly string[]): nu
   return best;
 }
 
+/** Where the first of `needles` occurs in `text` from `from` on, or -1. */
+export function firstIndexOf(text: string, needles: readonly string[], from = 0): number {
+  let first = -1;
+  for (const needle of needles) {
+    const index = text.indexOf(needle, from);
+    if (index >= 0 && (first < 0 || index < first)) first = index;
+  }
+  return first;
+}
+
 export type StopMatch = { text: string; stopped: boolean };
 
 /** Ends the output at the first occurrence of any stop string; the stop string is not returned. */
@@ -93,11 +103,7 @@ export class StopStringMatcher {
   push(text: string): StopMatch {
     if (this.stops.length === 0) return { text, stopped: false };
     const buffer = this.held + text;
-    let first = -1;
-    for (const stop of this.stops) {
-      const index = buffer.indexOf(stop);
-      if (index >= 0 && (first < 0 || index < first)) first = index;
-    }
+    const first = firstIndexOf(buffer, this.stops);
     if (first >= 0) {
       this.held = '';
       return { text: buffer.slice(0, first), stopped: true };

@@ -14,8 +14,9 @@
  * Whitespace is loose in both: the model may space a call's syntax its own way. Text between
  * or after the calls that is not a call is content too, after what was streamed.
  */
+import { isObject } from '../domain/field-checker.js';
 import { argumentsValue, type ToolsRequest } from '../domain/tools.js';
-import { partialMatchLength } from './text-stream.js';
+import { firstIndexOf, partialMatchLength } from './text-stream.js';
 
 /** How a model writes a call: `prefix name paramsPrefix {arguments} suffix`, calls one after another. */
 export type ToolSyntax = {
@@ -80,6 +81,9 @@ export function jsonEnd(text: string, from: number): number {
 /** The start of a literal up to its first space: where a call is recognised in text, however the model spaces the rest. */
 const anchorOf = (literal: string) => literal.trim().split(/\s/)[0]!;
 
+/** The anchors of a syntax's call openings. */
+const anchorsOf = (syntax: ToolSyntax) => syntax.prefixes.map(anchorOf).filter((a) => a !== '');
+
 /** The call at `at` in the model's syntax, and where it ends; undefined when there is no complete call of an offered tool there. */
 function callAt(text: string, at: number, syntax: ToolSyntax, names: ReadonlySet<string>): { call: ParsedCall; end: number } | undefined {
   const nameEnd = syntax.paramsPrefix.trim()[0];
@@ -111,7 +115,7 @@ export function parseNativeCalls(
   syntax: ToolSyntax,
   names: ReadonlySet<string>,
 ): { calls: ParsedCall[]; rest: string } | undefined {
-  const anchors = syntax.prefixes.map(anchorOf).filter((a) => a !== '');
+  const anchors = anchorsOf(syntax);
   const calls: ParsedCall[] = [];
   let rest = '';
   let at = 0;
@@ -119,11 +123,7 @@ export function parseNativeCalls(
     const found = callAt(text, at, syntax, names);
     if (!found) break;
     calls.push(found.call);
-    let next = -1;
-    for (const anchor of anchors) {
-      const index = text.indexOf(anchor, found.end);
-      if (index >= 0 && (next < 0 || index < next)) next = index;
-    }
+    const next = firstIndexOf(text, anchors, found.end);
     rest += text.slice(found.end, next < 0 ? text.length : next);
     at = next < 0 ? text.length : next;
   }
@@ -145,14 +145,7 @@ export function parseForcedCalls(text: string, names: ReadonlySet<string>): Pars
   const calls: ParsedCall[] = [];
   for (const item of value as unknown[]) {
     const call = item as { name?: unknown; arguments?: unknown };
-    if (
-      typeof call?.name !== 'string' ||
-      !names.has(call.name) ||
-      typeof call.arguments !== 'object' ||
-      call.arguments === null ||
-      Array.isArray(call.arguments)
-    )
-      return undefined;
+    if (typeof call?.name !== 'string' || !names.has(call.name) || !isObject(call.arguments)) return undefined;
     calls.push({ name: call.name, arguments: JSON.stringify(call.arguments) });
   }
   return calls;
@@ -169,7 +162,7 @@ export class ToolCallCapture {
 
   constructor(private readonly plan: ToolPlan) {
     this.capturing = plan.mode === 'forced';
-    this.anchors = plan.mode === 'auto' ? plan.syntax.prefixes.map(anchorOf).filter((a) => a !== '') : [];
+    this.anchors = plan.mode === 'auto' ? anchorsOf(plan.syntax) : [];
   }
 
   /** The content that is final with `text` ('' while it may be a call). */
@@ -179,11 +172,7 @@ export class ToolCallCapture {
       return '';
     }
     const buffer = this.held + text;
-    let first = -1;
-    for (const anchor of this.anchors) {
-      const index = buffer.indexOf(anchor);
-      if (index >= 0 && (first < 0 || index < first)) first = index;
-    }
+    const first = firstIndexOf(buffer, this.anchors);
     if (first >= 0) {
       this.capturing = true;
       this.held = buffer.slice(first);
