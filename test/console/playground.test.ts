@@ -169,6 +169,8 @@ describeBrowser('web console: playground', () => {
     await page.getByLabel('Endpoint', { exact: true }).selectOption(thinking);
     await page.waitForURL(`**/#/playground/${thinking}`);
     await setMaxTokens(page, 16);
+    // Greedy, so that the random model's answer is the same every run (sampled, it closes its think block now and then).
+    await page.getByLabel('Temperature', { exact: true }).fill('0');
     await observe(page);
     const message = page.getByLabel('Message', { exact: true });
     await message.fill('Why is the sky blue?');
@@ -179,8 +181,8 @@ describeBrowser('web console: playground', () => {
     const reasoning = first.locator('details.reasoning');
     expect(await reasoning.locator('summary').innerText()).toBe('Reasoning');
     expect((await reasoning.locator('.reasoning-text').innerText()).length).toBeGreaterThan(0);
-    // The reasoning streamed too (separate subscription messages), and the answer text holds none of it (this template
-    // thinks for all 16 tokens).
+    // The reasoning streamed too (separate subscription messages), and the answer text holds none of it (this template,
+    // greedy, thinks for all 16 tokens).
     expect(await chunkMessages(page)).toBeGreaterThanOrEqual(2);
     expect(await first.locator('.answer').count()).toBe(0);
     // Collapsible with the keyboard.
