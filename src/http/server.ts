@@ -24,6 +24,7 @@ import { logAccess } from './access-log.js';
 import { endpointRoutes } from './rest/endpoint-routes.js';
 import { isServerFailure } from '../domain/errors.js';
 import { sendJson } from './body.js';
+import { deferContinue } from '../util/http-body.js';
 import { DATABASE_RETRY_AFTER_S, failureOf } from './failures.js';
 import { sendGraphQLFailure } from './graphql/errors.js';
 import { restErrorOfFailure, sendRestError } from './rest/errors.js';
@@ -135,8 +136,6 @@ export async function startGateway(services: Services, options: GatewayOptions):
     if (cors.apply(req, res)) return;
     if (url.pathname === GRAPHQL_PATH) {
       await graphqlHttp(req, res, url);
-    } else if (url.pathname.startsWith(`${GRAPHQL_PATH}/`)) {
-      await yoga(req, res);
     } else if (url.pathname === CHAT_PATH || url.pathname === COMPLETIONS_PATH) {
       await handleChatCompletion(req, res, services, chat, log, url.pathname);
     } else if (url.pathname === TOKENIZE_PATH || url.pathname === DETOKENIZE_PATH) {
@@ -184,6 +183,11 @@ export async function startGateway(services: Services, options: GatewayOptions):
         res.destroy();
       }
     });
+  });
+  // `Expect: 100-continue`: the client uploads only once a handler reads the body (after the key check).
+  server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    deferContinue(req, res);
+    server.emit('request', req, res);
   });
   server.keepAliveTimeout = 65_000;
   // What Node's parser refuses (a target that is neither a path nor a URL, a malformed header) is a JSON 400 too.

@@ -17,6 +17,19 @@ export interface BodyLimits {
   drainBytes?: number;
 }
 
+/** Requests whose client sends the body only after a `100 Continue` (`Expect: 100-continue`), with their keep-alive. */
+const awaitingContinue = new WeakMap<IncomingMessage, { res: ServerResponse; keepAlive: boolean }>();
+
+/**
+ * For a server's `checkContinue` event: the `100 Continue` goes only when a handler reads the
+ * body, so a request refused first (no key, no such route) is answered before anything is
+ * uploaded. Such an answer closes the connection: the body the client held back never came.
+ */
+export function deferContinue(req: IncomingMessage, res: ServerResponse): void {
+  awaitingContinue.set(req, { res, keepAlive: res.shouldKeepAlive });
+  res.shouldKeepAlive = false;
+}
+
 /**
  * A request's body as UTF-8 text, or null when it is larger than `maxBytes`.
  * Listeners, not `for await`: leaving an async iterator early destroys the
@@ -25,6 +38,12 @@ export interface BodyLimits {
  */
 export function readBodyText(req: IncomingMessage, limits: BodyLimits): Promise<string | null> {
   const drainBytes = limits.drainBytes ?? 16 * limits.maxBytes;
+  const waiting = awaitingContinue.get(req);
+  if (waiting) {
+    awaitingContinue.delete(req);
+    waiting.res.shouldKeepAlive = waiting.keepAlive;
+    if (!waiting.res.headersSent) waiting.res.writeContinue();
+  }
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

@@ -73,7 +73,10 @@ describe('POST /graphql', () => {
       body,
     );
     expect(answer.status).toBe(413);
-    expect(JSON.parse(answer.body).errors[0].message).toMatch(/exceeds 1048576 bytes/);
+    const [error] = JSON.parse(answer.body).errors;
+    expect(error.message).toMatch(/exceeds 1048576 bytes/);
+    // The shape of every other GraphQL 4xx: its code.
+    expect(error.extensions).toMatchObject({ code: 'INVALID_ARGUMENT' });
     // Under the limit it is served.
     const small = await rawRequest(
       t.port,
@@ -103,6 +106,102 @@ describe('POST /graphql', () => {
     const posted = await openSse(t.url, alice.key, EVENTS, { p: aliceProject }, { accept: '*/*' }, 'POST');
     expect(posted.status).toBe(200);
     posted.close();
+  });
+});
+
+describe('/graphql/ and below', () => {
+  test('are no second GraphQL endpoint: a 404 without the key check or the body limit being skipped', async () => {
+    // Anonymous, with a huge body announced: answered at once, the body unread.
+    const target = (path: string, headers: Record<string, string>) =>
+      new Promise<{ raw: string; ms: number }>((resolve) => {
+        const socket = net.connect(t.port, '127.0.0.1');
+        const t0 = performance.now();
+        let raw = '';
+        socket.on('data', (chunk) => {
+          raw += chunk.toString('latin1');
+          if (raw.includes('\r\n\r\n')) {
+            socket.destroy();
+            resolve({ raw, ms: performance.now() - t0 });
+          }
+        });
+        socket.on('error', () => {});
+        const head = Object.entries({ host: 'x', 'content-type': 'application/json', 'content-length': '200000000', ...headers })
+          .map(([k, v]) => `${k}: ${v}\r\n`)
+          .join('');
+        socket.write(`POST ${path} HTTP/1.1\r\n${head}\r\n{"query":"{ __typename }","variables":{"x":"${'a'.repeat(64 * 1024)}`);
+      });
+    for (const path of ['/graphql/', '/graphql/x']) {
+      const { raw, ms } = await target(path, {});
+      expect(raw, path).toMatch(/^HTTP\/1\.1 404 /);
+      expect(ms, path).toBeLessThan(3000);
+    }
+    // With a key and a valid operation: still not served there.
+    const body = JSON.stringify({ query: '{ __typename }' });
+    const answer = await rawRequest(
+      t.port,
+      'POST',
+      '/graphql/',
+      { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json' },
+      body,
+    );
+    expect(answer.status).toBe(404);
+    expect(answer.body).not.toContain('__typename');
+    expect((await rawRequest(t.port, 'GET', '/graphql/?query=%7B__typename%7D', { authorization: `Bearer ${alice.key}` })).status).toBe(
+      404,
+    );
+  });
+});
+
+describe('Expect: 100-continue', () => {
+  /** Sends the head; sends the body only after a `100 Continue`; reads until the server closes or 3 s pass. */
+  const expectContinue = (path: string, headers: Record<string, string>, body: string) =>
+    new Promise<string>((resolve) => {
+      const socket = net.connect(t.port, '127.0.0.1');
+      let raw = '';
+      let sent = false;
+      const timer = setTimeout(() => socket.destroy(), 3000);
+      socket.on('data', (chunk) => {
+        raw += chunk.toString('latin1');
+        if (!sent && raw.startsWith('HTTP/1.1 100 Continue\r\n\r\n')) {
+          sent = true;
+          socket.write(body);
+        }
+      });
+      socket.on('error', () => {});
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve(raw);
+      });
+      const head = Object.entries({
+        host: 'x',
+        'content-type': 'application/json',
+        'content-length': String(Buffer.byteLength(body)),
+        expect: '100-continue',
+        ...headers,
+      })
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('');
+      socket.write(`POST ${path} HTTP/1.1\r\n${head}\r\n`);
+    });
+
+  test('a request refused before its body (no key) gets its final answer without a 100 Continue, and the connection closes', async () => {
+    // (Chat reads its body while the key is checked, so it asks for it at once.)
+    for (const path of ['/graphql', '/dedicated/beta/endpoint']) {
+      const raw = await expectContinue(path, {}, JSON.stringify({ query: '{ __typename }' }));
+      expect(raw, path).toMatch(/^HTTP\/1\.1 401 /);
+      expect(raw, path).not.toContain('100 Continue');
+      expect(parseResponses(raw)[0]!.headers.connection, path).toBe('close');
+    }
+  });
+
+  test('with a key, the body is asked for (100 Continue) once the key is checked, and served', async () => {
+    const raw = await expectContinue(
+      '/graphql',
+      { authorization: `Bearer ${alice.key}`, connection: 'close' },
+      JSON.stringify({ query: '{ __typename }' }),
+    );
+    expect(raw).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /);
+    expect(raw).toContain('{"data":{"__typename":"Query"}}');
   });
 });
 

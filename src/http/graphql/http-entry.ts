@@ -114,7 +114,13 @@ export function createGraphQLHttp(
       const encoded = unsupportedEncoding(req);
       if (encoded) return sendGraphQLFailure(res, encoded.failure, requestIdOf(req), CLOSE);
       const text = await readBodyText(req);
-      if (text === null) return sendJson(res, 413, { errors: [{ message: BODY_TOO_LARGE_MESSAGE }] }, CLOSE);
+      if (text === null)
+        return sendGraphQLFailure(
+          res,
+          { kind: 'invalid', message: BODY_TOO_LARGE_MESSAGE, fields: [], reason: 'too_large' },
+          requestIdOf(req),
+          CLOSE,
+        );
       body = text;
       // No subscription in it (most requests): yoga reads it, unparsed here.
       if (!SUBSCRIPTION_KEYWORD.test(text)) return toYoga(req, res, body, caller);
