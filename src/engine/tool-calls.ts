@@ -107,8 +107,9 @@ function callAt(text: string, at: number, syntax: ToolSyntax, names: ReadonlySet
 
 /**
  * Reads calls in the model's syntax from `text`, which starts with a call's opening: the calls,
- * and the text around them that is not a call (content). Undefined when the first is not a
- * complete call of an offered tool.
+ * and the text around them that is not a call (content). An opening that starts no complete
+ * call of an offered tool (another tool's name, the tag mentioned in prose, a call cut short) is
+ * content, and the calls after it are still read. Undefined when there is no call at all.
  */
 export function parseNativeCalls(
   text: string,
@@ -119,18 +120,17 @@ export function parseNativeCalls(
   const calls: ParsedCall[] = [];
   let rest = '';
   let at = 0;
-  for (;;) {
+  while (at < text.length) {
     const found = callAt(text, at, syntax, names);
-    if (!found) break;
-    calls.push(found.call);
-    const next = firstIndexOf(text, anchors, found.end);
-    rest += text.slice(found.end, next < 0 ? text.length : next);
+    if (found) calls.push(found.call);
+    const contentFrom = found ? found.end : at;
+    // Past this opening: the next one may start a call.
+    const next = firstIndexOf(text, anchors, found ? found.end : at + 1);
+    rest += text.slice(contentFrom, next < 0 ? text.length : next);
     at = next < 0 ? text.length : next;
   }
   if (calls.length === 0) return undefined;
-  // What follows the last complete call and is not one (another tool's name, a call cut short) is content too.
-  rest = (rest + text.slice(at)).trim();
-  return { calls, rest };
+  return { calls, rest: rest.trim() };
 }
 
 /** Reads a forced answer (a JSON list of calls); undefined when it is not one (cut by max_tokens). */

@@ -97,6 +97,17 @@ describe('calls in the model syntax (tool_choice auto)', () => {
     expect(capture(auto(QWEN), text, 4)).toEqual({ content: text, calls: [] });
   });
 
+  test('an opening that starts no call (another tool, the tag in prose) is content, and the calls after it are still read', () => {
+    const bad = '<tool_call>\n{"name": "zz", "arguments": {}}\n</tool_call>';
+    const good = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>';
+    expect(capture(auto(QWEN), bad + good, 5)).toEqual({ content: bad, calls: [{ name: 'get_time', arguments: '{}' }] });
+    const prose = 'I will use <tool_call> tags. ';
+    expect(capture(auto(QWEN), prose + good + ' Done.', 3)).toEqual({
+      content: 'I will use <tool_call> tags.  Done.',
+      calls: [{ name: 'get_time', arguments: '{}' }],
+    });
+  });
+
   test('text that only starts like a call is passed on once it differs; an answer without calls is all content', () => {
     const tools = new ToolCallCapture(auto(QWEN));
     expect(tools.push('a <tool')).toBe('a ');
