@@ -31,6 +31,8 @@ export const SCHEMA_LIMITS = {
   bound: 500,
   literals: 1000,
   bytes: 64 * 1024,
+  /** The schema once every `$ref` is replaced by its definition (what the grammar is made from, and what the engine keeps). */
+  inlinedBytes: 256 * 1024,
   jsonDepth: 64,
   repetitions: 5000,
 } as const;
@@ -275,6 +277,72 @@ class Checker {
   }
 }
 
+/** Keywords whose value is one schema (`items` may also be a list of them, as in draft 4). */
+const ONE_SCHEMA = [
+  'items',
+  'additionalProperties',
+  'additionalItems',
+  'not',
+  'if',
+  'then',
+  'else',
+  'contains',
+  'propertyNames',
+  'unevaluatedProperties',
+  'unevaluatedItems',
+];
+/** Keywords whose value is a list of schemas, or a map of names to schemas. */
+const SCHEMA_LISTS = ['allOf', 'anyOf', 'oneOf', 'prefixItems'];
+const SCHEMA_MAPS = ['properties', 'patternProperties', '$defs', 'definitions', 'dependentSchemas'];
+
+const kindOf = (value: unknown) => (value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value);
+
+/**
+ * Where a JSON Schema is not shaped as one, whatever it asks for: a subschema that is neither an
+ * object nor a boolean, a `type` that is not a type name or a list of them, a `required` that is
+ * not a list of names, an `enum` that is not a list. The path of the first such value and the
+ * rule; undefined when the shape is sound. The caller bounds the nesting first.
+ */
+export function schemaShapeViolation(schema: unknown, path: string): string | undefined {
+  if (typeof schema === 'boolean') return undefined;
+  if (!isObject(schema)) return `${path} must be a schema: an object or a boolean (got ${kindOf(schema)})`;
+  const { type, required } = schema;
+  const isTypeName = (t: unknown) => typeof t === 'string' && (SCALARS.has(t) || t === 'object' || t === 'array');
+  if (type !== undefined && !(isTypeName(type) || (Array.isArray(type) && type.every(isTypeName))))
+    return `${path}.type must be a JSON Schema type name or a list of them (got ${JSON.stringify(type)?.slice(0, 60)})`;
+  if (required !== undefined && !(Array.isArray(required) && required.every((r) => typeof r === 'string')))
+    return `${path}.required must be a list of property names (got ${kindOf(required)})`;
+  if (schema.enum !== undefined && !Array.isArray(schema.enum)) return `${path}.enum must be a list of values (got ${kindOf(schema.enum)})`;
+  for (const keyword of ONE_SCHEMA) {
+    const value = schema[keyword];
+    if (value === undefined) continue;
+    const found =
+      keyword === 'items' && Array.isArray(value)
+        ? value.map((item, i) => schemaShapeViolation(item, `${path}.items[${i}]`)).find((v) => v !== undefined)
+        : schemaShapeViolation(value, `${path}.${keyword}`);
+    if (found) return found;
+  }
+  for (const keyword of SCHEMA_LISTS) {
+    const value = schema[keyword];
+    if (value === undefined) continue;
+    if (!Array.isArray(value)) return `${path}.${keyword} must be a list of schemas (got ${kindOf(value)})`;
+    for (let i = 0; i < value.length; i++) {
+      const found = schemaShapeViolation(value[i], `${path}.${keyword}[${i}]`);
+      if (found) return found;
+    }
+  }
+  for (const keyword of SCHEMA_MAPS) {
+    const value = schema[keyword];
+    if (value === undefined) continue;
+    if (!isObject(value)) return `${path}.${keyword} must be an object of schemas (got ${kindOf(value)})`;
+    for (const [name, sub] of Object.entries(value)) {
+      const found = schemaShapeViolation(sub, `${path}.${keyword}.${name}`);
+      if (found) return found;
+    }
+  }
+  return undefined;
+}
+
 /** The schema inlined as the grammar generator reads it, or the rule it breaks (with its path under `schema`). */
 export function checkJsonSchema(schema: unknown): { schema: JsonSchema } | { error: string } {
   try {
@@ -287,7 +355,11 @@ export function checkJsonSchema(schema: unknown): { schema: JsonSchema } | { err
     const defs = schema.$defs ?? {};
     if (!isObject(defs)) throw new SchemaError('schema.$defs must be an object of schemas');
     const checker = new Checker({ nodes: 0, literals: 0, defs, expanding: new Set(), repetitions: new Set(), repeated: 0 });
-    return { schema: checker.node(schema, 'schema', 0) };
+    const inlined = checker.node(schema, 'schema', 0);
+    // A large definition referenced many times inlines to many times the schema's own size.
+    if (JSON.stringify(inlined).length > SCHEMA_LIMITS.inlinedBytes)
+      throw new SchemaError(`schema is larger than ${SCHEMA_LIMITS.inlinedBytes / 1024} KiB as JSON once its $refs are inlined`);
+    return { schema: inlined };
   } catch (error) {
     if (error instanceof SchemaError) return { error: error.message };
     throw error;

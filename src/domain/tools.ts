@@ -20,7 +20,7 @@
  *   documented API refuses the first too).
  */
 import { isObject, nestingDepth } from './field-checker.js';
-import { checkJsonSchema, type JsonSchema } from './json-schema-subset.js';
+import { checkJsonSchema, schemaShapeViolation, type JsonSchema } from './json-schema-subset.js';
 import { describe, fail } from './request-checks.js';
 
 /** OpenAI's bound on the tools of one request. */
@@ -29,9 +29,11 @@ export const MAX_TOOLS = 128;
  * How large the tools may be: their JSON in all, and how deep a tool's
  * `parameters` nests. A template that knows no tools gets them written into
  * its system prompt by node-llama-cpp, which costs about size × depth on the
- * engine's event loop (a 60-deep, 890 KB schema took 27 s there).
+ * engine's event loop (a 60-deep, 890 KB schema took 27 s there), and
+ * indents every line break of a description once per level it sits at (4,000
+ * line breaks in each description of a 15-deep schema: 2 million tokens, 1.2 s).
  */
-export const TOOL_LIMITS = { bytes: 128 * 1024, depth: 32 } as const;
+export const TOOL_LIMITS = { bytes: 128 * 1024, depth: 32, lineBreaks: 1000 } as const;
 /** Calls one assistant message of the conversation may carry. */
 export const MAX_MESSAGE_TOOL_CALLS = 128;
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
@@ -49,6 +51,21 @@ export type ToolCall = { id: string; name: string; arguments: string };
 
 /** Any JSON object: the arguments of a tool whose schema the grammar cannot enforce. */
 const ANY_OBJECT: JsonSchema = { type: 'object', additionalProperties: true };
+
+/** Line breaks in every string (and member name) of a JSON value. */
+function lineBreaks(value: unknown): number {
+  let count = 0;
+  const stack = [value];
+  while (stack.length > 0) {
+    const current = stack.pop();
+    if (typeof current === 'string') {
+      for (let at = current.indexOf('\n'); at >= 0; at = current.indexOf('\n', at + 1)) count++;
+    } else if (typeof current === 'object' && current !== null) {
+      for (const [key, child] of Object.entries(current)) stack.push(key, child);
+    }
+  }
+  return count;
+}
 
 function parseDefinition(tool: unknown, param: string): ToolDefinition {
   if (!isObject(tool))
@@ -73,6 +90,9 @@ function parseDefinition(tool: unknown, param: string): ToolDefinition {
     );
   if (nestingDepth(parameters, TOOL_LIMITS.depth) > TOOL_LIMITS.depth)
     fail(`${param}.function.parameters nests JSON more than ${TOOL_LIMITS.depth} levels deep`, `${param}.function.parameters`);
+  // Shaped as a JSON Schema all through: the template (or node-llama-cpp writing it into the prompt) reads every part.
+  const misshapen = schemaShapeViolation(parameters, `${param}.function.parameters`);
+  if (misshapen) fail(misshapen, misshapen.slice(0, misshapen.indexOf(' ')), 'invalid_type');
   if (fn.strict !== undefined && fn.strict !== null && typeof fn.strict !== 'boolean')
     fail(`${param}.function.strict must be a boolean (got ${describe(fn.strict)})`, `${param}.function.strict`, 'invalid_type');
   return { name: fn.name, ...(typeof fn.description === 'string' ? { description: fn.description } : {}), parameters };
@@ -111,6 +131,9 @@ export function parseTools(body: Record<string, unknown>): ToolsRequest | undefi
   if (tools.length > MAX_TOOLS) fail(`tools may list at most ${MAX_TOOLS} tools (got ${tools.length})`, 'tools');
   const bytes = Buffer.byteLength(JSON.stringify(tools));
   if (bytes > TOOL_LIMITS.bytes) fail(`tools may take at most ${TOOL_LIMITS.bytes} bytes of JSON in all (got ${bytes})`, 'tools');
+  const breaks = lineBreaks(tools);
+  if (breaks > TOOL_LIMITS.lineBreaks)
+    fail(`tools may hold at most ${TOOL_LIMITS.lineBreaks} line breaks in all their text (got ${breaks})`, 'tools');
   const definitions = tools.map((tool, i) => parseDefinition(tool, `tools[${i}]`));
   const names = new Set<string>();
   definitions.forEach(({ name }, i) => {

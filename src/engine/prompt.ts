@@ -188,8 +188,10 @@ export class ChatPromptRenderer {
         ...(availableFunctions ? { availableFunctions } : {}),
       }));
     } catch (error) {
-      // Templates reject conversations with raise_exception (e.g. "roles must alternate").
-      const reason = error instanceof Error ? error.message : String(error);
+      // Templates reject conversations with raise_exception (e.g. "roles must alternate"): that reason is the
+      // client's to read. A JavaScript error (a TypeError in the rendering) names our internals, not the input.
+      const internal = error instanceof TypeError || error instanceof RangeError || error instanceof ReferenceError;
+      const reason = internal ? 'the rendering failed on them' : error instanceof Error ? error.message : String(error);
       throw new ChatTemplateError(`The model's chat template cannot render these messages: ${reason}`, { cause: error });
     }
 

@@ -238,6 +238,17 @@ describe('schemas the grammar cannot enforce are refused, naming the keyword', (
         ],
         [{ type: 'string', enum: Array.from({ length: 1001 }, (_, i) => `v${i}`) }, 'more than 1000 enum and const values'],
         [{ type: 'boolean', description: 'x'.repeat(70_000) }, 'schema is larger than 64 KiB'],
+        // Small as sent (under 64 KiB), but one large definition referenced 249 times inlines to 7 MB.
+        [
+          {
+            type: 'object',
+            $defs: { s: { const: 'x'.repeat(28_000) } },
+            properties: Object.fromEntries(Array.from({ length: 249 }, (_, i) => [`p${i}`, { $ref: '#/$defs/s' }])),
+            required: Array.from({ length: 249 }, (_, i) => `p${i}`),
+            additionalProperties: false,
+          },
+          'schema is larger than 256 KiB as JSON once its $refs are inlined',
+        ],
         [
           {
             type: 'object',

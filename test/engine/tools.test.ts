@@ -252,6 +252,22 @@ describe('requests', () => {
     const large = await post(withTools, { tools: many });
     expect(large.status).toBe(400);
     expect(large.json.error).toMatchObject({ param: 'tools', message: expect.stringContaining('131072 bytes') });
+    // Line breaks, which node-llama-cpp indents once per level when it writes the tools into a prompt.
+    const lines = (n: number) => 'line\n'.repeat(n);
+    const broken = await post(plain, { tools: [{ type: 'function', function: { name: 'f', description: lines(1001) } }] });
+    expect(broken.status).toBe(400);
+    expect(broken.json.error).toMatchObject({ param: 'tools', message: expect.stringContaining('at most 1000 line breaks') });
+    const describedDeep = (depth: number, perLevel: number): Record<string, unknown> =>
+      depth === 0
+        ? { type: 'string', description: lines(perLevel) }
+        : { type: 'object', description: lines(perLevel), properties: { a: describedDeep(depth - 1, perLevel) } };
+    const heavy = await post(plain, {
+      tools: [{ type: 'function', function: { name: 'f', parameters: describedDeep(15, 62) } }],
+      max_tokens: 1,
+    });
+    // The most the limit lets through renders to tens of thousands of tokens (too many for this context), not millions.
+    expect(heavy.json.error?.code, JSON.stringify(heavy.json).slice(0, 300)).toBe('context_length_exceeded');
+    expect(Number(/has (\d+) tokens/.exec(heavy.json.error.message)?.[1])).toBeLessThan(50_000);
     // Within the bounds, the deepest allowed schema renders, on either template.
     for (const server of [withTools, plain]) {
       const ok = await post(server, { tools: [{ type: 'function', function: { name: 'f', parameters: deepSchema(15) } }], max_tokens: 1 });
@@ -270,6 +286,37 @@ describe('requests', () => {
     [{ tools: [weather], tool_choice: 'sometimes' }, 'tool_choice'],
     [{ tools: [weather], tool_choice: { type: 'function', function: { name: 'get_time' } } }, 'tool_choice.function.name'],
     [{ tools: [weather], parallel_tool_calls: 'yes' }, 'parallel_tool_calls'],
+    // Parameters shaped as a JSON Schema all through (node-llama-cpp reads every part of them).
+    [
+      { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: null } } } }] },
+      'tools[0].function.parameters.properties.a',
+    ],
+    [
+      {
+        tools: [
+          {
+            type: 'function',
+            function: {
+              name: 'f',
+              parameters: { type: 'object', properties: { a: { type: 'object', properties: { b: { oneOf: 'x' } } } } },
+            },
+          },
+        ],
+      },
+      'tools[0].function.parameters.properties.a.properties.b.oneOf',
+    ],
+    [
+      { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { enum: 'abc' } } } } }] },
+      'tools[0].function.parameters.properties.a.enum',
+    ],
+    [
+      { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', required: 'a' } } }] },
+      'tools[0].function.parameters.required',
+    ],
+    [
+      { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'text' } } } } }] },
+      'tools[0].function.parameters.properties.a.type',
+    ],
     [
       { tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'array', items: { type: 'integer' } } } }] },
       'tools[0].function.parameters',
