@@ -647,6 +647,15 @@ describe('GraphQL', () => {
       input: { model: endpoint, messages: MESSAGES, logitBias: { x: 1 } },
     });
     expect(badBias.createChatCompletion).toMatchObject({ __typename: 'ChatCompletionError', status: 400, param: 'logitBias' });
+    // Below a JSON field, the param keeps the client's own keys (json_schema, not jsonSchema).
+    const badSchema = await alice.graphql.request(CreateChatCompletionDocument, {
+      input: {
+        model: endpoint,
+        messages: MESSAGES,
+        responseFormat: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: 'a+' } } },
+      },
+    });
+    expect(badSchema.createChatCompletion).toMatchObject({ status: 400, param: 'responseFormat.json_schema.schema' });
     const tooHot = await alice.graphql.request(CreateChatCompletionDocument, {
       input: { model: endpoint, messages: MESSAGES, temperature: 9 },
     });

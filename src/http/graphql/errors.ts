@@ -21,9 +21,17 @@ import { failureOf } from '../failures.js';
 import { logFailure, requestIdOf, type Log } from '../request-id.js';
 
 /** GraphQL names fields in camelCase; the shared validators speak the REST names. */
-export function graphqlFieldName(field: string): string {
-  return field.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+export function graphqlFieldName(field: string, jsonFields: ReadonlySet<string> = NO_JSON_FIELDS): string {
+  const parts = field.split('.');
+  for (let i = 0; i < parts.length; i++) {
+    parts[i] = parts[i]!.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+    // Below a field of type JSON the names are the client's own keys (`chatTemplateKwargs.enable_thinking`).
+    if (jsonFields.has(parts[i]!.replace(/(\[\d+\])+$/, ''))) break;
+  }
+  return parts.join('.');
 }
+
+const NO_JSON_FIELDS: ReadonlySet<string> = new Set();
 
 /** The other way: a GraphQL field's REST name (`topP` → `top_p`). */
 export function restFieldName(field: string): string {
@@ -184,12 +192,12 @@ export function useErrorReporting(log: Log): Plugin<Record<string, unknown>, { r
 }
 
 /** A chat route's error (in the OpenAI shape) as a GraphQL error, for the `chatCompletion` subscription. */
-export function graphqlChatError(error: OpenAIError): GraphQLError {
+export function graphqlChatError(error: OpenAIError, jsonFields?: ReadonlySet<string>): GraphQLError {
   return new GraphQLError(error.message, {
     extensions: {
       code: error.code ?? error.type,
       status: error.status,
-      ...(error.param ? { param: graphqlFieldName(error.param) } : {}),
+      ...(error.param ? { param: graphqlFieldName(error.param, jsonFields) } : {}),
       ...(error.retryAfter !== undefined ? { retryAfter: error.retryAfter } : {}),
     },
   });

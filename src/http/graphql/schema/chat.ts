@@ -64,6 +64,9 @@ interface Completion {
   usage: Usage;
 }
 
+/** The input fields of type JSON (below them, an error's `param` keeps the client's own key names). */
+const JSON_FIELDS: ReadonlySet<string> = new Set(['toolCalls', 'logitBias', 'chatTemplateKwargs', 'responseFormat', 'tools', 'toolChoice']);
+
 const ChatMessageInput = builder.inputType('ChatMessageInput', {
   fields: (t) => ({
     role: t.string({ required: true, description: 'system, user, assistant or tool' }),
@@ -284,7 +287,7 @@ const ChatCompletionError = builder.objectRef<OpenAIError & { type: string }>('C
     message: t.exposeString('message'),
     errorType: t.string({ resolve: (e) => e.type }),
     code: t.string({ nullable: true, resolve: (e) => e.code }),
-    param: t.string({ nullable: true, resolve: (e) => (e.param ? graphqlFieldName(e.param) : null) }),
+    param: t.string({ nullable: true, resolve: (e) => (e.param ? graphqlFieldName(e.param, JSON_FIELDS) : null) }),
     status: t.exposeInt('status'),
     retryAfter: t.int({
       nullable: true,
@@ -326,11 +329,11 @@ builder.subscriptionField('chatCompletion', (t) =>
       const cancel = new AbortController();
       try {
         const routed = await chat.route(principal, toOpenAIBody(input, true), cancel.signal);
-        if (routed.type === 'error') throw graphqlChatError(routed.error);
+        if (routed.type === 'error') throw graphqlChatError(routed.error, JSON_FIELDS);
         const { upstream } = routed.value;
         if (upstream.statusCode !== 200) {
           const body = JSON.parse((await collectBody(routed.value)).toString('utf8')) as { error: Omit<OpenAIError, 'status'> };
-          throw graphqlChatError({ ...body.error, status: upstream.statusCode ?? 502 } as OpenAIError);
+          throw graphqlChatError({ ...body.error, status: upstream.statusCode ?? 502 } as OpenAIError, JSON_FIELDS);
         }
         for await (const data of relayStream(routed.value)) {
           if (data === '[DONE]') return;
