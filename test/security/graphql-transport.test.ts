@@ -26,8 +26,11 @@ beforeAll(async () => {
   aliceProject = (await alice.project()).id;
 });
 
-/** Sends a request head, then `sent` bytes of a body announced much larger, and reads what comes back until the server closes. */
-function partialBody(headers: Record<string, string>, announced: number, sent: number) {
+/**
+ * Sends a request head, then `sent` bytes of a body announced much larger, and reads what comes back until the
+ * server closes (or, with `untilHead`, until an answer's head has come).
+ */
+function partialBody(headers: Record<string, string>, announced: number, sent: number, { path = '/graphql', untilHead = false } = {}) {
   return new Promise<{ raw: string; ms: number; closed: boolean }>((resolve) => {
     const socket = net.connect(t.port, '127.0.0.1');
     const t0 = performance.now();
@@ -37,7 +40,10 @@ function partialBody(headers: Record<string, string>, announced: number, sent: n
       socket.destroy();
       done(false);
     }, 5000);
-    socket.on('data', (chunk) => (raw += chunk.toString('latin1')));
+    socket.on('data', (chunk) => {
+      raw += chunk.toString('latin1');
+      if (untilHead && raw.includes('\r\n\r\n')) socket.destroy();
+    });
     socket.on('error', () => {});
     socket.on('close', () => {
       clearTimeout(timer);
@@ -46,9 +52,13 @@ function partialBody(headers: Record<string, string>, announced: number, sent: n
     const head = Object.entries({ host: 'x', 'content-type': 'application/json', 'content-length': String(announced), ...headers })
       .map(([k, v]) => `${k}: ${v}\r\n`)
       .join('');
-    socket.write(`POST /graphql HTTP/1.1\r\n${head}\r\n{"query":"{ __typename }","variables":{"x":"${'a'.repeat(sent)}`);
+    socket.write(`POST ${path} HTTP/1.1\r\n${head}\r\n{"query":"{ __typename }","variables":{"x":"${'a'.repeat(sent)}`);
   });
 }
+
+/** A POST of a JSON body with alice's key, over its own connection. */
+const postWithKey = (path: string, body: string) =>
+  rawRequest(t.port, 'POST', path, { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json' }, body);
 
 describe('POST /graphql', () => {
   test('without a valid key, the answer comes before the body is read, and the connection closes', async () => {
@@ -65,13 +75,7 @@ describe('POST /graphql', () => {
 
   test('with a key, a body over 1 MiB is a 413 and nothing runs', async () => {
     const body = JSON.stringify({ query: '{ __typename }', variables: { x: 'a'.repeat(2 << 20) } });
-    const answer = await rawRequest(
-      t.port,
-      'POST',
-      '/graphql',
-      { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json' },
-      body,
-    );
+    const answer = await postWithKey('/graphql', body);
     expect(answer.status).toBe(413);
     const [error] = JSON.parse(answer.body).errors;
     expect(error.message).toMatch(/exceeds 1048576 bytes/);
@@ -112,38 +116,14 @@ describe('POST /graphql', () => {
 describe('/graphql/ and below', () => {
   test('are no second GraphQL endpoint: a 404 without the key check or the body limit being skipped', async () => {
     // Anonymous, with a huge body announced: answered at once, the body unread.
-    const target = (path: string, headers: Record<string, string>) =>
-      new Promise<{ raw: string; ms: number }>((resolve) => {
-        const socket = net.connect(t.port, '127.0.0.1');
-        const t0 = performance.now();
-        let raw = '';
-        socket.on('data', (chunk) => {
-          raw += chunk.toString('latin1');
-          if (raw.includes('\r\n\r\n')) {
-            socket.destroy();
-            resolve({ raw, ms: performance.now() - t0 });
-          }
-        });
-        socket.on('error', () => {});
-        const head = Object.entries({ host: 'x', 'content-type': 'application/json', 'content-length': '200000000', ...headers })
-          .map(([k, v]) => `${k}: ${v}\r\n`)
-          .join('');
-        socket.write(`POST ${path} HTTP/1.1\r\n${head}\r\n{"query":"{ __typename }","variables":{"x":"${'a'.repeat(64 * 1024)}`);
-      });
     for (const path of ['/graphql/', '/graphql/x']) {
-      const { raw, ms } = await target(path, {});
+      const { raw, ms } = await partialBody({}, 200_000_000, 64 * 1024, { path, untilHead: true });
       expect(raw, path).toMatch(/^HTTP\/1\.1 404 /);
       expect(ms, path).toBeLessThan(3000);
     }
     // With a key and a valid operation: still not served there.
     const body = JSON.stringify({ query: '{ __typename }' });
-    const answer = await rawRequest(
-      t.port,
-      'POST',
-      '/graphql/',
-      { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json' },
-      body,
-    );
+    const answer = await postWithKey('/graphql/', body);
     expect(answer.status).toBe(404);
     expect(answer.body).not.toContain('__typename');
     expect((await rawRequest(t.port, 'GET', '/graphql/?query=%7B__typename%7D', { authorization: `Bearer ${alice.key}` })).status).toBe(
