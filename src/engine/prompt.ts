@@ -11,8 +11,8 @@
  * With tools (or tool turns in the conversation) a second wrapper renders, one that reads the
  * template's tool-call syntax (node-llama-cpp's `functionCallMessageTemplate: "auto"`): the tools
  * go to the template as `tools`, an assistant's calls as its `tool_calls` and each `tool` message
- * as the result of the call it answers. A result that is JSON is passed as that value, other text
- * as a JSON string (node-llama-cpp's rendering). A template that knows no tools gets them in its
+ * as the result of the call it answers: as sent to a template that writes it as text, else the JSON
+ * value it holds (or the text). A template that knows no tools gets them in its
  * system prompt, in node-llama-cpp's own syntax.
  */
 import {
@@ -175,7 +175,8 @@ export class ChatPromptRenderer {
 
   private renderNow(messages: readonly ChatMessage[], kwargs: Record<string, unknown>, tools?: readonly ToolDefinition[]): RenderedPrompt {
     const withTools = tools !== undefined || messages.some((m) => m.role === 'tool' || m.toolCalls !== undefined);
-    const chatHistory = withTools ? historyWithTools(messages) : messages.map(historyItem);
+    const wrapper = this.wrapperFor(kwargs, withTools);
+    const chatHistory = withTools ? historyWithTools(messages, verbatimResults.has(wrapper)) : messages.map(historyItem);
     const availableFunctions: ChatModelFunctions | undefined = tools
       ? Object.fromEntries(
           tools.map((t) => [t.name, { ...(t.description ? { description: t.description } : {}), params: t.parameters as never }]),
@@ -183,7 +184,7 @@ export class ChatPromptRenderer {
       : undefined;
     let contextText;
     try {
-      ({ contextText } = this.wrapperFor(kwargs, withTools).generateContextState({
+      ({ contextText } = wrapper.generateContextState({
         chatHistory,
         ...(availableFunctions ? { availableFunctions } : {}),
       }));
@@ -241,6 +242,15 @@ export class ChatPromptRenderer {
         cause: error,
       });
     }
+    // A template that writes a tool message's content as text gets the client's text as it is: node-llama-cpp would
+    // write a result as JSON (`"Sunny"` with its quotes, `1.50` as `1.5`). One that serializes the result itself
+    // (`| tojson`) gets the parsed value, as before. `_stringifyFunctionResult` is node-llama-cpp's (internal, 3.x)
+    // reading of the template; test/engine/tools.test.ts checks the rendering.
+    const reading = wrapper as unknown as { _stringifyFunctionResult?: boolean };
+    if (tools && reading._stringifyFunctionResult === true) {
+      reading._stringifyFunctionResult = false;
+      verbatimResults.add(wrapper);
+    }
     this.wrappers.set(key, wrapper);
     if (this.wrappers.size > WRAPPER_CACHE_SIZE) {
       const oldest = this.wrappers.keys().next().value;
@@ -256,6 +266,9 @@ function historyItem(message: ChatMessage): ChatHistoryItem {
   return { type: 'model', response: [message.content] };
 }
 
+/** Tools wrappers whose template writes a tool message's content as text: the content goes to it unchanged. */
+const verbatimResults = new WeakSet<JinjaTemplateChatWrapper>();
+
 /** A tool message's content as the call's result: the JSON value it holds, or the text. */
 function resultValue(content: string): unknown {
   try {
@@ -269,13 +282,13 @@ function resultValue(content: string): unknown {
  * node-llama-cpp's history: each assistant call carries its result, the `tool` message after it
  * that answers it (chat-request.ts checks that each call has one, right after its message).
  */
-function historyWithTools(messages: readonly ChatMessage[]): ChatHistoryItem[] {
+function historyWithTools(messages: readonly ChatMessage[], verbatim: boolean): ChatHistoryItem[] {
   const items: ChatHistoryItem[] = [];
   let pending = new Map<string, { result: unknown }>();
   for (const message of messages) {
     if (message.role === 'tool') {
       const call = pending.get(message.toolCallId!);
-      if (call) call.result = resultValue(message.content);
+      if (call) call.result = verbatim ? message.content : resultValue(message.content);
       continue;
     }
     if (message.role !== 'assistant' || !message.toolCalls) {

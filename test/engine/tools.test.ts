@@ -168,6 +168,14 @@ describe('the prompt', () => {
     expect(noTools).toContain('<tool_response>\n{"temp": 20}\n</tool_response>');
   });
 
+  test("a template that writes a tool message's content as text gets the client's text as sent, JSON or not", () => {
+    const renderer = new ChatPromptRenderer(toolsModel, { addSpecialTokens: true });
+    for (const content of ['Sunny, 21 °C', '{"temp":20.50, "sky" :"clear"}', '"quoted"']) {
+      const turns = [...conversation.slice(0, 3), { role: 'tool', content, toolCallId: 'call_1' }];
+      expect(renderer.render(turns as never, {}, definitions).text, content).toContain(`<tool_response>\n${content}\n</tool_response>`);
+    }
+  });
+
   test("a template without tools gets them documented in the system prompt, in node-llama-cpp's syntax", () => {
     const renderer = new ChatPromptRenderer(plainModel, { addSpecialTokens: true });
     const { text } = renderer.render(conversation as never, {}, definitions);
