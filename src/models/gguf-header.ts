@@ -21,6 +21,13 @@ type Scalar = number | bigint | boolean | string;
 const SCALAR_SIZES: Record<number, number> = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
 const STRING = 8;
 const ARRAY = 9;
+/**
+ * What a hostile file cannot make this reader hold or do (it runs in the gateway): more than 65,536
+ * keys, a key longer than 1 KiB or an array nested deeper than 4 levels is refused (real files have
+ * tens of short keys and nest arrays one level); a string value longer than 4 KiB (a chat template,
+ * a license) is skipped, not kept: the checks read only numbers and short names (general.architecture).
+ */
+const LIMITS = { entries: 65_536, keyBytes: 1 << 10, keptStringBytes: 4 << 10, stringBytes: 64 << 20, arrayDepth: 4 } as const;
 
 class Reader {
   private buffer = Buffer.alloc(0);
@@ -61,9 +68,14 @@ class Reader {
     return Number(value);
   }
 
-  async string(): Promise<string> {
+  /** A string of at most `max` bytes; a longer one is refused (`max` = 0: skipped, and undefined). */
+  async string(max: number): Promise<string | undefined> {
     const length = await this.u64();
-    if (length > 64 << 20) throw new GgufFormatError('a string in the metadata is implausibly long');
+    if (length > LIMITS.stringBytes || (max > 0 && length > max)) throw new GgufFormatError('a string in the metadata is implausibly long');
+    if (max === 0 && length > LIMITS.keptStringBytes) {
+      this.skip(length);
+      return undefined;
+    }
     return (await this.bytes(length)).toString('utf8');
   }
 
@@ -98,7 +110,7 @@ class Reader {
 
 export interface GgufHeader {
   version: number;
-  /** Scalar and string values; arrays are skipped. */
+  /** Scalar and string values; arrays, and strings longer than 4 KiB, are skipped. */
   metadata: Map<string, Scalar>;
 }
 
@@ -111,12 +123,15 @@ export async function readGgufHeader(path: string): Promise<GgufHeader> {
     if (version < 2 || version > 3) throw new GgufFormatError(`GGUF version ${version} is not supported`);
     await reader.u64(); // tensor count
     const count = await reader.u64();
+    if (count > LIMITS.entries) throw new GgufFormatError(`the metadata has implausibly many keys (${count})`);
     const metadata = new Map<string, Scalar>();
     for (let i = 0; i < count; i++) {
-      const key = await reader.string();
+      const key = (await reader.string(LIMITS.keyBytes))!;
       const type = await reader.u32();
-      if (type === STRING) metadata.set(key, await reader.string());
-      else if (type in SCALAR_SIZES) metadata.set(key, await reader.scalar(type));
+      if (type === STRING) {
+        const value = await reader.string(0);
+        if (value !== undefined) metadata.set(key, value);
+      } else if (type in SCALAR_SIZES) metadata.set(key, await reader.scalar(type));
       else if (type === ARRAY) await skipArray(reader);
       else throw new GgufFormatError(`unknown metadata type ${type} for ${key}`);
     }
@@ -126,13 +141,14 @@ export async function readGgufHeader(path: string): Promise<GgufHeader> {
   }
 }
 
-async function skipArray(reader: Reader): Promise<void> {
+async function skipArray(reader: Reader, depth = 1): Promise<void> {
+  if (depth > LIMITS.arrayDepth) throw new GgufFormatError(`an array in the metadata nests more than ${LIMITS.arrayDepth} levels deep`);
   const type = await reader.u32();
   const length = await reader.u64();
   if (type === STRING) {
     for (let i = 0; i < length; i++) reader.skip(await reader.u64());
   } else if (type === ARRAY) {
-    for (let i = 0; i < length; i++) await skipArray(reader);
+    for (let i = 0; i < length; i++) await skipArray(reader, depth + 1);
   } else if (type in SCALAR_SIZES) {
     reader.skip(SCALAR_SIZES[type]! * length);
   } else {
