@@ -51,12 +51,12 @@ function builtAt(dir: string): number | undefined {
 export function consoleRoute(dir = CONSOLE_DIR): ConsoleHandler {
   let serve: ReturnType<typeof sirv> | undefined;
   let servedBuild: number | undefined;
-  const files = (pathname: string): ReturnType<typeof sirv> | undefined => {
-    // sirv lists the files once; a build made while the gateway runs (npm run build) is picked up when the page is next loaded.
-    if (!serve || !pathname.startsWith(ASSETS_PREFIX)) {
-      const build = builtAt(dir);
-      if (build === undefined) return undefined;
-      if (build === servedBuild && serve) return serve;
+  const files = (): ReturnType<typeof sirv> | undefined => {
+    // sirv lists the files once: a build made while the gateway runs (npm run build) gets a new list, so that an
+    // asset it deleted is a 404 (sirv would open the missing file).
+    const build = builtAt(dir);
+    if (build === undefined) return undefined;
+    if (build !== servedBuild || !serve) {
       servedBuild = build;
       serve = sirv(dir, {
         etag: true,
@@ -77,13 +77,18 @@ export function consoleRoute(dir = CONSOLE_DIR): ConsoleHandler {
       res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain; charset=utf-8' }).end('the console is read with GET\n');
       return;
     }
-    const handler = files(pathname);
+    const handler = files();
     if (!handler) {
       res
         .writeHead(503, { 'content-type': 'text/plain; charset=utf-8', 'retry-after': '10' })
         .end('The web console is not built. Run `npm run build` (npm ci runs it), then reload. The API is unaffected.\n');
       return;
     }
+    // Whole files only: the assets are small, and sirv mishandles some ranges (bytes=10-3 threw after its 206 head).
+    delete req.headers.range;
+    // A file gone between the listing and the read (a build in progress) ends this answer, never the process:
+    // sirv pipes a read stream with no error listener of its own.
+    res.once('pipe', (source: NodeJS.ReadableStream) => source.once('error', () => res.destroy()));
     handler(req, res, notFound);
   };
 }
