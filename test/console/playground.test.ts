@@ -285,4 +285,22 @@ describeBrowser('web console: playground', () => {
     // The picker's option follows the live status too.
     expect(await page.locator(`option[value="${thinking}"]`).innerText()).toContain('TERMINATED');
   });
+
+  it('a key revoked while no socket was open signs the console out at its next subscription (4401), without retrying', async () => {
+    const identity = h.app.app.services.identity;
+    const key = await identity.createApiKey('system', { name: 'short-lived', user: h.user.user.id });
+    if (key.type === 'error') throw new Error(key.error.message);
+    const page = await h.newPage();
+    await page.getByLabel('API key').fill(key.value.secret);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('navigation', { name: 'Main' }).waitFor();
+    // The playground with no endpoint picked opens no socket.
+    await page.goto(`${h.app.url}/#/playground`);
+    await page.getByLabel('Endpoint', { exact: true }).waitFor();
+    await identity.revokeApiKey('system', key.value.record.id);
+    // Picking an endpoint subscribes to its status over a new socket, which the gateway closes with 4401.
+    await page.getByLabel('Endpoint', { exact: true }).selectOption(chat);
+    await page.getByLabel('API key').waitFor();
+    expect(await page.getByText('no longer works').count()).toBeGreaterThan(0);
+  });
 });

@@ -33,6 +33,9 @@ export interface Api {
   close(): void;
 }
 
+/** The gateway's WebSocket close codes for a key it will not serve (src/http/graphql/websocket.ts). */
+const isKeyRefusal = (code: number) => code === 4401 || code === 4403;
+
 function apiErrorOf(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
   if (error instanceof ClientError) {
@@ -46,9 +49,9 @@ function apiErrorOf(error: unknown): ApiError {
     return new ApiError(first?.message ?? 'The subscription failed.', undefined, first?.extensions?.code);
   }
   if (error && typeof error === 'object' && 'code' in error && 'reason' in error) {
-    // A CloseEvent: 4403 is a revoked key or lost access.
+    // A CloseEvent: 4401 is a key refused when the socket opens, 4403 a key revoked (or access lost) while it is open.
     const close = error as { code: number; reason: string };
-    return new ApiError(close.reason || `The connection closed (${close.code}).`, close.code === 4403 ? 401 : undefined);
+    return new ApiError(close.reason || `The connection closed (${close.code}).`, isKeyRefusal(close.code) ? 401 : undefined);
   }
   return new ApiError(error instanceof Error ? error.message : 'The gateway could not be reached.');
 }
@@ -63,7 +66,7 @@ export function createApi(apiKey: string, onUnauthorized: () => void): Api {
       connectionParams: { authorization: `Bearer ${apiKey}` },
       lazy: true,
       retryAttempts: 5,
-      shouldRetry: (event) => !(event && typeof event === 'object' && 'code' in event && (event as { code: number }).code === 4403),
+      shouldRetry: (event) => !(event && typeof event === 'object' && 'code' in event && isKeyRefusal((event as { code: number }).code)),
     });
     return ws;
   };
