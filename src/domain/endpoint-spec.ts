@@ -96,7 +96,8 @@ const ADVANCED_KEYS = {
 // Hub repository ids: `name` or `owner/name`, letters, digits, '-', '_', '.', at most 96 each.
 const REPO_PART = '[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?';
 const HF_REPO_PATTERN = new RegExp(`^(?:${REPO_PART}/)?${REPO_PART}$`);
-const REVISION_PATTERN = /^[^\s~^:?*[\\]+$/;
+/** Git's own rules for a ref name, in part: no spaces or `~^:?*[\`, no `..`, no leading `.` (a `..` would also be a URL's dot segment). */
+const REVISION_PATTERN = /^(?!\.)(?!.*\.\.)[^\s~^:?*[\\]+$/;
 
 export interface CreateEndpointInput {
   projectId: string;
@@ -137,7 +138,7 @@ function readRevision(check: FieldChecker, body: Record<string, unknown>): strin
   return check.string(body, 'hfModelRepoRevision', {
     maxLength: LIMITS.revisionLength,
     pattern: REVISION_PATTERN,
-    patternRule: 'must be a branch, tag or commit hash without spaces',
+    patternRule: 'must be a branch, tag or commit hash (no spaces, no "..", not starting with ".")',
   });
 }
 

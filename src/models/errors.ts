@@ -43,3 +43,17 @@ export function toModelSourceError(err: unknown): ModelSourceError {
   if (err instanceof ModelSourceError) return err;
   return new ModelSourceError('WORKLOAD_INIT_UNKNOWN_ERROR', 'Preparing the model failed unexpectedly.', { cause: err });
 }
+
+/** A server-chosen message, cut to something safe to show: one line, bounded. */
+export function serverText(message: unknown): string | undefined {
+  if (typeof message !== 'string') return undefined;
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is removed
+  const line = message.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
+  return line ? (line.length > 200 ? `${line.slice(0, 200)}…` : line) : undefined;
+}
+
+/** At most `max` names, then how many more: a list chosen by a server (a repo's files) shown in a message. */
+export function someOf(names: readonly string[], max = 20): string {
+  const shown = names.slice(0, max).map((n) => serverText(n) ?? '?');
+  return names.length > max ? `${shown.join(', ')} and ${names.length - max} more` : shown.join(', ');
+}

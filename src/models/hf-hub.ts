@@ -5,7 +5,8 @@
  *   HEAD /{repo}/resolve/{sha}/{path}                 -> 200, or 302 to a CDN with X-Linked-Size / X-Linked-Etag
  * Failures are told apart by status plus the `X-Error-Code` / `X-Error-Message` headers, as `hf_raise_for_status` does.
  */
-import { ModelSourceError } from './errors.js';
+import { BodyTimeoutError, readTextWithin } from './bounded-text.js';
+import { ModelSourceError, serverText, someOf } from './errors.js';
 import {
   isTransientStatus,
   retryAfterMs,
@@ -95,6 +96,10 @@ const REPO_ID = /^(?:[\w.-]+\/)?[\w.-]+$/;
 const SHA256 = /^[0-9a-f]{64}$/;
 const COMMIT_SHA = /^[0-9a-f]{40}$/;
 const SPLIT_SHARD = /-\d{5}-of-\d{5}\.gguf$/i;
+/** A JSON answer of the hub (model info, a page of a tree): at most this much text, within this time. */
+const HUB_JSON_LIMITS = { maxBytes: 32 << 20, timeoutMs: 60_000 } as const;
+/** Files a repository may list (a model repo has its weights and tens of files beside them). */
+const MAX_TREE_ENTRIES = 100_000;
 const OTHER_WEIGHT_FORMATS: ReadonlyArray<[RegExp, string]> = [
   [/\.safetensors$/i, 'safetensors'],
   [/\.(bin|pt|pth|ckpt)$/i, 'PyTorch'],
@@ -137,7 +142,7 @@ export const HUB_DISABLED_REPO = 'Access to this resource is disabled.';
 export function hubResponseError(res: Response, ctx: HubContext): ModelSourceError {
   void res.body?.cancel().catch(() => {}); // free the connection; the body adds nothing the headers don't say
   const errorCode = res.headers.get('x-error-code');
-  const hubMessage = res.headers.get('x-error-message');
+  const hubMessage = serverText(res.headers.get('x-error-message'));
   const { repo, revision, file } = ctx;
   const status = res.status;
 
@@ -236,14 +241,20 @@ function hubJson(url: string, ctx: HubContext, call: HubCall, operation: string)
   const signal = call.retry.signal;
   return hubRequest(url, { headers: hubHeaders(call.token, { accept: 'application/json' }) }, ctx, call, operation, async (res) => {
     if (!res.ok) throw hubResponseError(res, ctx);
-    let text: string;
+    let text: string | undefined;
     try {
-      text = await res.text();
+      text = await readTextWithin(res, HUB_JSON_LIMITS);
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
+      if (err instanceof BodyTimeoutError)
+        throw new TransientError(API_ERROR, `The hub's answer for ${ctx.repo} came too slowly (${err.message}).`, undefined, {
+          cause: err,
+        });
       // The connection was cut mid-answer: worth another attempt.
       throw new TransientError(API_ERROR, `The hub's answer for ${ctx.repo} was cut off.`, undefined, { cause: err });
     }
+    if (text === undefined)
+      throw new ModelSourceError(API_ERROR, `The hub's answer for ${ctx.repo} is larger than ${HUB_JSON_LIMITS.maxBytes >> 20} MiB.`);
     try {
       return { res, body: JSON.parse(text) as unknown };
     } catch (err) {
@@ -261,6 +272,8 @@ function nextPage(res: Response): string | undefined {
   return res.headers.get('link')?.match(/<([^>]+)>\s*;\s*rel="?next"?/)?.[1];
 }
 
+const isSize = (n: unknown) => Number.isSafeInteger(n) && (n as number) >= 0;
+
 function isTreeEntry(value: unknown): value is TreeEntry {
   const entry = value as TreeEntry;
   return (
@@ -268,18 +281,28 @@ function isTreeEntry(value: unknown): value is TreeEntry {
     entry !== null &&
     typeof entry.path === 'string' &&
     (entry.type === 'file' || entry.type === 'directory') &&
-    typeof entry.size === 'number'
+    isSize(entry.size) &&
+    (entry.lfs === undefined || entry.lfs === null || (typeof entry.lfs.oid === 'string' && isSize(entry.lfs.size)))
   );
 }
 
 async function listTree(endpoint: string, commitSha: string, ctx: HubContext, call: HubCall): Promise<TreeEntry[]> {
   const entries: TreeEntry[] = [];
+  const seen = new Set<string>();
   let url: string | undefined = `${endpoint}/api/models/${ctx.repo}/tree/${commitSha}?recursive=true&expand=false`;
   while (url) {
+    seen.add(url);
     const { res, body } = await hubJson(url, ctx, call, `listing the files of ${ctx.repo}`);
     if (!Array.isArray(body) || !body.every(isTreeEntry)) throw unparseable(ctx, 'file listing');
-    entries.push(...body);
+    for (const entry of body) entries.push(entry);
+    if (entries.length > MAX_TREE_ENTRIES)
+      throw new ModelSourceError(
+        'WORKLOAD_INIT_MANIFEST_TYPE_ERROR',
+        `${ctx.repo} lists more than ${MAX_TREE_ENTRIES} files: a model repository for an endpoint holds its weights and a few files beside them.`,
+      );
     url = nextPage(res);
+    // A page that links back to one already read would page forever.
+    if (url && seen.has(new URL(url, endpoint).href)) throw unparseable(ctx, 'pagination link');
     // The token goes with every page, so never follow a link off the hub.
     if (url && new URL(url, endpoint).origin !== new URL(endpoint).origin) throw unparseable(ctx, 'pagination link');
     if (url) url = new URL(url, endpoint).href;
@@ -311,13 +334,13 @@ export function pickGgufFile<F extends { path: string }>(files: readonly F[], qu
     throw new ModelSourceError(
       'WORKLOAD_INIT_MANIFEST_NOT_FOUND_ERROR',
       `${repo} has several GGUF files but none matches the preferred quantizations (${quantPreference.join(', ')}). ` +
-        `Available: ${whole.map((f) => f.path).join(', ')}.`,
+        `Available: ${someOf(whole.map((f) => f.path))}.`,
     );
   }
   if (ggufs.length > 0) {
     throw new ModelSourceError(
       'WORKLOAD_INIT_MANIFEST_TYPE_ERROR',
-      `${repo} only has split GGUF shards (e.g. ${ggufs[0]!.path}), which are not supported yet. ` +
+      `${repo} only has split GGUF shards (e.g. ${serverText(ggufs[0]!.path)}), which are not supported yet. ` +
         'Use a single-file GGUF build, or merge the shards with llama-gguf-split --merge.',
     );
   }

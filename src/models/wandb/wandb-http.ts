@@ -4,7 +4,9 @@
  */
 import { ClientError, GraphQLClient, type RequestOptions } from 'graphql-request';
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
-import { ModelSourceError, type ModelSourceErrorCode } from '../errors.js';
+import { ModelSourceError, serverText, type ModelSourceErrorCode } from '../errors.js';
+
+export { serverText };
 import { isTransientStatus, retryAfterMs, TransientError, withRetries, type RetryOptions } from '../retry.js';
 
 export const API_ERROR: ModelSourceErrorCode = 'WORKLOAD_INIT_HF_WANDB_API_ERROR';
@@ -65,14 +67,6 @@ export function httpError(
 
 /** A fetch rejection (W&B unreachable), told apart from answers graphql-request cannot parse. */
 export class UnreachableError extends Error {}
-
-/** A server-chosen message, cut to something safe to show: one line, bounded. */
-export function serverText(message: unknown): string | undefined {
-  if (typeof message !== 'string') return undefined;
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what is removed
-  const line = message.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim();
-  return line ? (line.length > 200 ? `${line.slice(0, 200)}…` : line) : undefined;
-}
 
 function graphqlMessages(err: ClientError): string | undefined {
   const errors = (err.response as { errors?: unknown }).errors;
