@@ -36,7 +36,7 @@ function hub(tree: (url: string, res: http.ServerResponse) => void) {
   });
 }
 
-const resolve = (endpoint: string) => resolveHubModel({ endpoint, repo: 'org/model', retry: { attempts: 1 } });
+const resolve = (endpoint: string) => resolveHubModel({ endpoint, repo: 'org/model', retry: { retries: 0 } });
 const json = (res: http.ServerResponse, body: unknown, headers: Record<string, string> = {}) =>
   res.writeHead(200, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
 
