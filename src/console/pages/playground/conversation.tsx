@@ -4,7 +4,7 @@
  * usage and timings. The newest text stays in view while it streams, unless
  * the user scrolled up to read.
  */
-import { useEffect, useRef } from 'react';
+import { memo, useEffect, useRef } from 'react';
 import { Link } from 'wouter';
 import type { Message } from './chat-model.js';
 import { TokenTable, TokenText } from './token-probabilities.js';
@@ -42,7 +42,8 @@ function AnswerFacts({ message }: { message: Message }) {
   );
 }
 
-function MessageView({ message, onRetry }: { message: Message; onRetry?: (() => void) | undefined }) {
+/** Memoized: while an answer streams, the messages before it (a long shaded answer among them) are not drawn again. */
+const MessageView = memo(function MessageView({ message, onRetry }: { message: Message; onRetry?: (() => void) | undefined }) {
   if (message.role === 'user') {
     return (
       <li className="message message-user">
@@ -101,7 +102,7 @@ function MessageView({ message, onRetry }: { message: Message; onRetry?: (() => 
       {!message.streaming && <AnswerFacts message={message} />}
     </li>
   );
-}
+});
 
 /** The messages; the last one, when it failed, offers `onRetry`. */
 export function Conversation({ messages, onRetry }: { messages: Message[]; onRetry: (() => void) | undefined }) {

@@ -9,7 +9,7 @@ import { useCallback, useEffect, useRef, useState } from 'react';
 import type { ApiError } from '../../api/graphql.js';
 import { PlaygroundChatDocument, type ChatCompletionInput } from '../../api/generated.js';
 import { useSession } from '../../session.js';
-import { checkSettings, TOP_ALTERNATIVES, type EndpointChoice, type Message, type Settings } from './chat-model.js';
+import { checkSettings, TOP_ALTERNATIVES, type EndpointChoice, type Message, type Settings, type TokenProbability } from './chat-model.js';
 
 /** A subscription failure in words: the server's message, with what to do for the usual cases. */
 function describeError(error: ApiError): string {
@@ -101,12 +101,15 @@ export function useChatStream({
     let chunkId: string | undefined;
     let finishReason: string | undefined;
     let finished = false;
+    // The answer's tokens with their probabilities, gathered here and shown once the answer ends: copying them into
+    // the message at every chunk (and shading every token at every render) froze the tab on long answers.
+    const tokens: TokenProbability[] = [];
     const finish = (change: Partial<Message>, say: string) => {
       if (finished) return;
       finished = true;
       stopRef.current = undefined;
       const endedAt = performance.now();
-      update(answerId, () => ({ ...change, streaming: false, endedAt }));
+      update(answerId, () => ({ ...change, streaming: false, endedAt, ...(tokens.length > 0 ? { tokens } : {}) }));
       setAnnouncement(say);
     };
     const stop = api.subscribe(
@@ -125,12 +128,11 @@ export function useChatStream({
           const content = choice?.delta.content ?? '';
           const reasoning = choice?.delta.reasoningContent ?? '';
           // The tokens of the answer (not of the reasoning) with their probabilities.
-          const tokens = reasoning ? undefined : choice?.logprobs;
+          if (!reasoning && choice?.logprobs) for (const token of choice.logprobs) tokens.push(token);
           if (choice?.finishReason) finishReason = choice.finishReason;
           update(answerId, (m) => ({
             content: m.content + content,
             reasoning: m.reasoning + reasoning,
-            ...(tokens ? { tokens: [...(m.tokens ?? []), ...tokens] } : {}),
             ...(m.firstTokenAt === undefined && (content || reasoning) ? { firstTokenAt: performance.now() } : {}),
             ...(choice?.finishReason ? { finishReason: choice.finishReason } : {}),
             ...(chunk.usage ? { usage: chunk.usage } : {}),
