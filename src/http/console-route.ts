@@ -70,6 +70,8 @@ export function consoleRoute(dir = CONSOLE_DIR): ConsoleHandler {
     return serve;
   };
   return (req, res, pathname) => {
+    // Every answer here, the 404s, 405s and 503s too, carries the page's protections.
+    securityHeaders(res);
     const notFound = () => {
       res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end(`no such console file: ${pathname}\n`);
     };

@@ -57,6 +57,22 @@ test('a file gone between the listing and the read ends that answer, not the pro
   expect((await fetch(`${base}/`)).status).toBe(200);
 });
 
+test('every answer, an error too, carries the protective headers', async () => {
+  await build('index-h.js', 5_000);
+  for (const [method, target, status] of [
+    ['GET', '/', 200],
+    ['GET', '/assets/index-h.js', 200],
+    ['GET', '/assets/nothing.js', 404],
+    ['POST', '/', 405],
+  ] as const) {
+    const res = await fetch(`${base}${target}`, { method });
+    expect(res.status, `${method} ${target}`).toBe(status);
+    expect(res.headers.get('x-content-type-options'), `${method} ${target}`).toBe('nosniff');
+    expect(res.headers.get('x-frame-options'), `${method} ${target}`).toBe('DENY');
+    expect(res.headers.get('content-security-policy'), `${method} ${target}`).toContain("frame-ancestors 'none'");
+  }
+});
+
 test('ranges are not honoured: every answer is the whole file', async () => {
   await build('index-r.js', 4_000);
   const whole = await (await fetch(`${base}/assets/index-r.js`)).text();

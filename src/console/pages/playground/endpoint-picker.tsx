@@ -33,12 +33,16 @@ function statusHint(status: string): string | undefined {
 /** The picked endpoint's live status, and what it means for sending. */
 function EndpointStatusLine({ endpoint, onStatus }: { endpoint: EndpointChoice; onStatus(status: string): void }) {
   const status = endpoint.status;
-  useSubscription(PlaygroundStatusDocument, { endpointId: endpoint.id }, (value) => onStatus(value.endpointStatus.status.status));
+  const { connected } = useSubscription(PlaygroundStatusDocument, { endpointId: endpoint.id }, (value) =>
+    onStatus(value.endpointStatus.status.status),
+  );
   const hint = statusHint(status);
   return (
     <div className="endpoint-status">
       <p>
-        Status: <StatusBadge status={status} /> <Link href={`/endpoints/${endpoint.id}`}>Endpoint page</Link>
+        Status: <StatusBadge status={status} />
+        {/* As on the endpoint's page: a status that stopped following the endpoint says so. */}
+        {!connected && <span className="muted small"> (not live)</span>} <Link href={`/endpoints/${endpoint.id}`}>Endpoint page</Link>
       </p>
       {hint && <p className="hint">{hint}</p>}
     </div>
