@@ -35,6 +35,8 @@ export interface BlobRequest {
   onProgress?: (progress: DownloadProgress) => void;
   signal?: AbortSignal;
   retry: RetryOptions;
+  /** The slowest the transfer may go (default MIN_PACE); below it, an attempt fails and the next resumes. */
+  minPace?: { bytes: number; ms: number };
 }
 
 const PROGRESS_INTERVAL_MS = 100;
@@ -103,6 +105,46 @@ export class Digests {
 }
 
 /**
+ * The slowest a download may go: at least MIN_PACE.bytes in every MIN_PACE.ms. A server that stops sending, or
+ * drips a byte at a time, would otherwise hold the endpoint in its download (and its replica's place) for hours.
+ */
+const MIN_PACE = { bytes: 1 << 20, ms: 60_000 };
+
+class StalledError extends Error {}
+
+/** Reads a body, failing with StalledError once it falls below MIN_PACE. */
+class PaceWatch {
+  constructor(private readonly pace = MIN_PACE) {}
+
+  private windowStart = performance.now();
+  private windowBytes = 0;
+  private timer: NodeJS.Timeout | undefined;
+
+  async read(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<ReadableStreamReadResult<Uint8Array>> {
+    const { bytes, ms } = this.pace;
+    const left = this.windowStart + ms - performance.now();
+    const stalled = new Promise<never>((_, reject) => {
+      this.timer = setTimeout(() => reject(new StalledError(`fell below ${bytes} bytes in ${ms / 1000} s`)), Math.max(0, left));
+    });
+    try {
+      const next = await Promise.race([reader.read(), stalled]);
+      this.windowBytes += next.value?.byteLength ?? 0;
+      if (this.windowBytes >= bytes) [this.windowStart, this.windowBytes] = [performance.now(), 0];
+      return next;
+    } catch (error) {
+      void reader.cancel().catch(() => {});
+      throw error;
+    } finally {
+      this.stop();
+    }
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+  }
+}
+
+/**
  * Fetches the file into `partial`, resuming what is already there, and returns its verified sha256.
  * An interrupted transfer keeps the partial for the next call; corrupt content deletes it.
  */
@@ -164,8 +206,9 @@ export async function download(req: BlobRequest, partial: string): Promise<strin
     const handle = await open(partial, 'a');
     // A reader rather than `for await`: the body's declared type is not async-iterable under every lib setup.
     const reader = res.body.getReader();
+    const pace = new PaceWatch(req.minPace);
     try {
-      for (let next = await reader.read(); !next.done; next = await reader.read()) {
+      for (let next = await pace.read(reader); !next.done; next = await pace.read(reader)) {
         const chunk = next.value;
         if ((oversized = offset + chunk.byteLength > size)) {
           await reader.cancel();
@@ -179,13 +222,17 @@ export async function download(req: BlobRequest, partial: string): Promise<strin
       await handle.sync(); // the rename into blobs/ must not expose data still in the page cache only
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
+      const why = err instanceof StalledError ? err.message : 'was interrupted';
       throw new TransientError(
         DOWNLOAD_ERROR,
-        `Download of ${label} was interrupted after ${offset} of ${size} bytes; retrying resumes it.`,
+        `Download of ${label} ${why} after ${offset} of ${size} bytes; retrying resumes it.`,
         undefined,
-        { cause: err },
+        {
+          cause: err,
+        },
       );
     } finally {
+      pace.stop();
       await handle.close().catch(() => {});
     }
     if (oversized) {

@@ -3,10 +3,15 @@
  * just enough of the hub's wire format: endless pages, huge and slow answers, bad sizes, long messages and names.
  * Each ends in a bounded error naming the problem, with nothing held past the bounds.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
+import { download } from '../../src/models/blob-download.js';
 import { BodyTimeoutError, readTextWithin } from '../../src/models/bounded-text.js';
+import { ModelSourceError } from '../../src/models/errors.js';
 import { resolveHubModel } from '../../src/models/hf-hub.js';
 import { manifestDigest, parseManifest } from '../../src/models/wandb/manifest.js';
 
@@ -119,5 +124,37 @@ describe('a W&B manifest', () => {
   test('more than 100,000 files are refused', () => {
     const entries = Array.from({ length: 100_001 }, (_, i) => `"f${i}":{"digest":"d"}`).join(',');
     expect(() => parseManifest(manifest(`{${entries}}`), ctx)).toThrow(/more than 100000 files/);
+  });
+});
+
+describe('a model download', () => {
+  test('one that falls below its minimum pace fails that attempt (retrying resumes it), rather than hanging', async () => {
+    const base = await serve((_req, res) => {
+      res.writeHead(200, { 'content-length': '100000' });
+      const drip = setInterval(() => res.write('x'), 20);
+      res.on('close', () => clearInterval(drip));
+    });
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'pace-'));
+    try {
+      const started = performance.now();
+      const failure = await download(
+        {
+          key: 'k',
+          size: 100_000,
+          url: `${base}/blob`,
+          headers: {},
+          label: 'org/model/m.gguf',
+          source: 'the hub',
+          responseError: () => new ModelSourceError('WORKLOAD_INIT_DOWNLOAD_ERROR', 'refused'),
+          retry: { policy: { retries: 0, baseDelayMs: 1, maxDelayMs: 1, maxTimeMs: 1 } },
+          minPace: { bytes: 10_000, ms: 300 },
+        },
+        path.join(dir, 'partial'),
+      ).catch((e: unknown) => e);
+      expect(String(failure)).toMatch(/fell below 10000 bytes in 0.3 s after \d+ of 100000 bytes; retrying resumes it/);
+      expect(performance.now() - started).toBeLessThan(5000);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
