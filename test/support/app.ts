@@ -66,6 +66,8 @@ export interface TestAppOptions {
   logger?: AppOptions['logger'];
   /** The built web console to serve at `/` (test/console builds one per file). */
   consoleDir?: string;
+  /** The components' failure callback (what they would log). */
+  log?: (message: string, error?: unknown) => void;
 }
 
 /** The test environment: fast controller passes, short leases, one engine thread. */
@@ -95,7 +97,8 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'dedicated-app-'));
   await chmod(dataDir, 0o755);
   const config = loadConfig(testEnv(dataDir, hub.url, options.env));
-  const log = process.env.DEBUG_CONTROLLER ? (m: string, e?: unknown) => console.error('[controller]', m, e ?? '') : () => {};
+  const log =
+    options.log ?? (process.env.DEBUG_CONTROLLER ? (m: string, e?: unknown) => console.error('[controller]', m, e ?? '') : () => {});
   const start = () =>
     startApp(config, db.sql, {
       ...(options.logger ? { logger: options.logger } : { log }),

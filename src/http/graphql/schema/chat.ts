@@ -4,7 +4,7 @@
  * `createChatCompletion` mutation returns the whole answer. Both go through
  * the chat router, so routing, limits, waking and cancellation are the same.
  */
-import type { OpenAIError } from '../../../domain/openai-errors.js';
+import { openAIError, type OpenAIError } from '../../../domain/openai-errors.js';
 import { collectBody, relayStream } from '../../../router/relay.js';
 import { builder, type SchemaTypesOf } from '../builder.js';
 import { graphqlChatError, graphqlFieldName, restFieldName } from '../errors.js';
@@ -306,6 +306,21 @@ const CreateChatCompletionResult = builder.unionType('CreateChatCompletionResult
   resolveType: (value) => ('completion' in value ? 'CreateChatCompletionSuccess' : 'ChatCompletionError'),
 });
 
+/**
+ * The replica's JSON (an answer, a chunk, an error body); a replica that sends something else (an engine of one's own
+ * gone wrong) is a 502. The text itself goes nowhere: JSON.parse's own message would quote it into the log.
+ */
+function upstreamJson<T>(text: string): T | OpenAIError {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return openAIError(502, 'server_error', 'The replica sent an answer that is not valid JSON.', 'upstream_invalid');
+  }
+}
+
+const isOpenAIError = (value: unknown): value is OpenAIError =>
+  typeof value === 'object' && value !== null && 'status' in value && 'type' in value && 'message' in value;
+
 builder.mutationField('createChatCompletion', (t) =>
   t.field({
     type: CreateChatCompletionResult,
@@ -313,7 +328,8 @@ builder.mutationField('createChatCompletion', (t) =>
     resolve: async (_, { input }, { principal, chat }) => {
       const routed = await chat.route(principal, toOpenAIBody(input, false), new AbortController().signal);
       if (routed.type === 'error') return routed.error;
-      const body = JSON.parse((await collectBody(routed.value)).toString('utf8')) as Completion | { error: Omit<OpenAIError, 'status'> };
+      const body = upstreamJson<Completion | { error: Omit<OpenAIError, 'status'> }>((await collectBody(routed.value)).toString('utf8'));
+      if (isOpenAIError(body)) return body;
       if ('error' in body) return { ...body.error, status: routed.value.upstream.statusCode ?? 502 } as OpenAIError;
       return { completion: body };
     },
@@ -332,12 +348,15 @@ builder.subscriptionField('chatCompletion', (t) =>
         if (routed.type === 'error') throw graphqlChatError(routed.error, JSON_FIELDS);
         const { upstream } = routed.value;
         if (upstream.statusCode !== 200) {
-          const body = JSON.parse((await collectBody(routed.value)).toString('utf8')) as { error: Omit<OpenAIError, 'status'> };
+          const body = upstreamJson<{ error: Omit<OpenAIError, 'status'> }>((await collectBody(routed.value)).toString('utf8'));
+          if (isOpenAIError(body)) throw graphqlChatError(body, JSON_FIELDS);
           throw graphqlChatError({ ...body.error, status: upstream.statusCode ?? 502 } as OpenAIError, JSON_FIELDS);
         }
         for await (const data of relayStream(routed.value)) {
           if (data === '[DONE]') return;
-          yield JSON.parse(data) as Chunk;
+          const chunk = upstreamJson<Chunk>(data);
+          if (isOpenAIError(chunk)) throw graphqlChatError(chunk, JSON_FIELDS);
+          yield chunk;
         }
       } finally {
         cancel.abort();
