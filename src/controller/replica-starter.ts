@@ -20,7 +20,7 @@ import type { RetryNotice } from '../models/retry.js';
 import { markReplica, reserveReplica } from '../storage/replicas-repository.js';
 import { setVersionRollout } from '../storage/versions-repository.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
-import { failureMessage, startErrorCode, startErrorMessage, WarmupError } from './start-errors.js';
+import { failureMessage, isGatewayOutage, startErrorCode, startErrorMessage, WarmupError } from './start-errors.js';
 import { engineAuthHeaders } from '../runtime/runtime.js';
 
 /** Called as a start reaches each step (the first replica's steps are the endpoint's phases). */
@@ -83,7 +83,8 @@ export class ReplicaStarter {
       await writes.refreshCounts(id, desired, 'controller:started');
       await writes.transition(id, endpoint, { type: 'replica-ready' }, { cause: 'controller:serving' });
     } catch (error) {
-      if (error instanceof StaleError) throw error;
+      // Stale: another wrote first. An outage of ours: the next pass tries again. Neither is the endpoint's failure.
+      if (error instanceof StaleError || isGatewayOutage(error)) throw error;
       const errorCode = startErrorCode(error);
       this.options.log(`starting ${id} failed with ${errorCode}`, error);
       await writes.refreshCounts(id, 0, 'controller:start-failed');

@@ -16,7 +16,7 @@ import { servesAlike } from '../domain/endpoint-spec.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
 import type { ReplicaStarter } from './replica-starter.js';
 import type { ReplicaStopper } from './replica-stopper.js';
-import { failureMessage, startErrorCode, startErrorMessage } from './start-errors.js';
+import { failureMessage, isGatewayOutage, startErrorCode, startErrorMessage } from './start-errors.js';
 
 /** The serving replicas that run another version than `target`. */
 export function outdatedReplicas(serving: readonly ReplicaRecord[], target: VersionRecord): ReplicaRecord[] {
@@ -80,7 +80,8 @@ export class Rollout {
         }
         await this.writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout');
       } catch (error) {
-        if (error instanceof StaleError) throw error;
+        // Stale: another wrote first. An outage of ours: the next pass tries again. Neither is the endpoint's failure.
+        if (error instanceof StaleError || isGatewayOutage(error)) throw error;
         const errorCode = startErrorCode(error);
         await setVersionRollout(this.sql, id, target.versionIndex, { rolloutState: 'FAILED' });
         await this.writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout-failed');
