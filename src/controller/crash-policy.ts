@@ -13,9 +13,17 @@ export interface CrashPolicy {
   /** The first replacement's delay; each further death in the window doubles it. */
   backoffBaseMs: number;
   backoffMaxMs: number;
+  /** A serving engine that answers no health check for this long (hung, stopped) is killed: a death like any other. */
+  hangMs: number;
 }
 
-export const DEFAULT_CRASH_POLICY: CrashPolicy = { failures: 5, windowMs: 10 * 60_000, backoffBaseMs: 1000, backoffMaxMs: 30_000 };
+export const DEFAULT_CRASH_POLICY: CrashPolicy = {
+  failures: 5,
+  windowMs: 10 * 60_000,
+  backoffBaseMs: 1000,
+  backoffMaxMs: 30_000,
+  hangMs: 30_000,
+};
 
 /** The replicas of an endpoint that died within the window: how many, and when the last one did. */
 export interface RecentDeaths {

@@ -15,8 +15,13 @@ import { handleOf, type ReplicaStopper } from './replica-stopper.js';
 
 /** The last error of a replica whose engine died while it ran (a death, as the crash policy counts them). */
 export const ENGINE_EXITED = 'the engine process exited';
+/** How long one health check of a serving engine may take before it counts as unanswered. */
+const HEALTH_TIMEOUT_MS = 2000;
 
 export class CrashWatch {
+  /** Serving replicas of this node whose engine has not answered its health checks, since when. */
+  private readonly unanswered = new Map<string, { endpointId: string; since: number }>();
+
   constructor(
     private readonly sql: Sql,
     private readonly runtime: Runtime,
@@ -37,7 +42,9 @@ export class CrashWatch {
     const live: ReplicaRecord[] = [];
     let died = 0;
     let pidUnknown = false;
-    for (const replica of await liveReplicas(this.sql, endpoint.id)) {
+    const replicas = await liveReplicas(this.sql, endpoint.id);
+    const hung = await this.hungReplicas(endpoint.id, replicas);
+    for (const replica of replicas) {
       if (replica.node !== this.runtime.node) {
         live.push(replica); // another machine's replica: its own gateway observes it
         continue;
@@ -49,6 +56,12 @@ export class CrashWatch {
         else await this.runtime.stop(handleOf(replica), 0);
         await markReplica(this.sql, replica.id, { state: 'STOPPED', lastError: 'abandoned by a gateway that stopped' });
         continue;
+      }
+      if (replica.state === 'READY' && hung.has(replica.id)) {
+        // Alive but not answering (stopped, deadlocked): its requests would wait forever. Killed, it is a death.
+        this.log(`replica ${replica.id} of ${endpoint.id} answered no health check for ${this.policy.hangMs} ms: killing it`);
+        await this.runtime.stop(handleOf(replica), 0);
+        this.unanswered.delete(replica.id);
       }
       if (replica.state === 'READY' && !this.runtime.isAlive(handleOf(replica))) {
         const tail = await this.runtime.logTail(replica.id);
@@ -81,6 +94,23 @@ export class CrashWatch {
       return 'failed';
     }
     return live;
+  }
+
+  /** This node's serving replicas whose engine, alive, has answered no health check for the policy's hangMs. */
+  private async hungReplicas(endpointId: string, replicas: readonly ReplicaRecord[]): Promise<Set<string>> {
+    const serving = replicas.filter((r) => r.node === this.runtime.node && r.state === 'READY' && this.runtime.isAlive(handleOf(r)));
+    const answers = await Promise.all(serving.map((r) => this.runtime.health(handleOf(r), HEALTH_TIMEOUT_MS)));
+    const now = Date.now();
+    const silent = new Set(serving.filter((_, i) => answers[i] === undefined).map((r) => r.id));
+    // Forget the endpoint's replicas that answered, or no longer serve.
+    for (const [id, entry] of this.unanswered) if (entry.endpointId === endpointId && !silent.has(id)) this.unanswered.delete(id);
+    const hung = new Set<string>();
+    for (const id of silent) {
+      const entry = this.unanswered.get(id) ?? { endpointId, since: now };
+      this.unanswered.set(id, entry);
+      if (now - entry.since >= this.policy.hangMs) hung.add(id);
+    }
+    return hung;
   }
 
   /**

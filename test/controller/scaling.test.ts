@@ -21,7 +21,7 @@ let alice: SeededUser;
 let project: SeededProject;
 
 beforeAll(async () => {
-  t = await startTestApp({ controller: { crashLoop: { failures: 3, windowMs: 60_000, backoffBaseMs: 1000 } } });
+  t = await startTestApp({ controller: { crashLoop: { failures: 3, windowMs: 60_000, backoffBaseMs: 1000, hangMs: 3000 } } });
   alice = await t.seed.user();
   project = await alice.project('scaling');
 });
@@ -114,6 +114,38 @@ describe('replica failures', () => {
       return s.curr === 1 ? s : undefined;
     });
     expect(status).toMatchObject({ status: 'RUNNING', curr: 1 });
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+  });
+
+  test('a replica whose engine hangs (SIGSTOP) is killed once it has answered no health check for hangMs, and replaced; its request gets an answer', async () => {
+    const id = await project.endpoint({
+      hfModelRepo: TINY_REPO,
+      autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+      advanced: { max_token_count: 1024 },
+    });
+    await waitForStatus(t.sql, id, 'RUNNING');
+    const [victim] = await liveReplicaRows(t.sql, id);
+    process.kill(victim!.pid, 'SIGSTOP');
+    try {
+      // Sent to the hung engine: answered (an error) once it is killed, instead of waiting forever.
+      const pending = alice.rest('POST', '/dedicated/v1/chat/completions', {
+        model: id,
+        messages: [{ role: 'user', content: 'Hello?' }],
+        max_tokens: 4,
+      });
+      const replacement = await waitFor('a replacement', async () => {
+        const rows = await liveReplicaRows(t.sql, id);
+        return rows.length === 1 && rows[0]!.id !== victim!.id && rows[0]!.state === 'READY' ? rows[0] : undefined;
+      });
+      expect(alive(victim!.pid)).toBe(false);
+      const [dead] = await t.sql`SELECT state, last_error FROM replicas WHERE id = ${victim!.id}`;
+      expect(dead).toMatchObject({ state: 'FAILED', last_error: 'the engine process exited' });
+      expect(alive(replacement.pid)).toBe(true);
+      const answer = await pending;
+      expect([200, 502, 503]).toContain(answer.status);
+    } finally {
+      if (alive(victim!.pid)) process.kill(victim!.pid, 'SIGKILL');
+    }
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
   });
 
