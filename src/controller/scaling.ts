@@ -5,12 +5,13 @@
  * scaled up and last needed every replica, and acts on the decision: start
  * replicas, drain the newest ones, or put an idle endpoint to sleep.
  */
-import type { EndpointRecord } from '../domain/endpoint.js';
+import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { EngineHealth, Runtime } from '../runtime/runtime.js';
 import { showsCounts } from '../services/endpoint-state.js';
 import type { Sql } from '../storage/database.js';
 import { queuedDemand, QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
+import { findVersion } from '../storage/versions-repository.js';
 import { decideScale, replicaCapacity } from './autoscaler.js';
 import type { CrashWatch } from './crash-watch.js';
 import { countsOf, StaleError, type EndpointWrites } from './endpoint-writes.js';
@@ -59,6 +60,16 @@ export class Scaling {
     },
   ) {}
 
+  /**
+   * The version a scale-out starts: the current one, unless its rollout failed (the endpoint serves on with the
+   * version before it): then the newest version that serves, rather than a version known to fail, on every pass.
+   */
+  private async versionToAdd(endpoint: EndpointRecord, serving: readonly ReplicaRecord[]): Promise<VersionRecord | undefined> {
+    if (endpoint.current.rolloutState !== 'FAILED') return endpoint.current;
+    const newest = Math.max(...serving.map((r) => r.versionIndex));
+    return Number.isFinite(newest) ? findVersion(this.options.sql, endpoint.id, newest) : undefined;
+  }
+
   async autoscale(endpoint: EndpointRecord, serving: readonly ReplicaRecord[]): Promise<void> {
     const { sql, runtime, writes, starter, stopper, crashes, drainTimeoutMs, log } = this.options;
     const id = endpoint.id;
@@ -90,12 +101,14 @@ export class Scaling {
     }
     if (decision.replicas > serving.length) {
       if (await crashes.backingOff(endpoint)) return;
+      const version = await this.versionToAdd(endpoint, serving);
+      if (!version) return;
       this.lastScaleUp.set(id, now);
       await writes.refreshCounts(id, decision.replicas, 'controller:scale-up');
       const missing = decision.replicas - serving.length;
       await Promise.all(
         Array.from({ length: missing }, () =>
-          starter.start(endpoint, endpoint.current).catch((error: unknown) => {
+          starter.start(endpoint, version).catch((error: unknown) => {
             if (error instanceof StaleError) throw error;
             log(`scaling ${id} up failed`, error);
             return false;

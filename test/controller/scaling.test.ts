@@ -76,6 +76,35 @@ describe('autoscaler', () => {
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
   });
 
+  test('after a failed rollout, scale-out adds replicas of the version that serves, not of the failed one', async () => {
+    const id = await project.endpoint({
+      hfModelRepo: TINY_REPO,
+      autoscalingPolicy: { minReplica: 1, maxReplica: 2, cooldownPeriod: 2 },
+      advanced: { max_batch_size: 1, max_token_count: 4096, max_input_length: 64 },
+    });
+    await waitForStatus(t.sql, id, 'RUNNING');
+    const [first] = await liveReplicaRows(t.sql, id);
+    await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { hfModelRepo: 'test-org/truncated-GGUF' });
+    await waitFor('the rollout to fail', async () => {
+      const s = await statusOf(t.sql, id);
+      return s.status === 'RUNNING' && s.errorCode ? s : undefined;
+    });
+    const clients = new AbortController();
+    const load = Array.from({ length: 3 }, () => longRequest(first!, 4000, clients.signal));
+    const added = await waitFor('a second replica serving', async () => {
+      const rows = await liveReplicaRows(t.sql, id);
+      return rows.find((r) => r.id !== first!.id && r.state === 'READY');
+    });
+    clients.abort();
+    await Promise.all(load);
+    expect(added.version_index).toBe(first!.version_index);
+    // The failed version was started once, by its rollout.
+    const [failed] =
+      await t.sql`SELECT count(*)::int AS n FROM replicas WHERE endpoint_id = ${id} AND version_index > ${first!.version_index}`;
+    expect(failed!.n).toBe(1);
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+  });
+
   test('with minReplica 0, an idle endpoint sleeps after its cooldown: RUNNING, STOPPING, SLEEPING', async () => {
     const id = await project.endpoint({
       hfModelRepo: TINY_REPO,
