@@ -60,15 +60,21 @@ export class EndpointWrites {
     id: string,
     current: LifecycleState,
     event: ControllerEvent,
-    log: { cause: string; detail?: Record<string, unknown>; errorMessage?: string },
+    log: {
+      cause: string;
+      detail?: Record<string, unknown>;
+      errorMessage?: string;
+      /** Written only while this is still the endpoint's newest version (a rollout's end: an update since starts another). */
+      ofVersion?: number;
+    },
   ): Promise<LifecycleState | null> {
     const next = controllerTransition(event, current);
     if (!next) return null;
     const { status, phase, errorCode, desiredState } = next;
-    const { errorMessage, ...logged } = log;
+    const { errorMessage, ofVersion, ...logged } = log;
     await this.guarded(
       id,
-      (e) => stillApplies(next, e),
+      (e) => stillApplies(next, e) && (ofVersion === undefined || e.current.versionIndex === ofVersion),
       async (tx, e) => {
         await writeStatus(tx, e, { status, phase, errorCode, ...(desiredState ? { desiredState } : {}), ...logged, actorId: null });
         // The user's message goes with the error code it explains, and away with it.

@@ -93,11 +93,17 @@ export class Rollout {
             cause: 'controller:rollout-failed',
             detail: { message: startErrorMessage(error), versionIndex: target.versionIndex },
             errorMessage: failureMessage(error, 'rollout'),
+            ofVersion: target.versionIndex,
           },
         );
         return;
       }
     }
-    await this.writes.transition(id, endpoint, { type: 'rollout-finished' }, { cause: 'controller:rolled-out' });
+    await this.writes.transition(
+      id,
+      endpoint,
+      { type: 'rollout-finished' },
+      { cause: 'controller:rolled-out', ofVersion: target.versionIndex },
+    );
   }
 }

@@ -177,3 +177,24 @@ describe('one endpoint through its whole life', () => {
     await expect(fetch(`${replica!.address}/health`)).rejects.toThrow();
   });
 });
+
+describe('an update during a rollout', () => {
+  test('the endpoint stays UPDATING until the newest version serves: no RUNNING while an older one does', async () => {
+    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+    await waitForStatus(t.sql, id, 'RUNNING');
+    const before = (await statusTrail(t.sql, id)).length;
+    await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { advanced: { max_batch_size: 3 } });
+    // While the first update's replica starts, a second update.
+    await waitFor('the first update to start a replica', async () =>
+      (await liveReplicaRows(t.sql, id)).find((r) => r.version_index === 1 && r.state === 'STARTING'),
+    );
+    await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { advanced: { max_batch_size: 4 } });
+    await waitFor('only the newest version serving', async () => {
+      const rows = await liveReplicaRows(t.sql, id);
+      const s = await statusOf(t.sql, id);
+      return s.status === 'RUNNING' && rows.length === 1 && rows[0]!.version_index === 2 && rows[0]!.state === 'READY';
+    });
+    expect((await statusTrail(t.sql, id)).slice(before)).toEqual(['UPDATING', 'RUNNING']);
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+  });
+});
