@@ -10,6 +10,19 @@ import { InventoryError, parseInventory } from './runtime/gpu-inventory.js';
 import { DEFAULT_GRAPHQL_LIMITS, type GraphQLLimits } from './http/graphql/limits.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from './models/retry.js';
 
+/**
+ * The gateway's own secrets, and libpq's (PG…): never passed on to an engine process, which may be any server
+ * (ENGINE_COMMAND) and whose output is copied into the logs. HF_TOKEN and WANDB_API_KEY go to engines on purpose.
+ */
+export function withoutGatewaySecrets(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const kept: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (name === 'DATABASE_URL' || name === 'ADMIN_API_KEY' || name === 'METRICS_TOKEN' || name.startsWith('PG')) continue;
+    kept[name] = value;
+  }
+  return kept;
+}
+
 export interface Config {
   /** TCP port of the HTTP server. @default 8080 */
   port: number;

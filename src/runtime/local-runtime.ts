@@ -5,6 +5,7 @@
  * they outlive a gateway restart and the next gateway can adopt them; a
  * small state file per replica lets it find (and reap) them.
  */
+import { withoutGatewaySecrets } from '../config.js';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
@@ -211,7 +212,7 @@ export class LocalRuntime implements Runtime {
       detached: true,
       stdio: ['ignore', log, log],
       env: {
-        ...process.env,
+        ...withoutGatewaySecrets(process.env),
         ...this.options.env,
         REPLICA_ID: launch.replicaId,
         ENGINE_TOKEN: token,

@@ -191,6 +191,33 @@ describe('starting an engine', () => {
     expect(performance.now() - t0).toBeLessThan(15_000);
   });
 
+  test("an engine gets the variables meant for it, never the gateway's own secrets", async () => {
+    const secrets = {
+      DATABASE_URL: 'postgres://u:hunter2@db/x',
+      METRICS_TOKEN: 'm-secret',
+      ADMIN_API_KEY: 'a-secret',
+      PGPASSWORD: 'p-secret',
+    };
+    Object.assign(process.env, secrets);
+    try {
+      const runtime = new LocalRuntime({
+        dir: path.join(dir, 'replicas'),
+        inventory: { H100: 1 },
+        cpuOnly: true,
+        env: { HF_TOKEN: 'hf-for-the-engine' },
+        engineTemplate: `"${process.execPath}" -e "console.log(JSON.stringify(process.env))" {port}`,
+        startTimeoutMs: 30_000,
+      });
+      await runtime.start(launch('rep_env')).catch(() => undefined);
+      const tail = await runtime.logTail('rep_env');
+      expect(tail).toContain('hf-for-the-engine');
+      expect(tail).toContain('ENGINE_TOKEN');
+      for (const value of Object.values(secrets)) expect(tail).not.toContain(value);
+    } finally {
+      for (const name of Object.keys(secrets)) delete process.env[name];
+    }
+  });
+
   test('with the default polling, an engine that prints no ENGINE_READY is found by its health check within a few polls', async () => {
     const runtime = runtimeFor(300, 'quiet', null);
     const t0 = performance.now();
