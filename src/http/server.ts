@@ -30,6 +30,7 @@ import { sendGraphQLFailure } from './graphql/errors.js';
 import { restErrorOfFailure, sendRestError } from './rest/errors.js';
 import { assignRequestId, logFailure, type Log } from './request-id.js';
 import { pingDatabase } from '../storage/database-errors.js';
+import { goneEndpoints } from '../storage/endpoints-repository.js';
 import { CorsPolicy } from './cors.js';
 import { SubscriptionQuota } from '../live/subscription-quota.js';
 import type { GraphQLSecurityOptions } from './graphql/limits.js';
@@ -101,7 +102,12 @@ export async function startGateway(services: Services, options: GatewayOptions):
     ...(metricsOptions.requestLogRetentionDays ? { requestLogRetentionDays: metricsOptions.requestLogRetentionDays } : {}),
     ...(metricsOptions.metricsRetentionDays ? { metricsRetentionDays: metricsOptions.metricsRetentionDays } : {}),
     ...(metricsOptions.sampleMs ? { sampleMs: metricsOptions.sampleMs } : {}),
-    onSample: (samples) => prometheus.replicaCounts(samples),
+    onSample: (samples) => {
+      prometheus.replicaCounts(samples);
+      prometheus
+        .forgetDeleted((ids) => goneEndpoints(db, ids))
+        .catch((error: unknown) => log('dropping deleted endpoints from /metrics failed', error));
+    },
     log,
   });
   upkeep.start();

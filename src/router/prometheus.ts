@@ -9,7 +9,10 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RecordedRequest } from './request-recorder.js';
-import { errorClassOf, timePerOutputTokenMs } from './minute-rollup.js';
+import { errorClassOf, timePerOutputTokenMs, type ErrorClass } from './minute-rollup.js';
+
+/** Every value of `dedicated_requests_total`'s outcome label. */
+const OUTCOMES: readonly (NonNullable<ErrorClass> | 'cancelled' | 'ok')[] = ['4xx', '5xx', 'cut', 'cancelled', 'ok'];
 import type { ReplicaSample } from '../storage/metrics-repository.js';
 
 /** Latency buckets in seconds: 5 ms to 2 minutes. */
@@ -27,6 +30,8 @@ export class GatewayPrometheus {
   private readonly queueWait: Histogram<'endpoint_id'>;
   private readonly replicas: Gauge<'endpoint_id' | 'kind'>;
   private readonly knownReplicaEndpoints = new Set<string>();
+  /** Endpoints with request series in this process. */
+  private readonly knownRequestEndpoints = new Set<string>();
 
   constructor(droppedSamples: () => number) {
     const registers = [this.registry];
@@ -96,6 +101,7 @@ export class GatewayPrometheus {
   observe(batch: readonly RecordedRequest[]): void {
     for (const entry of batch) {
       const endpoint_id = entry.endpointId;
+      this.knownRequestEndpoints.add(endpoint_id);
       const error = errorClassOf(entry);
       this.requests.inc({ endpoint_id, outcome: error ?? (entry.cancelled ? 'cancelled' : 'ok') });
       if (entry.promptTokens) this.promptTokens.inc({ endpoint_id }, entry.promptTokens);
@@ -106,6 +112,19 @@ export class GatewayPrometheus {
       const tpot = timePerOutputTokenMs(entry);
       if (tpot !== null) this.tpot.observe({ endpoint_id }, tpot / 1000);
       this.queueWait.observe({ endpoint_id }, entry.queuedMs / 1000);
+    }
+  }
+
+  /**
+   * Drops the request series of endpoints that were deleted (`gone` says which of those with series here): the
+   * label values would otherwise pile up, one set per endpoint ever created, until the process restarts.
+   */
+  async forgetDeleted(gone: (ids: string[]) => Promise<string[]>): Promise<void> {
+    for (const endpoint_id of await gone([...this.knownRequestEndpoints])) {
+      for (const outcome of OUTCOMES) this.requests.remove({ endpoint_id, outcome });
+      for (const metric of [this.promptTokens, this.completionTokens]) metric.remove({ endpoint_id });
+      for (const metric of [this.duration, this.ttft, this.tpot, this.queueWait]) metric.remove({ endpoint_id });
+      this.knownRequestEndpoints.delete(endpoint_id);
     }
   }
 

@@ -150,3 +150,11 @@ export async function markEndpointCleaned(db: Queryable, id: string): Promise<vo
 export async function markEndpointDeleted(db: Queryable, id: string): Promise<void> {
   await db`UPDATE endpoints SET deleted_at = now(), desired_state = 'DELETED', updated_at = now() WHERE id = ${id}`;
 }
+
+/** Which of `ids` name endpoints that were deleted (or never existed). */
+export async function goneEndpoints(db: Queryable, ids: readonly string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const live = await db<{ id: string }[]>`SELECT id FROM endpoints WHERE id = ANY(${ids as string[]}::text[]) AND deleted_at IS NULL`;
+  const alive = new Set(live.map((r) => r.id));
+  return ids.filter((id) => !alive.has(id));
+}

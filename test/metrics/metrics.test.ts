@@ -226,6 +226,26 @@ describe('Prometheus text at /metrics', () => {
   });
 });
 
+describe('Prometheus series of a deleted endpoint', () => {
+  test('are dropped once it is deleted: create, request, delete cannot grow /metrics without bound', async () => {
+    const project = await alice.project('short-lived');
+    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 0, maxReplica: 1 } });
+    // Refused before any replica runs, and counted.
+    const refused = await fetch(`${t.url}/dedicated/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: id, messages: [{ role: 'user', content: 'x' }], max_tokens: 1_000_000 }),
+    });
+    expect(refused.status).toBe(400);
+    const scrape = async () => (await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${SCRAPE_TOKEN}` } })).text();
+    await waitFor('the series', async () => (await scrape()).includes(`endpoint_id="${id}"`));
+    expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
+    await waitFor('the series to be dropped', async () => !(await scrape()).includes(`endpoint_id="${id}"`), 10_000);
+    // The others stay.
+    expect(await scrape()).toContain(`endpoint_id="${plain}"`);
+  });
+});
+
 describe('the endpointMetrics subscription', () => {
   test("pushes the current minute's figures as requests end; another team's key gets NOT_FOUND", async () => {
     const client = createWsClient({
