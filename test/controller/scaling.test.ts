@@ -121,7 +121,8 @@ describe('autoscaler', () => {
 });
 
 describe('replica failures', () => {
-  test('a replica killed with SIGKILL is replaced; the endpoint keeps RUNNING', async () => {
+  /** A RUNNING endpoint of one replica, and that replica. */
+  const oneReplica = async () => {
     const id = await project.endpoint({
       hfModelRepo: TINY_REPO,
       autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
@@ -129,14 +130,24 @@ describe('replica failures', () => {
     });
     await waitForStatus(t.sql, id, 'RUNNING');
     const [victim] = await liveReplicaRows(t.sql, id);
-    process.kill(victim!.pid, 'SIGKILL');
+    return { id, victim: victim! };
+  };
+  /** The replica that replaced `victim`, once READY; `victim` is recorded as a death. */
+  const replaced = async (id: string, victim: { id: string }) => {
     const replacement = await waitFor('a replacement', async () => {
       const rows = await liveReplicaRows(t.sql, id);
-      return rows.length === 1 && rows[0]!.id !== victim!.id && rows[0]!.state === 'READY' ? rows[0] : undefined;
+      return rows.length === 1 && rows[0]!.id !== victim.id && rows[0]!.state === 'READY' ? rows[0] : undefined;
     });
     expect(alive(replacement.pid)).toBe(true);
-    const [dead] = await t.sql`SELECT state, last_error FROM replicas WHERE id = ${victim!.id}`;
+    const [dead] = await t.sql`SELECT state, last_error FROM replicas WHERE id = ${victim.id}`;
     expect(dead).toMatchObject({ state: 'FAILED', last_error: 'the engine process exited' });
+    return replacement;
+  };
+
+  test('a replica killed with SIGKILL is replaced; the endpoint keeps RUNNING', async () => {
+    const { id, victim } = await oneReplica();
+    process.kill(victim.pid, 'SIGKILL');
+    await replaced(id, victim);
     // The replacement is marked READY a moment before the endpoint's counts are written: wait for the count, not just the row.
     const status = await waitFor('the replacement counted', async () => {
       const s = await statusOf(t.sql, id);
@@ -147,14 +158,8 @@ describe('replica failures', () => {
   });
 
   test('a replica whose engine hangs (SIGSTOP) is killed once it has answered no health check for hangMs, and replaced; its request gets an answer', async () => {
-    const id = await project.endpoint({
-      hfModelRepo: TINY_REPO,
-      autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
-      advanced: { max_token_count: 1024 },
-    });
-    await waitForStatus(t.sql, id, 'RUNNING');
-    const [victim] = await liveReplicaRows(t.sql, id);
-    process.kill(victim!.pid, 'SIGSTOP');
+    const { id, victim } = await oneReplica();
+    process.kill(victim.pid, 'SIGSTOP');
     try {
       // Sent to the hung engine: answered (an error) once it is killed, instead of waiting forever.
       const pending = alice.rest('POST', '/dedicated/v1/chat/completions', {
@@ -162,18 +167,12 @@ describe('replica failures', () => {
         messages: [{ role: 'user', content: 'Hello?' }],
         max_tokens: 4,
       });
-      const replacement = await waitFor('a replacement', async () => {
-        const rows = await liveReplicaRows(t.sql, id);
-        return rows.length === 1 && rows[0]!.id !== victim!.id && rows[0]!.state === 'READY' ? rows[0] : undefined;
-      });
-      expect(alive(victim!.pid)).toBe(false);
-      const [dead] = await t.sql`SELECT state, last_error FROM replicas WHERE id = ${victim!.id}`;
-      expect(dead).toMatchObject({ state: 'FAILED', last_error: 'the engine process exited' });
-      expect(alive(replacement.pid)).toBe(true);
+      await replaced(id, victim);
+      expect(alive(victim.pid)).toBe(false);
       const answer = await pending;
       expect([200, 502, 503]).toContain(answer.status);
     } finally {
-      if (alive(victim!.pid)) process.kill(victim!.pid, 'SIGKILL');
+      if (alive(victim.pid)) process.kill(victim.pid, 'SIGKILL');
     }
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
   });
