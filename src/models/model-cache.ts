@@ -104,9 +104,13 @@ function urlResponseError(res: Response, label: string, source: string): ModelSo
   }
 }
 
+const gib = (n: number) => `${(n / 2 ** 30).toFixed(2)} GiB`;
+
 export class ModelCache {
   readonly dir: string;
   readonly maxBytes: number | undefined;
+  /** Bytes of the downloads this process has under way: counted against `maxBytes` with the finished files. */
+  private downloading = 0;
   private readonly blobsDir: string;
   private readonly indexDir: string;
   private readonly tmpDir: string;
@@ -265,10 +269,17 @@ export class ModelCache {
       const hit = await this.cachedBlob(req);
       if (hit) return this.reportCached(hit, req.onProgress);
       const partial = join(this.tmpDir, `${req.key}.partial`);
+      let sha256: string;
+      let path: string;
+      // Counted from the check on (the check and the count in one turn: two downloads cannot both pass it).
       await this.checkSpace(req, partial);
-      const sha256 = await download(req, partial);
-      const path = join(this.blobsDir, sha256);
-      await rename(partial, path);
+      try {
+        sha256 = await download(req, partial);
+        path = join(this.blobsDir, sha256);
+        await rename(partial, path);
+      } finally {
+        this.downloading -= req.size;
+      }
       if (req.md5) await this.writeMd5Index(req.md5, sha256);
       return { path, sha256, size: req.size, cached: false };
     } finally {
@@ -276,11 +287,13 @@ export class ModelCache {
     }
   }
 
-  /** Refuses before any byte is transferred when the cache limit or the disk cannot take the file. */
+  /**
+   * Refuses before any byte is transferred when the cache limit or the disk cannot take the file; otherwise counts it
+   * as under way (`downloading`, which the caller gives back when the download ends).
+   */
   private async checkSpace({ size, label }: BlobRequest, partial: string): Promise<void> {
-    const gib = (n: number) => `${(n / 2 ** 30).toFixed(2)} GiB`;
     if (this.maxBytes !== undefined) {
-      const used = await this.usedBytes();
+      const used = (await this.usedBytes()) + this.downloading;
       if (used + size > this.maxBytes) {
         throw new ModelSourceError(
           'WORKLOAD_INIT_INSUFFICIENT_DISK_ERROR',
@@ -288,6 +301,16 @@ export class ModelCache {
         );
       }
     }
+    this.downloading += size;
+    try {
+      await this.checkDisk(size, label, partial);
+    } catch (error) {
+      this.downloading -= size;
+      throw error;
+    }
+  }
+
+  private async checkDisk(size: number, label: string, partial: string): Promise<void> {
     const alreadyHave = await stat(partial).then(
       (s) => Math.min(s.size, size),
       () => 0,

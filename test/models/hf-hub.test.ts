@@ -240,6 +240,17 @@ describe('ModelCache.ensureHubFile', () => {
     expect(hub.requests.filter((r) => r.route === 'resolve' && r.method === 'GET')).toHaveLength(0);
   });
 
+  it('counts downloads under way against maxBytes: two that fit only one at a time are not both started', async () => {
+    const [a, b] = [await resolve('org/single'), await resolve('org/quants', { quantPreference: ['Q8_0'] })];
+    const cache = new ModelCache({ dir: cacheDir, maxBytes: a.file.size + b.file.size - 1 });
+    hub.setFault({ type: 'slow', chunkBytes: 500, delayMs: 30 });
+    const results = await Promise.allSettled([ensure(cache, a), ensure(cache, b)]);
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    const refused = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+    expect(refused.reason).toMatchObject({ code: 'WORKLOAD_INIT_INSUFFICIENT_DISK_ERROR' });
+    expect(await cache.usedBytes()).toBeLessThanOrEqual(cache.maxBytes!);
+  });
+
   it('reports monotonic progress that ends at the total', async () => {
     hub.setFault({ type: 'slow', chunkBytes: 500, delayMs: 30 });
     const seen: DownloadProgress[] = [];
