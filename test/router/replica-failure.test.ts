@@ -133,7 +133,7 @@ test('the openai client raises the cut as an APIError instead of ending the stre
   expect(chunks).toBeGreaterThan(0);
 });
 
-test('SIGKILL during a non-streamed request: 503 with Retry-After in OpenAI shape', async () => {
+test('SIGKILL during a non-streamed request: 503 with Retry-After in OpenAI shape (or the answer, from the replacement)', async () => {
   const victim = await readyReplica();
   // Frozen first, so that the request is surely unanswered when the engine dies (a short answer could beat the kill).
   process.kill(victim.pid, 'SIGSTOP');
@@ -145,7 +145,12 @@ test('SIGKILL during a non-streamed request: 503 with Retry-After in OpenAI shap
   await sleep(500);
   process.kill(victim.pid, 'SIGKILL');
   const response = await pending;
-  // The engine sends a whole answer's headers with its body, so nothing had come: the router found no other replica to retry on.
+  // The engine sends a whole answer's headers with its body, so nothing had come, and the request may be tried again:
+  // on the replacement when it is READY in time (a busy machine's timing: then the client gets its answer), else a 503.
+  if (response.status === 200) {
+    expect(await response.json()).toMatchObject({ object: 'chat.completion' });
+    return;
+  }
   expect(response.status).toBe(503);
   expect(response.headers.get('retry-after')).toBe('2');
   expect(await response.json()).toEqual({
