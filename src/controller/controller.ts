@@ -67,6 +67,7 @@ export class Controller {
   private readonly starter: ReplicaStarter;
   private readonly rollout: Rollout;
   private readonly scaling: Scaling;
+  private readonly log: (message: string, error?: unknown) => void;
 
   constructor(options: ControllerOptions) {
     const { sql, runtime, models, builtInEngine } = options;
@@ -86,6 +87,7 @@ export class Controller {
     const policy = { ...DEFAULT_CRASH_POLICY, ...options.crashLoop };
     const crashes = new CrashWatch(sql, runtime, writes, stopper, policy, (replicaId) => starter.isStarting(replicaId), log);
     this.sql = sql;
+    this.log = log;
     this.drainTimeoutMs = drainTimeoutMs;
     this.writes = writes;
     this.stopper = stopper;
@@ -115,6 +117,19 @@ export class Controller {
    */
   poke(endpointId?: string): void {
     this.loop.poke(endpointId);
+    // A change (terminate, sleep, an update) may leave the model being prepared for it unwanted: its pass, which
+    // owns the endpoint until the download ends, would otherwise hold it in TERMINATING for the whole download.
+    if (endpointId !== undefined && this.starter.preparingVersion(endpointId) !== undefined) {
+      this.abandonUnwanted(endpointId).catch((error: unknown) => this.log(`checking ${endpointId}'s preparation failed`, error));
+    }
+  }
+
+  private async abandonUnwanted(endpointId: string): Promise<void> {
+    const [endpoint] = await findEndpoints(this.sql, [endpointId]);
+    const version = this.starter.preparingVersion(endpointId);
+    if (version === undefined) return;
+    if (!endpoint || endpoint.desiredState !== 'RUNNING' || endpoint.current.versionIndex !== version)
+      this.starter.abandonPreparation(endpointId);
   }
 
   /**

@@ -48,11 +48,23 @@ export interface ReplicaStarterOptions {
 export class ReplicaStarter {
   /** Replicas this process is starting right now (any other STARTING replica was abandoned). */
   private readonly starting = new Set<string>();
+  /** Models being prepared (resolved, downloaded) for a start, by endpoint: the version, and how to abandon it. */
+  private readonly preparing = new Map<string, { versionIndex: number; abort: AbortController }>();
 
   constructor(private readonly options: ReplicaStarterOptions) {}
 
   isStarting(replicaId: string): boolean {
     return this.starting.has(replicaId);
+  }
+
+  /** The version whose model is being prepared for the endpoint now, if one is. */
+  preparingVersion(endpointId: string): number | undefined {
+    return this.preparing.get(endpointId)?.versionIndex;
+  }
+
+  /** Abandons the model being prepared for the endpoint (a download is cut; what it wrote resumes later). */
+  abandonPreparation(endpointId: string): void {
+    this.preparing.get(endpointId)?.abort.abort(new StaleError(`${endpointId} no longer wants the model being prepared`));
   }
 
   /**
@@ -172,7 +184,13 @@ export class ReplicaStarter {
       return true;
     } catch (error) {
       if (handle) await runtime.stop(handle, 0);
-      await markReplica(sql, replicaId, { state: 'FAILED', lastError: startErrorMessage(error) });
+      // Abandoned (its endpoint changed meanwhile) is not a failure of the replica.
+      const stale = error instanceof StaleError;
+      await markReplica(
+        sql,
+        replicaId,
+        stale ? { state: 'STOPPED', lastError: error.message } : { state: 'FAILED', lastError: startErrorMessage(error) },
+      );
       throw error;
     } finally {
       this.starting.delete(replicaId);
@@ -215,7 +233,14 @@ export class ReplicaStarter {
         setProgress(sql, endpointId, progress).catch(() => {});
       },
     };
-    const model = await models.prepareVersion(version.spec, version.model as ResolvedModel | null, hooks);
+    const abort = new AbortController();
+    this.preparing.set(endpointId, { versionIndex: version.versionIndex, abort });
+    let model: PreparedModel;
+    try {
+      model = await models.prepareVersion(version.spec, version.model as ResolvedModel | null, { ...hooks, signal: abort.signal });
+    } finally {
+      this.preparing.delete(endpointId);
+    }
     if (builtInEngine) {
       if (!model.path) {
         throw new ModelSourceError(

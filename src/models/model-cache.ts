@@ -74,6 +74,16 @@ const MD5_BASE64 = /^[A-Za-z0-9+/]{22}==$/;
 /** In-flight downloads per blob key across every ModelCache of this process, so two callers share one transfer. */
 const inFlight = new Map<string, Promise<CachedModelFile>>();
 
+/** `promise`, or a rejection with the signal's reason as soon as it aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
 const sha256Hex = (text: string) => createHash('sha256').update(text).digest('hex');
 
 /** A W&B-style base64 md5 as hex, or undefined when it is not one. */
@@ -244,12 +254,15 @@ export class ModelCache {
     if (!flight) {
       flight = this.fetchLocked(req).finally(() => inFlight.delete(flightKey));
       inFlight.set(flightKey, flight);
-    } else if (req.onProgress) {
+    } else {
       // A joiner sees no intermediate progress from the shared transfer, but still gets the final report.
-      flight.then(
-        (file) => req.onProgress?.({ bytesDone: file.size, bytesTotal: file.size }),
-        () => {},
-      );
+      if (req.onProgress)
+        flight.then(
+          (file) => req.onProgress?.({ bytesDone: file.size, bytesTotal: file.size }),
+          () => {},
+        );
+      // And stops waiting when its own signal aborts (the transfer goes on for whoever started it).
+      if (req.signal) return untilAborted(flight, req.signal);
     }
     return flight;
   }
