@@ -38,8 +38,14 @@ test('50 endpoints with project, team and status cost as many statements as 2', 
   for (let i = 0; i < 50; i++) await large.endpoint({ name: `e${i}` });
 
   await statementsFor(small.id, 2); // the first request also records the key's last use
-  const forTwo = await statementsFor(small.id, 2);
-  const forFifty = await statementsFor(large.id, 50);
+  // The fewest of three: a background statement (the metrics sampler, every few seconds) can only add one.
+  const fewest = async (projectId: string, expected: number) => {
+    const counts: number[] = [];
+    for (let i = 0; i < 3; i++) counts.push(await statementsFor(projectId, expected));
+    return Math.min(...counts);
+  };
+  const forTwo = await fewest(small.id, 2);
+  const forFifty = await fewest(large.id, 50);
   expect(forFifty).toBe(forTwo);
   // project check (1) + endpoint page (1) + projects (1) + teams (1) + users (1); the key is cached
   expect(forFifty).toBeLessThanOrEqual(6);
