@@ -181,7 +181,7 @@ export async function startGateway(services: Services, options: GatewayOptions):
       const failure = failureOf(error);
       if (isServerFailure(failure)) logFailure(log, requestId, `${req.method} ${JSON.stringify((req.url ?? '').slice(0, 200))}`, error);
       if (res.headersSent || res.destroyed) return void res.destroy();
-      const graphql = req.url === GRAPHQL_PATH || req.url?.startsWith(`${GRAPHQL_PATH}?`) || req.url?.startsWith(`${GRAPHQL_PATH}/`);
+      const graphql = req.url === GRAPHQL_PATH || req.url?.startsWith(`${GRAPHQL_PATH}?`);
       try {
         if (graphql) sendGraphQLFailure(res, failure, requestId);
         else sendRestError(res, restErrorOfFailure(failure));

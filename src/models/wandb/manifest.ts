@@ -3,10 +3,10 @@
  * match), its parsing, and its download from the signed URL W&B gives.
  */
 import { createHash } from 'node:crypto';
-import { ModelSourceError } from '../errors.js';
+import { ModelSourceError, serverText } from '../errors.js';
 import { BodyTimeoutError, readTextWithin } from '../bounded-text.js';
 import { TransientError } from '../retry.js';
-import { API_ERROR, httpError, isInt, isObject, malformed, NOT_FOUND, serverText, wandbAuthHeaders, type Context } from './wandb-http.js';
+import { API_ERROR, httpError, isInt, isObject, malformed, NOT_FOUND, wandbAuthHeaders, type Context } from './wandb-http.js';
 
 const MANIFEST_DIGEST_HEADER = 'wandb-artifact-manifest-v1\n';
 const STORAGE_POLICY = 'wandb-storage-policy-v1';

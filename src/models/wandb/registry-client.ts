@@ -19,7 +19,7 @@
  * (ModelCache.ensureUrlFile), so nothing unverified is served.
  */
 import { parseArtifactName, REGISTRY_PROJECT_PREFIX, formatArtifactName, type ArtifactName } from '../../domain/artifact-name.js';
-import { ModelSourceError } from '../errors.js';
+import { ModelSourceError, serverText } from '../errors.js';
 import { withRetries, type RetryOptions, type RetryPolicy, type RetryReporter } from '../retry.js';
 import { DEFAULT_QUANT_PREFERENCE, pickGgufFile } from '../hf-hub.js';
 import type { EnsureUrlFileOptions } from '../model-cache.js';
@@ -38,7 +38,6 @@ import {
   isObject,
   malformed,
   NOT_FOUND,
-  serverText,
   wandbAuthHeaders,
   type Context,
 } from './wandb-http.js';

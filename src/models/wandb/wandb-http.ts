@@ -5,8 +5,6 @@
 import { ClientError, GraphQLClient, type RequestOptions } from 'graphql-request';
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
 import { ModelSourceError, serverText, type ModelSourceErrorCode } from '../errors.js';
-
-export { serverText };
 import { isTransientStatus, retryAfterMs, TransientError, withRetries, type RetryOptions } from '../retry.js';
 
 export const API_ERROR: ModelSourceErrorCode = 'WORKLOAD_INIT_HF_WANDB_API_ERROR';
