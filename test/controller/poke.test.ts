@@ -2,85 +2,162 @@
  * The controller reconciles at once when poked (an API action, such as the
  * wake of a request to a sleeping endpoint), also when the poke comes while
  * a pass over the endpoints is running.
+ *
+ * A real controller on a real database (no engine is started: the endpoints
+ * hold no replicas, maxReplica 0). What a pass did is read from the database:
+ * a full pass takes the lease of every endpoint it lists, a poke naming an
+ * endpoint takes that endpoint's lease alone. The interval is ten minutes, so
+ * every pass after the first comes from a poke.
  */
-import { afterEach, expect, test } from 'vitest';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, expect, test } from 'vitest';
 import { Controller } from '../../src/controller/controller.js';
-import type { ModelStore } from '../../src/models/model-store.js';
+import { ModelCache } from '../../src/models/model-cache.js';
+import { ModelStore } from '../../src/models/model-store.js';
 import type { Runtime } from '../../src/runtime/runtime.js';
-import type { Sql } from '../../src/storage/database.js';
+import { createServices, type Services } from '../../src/services/index.js';
+import { authenticate, type Principal } from '../../src/services/principal.js';
+import { waitFor } from '../support/app.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { createBody } from '../support/gateway.js';
 
-/** A database that has no endpoints, counting the controller's passes (each starts by listing the endpoints to reconcile). */
-function countingDatabase(onPass: (pass: number) => void): { sql: Sql; passes: () => number } {
-  let passes = 0;
-  const sql = ((strings: TemplateStringsArray) => {
-    if (strings.join('?').includes('FROM endpoints WHERE cleaned_at IS NULL')) onPass(++passes);
-    return Promise.resolve([]);
-  }) as unknown as Sql;
-  return { sql, passes: () => passes };
-}
-
+/** The engine runtime, which these endpoints (maxReplica 0) never reach: only the start's reaping of orphans calls it. */
 const runtime = { name: 'fake', node: 'test-node', reapOrphans: async () => [] } as unknown as Runtime;
 
+let db: TestDatabase;
+let cacheDir: string;
+let models: ModelStore;
 let controller: Controller | undefined;
+let services: Services;
+let principal: Principal;
+let projectId: string;
+let userCount = 0;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  cacheDir = await mkdtemp(path.join(os.tmpdir(), 'poke-cache-'));
+  // A hub that refuses connections: nothing here downloads a model.
+  models = new ModelStore({ cache: new ModelCache({ dir: cacheDir }), hubEndpoint: 'http://127.0.0.1:9', allowExternalFormats: false });
+});
+
+afterAll(async () => {
+  await db?.close();
+  if (cacheDir) await rm(cacheDir, { recursive: true, force: true });
+});
+
 afterEach(async () => {
   await controller?.stop();
   controller = undefined;
 });
 
-async function until(what: string, probe: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!probe()) {
-    if (performance.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
+/** A controller on a fresh project (its own endpoints), and the services; `pokeOnChange`: API changes poke it, as in the gateway. */
+async function setUp(pokeOnChange = false): Promise<Controller> {
+  const made = new Controller({ sql: db.sql, runtime, models, builtInEngine: true, intervalMs: 600_000, log: () => {} });
+  services = createServices(db.sql, pokeOnChange ? { onEndpointChange: (id) => made.poke(id) } : {});
+  const n = ++userCount;
+  const user = await services.identity.createUser('system', { email: `poke${n}@example.com`, name: `Poke ${n}` });
+  if (user.type === 'error') throw new Error(user.error.message);
+  const key = await services.identity.createApiKey('system', { name: 'k', user: user.value.id });
+  if (key.type === 'error') throw new Error(key.error.message);
+  const auth = await authenticate(db.sql, `Bearer ${key.value.secret}`, null);
+  if (auth.type === 'error') throw new Error(auth.error.message);
+  principal = auth.value;
+  const project = await services.identity.createProject(principal, { name: `poke ${n}` });
+  if (project.type === 'error') throw new Error(project.error.message);
+  projectId = project.value.id;
+  return made;
 }
 
+/** An endpoint that holds no replicas (a pass over it writes its status, and starts nothing). */
+async function endpoint(): Promise<string> {
+  const created = await services.endpoints.create(
+    principal,
+    createBody(projectId, { hfModelRepo: 'test-org/none', autoscalingPolicy: { minReplica: 0, maxReplica: 0 } }),
+  );
+  if (created.type === 'error') throw new Error(created.error.message);
+  return created.value.id;
+}
+
+/** Who holds the endpoint's lease, and until when (undefined: nobody). */
+async function lease(id: string): Promise<{ owner: string; expiresAt: Date } | undefined> {
+  const [row] = await db.sql<
+    { owner: string; expires_at: Date }[]
+  >`SELECT owner, expires_at FROM endpoint_leases WHERE endpoint_id = ${id}`;
+  return row ? { owner: row.owner, expiresAt: row.expires_at } : undefined;
+}
+
+const leasedBy = async (id: string, owner: string) => (await lease(id))?.owner === owner;
+
 test('a poke while waiting for the next interval starts a pass at once', async () => {
-  const db = countingDatabase(() => {});
-  // An interval far longer than the test: every pass after the first comes from a poke.
-  controller = new Controller({ sql: db.sql, runtime, models: {} as ModelStore, builtInEngine: true, intervalMs: 600_000, log: () => {} });
+  controller = await setUp();
+  const first = await endpoint();
   await controller.start();
-  await until('the first pass', () => db.passes() === 1, 5000);
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  expect(db.passes()).toBe(1);
+  await waitFor('the first pass', () => leasedBy(first, controller!.owner), 10_000);
+  // Created after the first pass listed the endpoints: only another full pass takes its lease.
+  const later = await endpoint();
+  expect(await lease(later)).toBeUndefined();
   controller.poke();
-  await until('the poked pass', () => db.passes() === 2, 2000);
+  await waitFor('the poked pass to take the new endpoint', () => leasedBy(later, controller!.owner), 10_000);
 });
 
 test('a poke during a pass is not lost: another pass follows at once', async () => {
-  let pokeDuring = 0;
-  const db = countingDatabase((pass) => {
-    // The API changed an endpoint while this pass was listing them.
-    if (pass === pokeDuring) controller!.poke();
-  });
-  controller = new Controller({ sql: db.sql, runtime, models: {} as ModelStore, builtInEngine: true, intervalMs: 600_000, log: () => {} });
+  controller = await setUp(true);
+  const blocker = await endpoint();
+  const first = await endpoint();
+  // Another gateway holds the first endpoint's lease: each pass tries to take it, and the test decides when that try ends.
+  await db.sql`INSERT INTO endpoint_leases (endpoint_id, owner, expires_at) VALUES (${blocker}, 'another-gateway', now() + interval '1 hour')`;
   await controller.start();
-  await until('the first pass', () => db.passes() === 1, 5000);
-  pokeDuring = 2;
-  controller.poke();
-  await until('the pass after the poke that came during pass 2', () => db.passes() === 3, 2000);
-  // And then it waits again: no pass without a poke.
-  await new Promise((resolve) => setTimeout(resolve, 100));
-  expect(db.passes()).toBe(3);
+  await waitFor('the first pass', () => leasedBy(first, controller!.owner), 10_000);
+
+  const held = await db.sql.reserve();
+  try {
+    await held`BEGIN`;
+    await held`SELECT 1 FROM endpoint_leases WHERE endpoint_id = ${blocker} FOR UPDATE`;
+    controller.poke();
+    // The second pass has listed the endpoints and waits on the lease row the test holds.
+    await waitFor(
+      'the second pass to wait on the held lease',
+      async () =>
+        (
+          await db.sql`
+            SELECT 1 FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'
+              AND query ILIKE '%INSERT INTO endpoint_leases%'`
+        ).length > 0,
+      10_000,
+    );
+    // The API creates an endpoint while that pass runs (the creation pokes it): the pass listed the endpoints before.
+    const created = await endpoint();
+    expect(await lease(created)).toBeUndefined();
+    await held`COMMIT`;
+    await waitFor('the pass after the poke that came during the second', () => leasedBy(created, controller!.owner), 10_000);
+  } finally {
+    held.release();
+  }
+  expect(await lease(blocker)).toMatchObject({ owner: 'another-gateway' });
 });
 
 test('a poke naming an endpoint reconciles that endpoint alone, without a pass over all of them', async () => {
-  const leaseAttempts: unknown[] = [];
-  let passes = 0;
-  const sql = ((strings: TemplateStringsArray, ...values: unknown[]) => {
-    const text = strings.join('?');
-    if (text.includes('FROM endpoints WHERE cleaned_at IS NULL')) passes++;
-    if (text.includes('INSERT INTO endpoint_leases')) leaseAttempts.push(values[0]);
-    return Promise.resolve([]); // no lease granted: nothing more to do
-  }) as unknown as Sql;
-  controller = new Controller({ sql, runtime, models: {} as ModelStore, builtInEngine: true, intervalMs: 600_000, log: () => {} });
+  controller = await setUp();
+  const first = await endpoint();
   await controller.start();
-  await until('the first pass', () => passes === 1, 5000);
-  controller.poke('ep_one');
-  controller.poke('ep_two');
-  await until('both poked endpoints tried', () => leaseAttempts.length === 2, 2000);
-  expect(leaseAttempts.sort()).toEqual(['ep_one', 'ep_two']);
-  await new Promise((resolve) => setTimeout(resolve, 100));
-  expect(passes).toBe(1);
-  expect(leaseAttempts).toHaveLength(2);
+  await waitFor('the first pass', () => leasedBy(first, controller!.owner), 10_000);
+  const firstLease = await lease(first);
+  // Created after the first pass. `unpoked` comes first in a pass over all of them: had the pokes started one, it would
+  // hold its lease before the poked ones do.
+  const unpoked = await endpoint();
+  const one = await endpoint();
+  const two = await endpoint();
+  controller.poke(one);
+  controller.poke(two);
+  await waitFor(
+    'both poked endpoints reconciled',
+    async () => (await leasedBy(one, controller!.owner)) && leasedBy(two, controller!.owner),
+    10_000,
+  );
+  expect(await lease(unpoked)).toBeUndefined();
+  // Nor were the leases renewed, as a pass over all of them does first.
+  expect(await lease(first)).toEqual(firstLease);
 });
