@@ -3,7 +3,8 @@
  * headless and kept off the network, against a real gateway (real database,
  * controller and engines on the tiny model) serving the console, built from
  * the sources for each test file. Without Chromium the suites skip and
- * say why, so `npm test` passes on a machine that lacks it.
+ * say why, so `npm test` passes on a machine that lacks it; under CI (`CI`
+ * set, as CI sets it) they fail instead: a green run there means they ran.
  */
 import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -11,7 +12,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { build } from 'vite';
-import { describe, expect } from 'vitest';
+import { beforeAll, describe, expect } from 'vitest';
 import { onCleanup } from '../support/cleanup.js';
 import { startTestApp, type TestApp, type TestAppOptions } from '../support/app.js';
 import type { SeededUser } from '../support/gateway.js';
@@ -20,9 +21,23 @@ import { CHROMIUM_ARGS, CHROMIUM_PATH } from '../../scripts/chromium.js';
 export { CHROMIUM_PATH };
 const hasChromium = existsSync(CHROMIUM_PATH);
 
-/** `describe`, or a skipped suite that names what is missing. */
+/** Whether this run is CI's (CI sets `CI`, usually to `true`): there a browser test that cannot run fails. */
+const underCI = !['', '0', 'false'].includes((process.env.CI ?? '').toLowerCase());
+
+/** `describe`, or a skipped suite that names what is missing (a failing one under CI). */
 export function describeBrowser(name: string, body: () => void): void {
   if (hasChromium) return void describe(name, body);
+  if (underCI) {
+    // Registered first, so that it fails the suite before the body's own setup starts a gateway: every test fails with it.
+    return void describe(name, () => {
+      beforeAll(() => {
+        throw new Error(
+          `no Chromium at ${CHROMIUM_PATH}: under CI the browser tests must run (apt-get install chromium, or set CHROMIUM_PATH)`,
+        );
+      });
+      body();
+    });
+  }
   console.warn(`[browser tests] skipped: no Chromium at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROMIUM_PATH)`);
   describe.skip(`${name} — skipped: no Chromium at ${CHROMIUM_PATH}`, body);
 }

@@ -17,11 +17,16 @@ test('a start cut by a dropped database connection is tried again, not recorded 
     await held`SELECT pg_advisory_lock(hashtext(${`capacity:${node}:H100`}))`;
     const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
     const waiting = await waitFor('the controller to wait for the capacity lock', async () => {
+      // Only this file's gateway: its own database (other files run beside it in the same server) and the app's connections.
       const rows = await app.sql<{ pid: number }[]>`
-        SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pg_advisory_xact_lock%'`;
-      return rows[0]?.pid;
+        SELECT pid FROM pg_stat_activity
+        WHERE datname = current_database() AND application_name = 'dedicated-endpoints' AND pid <> pg_backend_pid()
+          AND wait_event_type = 'Lock' AND query LIKE '%pg_advisory_xact_lock%'`;
+      return rows.length === 1 ? rows[0]!.pid : undefined;
     });
-    await app.sql`SELECT pg_terminate_backend(${waiting})`;
+    const [terminated] = await app.sql<{ ok: boolean }[]>`
+      SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE pid = ${waiting} AND datname = current_database()`;
+    expect(terminated?.ok).toBe(true);
     await held`SELECT pg_advisory_unlock_all()`;
     await waitForStatus(app.sql, id, 'RUNNING', 30_000).catch(async (e: unknown) => {
       throw new Error(`${String(e)}: ${(await statusTrail(app.sql, id)).join(' | ')}`);
