@@ -57,7 +57,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([a?.stop(), b?.stop()]);
   // Replicas outlive a gateway by design; the test stops what it started.
-  const rows = await db.sql`SELECT pid FROM replicas WHERE state IN ('STARTING', 'READY', 'DRAINING') AND pid IS NOT NULL`;
+  const rows =
+    await db.sql`SELECT locator::int AS pid FROM replicas WHERE state IN ('STARTING', 'READY', 'DRAINING') AND locator IS NOT NULL`;
   for (const row of rows) {
     try {
       process.kill(-row.pid, 'SIGKILL');
@@ -98,19 +99,73 @@ async function status(id: string): Promise<string> {
   return row!.status;
 }
 
+/** The id of the project's latest event ('0' before any): a subscription from there misses nothing that comes after. */
+async function latestEventId(): Promise<string> {
+  const [row] = await db.sql<
+    { id: string }[]
+  >`SELECT coalesce(max(id), 0)::text AS id FROM endpoint_events WHERE project_id = ${projectId}`;
+  return row!.id;
+}
+
+/** The lease holder of an endpoint: a gateway's controller names itself `gw-<its process id>-<random>`. */
+async function leaseHolder(id: string): Promise<string | undefined> {
+  const [row] = await db.sql<{ owner: string }[]>`SELECT owner FROM endpoint_leases WHERE endpoint_id = ${id} AND expires_at > now()`;
+  return row?.owner;
+}
+
+const ownerOf = (gateway: GatewayProcess) => new RegExp(`^gw-${gateway.child.pid}-`);
+
 describe('two gateway processes on one database', () => {
   test('both adopted the schema and one bootstrap; they split the work through leases', async () => {
     const users = await db.sql`SELECT count(*)::int AS n FROM users`;
     expect(users[0]!.n).toBe(1);
     expect(a.url).not.toBe(b.url);
+
+    // Each gateway takes an endpoint while the other is frozen (SIGSTOP, for less than a lease's TTL): the one that
+    // runs leases it; then, both running, its holder alone reconciles it to FAILED (its repository has no weights: no
+    // engine starts) and keeps renewing its lease.
+    const leasedBy = async (worker: GatewayProcess, frozen: GatewayProcess, rest: RestClient) => {
+      frozen.child.kill('SIGSTOP');
+      try {
+        const created = await rest('POST', '/dedicated/beta/endpoint', createBody(projectId, { hfModelRepo: 'test-org/no-weights' }));
+        expect(created.status).toBe(200);
+        const id = created.body.endpointId as string;
+        await waitFor(`${id}'s lease`, async () => ownerOf(worker).test((await leaseHolder(id)) ?? ''), 10_000);
+        return id;
+      } finally {
+        frozen.child.kill('SIGCONT');
+      }
+    };
+    const byB = await leasedBy(b, a, restB);
+    const byA = await leasedBy(a, b, restClient(a.url, ADMIN_KEY));
+    for (const id of [byA, byB]) await waitFor(`${id} to be FAILED`, async () => (await status(id)) === 'FAILED', 30_000);
+    // Both running again, each keeps its own endpoint: its lease is renewed by its holder alone, past the lease's TTL.
+    const renewedPast = new Date(Date.now() + Number(testEnv('', '').LEASE_TTL_MS));
+    await waitFor(
+      'both leases renewed by their holders',
+      async () => {
+        const rows = await db.sql<{ endpoint_id: string; owner: string; expires_at: Date }[]>`
+          SELECT endpoint_id, owner, expires_at FROM endpoint_leases WHERE endpoint_id IN (${byA}, ${byB})`;
+        return rows.length === 2 && rows.every((r) => r.expires_at > renewedPast) ? rows : undefined;
+      },
+      30_000,
+    );
+    expect(await leaseHolder(byA)).toMatch(ownerOf(a));
+    expect(await leaseHolder(byB)).toMatch(ownerOf(b));
+    // Out of the way of the next tests, which read the project's events.
+    for (const id of [byA, byB]) await restB('DELETE', `/dedicated/beta/endpoint/${id}`);
+    await waitFor(
+      'the two endpoints cleaned up',
+      async () => (await db.sql`SELECT 1 FROM endpoints WHERE id IN (${byA}, ${byB}) AND cleaned_at IS NULL`).length === 0,
+      30_000,
+    );
   });
 
   test('a subscriber on gateway A sees, in order, every change made through gateway B: create to RUNNING, sleep, wake, update, terminate, delete', async () => {
     const client = wsClient(a.url);
-    const events = collect(client, EVENTS, { projectId });
+    // From the latest event on: whenever the subscription starts, it misses nothing created after this point.
+    const events = collect(client, EVENTS, { projectId, after: await latestEventId() });
     const statusUpdates = { items: [] as { event: Event | null; status: { status: string } }[] };
-    await waitFor('the subscription to start', async () => (await db.sql`SELECT 1`).length > 0);
-    await new Promise((r) => setTimeout(r, 300));
 
     const created = await restB(
       'POST',
@@ -180,8 +235,7 @@ describe('two gateway processes on one database', () => {
 
   test('a subscriber that reconnects with the last event id it saw gets what it missed, in order, without duplicates', async () => {
     const first = wsClient(a.url);
-    const before = collect(first, EVENTS, { projectId });
-    await new Promise((r) => setTimeout(r, 300));
+    const before = collect(first, EVENTS, { projectId, after: await latestEventId() });
     const id = (await restB('POST', '/dedicated/beta/endpoint', createBody(projectId, { hfModelRepo: 'test-org/no-weights' }))).body
       .endpointId as string;
     await waitFor('the first events', async () => before.items.some((e) => e.endpointId === id && e.type === 'CREATED'));

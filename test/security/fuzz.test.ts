@@ -13,7 +13,10 @@
  * - no row written by a request that was refused: endpoints, versions, events
  *   of user actions, projects, teams, memberships, users and keys are counted
  *   before and after each request.
- * Seeds are fixed; a failure prints fast-check's shrunk counterexample.
+ * Each run draws a fresh seed (printed at the start: `fuzz seed N`), and each
+ * property's seed is that seed plus the property's own offset (1301 and so on);
+ * `FUZZ_SEED=N` replays a run. A failure prints fast-check's shrunk
+ * counterexample, with the property's seed and the run's.
  * `FUZZ_SURVEY=1` runs every generated case instead and lists each distinct
  * failure once, with the gateway's own log of it (see `survey`).
  */
@@ -285,6 +288,19 @@ function callerHeaders(c: Caller): Record<string, string> {
  * the gateway's own log of it): a list of what is broken, not just the first.
  */
 const SURVEY = process.env.FUZZ_SURVEY === '1';
+
+/** This run's seed: FUZZ_SEED replays one, else a fresh one each run. */
+const RUN_SEED = ((): number => {
+  const given = process.env.FUZZ_SEED;
+  if (given === undefined || given === '') return Math.floor(Math.random() * 0x7fffffff);
+  const seed = Number(given);
+  if (!Number.isSafeInteger(seed)) throw new Error(`FUZZ_SEED must be an integer (got ${JSON.stringify(given)})`);
+  return seed;
+})();
+console.log(`fuzz seed ${RUN_SEED} (replay with FUZZ_SEED=${RUN_SEED})`);
+
+/** A property's seed in this run: the run's seed plus the property's own offset, as a 32-bit integer. */
+const seedOf = (offset: number): number => (RUN_SEED + offset) | 0;
 const serverLog: string[] = [];
 if (SURVEY) {
   process.env.DEBUG_CONTROLLER = '1';
@@ -361,19 +377,25 @@ async function survey<T extends object>(seed: number, numRuns: number, arb: fc.A
   }
 }
 
-function check<T extends object>(seed: number, numRuns: number, arb: fc.Arbitrary<T>, run: (value: T) => Promise<void>) {
+async function check<T extends object>(offset: number, numRuns: number, arb: fc.Arbitrary<T>, run: (value: T) => Promise<void>) {
+  const seed = seedOf(offset);
   if (SURVEY) return survey(seed, numRuns, arb, run);
-  return fc.assert(
-    fc.asyncProperty(printable(arb), async (value) => {
-      const before = crashes.length;
-      await run(value);
-      // Give an exception thrown after the answer (a late write, a timer) the time to surface.
-      await new Promise((resolve) => setImmediate(resolve));
-      if (crashes.length > before)
-        throw new Error(`the gateway threw: ${crashes[crashes.length - 1]!.split('\n').slice(0, 4).join(' | ')}`);
-    }),
-    { seed, numRuns, plugins: [fc.interruptAfterTimeLimit(PROPERTY_BUDGET_MS, { failOnInterrupt: true })] },
-  );
+  try {
+    await fc.assert(
+      fc.asyncProperty(printable(arb), async (value) => {
+        const before = crashes.length;
+        await run(value);
+        // Give an exception thrown after the answer (a late write, a timer) the time to surface.
+        await new Promise((resolve) => setImmediate(resolve));
+        if (crashes.length > before)
+          throw new Error(`the gateway threw: ${crashes[crashes.length - 1]!.split('\n').slice(0, 4).join(' | ')}`);
+      }),
+      { seed, numRuns, plugins: [fc.interruptAfterTimeLimit(PROPERTY_BUDGET_MS, { failOnInterrupt: true })] },
+    );
+  } catch (error) {
+    if (error instanceof Error) error.message = `[fuzz seed ${RUN_SEED}: replay with FUZZ_SEED=${RUN_SEED}] ${error.message}`;
+    throw error;
+  }
 }
 
 interface RestCase {
