@@ -6,7 +6,7 @@
  * exists once.
  */
 import { FieldChecker, isObject } from './field-checker.js';
-import { findInstanceOption, INSTANCE_OPTIONS } from './instance-catalog.js';
+import { describeInstanceOption, findInstanceOption, INSTANCE_OPTIONS } from './instance-catalog.js';
 import { invalidArgument, ok, fail, type Result } from './result.js';
 
 export interface AutoscalingPolicy {
@@ -119,7 +119,7 @@ function readName(check: FieldChecker, body: Record<string, unknown>, required: 
 function readInstance(check: FieldChecker, body: Record<string, unknown>, required: boolean): string | undefined {
   const id = check.string(body, 'instanceOptionId', { required, maxLength: 64 });
   if (id !== undefined && !findInstanceOption(id)) {
-    check.fail('instanceOptionId', `must be one of the instance option ids (${INSTANCE_OPTIONS.map((o) => o.id).join(', ')})`);
+    check.fail('instanceOptionId', `must be one of the instance option ids: ${INSTANCE_OPTIONS.map(describeInstanceOption).join(', ')}`);
     return undefined;
   }
   return id;

@@ -136,6 +136,49 @@ export function timestampViolation(date: Date): string | undefined {
   return Number.isNaN(time) || time < TIMESTAMP_RANGE.min.getTime() || time > TIMESTAMP_RANGE.max.getTime() ? TIMESTAMP_RULE : undefined;
 }
 
+/** A field name without case, '_' or '-': `maxBatchSize`, `max_batch_size` and `max-batch-size` are one. */
+const foldName = (name: string) => name.toLowerCase().replace(/[_-]/g, '');
+
+/** Edits (insert, delete, replace, swap two neighbours) between two strings, or `limit + 1` once past `limit`. */
+function editDistance(a: string, b: string, limit: number): number {
+  if (Math.abs(a.length - b.length) > limit) return limit + 1;
+  let before: number[] = [];
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let best = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) best = Math.min(best, before[j - 2]! + 1);
+      row.push(best);
+    }
+    if (Math.min(...row) > limit) return limit + 1;
+    before = previous;
+    previous = row;
+  }
+  return previous[b.length]!;
+}
+
+/**
+ * The known field an unknown one most likely meant: the same name in another
+ * case or separator style (`maxBatchSize` for `max_batch_size`), or the only
+ * closest within a typo or two (one edit per three characters, at least one).
+ */
+export function nearestField(name: string, known: readonly string[]): string | undefined {
+  const folded = foldName(name);
+  if (folded === '') return undefined;
+  const limit = Math.max(1, Math.floor(folded.length / 3));
+  let best: string | undefined;
+  let bestDistance = limit + 1;
+  let tied = false;
+  for (const candidate of known) {
+    const distance = editDistance(folded, foldName(candidate), limit);
+    if (distance < bestDistance) [best, bestDistance, tied] = [candidate, distance, false];
+    else if (distance === bestDistance && distance <= limit) tied = true;
+  }
+  return bestDistance <= limit && !tied ? best : undefined;
+}
+
 export class FieldChecker {
   readonly violations: FieldViolation[] = [];
 
@@ -157,10 +200,12 @@ export class FieldChecker {
     return child;
   }
 
-  /** Rejects members that the request shape does not have, so typos are not silently ignored. */
+  /** Rejects members that the request shape does not have, so typos are not silently ignored; a near miss names the field it resembles. */
   onlyKnown(obj: Json, known: readonly string[]): void {
     for (const key of Object.keys(obj)) {
-      if (!known.includes(key)) this.fail(key, 'is not a known field');
+      if (known.includes(key)) continue;
+      const near = nearestField(key, known);
+      this.fail(key, near === undefined ? 'is not a known field' : `is not a known field; did you mean '${near}'?`);
     }
   }
 

@@ -35,6 +35,11 @@ export function findInstanceOption(id: string): InstanceOption | undefined {
   return BY_ID.get(id);
 }
 
+/** An option as people read it: its id, then its GPUs ("ShbPuOs4tfGb (1 × A100 80 GB)"; the memory is each GPU's). */
+export function describeInstanceOption(option: InstanceOption): string {
+  return `${option.id} (${option.numGpu} × ${option.gpuType} ${option.gpuMemoryGb} GB)`;
+}
+
 export function instanceOptionFor(gpuType: GpuType, numGpu: GpuCount): InstanceOption {
   return BY_ID.get(IDS[numGpu][gpuType])!;
 }

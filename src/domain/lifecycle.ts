@@ -108,6 +108,19 @@ export function isAllowed(action: LifecycleAction, status: EndpointStatus): bool
   }
 }
 
+/**
+ * What to do instead of an action the status does not allow, where another
+ * action does what the caller wanted: a FAILED or TERMINATED endpoint does not
+ * wake, it restarts.
+ */
+export function transitionAdvice(action: LifecycleAction, status: EndpointStatus): string | undefined {
+  if (action === 'wake' && isAllowed('restart', status)) {
+    const from = ENDPOINT_STATUSES.filter((s) => isAllowed('restart', s)).join(' or ');
+    return `restart it instead (restart runs a ${from} endpoint again)`;
+  }
+  return undefined;
+}
+
 /** The status, phase and desired state an allowed action records at once. */
 export interface TransitionTarget {
   status: EndpointStatus;

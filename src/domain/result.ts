@@ -4,7 +4,7 @@
  * error to its own shape (the REST error body, a GraphQL error type). A thrown
  * exception means a bug or an outage.
  */
-import type { EndpointStatus, LifecycleAction } from './lifecycle.js';
+import { transitionAdvice, type EndpointStatus, type LifecycleAction } from './lifecycle.js';
 
 export interface FieldViolation {
   /** Path of the field in the request, such as `autoscalingPolicy.maxReplica`. */
@@ -37,9 +37,10 @@ export function invalidArgument(fields: FieldViolation[]): DomainError {
 }
 
 export function invalidTransition(action: LifecycleAction, status: EndpointStatus): DomainError {
+  const advice = transitionAdvice(action, status);
   return {
     type: 'INVALID_TRANSITION',
-    message: `cannot ${action} an endpoint whose status is ${status}`,
+    message: `cannot ${action} an endpoint whose status is ${status}${advice ? `: ${advice}` : ''}`,
     status,
     action,
   };

@@ -40,7 +40,7 @@ export function modelNotFound(model: string): OpenAIError {
   return openAIError(
     404,
     'not_found_error',
-    `The model '${model}' does not exist or you do not have access to it.`,
+    `The model '${model}' does not exist or you do not have access to it. model is one of your endpoints' ids or names: GET /dedicated/v1/models lists them.`,
     'model_not_found',
     'model',
   );

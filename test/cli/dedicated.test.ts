@@ -115,6 +115,12 @@ describe('dedicated (the endpoint CLI)', () => {
     expect(watched.stdout).toMatch(/FAILED\s+WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR/);
     const got = await cli(['endpoints', 'get', id]);
     expect(got.stdout).toMatch(/^error\s+\S.*test-org\/no-such-model-GGUF/m);
+    // Waking it says what runs it again (issue 32).
+    const woken = await cli(['endpoints', 'wake', id]);
+    expect(woken.code).toBe(1);
+    expect(woken.stderr.trim()).toBe(
+      'error: cannot wake an endpoint whose status is FAILED: restart it instead (restart runs a FAILED or TERMINATED endpoint again)',
+    );
     expect((await cli(['endpoints', 'delete', id])).code).toBe(0);
   }, 60_000);
 
@@ -133,6 +139,76 @@ describe('dedicated (the endpoint CLI)', () => {
     const unknown = await cli(['chat', 'ep_doesnotexist', 'hi']);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/^error: HTTP 404: The model 'ep_doesnotexist' does not exist/);
+    // A typo in the endpoint says what the argument takes and where to find the values (issue 32).
+    const typo = await cli(['chat', 'cli-tnyi', 'hi']);
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toContain("model is one of your endpoints' ids or names: GET /dedicated/v1/models lists them.");
+  }, 60_000);
+
+  test("a reasoning model's thinking goes to stderr (stdout keeps the answer); --no-think; an answer the thinking used up says so", async () => {
+    const created = await cli(createArgs('cli-thinking', 'test-org/tiny-thinking-GGUF', '--max-token-count', '1024'));
+    expect(created.code, created.stderr).toBe(0);
+    const id = (JSON.parse(created.stdout) as { id: string }).id;
+    expect((await cli(['status', id, '--watch', '--until', 'RUNNING'])).code).toBe(0);
+
+    // This template opens a think block that 8 tokens do not close: all of them are reasoning.
+    const usedUp = await cli(['chat', id, 'Say', 'something.', '--max-tokens', '8', '--temperature', '0']);
+    expect(usedUp.code).toBe(1);
+    expect(usedUp.stdout).toBe('');
+    const lines = usedUp.stderr.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^thinking: \S/);
+    expect(lines.at(-1)).toBe(
+      'error: the answer is empty: the model spent all 8 tokens (--max-tokens 8) thinking and stopped before answering; raise --max-tokens, or pass --no-think to answer without thinking',
+    );
+    const hidden = await cli(['chat', id, 'Say', 'something.', '--max-tokens', '8', '--temperature', '0', '--hide-reasoning']);
+    expect(hidden.code).toBe(1);
+    expect(hidden.stderr).not.toContain('thinking:');
+    expect(hidden.stderr).toContain('error: the answer is empty');
+
+    const json = await cli(['--json', 'chat', id, 'Say', 'something.', '--max-tokens', '8', '--temperature', '0']);
+    expect(json.code).toBe(1);
+    const result = JSON.parse(json.stdout) as { content: string; reasoning: string; finishReason: string };
+    expect(result).toMatchObject({ content: '', finishReason: 'length' });
+    expect(result.reasoning.length).toBeGreaterThan(0);
+    expect(usedUp.stderr.startsWith(`thinking: ${result.reasoning}\n`)).toBe(true);
+    expect(json.stderr).toMatch(/^error: the answer is empty/);
+
+    // --no-think: chat_template_kwargs.enable_thinking false, so the tokens go to the answer.
+    const direct = await cli(['chat', id, 'Say', 'something.', '--max-tokens', '8', '--temperature', '0', '--no-think']);
+    expect(direct.code, direct.stderr).toBe(0);
+    expect(direct.stdout.trim().length).toBeGreaterThan(0);
+    expect(direct.stderr).not.toContain('thinking:');
+    expect(direct.stderr.trim()).toBe('(the answer stopped at the token limit: raise --max-tokens for a longer one)');
+    expect((await cli(['endpoints', 'delete', id])).code).toBe(0);
+  }, 120_000);
+
+  test("create's and update's errors name the flags: the ones missing, and the API's fields by their flags", async () => {
+    const noInstance = await cli(['endpoints', 'create', '--project', projectId, '--name', 'x', '--model', TINY_REPO]);
+    expect(noInstance.code).toBe(1);
+    expect(noInstance.stderr).toMatch(/^error: create needs --instance \(--instance is one of: ShbPuOs4tfGb \(1 × A100 80 GB\), /);
+    const two = await cli(['endpoints', 'create', '--project', projectId, '--model', TINY_REPO]);
+    expect(two.stderr).toMatch(/^error: create needs --name and --instance /);
+    const named = await cli(['endpoints', 'create', '--project', projectId, '--instance', H100_X1]);
+    expect(named.stderr.trim()).toBe('error: create needs --name and --model');
+
+    // 0 replicas at most is the API's rule too (the endpoint runs none until raised).
+    const none = await cli(createArgs('cli-none', TINY_REPO, '--min-replica', '0', '--max-replica', '0'));
+    expect(none.code, none.stderr).toBe(0);
+    const endpoint = JSON.parse(none.stdout) as { id: string; spec: { autoscalingMin: number; autoscalingMax: number } };
+    expect(endpoint.spec).toMatchObject({ autoscalingMin: 0, autoscalingMax: 0 });
+
+    const tooMany = await cli(['endpoints', 'update', endpoint.id, '--max-replica', '11']);
+    expect(tooMany.code).toBe(1);
+    expect(tooMany.stderr.trim()).toBe('error: invalid request: --max-replica: must be from 0 to 10');
+    const crossed = await cli(['endpoints', 'update', endpoint.id, '--min-replica', '2']);
+    expect(crossed.stderr.trim()).toBe('error: invalid request: --min-replica: must not exceed --max-replica (2 > 0)');
+    const batch = await cli(['endpoints', 'update', endpoint.id, '--max-batch-size', '0']);
+    expect(batch.stderr.trim()).toBe('error: invalid request: --max-batch-size: must be from 1 to 1024');
+    const instance = await cli(['endpoints', 'update', endpoint.id, '--instance', 'nope']);
+    expect(instance.stderr.trim()).toMatch(
+      /^error: invalid request: --instance: must be one of the instance option ids: ShbPuOs4tfGb \(1 × A100 80 GB\), TwD5AqnBSVN0 \(1 × H100 80 GB\), .*drbc6G9FxJWZ \(8 × B200 192 GB\)$/,
+    );
+    expect((await cli(['endpoints', 'delete', endpoint.id])).code).toBe(0);
   }, 60_000);
 
   test("tokenize counts a text's tokens with the endpoint's tokenizer, human and --json", async () => {
@@ -163,7 +239,7 @@ describe('dedicated (the endpoint CLI)', () => {
     expect(nothing.stderr).toContain('update needs at least one setting');
     const invalid = await cli(['endpoints', 'update', endpointId, '--max-replica', '99']);
     expect(invalid.code).toBe(1);
-    expect(invalid.stderr.trim()).toBe('error: invalid request: autoscalingPolicy.maxReplica: must be from 0 to 10');
+    expect(invalid.stderr.trim()).toBe('error: invalid request: --max-replica: must be from 0 to 10');
     const badFlag = await cli(['endpoints', 'update', endpointId, '--max-batch-size', 'lots']);
     expect(badFlag.code).toBe(1);
     expect(badFlag.stderr).toContain('--max-batch-size must be an integer');

@@ -26,6 +26,12 @@ describeBrowser('web console: shell', () => {
 
   it('refuses a wrong key beside the field, signs in with a good one, and signs out', async () => {
     const page = await h.newPage();
+    // The hint shows its commands as code, not as Markdown backticks (issue 32).
+    const hint = page.locator('.hint');
+    expect(await hint.innerText()).toBe(
+      'The key npm start printed at first start, or one from npm run admin -- create-key. It is kept only in this tab.',
+    );
+    expect(await hint.locator('code').allInnerTexts()).toEqual(['npm start', 'npm run admin -- create-key']);
     await page.getByLabel('API key').fill('dek_not-a-real-key');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await expect.poll(() => page.getByRole('alert').innerText()).toContain('not valid');

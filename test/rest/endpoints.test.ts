@@ -52,7 +52,9 @@ describe('POST /dedicated/beta/endpoint', () => {
     const fields = Object.fromEntries(res.body.error.details.fields.map((f: { field: string; message: string }) => [f.field, f.message]));
     expect(fields).toEqual({
       name: 'must not be empty',
-      instanceOptionId: expect.stringContaining('must be one of the instance option ids'),
+      instanceOptionId: expect.stringContaining(
+        'must be one of the instance option ids: ShbPuOs4tfGb (1 × A100 80 GB), TwD5AqnBSVN0 (1 × H100 80 GB),',
+      ),
       'advanced.bogus': 'is not a known field',
       'advanced.max_batch_size': 'must be from 1 to 1024',
       'advanced.max_input_length': 'must be an integer',
@@ -114,8 +116,15 @@ describe('POST /dedicated/beta/endpoint', () => {
     expect(broken.status).toBe(400);
     expect(broken.body.error).toMatchObject({
       code: 'INVALID_ARGUMENT',
-      details: { fields: [{ field: 'body', message: 'must be valid JSON' }] },
+      details: {
+        fields: [{ field: 'body', message: 'must be valid JSON: unexpected end of input (expected a value) at line 1, column 14' }],
+      },
     });
+    // Where it goes wrong, by line and column (issue 32).
+    const misplaced = await alice.rest('POST', '/dedicated/beta/endpoint', '{\n  "projectId": "x",\n  "name": "y",,\n}');
+    expect(misplaced.body.error.details.fields).toEqual([
+      { field: 'body', message: "must be valid JSON: unexpected ',' (expected a member name in double quotes) at line 3, column 15" },
+    ]);
   });
 
   test('a body over 1 MiB is answered 413 (the client reads the answer, not a reset), and nothing is written', async () => {
@@ -310,7 +319,12 @@ describe('updates and versions', () => {
       { field: 'autoscalingPolicy.minReplica', message: 'must not exceed maxReplica (1 > 0)' },
     ]);
     const typo = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { nmae: 'x' });
-    expect(typo.body.error.details.fields).toEqual([{ field: 'nmae', message: 'is not a known field' }]);
+    expect(typo.body.error.details.fields).toEqual([{ field: 'nmae', message: "is not a known field; did you mean 'name'?" }]);
+    // A field in another case or separator style names the documented one (issue 32).
+    const camel = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { advanced: { maxBatchSize: 4 } });
+    expect(camel.body.error.details.fields).toEqual([
+      { field: 'advanced.maxBatchSize', message: "is not a known field; did you mean 'max_batch_size'?" },
+    ]);
     const versions = await alice.rest('GET', `/dedicated/beta/endpoint/${id}/version`);
     expect(Object.keys(versions.body.data)).toEqual(['0']);
   });
@@ -494,6 +508,13 @@ describe('lifecycle actions', () => {
         details: { status, action },
       });
     }
+    // Waking a FAILED endpoint says what does run it again (issue 32).
+    await t.setStatus(id, 'FAILED');
+    const wake = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/wake`);
+    expect(wake.status).toBe(409);
+    expect(wake.body.error.message).toBe(
+      'cannot wake an endpoint whose status is FAILED: restart it instead (restart runs a FAILED or TERMINATED endpoint again)',
+    );
     await t.setStatus(id, 'TERMINATING');
     const update = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { name: 'x' });
     expect(update.status).toBe(409);

@@ -194,7 +194,9 @@ describe('REST', () => {
     expect(broken.status).toBe(400);
     expect(broken.body.error).toMatchObject({
       code: 'INVALID_ARGUMENT',
-      details: { fields: [{ field: 'body', message: 'must be valid JSON' }] },
+      details: {
+        fields: [{ field: 'body', message: 'must be valid JSON: unexpected end of input (expected a value) at line 1, column 14' }],
+      },
     });
     for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/jsonx']) {
       const res = await raw('POST', '/dedicated/beta/endpoint', {

@@ -116,6 +116,10 @@ describe('an endpoint name as model', () => {
       .create({ model: 'nobody', messages: [{ role: 'user', content: 'Hi' }] })
       .catch((e: unknown) => e);
     expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(unknown).toMatchObject({ code: 'model_not_found' });
+    expect(unknown).toMatchObject({ status: 404, code: 'model_not_found', param: 'model', type: 'not_found_error' });
+    // It says what `model` takes and where to find the values (issue 32).
+    expect((unknown as Error).message).toContain(
+      "The model 'nobody' does not exist or you do not have access to it. model is one of your endpoints' ids or names: GET /dedicated/v1/models lists them.",
+    );
   });
 });

@@ -24,6 +24,7 @@ import {
   type EndpointsQuery,
   type EndpointVersionsQuery,
 } from '../../sdk/client.js';
+import { describeInstanceOption, INSTANCE_OPTIONS } from '../../domain/instance-catalog.js';
 import { CliError, unwrap } from './errors.js';
 import { describeStatus, printEndpoint, statusColor, table, type Print } from './render.js';
 import type { Settings } from './settings.js';
@@ -108,7 +109,11 @@ export class EndpointCommands {
   }
 
   async create(projectId: string, flags: SpecFlags): Promise<void> {
-    if (!flags.name || !flags.model || !flags.instance) throw new CliError('create needs --name, --model and --instance');
+    const missing = (['name', 'model', 'instance'] as const).filter((flag) => !flags[flag]).map((flag) => `--${flag}`);
+    if (missing.length > 0) {
+      const options = flags.instance ? '' : ` (--instance is one of: ${INSTANCE_OPTIONS.map(describeInstanceOption).join(', ')})`;
+      throw new CliError(`create needs ${listed(missing)}${options}`);
+    }
     const result = await this.call((c) =>
       c.request(CreateEndpointDocument, {
         input: {
@@ -205,6 +210,11 @@ export class EndpointCommands {
     const { endpoint } = unwrap(result.rollbackEndpoint, 'RollbackEndpointSuccess');
     this.emit(endpoint, () => printEndpoint(this.out.print, endpoint));
   }
+}
+
+/** "--a", "--a and --b", "--a, --b and --c". */
+function listed(items: readonly string[]): string {
+  return items.length < 2 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`;
 }
 
 function advancedOf(flags: SpecFlags): AdvancedConfigInput | undefined {

@@ -66,6 +66,8 @@ export interface ChatOptions {
   messages: { role: 'system' | 'user'; content: string }[];
   maxTokens?: number;
   temperature?: number;
+  /** false: ask the chat template not to reason (`chat_template_kwargs.enable_thinking`); unset: the model's default. */
+  think?: boolean;
 }
 
 export interface ChatOutcome {
@@ -106,6 +108,7 @@ export async function streamChat(
       stream_options: { include_usage: true },
       ...(chat.maxTokens !== undefined ? { max_tokens: chat.maxTokens } : {}),
       ...(chat.temperature !== undefined ? { temperature: chat.temperature } : {}),
+      ...(chat.think !== undefined ? { chat_template_kwargs: { enable_thinking: chat.think } } : {}),
     }),
     ...(signal ? { signal } : {}),
   }).catch((error: unknown) => {

@@ -8,7 +8,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { EndpointCommands, type SpecFlags } from './commands.js';
 import { CliError } from './errors.js';
 import { streamChat, tokenize, watchStatus } from './live.js';
-import { describeStatus, type Print } from './render.js';
+import { describeStatus, stderrColors, type Print } from './render.js';
 import { checkBaseUrl, DEFAULT_BASE_URL, resolveSettings, saveSettings } from './settings.js';
 
 interface GlobalFlags {
@@ -17,11 +17,30 @@ interface GlobalFlags {
   apiKey?: string;
 }
 
+/** A whole number at least `min`; a spec flag's range is the API's rule, which answers by the flag's name (see errors.ts). */
 function integer(name: string, min = 0) {
   return (value: string): number => {
-    if (!/^\d+$/.test(value) || Number(value) < min) throw new InvalidArgumentError(`${name} must be an integer of at least ${min}`);
+    if (!/^\d+$/.test(value) || Number(value) < min)
+      throw new InvalidArgumentError(`${name} must be an integer ${min === 0 ? '(0 or more)' : `of at least ${min}`}`);
     return Number(value);
   };
+}
+
+interface ChatFlags {
+  system?: string;
+  maxTokens?: number;
+  temperature?: number;
+  /** false with --no-think. */
+  think: boolean;
+  hideReasoning?: boolean;
+}
+
+/** Why an answer cut at the token limit is empty, and what to change. */
+function emptyAnswer(thought: boolean, flags: ChatFlags, used: number | undefined): string {
+  const limit = flags.maxTokens !== undefined ? `--max-tokens ${flags.maxTokens}` : 'the token limit';
+  const spent = used !== undefined ? `all ${used} tokens (${limit})` : limit;
+  if (!thought) return `the answer is empty: the model reached ${limit} before answering; raise --max-tokens`;
+  return `the answer is empty: the model spent ${spent} thinking and stopped before answering; raise --max-tokens, or pass --no-think to answer without thinking`;
 }
 
 function specOptions(command: Command): Command {
@@ -29,12 +48,12 @@ function specOptions(command: Command): Command {
     .option('--name <name>', 'endpoint name')
     .option('--model <repo>', 'Hugging Face model repository (owner/name)')
     .option('--revision <rev>', 'branch, tag or commit of the model')
-    .option('--instance <id>', 'instance option id (see the instanceOptions query)')
-    .option('--max-batch-size <n>', 'sequences one replica decodes at once', integer('--max-batch-size', 1))
-    .option('--max-token-count <n>', 'most tokens, prompt plus completion', integer('--max-token-count', 1))
-    .option('--max-input-length <n>', 'most prompt tokens', integer('--max-input-length', 1))
+    .option('--instance <id>', 'instance option id, such as TwD5AqnBSVN0 (1 × H100 80 GB); create without it lists them')
+    .option('--max-batch-size <n>', 'sequences one replica decodes at once', integer('--max-batch-size'))
+    .option('--max-token-count <n>', 'most tokens, prompt plus completion', integer('--max-token-count'))
+    .option('--max-input-length <n>', 'most prompt tokens', integer('--max-input-length'))
     .option('--min-replica <n>', 'replicas kept when idle (0 lets it sleep)', integer('--min-replica'))
-    .option('--max-replica <n>', 'most replicas under load', integer('--max-replica', 1))
+    .option('--max-replica <n>', 'most replicas under load', integer('--max-replica'))
     .option('--cooldown <s>', 'seconds of low demand before scaling in', integer('--cooldown'))
     .option('--comment <text>', 'comment of the new version');
 }
@@ -149,15 +168,17 @@ export function buildProgram(print: Print, printError: Print): Command {
 
   program
     .command('chat <id> [message...]')
-    .description('send a message (or stdin) and stream the answer to the terminal')
+    .description("send a message (or stdin) and stream the answer to stdout; a reasoning model's thinking goes to stderr, dimmed")
     .option('--system <text>', 'a system message first')
-    .option('--max-tokens <n>', 'most tokens to generate', integer('--max-tokens', 1))
+    .option('--max-tokens <n>', 'most tokens to generate, thinking included', integer('--max-tokens', 1))
     .option('--temperature <t>', 'sampling temperature', (v: string) => {
       const t = Number(v);
       if (!Number.isFinite(t) || t < 0 || t > 2) throw new InvalidArgumentError('--temperature must be a number from 0 to 2');
       return t;
     })
-    .action(async (id: string, words: string[], flags: { system?: string; maxTokens?: number; temperature?: number }) => {
+    .option('--no-think', 'ask a reasoning model to answer without thinking (chat_template_kwargs.enable_thinking: false)')
+    .option('--hide-reasoning', 'do not print the thinking on stderr (it still counts toward --max-tokens)')
+    .action(async (id: string, words: string[], flags: ChatFlags) => {
       const settings = await resolveSettings(globals());
       const content = words.length > 0 ? words.join(' ') : await readStdin();
       if (!content.trim()) throw new CliError('chat needs a message (as arguments or on stdin)');
@@ -165,6 +186,14 @@ export function buildProgram(print: Print, printError: Print): Command {
       const stop = new AbortController();
       process.once('SIGINT', () => stop.abort());
       let answer = '';
+      let reasoning = '';
+      // The thinking streams to stderr, dimmed and labelled, so that stdout carries the answer alone.
+      const showThinking = !json && !flags.hideReasoning;
+      let thinking = false;
+      const endThinking = () => {
+        if (thinking) process.stderr.write('\n');
+        thinking = false;
+      };
       const outcome = await streamChat(
         settings,
         id,
@@ -172,16 +201,29 @@ export function buildProgram(print: Print, printError: Print): Command {
           messages: [...(flags.system ? [{ role: 'system' as const, content: flags.system }] : []), { role: 'user' as const, content }],
           ...(flags.maxTokens !== undefined ? { maxTokens: flags.maxTokens } : {}),
           ...(flags.temperature !== undefined ? { temperature: flags.temperature } : {}),
+          ...(flags.think === false ? { think: false } : {}),
         },
-        (text, reasoning) => {
-          if (reasoning) return;
+        (text, isReasoning) => {
+          if (isReasoning) {
+            reasoning += text;
+            if (!showThinking) return;
+            if (!thinking) process.stderr.write(stderrColors.dim('thinking: '));
+            thinking = true;
+            process.stderr.write(stderrColors.dim(text));
+            return;
+          }
+          endThinking();
           answer += text;
           if (!json) process.stdout.write(text);
         },
         stop.signal,
       );
-      if (json) print(JSON.stringify({ content: answer, finishReason: outcome.finishReason, usage: outcome.usage }));
-      else process.stdout.write('\n');
+      endThinking();
+      if (json) print(JSON.stringify({ content: answer, reasoning, finishReason: outcome.finishReason, usage: outcome.usage }));
+      else if (answer) process.stdout.write('\n');
+      const cut = outcome.finishReason === 'length';
+      if (cut && answer.trim() === '') throw new CliError(emptyAnswer(reasoning !== '', flags, outcome.usage?.completion_tokens));
+      if (cut && !json) printError(stderrColors.dim('(the answer stopped at the token limit: raise --max-tokens for a longer one)'));
     });
 
   program

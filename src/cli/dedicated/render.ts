@@ -5,6 +5,8 @@ import type { EndpointFieldsFragment, StatusFieldsFragment } from '../../sdk/cli
 export type Print = (line: string) => void;
 
 const colors = createColors(Boolean(process.stdout.isTTY) && !process.env.NO_COLOR);
+/** For what goes to stderr (a reasoning model's thinking), coloured when stderr is a terminal. */
+export const stderrColors = createColors(Boolean(process.stderr.isTTY) && !process.env.NO_COLOR);
 
 export function statusColor(status: string): string {
   if (status === 'RUNNING' || status === 'READY') return colors.green(status);

@@ -8,7 +8,8 @@ import { useId, type InputHTMLAttributes, type ReactNode, type SelectHTMLAttribu
 interface FieldProps {
   label: string;
   error?: string | undefined;
-  hint?: string;
+  /** Text, or markup such as a command in <code>. */
+  hint?: ReactNode;
 }
 
 /** The label, hint and error around one control; `control` gets the control's id and its aria attributes. */

@@ -43,7 +43,12 @@ export function SignInPage() {
           value={key}
           onChange={(e) => setKey(e.target.value)}
           error={error}
-          hint="The key `npm start` printed at first start, or one from `npm run admin -- create-key`. It is kept only in this tab."
+          hint={
+            <>
+              The key <code>npm start</code> printed at first start, or one from <code>npm run admin -- create-key</code>. It is kept only
+              in this tab.
+            </>
+          }
           autoFocus
         />
         <button type="submit" disabled={pending}>
