@@ -1,0 +1,285 @@
+/**
+ * deploy/: the Kustomize base of the gateway with RUNTIME=kubernetes and its example overlay, rendered
+ * (test/deploy/kustomize.ts; and by `kubectl kustomize` too where one is on the PATH) and checked against
+ * Kubernetes' schemas and against the gateway's own sources: the variables it reads, the routes it serves.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { GPU_TYPES } from '../../src/domain/instance-catalog.js';
+import { ENDPOINT_ERROR_CODES, ENDPOINT_PHASES, ENDPOINT_STATUSES } from '../../src/domain/lifecycle.js';
+import { schemaProblems, tolerationProblems } from './k8s-schema.js';
+import { kustomize, type K8sObject } from './kustomize.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const BASE = path.join(ROOT, 'deploy/base');
+const OVERLAY = path.join(ROOT, 'deploy/overlays/example');
+const NAMESPACE = 'dedicated-endpoints';
+const LABELS = { 'app.kubernetes.io/name': 'dedicated-endpoints', 'app.kubernetes.io/component': 'gateway' };
+
+/** What RUNTIME=kubernetes may do in its namespace, and nothing more. */
+const ROLE_GRANTS = {
+  pods: ['create', 'delete', 'get', 'list', 'watch'],
+  'pods/log': ['get'],
+  events: ['create', 'get', 'list', 'watch'],
+  secrets: ['create', 'delete', 'get', 'list'],
+  configmaps: ['get', 'list', 'watch'],
+};
+const CLUSTER_GRANTS = { nodes: ['get', 'list', 'watch'] };
+
+/** Variables the Kubernetes runtime (src/runtime/kubernetes/, being written) reads: checked once it is there. */
+const KUBERNETES_RUNTIME_VARIABLES = new Set([
+  'RUNTIME',
+  'KUBERNETES_NAMESPACE',
+  'ENGINE_IMAGE',
+  'KUBERNETES_GPU_NODE_MAP',
+  'KUBERNETES_MODEL_CACHE',
+]);
+const KUBERNETES_RUNTIME_DIR = path.join(ROOT, 'src/runtime/kubernetes');
+
+const base = kustomize(BASE);
+const rendered = kustomize(OVERLAY);
+
+function only(objects: K8sObject[], kind: string): K8sObject {
+  const found = objects.filter((o) => o.kind === kind);
+  if (found.length !== 1) throw new Error(`expected one ${kind}, found ${found.length}`);
+  return found[0]!;
+}
+
+const deployment = only(rendered, 'Deployment');
+const podSpec = deployment.spec.template.spec;
+const gateway = podSpec.containers.find((c: any) => c.name === 'gateway');
+const envVar = (name: string) => gateway.env.find((e: any) => e.name === name);
+
+function read(file: string): string {
+  return readFileSync(path.join(ROOT, file), 'utf8');
+}
+
+function sourcesUnder(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.ts'))
+    .map((entry) => readFileSync(path.join(entry.parentPath, entry.name), 'utf8'));
+}
+
+/** `'NAME'` (or "NAME", `NAME`) or `env.NAME` in the source: how src/config.ts reads a variable. */
+function readsVariable(source: string, name: string): boolean {
+  return new RegExp(`(['"\`])${name}\\1|\\benv\\.${name}\\b`).test(source);
+}
+
+/** Every variable the gateway container gets: its env, and the keys of the ConfigMaps it takes whole. */
+function variableNames(): string[] {
+  const names: string[] = gateway.env.map((e: any) => e.name);
+  for (const from of gateway.envFrom ?? []) {
+    expect(from.configMapRef, 'envFrom takes ConfigMaps only').toBeDefined();
+    const configMap = rendered.find((o) => o.kind === 'ConfigMap' && o.metadata.name === from.configMapRef.name);
+    names.push(...Object.keys(configMap?.data ?? {}));
+  }
+  return names;
+}
+
+function grants(rules: any[]): Record<string, string[]> {
+  const result: Record<string, string[]> = {};
+  for (const rule of rules) {
+    expect(rule.apiGroups, 'core API group only').toEqual(['']);
+    expect(rule.resourceNames).toBeUndefined();
+    expect(rule.nonResourceURLs).toBeUndefined();
+    for (const resource of rule.resources) result[resource] = [...new Set([...(result[resource] ?? []), ...rule.verbs])].sort();
+  }
+  return result;
+}
+
+describe('deploy/ renders to valid Kubernetes objects', () => {
+  it('every object of the example overlay validates against the Kubernetes schemas, with no unknown field', () => {
+    expect(rendered.length).toBeGreaterThan(0);
+    for (const object of rendered) expect(schemaProblems(object), `${object.kind} ${object.metadata.name}`).toEqual([]);
+  });
+
+  it('the schema check catches what a typo makes: a wrong type, a missing field, an unknown field', () => {
+    const broken = structuredClone(deployment);
+    broken.spec.template.spec.containers[0].ports[0].containerPort = 'http';
+    broken.spec.template.spec.containers[0].readinesProbe = broken.spec.template.spec.containers[0].readinessProbe;
+    delete broken.spec.selector;
+    const problems = schemaProblems(broken).join('\n');
+    expect(problems).toMatch(/containerPort must be integer/);
+    expect(problems).toMatch(/data\/spec must have required property selector/);
+    expect(problems).toMatch(/unknown field \/spec\/template\/spec\/containers\/0\/readinesProbe/);
+  });
+
+  it('the base has no namespace: the overlay names it, on every namespaced object and the bindings', () => {
+    expect(base.filter((o) => o.kind === 'Namespace')).toEqual([]);
+    for (const object of base) expect(object.metadata.namespace, `${object.kind} ${object.metadata.name}`).toBeUndefined();
+    for (const object of rendered) {
+      if (['Namespace', 'ClusterRole', 'ClusterRoleBinding'].includes(object.kind)) expect(object.metadata.namespace).toBeUndefined();
+      else expect(object.metadata.namespace, `${object.kind} ${object.metadata.name}`).toBe(NAMESPACE);
+    }
+    expect(only(rendered, 'Namespace').metadata.name).toBe(NAMESPACE);
+  });
+
+  it('the labels are the same everywhere, and the selectors pick the gateway Pods', () => {
+    for (const object of rendered.filter((o) => o.kind !== 'Namespace')) {
+      expect(object.metadata.labels, `${object.kind} ${object.metadata.name}`).toMatchObject(LABELS);
+    }
+    const podLabels = deployment.spec.template.metadata.labels;
+    expect(podLabels).toMatchObject(LABELS);
+    expect(deployment.spec.selector.matchLabels).toEqual(LABELS);
+    const service = only(rendered, 'Service');
+    expect(service.spec.selector).toEqual(LABELS);
+    expect(service.spec.ports).toEqual([expect.objectContaining({ port: 80, targetPort: 'http' })]);
+    expect(gateway.ports.map((p: any) => p.name)).toContain('http');
+  });
+
+  it.skipIf(spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status !== 0)(
+    'kubectl kustomize renders the same objects as the test renderer',
+    () => {
+      const sorted = (objects: K8sObject[]) =>
+        [...objects].sort((a, b) => `${a.kind}/${a.metadata.name}`.localeCompare(`${b.kind}/${b.metadata.name}`));
+      for (const dir of [BASE, OVERLAY]) {
+        const result = spawnSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
+        expect(result.stderr).toBe('');
+        const theirs = parseAllDocuments(result.stdout).map((doc) => doc.toJSON() as K8sObject);
+        expect(sorted(kustomize(dir)), dir).toEqual(sorted(theirs));
+      }
+    },
+  );
+});
+
+describe('the gateway Deployment', () => {
+  it('runs 2 replicas of the image the overlay names, with the runtime Kubernetes in its own namespace', () => {
+    expect(deployment.spec.replicas).toBe(2);
+    expect(gateway.image).toBe('registry.example.com/ml-platform/dedicated-endpoints:0.1.0');
+    expect(gateway.command).toEqual(['node', '--import', 'tsx', 'src/main.ts']);
+    expect(existsSync(path.join(ROOT, 'src/main.ts'))).toBe(true);
+    expect(envVar('RUNTIME')).toEqual({ name: 'RUNTIME', value: 'kubernetes' });
+    expect(envVar('KUBERNETES_NAMESPACE').valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.namespace' } });
+    // The engines run the gateway's own image: the overlay's replacement follows its `images:`.
+    expect(envVar('ENGINE_IMAGE')).toEqual({ name: 'ENGINE_IMAGE', value: gateway.image });
+  });
+
+  it('takes its secrets from the Secrets the docs name: the database is required, the rest optional', () => {
+    const secret = (name: string) => envVar(name)?.valueFrom?.secretKeyRef;
+    expect(secret('DATABASE_URL')).toEqual({ name: 'dedicated-database', key: 'url' });
+    expect(secret('ADMIN_API_KEY')).toEqual({ name: 'dedicated-admin', key: 'key', optional: true });
+    expect(secret('HF_TOKEN')).toEqual({ name: 'dedicated-hub', key: 'token', optional: true });
+    const docs = read('docs/kubernetes.md');
+    for (const env of gateway.env.filter((e: any) => e.valueFrom?.secretKeyRef)) {
+      const { name, key } = env.valueFrom.secretKeyRef;
+      expect(docs, `docs/kubernetes.md names Secret ${name} key ${key}`).toMatch(new RegExp(`${name}[^\\n]*${key}|${key}[^\\n]*${name}`));
+    }
+  });
+
+  it('sets only variables that src/config.ts reads (a renamed variable fails here)', () => {
+    const config = read('src/config.ts');
+    const unread = variableNames().filter((name) => !KUBERNETES_RUNTIME_VARIABLES.has(name) && !readsVariable(config, name));
+    expect(unread).toEqual([]);
+  });
+
+  it.skipIf(!existsSync(KUBERNETES_RUNTIME_DIR))('sets only Kubernetes runtime variables that the gateway reads', () => {
+    const sources = [read('src/config.ts'), ...sourcesUnder(KUBERNETES_RUNTIME_DIR)];
+    const names = variableNames().filter((name) => KUBERNETES_RUNTIME_VARIABLES.has(name));
+    expect(names.filter((name) => !sources.some((source) => readsVariable(source, name)))).toEqual([]);
+  });
+
+  it.skipIf(!existsSync(KUBERNETES_RUNTIME_DIR))('docs/kubernetes.md documents every variable the Kubernetes runtime reads', () => {
+    const docs = read('docs/kubernetes.md');
+    const names = sourcesUnder(KUBERNETES_RUNTIME_DIR).flatMap((source) =>
+      [...source.matchAll(/\(env, '([A-Z][A-Z0-9_]*)'/g)].map((m) => m[1]!),
+    );
+    expect(names.length).toBeGreaterThan(0);
+    expect(names.filter((name) => !docs.includes(`\`${name}\``))).toEqual([]);
+  });
+
+  it('probes routes the gateway serves, on the port it listens on', () => {
+    const server = read('src/http/server.ts');
+    const routes = [...server.matchAll(/url\.pathname === '(\/[^']*)'/g)].map((m) => m[1]);
+    const port = gateway.ports.find((p: any) => p.name === 'http');
+    expect(String(port.containerPort)).toBe(envVar('PORT').value);
+    for (const kind of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
+      const probe = gateway[kind];
+      expect(routes, `${kind} path`).toContain(probe.httpGet.path);
+      expect(probe.httpGet.port, `${kind} port`).toBe('http');
+    }
+    // Liveness must not depend on the database: a database outage would restart every gateway.
+    expect(gateway.livenessProbe.httpGet.path).toBe('/healthz');
+    expect(server).toMatch(/pathname === '\/healthz'\) \{\s*sendJson\(res, 200/);
+  });
+
+  it('runs as a non-root user, read-only but for emptyDirs on DATA_DIR and /tmp', () => {
+    expect(podSpec.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(podSpec.securityContext.runAsUser).toBeGreaterThan(0);
+    expect(gateway.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    const mounts = Object.fromEntries(gateway.volumeMounts.map((m: any) => [m.mountPath, m.name]));
+    const emptyDirs = podSpec.volumes.filter((v: any) => v.emptyDir).map((v: any) => v.name);
+    for (const writable of [envVar('DATA_DIR').value, '/tmp']) expect(emptyDirs, writable).toContain(mounts[writable]);
+    expect(gateway.resources.requests).toBeDefined();
+    expect(gateway.resources.limits.memory).toBeDefined();
+  });
+});
+
+describe('the gateway identity', () => {
+  it('the Deployment runs as the ServiceAccount that the bindings name', () => {
+    const account = only(rendered, 'ServiceAccount');
+    expect(podSpec.serviceAccountName).toBe(account.metadata.name);
+    for (const binding of rendered.filter((o) => o.kind.endsWith('RoleBinding'))) {
+      expect(binding.subjects, binding.metadata.name).toEqual([
+        { kind: 'ServiceAccount', name: account.metadata.name, namespace: NAMESPACE },
+      ]);
+    }
+  });
+
+  it('the Role grants exactly what the runtime uses, in its namespace', () => {
+    const role = only(rendered, 'Role');
+    expect(grants(role.rules)).toEqual(ROLE_GRANTS);
+    const binding = only(rendered, 'RoleBinding');
+    expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role.metadata.name });
+  });
+
+  it('nothing cluster-wide but reading nodes', () => {
+    const clusterWide = rendered.filter((o) => o.kind.startsWith('Cluster')).map((o) => o.kind);
+    expect(clusterWide.sort()).toEqual(['ClusterRole', 'ClusterRoleBinding']);
+    const clusterRole = only(rendered, 'ClusterRole');
+    expect(clusterRole.aggregationRule).toBeUndefined();
+    expect(grants(clusterRole.rules)).toEqual(CLUSTER_GRANTS);
+    expect(only(rendered, 'ClusterRoleBinding').roleRef).toEqual({
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: clusterRole.metadata.name,
+    });
+  });
+});
+
+describe('the example configuration', () => {
+  const configMap = rendered.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'dedicated-gateway');
+  const nodeMap = JSON.parse(configMap?.data.KUBERNETES_GPU_NODE_MAP ?? 'null');
+
+  it('maps each GPU kind of the instance catalog to GPU nodes, with valid tolerations', () => {
+    expect(gateway.envFrom).toContainEqual({ configMapRef: { name: 'dedicated-gateway', optional: true } });
+    expect(Object.keys(nodeMap).sort()).toEqual([...GPU_TYPES].sort());
+    for (const [kind, placement] of Object.entries<any>(nodeMap)) {
+      expect(Object.keys(placement).sort(), kind).toEqual(['nodeSelector', 'tolerations']);
+      expect(placement.nodeSelector['nvidia.com/gpu.product'], kind).toMatch(new RegExp(`^NVIDIA-${kind}`));
+      expect(placement.tolerations).toContainEqual({ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' });
+      for (const toleration of placement.tolerations) expect(tolerationProblems(toleration), kind).toEqual([]);
+    }
+    expect(configMap?.data.KUBERNETES_MODEL_CACHE).toMatch(/^(hostPath:\/\S+|pvc:[a-z0-9][a-z0-9.-]*)$/);
+  });
+
+  it('docs/kubernetes.md names only statuses, phases and failure codes that exist', () => {
+    const known = new Set<string>([...ENDPOINT_STATUSES, ...ENDPOINT_PHASES, ...ENDPOINT_ERROR_CODES]);
+    const section = read('docs/kubernetes.md').split('## Statuses and phases on Kubernetes')[1]!.split('\n## ')[0]!;
+    const named = [...section.matchAll(/`([A-Z][A-Z_]+[A-Z])`/g)].map((m) => m[1]!);
+    expect(named).toEqual(expect.arrayContaining(['REQUESTING_VIRTUAL_MACHINE', 'DOWNLOADING_MODEL', 'ENGINE_INITIALIZING']));
+    const variables = new Set(variableNames());
+    expect(named.filter((name) => !known.has(name) && !variables.has(name))).toEqual([]);
+  });
+
+  it('docs/kubernetes.md shows the same GPU map', () => {
+    const blocks = [...read('docs/kubernetes.md').matchAll(/```json\n([\s\S]*?)```/g)].map((m) => JSON.parse(m[1]!));
+    expect(blocks).toContainEqual(nodeMap);
+  });
+});
