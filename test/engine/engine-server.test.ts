@@ -537,7 +537,11 @@ test("max_batch_size past llama.cpp's 256 sequences: 256 decode at once, the res
   });
 });
 
-test('throughput grows with concurrency (printed, not asserted)', async () => {
+// A measurement, not a claim: whether throughput grows with concurrency is a wall-clock comparison, which a loaded
+// machine (2 shared cores, other test files beside this one) turns either way (per-token CPU time does not tell it
+// either: with the tiny model, one sequence's time is mostly waiting, not work). What holds, and is asserted, is that
+// every request of each round is answered in full; that sequences decode together is asserted by the batch test above.
+test('throughput at concurrency 1, 4 and max_batch_size: every request answered in full (rates printed, not asserted)', async () => {
   const maxTokens = 128;
   const rates: string[] = [];
   for (const concurrency of [1, 4, MAX_BATCH_SIZE]) {
@@ -548,6 +552,7 @@ test('throughput grows with concurrency (printed, not asserted)', async () => {
       ),
     );
     const seconds = (performance.now() - started) / 1000;
+    expect(bodies).toHaveLength(concurrency);
     for (const body of bodies) expect(body.usage.completion_tokens).toBe(maxTokens);
     rates.push(`concurrency ${concurrency}: ${((concurrency * maxTokens) / seconds).toFixed(0)} tokens/s`);
   }
