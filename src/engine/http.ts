@@ -18,9 +18,12 @@ export function serverError(status: number, message: string, code: string): Requ
 
 export class BodyTooLargeError extends Error {}
 
-/** The whole body as UTF-8; BodyTooLargeError past MAX_BODY_BYTES (what was sent is drained, so that the 413 is seen). */
-export async function readBody(req: IncomingMessage): Promise<string> {
-  const text = await readBodyText(req, { maxBytes: MAX_BODY_BYTES, drainBytes: 4 * MAX_BODY_BYTES });
+/**
+ * The whole body as UTF-8; BodyTooLargeError past MAX_BODY_BYTES (the 413 sent on `res` goes out at
+ * once, and the connection closes once the rest is drained, so that it is seen).
+ */
+export async function readBody(req: IncomingMessage, res: ServerResponse): Promise<string> {
+  const text = await readBodyText(req, res, { maxBytes: MAX_BODY_BYTES });
   if (text === null) throw new BodyTooLargeError();
   return text;
 }

@@ -26,7 +26,7 @@ import {
   type Token,
   type Tokenizer,
 } from 'node-llama-cpp';
-import type { ChatMessage } from '../domain/chat-request.js';
+import type { ChatMessage, RequestError } from '../domain/chat-request.js';
 import { argumentsValue, type ToolDefinition } from '../domain/tools.js';
 import type { ToolSyntax } from './tool-calls.js';
 import { endsInsideThinkBlock, THINK_CLOSE, THINK_OPEN } from './reasoning.js';
@@ -38,6 +38,14 @@ export type RenderedPrompt = {
   /** The template left a `<think>` block open for the model to continue. */
   opensThinkBlock: boolean;
 };
+
+/** UTF-8 bytes of a rendered prompt: of message text (tokenized as text), and of template text (special tokens parsed). */
+export type PromptBytes = { text: number; special: number };
+
+/** Tokenizing gives the event loop a turn once it has held it this long (the engine's /health must answer). */
+const YIELD_MS = 20;
+/** Message text longer than this is tokenized in pieces (byte-level BPE only, see `textPieces`). */
+const PIECE_CHARS = 16 * 1024;
 
 export class ChatTemplateError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -93,10 +101,14 @@ export class ChatPromptRenderer {
   /** model.tokenizer, remembering the tokens of template text (only that: message text is always tokenized). */
   private readonly tokenizer: Tokenizer;
 
+  /** Long message text may be tokenized in pieces: byte-level BPE, whose pre-tokenizer never merges across `x| y` (see `textPieces`). */
+  private readonly splitText: boolean;
+
   constructor(
     private readonly model: LlamaModel,
     private readonly options: PromptRendererOptions,
   ) {
+    this.splitText = (model.vocabularyType as string) === 'bpe';
     const base = model.tokenizer;
     const tokenize = (text: string, specialTokens?: boolean, options?: 'trimLeadingSpace'): Token[] => {
       // Only template text is tokenized with special tokens parsed (LlamaText's SpecialTokensText).
@@ -144,13 +156,38 @@ export class ChatPromptRenderer {
       this.prompts.set(key, prompt);
     } else {
       prompt = this.renderNow(messages, kwargs, tools);
-      this.prompts.set(key, prompt);
-      if (this.prompts.size > PROMPT_CACHE_SIZE) {
-        const oldest = this.prompts.keys().next().value;
-        if (oldest !== undefined) this.prompts.delete(oldest);
-      }
+      this.remember(key, prompt);
     }
     // A copy: callers may change the tokens without changing what is kept.
+    return { ...prompt, tokens: prompt.tokens.slice() };
+  }
+
+  /**
+   * As `render`, for serving: `refuse` sees the rendered prompt's size before anything is
+   * tokenized (its error is the answer, issue 31), and tokenizing gives the event loop a turn
+   * every YIELD_MS, so that a long prompt does not keep the engine from answering its health checks.
+   */
+  async renderInTurns(
+    messages: readonly ChatMessage[],
+    kwargs: Record<string, unknown>,
+    tools: readonly ToolDefinition[] | undefined,
+    refuse: (bytes: PromptBytes) => RequestError | undefined,
+  ): Promise<RenderedPrompt | RequestError> {
+    const key = this.cachePrompts
+      ? `${JSON.stringify(kwargs)}\u0000${JSON.stringify(messages)}\u0000${JSON.stringify(tools ?? null)}`
+      : undefined;
+    const cached = key === undefined ? undefined : this.prompts.get(key);
+    if (cached !== undefined) return this.render(messages, kwargs, tools);
+    const contextText = this.contextOf(messages, kwargs, tools);
+    const bytes: PromptBytes = { text: 0, special: 0 };
+    for (const value of contextText.values) {
+      if (typeof value === 'string') bytes.text += Buffer.byteLength(value);
+      else if (value instanceof SpecialTokensText) bytes.special += Buffer.byteLength(value.value);
+    }
+    const refused = refuse(bytes);
+    if (refused) return refused;
+    const prompt = this.prompted(contextText, await tokenizeInTurns(contextText, this.tokenizer, this.splitText));
+    if (key !== undefined && key.length <= PROMPT_CACHE_MAX_CHARS) this.remember(key, prompt);
     return { ...prompt, tokens: prompt.tokens.slice() };
   }
 
@@ -173,7 +210,21 @@ export class ChatPromptRenderer {
     return syntax;
   }
 
+  private remember(key: string, prompt: RenderedPrompt): void {
+    this.prompts.set(key, prompt);
+    if (this.prompts.size > PROMPT_CACHE_SIZE) {
+      const oldest = this.prompts.keys().next().value;
+      if (oldest !== undefined) this.prompts.delete(oldest);
+    }
+  }
+
   private renderNow(messages: readonly ChatMessage[], kwargs: Record<string, unknown>, tools?: readonly ToolDefinition[]): RenderedPrompt {
+    const contextText = this.contextOf(messages, kwargs, tools);
+    return this.prompted(contextText, contextText.tokenize(this.tokenizer));
+  }
+
+  /** The rendered template (a template that cannot render these messages throws ChatTemplateError). */
+  private contextOf(messages: readonly ChatMessage[], kwargs: Record<string, unknown>, tools?: readonly ToolDefinition[]): LlamaText {
     const withTools = tools !== undefined || messages.some((m) => m.role === 'tool' || m.toolCalls !== undefined);
     const wrapper = this.wrapperFor(kwargs, withTools);
     const chatHistory = withTools ? historyWithTools(messages, verbatimResults.has(wrapper)) : messages.map(historyItem);
@@ -195,8 +246,12 @@ export class ChatPromptRenderer {
       const reason = internal ? 'the rendering failed on them' : error instanceof Error ? error.message : String(error);
       throw new ChatTemplateError(`The model's chat template cannot render these messages: ${reason}`, { cause: error });
     }
+    return contextText;
+  }
 
-    const tokens = withBos(this.model, contextText.tokenize(this.tokenizer), this.options.addSpecialTokens);
+  /** The prompt of a rendered template and its tokens. */
+  private prompted(contextText: LlamaText, tokenized: Token[]): RenderedPrompt {
+    const tokens = withBos(this.model, tokenized, this.options.addSpecialTokens);
 
     // Only text the template wrote after the last message decides whether a think block is left
     // open: a user quoting "<think>" must not switch the answer into reasoning.
@@ -305,4 +360,74 @@ function historyWithTools(messages: readonly ChatMessage[], verbatim: boolean): 
     items.push({ type: 'model', response });
   }
   return items;
+}
+
+/**
+ * `LlamaText.tokenize` (node-llama-cpp 3.x: text runs as text with `trimLeadingSpace`, template
+ * text with its special tokens parsed) with a turn of the event loop whenever it has held it for
+ * YIELD_MS, and long text in pieces when `split` (see `textPieces`).
+ */
+async function tokenizeInTurns(text: LlamaText, tokenizer: Tokenizer, split: boolean): Promise<Token[]> {
+  const tokens: Token[] = [];
+  const add = (more: readonly Token[]) => {
+    for (const token of more) tokens.push(token);
+  };
+  let since = performance.now();
+  const breathe = async () => {
+    if (performance.now() - since < YIELD_MS) return;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    since = performance.now();
+  };
+  let pending = '';
+  const flush = async () => {
+    if (pending === '') return;
+    for (const piece of split ? textPieces(pending) : [pending]) {
+      add(tokenizer(piece, false, 'trimLeadingSpace'));
+      await breathe();
+    }
+    pending = '';
+  };
+  for (const value of text.values) {
+    if (typeof value === 'string') {
+      pending += value;
+      continue;
+    }
+    const hasContent = tokens.length > 0 || pending.length > 0;
+    await flush();
+    add(value instanceof SpecialTokensText ? value.tokenize(tokenizer, hasContent) : value.tokenize(tokenizer));
+    await breathe();
+  }
+  await flush();
+  return tokens;
+}
+
+const isAsciiLetter = (code: number) => (code >= 0x41 && code <= 0x5a) || (code >= 0x61 && code <= 0x7a);
+const isAsciiDigit = (code: number) => code >= 0x30 && code <= 0x39;
+
+/**
+ * Text in pieces of about PIECE_CHARS, each cut just before a space between an ASCII letter or
+ * digit and an ASCII letter (`word| word`, `42| word`): byte-level BPE pre-tokenizers (GPT-2's, Llama 3's, Qwen's) always start a new
+ * pre-token there, and merges never cross one, so the pieces' tokens are the whole text's. Text
+ * with no such place is one piece.
+ */
+export function textPieces(text: string): string[] {
+  if (text.length <= PIECE_CHARS) return [text];
+  const pieces: string[] = [];
+  let start = 0;
+  while (text.length - start > PIECE_CHARS) {
+    let cut = -1;
+    const end = Math.min(text.length - 1, start + 2 * PIECE_CHARS);
+    for (let at = start + PIECE_CHARS; at < end; at++) {
+      const before = text.charCodeAt(at - 1);
+      if (text.charCodeAt(at) === 0x20 && (isAsciiLetter(before) || isAsciiDigit(before)) && isAsciiLetter(text.charCodeAt(at + 1))) {
+        cut = at;
+        break;
+      }
+    }
+    if (cut < 0) break;
+    pieces.push(text.slice(start, cut));
+    start = cut;
+  }
+  pieces.push(text.slice(start));
+  return pieces;
 }

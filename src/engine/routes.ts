@@ -96,7 +96,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
   async function readJson(req: IncomingMessage, res: ServerResponse): Promise<{ body: unknown } | undefined> {
     let raw: string;
     try {
-      raw = await readBody(req);
+      raw = await readBody(req, res);
     } catch (error) {
       if (error instanceof BodyTooLargeError) {
         sendError(
@@ -156,7 +156,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
       }
       const request = parsedOrRefused(parseChatRequest, read.body, res);
       if (!request) return;
-      const prompt = scheduler.render(request);
+      const prompt = await scheduler.render(request);
       if ('status' in prompt) return sendError(res, prompt);
       sendJson(res, 200, { count: prompt.tokens.length, ...limits });
     });

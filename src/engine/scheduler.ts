@@ -13,12 +13,13 @@ import { forcedCallsSchema } from '../domain/tools.js';
 import { Semaphore } from '../util/semaphore.js';
 import type { Token } from 'node-llama-cpp';
 import { generate, reusablePrefix, type GenerationHooks, type GenerationParams, type GenerationResult } from './generation.js';
-import { ChatTemplateError, type ChatPromptRenderer, type RenderedPrompt } from './prompt.js';
+import { ChatTemplateError, type ChatPromptRenderer, type PromptBytes, type RenderedPrompt } from './prompt.js';
 import type { Segment } from './reasoning.js';
 import { resolveSampling, vocabularySize } from './sampling-options.js';
 import { Grammars } from './structured-output.js';
 import { toolPlan, type ToolPlan } from './tool-calls.js';
 import { completionPromptTokens, detokenizeBody, tokenizePrompt, type TokenSettings } from './tokens.js';
+import { promptTooLong, tokenCover, tokensAtLeast, type TokenCover } from './token-cover.js';
 import type { TokenLogprob } from './logprobs.js';
 
 export { SemaphoreAbortedError as QueueAbortedError } from '../util/semaphore.js';
@@ -82,6 +83,8 @@ export class Scheduler {
   totalCompletionTokens = 0;
   private readonly grammars: Grammars;
   private readonly vocabulary: number | undefined;
+  /** The most text one token covers, to refuse a prompt that cannot fit before it is tokenized. */
+  private readonly cover: TokenCover;
 
   constructor(
     private readonly model: LlamaModel,
@@ -93,6 +96,7 @@ export class Scheduler {
     if (sequences.length === 0) throw new Error('Scheduler needs at least one sequence');
     this.grammars = new Grammars(model.llama, log);
     this.vocabulary = vocabularySize(model);
+    this.cover = tokenCover(model);
     this.free = [...sequences];
     this.semaphore = new Semaphore(sequences.length);
   }
@@ -112,6 +116,9 @@ export class Scheduler {
       addSpecialTokens: this.limits.addSpecialTokens,
       skipSpecialTokens: this.limits.skipSpecialTokens,
       vocabulary: this.vocabulary,
+      cover: this.cover.special,
+      maxInputLength: this.limits.maxInputLength,
+      maxIds: this.limits.contextSize,
     };
   }
 
@@ -125,10 +132,23 @@ export class Scheduler {
     return detokenizeBody(this.model, this.tokenSettings, body);
   }
 
-  /** Renders the prompt with the chat template (a template that cannot render is the request's 400). */
-  render(request: ChatRequest): RenderedPrompt | RequestError {
+  /**
+   * Renders the prompt with the chat template (a template that cannot render is the request's 400),
+   * and tokenizes it, unless its text is too long to fit in max_input_length tokens whatever they are.
+   */
+  async render(request: ChatRequest): Promise<RenderedPrompt | RequestError> {
+    const { maxInputLength } = this.limits;
+    const { text, special } = this.cover;
+    const refuse = (bytes: PromptBytes): RequestError | undefined => {
+      // Message text is tokenized as text; template text (tools, calls) with its special tokens parsed.
+      const total = bytes.text + bytes.special;
+      const byText = tokensAtLeast(bytes.text, text, maxInputLength);
+      if (byText !== undefined) return promptTooLong(byText, bytes.text, text!, maxInputLength, 'messages');
+      const byAll = tokensAtLeast(total, special, maxInputLength);
+      return byAll === undefined ? undefined : promptTooLong(byAll, total, special!, maxInputLength, 'messages');
+    };
     try {
-      return this.renderer.render(request.messages, request.chatTemplateKwargs, request.tools?.definitions);
+      return await this.renderer.renderInTurns(request.messages, request.chatTemplateKwargs, request.tools?.definitions, refuse);
     } catch (error) {
       if (error instanceof ChatTemplateError) return invalidRequest(error.message, 'messages', 'chat_template_error');
       throw error;
@@ -137,7 +157,7 @@ export class Scheduler {
 
   /** Every check of a chat request, before it waits for a sequence: its generation parameters, or its error. */
   async prepare(request: ChatRequest): Promise<PreparedRequest | RequestError> {
-    const prompt = this.render(request);
+    const prompt = await this.render(request);
     if ('status' in prompt) return prompt;
     const reasoning = { enabled: this.renderer.supportsThinking, startInReasoning: prompt.opensThinkBlock };
     const { tools } = request;

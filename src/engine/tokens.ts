@@ -10,11 +10,27 @@ import { invalidRequest, type RequestError } from '../domain/chat-request.js';
 import type { CompletionPrompt } from '../domain/completion-request.js';
 import { parseDetokenizeBody, parseTokenizeBody } from '../domain/token-request.js';
 import { withBos } from './prompt.js';
+import { promptTooLong, tokensAtLeast } from './token-cover.js';
 
-export type TokenSettings = { addSpecialTokens: boolean; skipSpecialTokens: boolean; vocabulary: number | undefined };
+export type TokenSettings = {
+  addSpecialTokens: boolean;
+  skipSpecialTokens: boolean;
+  vocabulary: number | undefined;
+  /** The most bytes one token covers where special-token text is parsed (token-cover.ts); undefined: no bound. */
+  cover: number | undefined;
+  maxInputLength: number;
+  /** The most ids /detokenize takes: the context's size (no sequence of the model is longer). */
+  maxIds: number;
+};
 
-/** Raw text's tokens, special-token text read as the special token, BOS first when the settings add it. */
-function tokenizeText(model: LlamaModel, settings: TokenSettings, text: string): Token[] {
+/**
+ * Raw text's tokens, special-token text read as the special token, BOS first when the settings add
+ * it; or the 400 of a text too long to fit in max_input_length tokens, refused before it is tokenized.
+ */
+function tokenizeText(model: LlamaModel, settings: TokenSettings, text: string): Token[] | RequestError {
+  const bytes = Buffer.byteLength(text);
+  const atLeast = tokensAtLeast(bytes, settings.cover, settings.maxInputLength);
+  if (atLeast !== undefined) return promptTooLong(atLeast, bytes, settings.cover!, settings.maxInputLength, 'prompt');
   return withBos(model, model.tokenize(text, true), settings.addSpecialTokens);
 }
 
@@ -57,6 +73,11 @@ export function detokenizeBody(model: LlamaModel, settings: TokenSettings, body:
   const parsed = parseDetokenizeBody(body);
   if (parsed.type === 'error') return parsed.error;
   const { tokens } = parsed.value;
+  if (tokens.length > settings.maxIds)
+    return invalidRequest(
+      `tokens has ${tokens.length} ids, more than this model's context of ${settings.maxIds} tokens (max_model_len): detokenize them in parts`,
+      'tokens',
+    );
   const outside = outsideVocabulary(settings.vocabulary, tokens, (i) => `tokens[${i}]`);
   if (outside) return outside;
   return model.detokenize(tokens as Token[], !settings.skipSpecialTokens);

@@ -2,7 +2,7 @@
  * The gateway's body rules, for every HTTP surface (REST, chat, the SSE
  * transport), over the one reader and JSON writer in src/util/http-body.ts.
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { FailureError, invalidInputError } from '../domain/errors.js';
 import { findNul, TEXT_RULES } from '../domain/field-checker.js';
 import { readBodyText as readText, sendJson } from '../util/http-body.js';
@@ -12,9 +12,13 @@ export const MAX_BODY_BYTES = 1 << 20;
 
 export const BODY_TOO_LARGE_MESSAGE = `request body exceeds ${MAX_BODY_BYTES} bytes`;
 
-/** A request's body as text, or null when it is larger than MAX_BODY_BYTES (see util/http-body.ts). */
-export function readBodyText(req: IncomingMessage): Promise<string | null> {
-  return readText(req, { maxBytes: MAX_BODY_BYTES });
+/**
+ * A request's body as text, or null when it is larger than MAX_BODY_BYTES: the 413 sent on `res`
+ * with sendJson goes out at once, and the connection closes once the rest is drained (see
+ * util/http-body.ts).
+ */
+export function readBodyText(req: IncomingMessage, res: ServerResponse): Promise<string | null> {
+  return readText(req, res, { maxBytes: MAX_BODY_BYTES });
 }
 
 /** `application/json`, or a `+json` type, with any parameters (`; charset=utf-8`). */
@@ -40,10 +44,10 @@ export function unsupportedEncoding(req: IncomingMessage): FailureError | undefi
  * request without the header is read as JSON); text that is not JSON, or a
  * string anywhere inside it that holds NUL, which no field may (TEXT_RULES) (400).
  */
-export async function readJsonBody(req: IncomingMessage): Promise<unknown> {
+export async function readJsonBody(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
   const encoded = unsupportedEncoding(req);
   if (encoded) throw encoded;
-  const text = await readBodyText(req);
+  const text = await readBodyText(req, res);
   if (text === null) throw new FailureError({ kind: 'invalid', message: BODY_TOO_LARGE_MESSAGE, fields: [], reason: 'too_large' });
   if (text.trim() === '') return undefined;
   const type = req.headers['content-type'];

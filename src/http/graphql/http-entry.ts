@@ -113,7 +113,7 @@ export function createGraphQLHttp(
       caller = auth.value;
       const encoded = unsupportedEncoding(req);
       if (encoded) return sendGraphQLFailure(res, encoded.failure, requestIdOf(req), CLOSE);
-      const text = await readBodyText(req);
+      const text = await readBodyText(req, res);
       if (text === null)
         return sendGraphQLFailure(
           res,

@@ -43,7 +43,7 @@ export async function handleOpenAIPost(
         allow: 'POST',
       });
     }
-    const body = readJsonBody(req).then(
+    const body = readJsonBody(req, res).then(
       (value) => ({ value }),
       (error: unknown) => ({ error }),
     );

@@ -115,7 +115,7 @@ export class Router {
         req,
         params: found.params,
         query: url.searchParams,
-        body: () => readJsonBody(req),
+        body: () => readJsonBody(req, res),
       });
       if (response.body === undefined) {
         res.writeHead(response.status);
