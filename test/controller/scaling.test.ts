@@ -160,17 +160,31 @@ describe('replica failures', () => {
   test('a replica whose engine hangs (SIGSTOP) is killed once it has answered no health check for hangMs, and replaced; its request gets an answer', async () => {
     const { id, victim } = await oneReplica();
     process.kill(victim.pid, 'SIGSTOP');
+    // The controller records the death (after killing the engine) only once the test lets it: a row lock on the replica.
+    // Until then no replacement starts, and the request's second try finds what it finds before a death is seen: no
+    // replica but the one it tried. So its answer is the 503 of a replica that did not answer, not a replacement's.
+    const held = await t.sql.reserve();
     try {
-      // Sent to the hung engine: answered (an error) once it is killed, instead of waiting forever.
-      const pending = alice.rest('POST', '/dedicated/v1/chat/completions', {
+      await held`BEGIN`;
+      await held`SELECT 1 FROM replicas WHERE id = ${victim.id} FOR NO KEY UPDATE`;
+      // Sent to the hung engine: answered once the engine is killed, instead of waiting forever.
+      const answer = await alice.rest('POST', '/dedicated/v1/chat/completions', {
         model: id,
         messages: [{ role: 'user', content: 'Hello?' }],
         max_tokens: 4,
       });
+      expect(answer.status).toBe(503);
+      expect(answer.headers.get('retry-after')).toBe('2');
+      expect(answer.body).toMatchObject({ error: { type: 'server_error', code: 'replica_unavailable' } });
+      // Killed by the controller (the test only stopped it), and not yet recorded: the answer came from the kill.
+      expect((await t.sql`SELECT state FROM replicas WHERE id = ${victim.id}`)[0]).toEqual({ state: 'READY' });
+    } finally {
+      await held`COMMIT`;
+      held.release();
+    }
+    try {
       await replaced(id, victim);
       expect(alive(victim.pid)).toBe(false);
-      const answer = await pending;
-      expect([200, 502, 503]).toContain(answer.status);
     } finally {
       if (alive(victim.pid)) process.kill(victim.pid, 'SIGKILL');
     }
