@@ -1,5 +1,5 @@
 /** The admission decision (pure) and the gate's fair queue, without engines. */
-import { describe, expect, test } from 'vitest';
+import { describe, expect, test, vi } from 'vitest';
 import {
   decideAdmission,
   EndpointGate,
@@ -217,29 +217,42 @@ describe('EndpointGate', () => {
   });
 
   test('before any hold is measured, the running requests age into a lower bound: a request pushed a whole round back that can no longer start in time is refused early', async () => {
-    const { g, releases, ask } = gate(2, { timeoutMs: 300 });
-    await ask('a', 'a0');
-    await ask('a', 'a1');
-    const started = performance.now();
-    // b0 and b1 queue within the round (0 and 1 ahead); c0 then goes before b1 (round-robin), which is pushed to a second round.
-    const b0 = g.acquire('b', new AbortController().signal).catch((e: unknown) => e);
-    const b1 = g.acquire('b', new AbortController().signal).catch((e: unknown) => e);
-    const c0 = g.acquire('c', new AbortController().signal).catch((e: unknown) => e);
-    expect(g.queued).toBe(3);
-    const pushedBack = await b1;
-    // 2 slots held for t so far: b1 waits at least t; refused once t passes its deadline's remainder (t > 150 ms), before the deadline.
-    expect(pushedBack).toBeInstanceOf(QueueRefusedError);
-    expect((pushedBack as QueueRefusedError).refusal).toMatchObject({ code: 'queue_full' });
-    expect(performance.now() - started).toBeLessThan(280);
-    expect(g.holdMs).toBeUndefined();
-    // The first round may be served the moment the slots free: they wait (here until their deadline, when the timeout or,
-    // on a loaded machine, the queue's review a moment before it ends them).
-    expect(g.queued).toBe(2);
-    for (const waited of [await b0, await c0]) {
-      expect(waited instanceof QueueTimeoutError || waited instanceof QueueRefusedError).toBe(true);
+    // On a fake clock (the gate's timers and performance.now()): "early" is an ordering on it, which no load can change.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'performance'] });
+    try {
+      const { g, releases, ask } = gate(2, { timeoutMs: 300 });
+      await ask('a', 'a0');
+      await ask('a', 'a1');
+      const settled: string[] = [];
+      const track = (label: string, p: Promise<unknown>) => p.catch((e: unknown) => e).finally(() => settled.push(label));
+      // b0 and b1 queue within the round (0 and 1 ahead); c0 then goes before b1 (round-robin), which is pushed to a second round.
+      const b0 = track('b0', g.acquire('b', new AbortController().signal));
+      const b1 = track('b1', g.acquire('b', new AbortController().signal));
+      const c0 = track('c0', g.acquire('c', new AbortController().signal));
+      expect(g.queued).toBe(3);
+      // 2 slots held for t so far: b1 waits at least t; it is refused once t passes its deadline's remainder (150 ms).
+      await vi.advanceTimersByTimeAsync(140);
+      expect(settled).toEqual([]);
+      await vi.advanceTimersByTimeAsync(60);
+      expect(settled).toEqual(['b1']);
+      const pushedBack = await b1;
+      expect(pushedBack).toBeInstanceOf(QueueRefusedError);
+      expect((pushedBack as QueueRefusedError).refusal).toMatchObject({ code: 'queue_full' });
+      expect(g.holdMs).toBeUndefined();
+      // The first round may be served the moment the slots free: they wait, until their deadline (the timeout, or the
+      // queue's review a moment before it) ends them.
+      expect(g.queued).toBe(2);
+      await vi.advanceTimersByTimeAsync(80);
+      expect(settled).toEqual(['b1']);
+      await vi.advanceTimersByTimeAsync(30);
+      for (const waited of [await b0, await c0]) {
+        expect(waited instanceof QueueTimeoutError || waited instanceof QueueRefusedError).toBe(true);
+      }
+      expect(settled.slice(1).sort()).toEqual(['b0', 'c0']);
+      releases.splice(0).forEach((release) => release());
+    } finally {
+      vi.useRealTimers();
     }
-    expect(performance.now() - started).toBeGreaterThanOrEqual(240);
-    releases.splice(0).forEach((release) => release());
   });
 
   test('per-key and per-endpoint bounds; an aborted wait leaves the queue', async () => {
