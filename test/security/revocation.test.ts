@@ -3,8 +3,12 @@
  * one database; an access change made through gateway A (a revoked key, a
  * removed member), by the admin CLI's way (plain SQL: a deleted user), or
  * missed altogether (an announcement lost with the LISTEN connection) ends
- * the open WebSocket and SSE subscriptions on gateway B within a second, and
- * B's cached principal with it.
+ * the open WebSocket and SSE subscriptions on gateway B at once, and B's
+ * cached principal with it. "At once" is by the announcement: nothing else
+ * closes an open connection (no poll), so a connection that closes was told;
+ * the bounds on waits are generous (a loaded machine is slow, not wrong), and
+ * what must not happen is checked against a later event that it would have
+ * come before.
  */
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -19,7 +23,7 @@ import { openSocket, openSse, type RawSocket, type SseStream } from '../support/
 import { startGatewayProcess, type GatewayProcess } from '../support/processes.js';
 
 const ADMIN_KEY = 'test_revocation_admin_key_0123456789';
-const EVENTS = 'subscription($p: ID!) { endpointEvents(projectId: $p) { id type endpointId } }';
+const EVENTS = 'subscription($p: ID!, $after: ID) { endpointEvents(projectId: $p, after: $after) { id type endpointId } }';
 const ME = '{ me { user { id } } }';
 
 let db: TestDatabase;
@@ -94,6 +98,21 @@ async function createEndpoint(key: string, projectId: string): Promise<string> {
   return created.body.endpointId as string;
 }
 
+/** The project's latest event id ('0' before any): a subscription from there misses nothing that comes after. */
+async function latestEvent(projectId: string): Promise<string> {
+  const [row] = await db.sql<
+    { id: string }[]
+  >`SELECT coalesce(max(id), 0)::text AS id FROM endpoint_events WHERE project_id = ${projectId}`;
+  return row!.id;
+}
+
+/** Subscribes `id` on the socket to the project's events, and proves it live: an endpoint created now reaches it. */
+async function subscribeLive(ws: RawSocket, id: string, key: string, projectId: string): Promise<void> {
+  ws.subscribe(id, EVENTS, { p: projectId, after: await latestEvent(projectId) });
+  const endpointId = await createEndpoint(key, projectId);
+  await waitFor(`subscription ${id} to be live`, async () => sawEndpoint(ws, id, endpointId), 10_000);
+}
+
 const sawEndpoint = (s: RawSocket, id: string, endpointId: string) =>
   s.of(id).some((m) => m.type === 'next' && m.payload.data.endpointEvents.endpointId === endpointId);
 const sseSaw = (s: SseStream, endpointId: string) =>
@@ -102,13 +121,14 @@ const sseSaw = (s: SseStream, endpointId: string) =>
 /** Opens a WS and an SSE subscription on B to the project, and proves both are live. */
 async function liveOnB(key: string, projectId: string, extra: Record<string, unknown> = {}) {
   const ws = await openSocket(b.url, { authorization: `Bearer ${key}`, ...extra });
-  ws.subscribe('events', EVENTS, { p: projectId });
-  const sse = await openSse(b.url, key, EVENTS, { p: projectId });
+  // From the latest event: whenever each subscription starts, the endpoint created below reaches it.
+  const after = await latestEvent(projectId);
+  ws.subscribe('events', EVENTS, { p: projectId, after });
+  const sse = await openSse(b.url, key, EVENTS, { p: projectId, after });
   expect(sse.status).toBe(200);
   // As curl sends it: a JSON POST accepting anything. It is the same watched SSE stream.
-  const posted = await openSse(b.url, key, EVENTS, { p: projectId }, { accept: '*/*' }, 'POST');
+  const posted = await openSse(b.url, key, EVENTS, { p: projectId, after }, { accept: '*/*' }, 'POST');
   expect(posted.status).toBe(200);
-  await new Promise((r) => setTimeout(r, 300));
   const endpointId = await createEndpoint(key, projectId);
   await waitFor(
     'the subscriptions on B to be live',
@@ -118,26 +138,23 @@ async function liveOnB(key: string, projectId: string, extra: Record<string, unk
   return { ws, sse, posted };
 }
 
-describe('an access change made through one gateway ends access on the other within a second', () => {
+describe('an access change made through one gateway ends access on the other at once', () => {
   test('a revoked key: WS closed 4403, SSE ends with an error event, and HTTP on B answers 401 at once', async () => {
     const bob = await seedUser();
     const { ws, sse, posted } = await liveOnB(bob.key, bob.projectId);
     // B has the key's principal cached (it answered just now).
     expect((await graphql(b.url, bob.key, ME)).status).toBe(200);
 
-    const t0 = performance.now();
     const revoked = await graphql(a.url, ADMIN_KEY, 'mutation($id: ID!) { revokeApiKey(id: $id) { __typename } }', { id: bob.keyId });
     expect(revoked.body.data.revokeApiKey.__typename).toBe('RevokeApiKeySuccess');
     const http = await graphql(b.url, bob.key, ME);
     expect(http.status).toBe(401);
 
-    const closed = await ws.waitClosed(2000);
+    const closed = await ws.waitClosed(10_000);
     expect(closed.code).toBe(4403);
     expect(closed.reason).toBe('access revoked: invalid or revoked API key');
-    expect(closed.at - t0).toBeLessThan(1000);
 
-    await waitFor('the SSE stream to end', async () => sse.ended, 2000);
-    expect(sse.ended!.at - t0).toBeLessThan(1000);
+    await waitFor('the SSE stream to end', async () => sse.ended, 10_000);
     expect(sse.events.slice(-2)).toEqual([
       {
         event: 'next',
@@ -146,8 +163,7 @@ describe('an access change made through one gateway ends access on the other wit
       },
       { event: 'complete', data: null, at: expect.any(Number) },
     ]);
-    await waitFor('the POSTed SSE stream to end', async () => posted.ended, 2000);
-    expect(posted.ended!.at - t0).toBeLessThan(1000);
+    await waitFor('the POSTed SSE stream to end', async () => posted.ended, 10_000);
     expect(posted.events.at(-2)?.data).toMatchObject({ errors: [{ extensions: { code: 'UNAUTHENTICATED' } }] });
     // A new socket with the key is refused too.
     const again = await openSocket(b.url, { authorization: `Bearer ${bob.key}` }, { ack: false });
@@ -157,27 +173,41 @@ describe('an access change made through one gateway ends access on the other wit
   test("a member removed from a team loses that team's subscriptions at once, and keeps the others on the same socket", async () => {
     const owner = await seedUser();
     const carol = await seedUser();
+    const third = await seedUser();
     await joinTeam(owner, carol);
+    await joinTeam(third, carol);
 
-    // Carol on B: the shared team's events (WS and SSE) and her own team's events, on one socket.
+    // Carol on B: the shared team's events (WS and SSE), her own team's and a third team's events, on one socket.
     const { ws, sse } = await liveOnB(carol.key, owner.projectId);
-    ws.subscribe('own', EVENTS, { p: carol.projectId });
-    await new Promise((r) => setTimeout(r, 300));
+    await subscribeLive(ws, 'own', carol.key, carol.projectId);
+    await subscribeLive(ws, 'third', third.key, third.projectId);
 
     // A role change that narrows nothing ends nothing.
     await graphql(a.url, owner.key, 'mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u, role: OWNER) { __typename } }', {
       t: owner.teamId,
       u: carol.user.id,
     });
-    await new Promise((r) => setTimeout(r, 500));
-    expect(ws.messages.filter((m) => m.type === 'error' || m.type === 'complete')).toEqual([]);
+    // The marker: a later change for the same user that does end a subscription on the same socket. B re-checks a
+    // connection once per announcement, in order, so the marker's end comes after anything the role change ended.
+    await graphql(a.url, third.key, 'mutation($t: ID!, $u: ID!) { removeTeamMember(teamId: $t, userId: $u) { __typename } }', {
+      t: third.teamId,
+      u: carol.user.id,
+    });
+    await waitFor("the third team's subscription to end", async () => ws.of('third').some((m) => m.type === 'error'), 10_000);
+    expect(ws.messages.filter((m) => (m.type === 'error' || m.type === 'complete') && m.id !== 'third')).toEqual([]);
+    // And the shared team's subscriptions still deliver (a revoked one delivers nothing more): an endpoint created now reaches them.
+    const later = await createEndpoint(owner.key, owner.projectId);
+    await waitFor(
+      'the shared subscriptions to see a later endpoint',
+      async () => sawEndpoint(ws, 'events', later) && sseSaw(sse, later),
+      10_000,
+    );
     expect(sse.ended).toBeUndefined();
     await graphql(a.url, owner.key, 'mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u, role: MEMBER) { __typename } }', {
       t: owner.teamId,
       u: carol.user.id,
     });
 
-    const t0 = performance.now();
     const removed = await graphql(
       a.url,
       owner.key,
@@ -186,15 +216,13 @@ describe('an access change made through one gateway ends access on the other wit
     );
     expect(removed.body.data.removeTeamMember.__typename).toBe('RemoveTeamMemberSuccess');
 
-    await waitFor("the shared team's WS subscription to end", async () => ws.of('events').some((m) => m.type === 'error'), 2000);
+    await waitFor("the shared team's WS subscription to end", async () => ws.of('events').some((m) => m.type === 'error'), 10_000);
     const error = ws.of('events').find((m) => m.type === 'error')!;
     expect(error.payload).toEqual([
       { message: `your access to team '${owner.teamId}' changed: this subscription has ended`, extensions: { code: 'FORBIDDEN' } },
     ]);
-    await waitFor('the SSE stream to end', async () => sse.ended, 2000);
-    expect(sse.ended!.at - t0).toBeLessThan(1000);
+    await waitFor('the SSE stream to end', async () => sse.ended, 10_000);
     expect(sse.events.at(-2)).toMatchObject({ event: 'next', data: { errors: [{ extensions: { code: 'FORBIDDEN' } }] } });
-    expect(performance.now() - t0).toBeLessThan(1500);
 
     // The key still authenticates: the socket stays open and her own team's subscription goes on.
     const own = await createEndpoint(carol.key, carol.projectId);
@@ -212,30 +240,33 @@ describe('an access change made through one gateway ends access on the other wit
     const dan = await seedUser();
     await joinTeam(owner, dan);
     const ws = await openSocket(b.url, { authorization: `Bearer ${dan.key}`, 'x-friendli-team': owner.teamId });
-    ws.subscribe('events', EVENTS, { p: owner.projectId });
-    await new Promise((r) => setTimeout(r, 300));
-    const t0 = performance.now();
+    await subscribeLive(ws, 'events', owner.key, owner.projectId);
     await graphql(a.url, owner.key, 'mutation($t: ID!, $u: ID!) { removeTeamMember(teamId: $t, userId: $u) { __typename } }', {
       t: owner.teamId,
       u: dan.user.id,
     });
-    const closed = await ws.waitClosed(2000);
+    const closed = await ws.waitClosed(10_000);
     expect(closed).toMatchObject({ code: 4403, reason: `access revoked: you are not a member of team '${owner.teamId}'` });
-    expect(closed.at - t0).toBeLessThan(1000);
   });
 
   test('a user deleted with plain SQL: their sockets on both gateways close with 4403', async () => {
     const erin = await seedUser();
     const onA = await openSocket(a.url, { authorization: `Bearer ${erin.key}` });
     const onB = await openSocket(b.url, { authorization: `Bearer ${erin.key}` });
-    for (const s of [onA, onB]) s.subscribe('events', EVENTS, { p: erin.projectId });
-    await new Promise((r) => setTimeout(r, 300));
-    const t0 = performance.now();
+    const after = await latestEvent(erin.projectId);
+    for (const s of [onA, onB]) s.subscribe('events', EVENTS, { p: erin.projectId, after });
+    // Created by a member of her team: an endpoint Erin created would keep her row (its creator) from being deleted.
+    const helper = await seedUser();
+    await joinTeam(erin, helper);
+    const endpointId = await createEndpoint(helper.key, erin.projectId);
+    await waitFor(
+      'both subscriptions to be live',
+      async () => sawEndpoint(onA, 'events', endpointId) && sawEndpoint(onB, 'events', endpointId),
+    );
     await db.sql`DELETE FROM users WHERE id = ${erin.user.id}`;
     for (const s of [onA, onB]) {
-      const closed = await s.waitClosed(2000);
+      const closed = await s.waitClosed(10_000);
       expect(closed.code).toBe(4403);
-      expect(closed.at - t0).toBeLessThan(1000);
     }
     expect((await graphql(b.url, erin.key, ME)).status).toBe(401);
   });
@@ -243,18 +274,21 @@ describe('an access change made through one gateway ends access on the other wit
 
 test('an announcement missed while the LISTEN connection was down: its return drops every cached principal and re-checks every open socket', async () => {
   const fay = await seedUser();
+  const gus = await seedUser();
   const ws = await openSocket(b.url, { authorization: `Bearer ${fay.key}` });
-  ws.subscribe('events', EVENTS, { p: fay.projectId });
+  await subscribeLive(ws, 'events', fay.key, fay.projectId);
   expect((await graphql(b.url, fay.key, ME)).status).toBe(200);
-  await new Promise((r) => setTimeout(r, 300));
+  // The marker: another user's socket on B, whose key is revoked with an announcement after Fay's is, without.
+  const marker = await openSocket(b.url, { authorization: `Bearer ${gus.key}` });
 
   // Revoked without an announcement (triggers off for this transaction), as if B had missed it.
   await db.sql.begin(async (tx) => {
     await tx`SET LOCAL session_replication_role = replica`;
     await tx`UPDATE api_keys SET revoked_at = now() WHERE id = ${fay.keyId}`;
   });
-  await new Promise((r) => setTimeout(r, 300));
-  expect(ws.closed).toBeUndefined(); // nothing told B
+  await db.sql`UPDATE api_keys SET revoked_at = now() WHERE id = ${gus.keyId}`;
+  expect(await marker.waitClosed(10_000)).toMatchObject({ code: 4403 });
+  expect(ws.closed).toBeUndefined(); // nothing told B of Fay's: an announcement of it would have come before the marker's
 
   // The gateways' LISTEN connections drop and come back.
   const killed = await db.sql`
