@@ -71,7 +71,7 @@ export async function startSandbox(options: { port?: string; consoleDir?: string
     async stop() {
       await app.close();
       // From the runtime's own records, not the database: a terminal's Ctrl-C stops the embedded PostgreSQL too.
-      await stopLocalEngines(app.runtime, { graceMs: 1000 });
+      if (app.local) await stopLocalEngines(app.local, { graceMs: 1000 });
       await sql.end({ timeout: 2 });
       await hub.close();
       await pg.stop();

@@ -3,6 +3,7 @@
  * runtime, the model store, the controller, and the HTTP server. `npm start`
  * and the tests build the same thing.
  */
+import type { KubeConfig } from '@kubernetes/client-node';
 import os from 'node:os';
 import path from 'node:path';
 import type { Config } from './config.js';
@@ -14,7 +15,9 @@ import { ModelCache } from './models/model-cache.js';
 import { ModelStore } from './models/model-store.js';
 import { WandbArtifactSource } from './models/wandb/artifact-source.js';
 import { detectInventory, type DetectedInventory } from './runtime/gpu-inventory.js';
+import { KubernetesRuntime } from './runtime/kubernetes/kubernetes-runtime.js';
 import { LocalRuntime } from './runtime/local-runtime.js';
+import type { Runtime } from './runtime/runtime.js';
 import { isClientFailure, logFunction, type Logger } from './log.js';
 import { createServices, type Services } from './services/index.js';
 import type { Sql } from './storage/database.js';
@@ -23,7 +26,9 @@ export interface App {
   gateway: Gateway;
   services: Services;
   controller: Controller;
-  runtime: LocalRuntime;
+  runtime: Runtime;
+  /** The local runtime, when replicas run on this machine (RUNTIME=local): its engines are this machine's processes. */
+  local: LocalRuntime | undefined;
   inventory: DetectedInventory;
   /** Stops serving and the controller; replicas keep running for the next start to adopt. */
   close(): Promise<void>;
@@ -40,6 +45,8 @@ export interface AppOptions {
   controller?: { crashLoop?: Partial<CrashPolicy>; stopGraceMs?: number };
   /** Where the built web console is (tests build their own). @default dist/console */
   consoleDir?: string;
+  /** The Kubernetes runtime's client configuration (tests point it at a stand-in API server). @default KUBECONFIG or in-cluster */
+  kubeConfig?: KubeConfig;
 }
 
 export async function startApp(config: Config, sql: Sql, options: AppOptions = {}): Promise<App> {
@@ -49,22 +56,26 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     (logger ? logFunction(logger.child({ component: 'controller' }), (e) => isKnownStartError(e) || isClientFailure(e)) : undefined);
   const gatewayLog = options.log ?? (logger ? logFunction(logger.child({ component: 'gateway' })) : undefined);
   const inventory = detectInventory({ ...(config.gpuInventory ? { configured: config.gpuInventory } : {}), cpuSlots: config.cpuSlots });
-  const runtime = new LocalRuntime({
-    dir: path.join(config.dataDir, 'replicas'),
-    inventory: inventory.inventory,
-    cpuOnly: inventory.source === 'cpu',
-    ...(config.engineCommand ? { engineTemplate: config.engineCommand } : {}),
-    threads: config.engineThreads,
-    engineIdleExitMs: config.engineIdleExitMs,
-    startTimeoutMs: config.replicaStartTimeoutMs,
-    env: {
-      ...(config.hfToken ? { HF_TOKEN: config.hfToken } : {}),
-      HF_ENDPOINT: config.hfEndpoint,
-      ...(config.wandbApiKey ? { WANDB_API_KEY: config.wandbApiKey } : {}),
-      WANDB_BASE_URL: config.wandbBaseUrl,
-      ...options.engineEnv,
-    },
-  });
+  const local =
+    config.runtime === 'local'
+      ? new LocalRuntime({
+          dir: path.join(config.dataDir, 'replicas'),
+          inventory: inventory.inventory,
+          cpuOnly: inventory.source === 'cpu',
+          ...(config.engineCommand ? { engineTemplate: config.engineCommand } : {}),
+          threads: config.engineThreads,
+          engineIdleExitMs: config.engineIdleExitMs,
+          startTimeoutMs: config.replicaStartTimeoutMs,
+          env: {
+            ...(config.hfToken ? { HF_TOKEN: config.hfToken } : {}),
+            HF_ENDPOINT: config.hfEndpoint,
+            ...(config.wandbApiKey ? { WANDB_API_KEY: config.wandbApiKey } : {}),
+            WANDB_BASE_URL: config.wandbBaseUrl,
+            ...options.engineEnv,
+          },
+        })
+      : undefined;
+  const runtime: Runtime = local ?? (await openKubernetesRuntime(config, options, controllerLog));
   const cache = new ModelCache({
     dir: config.modelCacheDir,
     ...(config.modelCacheMaxBytes ? { maxBytes: config.modelCacheMaxBytes } : {}),
@@ -88,7 +99,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     runtime,
     models,
     builtInEngine: config.engineCommand === undefined,
-    ...(inventory.source === 'cpu' ? { hostMemoryPerSlotBytes: os.totalmem() / Math.max(1, config.cpuSlots) } : {}),
+    ...(local && inventory.source === 'cpu' ? { hostMemoryPerSlotBytes: os.totalmem() / Math.max(1, config.cpuSlots) } : {}),
     intervalMs: config.controllerIntervalMs,
     leaseTtlMs: config.leaseTtlMs,
     drainTimeoutMs: config.drainTimeoutMs,
@@ -125,10 +136,32 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     services,
     controller,
     runtime,
+    local,
     inventory,
     close: async () => {
       await gateway.close();
       await controller.stop();
+      await runtime.close?.();
     },
   };
+}
+
+/** The Kubernetes runtime, its pod and node caches filled (or given up on after 30 s: until then it acts on nothing). */
+async function openKubernetesRuntime(
+  config: Config,
+  options: AppOptions,
+  log: ((message: string, error?: unknown) => void) | undefined,
+): Promise<KubernetesRuntime> {
+  const runtime = new KubernetesRuntime({
+    settings: config.kubernetes!,
+    ...(options.kubeConfig ? { kubeConfig: options.kubeConfig } : {}),
+    hubEndpoint: config.hfEndpoint,
+    ...(config.hfToken ? { hubToken: config.hfToken } : {}),
+    ...(config.engineCommand ? { engineTemplate: config.engineCommand } : {}),
+    threads: config.engineThreads,
+    startTimeoutMs: config.replicaStartTimeoutMs,
+    log: log ?? ((message, error) => console.error(`[kubernetes] ${message}`, error ?? '')),
+  });
+  await runtime.open();
+  return runtime;
 }

@@ -7,8 +7,15 @@ import path from 'node:path';
 import { cpuBudget } from './runtime/cpu-budget.js';
 import { EngineCommandError, validateTemplate } from './runtime/engine-command.js';
 import { InventoryError, parseInventory } from './runtime/gpu-inventory.js';
+import { readKubernetesSettings, type KubernetesSettings } from './runtime/kubernetes/settings.js';
 import { DEFAULT_GRAPHQL_LIMITS, type GraphQLLimits } from './http/graphql/limits.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from './models/retry.js';
+import { ConfigError, optional, readBoolean, readChoice, readInteger, readPort, readSize, readUrl, type Env } from './config-env.js';
+
+export { ConfigError } from './config-env.js';
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /**
  * The gateway's own secrets, and libpq's (PG…): never passed on to an engine process, which may be any server
@@ -52,6 +59,10 @@ export interface Config {
    * MODEL_SOURCE_RETRY_MAX_TIME_MS (@default 60000). See src/models/retry.ts.
    */
   modelSourceRetry: RetryPolicy;
+  /** Where replicas run (RUNTIME): `local` child processes on this machine, or `kubernetes` pods. @default 'local' */
+  runtime: 'local' | 'kubernetes';
+  /** The Kubernetes runtime's settings, when RUNTIME=kubernetes (src/runtime/kubernetes/settings.ts). */
+  kubernetes: KubernetesSettings | undefined;
   /** An OpenAI-compatible engine command with {model} {port} {numGpu} … placeholders, instead of the built-in engine. */
   engineCommand: string | undefined;
   /** GPUs per kind, e.g. "H100=8,A100=2"; unset: detected, or CPU slots. */
@@ -120,23 +131,6 @@ export interface MetricsConfig {
   sampleMs: number;
 }
 
-export class ConfigError extends Error {
-  constructor(variable: string, rule: string, value: string) {
-    super(`${variable} ${rule} (got ${JSON.stringify(value)})`);
-    this.name = 'ConfigError';
-  }
-}
-
-type Env = Record<string, string | undefined>;
-
-function readPort(env: Env, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!/^\d+$/.test(raw) || value > 65535) throw new ConfigError(name, 'must be an integer from 0 to 65535', raw);
-  return value;
-}
-
 function readDatabaseUrl(env: Env): string | undefined {
   const raw = env.DATABASE_URL;
   if (raw === undefined || raw === '') return undefined;
@@ -152,64 +146,6 @@ function readDatabaseUrl(env: Env): string | undefined {
   return raw;
 }
 
-function readInteger(env: Env, name: string, fallback: number, min: number, max: number): number;
-function readInteger(env: Env, name: string, fallback: undefined, min: number, max: number): number | undefined;
-function readInteger(env: Env, name: string, fallback: number | undefined, min: number, max: number): number | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!/^\d+$/.test(raw) || value < min || value > max) throw new ConfigError(name, `must be an integer from ${min} to ${max}`, raw);
-  return value;
-}
-
-const SIZE_UNITS: Record<string, number> = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3, T: 1024 ** 4 };
-
-function readSize(env: Env, name: string): number | undefined {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return undefined;
-  const match = /^(\d+)\s*([KMGT]?)i?B?$/i.exec(raw.trim());
-  if (!match) throw new ConfigError(name, 'must be a size in bytes, optionally with K, M, G or T (e.g. 20G)', raw);
-  return Number(match[1]) * SIZE_UNITS[match[2]!.toUpperCase()]!;
-}
-
-function readUrl(env: Env, name: string, fallback: string): string {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  try {
-    const url = new URL(raw);
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error();
-  } catch {
-    throw new ConfigError(name, 'must be an http(s) URL', raw);
-  }
-  return raw.replace(/\/+$/, '');
-}
-
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
-
-function readChoice<T extends string>(env: Env, name: string, choices: readonly T[], fallback: T): T {
-  const raw = env[name];
-  if (raw === undefined || raw.trim() === '') return fallback;
-  const value = raw.trim().toLowerCase();
-  if (!(choices as readonly string[]).includes(value)) throw new ConfigError(name, `must be one of ${choices.join(', ')}`, raw);
-  return value as T;
-}
-
-function optional(env: Env, name: string): string | undefined {
-  const raw = env[name];
-  return raw === undefined || raw.trim() === '' ? undefined : raw;
-}
-
-function readBoolean(env: Env, name: string, fallback: boolean): boolean {
-  const raw = env[name];
-  if (raw === undefined || raw.trim() === '') return fallback;
-  const value = raw.trim().toLowerCase();
-  if (['true', '1', 'yes', 'on'].includes(value)) return true;
-  if (['false', '0', 'no', 'off'].includes(value)) return false;
-  throw new ConfigError(name, 'must be true or false', raw);
-}
-
-/** Comma-separated origins (`https://app.example.com`, scheme, host and port only), or `*`. */
 function readOrigins(env: Env, name: string, fallback: string[]): string[] {
   const raw = env[name];
   if (raw === undefined) return fallback;
@@ -271,6 +207,7 @@ export function loadConfig(env: Env = process.env): Config {
     if (error instanceof InventoryError) throw new ConfigError('GPU_INVENTORY', `is invalid: ${error.message}`, gpuInventory ?? '');
     throw error;
   }
+  const runtime = readChoice(env, 'RUNTIME', ['local', 'kubernetes'] as const, 'local');
   const dataDir = path.resolve(env.DATA_DIR === undefined || env.DATA_DIR === '' ? '.data' : env.DATA_DIR);
   const quant = optional(env, 'GGUF_QUANT_PREFERENCE');
   const nodeEnv = optional(env, 'NODE_ENV')?.trim() ?? 'development';
@@ -303,6 +240,8 @@ export function loadConfig(env: Env = process.env): Config {
       maxDelayMs: readInteger(env, 'MODEL_SOURCE_RETRY_MAX_DELAY_MS', DEFAULT_RETRY_POLICY.maxDelayMs, 0, 3_600_000),
       maxTimeMs: readInteger(env, 'MODEL_SOURCE_RETRY_MAX_TIME_MS', DEFAULT_RETRY_POLICY.maxTimeMs, 0, 86_400_000),
     },
+    runtime,
+    kubernetes: runtime === 'kubernetes' ? readKubernetesSettings(env) : undefined,
     engineCommand,
     gpuInventory,
     cpuSlots: cpu.slots,

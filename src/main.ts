@@ -65,9 +65,9 @@ async function main(): Promise<void> {
       if (!(await settledWithin(app.close(), CLOSE_TIMEOUT_MS))) {
         log.warn(`the gateway did not close within ${CLOSE_TIMEOUT_MS / 1000} s; going on without it`);
       }
-      return runningLocalEngines(app.runtime);
+      return app.local ? runningLocalEngines(app.local) : [];
     },
-    stopEngines: () => stopEnginesAndMark(config, database, app.runtime, log),
+    stopEngines: () => (app.local ? stopEnginesAndMark(config, database, app.local, log) : Promise.resolve({ engines: [], marked: true })),
     exit: async () => {
       await settledWithin(database.close(), DATABASE_CLOSE_TIMEOUT_MS);
       process.exit(0);

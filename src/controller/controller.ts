@@ -59,6 +59,7 @@ export class Controller {
   /** This process, as lease holder (its OS process id, then a random part). */
   readonly owner = `gw-${process.pid}-${randomUUID()}`;
   private readonly sql: Sql;
+  private readonly runtime: Runtime;
   private readonly drainTimeoutMs: number;
   private readonly loop: ReconcileLoop;
   private readonly writes: EndpointWrites;
@@ -87,6 +88,7 @@ export class Controller {
     const policy = { ...DEFAULT_CRASH_POLICY, ...options.crashLoop };
     const crashes = new CrashWatch(sql, runtime, writes, stopper, policy, (replicaId) => starter.isStarting(replicaId), log);
     this.sql = sql;
+    this.runtime = runtime;
     this.log = log;
     this.drainTimeoutMs = drainTimeoutMs;
     this.writes = writes;
@@ -152,6 +154,7 @@ export class Controller {
     if (endpoint.deleted) {
       await stopper.stopAll(replicas, 0);
       await writes.refreshCounts(id, 0, 'controller:delete');
+      await this.runtime.forgetEndpoint?.(id);
       await markEndpointCleaned(this.sql, id);
       return;
     }

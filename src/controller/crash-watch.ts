@@ -1,8 +1,10 @@
 /**
- * Watching an endpoint's replicas on this node: a dead engine's replica is
- * marked FAILED, a replica left STARTING or DRAINING by a process that died
- * is stopped, and the crash policy (crash-policy.ts) decides whether a dead
- * engine is replaced now, after a back-off, or whether the endpoint fails.
+ * Watching an endpoint's replicas, wherever the runtime placed them (the
+ * lease holder watches them all; a replica whose liveness the runtime cannot
+ * tell is left alone): a dead engine's replica is marked FAILED, a replica
+ * left STARTING or DRAINING by a process that died is stopped, and the crash
+ * policy (crash-policy.ts) decides whether a dead engine is replaced now,
+ * after a back-off, or whether the endpoint fails.
  */
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
@@ -11,7 +13,7 @@ import type { Sql } from '../storage/database.js';
 import { failuresSince, liveReplicas, markReplica } from '../storage/replicas-repository.js';
 import { decideAfterDeaths, type CrashPolicy, type RecentDeaths } from './crash-policy.js';
 import type { EndpointWrites } from './endpoint-writes.js';
-import { handleOf, type ReplicaStopper } from './replica-stopper.js';
+import { refOf, type ReplicaStopper } from './replica-stopper.js';
 
 /** The last error of a replica whose engine died while it ran (a death, as the crash policy counts them). */
 export const ENGINE_EXITED = 'the engine process exited';
@@ -41,38 +43,47 @@ export class CrashWatch {
   async observe(endpoint: EndpointRecord): Promise<ReplicaRecord[] | 'failed'> {
     const live: ReplicaRecord[] = [];
     let died = 0;
-    let pidUnknown = false;
+    let placementUnknown = false;
     const replicas = await liveReplicas(this.sql, endpoint.id);
     const hung = await this.hungReplicas(endpoint.id, replicas);
     for (const replica of replicas) {
-      if (replica.node !== this.runtime.node) {
-        live.push(replica); // another machine's replica: its own gateway observes it
+      const ref = refOf(replica);
+      if (replica.runtime !== this.runtime.name) {
+        live.push(replica); // another runtime's replica (a gateway configured otherwise watches it)
         continue;
       }
       const abandoned = (replica.state === 'STARTING' && !this.isStarting(replica.id)) || replica.state === 'DRAINING';
       if (abandoned) {
-        // A replica abandoned before its engine answered has no pid in its row, but its engine may run: it is reaped below.
-        if (replica.pid === null) pidUnknown = true;
-        else await this.runtime.stop(handleOf(replica), 0);
+        if (this.runtime.liveness(ref).kind === 'unknown') {
+          live.push(replica); // another machine's engine, or a cache not synced yet: nothing is known to act on
+          continue;
+        }
+        // A replica abandoned before its engine was placed has no locator in its row, but it may run: it is reaped below.
+        if (replica.locator === null) placementUnknown = true;
+        else await this.runtime.stop(ref, 0);
         await markReplica(this.sql, replica.id, { state: 'STOPPED', lastError: 'abandoned by a gateway that stopped' });
         continue;
       }
       if (replica.state === 'READY' && hung.has(replica.id)) {
         // Alive but not answering (stopped, deadlocked): its requests would wait forever. Killed, it is a death.
         this.log(`replica ${replica.id} of ${endpoint.id} answered no health check for ${this.policy.hangMs} ms: killing it`);
-        await this.runtime.stop(handleOf(replica), 0);
+        await this.runtime.stop(ref, 0);
         this.unanswered.delete(replica.id);
       }
-      if (replica.state === 'READY' && !this.runtime.isAlive(handleOf(replica))) {
-        const tail = await this.runtime.logTail(replica.id);
-        this.log(`replica ${replica.id} of ${endpoint.id} died; last output:\n${tail.slice(-2000)}`);
-        await markReplica(this.sql, replica.id, { state: 'FAILED', lastError: ENGINE_EXITED });
-        died++;
+      const liveness = replica.state === 'READY' ? this.runtime.liveness(ref) : undefined;
+      if (liveness?.kind === 'dead') {
+        const tail = await this.runtime.logTail(ref);
+        this.log(
+          `replica ${replica.id} of ${endpoint.id} died${liveness.reason ? ` (${liveness.reason})` : ''}; last output:\n${tail.slice(-2000)}`,
+        );
+        if (await markReplica(this.sql, replica.id, { state: 'FAILED', lastError: ENGINE_EXITED })) died++;
+        // What the runtime keeps of it goes (a failed pod's object; a process's state file).
+        await this.runtime.stop(ref, 0);
         continue;
       }
       live.push(replica);
     }
-    if (pidUnknown) await this.stopper.reapOrphans();
+    if (placementUnknown) await this.stopper.reapOrphans();
     if (died === 0) return live;
 
     await this.writes.refreshCounts(endpoint.id, endpoint.desiredReplicaCnt, 'controller:replica-died');
@@ -96,10 +107,12 @@ export class CrashWatch {
     return live;
   }
 
-  /** This node's serving replicas whose engine, alive, has answered no health check for the policy's hangMs. */
+  /** Serving replicas whose engine, alive, has answered no health check for the policy's hangMs. */
   private async hungReplicas(endpointId: string, replicas: readonly ReplicaRecord[]): Promise<Set<string>> {
-    const serving = replicas.filter((r) => r.node === this.runtime.node && r.state === 'READY' && this.runtime.isAlive(handleOf(r)));
-    const answers = await Promise.all(serving.map((r) => this.runtime.health(handleOf(r), HEALTH_TIMEOUT_MS)));
+    const serving = replicas.filter(
+      (r) => r.runtime === this.runtime.name && r.state === 'READY' && this.runtime.liveness(refOf(r)).kind === 'alive',
+    );
+    const answers = await Promise.all(serving.map((r) => this.runtime.health(refOf(r), HEALTH_TIMEOUT_MS)));
     const now = Date.now();
     const silent = new Set(serving.filter((_, i) => answers[i] === undefined).map((r) => r.id));
     // Forget the endpoint's replicas that answered, or no longer serve.

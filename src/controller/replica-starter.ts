@@ -12,7 +12,7 @@ import type { ControllerEvent, LifecycleState } from '../domain/lifecycle.js';
 import { ModelSourceError } from '../models/errors.js';
 import { checkModelSettings, pinnedRevision, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
 import type { TokenLimits } from '../models/token-limits.js';
-import type { ReplicaHandle, Runtime } from '../runtime/runtime.js';
+import type { ReplicaRef, Runtime, StartProgress } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { setProgress } from '../storage/endpoints-repository.js';
 import { insertEvent } from '../storage/events-repository.js';
@@ -25,7 +25,8 @@ import { engineAuthHeaders } from '../runtime/runtime.js';
 
 /** Called as a start reaches each step (the first replica's steps are the endpoint's phases). */
 export interface StartHooks {
-  onNoCapacity?: () => Promise<void>;
+  /** No capacity: the reservation found none free, or the runtime waits for a machine (with the reason it gives). */
+  onNoCapacity?: (reason?: string) => Promise<void>;
   onResolving?: () => Promise<void>;
   onDownloadStart?: () => Promise<void>;
   onEngineStart?: () => Promise<void>;
@@ -78,13 +79,13 @@ export class ReplicaStarter {
     const id = endpoint.id;
     // The state as last written (a wake writes AWAKING ENGINE_INITIALIZING itself): writing it again would change nothing.
     let shown: LifecycleState = { status: endpoint.status, phase: endpoint.phase, errorCode: endpoint.errorCode };
-    const report = async (event: ControllerEvent, cause: string) => {
-      shown = (await writes.transition(id, shown, event, { cause })) ?? shown;
+    const report = async (event: ControllerEvent, cause: string, reason?: string) => {
+      shown = (await writes.transition(id, shown, event, { cause, ...(reason ? { detail: { message: reason } } : {}) })) ?? shown;
     };
     const desired = Math.max(endpoint.current.spec.autoscaling.minReplica, 1);
     try {
       const started = await this.start(endpoint, endpoint.current, {
-        onNoCapacity: () => report({ type: 'no-capacity' }, 'controller:requesting_virtual_machine'),
+        onNoCapacity: (reason) => report({ type: 'no-capacity' }, 'controller:requesting_virtual_machine', reason),
         onResolving: () => report({ type: 'resolving-model' }, 'controller:downloading_model'),
         onDownloadStart: () => report({ type: 'downloading-model' }, 'controller:downloading_model'),
         onEngineStart: () => report({ type: 'starting-engine' }, 'controller:engine_initializing'),
@@ -143,18 +144,20 @@ export class ReplicaStarter {
       return false;
     }
     this.starting.add(replicaId);
-    let handle: ReplicaHandle | undefined;
+    let handle: ReplicaRef | undefined;
     try {
       await hooks.onResolving?.();
       const { model, limits } = await this.prepareModel(endpoint, version, hooks.onDownloadStart);
-      await hooks.onEngineStart?.();
+      const resolved = model.resolved;
       handle = await runtime.start(
         {
           replicaId,
           endpointId: endpoint.id,
+          versionIndex: version.versionIndex,
           modelPath: model.path,
           modelRepo: spec.model.source === 'hf' ? spec.model.repo : spec.model.artifact,
-          modelRevision: pinnedRevision(model.resolved) ?? (spec.model.source === 'hf' ? spec.model.revision : null),
+          modelRevision: pinnedRevision(resolved) ?? (spec.model.source === 'hf' ? spec.model.revision : null),
+          modelFile: resolved ? { path: resolved.file, sha256: resolved.sha256, size: resolved.size } : undefined,
           gpuType: option.gpuType,
           numGpu: option.numGpu,
           maxBatchSize: spec.advanced.maxBatchSize,
@@ -163,22 +166,26 @@ export class ReplicaStarter {
           addSpecialTokens: spec.advanced.tokenizerAddSpecialTokens,
           skipSpecialTokens: spec.advanced.tokenizerSkipSpecialTokens,
         },
-        undefined,
-        // Recorded at spawn: a gateway that takes over after this one dies mid-start can stop the engine by its pid.
-        (spawned) =>
-          markReplica(sql, replicaId, {
-            state: 'STARTING',
-            address: spawned.address,
-            pid: spawned.pid,
-            ...(spawned.token ? { token: spawned.token } : {}),
-          }),
+        {
+          // Recorded once placed: a gateway that takes over after this one dies mid-start finds the replica by it.
+          onPlaced: async (placed) => {
+            handle = placed;
+            await markReplica(sql, replicaId, {
+              state: 'STARTING',
+              address: placed.address,
+              locator: placed.locator,
+              ...(placed.token ? { token: placed.token } : {}),
+            });
+          },
+          onProgress: (progress) => reportProgress(hooks, progress),
+        },
       );
       // The warm-up generation runs while the READY status is written; both must succeed.
       const started = handle;
       const [written, warmed] = await Promise.allSettled([hooks.onWarmup?.(), warmUp(started)]);
       if (written.status === 'rejected') throw written.reason;
       if (warmed.status === 'rejected') throw warmed.reason;
-      await markReplica(sql, replicaId, { state: 'READY' });
+      await markReplica(sql, replicaId, { state: 'READY', address: started.address, locator: started.locator });
       if (model.resolved)
         await setVersionRollout(sql, endpoint.id, version.versionIndex, { rolloutState: 'ROLLED_OUT', model: model.resolved });
       return true;
@@ -237,9 +244,19 @@ export class ReplicaStarter {
     this.preparing.set(endpointId, { versionIndex: version.versionIndex, abort });
     let model: PreparedModel;
     try {
-      model = await models.prepareVersion(version.spec, version.model as ResolvedModel | null, { ...hooks, signal: abort.signal });
+      const known = version.model as ResolvedModel | null;
+      model = this.options.runtime.provisionsModels
+        ? await models.resolveVersion(version.spec, known, { ...hooks, signal: abort.signal })
+        : await models.prepareVersion(version.spec, known, { ...hooks, signal: abort.signal });
     } finally {
       this.preparing.delete(endpointId);
+    }
+    if (builtInEngine && this.options.runtime.provisionsModels) {
+      // The model is fetched where the replica runs: the limits are the version's own (the engine checks the file).
+      return {
+        model,
+        limits: { maxTokenCount: version.spec.advanced.maxTokenCount, maxInputLength: version.spec.advanced.maxInputLength },
+      };
     }
     if (builtInEngine) {
       if (!model.path) {
@@ -265,6 +282,18 @@ export class ReplicaStarter {
   }
 }
 
+/** A step the runtime observed, as the start's hooks report it. */
+async function reportProgress(hooks: StartHooks, progress: StartProgress): Promise<void> {
+  switch (progress.phase) {
+    case 'REQUESTING_VIRTUAL_MACHINE':
+      return hooks.onNoCapacity?.(progress.reason);
+    case 'DOWNLOADING_MODEL':
+      return hooks.onDownloadStart?.();
+    case 'ENGINE_INITIALIZING':
+      return hooks.onEngineStart?.();
+  }
+}
+
 /**
  * Limits that follow the model are written into the version once resolved, so
  * that the spec shows them and requests are checked against them (the flags
@@ -280,7 +309,7 @@ async function recordResolvedLimits(sql: Sql, version: VersionRecord, limits: To
 }
 
 /** One short generation before traffic is admitted; a replica that cannot generate is not ready. */
-async function warmUp(handle: ReplicaHandle): Promise<void> {
+async function warmUp(handle: ReplicaRef): Promise<void> {
   try {
     const response = await fetch(`${handle.address}/v1/chat/completions`, {
       method: 'POST',

@@ -5,14 +5,15 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ReplicaRecord } from '../domain/replica.js';
-import type { ReplicaHandle, Runtime } from '../runtime/runtime.js';
+import type { ReplicaRef, Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { liveReplicaIdsOnNode, markReplica } from '../storage/replicas-repository.js';
 
-export const handleOf = (r: ReplicaRecord): ReplicaHandle => ({
+/** How the runtime finds the replica a row records. */
+export const refOf = (r: ReplicaRecord): ReplicaRef => ({
   replicaId: r.id,
-  address: r.address ?? '',
-  pid: r.pid ?? 0,
+  address: r.address,
+  locator: r.locator,
   node: r.node,
   ...(r.token ? { token: r.token } : {}),
 });
@@ -32,11 +33,11 @@ export class ReplicaStopper {
 
   /** Drains (no new requests are routed to a DRAINING replica; in-flight ones finish), then stops. */
   async stop(replica: ReplicaRecord, drainMs: number): Promise<void> {
-    const handle = handleOf(replica);
+    const handle = refOf(replica);
     if (drainMs > 0 && replica.state === 'READY') {
       await markReplica(this.sql, replica.id, { state: 'DRAINING' });
       const deadline = Date.now() + drainMs;
-      while (Date.now() < deadline && this.runtime.isAlive(handle)) {
+      while (Date.now() < deadline && this.runtime.liveness(handle).kind === 'alive') {
         const health = await this.runtime.health(handle, 1000);
         if (!health || health.active + health.queued === 0) break;
         await sleep(100);
@@ -46,7 +47,7 @@ export class ReplicaStopper {
     await markReplica(this.sql, replica.id, { state: 'STOPPED' });
   }
 
-  /** Stops the engines on this node that no live replica owns (the runtime finds them by its own records, pids included). */
+  /** Stops the replicas of the runtime's pool that no live replica row owns (the runtime finds them by its own records). */
   async reapOrphans(): Promise<void> {
     const keep = new Set(await liveReplicaIdsOnNode(this.sql, this.runtime.node));
     const reaped = await this.runtime.reapOrphans(keep);

@@ -16,7 +16,7 @@ import { decideScale, replicaCapacity } from './autoscaler.js';
 import type { CrashWatch } from './crash-watch.js';
 import { countsOf, StaleError, type EndpointWrites } from './endpoint-writes.js';
 import type { ReplicaStarter } from './replica-starter.js';
-import { handleOf, type ReplicaStopper } from './replica-stopper.js';
+import { refOf, type ReplicaStopper } from './replica-stopper.js';
 
 /** The last request (the endpoint's or an engine's), or when a replica became ready if later. */
 export function lastActivityAt(
@@ -74,7 +74,7 @@ export class Scaling {
     const { sql, runtime, writes, starter, stopper, crashes, drainTimeoutMs, log } = this.options;
     const id = endpoint.id;
     const spec = endpoint.current.spec;
-    const healths = await Promise.all(serving.map((r) => runtime.health(handleOf(r), 1500)));
+    const healths = await Promise.all(serving.map((r) => runtime.health(refOf(r), 1500)));
     const load = healths.reduce((sum, h) => sum + (h ? h.active + h.queued : 0), 0);
     // Requests the engines do not see yet: those waiting in every gateway process's admission queue.
     const waiting = await queuedDemand(sql, id, QUEUE_DEPTH_STALE_MS);

@@ -1,4 +1,4 @@
-/** A replica: one running copy of an endpoint's version, on one node's GPUs. */
+/** A replica: one running copy of an endpoint's version, on one node's GPUs (its moves: replica-transitions.ts). */
 import type { GpuType } from './instance-catalog.js';
 
 export const REPLICA_STATES = ['STARTING', 'READY', 'DRAINING', 'STOPPED', 'FAILED'] as const;
@@ -17,7 +17,8 @@ export interface ReplicaRecord {
   numGpu: number;
   state: ReplicaState;
   address: string | null;
-  pid: number | null;
+  /** Where its runtime placed it, in the runtime's own terms (a process id, a pod's name). */
+  locator: string | null;
   /** The engine's own token (ENGINE_TOKEN at spawn): calls to the replica carry it as a bearer token. */
   token: string | null;
   lastError: string | null;

@@ -277,6 +277,12 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
       draining = true;
     },
     handle(req: IncomingMessage, res: ServerResponse): void {
+      // Readiness for a kubelet's probe, which carries no token: whether the engine takes requests, and nothing else.
+      if (req.url === '/ready' && (req.method === 'GET' || req.method === 'HEAD')) {
+        res.writeHead(draining ? 503 : 200, { 'content-type': 'text/plain' });
+        res.end(draining ? 'draining' : 'ok');
+        return;
+      }
       if (access.token !== undefined && !carriesToken(req.headers.authorization, access.token)) {
         return sendError(res, {
           status: 401,

@@ -107,30 +107,39 @@ export class ModelStore {
     return this.prepare(spec, hooks);
   }
 
-  async prepare(spec: EndpointSpec, hooks: PrepareHooks = {}): Promise<PreparedModel> {
+  /**
+   * The model of a version resolved (repository, pinned commit, file, digest) without downloading it: for a runtime
+   * that fetches the file where the replica runs. An earlier resolution is used as it is.
+   */
+  async resolveVersion(spec: EndpointSpec, known: ResolvedModel | null, hooks: PrepareHooks = {}): Promise<PreparedModel> {
+    if (known) return { resolved: known, path: null };
     if (spec.model.source === 'wandb') {
-      if (!this.options.artifacts) {
-        throw new ModelSourceError('WORKLOAD_INIT_HF_WANDB_API_ERROR', 'the W&B registry is not configured on this gateway');
-      }
-      return this.options.artifacts.prepare(spec.model.artifact, hooks);
+      throw new ModelSourceError(
+        'WORKLOAD_INIT_HF_WANDB_API_ERROR',
+        'W&B registry artifacts are not fetched inside pods yet; use a Hugging Face repository on this runtime',
+      );
     }
-    const { repo, revision } = spec.model;
-    const access = this.hubAccess(hooks);
+    const resolved = await this.resolveHub(spec.model.repo, spec.model.revision, hooks);
+    return { resolved, path: null };
+  }
+
+  /** A hub repository at a revision, resolved to its commit and the GGUF file to run (null: an external engine's model). */
+  private async resolveHub(repo: string, revision: string | null | undefined, hooks: PrepareHooks): Promise<ResolvedModel | null> {
     let hub: ResolvedHubModel;
     try {
       hub = await resolveHubModel({
-        ...access,
+        ...this.hubAccess(hooks),
         repo,
         ...(revision ? { revision } : {}),
         ...(this.options.quantPreference ? { quantPreference: this.options.quantPreference } : {}),
       });
     } catch (error) {
       if (this.options.allowExternalFormats && error instanceof ModelSourceError && error.code === 'WORKLOAD_INIT_MANIFEST_TYPE_ERROR') {
-        return { resolved: null, path: null };
+        return null;
       }
       throw error;
     }
-    const resolved: ResolvedModel = {
+    return {
       source: 'hf',
       repo: hub.repo,
       commitSha: hub.commitSha,
@@ -138,11 +147,19 @@ export class ModelStore {
       sha256: hub.file.sha256 ?? null,
       size: hub.file.size,
     };
-    const hit = await this.cached(resolved);
-    if (hit) return hit;
-    await hooks.onDownloadStart?.();
-    const file = await this.options.cache.ensureHubFile(hub, { ...access, ...(hooks.onProgress ? { onProgress: hooks.onProgress } : {}) });
-    return { resolved: { ...resolved, sha256: file.sha256 }, path: file.path };
+  }
+
+  async prepare(spec: EndpointSpec, hooks: PrepareHooks = {}): Promise<PreparedModel> {
+    if (spec.model.source === 'wandb') {
+      if (!this.options.artifacts) {
+        throw new ModelSourceError('WORKLOAD_INIT_HF_WANDB_API_ERROR', 'the W&B registry is not configured on this gateway');
+      }
+      return this.options.artifacts.prepare(spec.model.artifact, hooks);
+    }
+    const resolved = await this.resolveHub(spec.model.repo, spec.model.revision, hooks);
+    if (!resolved) return { resolved: null, path: null };
+    if (resolved.source !== 'hf') throw new Error('a hub resolution names a hub repository');
+    return this.ensure(resolved, hooks);
   }
 
   /** The blob of a hub resolution made earlier, fetched again (same commit) if it left the cache. */
@@ -154,7 +171,7 @@ export class ModelStore {
       ...this.hubAccess(hooks),
       ...(hooks.onProgress ? { onProgress: hooks.onProgress } : {}),
     });
-    return { resolved, path: file.path };
+    return { resolved: { ...resolved, sha256: file.sha256 }, path: file.path };
   }
 
   /** Where the hub is, with which token, and how its calls are retried and reported. */

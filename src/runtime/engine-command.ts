@@ -63,7 +63,15 @@ export interface EngineCommand {
 export function engineCommand(
   launch: ReplicaLaunch,
   port: number,
-  options: { template?: string; threads?: number; cpuOnly: boolean },
+  options: {
+    template?: string;
+    threads?: number;
+    cpuOnly: boolean;
+    /** The address the built-in engine listens on. @default 127.0.0.1 */
+    host?: string;
+    /** How the built-in engine is run: the program and its first arguments. @default this Node.js with tsx, on this checkout */
+    entry?: readonly string[];
+  },
 ): EngineCommand {
   if (options.template) {
     const values: Record<(typeof PLACEHOLDERS)[number], string> = {
@@ -81,16 +89,15 @@ export function engineCommand(
     return { file: file!, args };
   }
   if (!launch.modelPath) throw new EngineCommandError('the built-in engine needs a local GGUF file');
+  const [file, ...entry] = options.entry ?? [process.execPath, '--import', 'tsx', ENGINE_MAIN];
   return {
-    file: process.execPath,
+    file: file!,
     args: [
-      '--import',
-      'tsx',
-      ENGINE_MAIN,
+      ...entry,
       '--model',
       launch.modelPath,
       '--host',
-      '127.0.0.1',
+      options.host ?? '127.0.0.1',
       '--port',
       String(port),
       '--max-batch-size',

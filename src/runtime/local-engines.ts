@@ -15,7 +15,7 @@
 import type { Sql } from '../storage/database.js';
 import { liveReplicasOnNode, markNodeReplica } from '../storage/node-replicas-repository.js';
 import type { LocalRuntime } from './local-runtime.js';
-import type { ReplicaHandle } from './runtime.js';
+import type { ReplicaRef } from './runtime.js';
 
 /** SIGTERM to SIGKILL when engines are stopped on the way out (as the controller's default). */
 export const ENGINE_STOP_GRACE_MS = 10_000;
@@ -41,10 +41,10 @@ function portOf(address: string): number | null {
   }
 }
 
-const handleOf = (engine: LocalEngine, node: string): ReplicaHandle => ({
+const handleOf = (engine: LocalEngine, node: string): ReplicaRef => ({
   replicaId: engine.replicaId,
   address: engine.address,
-  pid: engine.pid,
+  locator: String(engine.pid),
   node,
 });
 
@@ -106,7 +106,7 @@ export async function markGoneReplicasStopped(sql: Sql, runtime: LocalRuntime, r
   const wanted = new Set(replicaIds);
   for (const r of await liveReplicasOnNode(sql, runtime.node)) {
     if (!wanted.has(r.id)) continue;
-    if (r.pid !== null && runtime.isAlive({ replicaId: r.id, address: r.address ?? '', pid: r.pid, node: runtime.node })) continue;
+    if (r.pid !== null && runtime.isAlive({ replicaId: r.id, locator: String(r.pid), node: runtime.node })) continue;
     await markNodeReplica(sql, r.id, 'STOPPED', STOPPED_WITH_GATEWAY);
     marked.push(r.id);
   }

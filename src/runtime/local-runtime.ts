@@ -8,7 +8,6 @@
 import { withoutGatewaySecrets } from '../config.js';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import http from 'node:http';
 import { closeSync, openSync, readFileSync, watch, writeSync, type FSWatcher } from 'node:fs';
 import { mkdir, readdir, readFile, rm, writeFile, open } from 'node:fs/promises';
 import os from 'node:os';
@@ -18,15 +17,17 @@ import type { GpuType } from '../domain/instance-catalog.js';
 import { ENDPOINT_ERROR_CODES, type EndpointErrorCode } from '../domain/lifecycle.js';
 import { freePort } from '../storage/embedded-postgres.js';
 import { engineCommand } from './engine-command.js';
+import { engineHealth } from './engine-health.js';
 import { Nudge } from '../util/nudge.js';
 import type { Inventory } from './gpu-inventory.js';
 import {
-  engineAuthHeaders,
   ReplicaStartError,
   type EngineHealth,
-  type ReplicaHandle,
+  type Liveness,
   type ReplicaLaunch,
+  type ReplicaRef,
   type Runtime,
+  type StartHooks,
 } from './runtime.js';
 
 export interface LocalRuntimeOptions {
@@ -173,9 +174,16 @@ export function signalGroup(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
+/** A local replica's locator is its engine's process id. */
+export function pidOf(ref: Pick<ReplicaRef, 'locator'>): number | null {
+  const pid = Number(ref.locator);
+  return ref.locator !== null && Number.isSafeInteger(pid) && pid > 0 ? pid : null;
+}
+
 export class LocalRuntime implements Runtime {
   readonly name = 'local';
   readonly node = os.hostname();
+  readonly provisionsModels = false;
   private readonly exited = new Map<number, number | null>();
 
   constructor(private readonly options: LocalRuntimeOptions) {}
@@ -192,7 +200,9 @@ export class LocalRuntime implements Runtime {
     return path.join(this.options.dir, `${replicaId}.log`);
   }
 
-  async start(launch: ReplicaLaunch, abort?: AbortSignal, onSpawned?: (handle: ReplicaHandle) => Promise<void>): Promise<ReplicaHandle> {
+  async start(launch: ReplicaLaunch, hooks: StartHooks = {}): Promise<ReplicaRef> {
+    const abort = hooks.signal;
+    await hooks.onProgress?.({ phase: 'ENGINE_INITIALIZING' });
     await mkdir(this.options.dir, { recursive: true });
     const port = await freePort();
     const command = engineCommand(launch, port, {
@@ -233,12 +243,13 @@ export class LocalRuntime implements Runtime {
       nudge.poke();
     });
     child.unref();
-    const handle: ReplicaHandle = { replicaId: launch.replicaId, address: `http://127.0.0.1:${port}`, pid, node: this.node, token };
-    const state: StateFile = { replicaId: launch.replicaId, endpointId: launch.endpointId, pid, address: handle.address };
+    const address = `http://127.0.0.1:${port}`;
+    const handle: ReplicaRef = { replicaId: launch.replicaId, address, locator: String(pid), node: this.node, token };
+    const state: StateFile = { replicaId: launch.replicaId, endpointId: launch.endpointId, pid, address };
     const watcher = watchForProtocolLine(this.logPath(launch.replicaId), nudge);
     try {
       await writeFile(this.statePath(launch.replicaId), JSON.stringify(state));
-      await onSpawned?.(handle);
+      await hooks.onPlaced?.(handle);
       await this.waitHealthy(handle, nudge, abort);
       return handle;
     } catch (error) {
@@ -255,7 +266,7 @@ export class LocalRuntime implements Runtime {
    * engine printed ENGINE_READY or ENGINE_ERROR, or exited). Before the
    * engine listens, each check is one refused loopback connection.
    */
-  private async waitHealthy(handle: ReplicaHandle, nudge: Nudge, abort?: AbortSignal): Promise<void> {
+  private async waitHealthy(handle: ReplicaRef, nudge: Nudge, abort?: AbortSignal): Promise<void> {
     const timeoutMs = this.options.startTimeoutMs ?? 300_000;
     const started = Date.now();
     const deadline = started + timeoutMs;
@@ -274,10 +285,10 @@ export class LocalRuntime implements Runtime {
   }
 
   /** Why a starting engine exited: its ENGINE_ERROR line when it wrote one. */
-  private async startFailure(handle: ReplicaHandle): Promise<ReplicaStartError> {
+  private async startFailure(handle: ReplicaRef): Promise<ReplicaStartError> {
     // The exit event can trail the process's death by a moment; the log is complete by then.
     await sleep(50);
-    const tail = await this.logTail(handle.replicaId);
+    const tail = await this.logTail(handle);
     const match = ENGINE_ERROR_LINE.exec(tail);
     if (match) {
       try {
@@ -290,37 +301,47 @@ export class LocalRuntime implements Runtime {
         // fall through: an unreadable line is treated like no line
       }
     }
-    const code = this.exited.get(handle.pid);
+    const code = this.exited.get(pidOf(handle) ?? 0);
     return new ReplicaStartError(
       'WORKLOAD_INIT_GRPC_ERROR',
       `the engine exited before answering its health check (exit code ${code ?? 'unknown'})`,
     );
   }
 
-  async stop(handle: ReplicaHandle, graceMs: number): Promise<void> {
-    if (this.isAlive(handle)) {
-      signalGroup(handle.pid, 'SIGTERM');
+  async stop(handle: ReplicaRef, graceMs: number): Promise<void> {
+    const pid = pidOf(handle);
+    if (pid !== null && this.isAlive(handle)) {
+      signalGroup(pid, 'SIGTERM');
       const deadline = Date.now() + graceMs;
       while (this.isAlive(handle) && Date.now() < deadline) await sleep(50);
-      if (this.isAlive(handle)) signalGroup(handle.pid, 'SIGKILL');
+      if (this.isAlive(handle)) signalGroup(pid, 'SIGKILL');
       while (this.isAlive(handle)) await sleep(20);
     }
     await rm(this.statePath(handle.replicaId), { force: true });
   }
 
-  isAlive(handle: ReplicaHandle): boolean {
-    if (handle.node !== this.node) return false;
-    if (this.exited.has(handle.pid)) return false;
-    return replicaProcessAlive(handle.pid, handle.replicaId);
+  /** Whether the replica's engine process runs on this machine (false for another machine's replica or an unknown pid). */
+  isAlive(handle: Pick<ReplicaRef, 'replicaId' | 'locator' | 'node'>): boolean {
+    const pid = pidOf(handle);
+    if (pid === null || handle.node !== this.node) return false;
+    if (this.exited.has(pid)) return false;
+    return replicaProcessAlive(pid, handle.replicaId);
   }
 
-  health(handle: ReplicaHandle, timeoutMs = 2000): Promise<EngineHealth | undefined> {
-    return getJson(`${handle.address}/health`, timeoutMs, engineAuthHeaders(handle.token)) as Promise<EngineHealth | undefined>;
+  /** Another machine's replica is not this runtime's to judge: its own gateway watches it. */
+  liveness(handle: ReplicaRef): Liveness {
+    if (handle.node !== this.node) return { kind: 'unknown' };
+    return this.isAlive(handle) ? { kind: 'alive' } : { kind: 'dead' };
   }
 
-  async logTail(replicaId: string): Promise<string> {
+  health(handle: ReplicaRef, timeoutMs = 2000): Promise<EngineHealth | undefined> {
+    if (!handle.address) return Promise.resolve(undefined);
+    return engineHealth(handle, timeoutMs);
+  }
+
+  async logTail(ref: Pick<ReplicaRef, 'replicaId'>): Promise<string> {
     try {
-      const file = await open(this.logPath(replicaId), 'r');
+      const file = await open(this.logPath(ref.replicaId), 'r');
       try {
         const { size } = await file.stat();
         const length = Math.min(size, 8192);
@@ -358,54 +379,9 @@ export class LocalRuntime implements Runtime {
     const reaped: string[] = [];
     for (const state of await this.recorded()) {
       if (keep.has(state.replicaId)) continue;
-      await this.stop({ replicaId: state.replicaId, address: state.address, pid: state.pid, node: this.node }, 2000);
+      await this.stop({ replicaId: state.replicaId, address: state.address, locator: String(state.pid), node: this.node }, 2000);
       reaped.push(state.replicaId);
     }
     return reaped;
   }
-}
-
-/**
- * Health checks share keep-alive connections: the controller asks every
- * serving replica twice a second, and a new connection (or fetch's machinery)
- * for each costs more than the answer. Idle sockets are closed after 2 s,
- * before an engine's own keep-alive timeout could close one under a request.
- */
-const healthAgent = new http.Agent({ keepAlive: true, maxSockets: 2, timeout: 2000 });
-
-/** GET a JSON document; undefined for anything but a 200 with JSON within `timeoutMs` (never a rejection). */
-function getJson(url: string, timeoutMs: number, headers: Record<string, string>): Promise<unknown> {
-  return new Promise((resolve) => {
-    let req: http.ClientRequest;
-    const settle = (value: unknown) => {
-      clearTimeout(deadline);
-      resolve(value);
-    };
-    // The deadline answers by itself: a request still queued for a socket reports its end only once one frees.
-    const deadline = setTimeout(() => {
-      settle(undefined);
-      req?.destroy();
-    }, timeoutMs);
-    try {
-      req = http.get(url, { agent: healthAgent, headers }, (res) => {
-        if (res.statusCode !== 200) {
-          res.resume();
-          return settle(undefined);
-        }
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.once('end', () => {
-          try {
-            settle(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-          } catch {
-            settle(undefined);
-          }
-        });
-        res.once('error', () => settle(undefined));
-      });
-    } catch {
-      return settle(undefined); // a malformed address
-    }
-    req.once('error', () => settle(undefined));
-  });
 }

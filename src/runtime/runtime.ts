@@ -1,8 +1,16 @@
 /**
- * Where replicas run. The controller asks a runtime to start an engine for
- * one replica, to stop it, and whether it is still alive; it never spawns
- * processes itself. The local runtime (child processes on this machine) is
- * the default; others (a cluster scheduler) would implement the same shape.
+ * Where replicas run. The controller asks a runtime to place and start an
+ * engine for one replica, to stop it, and what it knows of it; it never
+ * spawns processes or creates pods itself. The local runtime (child processes
+ * on this machine) is the default; the Kubernetes runtime places each replica
+ * in a pod. Both implement this shape, and the controller, the router and the
+ * autoscaler work alike whichever runs.
+ *
+ * A replica is referred to by a `ReplicaRef`: its id, its endpoint, and a
+ * locator that only the runtime reads (a process id, a pod's name). Placement
+ * (which machine, which GPUs) and, where the runtime says so, the model's
+ * download happen behind this seam; the controller only reserves capacity in
+ * the runtime's pools and reads the phases the runtime reports.
  */
 import type { GpuType } from '../domain/instance-catalog.js';
 import type { EndpointErrorCode } from '../domain/lifecycle.js';
@@ -11,11 +19,14 @@ import type { EndpointErrorCode } from '../domain/lifecycle.js';
 export interface ReplicaLaunch {
   replicaId: string;
   endpointId: string;
-  /** Local model file (GGUF) when one was downloaded. */
+  versionIndex?: number;
+  /** Local model file (GGUF) when the gateway downloaded one; null when the runtime (or the engine) fetches the model. */
   modelPath: string | null;
-  /** The hub repository and commit, for engines that fetch models themselves. */
+  /** The hub repository (or registry artifact) and its pinned revision. */
   modelRepo: string;
   modelRevision: string | null;
+  /** The file within the repository, its digest and size, when resolved: what a runtime that downloads the model fetches. */
+  modelFile?: { path: string; sha256: string | null; size: number } | undefined;
   gpuType: GpuType;
   numGpu: number;
   maxBatchSize: number;
@@ -26,18 +37,22 @@ export interface ReplicaLaunch {
   skipSpecialTokens: boolean;
 }
 
-/** A running replica, as stored in the replicas table so that any process can find it. */
-export interface ReplicaHandle {
+/**
+ * A replica as the controller refers to it. The locator is the runtime's own
+ * (opaque to everyone else): the local runtime's process id, a pod's name.
+ */
+export interface ReplicaRef {
   replicaId: string;
-  /** Base URL of its OpenAI-compatible server, e.g. http://127.0.0.1:41234 */
-  address: string;
-  pid: number;
+  /** Base URL of its OpenAI-compatible server, e.g. http://127.0.0.1:41234; null until it is known. */
+  address: string | null;
+  locator: string | null;
+  /** The machine (or pool) the replica was placed in. */
   node: string;
   /** The engine's token, sent as a bearer token on every call (engines started before tokens have none). */
   token?: string;
 }
 
-/** The Authorization header of every call to an engine (its token, passed at spawn as ENGINE_TOKEN). */
+/** The Authorization header of every call to an engine (its token, passed at start as ENGINE_TOKEN). */
 export function engineAuthHeaders(token: string | null | undefined): Record<string, string> {
   return token ? { authorization: `Bearer ${token}` } : {};
 }
@@ -65,25 +80,61 @@ export class ReplicaStartError extends Error {
   }
 }
 
+/**
+ * What the runtime knows of a replica now: its engine runs ('alive'), it has
+ * ended ('dead', with why when the runtime knows: an OOM kill is reported
+ * apart), or the runtime cannot tell yet ('unknown': its cache has not synced,
+ * or the replica runs where this runtime cannot see). Nothing is done to a
+ * replica whose liveness is unknown.
+ */
+export type Liveness = { kind: 'alive' } | { kind: 'unknown' } | { kind: 'dead'; code?: EndpointErrorCode; reason?: string };
+
+/** A step of a start the runtime reports: the first replica's steps are the endpoint's phases. */
+export interface StartProgress {
+  phase: 'REQUESTING_VIRTUAL_MACHINE' | 'DOWNLOADING_MODEL' | 'ENGINE_INITIALIZING';
+  /** Why it waits, in words a user can act on (the scheduler's message, for one). */
+  reason?: string;
+}
+
+export interface StartHooks {
+  signal?: AbortSignal;
+  /**
+   * Runs as soon as the replica exists (a process spawned, a pod created),
+   * before the model loads, so that it is recorded where another gateway
+   * finds it should this one die mid-start; if it throws, the replica is stopped.
+   */
+  onPlaced?: (ref: ReplicaRef) => Promise<void>;
+  /** Each step of the start, as the runtime observes it. */
+  onProgress?: (progress: StartProgress) => Promise<void>;
+}
+
 export interface Runtime {
   readonly name: string;
-  /** The machine this runtime starts replicas on. */
+  /** The pool this runtime places replicas in: capacity is reserved per pool and GPU kind. */
   readonly node: string;
-  /** GPUs (or CPU-backed slots) of each kind this runtime offers. */
+  /**
+   * Whether the runtime fetches each replica's model where the replica runs (in its pod); otherwise the gateway
+   * downloads it and hands the engine a local file.
+   */
+  readonly provisionsModels: boolean;
+  /** GPUs (or CPU-backed slots) of each kind this runtime offers in its pool. */
   capacity(): Partial<Record<GpuType, number>>;
   /**
-   * Starts the engine and resolves once it answers its health check; throws
-   * ReplicaStartError. `onSpawned` runs as soon as the process exists (before
-   * the model loads), so that its pid can be recorded where another gateway
-   * finds it should this one die mid-start; if it throws, the engine is stopped.
+   * Places and starts the engine, and resolves once it answers its health
+   * check; throws ReplicaStartError. Starting a replica id that already runs
+   * adopts it instead of starting a second.
    */
-  start(launch: ReplicaLaunch, signal?: AbortSignal, onSpawned?: (handle: ReplicaHandle) => Promise<void>): Promise<ReplicaHandle>;
-  /** Stops gracefully (SIGTERM, in-flight requests drain), then forcefully after `graceMs`. */
-  stop(handle: ReplicaHandle, graceMs: number): Promise<void>;
-  isAlive(handle: ReplicaHandle): boolean;
-  health(handle: ReplicaHandle, timeoutMs?: number): Promise<EngineHealth | undefined>;
+  start(launch: ReplicaLaunch, hooks?: StartHooks): Promise<ReplicaRef>;
+  /** Stops gracefully (in-flight requests drain), then forcefully after `graceMs`. */
+  stop(ref: ReplicaRef, graceMs: number): Promise<void>;
+  liveness(ref: ReplicaRef): Liveness;
+  health(ref: ReplicaRef, timeoutMs?: number): Promise<EngineHealth | undefined>;
   /** The last lines the replica wrote, for diagnosing a failure (never shown to users). */
-  logTail(replicaId: string): Promise<string>;
-  /** Stops replicas this runtime knows of on this node that are not in `keep`. */
+  logTail(ref: Pick<ReplicaRef, 'replicaId' | 'locator'>): Promise<string>;
+  /** Stops replicas of this runtime's pool that no live replica row owns (not in `keep`); answers their ids. */
   reapOrphans(keep: ReadonlySet<string>): Promise<string[]>;
+  /** The endpoint was deleted: what the runtime keeps for it (a Kubernetes Secret) goes, and anything of it left behind. */
+  forgetEndpoint?(endpointId: string): Promise<void>;
+  /** Releases what the runtime holds (watches, timers); replicas keep running. */
+  close?(): Promise<void>;
 }

@@ -17,15 +17,28 @@ interface NodeReplicaRow {
   endpoint_id: string;
   state: ReplicaState;
   address: string | null;
-  pid: number | null;
+  locator: string | null;
   engine_token: string | null;
+}
+
+/** A local replica's locator is its engine's process id. */
+function localPid(locator: string | null): number | null {
+  const pid = Number(locator);
+  return locator !== null && Number.isSafeInteger(pid) && pid > 0 ? pid : null;
 }
 
 export async function liveReplicasOnNode(db: Queryable, node: string): Promise<NodeReplica[]> {
   const rows = await db<NodeReplicaRow[]>`
-    SELECT id, endpoint_id, state, address, pid, engine_token FROM replicas
+    SELECT id, endpoint_id, state, address, locator, engine_token FROM replicas
     WHERE node = ${node} AND state IN ('STARTING', 'READY', 'DRAINING') ORDER BY endpoint_id, created_at, id`;
-  return rows.map((r) => ({ id: r.id, endpointId: r.endpoint_id, state: r.state, address: r.address, pid: r.pid, token: r.engine_token }));
+  return rows.map((r) => ({
+    id: r.id,
+    endpointId: r.endpoint_id,
+    state: r.state,
+    address: r.address,
+    pid: localPid(r.locator),
+    token: r.engine_token,
+  }));
 }
 
 /** Live replicas on other nodes: a gateway on this machine neither lists nor stops them. */

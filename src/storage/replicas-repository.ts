@@ -1,6 +1,7 @@
 /** SQL for replicas, the controller's leases on endpoints, and capacity reservation. */
 import type { GpuType } from '../domain/instance-catalog.js';
 import type { ReplicaRecord, ReplicaState } from '../domain/replica.js';
+import { replicaStatesBefore } from '../domain/replica-transitions.js';
 import type { Queryable } from './database.js';
 
 interface ReplicaRow {
@@ -13,7 +14,7 @@ interface ReplicaRow {
   num_gpu: number;
   state: ReplicaState;
   address: string | null;
-  pid: number | null;
+  locator: string | null;
   engine_token: string | null;
   last_error: string | null;
   created_at: Date;
@@ -21,7 +22,7 @@ interface ReplicaRow {
 }
 
 const COLUMNS =
-  'id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state, address, pid, engine_token, last_error, created_at, ready_at';
+  'id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state, address, locator, engine_token, last_error, created_at, ready_at';
 
 const toReplica = (r: ReplicaRow): ReplicaRecord => ({
   id: r.id,
@@ -33,7 +34,7 @@ const toReplica = (r: ReplicaRow): ReplicaRecord => ({
   numGpu: r.num_gpu,
   state: r.state,
   address: r.address,
-  pid: r.pid,
+  locator: r.locator,
   token: r.engine_token,
   lastError: r.last_error,
   createdAt: r.created_at,
@@ -100,21 +101,29 @@ export async function reserveReplica(
   return true;
 }
 
+/**
+ * Moves a replica to `change.state`, only from the states replica-transitions.ts allows: of two writers acting on
+ * the same snapshot the first applies and the second changes nothing (a STOPPED or FAILED replica stays so). True
+ * when the move applied.
+ */
 export async function markReplica(
   db: Queryable,
   id: string,
-  change: { state: ReplicaState; address?: string; pid?: number; token?: string; lastError?: string },
-): Promise<void> {
-  await db`
+  change: { state: ReplicaState; address?: string | null; locator?: string | null; token?: string; lastError?: string },
+): Promise<boolean> {
+  const from = replicaStatesBefore(change.state);
+  const rows = await db`
     UPDATE replicas SET
       state = ${change.state},
       address = coalesce(${change.address ?? null}, address),
-      pid = coalesce(${change.pid ?? null}::int, pid),
+      locator = coalesce(${change.locator ?? null}, locator),
       engine_token = coalesce(${change.token ?? null}, engine_token),
       last_error = coalesce(${change.lastError ?? null}, last_error),
       ready_at = CASE WHEN ${change.state} = 'READY' THEN now() ELSE ready_at END,
       stopped_at = CASE WHEN ${change.state} IN ('STOPPED', 'FAILED') THEN now() ELSE stopped_at END
-    WHERE id = ${id}`;
+    WHERE id = ${id} AND (state = ANY(${from}) OR (state = ${change.state} AND ${change.state} IN ('STARTING', 'DRAINING')))
+    RETURNING 1`;
+  return rows.length === 1;
 }
 
 /** Hands a ready replica from one version to another (that it serves as it is); false when it was no longer on `from`. */

@@ -39,7 +39,7 @@ beforeAll(async () => {
 /** No engine outlives the file, whatever failed: every pid the database ever recorded is killed with its group. */
 afterAll(async () => {
   if (!db) return;
-  for (const row of await db.sql<{ pid: number }[]>`SELECT pid FROM replicas WHERE pid IS NOT NULL`) {
+  for (const row of await db.sql<{ pid: number }[]>`SELECT locator::int AS pid FROM replicas WHERE locator IS NOT NULL`) {
     for (const target of [-row.pid, row.pid]) {
       try {
         process.kill(target, 'SIGKILL');

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { LocalRuntime } from '../../src/runtime/local-runtime.js';
-import { engineAuthHeaders, type ReplicaHandle } from '../../src/runtime/runtime.js';
+import { engineAuthHeaders, type ReplicaRef } from '../../src/runtime/runtime.js';
 import { writeTinyGguf } from '../support/tiny-gguf.js';
 import { waitFor } from '../support/app.js';
 
@@ -17,7 +17,7 @@ const IDLE_EXIT_MS = 2000;
 let dir: string;
 let modelPath: string;
 let runtime: LocalRuntime;
-let handle: ReplicaHandle;
+let handle: ReplicaRef;
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'engine-access-'));
@@ -73,7 +73,7 @@ describe('an engine started by the runtime', () => {
     expect(answered.status).toBe(200);
     expect(await runtime.health(handle)).toMatchObject({ status: 'ok' });
     // The token is in its environment, not its arguments (which `ps` shows to every user).
-    const cmdline = await readFile(`/proc/${handle.pid}/cmdline`, 'utf8');
+    const cmdline = await readFile(`/proc/${handle.locator}/cmdline`, 'utf8');
     expect(cmdline).not.toContain(handle.token!);
   }, 30_000);
 

@@ -161,7 +161,7 @@ describe('starting an engine', () => {
         readyAt: number;
         pid: number;
       };
-      expect(ready.pid).toBe(handle.pid);
+      expect(String(ready.pid)).toBe(handle.locator);
       // Spawned before it was ready (the stand-in waits 300 ms after listening), found ready after.
       expect(ready.readyAt - at).toBeGreaterThanOrEqual(300);
       expect(resolvedAt).toBeGreaterThanOrEqual(ready.readyAt);
@@ -209,7 +209,7 @@ describe('starting an engine', () => {
         startTimeoutMs: 30_000,
       });
       await runtime.start(launch('rep_env')).catch(() => undefined);
-      const tail = await runtime.logTail('rep_env');
+      const tail = await runtime.logTail({ replicaId: 'rep_env' });
       expect(tail).toContain('hf-for-the-engine');
       expect(tail).toContain('ENGINE_TOKEN');
       for (const value of Object.values(secrets)) expect(tail).not.toContain(value);

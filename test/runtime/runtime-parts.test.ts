@@ -126,7 +126,7 @@ describe('engine health checks', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const address = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     const runtime = new LocalRuntime({ dir, inventory: {}, cpuOnly: true });
-    const handle = { replicaId: 'rep_h', address, pid: process.pid, node: 'n' };
+    const handle = { replicaId: 'rep_h', address, locator: String(process.pid), node: 'n' };
     try {
       expect(await runtime.health(handle, 1000)).toMatchObject({ status: 'ok', sequences: 4 });
       answer = false;

@@ -214,7 +214,7 @@ describe('watches', () => {
   afterAll(() => standIn.close());
 
   /** Collects the events of a watch until `until` holds for them. */
-  function collect(path: string, query: Record<string, unknown>, until: (events: any[]) => boolean) {
+  function collect(path: string, query: Record<string, string | number | boolean | undefined>, until: (events: any[]) => boolean) {
     const events: { type: string; object: any }[] = [];
     let resolveDone!: (err: any) => void;
     const done = new Promise<any>((resolve) => (resolveDone = resolve));

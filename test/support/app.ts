@@ -68,6 +68,8 @@ export interface TestAppOptions {
   consoleDir?: string;
   /** The components' failure callback (what they would log). */
   log?: (message: string, error?: unknown) => void;
+  /** RUNTIME=kubernetes: the client configuration of the stand-in API server. */
+  kubeConfig?: AppOptions['kubeConfig'];
 }
 
 /** The test environment: fast controller passes, short leases, one engine thread. */
@@ -104,6 +106,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       ...(options.logger ? { logger: options.logger } : { log }),
       ...(options.controller ? { controller: options.controller } : {}),
       ...(options.consoleDir ? { consoleDir: options.consoleDir } : {}),
+      ...(options.kubeConfig ? { kubeConfig: options.kubeConfig } : {}),
     });
   const testApp: TestApp = {
     ...db,
@@ -133,10 +136,13 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
 
 /** Test clean-up: no engine process outlives its test file. */
 export async function stopAllReplicas(sql: Sql, app: App): Promise<void> {
-  const rows = await sql<{ id: string; address: string; pid: number; node: string }[]>`
-    SELECT id, address, pid, node FROM replicas WHERE state IN ('STARTING', 'READY', 'DRAINING') AND pid IS NOT NULL`;
-  await Promise.all(rows.map((r) => app.runtime.stop({ replicaId: r.id, address: r.address, pid: r.pid, node: r.node }, 1000)));
-  await app.runtime.reapOrphans(new Set());
+  const rows = await sql<{ id: string; address: string; locator: string; node: string }[]>`
+    SELECT id, address, locator, node FROM replicas WHERE state IN ('STARTING', 'READY', 'DRAINING') AND locator IS NOT NULL`;
+  // A runtime whose cluster is already gone (a stand-in API server closed first) has nothing left to stop.
+  await Promise.all(
+    rows.map((r) => app.runtime.stop({ replicaId: r.id, address: r.address, locator: r.locator, node: r.node }, 1000).catch(() => {})),
+  );
+  await app.runtime.reapOrphans(new Set()).catch(() => {});
 }
 
 export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
@@ -195,7 +201,7 @@ export async function statusTrail(sql: Sql, id: string): Promise<string[]> {
 
 export async function liveReplicaRows(sql: Sql, id: string) {
   return sql<{ id: string; state: string; address: string; pid: number; version_index: number; engine_token: string | null }[]>`
-    SELECT id, state, address, pid, version_index, engine_token FROM replicas
+    SELECT id, state, address, CASE WHEN locator ~ '^[0-9]{1,9}$' THEN locator::int END AS pid, version_index, engine_token FROM replicas
     WHERE endpoint_id = ${id} AND state IN ('STARTING', 'READY', 'DRAINING') ORDER BY created_at`;
 }
 

@@ -1,0 +1,316 @@
+/**
+ * The Kubernetes runtime (RUNTIME=kubernetes): each replica is one pod in
+ * the configured namespace (pod-spec.ts), created through the official
+ * client. It watches rather than polls: one pod informer (our label
+ * selector) and one node informer keep a cache that every question is
+ * answered from, restarted with back-off when a watch fails (a 410 Gone
+ * relists). Until the pod cache has synced, a replica's liveness is
+ * "unknown" and the controller does nothing to it.
+ *
+ * Capacity is the nodes' allocatable `nvidia.com/gpu`, by GPU kind (the kind's
+ * node selector), of nodes that are Ready and schedulable; the controller
+ * reserves from it as from a machine's GPUs. The model is fetched in the pod
+ * (its init container), so the gateway only resolves it. The gateway dials
+ * the pods' IPs.
+ */
+import {
+  ApiException,
+  CoreV1Api,
+  KubeConfig,
+  makeInformer,
+  type Informer,
+  type ObjectCache,
+  type V1Node,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import type { GpuType } from '../../domain/instance-catalog.js';
+import { GPU_TYPES } from '../../domain/instance-catalog.js';
+import { Nudge } from '../../util/nudge.js';
+import { engineHealth } from '../engine-health.js';
+import {
+  ReplicaStartError,
+  type EngineHealth,
+  type Liveness,
+  type ReplicaLaunch,
+  type ReplicaRef,
+  type Runtime,
+  type StartHooks,
+} from '../runtime.js';
+import { viewPod } from './pod-status.js';
+import { ENGINE_CONTAINER, LABELS, MANAGED_SELECTOR, podName, replicaPod } from './pod-spec.js';
+import { EndpointSecrets } from './endpoint-secrets.js';
+import type { KubernetesSettings } from './settings.js';
+
+export interface KubernetesRuntimeOptions {
+  settings: KubernetesSettings;
+  /** @default loaded from KUBECONFIG or the in-cluster service account */
+  kubeConfig?: KubeConfig;
+  /** HF_ENDPOINT and HF_TOKEN, for the pods' model fetcher. */
+  hubEndpoint: string;
+  hubToken?: string;
+  /** ENGINE_COMMAND: an external engine in the image instead of the built-in one. */
+  engineTemplate?: string;
+  threads?: number;
+  /** How long an engine, once its container runs, may take to become ready. @default 300000 */
+  startTimeoutMs?: number;
+  log: (message: string, error?: unknown) => void;
+}
+
+const BACKOFF_MS = { first: 500, max: 30_000 };
+const isStatus = (error: unknown, code: number) => error instanceof ApiException && error.code === code;
+
+/** Keeps an informer running: restarted with back-off after an error; `synced` only between a successful list and the next error. */
+class Watched<T extends V1Pod | V1Node> {
+  synced = false;
+  private stopped = false;
+  private delay = BACKOFF_MS.first;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly informer: Informer<T> & ObjectCache<T>,
+    private readonly what: string,
+    private readonly log: (message: string, error?: unknown) => void,
+    onChange: (object: T) => void,
+  ) {
+    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, onChange);
+    informer.on('error', (error: unknown) => {
+      this.synced = false;
+      if (this.stopped) return;
+      this.log(`the ${what} watch failed; restarting in ${this.delay} ms`, error);
+      this.timer = setTimeout(() => void this.run(), this.delay);
+      this.delay = Math.min(this.delay * 2, BACKOFF_MS.max);
+    });
+  }
+
+  async run(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      await this.informer.start();
+      this.synced = true;
+      this.delay = BACKOFF_MS.first;
+    } catch (error) {
+      this.log(`listing ${this.what} failed; retrying in ${this.delay} ms`, error);
+      this.timer = setTimeout(() => void this.run(), this.delay);
+      this.delay = Math.min(this.delay * 2, BACKOFF_MS.max);
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.informer.stop().catch(() => {});
+  }
+}
+
+export class KubernetesRuntime implements Runtime {
+  readonly name = 'kubernetes';
+  readonly node: string;
+  readonly provisionsModels = true;
+  readonly namespace: string;
+  private readonly api: CoreV1Api;
+  private readonly pods: Watched<V1Pod>;
+  private readonly nodes: Watched<V1Node>;
+  private readonly secrets: EndpointSecrets;
+  /** Starts waiting on a pod's changes, by pod name. */
+  private readonly waiting = new Map<string, Nudge>();
+
+  constructor(private readonly options: KubernetesRuntimeOptions) {
+    const kc = options.kubeConfig ?? defaultKubeConfig();
+    this.namespace = options.settings.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
+    this.node = `kubernetes/${this.namespace}`;
+    this.api = kc.makeApiClient(CoreV1Api);
+    const podPath = `/api/v1/namespaces/${this.namespace}/pods`;
+    const podInformer = makeInformer<V1Pod>(
+      kc,
+      podPath,
+      () => this.api.listNamespacedPod({ namespace: this.namespace, labelSelector: MANAGED_SELECTOR }),
+      MANAGED_SELECTOR,
+    );
+    this.pods = new Watched(podInformer, 'pod', options.log, (pod) => this.waiting.get(pod.metadata?.name ?? '')?.poke());
+    const nodeInformer = makeInformer<V1Node>(kc, '/api/v1/nodes', () => this.api.listNode());
+    this.nodes = new Watched(nodeInformer, 'node', options.log, () => {});
+    this.secrets = new EndpointSecrets(this.api, this.namespace, options.hubToken);
+  }
+
+  /** Starts the watches and waits (at most `timeoutMs`) for their first lists; until then liveness is unknown. */
+  async open(timeoutMs = 30_000): Promise<void> {
+    const first = Promise.all([this.pods.run(), this.nodes.run()]);
+    await Promise.race([first, new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.pods.stop(), this.nodes.stop()]);
+  }
+
+  /** Whether both caches hold a complete, current view. */
+  get synced(): boolean {
+    return this.pods.synced && this.nodes.synced;
+  }
+
+  capacity(): Partial<Record<GpuType, number>> {
+    const capacity: Partial<Record<GpuType, number>> = {};
+    for (const node of this.nodes.informer.list()) {
+      if (node.spec?.unschedulable) continue;
+      if (node.status?.conditions?.find((c) => c.type === 'Ready')?.status !== 'True') continue;
+      const gpus = Number(node.status?.allocatable?.['nvidia.com/gpu'] ?? 0);
+      if (!Number.isFinite(gpus) || gpus <= 0) continue;
+      const labels = node.metadata?.labels ?? {};
+      for (const kind of GPU_TYPES) {
+        const selector = this.options.settings.gpuPlacement[kind].nodeSelector;
+        if (Object.entries(selector).every(([key, value]) => labels[key] === value)) capacity[kind] = (capacity[kind] ?? 0) + gpus;
+      }
+    }
+    return capacity;
+  }
+
+  async start(launch: ReplicaLaunch, hooks: StartHooks = {}): Promise<ReplicaRef> {
+    const owner = await this.secrets.ensure(launch.endpointId);
+    const pod = replicaPod(launch, {
+      settings: this.options.settings,
+      namespace: this.namespace,
+      owner: { name: owner.name, uid: owner.uid },
+      hubEndpoint: this.options.hubEndpoint,
+      hasHubToken: owner.hasHubToken,
+      ...(this.options.engineTemplate ? { engineTemplate: this.options.engineTemplate } : {}),
+      ...(this.options.threads ? { threads: this.options.threads } : {}),
+    });
+    const name = pod.metadata!.name!;
+    const nudge = new Nudge();
+    this.waiting.set(name, nudge);
+    const ref: ReplicaRef = { replicaId: launch.replicaId, address: null, locator: name, node: this.node, token: owner.token };
+    try {
+      try {
+        await this.api.createNamespacedPod({ namespace: this.namespace, body: pod });
+      } catch (error) {
+        // Created before (a start retried after a gateway died): the same replica's pod is adopted, never a second.
+        if (!isStatus(error, 409)) throw error;
+        const existing = await this.api.readNamespacedPod({ name, namespace: this.namespace });
+        if (existing.metadata?.labels?.[LABELS.replica] !== launch.replicaId) throw error;
+      }
+      await hooks.onPlaced?.(ref);
+      const podIP = await this.waitReady(name, nudge, hooks);
+      return { ...ref, address: `http://${podIP}:${this.options.settings.enginePort}` };
+    } catch (error) {
+      if (error instanceof ApiException) {
+        throw new ReplicaStartError('WORKLOAD_INIT_SETTINGS_ERROR', `the cluster refused the replica's pod (HTTP ${error.code})`);
+      }
+      throw error;
+    } finally {
+      this.waiting.delete(name);
+    }
+  }
+
+  /** Follows the pod through the informer until it is ready (its IP) or fails; reports each phase once. */
+  private async waitReady(name: string, nudge: Nudge, hooks: StartHooks): Promise<string> {
+    const { schedulingDeadlineMs } = this.options.settings;
+    const startTimeoutMs = this.options.startTimeoutMs ?? 300_000;
+    const began = Date.now();
+    let engineSince: number | undefined;
+    let reported = '';
+    for (;;) {
+      if (hooks.signal?.aborted) throw new ReplicaStartError('WORKLOAD_INIT_UNKNOWN_ERROR', 'the start was cancelled');
+      const pod = this.pods.synced ? this.pods.informer.get(name, this.namespace) : undefined;
+      if (pod) {
+        const view = viewPod(pod);
+        if (view.kind === 'ready') return view.podIP;
+        if (view.kind === 'failed') throw new ReplicaStartError(view.code, view.reason);
+        if (view.kind === 'deleting') throw new ReplicaStartError('WORKLOAD_INIT_UNKNOWN_ERROR', "the replica's pod was deleted");
+        const { phase, reason } = view.progress;
+        const key = `${phase}:${reason ?? ''}`;
+        if (key !== reported) {
+          reported = key;
+          await hooks.onProgress?.(view.progress);
+        }
+        if (phase === 'REQUESTING_VIRTUAL_MACHINE' && Date.now() - began > schedulingDeadlineMs) {
+          throw new ReplicaStartError(
+            'WORKLOAD_INIT_UNKNOWN_ERROR',
+            `no node took the replica within ${Math.round(schedulingDeadlineMs / 1000)} s (${reason ?? 'unschedulable'})`,
+          );
+        }
+        if (phase === 'ENGINE_INITIALIZING') engineSince ??= Date.now();
+        if (engineSince !== undefined && Date.now() - engineSince > startTimeoutMs) {
+          throw new ReplicaStartError(
+            'WORKLOAD_INIT_GRPC_ERROR',
+            `the engine did not become ready within ${Math.round(startTimeoutMs / 1000)} s`,
+          );
+        }
+      }
+      await nudge.wait(1000, hooks.signal);
+    }
+  }
+
+  async stop(ref: ReplicaRef, graceMs: number): Promise<void> {
+    const name = ref.locator ?? podName(ref.replicaId);
+    try {
+      await this.api.deleteNamespacedPod({ name, namespace: this.namespace, gracePeriodSeconds: Math.ceil(graceMs / 1000) });
+    } catch (error) {
+      if (isStatus(error, 404)) return;
+      throw error;
+    }
+    // Gone once the kubelet has ended its processes (the informer sees the deletion).
+    const nudge = new Nudge();
+    this.waiting.set(name, nudge);
+    try {
+      const deadline = Date.now() + graceMs + 30_000;
+      while (Date.now() < deadline && this.pods.synced && this.pods.informer.get(name, this.namespace)) {
+        await nudge.wait(Math.min(1000, Math.max(0, deadline - Date.now())));
+      }
+    } finally {
+      this.waiting.delete(name);
+    }
+  }
+
+  liveness(ref: ReplicaRef): Liveness {
+    if (!this.pods.synced) return { kind: 'unknown' };
+    const pod = this.pods.informer.get(ref.locator ?? podName(ref.replicaId), this.namespace);
+    if (!pod) return { kind: 'dead', reason: 'its pod is gone' };
+    const view = viewPod(pod);
+    if (view.kind === 'failed') return { kind: 'dead', code: view.code, reason: view.reason };
+    if (view.kind === 'deleting') return { kind: 'dead', reason: 'its pod is being deleted' };
+    return { kind: 'alive' };
+  }
+
+  health(ref: ReplicaRef, timeoutMs = 2000): Promise<EngineHealth | undefined> {
+    return engineHealth(ref, timeoutMs);
+  }
+
+  async logTail(ref: Pick<ReplicaRef, 'replicaId' | 'locator'>): Promise<string> {
+    try {
+      return await this.api.readNamespacedPodLog({
+        name: ref.locator ?? podName(ref.replicaId),
+        namespace: this.namespace,
+        container: ENGINE_CONTAINER,
+        tailLines: 200,
+        limitBytes: 8192,
+      });
+    } catch {
+      return '';
+    }
+  }
+
+  async reapOrphans(keep: ReadonlySet<string>): Promise<string[]> {
+    if (!this.pods.synced) return [];
+    const orphans = this.pods.informer
+      .list(this.namespace)
+      .filter((pod) => !pod.metadata?.deletionTimestamp && !keep.has(pod.metadata?.labels?.[LABELS.replica] ?? ''));
+    await Promise.all(
+      orphans.map((pod) =>
+        this.api.deleteNamespacedPod({ name: pod.metadata!.name!, namespace: this.namespace, gracePeriodSeconds: 2 }).catch((error) => {
+          if (!isStatus(error, 404)) this.options.log(`deleting the orphaned pod ${pod.metadata!.name!} failed`, error);
+        }),
+      ),
+    );
+    return orphans.map((pod) => pod.metadata?.labels?.[LABELS.replica] ?? pod.metadata!.name!);
+  }
+
+  /** The endpoint is gone: its Secret is deleted, and with it (garbage collection) any pod of it left behind. */
+  async forgetEndpoint(endpointId: string): Promise<void> {
+    await this.secrets.remove(endpointId);
+  }
+}
+
+function defaultKubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromDefault();
+  return kc;
+}

@@ -1,0 +1,118 @@
+/**
+ * What a replica's pod says, as the controller reads it: the pod's status
+ * (written by the scheduler and the kubelet) mapped to a start's phase, a
+ * failure with the endpoint's error code, or a ready engine. Pure: the
+ * runtime calls it on each change its informer sees.
+ *
+ * | the pod                                          | the replica                                   |
+ * |--------------------------------------------------|-----------------------------------------------|
+ * | unschedulable (PodScheduled False)               | REQUESTING_VIRTUAL_MACHINE, scheduler's words |
+ * | init container (the model's download) running    | DOWNLOADING_MODEL                             |
+ * | init container failed                            | its ENGINE_ERROR code, else WORKLOAD_INIT_DOWNLOAD_ERROR |
+ * | image pull or configuration error                | WORKLOAD_INIT_SETTINGS_ERROR                  |
+ * | engine running, not ready                        | ENGINE_INITIALIZING                           |
+ * | engine ready                                     | ready, at the pod's IP                        |
+ * | OOMKilled                                        | INFERENCE_ENGINE_MEMORY_ERROR                 |
+ * | engine exited                                    | its ENGINE_ERROR code, else WORKLOAD_INIT_GRPC_ERROR |
+ */
+import type { V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
+import { ENDPOINT_ERROR_CODES, type EndpointErrorCode } from '../../domain/lifecycle.js';
+import type { StartProgress } from '../runtime.js';
+
+export type PodView =
+  | { kind: 'progress'; progress: StartProgress }
+  | { kind: 'ready'; podIP: string }
+  | { kind: 'failed'; code: EndpointErrorCode; reason: string; oom: boolean }
+  | { kind: 'deleting' };
+
+/** Waiting reasons that no retry fixes: the image or the pod's configuration is wrong. */
+const SETTINGS_WAITING = new Set([
+  'ErrImagePull',
+  'ImagePullBackOff',
+  'InvalidImageName',
+  'ErrImageNeverPull',
+  'CreateContainerConfigError',
+  'CreateContainerError',
+  'RunContainerError',
+]);
+
+const ENGINE_ERROR_LINE = /^ENGINE_ERROR (\{.*\})$/m;
+
+/** The code and message an engine (or the model fetcher) reported on its ENGINE_ERROR line, if it wrote one. */
+export function reportedError(text: string | undefined): { code: EndpointErrorCode; message: string } | undefined {
+  const match = text ? ENGINE_ERROR_LINE.exec(text) : null;
+  if (!match) return undefined;
+  try {
+    const reported = JSON.parse(match[1]!) as { code?: unknown; message?: unknown };
+    const code = ENDPOINT_ERROR_CODES.includes(reported.code as EndpointErrorCode)
+      ? (reported.code as EndpointErrorCode)
+      : 'INFERENCE_ENGINE_UNKNOWN_ERROR';
+    return { code, message: typeof reported.message === 'string' ? reported.message.slice(0, 500) : 'the engine failed' };
+  } catch {
+    return undefined;
+  }
+}
+
+/** A failed container's account: OOM, the ENGINE_ERROR it reported, or its exit code. */
+function containerFailure(status: V1ContainerStatus, init: boolean): PodView | undefined {
+  const waiting = status.state?.waiting;
+  if (waiting?.reason && SETTINGS_WAITING.has(waiting.reason)) {
+    const message = waiting.message ? `: ${waiting.message.slice(0, 300)}` : '';
+    return { kind: 'failed', code: 'WORKLOAD_INIT_SETTINGS_ERROR', reason: `${waiting.reason}${message}`, oom: false };
+  }
+  const ended = status.state?.terminated;
+  if (!ended || ended.exitCode === 0) return undefined;
+  if (ended.reason === 'OOMKilled') {
+    return {
+      kind: 'failed',
+      code: 'INFERENCE_ENGINE_MEMORY_ERROR',
+      reason: `the ${init ? 'model download' : 'engine'} ran out of memory (OOMKilled)`,
+      oom: true,
+    };
+  }
+  const reported = reportedError(ended.message);
+  if (reported) return { kind: 'failed', code: reported.code, reason: reported.message, oom: false };
+  return {
+    kind: 'failed',
+    code: init ? 'WORKLOAD_INIT_DOWNLOAD_ERROR' : 'WORKLOAD_INIT_GRPC_ERROR',
+    reason: `the ${init ? 'model download' : 'engine'} exited with code ${ended.exitCode}${ended.reason ? ` (${ended.reason})` : ''}`,
+    oom: false,
+  };
+}
+
+/** Reads a replica's pod. */
+export function viewPod(pod: V1Pod): PodView {
+  if (pod.metadata?.deletionTimestamp) return { kind: 'deleting' };
+  const status = pod.status ?? {};
+  const conditions = status.conditions ?? [];
+  const scheduled = conditions.find((c) => c.type === 'PodScheduled');
+  if (!pod.spec?.nodeName && scheduled?.status === 'False') {
+    const reason = scheduled.message ? `no node can take the replica yet: ${scheduled.message}` : 'waiting for a node';
+    return { kind: 'progress', progress: { phase: 'REQUESTING_VIRTUAL_MACHINE', reason } };
+  }
+  if (!pod.spec?.nodeName) return { kind: 'progress', progress: { phase: 'REQUESTING_VIRTUAL_MACHINE', reason: 'waiting for a node' } };
+  for (const init of status.initContainerStatuses ?? []) {
+    const failed = containerFailure(init, true);
+    if (failed) return failed;
+  }
+  const initsDone = (status.initContainerStatuses ?? []).every((s) => s.state?.terminated?.exitCode === 0);
+  if (!initsDone) return { kind: 'progress', progress: { phase: 'DOWNLOADING_MODEL' } };
+  for (const container of status.containerStatuses ?? []) {
+    const failed = containerFailure(container, false);
+    if (failed) return failed;
+    if (container.state?.terminated) {
+      return { kind: 'failed', code: 'WORKLOAD_INIT_GRPC_ERROR', reason: 'the engine exited', oom: false };
+    }
+  }
+  if (status.phase === 'Failed' || status.phase === 'Succeeded') {
+    return {
+      kind: 'failed',
+      code: 'WORKLOAD_INIT_GRPC_ERROR',
+      reason: status.message ?? `the pod ${status.phase.toLowerCase()}`,
+      oom: false,
+    };
+  }
+  const ready = conditions.find((c) => c.type === 'Ready')?.status === 'True';
+  if (ready && status.podIP) return { kind: 'ready', podIP: status.podIP };
+  return { kind: 'progress', progress: { phase: 'ENGINE_INITIALIZING' } };
+}

@@ -1,0 +1,136 @@
+/**
+ * The Kubernetes runtime's configuration (RUNTIME=kubernetes), read from the
+ * environment with the same rules as the rest (config-env.ts). Every variable
+ * is documented in docs/kubernetes.md.
+ */
+import { readFileSync } from 'node:fs';
+import { ConfigError, optional, readInteger, type Env } from '../../config-env.js';
+import { GPU_TYPES, type GpuType } from '../../domain/instance-catalog.js';
+
+/** Where a GPU kind's pods go: the node labels to select, and the taints they tolerate. */
+export interface GpuPlacement {
+  nodeSelector: Record<string, string>;
+  tolerations: { key: string; operator?: 'Exists' | 'Equal'; value?: string; effect?: string }[];
+}
+
+/** The volume that holds downloaded models: a directory of the node, a claim, or a pod's own scratch space. */
+export type ModelCacheVolume = { kind: 'hostPath'; path: string } | { kind: 'pvc'; claim: string } | { kind: 'emptyDir' };
+
+export interface KubernetesSettings {
+  /** KUBERNETES_NAMESPACE; @default the in-cluster namespace, else the kubeconfig context's, else `default` */
+  namespace: string | undefined;
+  /** ENGINE_IMAGE: the image replicas run (our image runs the built-in engine and the model fetcher). */
+  engineImage: string;
+  /** KUBERNETES_NODE_COMMAND: how the image runs our TypeScript entry points. @default `node --import tsx` */
+  nodeCommand: string[];
+  /** KUBERNETES_APP_DIR: where the image holds this repository. @default `/app` */
+  appDir: string;
+  /** KUBERNETES_ENGINE_PORT: the port the engine container declares and listens on. @default 8000 */
+  enginePort: number;
+  /** KUBERNETES_GPU_NODE_MAP: JSON, GPU kind → { nodeSelector, tolerations }. @default the NVIDIA GPU feature discovery labels */
+  gpuPlacement: Record<GpuType, GpuPlacement>;
+  /** KUBERNETES_MODEL_CACHE: `hostPath:/dir`, `pvc:NAME` or `emptyDir`. @default hostPath:/var/cache/dedicated-models */
+  modelCache: ModelCacheVolume;
+  /** KUBERNETES_MODEL_CACHE_MOUNT: where the model cache is mounted in the pods. @default /models */
+  modelCacheMount: string;
+  /** KUBERNETES_SCHEDULING_DEADLINE_MS: how long a replica may wait for a node (a cluster autoscaler adding one). @default 900000 */
+  schedulingDeadlineMs: number;
+  /** KUBERNETES_TERMINATION_GRACE_SECONDS: how long a stopping engine may take to finish its answers. @default 300 */
+  terminationGraceSeconds: number;
+  /** KUBERNETES_ENGINE_CPU_ONLY: run the built-in engine without GPU offload (clusters without GPUs, tests). @default false */
+  engineCpuOnly: boolean;
+}
+
+/** The `nvidia.com/gpu.product` label values of NVIDIA's GPU feature discovery, per kind of the catalog. */
+export const DEFAULT_GPU_PRODUCTS: Record<GpuType, string> = {
+  A100: 'NVIDIA-A100-SXM4-80GB',
+  H100: 'NVIDIA-H100-80GB-HBM3',
+  H200: 'NVIDIA-H200',
+  B200: 'NVIDIA-B200',
+};
+
+const GPU_TOLERATION = { key: 'nvidia.com/gpu', operator: 'Exists' as const, effect: 'NoSchedule' };
+
+function defaultPlacement(): Record<GpuType, GpuPlacement> {
+  return Object.fromEntries(
+    GPU_TYPES.map((kind) => [
+      kind,
+      { nodeSelector: { 'nvidia.com/gpu.product': DEFAULT_GPU_PRODUCTS[kind] }, tolerations: [GPU_TOLERATION] },
+    ]),
+  ) as unknown as Record<GpuType, GpuPlacement>;
+}
+
+const isStringMap = (value: unknown): value is Record<string, string> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value) && Object.values(value).every((v) => typeof v === 'string');
+
+function readGpuPlacement(env: Env): Record<GpuType, GpuPlacement> {
+  const raw = optional(env, 'KUBERNETES_GPU_NODE_MAP');
+  const placement = defaultPlacement();
+  if (!raw) return placement;
+  const rule = `must be JSON mapping GPU kinds (${GPU_TYPES.join(', ')}) to { "nodeSelector": {label: value}, "tolerations": [...] }`;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new ConfigError('KUBERNETES_GPU_NODE_MAP', rule, raw);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError('KUBERNETES_GPU_NODE_MAP', rule, raw);
+  for (const [kind, value] of Object.entries(parsed)) {
+    if (!(GPU_TYPES as readonly string[]).includes(kind)) throw new ConfigError('KUBERNETES_GPU_NODE_MAP', rule, raw);
+    const entry = value as { nodeSelector?: unknown; tolerations?: unknown };
+    if (typeof entry !== 'object' || entry === null) throw new ConfigError('KUBERNETES_GPU_NODE_MAP', rule, raw);
+    if (entry.nodeSelector !== undefined && !isStringMap(entry.nodeSelector)) throw new ConfigError('KUBERNETES_GPU_NODE_MAP', rule, raw);
+    if (entry.tolerations !== undefined && !Array.isArray(entry.tolerations)) throw new ConfigError('KUBERNETES_GPU_NODE_MAP', rule, raw);
+    placement[kind as GpuType] = {
+      nodeSelector: (entry.nodeSelector as Record<string, string> | undefined) ?? {},
+      tolerations: (entry.tolerations as GpuPlacement['tolerations'] | undefined) ?? [],
+    };
+  }
+  return placement;
+}
+
+function readModelCache(env: Env): ModelCacheVolume {
+  const raw = optional(env, 'KUBERNETES_MODEL_CACHE') ?? 'hostPath:/var/cache/dedicated-models';
+  if (raw === 'emptyDir') return { kind: 'emptyDir' };
+  const [kind, value] = [raw.slice(0, raw.indexOf(':')), raw.slice(raw.indexOf(':') + 1)];
+  if (kind === 'hostPath' && value.startsWith('/')) return { kind: 'hostPath', path: value };
+  if (kind === 'pvc' && /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(value)) return { kind: 'pvc', claim: value };
+  throw new ConfigError('KUBERNETES_MODEL_CACHE', 'must be hostPath:/absolute/dir, pvc:CLAIM-NAME or emptyDir', raw);
+}
+
+/** The namespace this pod runs in, when the gateway runs in a cluster. */
+function inClusterNamespace(): string | undefined {
+  try {
+    return readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function readKubernetesSettings(env: Env): KubernetesSettings {
+  const engineImage = optional(env, 'ENGINE_IMAGE');
+  if (!engineImage) throw new ConfigError('ENGINE_IMAGE', 'must name the image replicas run when RUNTIME=kubernetes', '');
+  const namespace = optional(env, 'KUBERNETES_NAMESPACE') ?? inClusterNamespace();
+  if (namespace !== undefined && !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace)) {
+    throw new ConfigError('KUBERNETES_NAMESPACE', 'must be a namespace name (lowercase letters, digits and -)', namespace);
+  }
+  const cpuOnly = optional(env, 'KUBERNETES_ENGINE_CPU_ONLY');
+  if (cpuOnly !== undefined && cpuOnly !== 'true' && cpuOnly !== 'false') {
+    throw new ConfigError('KUBERNETES_ENGINE_CPU_ONLY', 'must be true or false', cpuOnly);
+  }
+  const mount = optional(env, 'KUBERNETES_MODEL_CACHE_MOUNT') ?? '/models';
+  if (!mount.startsWith('/')) throw new ConfigError('KUBERNETES_MODEL_CACHE_MOUNT', 'must be an absolute path', mount);
+  return {
+    namespace,
+    engineImage,
+    nodeCommand: (optional(env, 'KUBERNETES_NODE_COMMAND') ?? 'node --import tsx').split(/\s+/).filter(Boolean),
+    appDir: optional(env, 'KUBERNETES_APP_DIR') ?? '/app',
+    enginePort: readInteger(env, 'KUBERNETES_ENGINE_PORT', 8000, 1, 65535),
+    gpuPlacement: readGpuPlacement(env),
+    modelCache: readModelCache(env),
+    modelCacheMount: mount,
+    schedulingDeadlineMs: readInteger(env, 'KUBERNETES_SCHEDULING_DEADLINE_MS', 900_000, 0, 7 * 86_400_000),
+    terminationGraceSeconds: readInteger(env, 'KUBERNETES_TERMINATION_GRACE_SECONDS', 300, 0, 86_400),
+    engineCpuOnly: cpuOnly === 'true',
+  };
+}

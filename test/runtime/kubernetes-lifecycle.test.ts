@@ -1,0 +1,202 @@
+/**
+ * RUNTIME=kubernetes through a stand-in API server (test/support/kube) that
+ * also schedules pods on simulated GPU nodes and runs their containers as
+ * real local processes: the model fetcher (init container) downloads from
+ * the stand-in hub into the cache volume, and the built-in engine serves on
+ * the pod's own loopback address. The gateway is the real one, with the
+ * real controller: every lifecycle action goes through pods.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import {
+  liveReplicaRows,
+  startTestApp,
+  stopAllReplicas,
+  statusOf,
+  statusTrail,
+  TINY_REPO,
+  waitFor,
+  waitForStatus,
+  type SeededUser,
+  type TestApp,
+} from '../support/app.js';
+import { restClient, type SeededProject } from '../support/gateway.js';
+import { startKubeStandIn, type KubeStandIn } from '../support/kube/index.js';
+
+const H100 = 'NVIDIA-H100-80GB-HBM3';
+const NS = 'default';
+let kube: KubeStandIn;
+let t: TestApp;
+let alice: SeededUser;
+let project: SeededProject;
+let cacheDir: string;
+
+beforeAll(async () => {
+  cacheDir = await mkdtemp(path.join(os.tmpdir(), 'kube-models-'));
+  kube = await startKubeStandIn({
+    cwd: process.cwd(),
+    probePeriodMs: 100,
+    nodes: [
+      { name: 'gpu-a', gpus: 1, labels: { 'nvidia.com/gpu.product': H100 } },
+      // Counted as capacity (its labels match), but its taint is not tolerated: pods placed by the scheduler never land there.
+      {
+        name: 'gpu-b',
+        gpus: 1,
+        labels: { 'nvidia.com/gpu.product': H100 },
+        taints: [{ key: 'team', value: 'other', effect: 'NoSchedule' }],
+      },
+    ],
+  });
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(kube.writeKubeconfig(NS));
+  t = await startTestApp({
+    kubeConfig,
+    env: {
+      RUNTIME: 'kubernetes',
+      ENGINE_IMAGE: 'dedicated-endpoints:test',
+      KUBERNETES_NAMESPACE: NS,
+      KUBERNETES_NODE_COMMAND: `${process.execPath} --import tsx`,
+      KUBERNETES_APP_DIR: process.cwd(),
+      KUBERNETES_MODEL_CACHE: `hostPath:${cacheDir}`,
+      KUBERNETES_MODEL_CACHE_MOUNT: cacheDir,
+      KUBERNETES_ENGINE_CPU_ONLY: 'true',
+      KUBERNETES_TERMINATION_GRACE_SECONDS: '5',
+    },
+    controller: { crashLoop: { failures: 3, windowMs: 60_000, backoffBaseMs: 500, hangMs: 10_000 } },
+  });
+  alice = await t.seed.user();
+  project = await alice.project('kube');
+}, 120_000);
+
+afterAll(async () => {
+  await t?.app.close();
+  if (t) await stopAllReplicas(t.sql, t.app);
+  await kube?.close();
+  await rm(cacheDir, { recursive: true, force: true });
+});
+
+const podsOf = (endpointId: string) =>
+  kube
+    .pods(NS)
+    .filter((p) => (p.metadata as { labels?: Record<string, string> }).labels?.['dedicated-endpoints.io/endpoint'] === endpointId);
+const livePodsOf = (endpointId: string) =>
+  podsOf(endpointId).filter((p) => !(p.metadata as { deletionTimestamp?: string }).deletionTimestamp);
+
+async function chat(endpointId: string) {
+  // The gateway's address changes when it restarts.
+  return restClient(t.url, alice.key)('POST', '/dedicated/v1/chat/completions', {
+    model: endpointId,
+    messages: [{ role: 'user', content: 'Hello' }],
+    max_tokens: 4,
+  });
+}
+
+describe('an endpoint on Kubernetes', () => {
+  let id: string;
+
+  test('starts as one pod: fetched by its init container, served from the pod address, phases reported on the way', async () => {
+    id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+    await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    const trail = await statusTrail(t.sql, id);
+    expect(trail).toContain('INITIALIZING DOWNLOADING_MODEL');
+    expect(trail).toContain('INITIALIZING ENGINE_INITIALIZING');
+
+    const [replica] = await liveReplicaRows(t.sql, id);
+    const pods = livePodsOf(id);
+    expect(pods).toHaveLength(1);
+    const pod = pods[0] as {
+      metadata: { name: string; labels: Record<string, string>; ownerReferences: { kind: string; name: string }[] };
+      spec: { restartPolicy: string; nodeName: string; containers: { resources: { limits: Record<string, string> } }[] };
+      status: { podIP: string };
+    };
+    expect(pod.metadata.labels['dedicated-endpoints.io/replica']).toBe(replica!.id);
+    expect(pod.spec.restartPolicy).toBe('Never');
+    expect(pod.spec.nodeName).toBe('gpu-a');
+    expect(pod.spec.containers[0]!.resources.limits['nvidia.com/gpu']).toBe('1');
+    expect(pod.metadata.ownerReferences[0]).toMatchObject({ kind: 'Secret' });
+    // The gateway dials the pod, at its own address and declared port.
+    expect(replica!.address).toBe(`http://${pod.status.podIP}:8000`);
+    expect(pod.status.podIP).not.toBe('127.0.0.1');
+
+    const answer = await chat(id);
+    expect(answer.status).toBe(200);
+    expect(answer.body.choices[0].message).toMatchObject({ role: 'assistant' });
+  }, 180_000);
+
+  test('a pod OOM-killed is a death: replaced by a new pod under the crash policy, the endpoint serves again', async () => {
+    const [before] = await liveReplicaRows(t.sql, id);
+    const podName = (livePodsOf(id)[0]!.metadata as { name: string }).name;
+    kube.oomKill(NS, podName);
+    const replacement = await waitFor(
+      'a replacement replica',
+      async () => {
+        const rows = await liveReplicaRows(t.sql, id);
+        return rows.find((r) => r.id !== before!.id && r.state === 'READY');
+      },
+      90_000,
+    );
+    const [dead] = await t.sql<{ state: string; last_error: string }[]>`SELECT state, last_error FROM replicas WHERE id = ${before!.id}`;
+    expect(dead!.state).toBe('FAILED');
+    expect(replacement.address).toMatch(/^http:\/\/127\.0\.0\.\d+:8000$/);
+    expect((await chat(id)).status).toBe(200);
+  }, 180_000);
+
+  test('sleep deletes the pod; a wake creates a new one; terminate deletes it again', async () => {
+    expect((await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`)).status).toBe(200);
+    await waitForStatus(t.sql, id, 'SLEEPING', 60_000);
+    await waitFor('the pods to be gone', async () => livePodsOf(id).length === 0);
+
+    expect((await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/wake`)).status).toBe(200);
+    await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    expect(livePodsOf(id)).toHaveLength(1);
+
+    expect((await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/terminate`)).status).toBe(200);
+    await waitForStatus(t.sql, id, 'TERMINATED', 60_000);
+    await waitFor('the pods to be gone', async () => livePodsOf(id).length === 0);
+  }, 180_000);
+});
+
+describe('capacity on Kubernetes', () => {
+  test("an unschedulable pod waits with the scheduler's reason, then starts once a GPU frees", async () => {
+    const first = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+    await waitForStatus(t.sql, first, 'RUNNING', 90_000);
+    // The nodes' capacity says two H100s, but the second is tainted: the scheduler cannot place a second pod.
+    const second = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+    const waiting = await waitFor('the second endpoint to wait for a node', async () => {
+      const [row] = await t.sql<{ detail: { message?: string } | null }[]>`
+        SELECT detail FROM endpoint_events WHERE endpoint_id = ${second} AND phase = 'REQUESTING_VIRTUAL_MACHINE' ORDER BY id DESC LIMIT 1`;
+      return row?.detail?.message ? row.detail.message : undefined;
+    });
+    expect(waiting).toContain('0/2 nodes are available');
+    expect((await statusOf(t.sql, second)).phase).toBe('REQUESTING_VIRTUAL_MACHINE');
+
+    expect((await alice.rest('PUT', `/dedicated/beta/endpoint/${first}/terminate`)).status).toBe(200);
+    await waitForStatus(t.sql, second, 'RUNNING', 90_000);
+    expect((await chat(second)).status).toBe(200);
+    expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${second}`)).status).toBe(200);
+    // Deleting the endpoint deletes its Secret, and with it (owner references) its pods.
+    await waitFor('the deleted endpoint’s pods to be gone', async () => podsOf(second).length === 0, 60_000);
+  }, 180_000);
+});
+
+describe('a gateway restart on Kubernetes', () => {
+  test('adopts the running pods: no pod is duplicated or orphaned, the endpoint keeps serving', async () => {
+    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+    await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    const [before] = await liveReplicaRows(t.sql, id);
+    const podsBefore = livePodsOf(id).map((p) => (p.metadata as { uid: string }).uid);
+    kube.cutWatches();
+    kube.expireHistory();
+    await t.restart();
+    expect((await chat(id)).status).toBe(200);
+    // A few controller passes later, the same replica and the same pod serve.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const after = await liveReplicaRows(t.sql, id);
+    expect(after.map((r) => r.id)).toEqual([before!.id]);
+    expect(livePodsOf(id).map((p) => (p.metadata as { uid: string }).uid)).toEqual(podsBefore);
+    expect((await statusOf(t.sql, id)).status).toBe('RUNNING');
+  }, 180_000);
+});
