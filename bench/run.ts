@@ -28,6 +28,7 @@ const BENCHES: Record<string, () => Promise<Bench>> = {
   threads: async () => (await import('./threads.js')).threads,
   overload: async () => (await import('./overload.js')).overload,
   recording: async () => (await import('./recording-overhead.js')).recording,
+  'kubernetes-sim': async () => (await import('./kubernetes-sim.js')).kubernetesSim,
 };
 
 const BENCHMARKS_MD = path.join(REPO_ROOT, 'BENCHMARKS.md');

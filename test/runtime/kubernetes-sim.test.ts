@@ -1,0 +1,141 @@
+/**
+ * The Kubernetes runtime at scale, against the stand-in API server in its
+ * simulated mode (the kubelet marks pods ready without processes): many
+ * endpoints of up to 10 replicas each converge from nothing, then the
+ * controller's questions (liveness, capacity) are asked pass after pass.
+ *
+ * What is asserted is counted, not timed: the passes make no API call at all
+ * (they read the informers' caches: no list per pass), and a change costs a
+ * fixed number of calls whatever the number of endpoints. Times are printed,
+ * and written to SIM_OUT when set (`npm run bench -- kubernetes-sim` runs
+ * this file with SIM_ENDPOINTS=1000 and reports them in BENCHMARKS.md).
+ */
+import { writeFile } from 'node:fs/promises';
+import { KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { KubernetesRuntime } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
+import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
+import type { ReplicaLaunch, ReplicaRef } from '../../src/runtime/runtime.js';
+import { startKubeStandIn, type KubeStandIn } from '../support/kube/index.js';
+
+const ENDPOINTS = Number(process.env.SIM_ENDPOINTS ?? 150);
+const PASSES = 20;
+const CONCURRENCY = 100;
+const H100 = 'NVIDIA-H100-80GB-HBM3';
+
+let kube: KubeStandIn;
+let runtime: KubernetesRuntime;
+
+/** Endpoint i runs 1 + (i mod 10) replicas. */
+const replicasOf = (i: number) => 1 + (i % 10);
+const totalReplicas = Array.from({ length: ENDPOINTS }, (_, i) => replicasOf(i)).reduce((a, b) => a + b, 0);
+
+function launch(endpoint: number, replica: number): ReplicaLaunch {
+  return {
+    replicaId: `rep_sim${endpoint}x${replica}`,
+    endpointId: `ep_sim${endpoint}`,
+    versionIndex: 1,
+    modelPath: null,
+    modelRepo: 'org/model',
+    modelRevision: '0123456789abcdef0123456789abcdef01234567',
+    modelFile: { path: 'model-Q8_0.gguf', sha256: null, size: 1 << 20 },
+    gpuType: 'H100',
+    numGpu: 1,
+    maxBatchSize: 8,
+    contextSize: 2048,
+    maxInputLength: 1024,
+    addSpecialTokens: false,
+    skipSpecialTokens: true,
+  };
+}
+
+/** Runs `tasks` with at most `limit` at once. */
+async function pool<T>(tasks: (() => Promise<T>)[], limit: number): Promise<T[]> {
+  const results: T[] = new Array(tasks.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, tasks.length) }, async () => {
+      while (next < tasks.length) {
+        const i = next++;
+        results[i] = await tasks[i]!();
+      }
+    }),
+  );
+  return results;
+}
+
+const total = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0);
+/** Calls other than the informers' own watches (which stay open, one each). */
+const calls = (counts: Record<string, number>) =>
+  Object.entries(counts)
+    .filter(([key]) => !key.startsWith('WATCH'))
+    .reduce((sum, [, n]) => sum + n, 0);
+
+beforeAll(async () => {
+  const nodes = Math.ceil(totalReplicas / 8) + 2;
+  kube = await startKubeStandIn({
+    processes: false,
+    nodes: Array.from({ length: nodes }, (_, i) => ({ name: `gpu-${i}`, gpus: 8, labels: { 'nvidia.com/gpu.product': H100 } })),
+  });
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(kube.writeKubeconfig('default'));
+  runtime = new KubernetesRuntime({
+    settings: readKubernetesSettings({ ENGINE_IMAGE: 'sim:1', KUBERNETES_NAMESPACE: 'default' }),
+    kubeConfig,
+    hubEndpoint: 'http://hub.invalid',
+    log: () => {},
+  });
+  await runtime.open();
+}, 120_000);
+
+afterAll(async () => {
+  await runtime?.close();
+  await kube?.close();
+});
+
+test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge; passes read the caches only; a change costs its own calls`, async () => {
+  kube.resetCounts();
+  const started = performance.now();
+  const refs = await pool(
+    Array.from({ length: ENDPOINTS }, (_, i) => Array.from({ length: replicasOf(i) }, (_, r) => () => runtime.start(launch(i, r)))).flat(),
+    CONCURRENCY,
+  );
+  const convergeMs = performance.now() - started;
+  const convergeCalls = kube.requests();
+  expect(refs.every((ref) => ref.address !== null)).toBe(true);
+  // Per replica one pod create; per endpoint one Secret read (404) and create: nothing else, no list.
+  expect(convergeCalls['POST /api/v1/namespaces/{ns}/pods']).toBe(totalReplicas);
+  expect(Object.keys(convergeCalls).filter((k) => k.startsWith('GET') && !k.includes('secrets'))).toEqual([]);
+
+  // The controller's passes: liveness of every replica and the capacity, PASSES times over.
+  kube.resetCounts();
+  const passesStarted = performance.now();
+  for (let pass = 0; pass < PASSES; pass++) {
+    for (const ref of refs) expect(runtime.liveness(ref).kind).toBe('alive');
+    expect(runtime.capacity().H100).toBeGreaterThanOrEqual(totalReplicas);
+  }
+  const passMs = (performance.now() - passesStarted) / PASSES;
+  expect(total(kube.requests())).toBe(0);
+
+  // Changes: ten replicas stopped; the calls are those deletions, whatever the number of endpoints.
+  kube.resetCounts();
+  const victims: ReplicaRef[] = refs.slice(0, 10);
+  await Promise.all(victims.map((ref) => runtime.stop(ref, 0)));
+  const changeCalls = calls(kube.requests());
+  expect(kube.requests()['DELETE /api/v1/namespaces/{ns}/pods/{name}']).toBe(10);
+  expect(changeCalls).toBe(10);
+  for (const ref of victims) expect(runtime.liveness(ref).kind).toBe('dead');
+
+  const figures = {
+    endpoints: ENDPOINTS,
+    replicas: totalReplicas,
+    convergeMs: Math.round(convergeMs),
+    convergeCalls: calls(convergeCalls),
+    callsPerReplica: Number((calls(convergeCalls) / totalReplicas).toFixed(2)),
+    passMs: Number(passMs.toFixed(2)),
+    callsPerPass: 0,
+    callsPerChange: changeCalls / victims.length,
+  };
+  console.log(`kubernetes simulation: ${JSON.stringify(figures)}`);
+  if (process.env.SIM_OUT) await writeFile(process.env.SIM_OUT, JSON.stringify(figures));
+}, 300_000);
