@@ -15,7 +15,7 @@ import { target, type Bench, type BenchOutcome } from './lib/result.js';
 import { round } from './lib/stats.js';
 import type http from 'node:http';
 import { ContentCapture } from '../src/router/content-capture.js';
-import type { RoutedRequest } from '../src/router/chat-router.js';
+import type { RoutedRequest } from '../src/router/dispatch.js';
 import { GatewayPrometheus } from '../src/router/prometheus.js';
 import { pipeStream } from '../src/router/relay.js';
 import { RequestRecorder } from '../src/router/request-recorder.js';

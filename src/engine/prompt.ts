@@ -14,20 +14,23 @@
  * as the result of the call it answers: as sent to a template that writes it as text, else the JSON
  * value it holds (or the text). A template that knows no tools gets them in its
  * system prompt, in node-llama-cpp's own syntax.
+ *
+ * The parts: chat-history.ts (the messages as node-llama-cpp's chat history), prompt-tokens.ts
+ * (the rendered template to tokens).
  */
 import {
   JinjaTemplateChatWrapper,
   LlamaText,
   SpecialTokensText,
-  type ChatHistoryItem,
   type ChatModelFunctions,
-  type ChatModelResponse,
   type LlamaModel,
   type Token,
   type Tokenizer,
 } from 'node-llama-cpp';
 import type { ChatMessage, RequestError } from '../domain/chat-request.js';
-import { argumentsValue, type ToolDefinition } from '../domain/tools.js';
+import type { ToolDefinition } from '../domain/tools.js';
+import { historyItem, historyWithTools } from './chat-history.js';
+import { cachingTokenizer, tokenizeInTurns } from './prompt-tokens.js';
 import type { ToolSyntax } from './tool-calls.js';
 import { endsInsideThinkBlock, THINK_CLOSE, THINK_OPEN } from './reasoning.js';
 
@@ -42,11 +45,6 @@ export type RenderedPrompt = {
 /** UTF-8 bytes of a rendered prompt: of message text (tokenized as text), and of template text (special tokens parsed). */
 export type PromptBytes = { text: number; special: number };
 
-/** Tokenizing gives the event loop a turn once it has held it this long (the engine's /health must answer). */
-const YIELD_MS = 20;
-/** Message text longer than this is tokenized in pieces (byte-level BPE only, see `textPieces`). */
-const PIECE_CHARS = 16 * 1024;
-
 export class ChatTemplateError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -56,14 +54,6 @@ export class ChatTemplateError extends Error {
 
 /** Distinct `chat_template_kwargs` seen recently; each needs its own wrapper instance. */
 const WRAPPER_CACHE_SIZE = 32;
-/**
- * Distinct pieces of template-written text whose tokens are kept. A template writes the same few
- * pieces (`<|im_start|>user\n`, the generation prompt…) into every prompt, and each native
- * tokenize call costs tens of microseconds whatever its length, a large share of a short request.
- */
-const TEMPLATE_TOKENS_CACHE_SIZE = 256;
-/** Template text longer than this (a message quoted by the template itself) is not kept. */
-const TEMPLATE_TOKENS_MAX_CHARS = 1024;
 /**
  * Rendered prompts kept, by conversation and kwargs: rendering runs the Jinja template several
  * times and tokenizes the message text, a large share of a short request, and the same
@@ -95,7 +85,6 @@ export class ChatPromptRenderer {
   private readonly wrappers = new Map<string, JinjaTemplateChatWrapper>();
   /** Each tools wrapper's call syntax, read once. */
   private readonly syntaxes = new WeakMap<JinjaTemplateChatWrapper, ToolSyntax>();
-  private readonly templateTokens = new Map<string, readonly Token[]>();
   private readonly prompts = new Map<string, RenderedPrompt>();
   private readonly cachePrompts: boolean;
   /** model.tokenizer, remembering the tokens of template text (only that: message text is always tokenized). */
@@ -109,27 +98,7 @@ export class ChatPromptRenderer {
     private readonly options: PromptRendererOptions,
   ) {
     this.splitText = (model.vocabularyType as string) === 'bpe';
-    const base = model.tokenizer;
-    const tokenize = (text: string, specialTokens?: boolean, options?: 'trimLeadingSpace'): Token[] => {
-      // Only template text is tokenized with special tokens parsed (LlamaText's SpecialTokensText).
-      if (specialTokens !== true || text.length > TEMPLATE_TOKENS_MAX_CHARS) return base(text, specialTokens, options);
-      const key = `${options === 'trimLeadingSpace' ? 't' : '-'}${text}`;
-      let tokens = this.templateTokens.get(key);
-      if (tokens === undefined) {
-        tokens = base(text, true, options);
-        this.templateTokens.set(key, tokens);
-        if (this.templateTokens.size > TEMPLATE_TOKENS_CACHE_SIZE) {
-          const oldest = this.templateTokens.keys().next().value;
-          if (oldest !== undefined) this.templateTokens.delete(oldest);
-        }
-      }
-      return tokens.slice();
-    };
-    this.tokenizer = Object.assign(tokenize, {
-      detokenize: base.detokenize,
-      isSpecialToken: base.isSpecialToken,
-      isEogToken: base.isEogToken,
-    }) as Tokenizer;
+    this.tokenizer = cachingTokenizer(model.tokenizer);
     const template = model.fileInfo.metadata.tokenizer?.chat_template;
     if (typeof template !== 'string' || template.trim() === '') {
       throw new ChatTemplateError('The model file has no chat template (tokenizer.chat_template), so it cannot serve chat completions.');
@@ -315,119 +284,5 @@ export class ChatPromptRenderer {
   }
 }
 
-function historyItem(message: ChatMessage): ChatHistoryItem {
-  if (message.role === 'system') return { type: 'system', text: message.content };
-  if (message.role === 'user') return { type: 'user', text: message.content };
-  return { type: 'model', response: [message.content] };
-}
-
 /** Tools wrappers whose template writes a tool message's content as text: the content goes to it unchanged. */
 const verbatimResults = new WeakSet<JinjaTemplateChatWrapper>();
-
-/** A tool message's content as the call's result: the JSON value it holds, or the text. */
-function resultValue(content: string): unknown {
-  try {
-    return JSON.parse(content) as unknown;
-  } catch {
-    return content;
-  }
-}
-
-/**
- * node-llama-cpp's history: each assistant call carries its result, the `tool` message after it
- * that answers it (chat-request.ts checks that each call has one, right after its message).
- */
-function historyWithTools(messages: readonly ChatMessage[], verbatim: boolean): ChatHistoryItem[] {
-  const items: ChatHistoryItem[] = [];
-  let pending = new Map<string, { result: unknown }>();
-  for (const message of messages) {
-    if (message.role === 'tool') {
-      const call = pending.get(message.toolCallId!);
-      if (call) call.result = verbatim ? message.content : resultValue(message.content);
-      continue;
-    }
-    if (message.role !== 'assistant' || !message.toolCalls) {
-      items.push(historyItem(message));
-      continue;
-    }
-    const response: ChatModelResponse['response'] = message.content === '' ? [] : [message.content];
-    pending = new Map();
-    for (const call of message.toolCalls) {
-      const item = { type: 'functionCall' as const, name: call.name, params: argumentsValue(call.arguments), result: '' as unknown };
-      pending.set(call.id, item);
-      response.push(item);
-    }
-    items.push({ type: 'model', response });
-  }
-  return items;
-}
-
-/**
- * `LlamaText.tokenize` (node-llama-cpp 3.x: text runs as text with `trimLeadingSpace`, template
- * text with its special tokens parsed) with a turn of the event loop whenever it has held it for
- * YIELD_MS, and long text in pieces when `split` (see `textPieces`).
- */
-async function tokenizeInTurns(text: LlamaText, tokenizer: Tokenizer, split: boolean): Promise<Token[]> {
-  const tokens: Token[] = [];
-  const add = (more: readonly Token[]) => {
-    for (const token of more) tokens.push(token);
-  };
-  let since = performance.now();
-  const breathe = async () => {
-    if (performance.now() - since < YIELD_MS) return;
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    since = performance.now();
-  };
-  let pending = '';
-  const flush = async () => {
-    if (pending === '') return;
-    for (const piece of split ? textPieces(pending) : [pending]) {
-      add(tokenizer(piece, false, 'trimLeadingSpace'));
-      await breathe();
-    }
-    pending = '';
-  };
-  for (const value of text.values) {
-    if (typeof value === 'string') {
-      pending += value;
-      continue;
-    }
-    const hasContent = tokens.length > 0 || pending.length > 0;
-    await flush();
-    add(value instanceof SpecialTokensText ? value.tokenize(tokenizer, hasContent) : value.tokenize(tokenizer));
-    await breathe();
-  }
-  await flush();
-  return tokens;
-}
-
-const isAsciiLetter = (code: number) => (code >= 0x41 && code <= 0x5a) || (code >= 0x61 && code <= 0x7a);
-const isAsciiDigit = (code: number) => code >= 0x30 && code <= 0x39;
-
-/**
- * Text in pieces of about PIECE_CHARS, each cut just before a space between an ASCII letter or
- * digit and an ASCII letter (`word| word`, `42| word`): byte-level BPE pre-tokenizers (GPT-2's, Llama 3's, Qwen's) always start a new
- * pre-token there, and merges never cross one, so the pieces' tokens are the whole text's. Text
- * with no such place is one piece.
- */
-export function textPieces(text: string): string[] {
-  if (text.length <= PIECE_CHARS) return [text];
-  const pieces: string[] = [];
-  let start = 0;
-  while (text.length - start > PIECE_CHARS) {
-    let cut = -1;
-    const end = Math.min(text.length - 1, start + 2 * PIECE_CHARS);
-    for (let at = start + PIECE_CHARS; at < end; at++) {
-      const before = text.charCodeAt(at - 1);
-      if (text.charCodeAt(at) === 0x20 && (isAsciiLetter(before) || isAsciiDigit(before)) && isAsciiLetter(text.charCodeAt(at + 1))) {
-        cut = at;
-        break;
-      }
-    }
-    if (cut < 0) break;
-    pieces.push(text.slice(start, cut));
-    start = cut;
-  }
-  pieces.push(text.slice(start));
-  return pieces;
-}

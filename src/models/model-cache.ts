@@ -17,12 +17,12 @@ import {
   hubEndpoint,
   hubHeaders,
   hubResolveUrl,
-  hubResponseError,
   hubRetryOptions,
   hubToken,
   type HubAccessOptions,
   type ResolvedHubModel,
 } from './hf-hub.js';
+import { hubResponseError } from './hub-errors.js';
 
 export type { DownloadProgress } from './blob-download.js';
 

@@ -6,7 +6,7 @@
  * as an async stream and parses them.
  */
 import type { Writable } from 'node:stream';
-import type { RoutedRequest } from './chat-router.js';
+import type { RoutedRequest } from './dispatch.js';
 import { errorBody, openAIError } from '../domain/openai-errors.js';
 import { eventData, eventEnd, sseData } from './sse.js';
 

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { getLlama, LlamaLogLevel, LlamaModel, type Llama } from 'node-llama-cpp';
 import { startEngineServer, type EngineServer } from '../../src/engine/server.js';
-import { textPieces } from '../../src/engine/prompt.js';
+import { textPieces } from '../../src/engine/prompt-tokens.js';
 import { writeTinyGguf, type TinyGgufFile } from '../support/tiny-gguf.js';
 
 const MAX_INPUT_LENGTH = 1024;

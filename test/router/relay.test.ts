@@ -6,7 +6,7 @@
 import { PassThrough, Writable } from 'node:stream';
 import type http from 'node:http';
 import { expect, test } from 'vitest';
-import type { RoutedRequest } from '../../src/router/chat-router.js';
+import type { RoutedRequest } from '../../src/router/dispatch.js';
 import { collectBody, CUT_EVENTS, pipeStream, relayStream, UpstreamCutError } from '../../src/router/relay.js';
 
 type Outcome = Parameters<RoutedRequest['finish']>[0];

@@ -21,7 +21,7 @@
 import { parseArtifactName, REGISTRY_PROJECT_PREFIX, formatArtifactName, type ArtifactName } from '../../domain/artifact-name.js';
 import { ModelSourceError, serverText } from '../errors.js';
 import { withRetries, type RetryOptions, type RetryPolicy, type RetryReporter } from '../retry.js';
-import { DEFAULT_QUANT_PREFERENCE, pickGgufFile } from '../hf-hub.js';
+import { DEFAULT_QUANT_PREFERENCE, pickGgufFile } from '../gguf-choice.js';
 import type { EnsureUrlFileOptions } from '../model-cache.js';
 import {
   ArtifactMembershipByNameDocument,

@@ -1,0 +1,137 @@
+/**
+ * Sending an admitted request to a replica: the least-loaded ready one, with
+ * another tried when one refuses the connection (it just stopped or died),
+ * and the request's slot freed and its outcome recorded once its answer ends.
+ */
+import type http from 'node:http';
+import type { GenerationRequest } from '../domain/chat-request.js';
+import type { EndpointRecord } from '../domain/endpoint.js';
+import type { OpenAIError } from '../domain/openai-errors.js';
+import type { ReplicaRecord } from '../domain/replica.js';
+import { fail, type Result } from '../domain/result.js';
+import type { Principal } from '../services/principal.js';
+import { ContentCapture } from './content-capture.js';
+import type { InferenceKind } from './inference-kinds.js';
+import { once } from './once.js';
+import type { RequestRecorder } from './request-recorder.js';
+import { clientClosed, noReplicaAnswered } from './route-errors.js';
+import type { ServingView } from './serving-view.js';
+import type { ServingWait } from './serving-wait.js';
+import type { Upstream } from './upstream.js';
+
+/** An admitted request with its upstream answer's head received. */
+export interface RoutedRequest {
+  endpoint: EndpointRecord;
+  replica: ReplicaRecord;
+  request: GenerationRequest;
+  upstream: http.IncomingMessage;
+  /** When the gateway received the request. */
+  startedAt: number;
+  queuedMs: number;
+  /** Set only when the serving version logs content (enable_content_logging): the relay hands it the answer. */
+  capture?: ContentCapture;
+  /** Frees the slot and records the outcome; call exactly once, when the answer ended or was abandoned. */
+  finish(outcome: {
+    promptTokens: number | null;
+    completionTokens: number | null;
+    ttftMs: number | null;
+    finishReason: string | null;
+    cancelled: boolean;
+    /** Set when the replica, not the client, ended the answer early. */
+    errorCode?: string | null;
+  }): void;
+}
+
+export type RouteResult = Result<RoutedRequest, OpenAIError>;
+
+/** What is sent: the request of its kind, as parsed and as the client wrote it. */
+export interface DispatchedCall {
+  kind: InferenceKind;
+  request: GenerationRequest;
+  body: Record<string, unknown>;
+}
+
+/** How the request was admitted: when it arrived, how long it queued, and how its slot is freed. */
+export interface Admission {
+  startedAt: number;
+  queuedMs: number;
+  release: () => void;
+}
+
+export class Dispatcher {
+  constructor(
+    private readonly view: ServingView,
+    private readonly serving: ServingWait,
+    private readonly upstream: Upstream,
+    private readonly recorder: RequestRecorder,
+  ) {}
+
+  /**
+   * Sends an admitted request to the least-loaded replica. One that refuses
+   * the connection (it just stopped or died) is skipped, and the endpoint is
+   * looked at afresh: a sleeping endpoint is woken and awaited like at first.
+   */
+  async dispatch(
+    principal: Principal,
+    endpoint: EndpointRecord,
+    call: DispatchedCall,
+    signal: AbortSignal,
+    admitted: Admission,
+  ): Promise<RouteResult> {
+    const { startedAt, queuedMs, release } = admitted;
+    const { kind, request, body } = call;
+    const tried = new Set<string>();
+    for (let attempt = 0; attempt < 3; attempt++) {
+      let replica = this.upstream.pick(this.view.cachedReplicas(endpoint.id)?.replicas ?? [], tried);
+      if (!replica) {
+        const again = await this.serving.until(principal, endpoint, signal, true);
+        if ('status' in again) {
+          release();
+          return fail(again);
+        }
+        replica = this.upstream.pick(this.view.cachedReplicas(endpoint.id)?.replicas ?? [], tried);
+      }
+      if (!replica) break;
+      tried.add(replica.id);
+      const done = this.upstream.begin(replica.id);
+      try {
+        const upstream = await this.upstream.send(replica, kind.enginePath, request, body, signal);
+        // Content is captured only when the version serving it (the endpoint's current one) has content logging on.
+        const { current } = endpoint;
+        const capture =
+          current.spec.advanced.enableContentLogging && replica.versionIndex === current.versionIndex
+            ? new ContentCapture(kind.loggedInput(request), replica.versionIndex)
+            : undefined;
+        const finish: RoutedRequest['finish'] = (outcome) => {
+          done();
+          release();
+          this.recorder.record({
+            endpointId: endpoint.id,
+            replicaId: replica.id,
+            teamId: endpoint.teamId,
+            userId: principal.user.id,
+            stream: request.stream,
+            httpStatus: upstream.statusCode ?? 502,
+            durationMs: performance.now() - startedAt,
+            queuedMs,
+            startedAt: new Date(Date.now() - (performance.now() - startedAt)),
+            ...outcome,
+            ...(capture ? { content: capture } : {}),
+          });
+        };
+        const routed: RoutedRequest = { endpoint, replica, request, upstream, startedAt, queuedMs, finish: once(finish) };
+        if (capture) routed.capture = capture;
+        return { type: 'ok', value: routed };
+      } catch {
+        done();
+        if (signal.aborted) {
+          release();
+          return fail(clientClosed());
+        }
+        this.view.forget(endpoint.id);
+      }
+    }
+    release();
+    return fail(noReplicaAnswered(endpoint.id));
+  }
+}
