@@ -17,6 +17,7 @@ import { WandbArtifactSource } from './models/wandb/artifact-source.js';
 import { detectInventory, type DetectedInventory } from './runtime/gpu-inventory.js';
 import { KubernetesRuntime } from './runtime/kubernetes/kubernetes-runtime.js';
 import { LocalRuntime } from './runtime/local-runtime.js';
+import { EngineLogKeeper, engineLogRetention, localEngineRuns } from './runtime/engine-log-files.js';
 import type { Runtime } from './runtime/runtime.js';
 import { isClientFailure, logFunction, type Logger } from './log.js';
 import { createServices, type Services } from './services/index.js';
@@ -106,7 +107,14 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     ...options.controller,
     ...(controllerLog ? { log: controllerLog } : {}),
   });
-  const services = createServices(sql, { onEndpointChange: (endpointId) => controller.poke(endpointId) });
+  const services = createServices(sql, {
+    onEndpointChange: (endpointId) => controller.poke(endpointId),
+    runtime,
+    externalEngine: config.engineCommand !== undefined,
+  });
+  // The local engines' logs stay bounded in size and age (each replica's log file; engine-log-files.ts).
+  const logKeeper = local && new EngineLogKeeper(path.join(config.dataDir, 'replicas'), engineLogRetention(config), localEngineRuns(local));
+  logKeeper?.start();
   const gateway = await startGateway(services, {
     port: config.port,
     host: config.host,
@@ -139,6 +147,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     local,
     inventory,
     close: async () => {
+      logKeeper?.close();
       await gateway.close();
       await controller.stop();
       await runtime.close?.();

@@ -73,6 +73,8 @@ export interface Config {
   engineThreads: number;
   /** A built-in engine no gateway contacted for this long (its gateway gone, none adopting it) exits. @default 600000 */
   engineIdleExitMs: number;
+  /** The local runtime's engine logs: a log past `maxBytes` is rotated, one of a replica that no longer runs goes after `retentionDays`. @default 10 MiB, 7 days */
+  engineLog: { maxBytes: number; retentionDays: number };
   /** On SIGINT or SIGTERM, stop this machine's engines too instead of leaving them for the next start to adopt. @default false */
   stopEnginesOnExit: boolean;
   /** Set when CPU_SLOTS x ENGINE_THREADS oversubscribe the cores; start-up prints it. */
@@ -247,6 +249,10 @@ export function loadConfig(env: Env = process.env): Config {
     cpuSlots: cpu.slots,
     engineThreads: cpu.threads,
     engineIdleExitMs: readInteger(env, 'ENGINE_IDLE_EXIT_MS', 600_000, 1000, 7 * 86_400_000),
+    engineLog: {
+      maxBytes: readSize(env, 'ENGINE_LOG_MAX_BYTES') ?? 10 * 1024 * 1024,
+      retentionDays: readInteger(env, 'ENGINE_LOG_RETENTION_DAYS', 7, 1, 36_500),
+    },
     stopEnginesOnExit: readBoolean(env, 'STOP_ENGINES_ON_EXIT', false),
     cpuWarning: cpu.warning,
     controllerIntervalMs: readInteger(env, 'CONTROLLER_INTERVAL_MS', 500, 10, 3_600_000),

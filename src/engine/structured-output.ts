@@ -65,8 +65,9 @@ export class Grammars {
     try {
       return await grammar;
     } catch (error) {
-      // llama.cpp refuses a grammar whose repetitions (lengths, item counts) add up past its own bound.
-      this.log(`[engine] a grammar was refused (${refused.param}): ${error instanceof Error ? error.message : String(error)}`);
+      // llama.cpp refuses a grammar whose repetitions (lengths, item counts) add up past its own bound. Its message
+      // may quote the grammar, made from the request's schema: the log names the parameter only (no request content).
+      this.log(`[engine] a grammar was refused (${refused.param}): ${error instanceof Error ? error.name : 'error'}`);
       return refused;
     }
   }

@@ -18,6 +18,7 @@ import { ENDPOINT_ERROR_CODES, type EndpointErrorCode } from '../domain/lifecycl
 import { freePort } from '../storage/embedded-postgres.js';
 import { engineCommand } from './engine-command.js';
 import { engineHealth } from './engine-health.js';
+import { followLogFile, localLogFile, readLogFile } from './engine-log-files.js';
 import { Nudge } from '../util/nudge.js';
 import type { Inventory } from './gpu-inventory.js';
 import {
@@ -354,6 +355,15 @@ export class LocalRuntime implements Runtime {
     } catch {
       return '';
     }
+  }
+
+  /** The replica's log file (engine-log-files.ts); another machine's replica keeps its log there. */
+  async readLog(ref: Pick<ReplicaRef, 'replicaId' | 'node'>, options: { tailLines: number }): Promise<string> {
+    return readLogFile(localLogFile(this.options.dir, ref, this.node), options);
+  }
+
+  followLog(ref: Pick<ReplicaRef, 'replicaId' | 'node'>, signal: AbortSignal, options?: { tailLines?: number }): AsyncIterable<string> {
+    return followLogFile(localLogFile(this.options.dir, ref, this.node), signal, options);
   }
 
   /** The engines this runtime started and has not stopped, as its state files under `dir` record them (no database needed). */

@@ -67,6 +67,15 @@ export interface EngineHealth {
   sequences?: number;
   totalRequests?: number;
   lastRequestAt?: string | null;
+  /** The built-in engine: the llama.cpp backend it runs on ('cpu' also when a GPU was wanted and none was usable). */
+  backend?: 'cuda' | 'vulkan' | 'metal' | 'cpu';
+  /** The built-in engine: started without --cpu. `gpuWanted && backend === 'cpu'`: it wanted a GPU and serves on the CPU. */
+  gpuWanted?: boolean;
+  /** The built-in engine: layers on the GPU (0 on the CPU), of totalLayers (the GGUF's block_count + the output layer). */
+  gpuLayers?: number;
+  totalLayers?: number;
+  /** The built-in engine: the GPU devices llama.cpp sees (empty on the CPU). */
+  gpuDevices?: string[];
 }
 
 /** A failure to start, with the code the endpoint reports. */
@@ -77,6 +86,14 @@ export class ReplicaStartError extends Error {
   ) {
     super(message);
     this.name = 'ReplicaStartError';
+  }
+}
+
+/** An engine log this runtime cannot read from here; the message says why, in words a user can act on. */
+export class EngineLogUnavailable extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'EngineLogUnavailable';
   }
 }
 
@@ -106,6 +123,21 @@ export interface StartHooks {
   onPlaced?: (ref: ReplicaRef) => Promise<void>;
   /** Each step of the start, as the runtime observes it. */
   onProgress?: (progress: StartProgress) => Promise<void>;
+  /**
+   * Whether to wait for a machine when the runtime finds none free (a pod the scheduler cannot place): the first
+   * replica of an endpoint waits, with the reason shown; a rollout's or a scale-out's extra replica does not (the
+   * runtime throws NoCapacityError at once, and the controller retires an old replica first or tries again later).
+   * @default true
+   */
+  waitForCapacity?: boolean;
+}
+
+/** No machine can take the replica now, and the start was asked not to wait for one. */
+export class NoCapacityError extends Error {
+  constructor(readonly reason: string) {
+    super(reason);
+    this.name = 'NoCapacityError';
+  }
 }
 
 export interface Runtime {
@@ -131,6 +163,20 @@ export interface Runtime {
   health(ref: ReplicaRef, timeoutMs?: number): Promise<EngineHealth | undefined>;
   /** The last lines the replica wrote, for diagnosing a failure (never shown to users). */
   logTail(ref: Pick<ReplicaRef, 'replicaId' | 'locator'>): Promise<string>;
+  /**
+   * The engine's log: its last `tailLines` lines (at most), as the engine wrote them. Throws
+   * EngineLogUnavailable when this runtime cannot read it here (another machine's replica, a pod gone).
+   */
+  readLog(ref: Pick<ReplicaRef, 'replicaId' | 'locator' | 'node'>, options: { tailLines: number }): Promise<string>;
+  /**
+   * The log's last `tailLines` lines (none by default), then what the engine writes from then on, in chunks of
+   * whole lines, with no gap between the two, until `signal` aborts (or the log ends: a pod's, with its container).
+   */
+  followLog(
+    ref: Pick<ReplicaRef, 'replicaId' | 'locator' | 'node'>,
+    signal: AbortSignal,
+    options?: { tailLines?: number },
+  ): AsyncIterable<string>;
   /** Stops replicas of this runtime's pool that no live replica row owns (not in `keep`); answers their ids. */
   reapOrphans(keep: ReadonlySet<string>): Promise<string[]>;
   /** The endpoint was deleted: what the runtime keeps for it (a Kubernetes Secret) goes, and anything of it left behind. */

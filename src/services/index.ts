@@ -11,6 +11,8 @@ import { IdentityService } from './identity-service.js';
 import { MetricsService } from './metrics-service.js';
 import { Authenticator } from './principal.js';
 import { RequestReads } from './request-reads.js';
+import { ReplicaService } from './replica-service.js';
+import type { Runtime } from '../runtime/runtime.js';
 
 export interface Services {
   auth: Authenticator;
@@ -18,6 +20,8 @@ export interface Services {
   identity: IdentityService;
   /** What the chat router reads, and its access check. */
   chatAccess: ChatAccess;
+  /** An endpoint's replicas, their engine logs, and its event history. */
+  replicas: ReplicaService;
   /** Endpoint metrics series, request activity and live figures. */
   metrics: MetricsService;
   /** One request's batched reads (GraphQL's dataloaders); call once per request. */
@@ -27,6 +31,10 @@ export interface Services {
 export interface ServiceHooks {
   /** Called after an endpoint changed through the API (the controller reacts at once). */
   onEndpointChange?: (endpointId: string) => void;
+  /** Where replicas run: engine logs are read through it. */
+  runtime?: Runtime;
+  /** The engines come from ENGINE_COMMAND (their logs may quote requests). */
+  externalEngine?: boolean;
 }
 
 const databases = new WeakMap<Services, Sql>();
@@ -40,6 +48,7 @@ export function createServices(db: Sql, hooks: ServiceHooks = {}): Services {
     endpoints,
     identity,
     chatAccess: new ChatAccess(db, endpoints),
+    replicas: new ReplicaService(db, endpoints, { runtime: hooks.runtime, externalEngine: hooks.externalEngine === true }),
     metrics: new MetricsService(db),
     requestReads: () => new RequestReads(db),
   };

@@ -8,6 +8,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { EndpointCommands, type SpecFlags } from './commands.js';
 import { CliError } from './errors.js';
 import { streamChat, tokenize, watchStatus } from './live.js';
+import { ReplicaCommands } from './replica-commands.js';
 import { describeStatus, stderrColors, type Print } from './render.js';
 import { checkBaseUrl, DEFAULT_BASE_URL, resolveSettings, saveSettings } from './settings.js';
 
@@ -165,6 +166,29 @@ export function buildProgram(print: Print, printError: Print): Command {
       );
       if (failed !== undefined) throw new CliError(`endpoint ${id} FAILED: ${failed}`);
     });
+
+  const replicaCommands = async () => new ReplicaCommands(await resolveSettings(globals()), { print, json: Boolean(globals().json) });
+  program
+    .command('replicas <id>')
+    .description("the endpoint's replicas: state, version, where each runs, since when; and how many failed lately")
+    .action(async (id: string) => (await replicaCommands()).replicas(id));
+  program
+    .command('logs <id>')
+    .description("a replica's engine log (the newest replica's unless --replica); --follow prints new lines as they come")
+    .option('--replica <id>', 'the replica (see `dedicated replicas`)')
+    .option('--tail <n>', 'lines from the end (default 100)', integer('--tail'))
+    .option('-f, --follow', 'keep printing new lines until Ctrl-C')
+    .action(async (id: string, flags: { replica?: string; tail?: number; follow?: boolean }) => {
+      const stop = new AbortController();
+      process.once('SIGINT', () => stop.abort());
+      await (await replicaCommands()).logs(id, flags, stop.signal);
+    });
+  program
+    .command('events <id>')
+    .description("the endpoint's event history: status changes, versions, replica counts, retries")
+    .option('--newest-first', 'newest event first')
+    .option('--limit <n>', 'at most this many events', integer('--limit', 1))
+    .action(async (id: string, flags: { newestFirst?: boolean; limit?: number }) => (await replicaCommands()).events(id, flags));
 
   program
     .command('chat <id> [message...]')

@@ -9,6 +9,7 @@ import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
 import { authenticateRequest } from '../authenticate.js';
 import { Router, unwrap, type RouteRequest, type RouteResponse } from './router.js';
+import { addReplicaRoutes } from './replica-routes.js';
 import { specObject, statusObject } from './responses.js';
 
 /**
@@ -136,5 +137,6 @@ export function endpointRoutes(services: Services): Router {
       }),
     );
   }
+  addReplicaRoutes(router, services);
   return router;
 }

@@ -26,6 +26,8 @@ export interface RouteRequest {
 export interface RouteResponse {
   status: number;
   body?: unknown;
+  /** Instead of a JSON body: the handler writes the whole response itself (a stream, headers included). */
+  stream?: (res: ServerResponse) => Promise<void>;
 }
 
 export type RouteHandler = (request: RouteRequest) => Promise<RouteResponse>;
@@ -117,7 +119,9 @@ export class Router {
         query: url.searchParams,
         body: () => readJsonBody(req, res),
       });
-      if (response.body === undefined) {
+      if (response.stream) {
+        await response.stream(res);
+      } else if (response.body === undefined) {
         res.writeHead(response.status);
         res.end();
       } else {

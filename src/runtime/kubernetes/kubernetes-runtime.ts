@@ -17,6 +17,7 @@ import {
   ApiException,
   CoreV1Api,
   KubeConfig,
+  Log,
   makeInformer,
   type Informer,
   type ObjectCache,
@@ -27,7 +28,10 @@ import type { GpuType } from '../../domain/instance-catalog.js';
 import { GPU_TYPES } from '../../domain/instance-catalog.js';
 import { Nudge } from '../../util/nudge.js';
 import { engineHealth } from '../engine-health.js';
+import { PassThrough } from 'node:stream';
 import {
+  EngineLogUnavailable,
+  NoCapacityError,
   ReplicaStartError,
   type EngineHealth,
   type Liveness,
@@ -111,6 +115,8 @@ export class KubernetesRuntime implements Runtime {
   private readonly pods: Watched<V1Pod>;
   private readonly nodes: Watched<V1Node>;
   private readonly secrets: EndpointSecrets;
+  /** The client configuration the log follower uses (made at its first use). */
+  private logConfig: KubeConfig | undefined;
   /** Starts waiting on a pod's changes, by pod name. */
   private readonly waiting = new Map<string, Nudge>();
 
@@ -217,9 +223,13 @@ export class KubernetesRuntime implements Runtime {
         if (view.kind === 'deleting') throw new ReplicaStartError('WORKLOAD_INIT_UNKNOWN_ERROR', "the replica's pod was deleted");
         const { phase, reason } = view.progress;
         const key = `${phase}:${reason ?? ''}`;
-        if (key !== reported) {
+        const unplaced = phase === 'REQUESTING_VIRTUAL_MACHINE' && hooks.waitForCapacity === false;
+        if (key !== reported && !unplaced) {
           reported = key;
           await hooks.onProgress?.(view.progress);
+        }
+        if (phase === 'REQUESTING_VIRTUAL_MACHINE' && reason !== undefined && hooks.waitForCapacity === false) {
+          throw new NoCapacityError(reason);
         }
         if (phase === 'REQUESTING_VIRTUAL_MACHINE' && Date.now() - began > schedulingDeadlineMs) {
           throw new ReplicaStartError(
@@ -285,6 +295,62 @@ export class KubernetesRuntime implements Runtime {
       });
     } catch {
       return '';
+    }
+  }
+
+  /** The engine container's log, as the kubelet keeps it (gone with the pod). */
+  async readLog(ref: Pick<ReplicaRef, 'replicaId' | 'locator'>, options: { tailLines: number }): Promise<string> {
+    try {
+      const text = await this.api.readNamespacedPodLog({
+        name: ref.locator ?? podName(ref.replicaId),
+        namespace: this.namespace,
+        container: ENGINE_CONTAINER,
+        tailLines: options.tailLines,
+        limitBytes: 4 << 20,
+      });
+      return text.endsWith('\n') ? text.slice(0, -1) : text;
+    } catch (error) {
+      if (isStatus(error, 404)) throw new EngineLogUnavailable("the replica's pod is gone, and its log with it");
+      if (isStatus(error, 400)) throw new EngineLogUnavailable("the replica's engine has not started yet: no log so far");
+      throw error;
+    }
+  }
+
+  /** Follows the engine container's log (the client's Log: `follow=true`), from now on, in chunks of whole lines. */
+  async *followLog(
+    ref: Pick<ReplicaRef, 'replicaId' | 'locator'>,
+    signal: AbortSignal,
+    options: { tailLines?: number } = {},
+  ): AsyncGenerator<string> {
+    const kc = (this.logConfig ??= this.options.kubeConfig ?? defaultKubeConfig());
+    const stream = new PassThrough();
+    const name = ref.locator ?? podName(ref.replicaId);
+    // The client leaves out a tailLines of 0 (the whole log would come first): as text, it is sent.
+    const tailLines = options.tailLines ? options.tailLines : ('0' as unknown as number);
+    let request: AbortController;
+    try {
+      request = await new Log(kc).log(this.namespace, name, ENGINE_CONTAINER, stream, { follow: true, tailLines });
+    } catch (error) {
+      if (isStatus(error, 404)) throw new EngineLogUnavailable("the replica's pod is gone, and its log with it");
+      if (isStatus(error, 400)) throw new EngineLogUnavailable("the replica's engine has not started yet: no log so far");
+      throw error;
+    }
+    const stop = () => {
+      request.abort();
+      stream.end();
+    };
+    signal.addEventListener('abort', stop, { once: true });
+    let partial = '';
+    try {
+      for await (const chunk of stream) {
+        const text = partial + (chunk as Buffer).toString('utf8');
+        const end = text.lastIndexOf('\n');
+        partial = text.slice(end + 1);
+        if (end >= 0) yield text.slice(0, end);
+      }
+    } finally {
+      signal.removeEventListener('abort', stop);
+      stop();
     }
   }
 

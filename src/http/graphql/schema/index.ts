@@ -7,6 +7,7 @@ import './endpoints.js';
 import './artifacts.js';
 import './chat.js';
 import './live.js';
+import './replicas.js';
 import './metrics.js';
 
 export const schema = checkTimestampArguments(builder.toSchema({ sortSchema: true }));

@@ -1,0 +1,147 @@
+/**
+ * An endpoint's replicas, engine logs and event history over REST (extensions
+ * to the contract's routes): `GET …/{id}/replicas`, `GET …/{id}/logs`
+ * (`?replica=&tail=`; `follow=true` streams, as text or as SSE when the
+ * client accepts `text/event-stream`) and `GET …/{id}/events`, paged like
+ * `…/{id}/version`. Access is the endpoint's.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { EndpointEventRecord } from '../../domain/endpoint.js';
+import { invalidInputError } from '../../domain/errors.js';
+import type { Services } from '../../services/index.js';
+import type { ReplicaList, ReplicaView } from '../../services/replica-service.js';
+import { authenticateRequest } from '../authenticate.js';
+import { type Router, unwrap, type RouteRequest } from './router.js';
+
+/** How often a followed log checks that its caller may still see the endpoint (a key revoked, a membership gone). */
+const ACCESS_RECHECK_MS = 5000;
+
+/** A replica as REST answers it: never its address, locator or token. */
+export function replicaObject(r: ReplicaView) {
+  const since =
+    r.state === 'STOPPED' || r.state === 'FAILED'
+      ? (r.stoppedAt ?? r.createdAt)
+      : r.state === 'STARTING'
+        ? r.createdAt
+        : (r.readyAt ?? r.createdAt);
+  return {
+    replicaId: r.id,
+    state: r.state,
+    versionIndex: r.versionIndex,
+    runtime: r.runtime,
+    node: r.node,
+    gpuType: r.gpuType,
+    numGpu: r.numGpu,
+    since: since.toISOString(),
+    createdAt: r.createdAt.toISOString(),
+    readyAt: r.readyAt?.toISOString() ?? null,
+    endedAt: r.stoppedAt?.toISOString() ?? null,
+    lastError: r.lastError,
+  };
+}
+
+function replicasBody(list: ReplicaList) {
+  const { windowSeconds, count, last } = list.failures;
+  return { data: list.replicas.map(replicaObject), failures: { windowSeconds, count, last: last ? replicaObject(last) : null } };
+}
+
+/** An event as REST answers it (as GraphQL's EndpointEvent). */
+export function eventObject(e: EndpointEventRecord) {
+  return {
+    eventId: e.id,
+    type: e.type,
+    status: e.status,
+    phase: e.phase,
+    errorCode: e.errorCode,
+    versionIndex: e.versionIndex,
+    replicas: e.type === 'REPLICAS_CHANGED' && e.detail ? e.detail : null,
+    cause: e.cause,
+    actorId: e.actorId,
+    message: typeof e.detail?.message === 'string' ? e.detail.message : null,
+    createdAt: e.createdAt.toISOString(),
+  };
+}
+
+function booleanQuery(query: URLSearchParams, name: string): boolean {
+  const raw = query.get(name);
+  if (raw === null || raw === '' || raw === 'false' || raw === '0') return false;
+  if (raw === 'true' || raw === '1') return true;
+  throw invalidInputError([{ field: name, message: 'must be true or false' }]);
+}
+
+export function addReplicaRoutes(router: Router, services: Services): void {
+  const base = '/dedicated/beta/endpoint/:id';
+  const principalOf = async (request: RouteRequest) => unwrap(await authenticateRequest(services, request.req));
+  router
+    .add('GET', `${base}/replicas`, async (request) => {
+      const principal = await principalOf(request);
+      return { status: 200, body: replicasBody(unwrap(await services.replicas.list(principal, request.params.id!))) };
+    })
+    .add('GET', `${base}/events`, async (request) => {
+      const principal = await principalOf(request);
+      const { query } = request;
+      const page = unwrap(
+        await services.replicas.events(principal, request.params.id!, {
+          cursor: query.get('cursor'),
+          limit: query.get('limit') ?? undefined,
+          newestFirst: booleanQuery(query, 'newestFirst'),
+        }),
+      );
+      return { status: 200, body: { data: page.items.map(eventObject), nextCursor: page.nextCursor } };
+    })
+    .add('GET', `${base}/logs`, async (request) => {
+      const principal = await principalOf(request);
+      const { query, params } = request;
+      const logRequest = { replica: query.get('replica'), tail: query.get('tail') ?? undefined };
+      if (!booleanQuery(query, 'follow')) {
+        const { replica, lines } = unwrap(await services.replicas.log(principal, params.id!, logRequest));
+        return { status: 200, body: { endpointId: params.id!, replicaId: replica.id, lines } };
+      }
+      const stop = new AbortController();
+      const { replica, chunks } = unwrap(await services.replicas.follow(principal, params.id!, logRequest, stop.signal));
+      return { status: 200, stream: (res) => streamLog(request.req, res, services, params.id!, replica.id, chunks, stop) };
+    });
+}
+
+/** Writes the followed log as it comes, until the client goes, the log ends, or the caller loses access. */
+async function streamLog(
+  req: IncomingMessage,
+  res: ServerResponse,
+  services: Services,
+  endpointId: string,
+  replicaId: string,
+  chunks: AsyncIterable<string[]>,
+  stop: AbortController,
+): Promise<void> {
+  const sse = /\btext\/event-stream\b/.test(req.headers.accept ?? '');
+  res.writeHead(200, {
+    'content-type': sse ? 'text/event-stream; charset=utf-8' : 'text/plain; charset=utf-8',
+    'cache-control': 'no-cache',
+    'x-accel-buffering': 'no',
+    'x-replica-id': replicaId,
+  });
+  res.flushHeaders();
+  const end = () => stop.abort();
+  res.once('close', end);
+  const recheck = setInterval(() => {
+    void (async () => {
+      const principal = await authenticateRequest(services, req);
+      const visible = principal.type === 'ok' && (await services.endpoints.get(principal.value, endpointId)).type === 'ok';
+      if (!visible) end();
+      else if (sse && !res.destroyed) res.write(': keep-alive\n\n');
+    })().catch(end);
+  }, ACCESS_RECHECK_MS);
+  try {
+    for await (const lines of chunks) {
+      if (res.destroyed) break;
+      res.write(sse ? lines.map((line) => `data: ${line.replace(/\r/g, '')}\n\n`).join('') : `${lines.join('\n')}\n`);
+    }
+  } catch {
+    // the log could not be read further: the stream ends
+  } finally {
+    clearInterval(recheck);
+    res.off('close', end);
+    stop.abort();
+    if (!res.destroyed) res.end();
+  }
+}
