@@ -207,11 +207,15 @@ export interface GraphQLExample {
   /** Its first root field, e.g. `createEndpoint`. */
   root: string;
   kind: 'query' | 'mutation' | 'subscription';
-  /** From a `# variables:` comment after it, when there is one. */
+  /** From a `# variables:` comment after it (and the comment lines that continue it), when there is one. */
   variables?: Record<string, unknown>;
 }
 
-/** The operations of a graphql block: each starts on a line beginning with `query`, `mutation` or `subscription`. */
+/**
+ * The operations of a graphql block: each starts on a line beginning with `query`, `mutation` or `subscription`.
+ * A comment after one that starts with `variables:` gives its variables, as JSON that may run on over the next
+ * comment lines; any other comment is prose for the reader.
+ */
 export function graphqlExamples(block: string): GraphQLExample[] {
   const examples: GraphQLExample[] = [];
   let current: { lines: string[]; comments: string[] } | undefined;
@@ -220,15 +224,16 @@ export function graphqlExamples(block: string): GraphQLExample[] {
     const document = current.lines.join('\n').trim();
     const kind = document.startsWith('mutation') ? 'mutation' : document.startsWith('subscription') ? 'subscription' : 'query';
     const root = /\{\s*(\w+)/.exec(document)?.[1];
-    if (!root) throw new Error(`a README GraphQL example without a root field:\n${document}`);
-    const comment = current.comments.join(' ');
+    if (!root) throw new Error(`a GraphQL example in the docs without a root field:\n${document}`);
+    const from = current.comments.findIndex((c) => /^\s*variables:/.test(c));
+    const comment = from === -1 ? '' : current.comments.slice(from).join(' ');
     let variables: Record<string, unknown> | undefined;
     if (comment) {
       const json = comment.replace(/^\s*variables:\s*/, '');
       try {
         variables = JSON.parse(json) as Record<string, unknown>;
       } catch (error) {
-        throw new Error(`the "# variables:" comment of the README's ${root} example is not JSON (${(error as Error).message}):\n${json}`, {
+        throw new Error(`the "# variables:" comment of the docs' ${root} example is not JSON (${(error as Error).message}):\n${json}`, {
           cause: error,
         });
       }
@@ -243,8 +248,10 @@ export function graphqlExamples(block: string): GraphQLExample[] {
     } else if (line.startsWith('#')) {
       current?.comments.push(line.replace(/^#\s?/, ''));
     } else if (line.trim() !== '') {
-      if (!current) throw new Error(`a README GraphQL line outside any operation: ${line}`);
-      if (current.comments.length > 0) throw new Error(`a README GraphQL operation continues after its comment: ${line}`);
+      if (!current) throw new Error(`a GraphQL line in the docs outside any operation: ${line}`);
+      if (current.comments.some((c) => /^\s*variables:/.test(c))) {
+        throw new Error(`a GraphQL operation in the docs continues after its "# variables:" comment: ${line}`);
+      }
       current.lines.push(line);
     }
   }

@@ -179,7 +179,7 @@ describe('reading the examples', () => {
       'a README example uses $TOKEN, which the examples test does not set',
     );
     expect(() => graphqlExamples('query { me }\n# variables: {"input": ')).toThrow(
-      'the "# variables:" comment of the README\'s me example is not JSON',
+      'the "# variables:" comment of the docs\' me example is not JSON',
     );
   });
 
