@@ -12,7 +12,7 @@ import type { ControllerEvent, LifecycleState } from '../domain/lifecycle.js';
 import { ModelSourceError } from '../models/errors.js';
 import { checkModelSettings, pinnedRevision, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
 import type { TokenLimits } from '../models/token-limits.js';
-import type { ReplicaRef, Runtime, StartProgress } from '../runtime/runtime.js';
+import { engineAuthHeaders, NoCapacityError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { setProgress } from '../storage/endpoints-repository.js';
 import { insertEvent } from '../storage/events-repository.js';
@@ -21,7 +21,6 @@ import { markReplica, reserveReplica } from '../storage/replicas-repository.js';
 import { setVersionRollout } from '../storage/versions-repository.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
 import { failureMessage, isGatewayOutage, startErrorCode, startErrorMessage, WarmupError } from './start-errors.js';
-import { engineAuthHeaders } from '../runtime/runtime.js';
 
 /** Called as a start reaches each step (the first replica's steps are the endpoint's phases). */
 export interface StartHooks {
@@ -32,6 +31,8 @@ export interface StartHooks {
   onEngineStart?: () => Promise<void>;
   /** Runs while the warm-up generation does; both must succeed. */
   onWarmup?: () => Promise<unknown>;
+  /** Whether to wait for a machine the runtime finds none free for (RuntimeHooks.waitForCapacity). @default false */
+  waitForCapacity?: boolean;
 }
 
 export interface ReplicaStarterOptions {
@@ -90,6 +91,7 @@ export class ReplicaStarter {
         onDownloadStart: () => report({ type: 'downloading-model' }, 'controller:downloading_model'),
         onEngineStart: () => report({ type: 'starting-engine' }, 'controller:engine_initializing'),
         onWarmup: () => writes.transition(id, shown, { type: 'warming-up' }, { cause: 'controller:warm-up' }),
+        waitForCapacity: true,
       });
       if (!started) return; // no capacity yet: the next pass tries again
       // Counted first: whoever sees RUNNING also sees the replica that serves.
@@ -178,6 +180,7 @@ export class ReplicaStarter {
             });
           },
           onProgress: (progress) => reportProgress(hooks, progress),
+          waitForCapacity: hooks.waitForCapacity ?? false,
         },
       );
       // The warm-up generation runs while the READY status is written; both must succeed.
@@ -191,6 +194,12 @@ export class ReplicaStarter {
       return true;
     } catch (error) {
       if (handle) await runtime.stop(handle, 0);
+      if (error instanceof NoCapacityError) {
+        // Placed nowhere: as if the reservation had found no room (the caller retires an old replica or tries later).
+        await markReplica(sql, replicaId, { state: 'STOPPED', lastError: `no machine could take it: ${error.reason}` });
+        await hooks.onNoCapacity?.(error.reason);
+        return false;
+      }
       // Abandoned (its endpoint changed meanwhile) is not a failure of the replica.
       const stale = error instanceof StaleError;
       await markReplica(

@@ -159,6 +159,77 @@ describe('an endpoint on Kubernetes', () => {
   }, 180_000);
 });
 
+describe('updates, scale and failures on Kubernetes', () => {
+  test('an update rolls out a new pod and deletes the old, also when the watches are cut and expire (410) mid-rollout', async () => {
+    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+    await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    const [old] = await liveReplicaRows(t.sql, id);
+    const updated = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { advanced: { max_batch_size: 2 } });
+    expect(updated.status).toBe(200);
+    await waitFor('the new version to start', async () => (await liveReplicaRows(t.sql, id)).some((r) => r.version_index === 1));
+    kube.expireHistory({ answer: 'http' });
+    kube.cutWatches();
+    const replaced = await waitFor(
+      'the rollout to finish',
+      async () => {
+        const rows = await liveReplicaRows(t.sql, id);
+        return rows.length === 1 && rows[0]!.version_index === 1 && rows[0]!.state === 'READY' ? rows[0] : undefined;
+      },
+      90_000,
+    );
+    expect(replaced.id).not.toBe(old!.id);
+    await waitForStatus(t.sql, id, 'RUNNING', 60_000);
+    await waitFor('one pod, of version 1', async () => {
+      const pods = livePodsOf(id);
+      return (
+        pods.length === 1 && (pods[0]!.metadata as { labels: Record<string, string> }).labels['dedicated-endpoints.io/version'] === '1'
+      );
+    });
+    expect((await chat(id)).status).toBe(200);
+    kube.expireHistory({ answer: 'event' });
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+  }, 180_000);
+
+  test('a request to a sleeping endpoint is held while its pod starts, then answered', async () => {
+    const id = await project.endpoint({
+      hfModelRepo: TINY_REPO,
+      autoscalingPolicy: { minReplica: 0, maxReplica: 1, cooldownPeriod: 600 },
+    });
+    await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`);
+    await waitForStatus(t.sql, id, 'SLEEPING', 60_000);
+    await waitFor('the pods to be gone', async () => livePodsOf(id).length === 0);
+    const answer = await chat(id);
+    expect(answer.status).toBe(200);
+    expect(livePodsOf(id)).toHaveLength(1);
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+  }, 180_000);
+
+  test('an image that cannot be pulled fails the endpoint with WORKLOAD_INIT_SETTINGS_ERROR and the kubelet’s reason', async () => {
+    kube.setImagePullFailure('dedicated-endpoints:test', true);
+    try {
+      const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+      const failed = await waitForStatus(t.sql, id, 'FAILED', 60_000);
+      expect(failed.errorCode).toBe('WORKLOAD_INIT_SETTINGS_ERROR');
+      const [event] = await t.sql<{ detail: { message: string } }[]>`
+        SELECT detail FROM endpoint_events WHERE endpoint_id = ${id} ORDER BY id DESC LIMIT 1`;
+      expect(event!.detail.message).toMatch(/ErrImagePull|ImagePullBackOff/);
+      await waitFor('the failed pod to be deleted', async () => livePodsOf(id).length === 0);
+      await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+    } finally {
+      kube.setImagePullFailure('dedicated-endpoints:test', false);
+    }
+  }, 120_000);
+
+  test('an engine that cannot load the weights: its ENGINE_ERROR code reaches the endpoint through the pod’s termination message', async () => {
+    const id = await project.endpoint({ hfModelRepo: 'test-org/truncated-GGUF', autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+    const failed = await waitForStatus(t.sql, id, 'FAILED', 90_000);
+    expect(failed.errorCode).toBe('INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR');
+    expect(await statusTrail(t.sql, id)).toContain('INITIALIZING DOWNLOADING_MODEL');
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+  }, 120_000);
+});
+
 describe('capacity on Kubernetes', () => {
   test("an unschedulable pod waits with the scheduler's reason, then starts once a GPU frees", async () => {
     const first = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
