@@ -1,7 +1,8 @@
 /**
  * The examples of the README and of every page of docs/, run as a new user
  * copies them (issues 19 and 32): every `curl` command against `$BASE` (the
- * REST, GraphQL, chat, live-status and W&B sections), and every operation of
+ * REST, GraphQL, chat, live-status, W&B, replicas, engine logs and events
+ * sections), and every operation of
  * the management GraphQL section's `graphql` blocks and of the chat section's,
  * against a real gateway serving the tiny model from the stand-in hub (under
  * the docs' repository name, Qwen/Qwen3-0.6B-GGUF) and the stand-in W&B
@@ -62,14 +63,17 @@ function curlCommands(title: string, vars: Record<string, string>): CurlRequest[
   return curlsIn(pageSection(title).text, vars);
 }
 
-/**
- * Pages the docs link to that another change is writing as this one lands (issue 32 links it): a link to one is
- * not broken while it is missing, and is checked like any other once it exists. Remove an entry once it exists.
- */
-const PENDING_PAGES = ['docs/logs-and-events.md'];
-
 /** The sections whose curl commands this file runs, each in its test below. */
-const RUN_SECTIONS = ['REST', 'Chat completions', 'GraphQL', 'Live status', 'Endpoints from W&B registry artifacts'];
+const RUN_SECTIONS = [
+  'REST',
+  'Chat completions',
+  'GraphQL',
+  'Live status',
+  'Endpoints from W&B registry artifacts',
+  'Replicas',
+  'Engine logs',
+  'Events',
+];
 /** Curl examples that are not run here, by the start of the command as shown, and why. */
 const NOT_RUN: { shown: string; why: string }[] = [
   {
@@ -248,9 +252,8 @@ describe('the pages themselves', () => {
         if (/^[a-z]+:/.test(target!)) continue;
         const [file, hash] = target!.split('#') as [string, string | undefined];
         const resolved = file === '' ? page.file : new URL(file, new URL(page.file, ROOT)).pathname.slice(ROOT.pathname.length);
-        if (!existsSync(new URL(resolved, ROOT))) {
-          if (!PENDING_PAGES.includes(resolved)) broken.push(`${page.file}: ${target} (no file ${resolved})`);
-        } else if (hash !== undefined && resolved.endsWith('.md') && !anchorsOf(resolved).has(hash)) {
+        if (!existsSync(new URL(resolved, ROOT))) broken.push(`${page.file}: ${target} (no file ${resolved})`);
+        else if (hash !== undefined && resolved.endsWith('.md') && !anchorsOf(resolved).has(hash)) {
           broken.push(`${page.file}: ${target} (no heading for #${hash} in ${resolved})`);
         }
       }
@@ -467,4 +470,47 @@ describe('the examples, run', () => {
     expect(json(again, create!).endpointId).toBe(body.endpointId);
     await admin.rest('DELETE', `/dedicated/beta/endpoint/${body.endpointId}`);
   }, 60_000);
+
+  test('the replicas, engine logs and events sections: every curl command answers as its comment says, a follow streams', async () => {
+    if (!vars.EP) vars.EP = await createFromReadme();
+    await waitForStatus(t.sql, vars.EP, 'RUNNING', 90_000);
+    const commands = ['Replicas', 'Engine logs', 'Events'].flatMap((title) => curlCommands(title, vars));
+    expect(commands.length).toBeGreaterThanOrEqual(6);
+    for (const command of commands) {
+      const url = new URL(command.url);
+      if (url.searchParams.get('cursor') === '…') {
+        // The page's placeholder: a cursor an earlier page of the same list gave.
+        const first = await admin.rest('GET', `/dedicated/beta/endpoint/${vars.EP}/events?limit=1&newestFirst=true`);
+        url.searchParams.set('cursor', first.body.nextCursor);
+      }
+      if (url.searchParams.get('follow') === 'true') {
+        // A follow streams until the client goes: its header and the first lines of `tail`, then disconnect.
+        const abort = new AbortController();
+        const response = await fetch(url, { headers: command.headers, signal: abort.signal });
+        expect(response.status, command.shown).toBe(200);
+        expect(response.headers.get('x-replica-id')).toMatch(/^rep_/);
+        const sse = command.headers.accept === 'text/event-stream';
+        expect(response.headers.get('content-type')).toContain(sse ? 'text/event-stream' : 'text/plain');
+        if (url.searchParams.get('tail')) {
+          const { value } = await response.body!.getReader().read();
+          expect(new TextDecoder().decode(value), command.shown).toMatch(/\S/);
+        }
+        abort.abort();
+        continue;
+      }
+      const answer = await run({ ...command, url: url.toString() });
+      expect(answer.status, `${command.shown}\n→ ${answer.text}`).toBe(200);
+      const body = json(answer, command);
+      if (url.pathname.endsWith('/replicas')) {
+        expect(body.data[0]).toMatchObject({ replicaId: expect.stringMatching(/^rep_/), state: 'READY', runtime: 'local' });
+        expect(body.failures).toMatchObject({ windowSeconds: 600, count: 0 });
+      } else if (url.pathname.endsWith('/logs')) {
+        expect(body).toMatchObject({ endpointId: vars.EP, replicaId: expect.stringMatching(/^rep_/) });
+        expect(body.lines.some((line: string) => line.startsWith('ENGINE_READY'))).toBe(true);
+      } else {
+        expect(body.data[0]).toMatchObject({ eventId: expect.any(String), type: expect.any(String), cause: expect.any(String) });
+        if (!url.searchParams.has('cursor')) expect(body.data[0].type).toBe('CREATED');
+      }
+    }
+  }, 120_000);
 });
