@@ -95,7 +95,9 @@ describe('with every slot taken', () => {
     const { status, json, ms } = await timedChat({ model: endpoint, messages: LONG, max_tokens: 4 });
     expect(status).toBe(400);
     expect(json.error).toMatchObject({ type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' });
-    expect(json.error!.message).toMatch(/The prompt has \d{4,} tokens, more than this endpoint's max_input_length of 64 tokens/);
+    expect(json.error!.message).toMatch(
+      /The prompt has (at least )?\d{4,} tokens.*, more than this endpoint's max_input_length of 64 tokens/,
+    );
     expect(ms).toBeLessThan(FAST_MS);
   });
 

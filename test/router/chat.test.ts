@@ -365,15 +365,31 @@ describe('tokenize and detokenize', () => {
   });
 
   test('at most 4 run at once per endpoint: a fifth is a 429 at once, with Retry-After', async () => {
-    // Each long prompt keeps the replica's tokenizer busy for a while.
-    const prompt = 'Once upon a time, '.repeat(12_000);
-    const answers = await Promise.all(Array.from({ length: 7 }, () => call('tokenize', { model: endpoint, prompt })));
+    // The replica is paused: the four admitted calls wait in it, so that the others meet four places taken.
+    const [replica] = await liveReplicaRows(t.sql, endpoint);
+    process.kill(replica!.pid, 'SIGSTOP');
+    let answers: Response[];
+    try {
+      let settled = 0;
+      const calls = Array.from({ length: 7 }, () =>
+        call('tokenize', { model: endpoint, prompt: 'Once upon a time' }).then((answer) => {
+          settled++;
+          return answer;
+        }),
+      );
+      // The three beyond the limit are refused while the four wait on the paused replica.
+      await waitFor('the calls beyond the limit to be refused', async () => settled >= 3, 20_000);
+      expect(settled).toBe(3);
+      process.kill(replica!.pid, 'SIGCONT');
+      answers = await Promise.all(calls);
+    } finally {
+      process.kill(replica!.pid, 'SIGCONT');
+    }
     const statuses = answers.map((a) => a.status).sort();
-    expect(statuses.filter((s) => s === 200).length).toBeGreaterThanOrEqual(4);
-    const refused = answers.filter((a) => a.status === 429);
-    expect(refused.length).toBeGreaterThanOrEqual(1);
-    expect(refused[0]!.headers.get('retry-after')).toBe('1');
-    expect(((await refused[0]!.json()) as { error: { code: string } }).error.code).toBe('rate_limit_exceeded');
+    expect(statuses).toEqual([200, 200, 200, 200, 429, 429, 429]);
+    const refused = answers.find((a) => a.status === 429)!;
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('rate_limit_exceeded');
     // The places are given back: one more goes through.
     expect((await call('tokenize', { model: endpoint, prompt: 'hi' })).status).toBe(200);
   });
