@@ -39,7 +39,7 @@ async function cleanUp(): Promise<void> {
   await Promise.all(gateways.splice(0).map((g) => g.stop()));
   const ids = new Set((await db.sql<{ id: string }[]>`SELECT id FROM replicas`).map((r) => r.id));
   for (const { pid } of await engineProcesses((id) => ids.has(id))) killGroup(pid);
-  for (const row of await db.sql<{ pid: number }[]>`SELECT pid FROM replicas WHERE pid IS NOT NULL`) killGroup(row.pid);
+  for (const row of await db.sql<{ pid: number }[]>`SELECT locator::int AS pid FROM replicas WHERE locator IS NOT NULL`) killGroup(row.pid);
   await db.sql`UPDATE replicas SET state = 'STOPPED' WHERE state IN ('STARTING', 'READY', 'DRAINING')`;
   await db.sql`UPDATE endpoints SET cleaned_at = now() WHERE cleaned_at IS NULL`;
 }
@@ -105,7 +105,7 @@ interface ReplicaRow {
 async function replicaRows(id: string): Promise<ReplicaRow[]> {
   return db.sql<
     ReplicaRow[]
-  >`SELECT id, state, address, pid, version_index, engine_token FROM replicas WHERE endpoint_id = ${id} ORDER BY created_at, id`;
+  >`SELECT id, state, address, CASE WHEN locator ~ '^[0-9]{1,9}$' THEN locator::int END AS pid, version_index, engine_token FROM replicas WHERE endpoint_id = ${id} ORDER BY created_at, id`;
 }
 
 const LIVE = ['STARTING', 'READY', 'DRAINING'];
@@ -264,13 +264,17 @@ describe('a rollout whose gateway process was killed is completed by another', (
     );
     // The row names the engine's pid from its spawn on (before its health check), so that whoever takes over can stop it.
     await waitFor('the pid recorded at spawn', async () => {
-      const [row] = await db.sql<ReplicaRow[]>`SELECT pid FROM replicas WHERE id = ${started.row.id}`;
+      const [row] = await db.sql<
+        ReplicaRow[]
+      >`SELECT CASE WHEN locator ~ '^[0-9]{1,9}$' THEN locator::int END AS pid FROM replicas WHERE id = ${started.row.id}`;
       return row?.pid === started.engine.pid;
     });
     // Frozen while it loads, the engine never answers A's health check: A dies with the replica STARTING.
     process.kill(started.engine.pid, 'SIGSTOP');
     await kill(a);
-    const [atKill] = await db.sql<ReplicaRow[]>`SELECT id, state, address, pid, version_index FROM replicas WHERE id = ${started.row.id}`;
+    const [atKill] = await db.sql<
+      ReplicaRow[]
+    >`SELECT id, state, address, CASE WHEN locator ~ '^[0-9]{1,9}$' THEN locator::int END AS pid, version_index FROM replicas WHERE id = ${started.row.id}`;
     expect(atKill).toMatchObject({ state: 'STARTING', pid: started.engine.pid });
 
     await expectRolledOut(id, ownerA, old);
