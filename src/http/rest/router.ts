@@ -34,6 +34,7 @@ export type RouteHandler = (request: RouteRequest) => Promise<RouteResponse>;
 
 interface Route {
   method: string;
+  path: string;
   pattern: RegExp;
   names: string[];
   handler: RouteHandler;
@@ -75,8 +76,13 @@ export class Router {
       names.push(name);
       return '([^/]+)';
     });
-    this.routes.push({ method, pattern: new RegExp(`^${source}/?$`), names, handler });
+    this.routes.push({ method, path, pattern: new RegExp(`^${source}/?$`), names, handler });
     return this;
+  }
+
+  /** Every route's method and path template (`:param` segments), in the order they were added. */
+  list(): { method: string; path: string }[] {
+    return this.routes.map(({ method, path }) => ({ method, path }));
   }
 
   /**
