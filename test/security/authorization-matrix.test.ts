@@ -16,8 +16,9 @@
  * victim team invited who has not accepted; a victim team member whose key
  * was revoked; no key. Their answers: 404 (or `null`, `NotFoundError`,
  * `NOT_FOUND`), 404, 403, 404, 401 and 401 (README "Authentication and
- * teams", "Errors"; docs/management-api.md; docs/chat-api.md). Subscriptions
- * are tried over SSE and over WebSocket (4401, 4403 closes).
+ * teams", "Errors"; docs/management-api.md; docs/chat-api.md). Every GraphQL
+ * operation is sent over HTTP (subscriptions as SSE) and over graphql-ws
+ * (where a refused key closes the socket 4401, a team header 4403).
  *
  * For each request: the answer holds no id or name of the victim's that the
  * request did not itself name, and a dump of every table (but the logs, see
@@ -365,8 +366,19 @@ beforeAll(async () => {
   const ownerPrincipal = { ...(await principalOf(victim.owner.id)), actingTeamId: victim.teamId };
 
   const outsider = await newUser();
+  // Each principal is what it claims: the member and the key reached the victim's endpoint before the change.
+  const seesVictim = async (key: string) => {
+    const answer = await postJson(
+      '/graphql',
+      key,
+      {},
+      { query: 'query($id: ID!) { endpoint(id: $id) { id } }', variables: { id: victim.endpoints.running } },
+    );
+    return (await answer.json()).data?.endpoint?.id === victim.endpoints.running;
+  };
   const removed = await newUser();
   ok(await t.services.identity.addTeamMember('system', { teamId: victim.teamId, user: removed.user.id }));
+  expect(await seesVictim(removed.key)).toBe(true);
   ok(await t.services.identity.removeTeamMember(ownerPrincipal, { teamId: victim.teamId, userId: removed.user.id }));
   const invitee = await newUser();
   const invitation = ok(await t.services.identity.addTeamMember(ownerPrincipal, { teamId: victim.teamId, user: invitee.user.id }));
@@ -374,6 +386,7 @@ beforeAll(async () => {
   const revoked = await newUser();
   ok(await t.services.identity.addTeamMember('system', { teamId: victim.teamId, user: revoked.user.id }));
   const revokedKey = ok(await t.services.identity.createApiKey('system', { name: 'to revoke', user: revoked.user.id }));
+  expect(await seesVictim(revokedKey.secret)).toBe(true);
   ok(await t.services.identity.revokeApiKey('system', revokedKey.record.id));
 
   principals = [
@@ -491,7 +504,7 @@ async function subscriptionOverSse(
   return { outcome: 'other: no result within 5 s', text };
 }
 
-/** The first message of a subscription over graphql-ws, or the socket's refusal. */
+/** The first message of an operation over graphql-ws (a subscription's first result), or the socket's refusal. */
 async function subscriptionOverWs(
   field: string,
   document: string,
@@ -538,14 +551,15 @@ function graphqlTransports(operation: string, kind: Kind, field: GraphQLField<un
     const answer = await graphqlOverHttp(kind, field.name, document, variables, key, headers);
     return { ...answer, request: JSON.stringify({ variables, headers }) };
   };
-  if (kind !== 'subscription') return [['HTTP', http]];
+
   const ws: Transport = async (key, headers, v, me) => {
     const { variables, document } = request(v, me);
     const answer = await subscriptionOverWs(field.name, document, variables, key, headers);
     return { ...answer, request: JSON.stringify({ variables, headers }) };
   };
+  // graphql-ws carries queries and mutations too, authenticated once per connection.
   return [
-    ['SSE', http],
+    [kind === 'subscription' ? 'SSE' : 'HTTP', http],
     ['WebSocket', ws],
   ];
 }

@@ -40,7 +40,7 @@ interface Team {
 }
 
 const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : Math.floor(Math.random() * 2 ** 31);
-const RUNS = 20;
+const RUNS = 30;
 
 let t: TestGateway;
 const teams = {} as Record<TeamName, Team>;
