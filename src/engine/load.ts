@@ -36,7 +36,61 @@ export type LoadedEngine = {
   context: LlamaContext;
   sequences: LlamaContextSequence[];
   renderer: ChatPromptRenderer;
+  placement: EnginePlacement;
 };
+
+/**
+ * What the engine runs on, as /health and the ENGINE_READY line report it. `backend` is the
+ * llama.cpp backend node-llama-cpp loaded (its `llama.gpu`, false being 'cpu'); `gpuLayers` the
+ * layers the model put on that GPU (0 on the CPU) out of `totalLayers`, which counts as llama.cpp
+ * does: the GGUF's `block_count` plus the output layer (a fully offloaded model has
+ * gpuLayers == totalLayers). `gpuWanted`: the engine was started without --cpu.
+ */
+export type EnginePlacement = {
+  backend: 'cuda' | 'vulkan' | 'metal' | 'cpu';
+  gpuWanted: boolean;
+  gpuLayers: number;
+  totalLayers: number;
+  /** The GPU devices llama.cpp sees (e.g. "NVIDIA H100 80GB HBM3"); empty on the CPU. */
+  gpuDevices: string[];
+};
+
+/** One warning line in the engine's log: `ENGINE_WARNING {"code":…,"message":…}` (the engine still serves). */
+export type EngineWarning = { code: 'NO_GPU' | 'PARTIAL_GPU_OFFLOAD'; message: string };
+
+/** The warnings a placement deserves: a GPU was wanted and none is used, or the model only partly fits on it. */
+export function placementWarnings(placement: EnginePlacement): EngineWarning[] {
+  if (placement.gpuWanted && placement.backend === 'cpu') {
+    return [
+      {
+        code: 'NO_GPU',
+        message:
+          'A GPU was wanted (the engine was started without --cpu) but llama.cpp found no usable GPU backend here (no CUDA, Vulkan or Metal device, or its prebuilt GPU binary did not load: see the lines above); serving on the CPU',
+      },
+    ];
+  }
+  if (placement.backend !== 'cpu' && placement.gpuLayers < placement.totalLayers) {
+    return [
+      {
+        code: 'PARTIAL_GPU_OFFLOAD',
+        message: `Only ${placement.gpuLayers} of the model's ${placement.totalLayers} layers are on the GPU (${placement.backend}); the rest run on the CPU`,
+      },
+    ];
+  }
+  return [];
+}
+
+/** The backend, layers and devices of a loaded model. */
+async function placementOf(llama: Llama, model: LlamaModel, gpu: 'auto' | false): Promise<EnginePlacement> {
+  const backend = llama.gpu === false ? 'cpu' : llama.gpu;
+  return {
+    backend,
+    gpuWanted: gpu !== false,
+    gpuLayers: backend === 'cpu' ? 0 : model.gpuLayers,
+    totalLayers: model.fileInsights.totalLayers,
+    gpuDevices: backend === 'cpu' ? [] : await llama.getGpuDeviceNames().catch(() => []),
+  };
+}
 
 export function invalidArgument(message: string): EngineStartError {
   return new EngineStartError('INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', message);
@@ -107,7 +161,8 @@ export async function loadEngine(
       batching: { dispatchSchedule: dispatchWhenAllQueued(() => context, active) },
     });
     const sequences = Array.from({ length: options.sequences }, () => context.getSequence());
-    return { llama, ownsLlama: llamaOption == null, model, context, sequences, renderer };
+    const placement = await placementOf(llama, model, options.gpu);
+    return { llama, ownsLlama: llamaOption == null, model, context, sequences, renderer, placement };
   } catch (error) {
     if (!(error instanceof EngineStartError)) await delay(LOG_FLUSH_MS);
     const classified = classifyEngineError(error, logLines);

@@ -14,7 +14,11 @@
  * once the server listens (llama.cpp and engine logs go to stderr). Readers take `port` and `pid`
  * and ignore other keys; the line also carries `readyAt` (when the server listened, milliseconds
  * since the epoch) and `uptimeMs` (milliseconds from this process's start to then), so that a log
- * reader can tell the engine's own load time from what started it. A start-up failure prints one
+ * reader can tell the engine's own load time from what started it, and what it runs on: `backend`
+ * ('cuda', 'vulkan', 'metal' or 'cpu'), `gpuWanted` (started without --cpu), `gpuLayers` of
+ * `totalLayers` on the GPU (as /health reports them). An engine that wanted a GPU and got none
+ * (or fitted only part of the model on it) still serves, after one line on stderr:
+ * `ENGINE_WARNING {"code":"NO_GPU"|"PARTIAL_GPU_OFFLOAD","message":…}`. A start-up failure prints one
  * `ENGINE_ERROR {"code":…,"message":…}` line to stderr and exits 3 (also for well-formed but
  * unusable values, e.g. --max-input-length above --context-size); malformed flags exit 2. SIGTERM
  * drains (in-flight requests get up to --drain-timeout-ms), frees the model and exits 0.
@@ -144,9 +148,18 @@ async function main(): Promise<void> {
 
   const uptimeMs = performance.now();
   const readyAt = performance.timeOrigin + uptimeMs;
-  process.stdout.write(
-    `ENGINE_READY ${JSON.stringify({ port: server.port, pid: process.pid, readyAt: round(readyAt), uptimeMs: round(uptimeMs) })}\n`,
-  );
+  const { backend, gpuWanted, gpuLayers, totalLayers } = server.placement;
+  const ready = {
+    port: server.port,
+    pid: process.pid,
+    readyAt: round(readyAt),
+    uptimeMs: round(uptimeMs),
+    backend,
+    gpuWanted,
+    gpuLayers,
+    totalLayers,
+  };
+  process.stdout.write(`ENGINE_READY ${JSON.stringify(ready)}\n`);
 }
 
 /** Three decimals: microseconds, enough for timings and short in the log. */

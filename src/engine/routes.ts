@@ -13,6 +13,7 @@ import type { Result } from '../domain/result.js';
 import { answerStreamed, answerWhole, CHAT_FORMAT, SHUTDOWN, shuttingDown, TEXT_FORMAT, type AnswerFormat } from './answers.js';
 import { unixSeconds } from './format.js';
 import { BodyTooLargeError, MAX_BODY_BYTES, readBody, sendError, sendJson, serverError } from './http.js';
+import type { EnginePlacement } from './load.js';
 import { QueueAbortedError, type PreparedRequest, type Scheduler } from './scheduler.js';
 
 export { SHUTDOWN } from './answers.js';
@@ -23,6 +24,8 @@ export type RouteConfig = {
   sequences: number;
   contextSize: number;
   maxInputLength: number;
+  /** What the engine runs on; /health reports it (backend, gpuWanted, gpuLayers, totalLayers, gpuDevices). */
+  placement?: EnginePlacement;
 };
 
 /** Requests past the draining check, each with the controller that cancels it. */
@@ -89,6 +92,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
       totalRequests,
       totalCompletionTokens: scheduler.totalCompletionTokens,
       lastRequestAt: lastRequestAt?.toISOString() ?? null,
+      ...config.placement,
     };
   }
 

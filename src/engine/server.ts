@@ -16,7 +16,7 @@ import { basename } from 'node:path';
 import type { Llama } from 'node-llama-cpp';
 import { LIMITS } from '../domain/endpoint-spec.js';
 import { EngineStartError } from './errors.js';
-import { disposeEngine, invalidArgument, loadEngine } from './load.js';
+import { disposeEngine, invalidArgument, loadEngine, placementWarnings, type EnginePlacement, type EngineWarning } from './load.js';
 import { createRoutes, SHUTDOWN } from './routes.js';
 import { Scheduler } from './scheduler.js';
 
@@ -74,6 +74,10 @@ export type EngineServerOptions = {
 export type EngineServer = {
   url: string;
   port: number;
+  /** What the engine runs on (backend, layers on the GPU), as /health reports it. */
+  placement: EnginePlacement;
+  /** What was logged as `ENGINE_WARNING {…}` at start (a GPU wanted and none used, a partial offload). */
+  warnings: EngineWarning[];
   /**
    * Stops accepting requests, lets in-flight ones finish for up to `graceMs` (default
    * drainTimeoutMs), cancels the rest, then frees the context, model and (if owned) llama.
@@ -142,8 +146,11 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
   const held: { scheduler?: Scheduler } = {};
   const engine = await loadEngine(config, options.llama, log, () => held.scheduler?.active ?? 0);
   const scheduler = (held.scheduler = new Scheduler(engine.model, engine.renderer, engine.sequences, config, log));
+  // Never a silent fall-back to the CPU: one line the runtime's log reader (and a person) can find.
+  const warnings = placementWarnings(engine.placement);
+  for (const warning of warnings) log(`ENGINE_WARNING ${JSON.stringify(warning)}`);
   let lastContactAt = performance.now();
-  const routes = createRoutes(config, scheduler, log, {
+  const routes = createRoutes({ ...config, placement: engine.placement }, scheduler, log, {
     ...(options.token ? { token: options.token } : {}),
     onContact: () => void (lastContactAt = performance.now()),
   });
@@ -212,6 +219,8 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
   return {
     url: `http://${urlHost}:${port}`,
     port,
+    placement: engine.placement,
+    warnings,
     close: (graceMs = config.drainTimeoutMs) => {
       if (closing == null) closing = close(graceMs);
       else setTimeout(() => endGrace?.(), graceMs).unref();
