@@ -81,9 +81,23 @@ export class EndpointWrites {
         const message = errorCode ? (errorMessage ?? null) : null;
         if (message !== (e.errorMessage ?? null)) await tx`UPDATE endpoints SET error_message = ${message} WHERE id = ${id}`;
         if (phase !== 'DOWNLOADING_MODEL') await setProgress(tx, id, null);
+        if (phase !== 'REQUESTING_VIRTUAL_MACHINE' && e.waitReason) await tx`UPDATE endpoints SET wait_reason = NULL WHERE id = ${id}`;
       },
     );
     return { status, phase, errorCode };
+  }
+
+  /** Records why the endpoint waits for a machine, while its phase says it does (a newer phase clears it). */
+  async setWaitReason(id: string, reason: string): Promise<void> {
+    await this.guarded(
+      id,
+      (e) => e.phase === 'REQUESTING_VIRTUAL_MACHINE',
+      async (tx, e) => {
+        if (e.waitReason !== reason) await tx`UPDATE endpoints SET wait_reason = ${reason} WHERE id = ${id}`;
+      },
+    ).catch((error: unknown) => {
+      if (!(error instanceof StaleError)) throw error;
+    });
   }
 
   /** Recomputes the replica counts from the replicas table. */

@@ -50,6 +50,8 @@ export interface ReplicaStarterOptions {
 export class ReplicaStarter {
   /** Replicas this process is starting right now (any other STARTING replica was abandoned). */
   private readonly starting = new Set<string>();
+  /** Versions resolved before their first start (resolveEarly), by endpoint and version. */
+  private readonly resolved = new Map<string, ResolvedModel>();
   /** Models being prepared (resolved, downloaded) for a start, by endpoint: the version, and how to abandon it. */
   private readonly preparing = new Map<string, { versionIndex: number; abort: AbortController }>();
 
@@ -57,6 +59,18 @@ export class ReplicaStarter {
 
   isStarting(replicaId: string): boolean {
     return this.starting.has(replicaId);
+  }
+
+  /**
+   * Resolves a version's model (the hub's metadata, no download) once per version and process, when its start must
+   * wait for capacity: a misspelled repository fails the start at once instead of after the wait for a machine.
+   */
+  private async resolveEarly(version: VersionRecord): Promise<void> {
+    const key = versionKey(version);
+    if (version.model || version.spec.model.source !== 'hf' || this.resolved.has(key)) return;
+    const { resolved } = await this.options.models.resolveVersion(version.spec, null);
+    if (resolved) this.resolved.set(key, resolved);
+    if (this.resolved.size > 10_000) this.resolved.delete(this.resolved.keys().next().value!);
   }
 
   /** The version whose model is being prepared for the endpoint now, if one is. */
@@ -86,7 +100,10 @@ export class ReplicaStarter {
     const desired = Math.max(endpoint.current.spec.autoscaling.minReplica, 1);
     try {
       const started = await this.start(endpoint, endpoint.current, {
-        onNoCapacity: (reason) => report({ type: 'no-capacity' }, 'controller:requesting_virtual_machine', reason),
+        onNoCapacity: async (reason) => {
+          await report({ type: 'no-capacity' }, 'controller:requesting_virtual_machine', reason);
+          if (reason) await writes.setWaitReason(id, reason);
+        },
         onResolving: () => report({ type: 'resolving-model' }, 'controller:downloading_model'),
         onDownloadStart: () => report({ type: 'downloading-model' }, 'controller:downloading_model'),
         onEngineStart: () => report({ type: 'starting-engine' }, 'controller:engine_initializing'),
@@ -141,8 +158,10 @@ export class ReplicaStarter {
           capacity,
         ),
     );
-    if (!reserved) {
-      await hooks.onNoCapacity?.();
+    if (!reserved.reserved) {
+      // A repository that does not exist (or holds nothing to run) is reported before any wait for capacity.
+      await this.resolveEarly(version);
+      await hooks.onNoCapacity?.(capacityWait(option.numGpu, `${option.gpuType} ${option.gpuMemoryGb} GB`, reserved.used, capacity));
       return false;
     }
     this.starting.add(replicaId);
@@ -253,7 +272,7 @@ export class ReplicaStarter {
     this.preparing.set(endpointId, { versionIndex: version.versionIndex, abort });
     let model: PreparedModel;
     try {
-      const known = version.model as ResolvedModel | null;
+      const known = (version.model as ResolvedModel | null) ?? this.resolved.get(versionKey(version)) ?? null;
       model = this.options.runtime.provisionsModels
         ? await models.resolveVersion(version.spec, known, { ...hooks, signal: abort.signal })
         : await models.prepareVersion(version.spec, known, { ...hooks, signal: abort.signal });
@@ -289,6 +308,13 @@ export class ReplicaStarter {
     const host = this.options.hostMemoryPerSlotBytes;
     return host === undefined ? instance : Math.min(instance, host * option.numGpu);
   }
+}
+
+/** Why a start waits for capacity: "waiting for 1 × H100 80 GB: 2 of 2 in use". */
+export function capacityWait(numGpu: number, gpu: string, used: number, capacity: number): string {
+  if (capacity === 0) return `waiting for ${numGpu} × ${gpu}: this runtime offers none`;
+  if (numGpu > capacity) return `waiting for ${numGpu} × ${gpu}: this runtime offers only ${capacity}`;
+  return `waiting for ${numGpu} × ${gpu}: ${used} of ${capacity} in use`;
 }
 
 /** A step the runtime observed, as the start's hooks report it. */
@@ -333,3 +359,5 @@ async function warmUp(handle: ReplicaRef): Promise<void> {
     throw new WarmupError('the warm-up generation did not complete');
   }
 }
+
+const versionKey = (version: VersionRecord) => `${version.endpointId}:${version.versionIndex}`;

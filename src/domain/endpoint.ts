@@ -44,6 +44,8 @@ export interface EndpointRecord extends ReplicaCounts {
   errorCode: EndpointErrorCode | null;
   /** What went wrong and what to do, while errorCode is set (see statusMessage in failure-advice.ts). */
   errorMessage?: string | null;
+  /** Why it waits, while its phase is REQUESTING_VIRTUAL_MACHINE (no machine free, or a scheduler's message). */
+  waitReason?: string | null;
   desiredState: DesiredState;
   createdAt: Date;
   updatedAt: Date;

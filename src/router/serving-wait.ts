@@ -93,10 +93,11 @@ export class ServingWait {
           return openAIError(
             503,
             'server_error',
-            `endpoint '${endpoint.id}' is ${endpoint.status} and not serving yet; retry shortly`,
+            notServingYetMessage(endpoint),
             'endpoint_not_ready',
             null,
-            10,
+            // Waiting for a machine takes minutes, not seconds: a client that retries sooner only waits again.
+            endpoint.phase === 'REQUESTING_VIRTUAL_MACHINE' ? 30 : 10,
           );
         }
         if (waitMs > 0) await changes.wait(waitMs, signal);
@@ -157,4 +158,13 @@ export class ServingWait {
     set?.delete(watcher);
     if (set?.size === 0) this.watchers.delete(endpointId);
   }
+}
+
+/** The 503 of a request whose wait ran out: what the endpoint waits for, when it waits for a machine. */
+export function notServingYetMessage(endpoint: Pick<EndpointRecord, 'id' | 'status' | 'phase' | 'waitReason'>): string {
+  if (endpoint.phase === 'REQUESTING_VIRTUAL_MACHINE') {
+    const why = endpoint.waitReason ? `: ${endpoint.waitReason}` : '';
+    return `endpoint '${endpoint.id}' is ${endpoint.status} and waiting for a machine${why}; it serves once one is free, retry later`;
+  }
+  return `endpoint '${endpoint.id}' is ${endpoint.status} and not serving yet; retry shortly`;
 }

@@ -23,7 +23,7 @@ export const VERSION_COLUMNS = `
 
 export const ENDPOINT_COLUMNS = `
   e.id, e.seq, e.project_id, e.team_id, e.creator_id AS endpoint_creator_id, e.status, e.phase,
-  e.error_code, e.error_message, e.desired_state, e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt,
+  e.error_code, e.error_message, e.wait_reason, e.desired_state, e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt,
   e.created_at, e.updated_at, e.progress, e.last_request_at, e.deleted_at IS NOT NULL AS deleted, ${VERSION_COLUMNS}`;
 
 export const CURRENT_VERSION_JOIN = 'JOIN endpoint_versions v ON v.endpoint_id = e.id AND v.version_index = e.current_version';
@@ -65,6 +65,7 @@ export interface EndpointRow extends VersionRow {
   phase: EndpointPhase | null;
   error_code: EndpointErrorCode | null;
   error_message: string | null;
+  wait_reason: string | null;
   desired_state: DesiredState;
   curr_replica_cnt: number;
   desired_replica_cnt: number;
@@ -119,6 +120,7 @@ export function toEndpoint(r: EndpointRow): EndpointRecord {
     phase: r.phase,
     errorCode: r.error_code,
     errorMessage: r.error_message,
+    waitReason: r.wait_reason,
     desiredState: r.desired_state,
     currReplicaCnt: r.curr_replica_cnt,
     desiredReplicaCnt: r.desired_replica_cnt,

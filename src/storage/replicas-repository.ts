@@ -88,17 +88,17 @@ export async function reserveReplica(
   db: Queryable,
   replica: { id: string; endpointId: string; versionIndex: number; runtime: string; node: string; gpuType: GpuType; numGpu: number },
   capacity: number,
-): Promise<boolean> {
+): Promise<{ reserved: boolean; used: number }> {
   await db`SELECT pg_advisory_xact_lock(hashtext(${`capacity:${replica.node}:${replica.gpuType}`}))`;
   const [used] = await db<{ n: number }[]>`
     SELECT coalesce(sum(num_gpu), 0)::int AS n FROM replicas
     WHERE node = ${replica.node} AND gpu_type = ${replica.gpuType} AND state IN ('STARTING', 'READY', 'DRAINING')`;
-  if (used!.n + replica.numGpu > capacity) return false;
+  if (used!.n + replica.numGpu > capacity) return { reserved: false, used: used!.n };
   await db`
     INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state)
     VALUES (${replica.id}, ${replica.endpointId}, ${replica.versionIndex}, ${replica.runtime}, ${replica.node},
             ${replica.gpuType}, ${replica.numGpu}, 'STARTING')`;
-  return true;
+  return { reserved: true, used: used!.n + replica.numGpu };
 }
 
 /**

@@ -287,6 +287,22 @@ describe('capacity', () => {
     await new Promise((r) => setTimeout(r, 1500));
     expect(await statusOf(small.sql, second)).toMatchObject({ status: 'INITIALIZING', phase: 'REQUESTING_VIRTUAL_MACHINE' });
     expect(await liveReplicaRows(small.sql, second)).toEqual([]);
+    // The wait says what it waits for, on REST and GraphQL.
+    const waiting = await waitFor('the wait reason', async () => {
+      const status = (await bob.rest('GET', `/dedicated/beta/endpoint/${second}/status`)).body as { waitReason?: string };
+      return status.waitReason;
+    });
+    expect(waiting).toBe('waiting for 1 × H100 80 GB: 2 of 2 in use');
+    const viaGraphql = await bob.rest('POST', '/graphql', {
+      query: 'query($id: ID!) { endpoint(id: $id) { status { phase waitReason } } }',
+      variables: { id: second },
+    });
+    expect(viaGraphql.body.data.endpoint.status).toEqual({ phase: 'REQUESTING_VIRTUAL_MACHINE', waitReason: waiting });
+    // A repository that does not exist is reported at once, not after the wait for a machine.
+    const misspelled = await p.endpoint({ hfModelRepo: 'test-org/tiny-lama-GGUF', instanceOptionId: 'TwD5AqnBSVN0' });
+    const failed = await waitForStatus(small.sql, misspelled, 'FAILED', 30_000);
+    expect(failed.errorCode).toBe('WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR');
+    expect((await statusOf(small.sql, first)).status).toBe('RUNNING');
     await bob.rest('PUT', `/dedicated/beta/endpoint/${first}/terminate`);
     await waitForStatus(small.sql, second, 'RUNNING');
     expect(await statusTrail(small.sql, second)).toEqual([

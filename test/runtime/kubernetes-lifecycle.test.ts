@@ -243,6 +243,11 @@ describe('capacity on Kubernetes', () => {
     });
     expect(waiting).toContain('0/2 nodes are available');
     expect((await statusOf(t.sql, second)).phase).toBe('REQUESTING_VIRTUAL_MACHINE');
+    const status = await waitFor('the wait reason on the status', async () => {
+      const body = (await alice.rest('GET', `/dedicated/beta/endpoint/${second}/status`)).body as { waitReason?: string };
+      return body.waitReason;
+    });
+    expect(status).toContain('0/2 nodes are available');
 
     expect((await alice.rest('PUT', `/dedicated/beta/endpoint/${first}/terminate`)).status).toBe(200);
     await waitForStatus(t.sql, second, 'RUNNING', 90_000);

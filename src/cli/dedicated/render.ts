@@ -55,6 +55,7 @@ export function printEndpoint(print: Print, endpoint: EndpointFieldsFragment): v
     ['name', endpoint.name],
     ['status', describeStatus(status)],
     ...(status.errorMessage ? [['error', status.errorMessage] as [string, string]] : []),
+    ...(status.waitReason ? [['waiting', status.waitReason] as [string, string]] : []),
     ['model', `${spec.hfModelRepo ?? ''}${spec.hfModelRepoRevision ? `@${spec.hfModelRepoRevision}` : ''}`],
     ['instance', `${spec.instanceId} (${spec.numGpu} × ${spec.gpuType})`],
     ['project', spec.projectId],

@@ -23,6 +23,8 @@ export function statusObject(endpoint: EndpointRecord, action: LifecycleAction |
     errorCode: endpoint.errorCode,
     // ext: what went wrong and what to do, only while errorCode is set.
     ...(endpoint.errorCode ? { errorMessage: statusMessage(endpoint) } : {}),
+    // ext: why it waits for a machine, while the phase is REQUESTING_VIRTUAL_MACHINE.
+    ...(endpoint.phase === 'REQUESTING_VIRTUAL_MACHINE' && endpoint.waitReason ? { waitReason: endpoint.waitReason } : {}),
     createdAt: endpoint.createdAt.toISOString(),
     updatedAt: endpoint.updatedAt.toISOString(),
   };

@@ -65,6 +65,11 @@ export function EndpointHeader({
           {status.errorMessage && <span> — {status.errorMessage}</span>}
         </div>
       )}
+      {status.phase === 'REQUESTING_VIRTUAL_MACHINE' && status.waitReason && (
+        <p className="muted endpoint-wait" role="status">
+          {status.waitReason}
+        </p>
+      )}
       {status.phase === 'DOWNLOADING_MODEL' && status.downloadProgress && (
         <DownloadProgressBar label="Model download" progress={status.downloadProgress} />
       )}

@@ -50,6 +50,12 @@ export const EndpointStatus = builder.objectRef<EndpointRecord>('EndpointStatus'
       description: 'While errorCode is set: what went wrong and what to do about it, safe to show a user.',
       resolve: (e) => statusMessage(e),
     }),
+    waitReason: t.string({
+      nullable: true,
+      description:
+        'While the phase is REQUESTING_VIRTUAL_MACHINE: what the endpoint waits for (e.g. "waiting for 1 × H100 80 GB: 2 of 2 in use", or the cluster scheduler\'s message).',
+      resolve: (e) => (e.phase === 'REQUESTING_VIRTUAL_MACHINE' ? (e.waitReason ?? null) : null),
+    }),
     downloadProgress: t.field({
       type: DownloadProgress,
       nullable: true,
