@@ -9,7 +9,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   liveReplicaRows,
@@ -33,6 +33,7 @@ let t: TestApp;
 let alice: SeededUser;
 let project: SeededProject;
 let cacheDir: string;
+let kubeConfig: KubeConfig;
 
 beforeAll(async () => {
   cacheDir = await mkdtemp(path.join(os.tmpdir(), 'kube-models-'));
@@ -50,7 +51,7 @@ beforeAll(async () => {
       },
     ],
   });
-  const kubeConfig = new KubeConfig();
+  kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(kube.writeKubeconfig(NS));
   t = await startTestApp({
     kubeConfig,
@@ -264,9 +265,21 @@ describe('a gateway restart on Kubernetes', () => {
     await waitForStatus(t.sql, id, 'RUNNING', 90_000);
     const [before] = await liveReplicaRows(t.sql, id);
     const podsBefore = livePodsOf(id).map((p) => (p.metadata as { uid: string }).uid);
+    // A pod labelled as ours whose replica has no row (left by a gateway that died between the two).
+    await kubeConfig.makeApiClient(CoreV1Api).createNamespacedPod({
+      namespace: NS,
+      body: {
+        metadata: {
+          name: 'rep-orphan',
+          labels: { 'app.kubernetes.io/managed-by': 'dedicated-endpoints', 'dedicated-endpoints.io/replica': 'rep_orphan' },
+        },
+        spec: { restartPolicy: 'Never', containers: [{ name: 'engine', image: 'dedicated-endpoints:test', command: ['sleep', '600'] }] },
+      },
+    });
     kube.cutWatches();
     kube.expireHistory();
     await t.restart();
+    await waitFor('the orphaned pod to be deleted', async () => kube.pod(NS, 'rep-orphan') === undefined, 30_000);
     expect((await chat(id)).status).toBe(200);
     // A few controller passes later, the same replica and the same pod serve.
     await new Promise((resolve) => setTimeout(resolve, 1500));
