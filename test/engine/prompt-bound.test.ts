@@ -129,7 +129,7 @@ test('an honest long prompt is tokenized in turns: /health answers meanwhile, an
   expect(answer.status).toBe(200);
   expect(answer.body.count).toBeGreaterThan(65_536 / 2);
   // Health checks answered while the prompt was being tokenized: one native call would have held them all.
-  expect(answered.length).toBeGreaterThanOrEqual(5);
+  expect(answered.length).toBeGreaterThanOrEqual(3);
 
   // Pieces are cut only between words, and give the tokens of the whole.
   const model = await llama.loadModel({ modelPath: file.path });

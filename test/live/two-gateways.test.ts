@@ -159,7 +159,7 @@ describe('two gateway processes on one database', () => {
       async () => (await db.sql`SELECT 1 FROM endpoints WHERE id IN (${byA}, ${byB}) AND cleaned_at IS NULL`).length === 0,
       30_000,
     );
-  });
+  }, 120_000);
 
   test('a subscriber on gateway A sees, in order, every change made through gateway B: create to RUNNING, sleep, wake, update, terminate, delete', async () => {
     const client = wsClient(a.url);
@@ -231,7 +231,7 @@ describe('two gateway processes on one database', () => {
     events.unsubscribe();
     await client.dispose();
     await statusClient.dispose();
-  });
+  }, 120_000);
 
   test('a subscriber that reconnects with the last event id it saw gets what it missed, in order, without duplicates', async () => {
     const first = wsClient(a.url);
@@ -262,5 +262,5 @@ describe('two gateway processes on one database', () => {
     expect(after.items.map((e) => e.id)).toEqual(stored.map((r) => r.id));
     expect(new Set(after.items.map((e) => e.id)).size).toBe(after.items.length);
     await second.dispose();
-  });
+  }, 120_000);
 });
