@@ -70,6 +70,9 @@ async function run(): Promise<BenchOutcome> {
     notes: [
       'Calls per replica: one pod create, plus one Secret read and one create per endpoint (its engine token, the owner of its pods).',
       'A pass reads the informers’ caches only; the watches stay open (one for pods, one for nodes).',
+      'Converging runs the stand-in API server, its simulated scheduler and kubelet, and the runtime with its informer in one ' +
+        'Node.js process on this 2-core machine (each pod makes about four watch events, serialized by the server and parsed ' +
+        'by the informer); it is not profiled yet, and says little about a real API server.',
     ],
     data: { ...figures },
   };
