@@ -40,7 +40,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(gateways.map((g) => g.stop()));
   // Replicas outlive a gateway by design; the test stops what it started.
-  const rows = await db.sql`SELECT locator::int AS pid FROM replicas WHERE state IN ('STARTING', 'READY', 'DRAINING') AND locator IS NOT NULL`;
+  const rows =
+    await db.sql`SELECT locator::int AS pid FROM replicas WHERE state IN ('STARTING', 'READY', 'DRAINING') AND locator IS NOT NULL`;
   for (const row of rows) {
     try {
       process.kill(-row.pid, 'SIGKILL');
