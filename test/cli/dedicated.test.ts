@@ -190,6 +190,13 @@ describe('dedicated (the endpoint CLI)', () => {
     expect(two.stderr).toMatch(/^error: create needs --name and --instance /);
     const named = await cli(['endpoints', 'create', '--project', projectId, '--instance', H100_X1]);
     expect(named.stderr.trim()).toBe('error: create needs --name and --model');
+    // A GPU kind and count name the instance option as well as its id does.
+    const byGpu = await cli(['endpoints', 'create', '--project', projectId, '--gpu', 'h100', '--gpus', '2']);
+    expect(byGpu.stderr.trim()).toBe('error: create needs --name and --model');
+    const badCount = await cli(['endpoints', 'create', '--project', projectId, '--gpu', 'H100', '--gpus', '3']);
+    expect(badCount.stderr.trim()).toBe('error: --gpus must be one of 1, 2, 4, 8 (got 3)');
+    const both = await cli(['endpoints', 'create', '--project', projectId, '--gpu', 'A100', '--instance', H100_X1]);
+    expect(both.stderr.trim()).toBe('error: give --instance or --gpu (with --gpus), not both');
 
     // 0 replicas at most is the API's rule too (the endpoint runs none until raised).
     const none = await cli(createArgs('cli-none', TINY_REPO, '--min-replica', '0', '--max-replica', '0'));
@@ -202,6 +209,9 @@ describe('dedicated (the endpoint CLI)', () => {
     expect(tooMany.stderr.trim()).toBe('error: invalid request: --max-replica: must be from 0 to 10');
     const crossed = await cli(['endpoints', 'update', endpoint.id, '--min-replica', '2']);
     expect(crossed.stderr.trim()).toBe('error: invalid request: --min-replica: must not exceed --max-replica (2 > 0)');
+    const moved = await cli(['--json', 'endpoints', 'update', endpoint.id, '--gpu', 'A100', '--gpus', '4']);
+    expect(moved.code, moved.stderr).toBe(0);
+    expect((JSON.parse(moved.stdout) as { spec: { gpuType: string; numGpu: number } }).spec).toMatchObject({ gpuType: 'A100', numGpu: 4 });
     const batch = await cli(['endpoints', 'update', endpoint.id, '--max-batch-size', '0']);
     expect(batch.stderr.trim()).toBe('error: invalid request: --max-batch-size: must be from 1 to 1024');
     const instance = await cli(['endpoints', 'update', endpoint.id, '--instance', 'nope']);

@@ -20,7 +20,7 @@ import { startKubeStandIn, type KubeStandIn } from '../support/kube/index.js';
 
 const ENDPOINTS = Number(process.env.SIM_ENDPOINTS ?? 150);
 const PASSES = 20;
-const CONCURRENCY = 100;
+const CONCURRENCY = Number(process.env.SIM_CONCURRENCY ?? 100);
 const H100 = 'NVIDIA-H100-80GB-HBM3';
 
 let kube: KubeStandIn;

@@ -24,7 +24,15 @@ import {
   type EndpointsQuery,
   type EndpointVersionsQuery,
 } from '../../sdk/client.js';
-import { describeInstanceOption, INSTANCE_OPTIONS } from '../../domain/instance-catalog.js';
+import {
+  describeInstanceOption,
+  GPU_COUNTS,
+  GPU_TYPES,
+  INSTANCE_OPTIONS,
+  instanceOptionFor,
+  type GpuCount,
+  type GpuType,
+} from '../../domain/instance-catalog.js';
 import { CliError, unwrap } from './errors.js';
 import { describeStatus, printEndpoint, statusColor, table, type Print } from './render.js';
 import type { Settings } from './settings.js';
@@ -40,6 +48,9 @@ export interface SpecFlags {
   model?: string;
   revision?: string;
   instance?: string;
+  /** A GPU kind and count, instead of the instance option's id. */
+  gpu?: string;
+  gpus?: number;
   maxBatchSize?: number;
   maxTokenCount?: number;
   maxInputLength?: number;
@@ -108,7 +119,8 @@ export class EndpointCommands {
     return endpoint;
   }
 
-  async create(projectId: string, flags: SpecFlags): Promise<void> {
+  async create(projectId: string, given: SpecFlags): Promise<void> {
+    const flags = withInstance(given);
     const missing = (['name', 'model', 'instance'] as const).filter((flag) => !flags[flag]).map((flag) => `--${flag}`);
     if (missing.length > 0) {
       const options = flags.instance ? '' : ` (--instance is one of: ${INSTANCE_OPTIONS.map(describeInstanceOption).join(', ')})`;
@@ -132,7 +144,8 @@ export class EndpointCommands {
     this.emit(endpoint, () => printEndpoint(this.out.print, endpoint));
   }
 
-  async update(id: string, flags: SpecFlags): Promise<void> {
+  async update(id: string, given: SpecFlags): Promise<void> {
+    const flags = withInstance(given);
     const advanced = advancedOf(flags);
     const autoscaling = autoscalingOf(flags);
     const input = {
@@ -233,4 +246,16 @@ function autoscalingOf(flags: SpecFlags): AutoscalingPolicyInput | undefined {
     ...(flags.cooldown !== undefined ? { cooldownPeriod: flags.cooldown } : {}),
   };
   return Object.keys(policy).length > 0 ? policy : undefined;
+}
+
+/** --gpu KIND [--gpus N] as the instance option they name (--gpus defaults to 1); never with --instance. */
+export function withInstance(flags: SpecFlags): SpecFlags {
+  if (flags.gpu === undefined && flags.gpus === undefined) return flags;
+  if (flags.instance !== undefined) throw new CliError('give --instance or --gpu (with --gpus), not both');
+  if (flags.gpu === undefined) throw new CliError(`--gpus needs --gpu (one of ${GPU_TYPES.join(', ')})`);
+  const kind = flags.gpu.toUpperCase() as GpuType;
+  if (!GPU_TYPES.includes(kind)) throw new CliError(`--gpu must be one of ${GPU_TYPES.join(', ')} (got ${JSON.stringify(flags.gpu)})`);
+  const count = (flags.gpus ?? 1) as GpuCount;
+  if (!GPU_COUNTS.includes(count)) throw new CliError(`--gpus must be one of ${GPU_COUNTS.join(', ')} (got ${flags.gpus})`);
+  return { ...flags, instance: instanceOptionFor(kind, count).id };
 }

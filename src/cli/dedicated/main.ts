@@ -50,6 +50,8 @@ function specOptions(command: Command): Command {
     .option('--model <repo>', 'Hugging Face model repository (owner/name)')
     .option('--revision <rev>', 'branch, tag or commit of the model')
     .option('--instance <id>', 'instance option id, such as TwD5AqnBSVN0 (1 × H100 80 GB); create without it lists them')
+    .option('--gpu <kind>', 'instead of --instance: the GPU kind (A100, H100, H200 or B200)')
+    .option('--gpus <n>', 'with --gpu: how many (1, 2, 4 or 8; default 1)', integer('--gpus'))
     .option('--max-batch-size <n>', 'sequences one replica decodes at once', integer('--max-batch-size'))
     .option('--max-token-count <n>', 'most tokens, prompt plus completion', integer('--max-token-count'))
     .option('--max-input-length <n>', 'most prompt tokens', integer('--max-input-length'))
