@@ -7,7 +7,7 @@
  */
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
 import { newId } from '../domain/ids.js';
-import { findInstanceOption } from '../domain/instance-catalog.js';
+import { describeGpus, findInstanceOption, type InstanceOption } from '../domain/instance-catalog.js';
 import type { ControllerEvent, LifecycleState } from '../domain/lifecycle.js';
 import { ModelSourceError } from '../models/errors.js';
 import { checkModelSettings, pinnedRevision, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
@@ -161,7 +161,7 @@ export class ReplicaStarter {
     if (!reserved.reserved) {
       // A repository that does not exist (or holds nothing to run) is reported before any wait for capacity.
       await this.resolveEarly(version);
-      await hooks.onNoCapacity?.(capacityWait(option.numGpu, `${option.gpuType} ${option.gpuMemoryGb} GB`, reserved.used, capacity));
+      await hooks.onNoCapacity?.(capacityWait(option, reserved.used, capacity));
       return false;
     }
     this.starting.add(replicaId);
@@ -311,10 +311,11 @@ export class ReplicaStarter {
 }
 
 /** Why a start waits for capacity: "waiting for 1 × H100 80 GB: 2 of 2 in use". */
-export function capacityWait(numGpu: number, gpu: string, used: number, capacity: number): string {
-  if (capacity === 0) return `waiting for ${numGpu} × ${gpu}: this runtime offers none`;
-  if (numGpu > capacity) return `waiting for ${numGpu} × ${gpu}: this runtime offers only ${capacity}`;
-  return `waiting for ${numGpu} × ${gpu}: ${used} of ${capacity} in use`;
+export function capacityWait(option: InstanceOption, used: number, capacity: number): string {
+  const wanted = `waiting for ${describeGpus(option)}`;
+  if (capacity === 0) return `${wanted}: this runtime offers none`;
+  if (option.numGpu > capacity) return `${wanted}: this runtime offers only ${capacity}`;
+  return `${wanted}: ${used} of ${capacity} in use`;
 }
 
 /** A step the runtime observed, as the start's hooks report it. */

@@ -35,9 +35,14 @@ export function findInstanceOption(id: string): InstanceOption | undefined {
   return BY_ID.get(id);
 }
 
-/** An option as people read it: its id, then its GPUs ("ShbPuOs4tfGb (1 × A100 80 GB)"; the memory is each GPU's). */
+/** An option's GPUs as people read them: "1 × A100 80 GB" (the memory is each GPU's). */
+export function describeGpus(option: InstanceOption): string {
+  return `${option.numGpu} × ${option.gpuType} ${option.gpuMemoryGb} GB`;
+}
+
+/** An option as people read it: its id, then its GPUs ("ShbPuOs4tfGb (1 × A100 80 GB)"). */
 export function describeInstanceOption(option: InstanceOption): string {
-  return `${option.id} (${option.numGpu} × ${option.gpuType} ${option.gpuMemoryGb} GB)`;
+  return `${option.id} (${describeGpus(option)})`;
 }
 
 export function instanceOptionFor(gpuType: GpuType, numGpu: GpuCount): InstanceOption {

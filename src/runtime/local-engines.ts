@@ -14,7 +14,7 @@
  */
 import type { Sql } from '../storage/database.js';
 import { liveReplicasOnNode, markNodeReplica } from '../storage/node-replicas-repository.js';
-import type { LocalRuntime } from './local-runtime.js';
+import { pidOf, type LocalRuntime } from './local-runtime.js';
 import type { ReplicaRef } from './runtime.js';
 
 /** SIGTERM to SIGKILL when engines are stopped on the way out (as the controller's default). */
@@ -62,9 +62,10 @@ export async function runningLocalEngines(runtime: LocalRuntime, sql?: Sql): Pro
   }
   if (sql) {
     for (const r of await liveReplicasOnNode(sql, runtime.node)) {
-      if (r.pid === null || engines.has(r.id)) continue;
+      const pid = pidOf(r);
+      if (pid === null || engines.has(r.id)) continue;
       const address = r.address ?? '';
-      engines.set(r.id, { replicaId: r.id, endpointId: r.endpointId, pid: r.pid, address, port: portOf(address) });
+      engines.set(r.id, { replicaId: r.id, endpointId: r.endpointId, pid, address, port: portOf(address) });
     }
   }
   return [...engines.values()]
@@ -106,7 +107,7 @@ export async function markGoneReplicasStopped(sql: Sql, runtime: LocalRuntime, r
   const wanted = new Set(replicaIds);
   for (const r of await liveReplicasOnNode(sql, runtime.node)) {
     if (!wanted.has(r.id)) continue;
-    if (r.pid !== null && runtime.isAlive({ replicaId: r.id, locator: String(r.pid), node: runtime.node })) continue;
+    if (runtime.isAlive({ replicaId: r.id, locator: r.locator, node: runtime.node })) continue;
     await markNodeReplica(sql, r.id, 'STOPPED', STOPPED_WITH_GATEWAY);
     marked.push(r.id);
   }

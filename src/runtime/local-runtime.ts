@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { GpuType } from '../domain/instance-catalog.js';
-import { ENDPOINT_ERROR_CODES, type EndpointErrorCode } from '../domain/lifecycle.js';
+import { reportedError } from './engine-report.js';
 import { freePort } from '../storage/embedded-postgres.js';
 import { engineCommand } from './engine-command.js';
 import { engineHealth } from './engine-health.js';
@@ -59,8 +59,6 @@ interface StateFile {
 
 /** An engine as its state file records it. */
 export type RecordedEngine = Readonly<StateFile>;
-
-const ENGINE_ERROR_LINE = /^ENGINE_ERROR (\{.*\})$/m;
 
 /**
  * The first line of a replica's log, written just before its engine is
@@ -289,19 +287,9 @@ export class LocalRuntime implements Runtime {
   private async startFailure(handle: ReplicaRef): Promise<ReplicaStartError> {
     // The exit event can trail the process's death by a moment; the log is complete by then.
     await sleep(50);
-    const tail = await this.logTail(handle);
-    const match = ENGINE_ERROR_LINE.exec(tail);
-    if (match) {
-      try {
-        const reported = JSON.parse(match[1]!) as { code?: string; message?: string };
-        const code = ENDPOINT_ERROR_CODES.includes(reported.code as EndpointErrorCode)
-          ? (reported.code as EndpointErrorCode)
-          : 'INFERENCE_ENGINE_UNKNOWN_ERROR';
-        return new ReplicaStartError(code, reported.message ?? 'the engine failed to load the model');
-      } catch {
-        // fall through: an unreadable line is treated like no line
-      }
-    }
+    // An unreadable line is treated like no line.
+    const reported = reportedError(await this.logTail(handle));
+    if (reported) return new ReplicaStartError(reported.code, reported.message ?? 'the engine failed to load the model');
     const code = this.exited.get(pidOf(handle) ?? 0);
     return new ReplicaStartError(
       'WORKLOAD_INIT_GRPC_ERROR',

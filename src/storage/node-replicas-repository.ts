@@ -8,7 +8,8 @@ export interface NodeReplica {
   endpointId: string;
   state: ReplicaState;
   address: string | null;
-  pid: number | null;
+  /** Where its runtime placed it (a local engine's process id: see pidOf in local-runtime.ts). */
+  locator: string | null;
   token: string | null;
 }
 
@@ -21,12 +22,6 @@ interface NodeReplicaRow {
   engine_token: string | null;
 }
 
-/** A local replica's locator is its engine's process id. */
-function localPid(locator: string | null): number | null {
-  const pid = Number(locator);
-  return locator !== null && Number.isSafeInteger(pid) && pid > 0 ? pid : null;
-}
-
 export async function liveReplicasOnNode(db: Queryable, node: string): Promise<NodeReplica[]> {
   const rows = await db<NodeReplicaRow[]>`
     SELECT id, endpoint_id, state, address, locator, engine_token FROM replicas
@@ -36,7 +31,7 @@ export async function liveReplicasOnNode(db: Queryable, node: string): Promise<N
     endpointId: r.endpoint_id,
     state: r.state,
     address: r.address,
-    pid: localPid(r.locator),
+    locator: r.locator,
     token: r.engine_token,
   }));
 }

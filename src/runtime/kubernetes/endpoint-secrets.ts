@@ -16,7 +16,8 @@ export interface EndpointOwner {
   hasHubToken: boolean;
 }
 
-const isStatus = (error: unknown, code: number) => error instanceof ApiException && error.code === code;
+/** Whether a call failed with the API server's `code` (a 404, a 409). */
+export const isStatus = (error: unknown, code: number) => error instanceof ApiException && error.code === code;
 
 function ownerOf(secret: V1Secret): EndpointOwner {
   const read = (key: string) => {

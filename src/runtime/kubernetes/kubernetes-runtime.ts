@@ -42,7 +42,7 @@ import {
 } from '../runtime.js';
 import { viewPod } from './pod-status.js';
 import { ENGINE_CONTAINER, LABELS, MANAGED_SELECTOR, podName, replicaPod } from './pod-spec.js';
-import { EndpointSecrets } from './endpoint-secrets.js';
+import { EndpointSecrets, isStatus } from './endpoint-secrets.js';
 import type { KubernetesSettings } from './settings.js';
 
 export interface KubernetesRuntimeOptions {
@@ -61,7 +61,6 @@ export interface KubernetesRuntimeOptions {
 }
 
 const BACKOFF_MS = { first: 500, max: 30_000 };
-const isStatus = (error: unknown, code: number) => error instanceof ApiException && error.code === code;
 
 /** Keeps an informer running: restarted with back-off after an error; `synced` only between a successful list and the next error. */
 class Watched<T extends V1Pod | V1Node> {
@@ -81,8 +80,7 @@ class Watched<T extends V1Pod | V1Node> {
       this.synced = false;
       if (this.stopped) return;
       this.log(`the ${what} watch failed; restarting in ${this.delay} ms`, error);
-      this.timer = setTimeout(() => void this.run(), this.delay);
-      this.delay = Math.min(this.delay * 2, BACKOFF_MS.max);
+      this.runLater();
     });
   }
 
@@ -94,9 +92,14 @@ class Watched<T extends V1Pod | V1Node> {
       this.delay = BACKOFF_MS.first;
     } catch (error) {
       this.log(`listing ${this.what} failed; retrying in ${this.delay} ms`, error);
-      this.timer = setTimeout(() => void this.run(), this.delay);
-      this.delay = Math.min(this.delay * 2, BACKOFF_MS.max);
+      this.runLater();
     }
+  }
+
+  /** Starts again after the back-off, which doubles up to its maximum until a list succeeds. */
+  private runLater(): void {
+    this.timer = setTimeout(() => void this.run(), this.delay);
+    this.delay = Math.min(this.delay * 2, BACKOFF_MS.max);
   }
 
   async stop(): Promise<void> {

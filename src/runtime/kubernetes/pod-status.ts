@@ -16,7 +16,8 @@
  * | engine exited                                    | its ENGINE_ERROR code, else WORKLOAD_INIT_GRPC_ERROR |
  */
 import type { V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
-import { ENDPOINT_ERROR_CODES, type EndpointErrorCode } from '../../domain/lifecycle.js';
+import type { EndpointErrorCode } from '../../domain/lifecycle.js';
+import { reportedError } from '../engine-report.js';
 import type { StartProgress } from '../runtime.js';
 
 export type PodView =
@@ -36,23 +37,6 @@ const SETTINGS_WAITING = new Set([
   'RunContainerError',
 ]);
 
-const ENGINE_ERROR_LINE = /^ENGINE_ERROR (\{.*\})$/m;
-
-/** The code and message an engine (or the model fetcher) reported on its ENGINE_ERROR line, if it wrote one. */
-export function reportedError(text: string | undefined): { code: EndpointErrorCode; message: string } | undefined {
-  const match = text ? ENGINE_ERROR_LINE.exec(text) : null;
-  if (!match) return undefined;
-  try {
-    const reported = JSON.parse(match[1]!) as { code?: unknown; message?: unknown };
-    const code = ENDPOINT_ERROR_CODES.includes(reported.code as EndpointErrorCode)
-      ? (reported.code as EndpointErrorCode)
-      : 'INFERENCE_ENGINE_UNKNOWN_ERROR';
-    return { code, message: typeof reported.message === 'string' ? reported.message.slice(0, 500) : 'the engine failed' };
-  } catch {
-    return undefined;
-  }
-}
-
 /** A failed container's account: OOM, the ENGINE_ERROR it reported, or its exit code. */
 function containerFailure(status: V1ContainerStatus, init: boolean): PodView | undefined {
   const waiting = status.state?.waiting;
@@ -71,7 +55,7 @@ function containerFailure(status: V1ContainerStatus, init: boolean): PodView | u
     };
   }
   const reported = reportedError(ended.message);
-  if (reported) return { kind: 'failed', code: reported.code, reason: reported.message, oom: false };
+  if (reported) return { kind: 'failed', code: reported.code, reason: reported.message?.slice(0, 500) ?? 'the engine failed', oom: false };
   return {
     kind: 'failed',
     code: init ? 'WORKLOAD_INIT_DOWNLOAD_ERROR' : 'WORKLOAD_INIT_GRPC_ERROR',

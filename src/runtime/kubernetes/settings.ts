@@ -67,20 +67,25 @@ function readGpuPlacement(env: Env): Record<GpuType, GpuPlacement> {
   const raw = optional(env, 'KUBERNETES_GPU_NODE_MAP');
   const placement = defaultPlacement();
   if (!raw) return placement;
-  const rule = `must be JSON mapping GPU kinds (${GPU_TYPES.join(', ')}) to { "nodeSelector": {label: value}, "tolerations": [...] }`;
+  const invalid = () =>
+    new ConfigError(
+      'KUBERNETES_GPU_NODE_MAP',
+      `must be JSON mapping GPU kinds (${GPU_TYPES.join(', ')}) to { "nodeSelector": {label: value}, "tolerations": [...] }`,
+      raw,
+    );
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw);
   } catch {
-    throw new ConfigError('KUBERNETES_GPU_NODE_MAP', rule, raw);
+    throw invalid();
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError('KUBERNETES_GPU_NODE_MAP', rule, raw);
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw invalid();
   for (const [kind, value] of Object.entries(parsed)) {
-    if (!(GPU_TYPES as readonly string[]).includes(kind)) throw new ConfigError('KUBERNETES_GPU_NODE_MAP', rule, raw);
+    if (!(GPU_TYPES as readonly string[]).includes(kind)) throw invalid();
     const entry = value as { nodeSelector?: unknown; tolerations?: unknown };
-    if (typeof entry !== 'object' || entry === null) throw new ConfigError('KUBERNETES_GPU_NODE_MAP', rule, raw);
-    if (entry.nodeSelector !== undefined && !isStringMap(entry.nodeSelector)) throw new ConfigError('KUBERNETES_GPU_NODE_MAP', rule, raw);
-    if (entry.tolerations !== undefined && !Array.isArray(entry.tolerations)) throw new ConfigError('KUBERNETES_GPU_NODE_MAP', rule, raw);
+    if (typeof entry !== 'object' || entry === null) throw invalid();
+    if (entry.nodeSelector !== undefined && !isStringMap(entry.nodeSelector)) throw invalid();
+    if (entry.tolerations !== undefined && !Array.isArray(entry.tolerations)) throw invalid();
     placement[kind as GpuType] = {
       nodeSelector: (entry.nodeSelector as Record<string, string> | undefined) ?? {},
       tolerations: (entry.tolerations as GpuPlacement['tolerations'] | undefined) ?? [],
