@@ -34,7 +34,7 @@ import { fmt, median, round } from './lib/stats.js';
 import { target, type Bench, type BenchContext, type BenchOutcome } from './lib/result.js';
 import type { Sql } from '../src/storage/database.js';
 import type { LlamaDirectConfig, LlamaDirectResult } from './load/llama-direct.js';
-import { engineAuthHeaders } from '../src/runtime/runtime.js';
+import { engineAuthHeaders } from '../src/engine-client/engine-client.js';
 
 const REPEATS = Number(process.env.BENCH_COLD_REPEATS ?? 3);
 // One thread: on a small shared machine llama.cpp's spinning threads collapse under contention.

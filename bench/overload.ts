@@ -41,7 +41,7 @@ import { target, type Bench, type BenchContext, type BenchOutcome, type BenchRes
 import { fmt, mean, quantiles, round } from './lib/stats.js';
 import type { BareRefuserConfig } from './load/bare-refuser.js';
 import type { OverloadLoadConfig, OverloadLoadResult } from './load/overload-client.js';
-import { engineAuthHeaders } from '../src/runtime/runtime.js';
+import { engineAuthHeaders } from '../src/engine-client/engine-client.js';
 
 const TOKEN_INTERVAL_MS = Number(process.env.BENCH_OVERLOAD_TOKEN_INTERVAL_MS ?? 10);
 const MAX_TOKENS = 16;

@@ -13,7 +13,6 @@
 import { PassThrough, Writable } from 'node:stream';
 import { target, type Bench, type BenchOutcome } from './lib/result.js';
 import { round } from './lib/stats.js';
-import type http from 'node:http';
 import { ContentCapture } from '../src/router/content-capture.js';
 import type { RoutedRequest } from '../src/router/dispatch.js';
 import { GatewayPrometheus } from '../src/router/prometheus.js';
@@ -41,8 +40,8 @@ const instantDb = Object.assign(async () => [], { array: (values: unknown[]) => 
 type Mode = 'off' | 'on' | 'on+content';
 
 async function relayOne(mode: Mode, recorder: RequestRecorder): Promise<void> {
-  const upstream = new PassThrough() as unknown as http.IncomingMessage;
-  (upstream as unknown as { statusCode: number }).statusCode = 200;
+  const body = new PassThrough();
+  const upstream = { status: 200, contentType: 'text/event-stream', body };
   const startedAt = performance.now();
   const request = { stream: true, includeUsage: false, messages: [{ role: 'user', content: 'hi' }] } as unknown as ChatRequest;
   const routed: RoutedRequest = {

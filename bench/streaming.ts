@@ -27,7 +27,7 @@ import { cpuTimeMs } from './lib/proc.js';
 import { target, type Bench, type BenchContext, type BenchOutcome } from './lib/result.js';
 import type { StreamLoadConfig, StreamLoadResult } from './load/stream-client.js';
 import type { BareProxyConfig } from './load/bare-proxy.js';
-import { engineAuthHeaders } from '../src/runtime/runtime.js';
+import { engineAuthHeaders } from '../src/engine-client/engine-client.js';
 
 const TOKEN_INTERVAL_MS = Number(process.env.BENCH_TOKEN_INTERVAL_MS ?? 10);
 const ROUND_MS = Number(process.env.BENCH_STREAM_ROUND_MS ?? 4000);

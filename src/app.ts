@@ -11,6 +11,7 @@ import { Controller } from './controller/controller.js';
 import { isKnownStartError } from './controller/start-errors.js';
 import type { CrashPolicy } from './controller/crash-policy.js';
 import { startGateway, type Gateway } from './http/server.js';
+import { EngineClient } from './engine-client/engine-client.js';
 import { ModelCache } from './models/model-cache.js';
 import { ModelStore } from './models/model-store.js';
 import { WandbArtifactSource } from './models/wandb/artifact-source.js';
@@ -56,6 +57,8 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     options.log ??
     (logger ? logFunction(logger.child({ component: 'controller' }), (e) => isKnownStartError(e) || isClientFailure(e)) : undefined);
   const gatewayLog = options.log ?? (logger ? logFunction(logger.child({ component: 'gateway' })) : undefined);
+  // One client of the engines for the whole process: the router's requests, health checks and warm-ups share its pools.
+  const engines = new EngineClient();
   const inventory = detectInventory({ ...(config.gpuInventory ? { configured: config.gpuInventory } : {}), cpuSlots: config.cpuSlots });
   const local =
     config.runtime === 'local'
@@ -67,6 +70,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
           threads: config.engineThreads,
           engineIdleExitMs: config.engineIdleExitMs,
           startTimeoutMs: config.replicaStartTimeoutMs,
+          engines,
           env: {
             ...(config.hfToken ? { HF_TOKEN: config.hfToken } : {}),
             HF_ENDPOINT: config.hfEndpoint,
@@ -76,7 +80,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
           },
         })
       : undefined;
-  const runtime: Runtime = local ?? (await openKubernetesRuntime(config, options, controllerLog));
+  const runtime: Runtime = local ?? (await openKubernetesRuntime(config, options, engines, controllerLog));
   const cache = new ModelCache({
     dir: config.modelCacheDir,
     ...(config.modelCacheMaxBytes ? { maxBytes: config.modelCacheMaxBytes } : {}),
@@ -104,6 +108,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     intervalMs: config.controllerIntervalMs,
     leaseTtlMs: config.leaseTtlMs,
     drainTimeoutMs: config.drainTimeoutMs,
+    engines,
     ...options.controller,
     ...(controllerLog ? { log: controllerLog } : {}),
   });
@@ -125,6 +130,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
       maxQueuePerKey: config.queueMaxPerKey,
       processId: controller.owner,
     },
+    engines,
     subscriptionBuffer: config.subscriptionBuffer,
     subscriptionMaxLagMs: config.subscriptionMaxLagMs,
     wsMaxSubscriptions: config.wsMaxSubscriptions,
@@ -151,6 +157,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
       await gateway.close();
       await controller.stop();
       await runtime.close?.();
+      await engines.close();
     },
   };
 }
@@ -159,6 +166,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
 async function openKubernetesRuntime(
   config: Config,
   options: AppOptions,
+  engines: EngineClient,
   log: ((message: string, error?: unknown) => void) | undefined,
 ): Promise<KubernetesRuntime> {
   const runtime = new KubernetesRuntime({
@@ -169,6 +177,7 @@ async function openKubernetesRuntime(
     ...(config.engineCommand ? { engineTemplate: config.engineCommand } : {}),
     threads: config.engineThreads,
     startTimeoutMs: config.replicaStartTimeoutMs,
+    engines,
     log: log ?? ((message, error) => console.error(`[kubernetes] ${message}`, error ?? '')),
   });
   await runtime.open();

@@ -19,6 +19,7 @@
  *
  * This file decides, per pass, which of these an endpoint needs.
  */
+import { sharedEngineClient, type EngineClient } from '../engine-client/engine-client.js';
 import { randomUUID } from 'node:crypto';
 import { holdsNoReplicas } from '../domain/lifecycle.js';
 import type { ModelStore } from '../models/model-store.js';
@@ -53,6 +54,8 @@ export interface ControllerOptions {
   /** Replacement back-off and the deaths within a window that mark the endpoint FAILED. @default DEFAULT_CRASH_POLICY */
   crashLoop?: Partial<CrashPolicy>;
   log?: (message: string, error?: unknown) => void;
+  /** The client the warm-up generation goes through. @default the process's (sharedEngineClient) */
+  engines?: EngineClient;
 }
 
 export class Controller {
@@ -82,6 +85,7 @@ export class Controller {
       models,
       writes,
       builtInEngine,
+      engines: options.engines ?? sharedEngineClient(),
       ...(options.hostMemoryPerSlotBytes !== undefined ? { hostMemoryPerSlotBytes: options.hostMemoryPerSlotBytes } : {}),
       log,
     });

@@ -12,7 +12,8 @@ import type { ControllerEvent, LifecycleState } from '../domain/lifecycle.js';
 import { ModelSourceError } from '../models/errors.js';
 import { checkModelSettings, pinnedRevision, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
 import type { TokenLimits } from '../models/token-limits.js';
-import { engineAuthHeaders, NoCapacityError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
+import { EngineStatusError, type EngineClient } from '../engine-client/engine-client.js';
+import { NoCapacityError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { setProgress } from '../storage/endpoints-repository.js';
 import { insertEvent } from '../storage/events-repository.js';
@@ -42,6 +43,8 @@ export interface ReplicaStarterOptions {
   writes: EndpointWrites;
   /** Whether the built-in engine runs replicas (then models must be GGUF files whose settings are checked). */
   builtInEngine: boolean;
+  /** The client of the replicas' engines (the warm-up generation). */
+  engines: EngineClient;
   /** Without GPUs: the host memory one CPU-backed slot may fill (bounds the token limits that follow the model). */
   hostMemoryPerSlotBytes?: number;
   log: (message: string, error?: unknown) => void;
@@ -204,7 +207,7 @@ export class ReplicaStarter {
       );
       // The warm-up generation runs while the READY status is written; both must succeed.
       const started = handle;
-      const [written, warmed] = await Promise.allSettled([hooks.onWarmup?.(), warmUp(started)]);
+      const [written, warmed] = await Promise.allSettled([hooks.onWarmup?.(), warmUp(this.options.engines, started)]);
       if (written.status === 'rejected') throw written.reason;
       if (warmed.status === 'rejected') throw warmed.reason;
       await markReplica(sql, replicaId, { state: 'READY', address: started.address, locator: started.locator });
@@ -345,19 +348,15 @@ async function recordResolvedLimits(sql: Sql, version: VersionRecord, limits: To
 }
 
 /** One short generation before traffic is admitted; a replica that cannot generate is not ready. */
-async function warmUp(handle: ReplicaRef): Promise<void> {
+async function warmUp(engines: EngineClient, handle: ReplicaRef): Promise<void> {
   try {
-    const response = await fetch(`${handle.address}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...engineAuthHeaders(handle.token) },
-      body: JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1, temperature: 0 }),
-      signal: AbortSignal.timeout(120_000),
-    });
-    if (!response.ok) throw new WarmupError(`the warm-up generation failed with HTTP ${response.status}`);
-    await response.arrayBuffer();
+    await engines.warmUp(handle);
   } catch (error) {
-    if (error instanceof WarmupError) throw error;
-    throw new WarmupError('the warm-up generation did not complete');
+    throw new WarmupError(
+      error instanceof EngineStatusError
+        ? `the warm-up generation failed with HTTP ${error.status}`
+        : 'the warm-up generation did not complete',
+    );
   }
 }
 

@@ -11,6 +11,7 @@ import { createGraphQL, createWebSocket, GRAPHQL_PATH } from './graphql/yoga.js'
 import { routeUpgrades } from './upgrade.js';
 import { AccessWatch } from '../live/access-watch.js';
 import { EventHub } from '../live/event-hub.js';
+import { sharedEngineClient, type EngineClient } from '../engine-client/engine-client.js';
 import { ChatRouter, type RouterOptions } from '../router/chat-router.js';
 import { RequestRecorder } from '../router/request-recorder.js';
 import { GatewayPrometheus } from '../router/prometheus.js';
@@ -58,6 +59,8 @@ export interface GatewayOptions {
   logger?: Logger;
   /** Chat routing: how long requests wait for a waking endpoint and for a free slot. */
   router?: RouterOptions;
+  /** The client of the replicas' engines. @default the process's (sharedEngineClient) */
+  engines?: EngineClient;
   /** Live-status signals buffered per subscriber. @default 1000 */
   subscriptionBuffer?: number;
   /** How long a subscriber may stay behind a full buffer before it is cut off. @default 5000 */
@@ -112,7 +115,7 @@ export async function startGateway(services: Services, options: GatewayOptions):
   });
   upkeep.start();
   const metricsEndpoint = metricsRoute(services, prometheus, metricsOptions.token);
-  const chat = new ChatRouter(db, services, recorder, options.router);
+  const chat = new ChatRouter(db, services, recorder, options.engines ?? sharedEngineClient(), options.router);
   const hub = new EventHub(db, log);
   await hub.start();
   // Access changes (a revoked key, a removed member) reach this process's caches and open subscriptions at once.

@@ -17,7 +17,6 @@
  * request), relay.ts (the answer back to the client).
  */
 import { randomUUID } from 'node:crypto';
-import type http from 'node:http';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import { isUnavailable } from '../domain/lifecycle.js';
 import type { OpenAIError } from '../domain/openai-errors.js';
@@ -39,6 +38,7 @@ import { ServingView } from './serving-view.js';
 import { ServingWait } from './serving-wait.js';
 import { TokenCallLimit } from './token-calls.js';
 import { Upstream } from './upstream.js';
+import type { EngineClient } from '../engine-client/engine-client.js';
 
 export interface RouterOptions {
   /** How long a request may wait for a sleeping or starting endpoint to serve. @default 120000 */
@@ -65,11 +65,11 @@ export interface RouterOptions {
   wakePollMs?: number;
 }
 
-/** A ready replica of a serving endpoint, and the keep-alive agent to call it with. */
+/** A ready replica of a serving endpoint, and the engine client to call it with. */
 export interface ServingReplica {
   endpoint: EndpointRecord;
   replica: ReplicaRecord;
-  agent: http.Agent;
+  engines: EngineClient;
 }
 
 export class ChatRouter {
@@ -79,7 +79,7 @@ export class ChatRouter {
   private readonly gates: EndpointGates;
   private readonly lookup: EndpointLookup;
   private readonly serving: ServingWait;
-  private readonly upstream = new Upstream();
+  private readonly upstream: Upstream;
   private readonly dispatcher: Dispatcher;
   private readonly depths: QueueDepthPublisher;
   private readonly queueTimeoutMs: number;
@@ -90,8 +90,10 @@ export class ChatRouter {
     sql: Sql,
     services: Services,
     private readonly recorder: RequestRecorder,
+    engines: EngineClient,
     options: RouterOptions = {},
   ) {
+    this.upstream = new Upstream(engines);
     this.queueTimeoutMs = options.queueTimeoutMs ?? 30_000;
     const replicaCacheMs = options.replicaCacheMs ?? 500;
     this.view = new ServingView(
@@ -136,7 +138,6 @@ export class ChatRouter {
     this.stopFollowingChanges();
     clearInterval(this.refresher);
     this.depths.close();
-    this.upstream.close();
     this.serving.close();
   }
 
@@ -212,7 +213,7 @@ export class ChatRouter {
         ? this.upstream.pick(this.view.cachedReplicas(endpoint.id)?.replicas ?? [], new Set())
         : undefined;
       if (counter) {
-        const overLimits = await checkPromptTokens(this.upstream.agent, counter, endpoint, request, prompt, signal);
+        const overLimits = await checkPromptTokens(this.upstream.engines, counter, endpoint, request, prompt, signal);
         if (overLimits) return fail(overLimits);
       }
     }
@@ -254,6 +255,6 @@ export class ChatRouter {
     if ('status' in ready) return fail(ready);
     const replica = this.upstream.pick(this.view.cachedReplicas(found.id)?.replicas ?? [], new Set());
     if (!replica) return fail(noReplicaAnswered(found.id));
-    return { type: 'ok', value: { endpoint: ready.endpoint, replica, agent: this.upstream.agent } };
+    return { type: 'ok', value: { endpoint: ready.endpoint, replica, engines: this.upstream.engines } };
   }
 }

@@ -3,7 +3,6 @@
  * another tried when one refuses the connection (it just stopped or died),
  * and the request's slot freed and its outcome recorded once its answer ends.
  */
-import type http from 'node:http';
 import type { GenerationRequest } from '../domain/chat-request.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { OpenAIError } from '../domain/openai-errors.js';
@@ -18,13 +17,14 @@ import { clientClosed, noReplicaAnswered } from './route-errors.js';
 import type { ServingView } from './serving-view.js';
 import type { ServingWait } from './serving-wait.js';
 import type { Upstream } from './upstream.js';
+import type { EngineResponse } from '../engine-client/engine-client.js';
 
 /** An admitted request with its upstream answer's head received. */
 export interface RoutedRequest {
   endpoint: EndpointRecord;
   replica: ReplicaRecord;
   request: GenerationRequest;
-  upstream: http.IncomingMessage;
+  upstream: EngineResponse;
   /** When the gateway received the request. */
   startedAt: number;
   queuedMs: number;
@@ -111,7 +111,7 @@ export class Dispatcher {
             teamId: endpoint.teamId,
             userId: principal.user.id,
             stream: request.stream,
-            httpStatus: upstream.statusCode ?? 502,
+            httpStatus: upstream.status,
             durationMs: performance.now() - startedAt,
             queuedMs,
             startedAt: new Date(Date.now() - (performance.now() - startedAt)),

@@ -15,12 +15,12 @@
  *   capacity learns it without a round trip to a busy replica.
  */
 import { wireMessage, wireTools } from '../domain/tools.js';
-import type http from 'node:http';
 import { checkRequestedTokens, checkTokenLimits, type ChatRequest, type GenerationRequest } from '../domain/chat-request.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { OpenAIError } from '../domain/openai-errors.js';
-import { postToEngine, requestRefusal, type EngineAnswer } from './engine-call.js';
+import { requestRefusal } from './engine-call.js';
+import type { EngineAnswer, EngineClient } from '../engine-client/engine-client.js';
 
 /** How long the gateway waits for a replica's token count before it lets the request queue unchecked. */
 export const TOKENIZE_TIMEOUT_MS = 5_000;
@@ -88,7 +88,7 @@ export function mayBreakTokenLimits(request: GenerationRequest, prompt: PromptSh
  * would get, or undefined when it would pass (or cannot be told).
  */
 export async function checkPromptTokens(
-  agent: http.Agent,
+  engines: EngineClient,
   replica: ReplicaRecord,
   endpoint: EndpointRecord,
   request: GenerationRequest,
@@ -102,8 +102,7 @@ export async function checkPromptTokens(
   }
   let answer: EngineAnswer;
   try {
-    answer = await postToEngine(
-      agent,
+    answer = await engines.postJson(
       replica,
       '/tokenize',
       prompt.tokenizeBody,

@@ -114,7 +114,7 @@ class StreamMeter {
   }
 
   finish(): void {
-    if (!this.completed) this.routed.upstream.destroy();
+    if (!this.completed) this.routed.upstream.body.destroy();
     this.routed.finish({
       promptTokens: this.usage?.prompt_tokens ?? null,
       completionTokens: this.usage?.completion_tokens ?? null,
@@ -135,7 +135,7 @@ export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string
   const meter = new StreamMeter(routed);
   try {
     try {
-      for await (const data of sseData(routed.upstream)) {
+      for await (const data of sseData(routed.upstream.body)) {
         routed.capture?.event(data);
         if (meter.observe(data)) yield data;
       }
@@ -163,7 +163,7 @@ export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string
  */
 export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> {
   const meter = new StreamMeter(routed);
-  const { upstream } = routed;
+  const upstream = routed.upstream.body;
   let partial: Buffer | null = null;
   return new Promise<void>((resolve) => {
     let settled = false;
@@ -225,7 +225,7 @@ export async function collectBody(routed: RoutedRequest): Promise<Buffer> {
   let cut = false;
   try {
     try {
-      for await (const chunk of routed.upstream) chunks.push(chunk as Buffer);
+      for await (const chunk of routed.upstream.body) chunks.push(chunk as Buffer);
     } catch (error) {
       // The client leaving aborts the upstream request too (an AbortError): only a break on the replica's side is a cut.
       cut = (error as { name?: string }).name !== 'AbortError';
@@ -237,7 +237,7 @@ export async function collectBody(routed: RoutedRequest): Promise<Buffer> {
     if (completed) routed.capture?.wholeBody(body);
     let usage: Usage | undefined;
     let finishReason: string | null = null;
-    if (completed && routed.upstream.statusCode === 200) {
+    if (completed && routed.upstream.status === 200) {
       try {
         const parsed = JSON.parse(body.toString('utf8')) as { usage?: Usage; choices?: { finish_reason?: string }[] };
         usage = parsed.usage;

@@ -1,21 +1,17 @@
 /**
  * The gateway's side of a replica: which replica takes a request (the one
  * with the fewest requests in flight through this process) and the upstream
- * request itself, over keep-alive connections.
+ * request itself, through the one engine client (src/engine-client).
  */
-import http from 'node:http';
 import type { GenerationRequest } from '../domain/chat-request.js';
 import type { ReplicaRecord } from '../domain/replica.js';
-import { engineAuthHeaders } from '../runtime/runtime.js';
+import type { EngineClient, EngineResponse } from '../engine-client/engine-client.js';
 
 export class Upstream {
-  readonly agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
   /** Requests in flight per replica, through this process: the load the picker balances. */
   private readonly inFlight = new Map<string, number>();
 
-  close(): void {
-    this.agent.destroy();
-  }
+  constructor(readonly engines: EngineClient) {}
 
   /** The least-loaded of `replicas` not in `skip`. */
   pick(replicas: readonly ReplicaRecord[], skip: ReadonlySet<string>): ReplicaRecord | undefined {
@@ -48,27 +44,11 @@ export class Upstream {
     request: GenerationRequest,
     body: Record<string, unknown>,
     signal: AbortSignal,
-  ): Promise<http.IncomingMessage> {
+  ): Promise<EngineResponse> {
     const upstreamBody = request.stream
       ? { ...body, stream_options: { ...(body.stream_options as object | undefined), include_usage: true } }
       : body;
-    const payload = JSON.stringify(upstreamBody);
-    return new Promise((resolve, reject) => {
-      const req = http.request(`${replica.address}${path}`, {
-        method: 'POST',
-        agent: this.agent,
-        headers: {
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(payload),
-          ...engineAuthHeaders(replica.token),
-        },
-        signal,
-      });
-      req.once('response', resolve);
-      req.once('error', reject);
-      req.setNoDelay(true);
-      req.end(payload);
-    });
+    return this.engines.post(replica, path, JSON.stringify(upstreamBody), signal);
   }
 
   private load(replicaId: string): number {

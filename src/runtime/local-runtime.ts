@@ -17,7 +17,7 @@ import type { GpuType } from '../domain/instance-catalog.js';
 import { reportedError } from './engine-report.js';
 import { freePort } from '../storage/embedded-postgres.js';
 import { engineCommand } from './engine-command.js';
-import { engineHealth } from './engine-health.js';
+import { sharedEngineClient, type EngineClient } from '../engine-client/engine-client.js';
 import { followLogFile, localLogFile, readLogFile } from './engine-log-files.js';
 import { Nudge } from '../util/nudge.js';
 import type { Inventory } from './gpu-inventory.js';
@@ -48,6 +48,8 @@ export interface LocalRuntimeOptions {
   env?: Record<string, string>;
   /** An engine that no request reaches for this long (no gateway polls it) drains and exits. @default never */
   engineIdleExitMs?: number;
+  /** The client its health checks go through. @default the process's (sharedEngineClient) */
+  engines?: EngineClient;
 }
 
 interface StateFile {
@@ -323,9 +325,8 @@ export class LocalRuntime implements Runtime {
     return this.isAlive(handle) ? { kind: 'alive' } : { kind: 'dead' };
   }
 
-  health(handle: ReplicaRef, timeoutMs = 2000): Promise<EngineHealth | undefined> {
-    if (!handle.address) return Promise.resolve(undefined);
-    return engineHealth(handle, timeoutMs);
+  health(handle: ReplicaRef, timeoutMs?: number): Promise<EngineHealth | undefined> {
+    return (this.options.engines ?? sharedEngineClient()).health<EngineHealth>(handle, timeoutMs);
   }
 
   async logTail(ref: Pick<ReplicaRef, 'replicaId'>): Promise<string> {

@@ -52,11 +52,6 @@ export interface ReplicaRef {
   token?: string;
 }
 
-/** The Authorization header of every call to an engine (its token, passed at start as ENGINE_TOKEN). */
-export function engineAuthHeaders(token: string | null | undefined): Record<string, string> {
-  return token ? { authorization: `Bearer ${token}` } : {};
-}
-
 /** The engine's own account of its load, from GET /health. */
 export interface EngineHealth {
   status: string;

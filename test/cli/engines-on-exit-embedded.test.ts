@@ -84,7 +84,11 @@ describe('stopping npm start with the embedded database', () => {
       expect(chat.status, JSON.stringify(chat.body)).toBe(200);
       expect((await readReplicaLogs(own)).match(/ENGINE_READY/g)).toHaveLength(1);
       second.interrupt();
-      await waitFor('the list of engines left running', async () => second.output().includes('Press Ctrl-C again within'), 30_000);
+      await waitFor('the list of engines left running', async () => second.output().includes('Press Ctrl-C again within'), 30_000).catch(
+        (error: Error) => {
+          throw new Error(`${error.message}; the gateway wrote:\n${second.output()}`);
+        },
+      );
       expect(second.output()).toContain(`pid ${pid}  port ${ready[1]}`);
       // A person reads the list first: a signal within 150 ms of the last would count as the same keypress.
       await new Promise((r) => setTimeout(r, 200));

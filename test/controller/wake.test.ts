@@ -7,6 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { sharedEngineClient } from '../../src/engine-client/engine-client.js';
 import { ChatRouter } from '../../src/router/chat-router.js';
 import { RequestRecorder } from '../../src/router/request-recorder.js';
 import { SPAWN_LINE_PREFIX } from '../../src/runtime/local-runtime.js';
@@ -27,7 +28,7 @@ beforeAll(async () => {
   principal = auth.value;
   recorder = new RequestRecorder(t.sql, 250);
   // Polls once a minute when no event comes: only the endpoint's events can let a request on in time.
-  router = new ChatRouter(t.sql, t.app.services, recorder, { wakePollMs: 60_000 });
+  router = new ChatRouter(t.sql, t.app.services, recorder, sharedEngineClient(), { wakePollMs: 60_000 });
 });
 
 afterAll(async () => {
@@ -60,9 +61,9 @@ describe('wake on request', () => {
     const routedAt = Date.now();
     if (routed.type !== 'ok') throw new Error(`the request was refused: ${JSON.stringify(routed.error)}`);
     const chunks: Buffer[] = [];
-    for await (const chunk of routed.value.upstream) chunks.push(chunk as Buffer);
+    for await (const chunk of routed.value.upstream.body) chunks.push(chunk as Buffer);
     routed.value.finish({ promptTokens: null, completionTokens: null, ttftMs: null, finishReason: 'length', cancelled: false });
-    expect(routed.value.upstream.statusCode).toBe(200);
+    expect(routed.value.upstream.status).toBe(200);
     expect(JSON.parse(Buffer.concat(chunks).toString()).choices[0].finish_reason).toBe('length');
     // Served as soon as a replica is READY; the endpoint's RUNNING is written just after.
     await waitForStatus(t.sql, id, 'RUNNING');

@@ -2,7 +2,7 @@
 import { describe, expect, test } from 'vitest';
 import { parseChatRequest, type ChatRequest } from '../../src/domain/chat-request.js';
 import type { EndpointRecord } from '../../src/domain/endpoint.js';
-import http from 'node:http';
+import { sharedEngineClient } from '../../src/engine-client/engine-client.js';
 import { parseCompletionRequest, type CompletionRequest } from '../../src/domain/completion-request.js';
 import type { ReplicaRecord } from '../../src/domain/replica.js';
 import { TEXT_KIND } from '../../src/router/inference-kinds.js';
@@ -77,9 +77,16 @@ describe('text completions', () => {
     expect(shape).toMatchObject({ tokenBound: 80, exactTokens: 80, param: 'tokens' });
     // No replica at this address: a request to it would fail, and the check would pass unchecked.
     const nowhere = { address: 'http://127.0.0.1:9', token: null } as unknown as ReplicaRecord;
-    const refused = await checkPromptTokens(new http.Agent(), nowhere, endpointWith(64, 4096), ids, shape, new AbortController().signal);
+    const refused = await checkPromptTokens(
+      sharedEngineClient(),
+      nowhere,
+      endpointWith(64, 4096),
+      ids,
+      shape,
+      new AbortController().signal,
+    );
     expect(refused).toMatchObject({ status: 400, param: 'tokens', message: expect.stringContaining('The prompt has 80 tokens') });
-    const fits = await checkPromptTokens(new http.Agent(), nowhere, endpointWith(128, 4096), ids, shape, new AbortController().signal);
+    const fits = await checkPromptTokens(sharedEngineClient(), nowhere, endpointWith(128, 4096), ids, shape, new AbortController().signal);
     expect(fits).toBeUndefined();
     const text = completion({ prompt: 'héllo' });
     expect(TEXT_KIND.prompt(text, 'ep_x')).toEqual({

@@ -4,7 +4,6 @@
  * however the chunks cut them, and measures the answer on the way.
  */
 import { PassThrough, Writable } from 'node:stream';
-import type http from 'node:http';
 import { expect, test } from 'vitest';
 import type { RoutedRequest } from '../../src/router/dispatch.js';
 import { collectBody, CUT_EVENTS, pipeStream, relayStream, UpstreamCutError } from '../../src/router/relay.js';
@@ -12,11 +11,10 @@ import { collectBody, CUT_EVENTS, pipeStream, relayStream, UpstreamCutError } fr
 type Outcome = Parameters<RoutedRequest['finish']>[0];
 
 function routed(includeUsage: boolean) {
-  const upstream = new PassThrough() as PassThrough & { statusCode: number };
-  upstream.statusCode = 200;
+  const upstream = new PassThrough();
   const outcomes: Outcome[] = [];
   const request = {
-    upstream: upstream as unknown as http.IncomingMessage,
+    upstream: { status: 200, contentType: 'text/event-stream', body: upstream },
     request: { stream: true, includeUsage },
     startedAt: performance.now(),
     queuedMs: 0,

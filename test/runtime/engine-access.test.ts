@@ -9,7 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { LocalRuntime } from '../../src/runtime/local-runtime.js';
-import { engineAuthHeaders, type ReplicaRef } from '../../src/runtime/runtime.js';
+import { engineAuthHeaders } from '../../src/engine-client/engine-client.js';
+import type { ReplicaRef } from '../../src/runtime/runtime.js';
 import { writeTinyGguf } from '../support/tiny-gguf.js';
 import { waitFor } from '../support/app.js';
 

@@ -18,7 +18,7 @@ import { describe, expect, test } from 'vitest';
 import { GPU_TYPES, type GpuType } from '../../src/domain/instance-catalog.js';
 import { KubernetesRuntime } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
 import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
-import { engineAuthHeaders } from '../../src/runtime/runtime.js';
+import { engineAuthHeaders } from '../../src/engine-client/engine-client.js';
 
 const KUBECONFIG = process.env.KUBECONFIG_E2E;
 

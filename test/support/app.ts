@@ -16,7 +16,7 @@ import { createTestDatabase, type TestDatabase } from './database.js';
 import { FAKE_HUB_TOKEN, startFakeHub, type FakeHub, type FakeRepo } from './fake-hub.js';
 import { createSeed, type SeededUser } from './gateway.js';
 import { buildTinyGguf, REASONING_TEMPLATE, toolsChatTemplate } from './tiny-gguf.js';
-import { engineAuthHeaders } from '../../src/runtime/runtime.js';
+import { engineAuthHeaders } from '../../src/engine-client/engine-client.js';
 
 export { REASONING_TEMPLATE };
 

@@ -28,6 +28,8 @@ export interface GraphQLContext {
   /** Live endpoint events for the subscriptions, each subscriber's buffer, and how long it may lag. */
   live: { hub: EventHub; bufferSize: number; maxLagMs: number };
   loaders: Loaders;
+  /** Aborts when the operation's client is gone (its HTTP request closed, its socket closed, or it completed the operation). */
+  signal: AbortSignal;
 }
 
 /** What a transport hands yoga with each operation, besides the request. */
@@ -37,6 +39,8 @@ export interface ServerContext {
   principal?: Principal;
   /** Where a subscription's shared results are written directly (its socket, or its SSE response). */
   resultSink?: ResultSink;
+  /** Aborts when the operation's client is gone; yoga's own HTTP handling has the request's signal instead. */
+  signal?: AbortSignal;
   /** Set by the transports that count and watch subscriptions (http-entry.ts, websocket.ts); yoga's own HTTP serves none. */
   transport?: 'sse' | 'websocket';
 }

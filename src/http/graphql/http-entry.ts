@@ -153,9 +153,12 @@ export function createGraphQLHttp(
     if (connection) res.once('close', () => connection.close());
     const watched = connection?.subscription();
     const sink = new SseNextEvents(res);
+    const gone = new AbortController();
+    res.once('close', () => gone.abort());
     const enveloped = yoga.getEnveloped({
       principal: watched?.principal ?? caller,
       transport: 'sse',
+      signal: gone.signal,
       params,
       resultSink: watched ? watched.sink(sink) : sink,
     });

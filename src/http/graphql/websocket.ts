@@ -114,6 +114,11 @@ interface Extra {
   requestId: string;
   /** The connection's access line, when there is a logger. */
   access?: SocketAccess;
+  /**
+   * Each operation's cancellation, by id: aborted when the client completes it or the socket closes, so that a
+   * mutation in flight (a chat completion) stops too, not only a subscription.
+   */
+  cancels: Map<string, AbortController>;
 }
 
 /** What graphql-ws carries from `onSubscribe` to `execute`/`subscribe`. */
@@ -146,6 +151,8 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
    * (one object per message: an id may be reused at once, before the old operation's completion runs).
    */
   const places = new WeakMap<object, Map<object, () => void>>();
+  /** Each operation's cancellation, by its subscribe message's payload (an id may be reused before the completion runs). */
+  const operationCancels = new WeakMap<object, AbortController>();
   const releasePlace = (extra: object, payload: object) => {
     places.get(extra)?.get(payload)?.();
     places.get(extra)?.delete(payload);
@@ -197,9 +204,13 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
       const watched = connection.watched?.subscription();
       // Only what the context needs: a spread of graphql-ws's context would be copied into every subscription.
       const sink = new WebSocketNextMessages(ctx.extra.socket, id);
+      const cancel = new AbortController();
+      ctx.extra.cancels.set(id, cancel);
+      operationCancels.set(params, cancel);
       const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
         principal: watched?.principal ?? connection.principal,
         transport: 'websocket',
+        signal: cancel.signal,
         params,
         resultSink: watched ? watched.sink(sink) : sink,
       });
@@ -241,7 +252,10 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
       return errors.map(publicErrorJson);
     },
     // Every operation that ran ends here (completed by either side, or after its error): its place is free again.
-    onComplete: (ctx, _id, payload) => releasePlace(ctx.extra, payload),
+    onComplete: (ctx, id, payload) => {
+      releasePlace(ctx.extra, payload);
+      if (ctx.extra.cancels.get(id) === operationCancels.get(payload)) ctx.extra.cancels.delete(id);
+    },
     execute: (args) => (args.rootValue as Root).execute(args) as never,
     subscribe: async (args) => {
       const root = args.rootValue as Root;
@@ -275,6 +289,7 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
       socket,
       request,
       requestId,
+      cancels: new Map(),
       ...(options.logger ? { access: logSocketAccess(options.logger, request, requestId) } : {}),
     };
     let onMessage: ((data: string) => Promise<void>) | undefined;
@@ -310,6 +325,11 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
           message === undefined ? 'Invalid message received: not JSON' : 'Invalid message received: not a message a server accepts',
         );
       }
+      if (type === 'complete') {
+        // The client stopped an operation: one still running (a mutation has no generator to return) is cancelled.
+        const id = (message as { id?: unknown }).id;
+        if (typeof id === 'string') extra.cancels.get(id)?.abort();
+      }
       try {
         // graphql-ws validates an already parsed message as it does a string (4400 for a bad one).
         await onMessage(message as never);
@@ -323,6 +343,8 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
       if (ping) clearInterval(ping);
       connections.get(extra)?.watched?.close();
       for (const release of places.get(extra)?.values() ?? []) release();
+      for (const cancel of extra.cancels.values()) cancel.abort();
+      extra.cancels.clear();
       places.delete(extra);
       extra.access?.closed(code);
       void closed(code, reason.toString());

@@ -117,13 +117,13 @@ export function createGraphQL(
         sinkOf: (context) => (context as ServerContext).resultSink,
       }),
     ],
-    context: async ({ request, principal }) => {
+    context: async ({ request, principal, signal }) => {
       if (!principal) {
         const result = await authenticate(services, credentialsOfFetchRequest(request));
         if (result.type === 'error') throw graphqlErrorOf(failureOfDomainError(result.error), 'request')!;
         principal = result.value;
       }
-      return { principal, services, chat, live, loaders: createLoaders(services) };
+      return { principal, services, chat, live, loaders: createLoaders(services), signal: signal ?? request.signal };
     },
   });
 }

@@ -31,10 +31,10 @@ export function handleChatCompletion(
     if (routed.type === 'error') return sendOpenAIError(res, routed.error);
 
     const { upstream, request } = routed.value;
-    if (!request.stream || upstream.statusCode !== 200) {
+    if (!request.stream || upstream.status !== 200) {
       const payload = await collectBody(routed.value);
-      res.writeHead(upstream.statusCode ?? 502, {
-        'content-type': upstream.headers['content-type'] ?? 'application/json',
+      res.writeHead(upstream.status, {
+        'content-type': upstream.contentType ?? 'application/json',
         'content-length': payload.length,
       });
       res.end(payload);

@@ -12,7 +12,7 @@ import { openAIError } from '../../domain/openai-errors.js';
 import { parseDetokenizeBody, parseTokenizeBody } from '../../domain/token-request.js';
 import type { ChatRouter } from '../../router/chat-router.js';
 import { MAX_TOKEN_CALLS_PER_ENDPOINT } from '../../router/token-calls.js';
-import { postToEngine, requestRefusal } from '../../router/engine-call.js';
+import { requestRefusal } from '../../router/engine-call.js';
 import type { Services } from '../../services/index.js';
 import { sendJson } from '../body.js';
 import type { Log } from '../request-id.js';
@@ -53,12 +53,13 @@ export function handleTokenRoute(
     if (parsed.type === 'error') return sendOpenAIError(res, parsed.error);
     const serving = await router.replicaFor(principal, (body as { model?: unknown }).model, clientGone);
     if (serving.type === 'error') return sendOpenAIError(res, serving.error);
-    const { endpoint, replica, agent } = serving.value;
+    const { endpoint, replica, engines } = serving.value;
     const leave = router.tokenCalls.enter(endpoint.id);
     if (!leave) return sendOpenAIError(res, busy(endpoint.id));
     const signal = AbortSignal.any([clientGone, AbortSignal.timeout(ANSWER_TIMEOUT_MS)]);
     const route = tokenize ? '/tokenize' : '/detokenize';
-    const answer = await postToEngine(agent, replica, route, parsed.value, signal, MAX_ANSWER_BYTES)
+    const answer = await engines
+      .postJson(replica, route, parsed.value, signal, MAX_ANSWER_BYTES)
       .catch(() => undefined)
       .finally(leave);
     if (clientGone.aborted) return;

@@ -27,7 +27,7 @@ import {
 import type { GpuType } from '../../domain/instance-catalog.js';
 import { GPU_TYPES } from '../../domain/instance-catalog.js';
 import { Nudge } from '../../util/nudge.js';
-import { engineHealth } from '../engine-health.js';
+import { sharedEngineClient, type EngineClient } from '../../engine-client/engine-client.js';
 import { PassThrough } from 'node:stream';
 import {
   EngineLogUnavailable,
@@ -58,6 +58,8 @@ export interface KubernetesRuntimeOptions {
   /** How long an engine, once its container runs, may take to become ready. @default 300000 */
   startTimeoutMs?: number;
   log: (message: string, error?: unknown) => void;
+  /** The client its health checks go through. @default the process's (sharedEngineClient) */
+  engines?: EngineClient;
 }
 
 const BACKOFF_MS = { first: 500, max: 30_000 };
@@ -283,8 +285,8 @@ export class KubernetesRuntime implements Runtime {
     return { kind: 'alive' };
   }
 
-  health(ref: ReplicaRef, timeoutMs = 2000): Promise<EngineHealth | undefined> {
-    return engineHealth(ref, timeoutMs);
+  health(ref: ReplicaRef, timeoutMs?: number): Promise<EngineHealth | undefined> {
+    return (this.options.engines ?? sharedEngineClient()).health<EngineHealth>(ref, timeoutMs);
   }
 
   async logTail(ref: Pick<ReplicaRef, 'replicaId' | 'locator'>): Promise<string> {

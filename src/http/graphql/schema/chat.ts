@@ -325,12 +325,12 @@ builder.mutationField('createChatCompletion', (t) =>
   t.field({
     type: CreateChatCompletionResult,
     args: { input: t.arg({ type: ChatCompletionInput, required: true }) },
-    resolve: async (_, { input }, { principal, chat }) => {
-      const routed = await chat.route(principal, toOpenAIBody(input, false), new AbortController().signal);
+    resolve: async (_, { input }, { principal, chat, signal }) => {
+      const routed = await chat.route(principal, toOpenAIBody(input, false), signal);
       if (routed.type === 'error') return routed.error;
       const body = upstreamJson<Completion | { error: Omit<OpenAIError, 'status'> }>((await collectBody(routed.value)).toString('utf8'));
       if (isOpenAIError(body)) return body;
-      if ('error' in body) return { ...body.error, status: routed.value.upstream.statusCode ?? 502 } as OpenAIError;
+      if ('error' in body) return { ...body.error, status: routed.value.upstream.status } as OpenAIError;
       return { completion: body };
     },
   }),
@@ -341,16 +341,18 @@ builder.subscriptionField('chatCompletion', (t) =>
     type: ChunkRef,
     description: 'Streams a chat completion chunk by chunk. Closing the subscription cancels the generation.',
     args: { input: t.arg({ type: ChatCompletionInput, required: true }) },
-    subscribe: async function* (_, { input }, { principal, chat }) {
+    subscribe: async function* (_, { input }, { principal, chat, signal }) {
       const cancel = new AbortController();
+      const stop = () => cancel.abort();
+      signal.addEventListener('abort', stop, { once: true });
       try {
         const routed = await chat.route(principal, toOpenAIBody(input, true), cancel.signal);
         if (routed.type === 'error') throw graphqlChatError(routed.error, JSON_FIELDS);
         const { upstream } = routed.value;
-        if (upstream.statusCode !== 200) {
+        if (upstream.status !== 200) {
           const body = upstreamJson<{ error: Omit<OpenAIError, 'status'> }>((await collectBody(routed.value)).toString('utf8'));
           if (isOpenAIError(body)) throw graphqlChatError(body, JSON_FIELDS);
-          throw graphqlChatError({ ...body.error, status: upstream.statusCode ?? 502 } as OpenAIError, JSON_FIELDS);
+          throw graphqlChatError({ ...body.error, status: upstream.status } as OpenAIError, JSON_FIELDS);
         }
         for await (const data of relayStream(routed.value)) {
           if (data === '[DONE]') return;
@@ -359,6 +361,7 @@ builder.subscriptionField('chatCompletion', (t) =>
           yield chunk;
         }
       } finally {
+        signal.removeEventListener('abort', stop);
         cancel.abort();
       }
     },

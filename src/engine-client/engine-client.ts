@@ -1,0 +1,197 @@
+/**
+ * The one client of replicas' engines: chat and text completions (streamed or
+ * whole), tokenize and detokenize, health checks and the warm-up generation
+ * all go through it. It keeps one keep-alive connection pool per engine
+ * (undici's Agent: a Pool per origin, HTTP/1.1, no pipelining, as many
+ * connections as requests in flight), and holds in one place what every call
+ * shares: the engine's token, the timeouts, and the bound on a JSON answer.
+ *
+ * Every call takes the caller's AbortSignal: aborting it ends the request
+ * upstream (its connection is closed), and the engine frees the sequence.
+ */
+import type { Readable } from 'node:stream';
+import { Agent, errors as undiciErrors } from 'undici';
+
+/** Where an engine listens, and the token it wants (null: none). */
+export interface EngineTarget {
+  /** e.g. `http://127.0.0.1:41234` */
+  address: string | null;
+  token?: string | null | undefined;
+}
+
+/** The Authorization header of every call to an engine (its token, passed at start as ENGINE_TOKEN). */
+export function engineAuthHeaders(token: string | null | undefined): Record<string, string> {
+  return token ? { authorization: `Bearer ${token}` } : {};
+}
+
+/** An answer whose head has arrived; its body streams on (destroy it to end the request). */
+export interface EngineResponse {
+  status: number;
+  contentType: string | undefined;
+  body: Readable;
+}
+
+/** A JSON answer read whole. */
+export interface EngineAnswer {
+  status: number;
+  /** The parsed JSON, or undefined when the answer was not JSON. */
+  body: unknown;
+}
+
+export class EngineAnswerTooLargeError extends Error {}
+
+/** The engine answered, with a status other than 200. */
+export class EngineStatusError extends Error {
+  constructor(readonly status: number) {
+    super(`the engine answered HTTP ${status}`);
+  }
+}
+
+/** The engine could not be reached, or broke the connection, or did not answer in time. */
+export class EngineUnreachableError extends Error {}
+
+export interface EngineClientOptions {
+  /** How long opening a connection may take. @default 10000 */
+  connectTimeoutMs?: number;
+  /** How long an idle connection is kept (below the engine's own keep-alive timeout, 5 s in Node). @default 4000 */
+  keepAliveMs?: number;
+  /** The default deadline of a health check. @default 2000 */
+  healthTimeoutMs?: number;
+  /** The deadline of the warm-up generation. @default 120000 */
+  warmUpTimeoutMs?: number;
+}
+
+/** The warm-up: one token of a short chat, which proves that the engine can generate. */
+const WARM_UP_BODY = JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1, temperature: 0 });
+
+/** The bound on a health answer's size (it is a few hundred bytes). */
+const HEALTH_MAX_BYTES = 64 * 1024;
+
+export class EngineClient {
+  private readonly agent: Agent;
+  private readonly healthTimeoutMs: number;
+  private readonly warmUpTimeoutMs: number;
+
+  constructor(options: EngineClientOptions = {}) {
+    this.healthTimeoutMs = options.healthTimeoutMs ?? 2000;
+    this.warmUpTimeoutMs = options.warmUpTimeoutMs ?? 120_000;
+    this.agent = new Agent({
+      connections: null,
+      pipelining: 1,
+      keepAliveTimeout: options.keepAliveMs ?? 4000,
+      keepAliveMaxTimeout: options.keepAliveMs ?? 4000,
+      connect: { timeout: options.connectTimeoutMs ?? 10_000, noDelay: true },
+      // A generation's head comes after its prefill, and its tokens may pause as long as the engine is busy:
+      // the callers' signals bound them, not a transport timer.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    });
+  }
+
+  /**
+   * POSTs `payload` (JSON text) to `path` and resolves once the answer's head
+   * has arrived. Rejects with EngineUnreachableError when the engine cannot be
+   * reached, and with the signal's reason when it aborts first.
+   */
+  async post(target: EngineTarget, path: string, payload: string, signal: AbortSignal): Promise<EngineResponse> {
+    const origin = originOf(target);
+    try {
+      const answer = await this.agent.request({
+        origin,
+        path,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...engineAuthHeaders(target.token) },
+        body: payload,
+        signal,
+      });
+      const type = answer.headers['content-type'];
+      return { status: answer.statusCode, contentType: Array.isArray(type) ? type[0] : type, body: answer.body };
+    } catch (error) {
+      if (signal.aborted) throw signal.reason ?? error;
+      throw new EngineUnreachableError(`the engine at ${origin} did not answer ${path}`, { cause: error });
+    }
+  }
+
+  /** POSTs `payload` (serialized here) and reads the JSON answer whole, up to `maxBytes`. */
+  async postJson(target: EngineTarget, path: string, payload: unknown, signal: AbortSignal, maxBytes: number): Promise<EngineAnswer> {
+    const answer = await this.post(target, path, JSON.stringify(payload), signal);
+    return { status: answer.status, body: parseJson(await readBounded(answer.body, maxBytes, path)) };
+  }
+
+  /** The engine's health (GET /health), or undefined when it does not answer 200 with JSON within `timeoutMs` (never a rejection). */
+  async health<T>(target: EngineTarget, timeoutMs = this.healthTimeoutMs): Promise<T | undefined> {
+    if (!target.address) return undefined;
+    try {
+      const answer = await this.agent.request({
+        origin: originOf(target),
+        path: '/health',
+        method: 'GET',
+        headers: engineAuthHeaders(target.token),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      if (answer.statusCode !== 200) {
+        answer.body.destroy();
+        return undefined;
+      }
+      return parseJson(await readBounded(answer.body, HEALTH_MAX_BYTES, '/health')) as T | undefined;
+    } catch {
+      return undefined; // unreachable, too slow, a malformed address
+    }
+  }
+
+  /** One short generation; resolves when it completed with 200, and rejects with what went wrong otherwise (EngineStatusError: the status). */
+  async warmUp(target: EngineTarget): Promise<void> {
+    const answer = await this.post(target, '/v1/chat/completions', WARM_UP_BODY, AbortSignal.timeout(this.warmUpTimeoutMs));
+    await readBounded(answer.body, HEALTH_MAX_BYTES, '/v1/chat/completions');
+    if (answer.status !== 200) throw new EngineStatusError(answer.status);
+  }
+
+  async close(): Promise<void> {
+    await this.agent.destroy();
+  }
+}
+
+function originOf(target: EngineTarget): string {
+  if (!target.address) throw new EngineUnreachableError('the replica has no address yet');
+  return target.address;
+}
+
+/** The whole body, or EngineAnswerTooLargeError past `maxBytes` (the request is ended then). */
+async function readBounded(body: Readable, maxBytes: number, path: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > maxBytes) {
+        body.destroy();
+        throw new EngineAnswerTooLargeError(`the answer of ${path} is over ${maxBytes} bytes`);
+      }
+      chunks.push(chunk);
+    }
+  } catch (error) {
+    if (error instanceof EngineAnswerTooLargeError || error instanceof undiciErrors.RequestAbortedError) throw error;
+    if ((error as { name?: string }).name === 'AbortError' || (error as { name?: string }).name === 'TimeoutError') throw error;
+    throw new EngineUnreachableError(`the engine broke off its answer of ${path}`, { cause: error });
+  }
+  return Buffer.concat(chunks);
+}
+
+function parseJson(bytes: Buffer): unknown {
+  try {
+    return JSON.parse(bytes.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+let shared: EngineClient | undefined;
+
+/**
+ * The process's engine client, for a component built on its own (a test, a
+ * tool) without one handed in; the app hands its own to every component.
+ */
+export function sharedEngineClient(): EngineClient {
+  shared ??= new EngineClient();
+  return shared;
+}
