@@ -3,6 +3,7 @@
  * default, so `npm start` works with none set; a malformed value stops start-up
  * with a message naming the variable and the rule it breaks.
  */
+import { DEFAULTS } from './defaults.js';
 import path from 'node:path';
 import { cpuBudget } from './runtime/cpu-budget.js';
 import { EngineCommandError, validateTemplate } from './runtime/engine-command.js';
@@ -255,34 +256,34 @@ export function loadConfig(env: Env = process.env): Config {
     },
     stopEnginesOnExit: readBoolean(env, 'STOP_ENGINES_ON_EXIT', false),
     cpuWarning: cpu.warning,
-    controllerIntervalMs: readInteger(env, 'CONTROLLER_INTERVAL_MS', 500, 10, 3_600_000),
-    leaseTtlMs: readInteger(env, 'LEASE_TTL_MS', 10_000, 100, 3_600_000),
-    replicaStartTimeoutMs: readInteger(env, 'REPLICA_START_TIMEOUT_MS', 300_000, 1000, 86_400_000),
-    drainTimeoutMs: readInteger(env, 'DRAIN_TIMEOUT_MS', 30_000, 0, 86_400_000),
-    wakeTimeoutMs: readInteger(env, 'WAKE_TIMEOUT_MS', 120_000, 0, 86_400_000),
-    queueTimeoutMs: readInteger(env, 'QUEUE_TIMEOUT_MS', 30_000, 0, 86_400_000),
-    queueMaxPerEndpoint: readInteger(env, 'QUEUE_MAX_PER_ENDPOINT', 256, 1, 1_000_000),
-    queueMaxPerKey: readInteger(env, 'QUEUE_MAX_PER_KEY', 64, 1, 1_000_000),
-    subscriptionBuffer: readInteger(env, 'SUBSCRIPTION_BUFFER', 1000, 1, 1_000_000),
-    subscriptionMaxLagMs: readInteger(env, 'SUBSCRIPTION_MAX_LAG_MS', 5000, 0, 3_600_000),
+    controllerIntervalMs: readInteger(env, 'CONTROLLER_INTERVAL_MS', DEFAULTS.controllerIntervalMs, 10, 3_600_000),
+    leaseTtlMs: readInteger(env, 'LEASE_TTL_MS', DEFAULTS.leaseTtlMs, 100, 3_600_000),
+    replicaStartTimeoutMs: readInteger(env, 'REPLICA_START_TIMEOUT_MS', DEFAULTS.replicaStartTimeoutMs, 1000, 86_400_000),
+    drainTimeoutMs: readInteger(env, 'DRAIN_TIMEOUT_MS', DEFAULTS.drainTimeoutMs, 0, 86_400_000),
+    wakeTimeoutMs: readInteger(env, 'WAKE_TIMEOUT_MS', DEFAULTS.wakeTimeoutMs, 0, 86_400_000),
+    queueTimeoutMs: readInteger(env, 'QUEUE_TIMEOUT_MS', DEFAULTS.queueTimeoutMs, 0, 86_400_000),
+    queueMaxPerEndpoint: readInteger(env, 'QUEUE_MAX_PER_ENDPOINT', DEFAULTS.queueMaxPerEndpoint, 1, 1_000_000),
+    queueMaxPerKey: readInteger(env, 'QUEUE_MAX_PER_KEY', DEFAULTS.queueMaxPerKey, 1, 1_000_000),
+    subscriptionBuffer: readInteger(env, 'SUBSCRIPTION_BUFFER', DEFAULTS.subscriptionBuffer, 1, 1_000_000),
+    subscriptionMaxLagMs: readInteger(env, 'SUBSCRIPTION_MAX_LAG_MS', DEFAULTS.subscriptionMaxLagMs, 0, 3_600_000),
     nodeEnv,
     graphqlLimits: readGraphQLLimits(env),
     graphqlIntrospection: readBoolean(env, 'GRAPHQL_INTROSPECTION', !production),
     corsOrigins: readOrigins(env, 'CORS_ORIGINS', production ? [] : ['*']),
-    wsMaxSubscriptions: readInteger(env, 'WS_MAX_SUBSCRIPTIONS', 100, 1, 100_000),
-    userMaxSubscriptions: readInteger(env, 'USER_MAX_SUBSCRIPTIONS', 500, 1, 1_000_000),
-    requestTimeoutMs: readInteger(env, 'REQUEST_TIMEOUT_MS', 30_000, 1000, 3_600_000),
-    headersTimeoutMs: readInteger(env, 'HEADERS_TIMEOUT_MS', 15_000, 1000, 3_600_000),
+    wsMaxSubscriptions: readInteger(env, 'WS_MAX_SUBSCRIPTIONS', DEFAULTS.wsMaxSubscriptions, 1, 100_000),
+    userMaxSubscriptions: readInteger(env, 'USER_MAX_SUBSCRIPTIONS', DEFAULTS.userMaxSubscriptions, 1, 1_000_000),
+    requestTimeoutMs: readInteger(env, 'REQUEST_TIMEOUT_MS', DEFAULTS.requestTimeoutMs, 1000, 3_600_000),
+    headersTimeoutMs: readInteger(env, 'HEADERS_TIMEOUT_MS', DEFAULTS.headersTimeoutMs, 1000, 3_600_000),
     log: {
       level: readChoice(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
       format: readChoice(env, 'LOG_FORMAT', ['json', 'pretty'] as const, 'json'),
     },
     metrics: {
       token: optional(env, 'METRICS_TOKEN'),
-      requestLogRetentionDays: readInteger(env, 'REQUEST_LOG_RETENTION_DAYS', 30, 1, 36_500),
-      metricsRetentionDays: readInteger(env, 'METRICS_RETENTION_DAYS', 90, 1, 36_500),
-      maxBuffered: readInteger(env, 'REQUEST_LOG_BUFFER', 10_000, 1, 10_000_000),
-      sampleMs: readInteger(env, 'METRICS_SAMPLE_INTERVAL_MS', 10_000, 100, 3_600_000),
+      requestLogRetentionDays: readInteger(env, 'REQUEST_LOG_RETENTION_DAYS', DEFAULTS.requestLogRetentionDays, 1, 36_500),
+      metricsRetentionDays: readInteger(env, 'METRICS_RETENTION_DAYS', DEFAULTS.metricsRetentionDays, 1, 36_500),
+      maxBuffered: readInteger(env, 'REQUEST_LOG_BUFFER', DEFAULTS.requestLogBuffer, 1, 10_000_000),
+      sampleMs: readInteger(env, 'METRICS_SAMPLE_INTERVAL_MS', DEFAULTS.metricsSampleMs, 100, 3_600_000),
     },
   };
 }

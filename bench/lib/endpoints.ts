@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import type { Sql } from '../../src/storage/database.js';
 import { api, killGroup, waitFor } from './env.js';
+import { pidOf } from '../../src/runtime/local-runtime.js';
 
 export const H100_X1 = 'TwD5AqnBSVN0';
 
@@ -45,16 +46,17 @@ export interface LiveReplica {
 }
 
 export async function liveReplicas(sql: Sql, endpointId: string): Promise<LiveReplica[]> {
-  return sql<LiveReplica[]>`
-    SELECT id, address, pid, state, engine_token AS token FROM replicas
+  // The local runtime's locator is the engine's pid.
+  const rows = await sql<(Omit<LiveReplica, 'pid'> & { locator: string | null })[]>`
+    SELECT id, address, locator, state, engine_token AS token FROM replicas
     WHERE endpoint_id = ${endpointId} AND state IN ('STARTING', 'READY', 'DRAINING') ORDER BY created_at`;
+  return rows.map(({ locator, ...row }) => ({ ...row, pid: pidOf({ locator }) ?? 0 }));
 }
 
 /** Deletes the endpoint (the controller stops its replicas); any engine still alive after that is stopped here. */
 export async function deleteEndpoint(baseUrl: string, sql: Sql, endpointId: string): Promise<void> {
-  const pids = (await sql<{ pid: number | null }[]>`SELECT pid FROM replicas WHERE endpoint_id = ${endpointId} AND pid IS NOT NULL`).map(
-    (r) => r.pid!,
-  );
+  const rows = await sql<{ locator: string | null }[]>`SELECT locator FROM replicas WHERE endpoint_id = ${endpointId}`;
+  const pids = rows.map((row) => pidOf(row)).filter((pid): pid is number => pid !== null);
   await api(baseUrl, 'DELETE', `/dedicated/beta/endpoint/${endpointId}`).catch(() => undefined);
   await waitFor('replicas to stop', async () => (await liveReplicas(sql, endpointId).catch(() => [])).length === 0, 15_000).catch(
     () => undefined,

@@ -19,6 +19,7 @@
  *
  * This file decides, per pass, which of these an endpoint needs.
  */
+import { DEFAULTS } from '../defaults.js';
 import { sharedEngineClient, type EngineClient } from '../engine-client/engine-client.js';
 import { randomUUID } from 'node:crypto';
 import { holdsNoReplicas } from '../domain/lifecycle.js';
@@ -76,9 +77,9 @@ export class Controller {
   constructor(options: ControllerOptions) {
     const { sql, runtime, models, builtInEngine } = options;
     const log = options.log ?? ((message, error) => console.error(`[controller] ${message}`, error ?? ''));
-    const drainTimeoutMs = options.drainTimeoutMs ?? 30_000;
+    const drainTimeoutMs = options.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs;
     const writes = new EndpointWrites(sql, this.owner);
-    const stopper = new ReplicaStopper(sql, runtime, options.stopGraceMs ?? 10_000, log);
+    const stopper = new ReplicaStopper(sql, runtime, options.stopGraceMs ?? DEFAULTS.stopGraceMs, log);
     const starter = new ReplicaStarter({
       sql,
       runtime,
@@ -104,8 +105,8 @@ export class Controller {
     this.loop = new ReconcileLoop({
       sql,
       owner: this.owner,
-      intervalMs: options.intervalMs ?? 500,
-      leaseTtlMs: options.leaseTtlMs ?? 10_000,
+      intervalMs: options.intervalMs ?? DEFAULTS.controllerIntervalMs,
+      leaseTtlMs: options.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
       reconcile: (id) => this.reconcile(id),
       log,
     });

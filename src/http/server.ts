@@ -3,6 +3,7 @@
  * routes under /dedicated, the web console at /, and unauthenticated health
  * checks.
  */
+import { DEFAULTS } from '../defaults.js';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { databaseOf, type Services } from '../services/index.js';
@@ -124,13 +125,17 @@ export async function startGateway(services: Services, options: GatewayOptions):
   const yoga = createGraphQL(
     services,
     chat,
-    { hub, bufferSize: options.subscriptionBuffer ?? 1000, maxLagMs: options.subscriptionMaxLagMs ?? 5000 },
+    {
+      hub,
+      bufferSize: options.subscriptionBuffer ?? DEFAULTS.subscriptionBuffer,
+      maxLagMs: options.subscriptionMaxLagMs ?? DEFAULTS.subscriptionMaxLagMs,
+    },
     options.graphql,
     log,
   );
   const cors = new CorsPolicy(options.corsOrigins ?? []);
   const rest = endpointRoutes(services);
-  const quota = new SubscriptionQuota(options.userMaxSubscriptions ?? 500);
+  const quota = new SubscriptionQuota(options.userMaxSubscriptions ?? DEFAULTS.userMaxSubscriptions);
   const graphqlHttp = createGraphQLHttp(yoga, services, log, { access, quota, graphiql: options.graphql?.introspection ?? true });
   const webConsole = consoleRoute(options.consoleDir);
 
@@ -168,10 +173,10 @@ export async function startGateway(services: Services, options: GatewayOptions):
     }
   };
   // A slow client (a header or a body trickling in) holds its connection only so long; Node checks every 2 s.
-  const requestTimeout = options.requestTimeoutMs ?? 30_000;
+  const requestTimeout = options.requestTimeoutMs ?? DEFAULTS.requestTimeoutMs;
   const timeouts = {
     requestTimeout,
-    headersTimeout: Math.min(options.headersTimeoutMs ?? 15_000, requestTimeout),
+    headersTimeout: Math.min(options.headersTimeoutMs ?? DEFAULTS.headersTimeoutMs, requestTimeout),
     connectionsCheckingInterval: 2000,
   };
   const server = http.createServer(timeouts, (req, res) => {

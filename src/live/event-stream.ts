@@ -9,6 +9,7 @@
  * than `maxLagMs` is cut off with SubscriptionOverflowError, and can resume
  * from the last event it saw.
  */
+import { DEFAULTS } from '../defaults.js';
 import type { EndpointEventRecord, EventScope } from '../domain/endpoint.js';
 import type { Sql } from '../storage/database.js';
 import { latestEventId, listEvents } from '../storage/events-repository.js';
@@ -66,8 +67,8 @@ export class LiveEventStream implements AsyncIterableIterator<LiveItem> {
     private readonly scope: EventScope,
     options: LiveStreamOptions = {},
   ) {
-    this.bufferSize = options.bufferSize ?? 1000;
-    this.maxLagMs = options.maxLagMs ?? 5000;
+    this.bufferSize = options.bufferSize ?? DEFAULTS.subscriptionBuffer;
+    this.maxLagMs = options.maxLagMs ?? DEFAULTS.subscriptionMaxLagMs;
     this.last = options.after ?? null;
     // Subscribed first, then the backlog is read: anything committed meanwhile is in the buffer, and duplicates are skipped by id.
     this.unsubscribe = hub.subscribe('endpointId' in scope ? { endpointId: scope.endpointId } : { projectId: scope.projectId }, (signal) =>

@@ -56,6 +56,8 @@ export class QueueRefusedError extends Error {
   }
 }
 
+const RUN: AdmissionDecision = Object.freeze({ kind: 'run' });
+
 /** Weight of the newest hold time in the moving average. */
 const HOLD_EWMA_ALPHA = 0.2;
 /** Keys remembered for round-robin beyond those waiting. */
@@ -130,6 +132,8 @@ export class EndpointGate {
 
   /** What would happen to a request of `key` arriving now. */
   decide(key: string): AdmissionDecision {
+    // The common case, on every request: nobody waits and a slot is free (decideAdmission's first rule, without its inputs).
+    if (this.size === 0 && this.running < this.limit()) return RUN;
     const othersQueued: number[] = [];
     for (const [k, q] of this.queues) if (k !== key) othersQueued.push(q.length);
     return decideAdmission({

@@ -16,6 +16,7 @@
  * an admitted request to a replica), upstream.ts (balancing and the upstream
  * request), relay.ts (the answer back to the client).
  */
+import { DEFAULTS } from '../defaults.js';
 import { randomUUID } from 'node:crypto';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import { isUnavailable } from '../domain/lifecycle.js';
@@ -94,8 +95,8 @@ export class ChatRouter {
     options: RouterOptions = {},
   ) {
     this.upstream = new Upstream(engines);
-    this.queueTimeoutMs = options.queueTimeoutMs ?? 30_000;
-    const replicaCacheMs = options.replicaCacheMs ?? 500;
+    this.queueTimeoutMs = options.queueTimeoutMs ?? DEFAULTS.queueTimeoutMs;
+    const replicaCacheMs = options.replicaCacheMs ?? DEFAULTS.replicaCacheMs;
     this.view = new ServingView(
       services.chatAccess,
       replicaCacheMs,
@@ -107,12 +108,16 @@ export class ChatRouter {
     );
     this.gates = new EndpointGates(
       this.view,
-      { timeoutMs: this.queueTimeoutMs, maxQueue: options.maxQueuePerEndpoint ?? 256, maxPerKey: options.maxQueuePerKey ?? 64 },
+      {
+        timeoutMs: this.queueTimeoutMs,
+        maxQueue: options.maxQueuePerEndpoint ?? DEFAULTS.queueMaxPerEndpoint,
+        maxPerKey: options.maxQueuePerKey ?? DEFAULTS.queueMaxPerKey,
+      },
       (id) => this.depths.changedAt(id),
     );
     this.lookup = new EndpointLookup(services.chatAccess, this.view);
     this.serving = new ServingWait(sql, services.chatAccess, {
-      timeoutMs: options.wakeTimeoutMs ?? 120_000,
+      timeoutMs: options.wakeTimeoutMs ?? DEFAULTS.wakeTimeoutMs,
       pollMs: options.wakePollMs,
       endpoint: (principal, id) => this.lookup.usable(principal, id, true),
       hasReplica: async (endpoint, fresh) => (await this.view.readyReplicas(endpoint, fresh)).length > 0,

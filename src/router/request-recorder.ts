@@ -13,6 +13,7 @@
  * `maxBuffered` of them, new ones are dropped and counted (`dropped`), never
  * waited for: a slow database costs samples, not request latency.
  */
+import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
 import { databaseFailureOf } from '../storage/database-errors.js';
 import { addMinutes } from '../storage/metrics-repository.js';
@@ -61,7 +62,7 @@ export class RequestRecorder {
     private readonly log: (message: string, error?: unknown) => void = () => {},
     private readonly options: RecorderOptions = {},
   ) {
-    this.maxBuffered = options.maxBuffered ?? 10_000;
+    this.maxBuffered = options.maxBuffered ?? DEFAULTS.requestLogBuffer;
     this.timer = setInterval(() => {
       // A write still running keeps its place: the buffer (bounded) waits for the next tick.
       if (!this.writing) void this.flush();

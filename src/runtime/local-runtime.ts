@@ -5,6 +5,7 @@
  * they outlive a gateway restart and the next gateway can adopt them; a
  * small state file per replica lets it find (and reap) them.
  */
+import { DEFAULTS } from '../defaults.js';
 import { withoutGatewaySecrets } from '../config.js';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -268,7 +269,7 @@ export class LocalRuntime implements Runtime {
    * engine listens, each check is one refused loopback connection.
    */
   private async waitHealthy(handle: ReplicaRef, nudge: Nudge, abort?: AbortSignal): Promise<void> {
-    const timeoutMs = this.options.startTimeoutMs ?? 300_000;
+    const timeoutMs = this.options.startTimeoutMs ?? DEFAULTS.replicaStartTimeoutMs;
     const started = Date.now();
     const deadline = started + timeoutMs;
     while (Date.now() < deadline) {

@@ -5,6 +5,7 @@
  * REQUEST_LOG_RETENTION_DAYS and roll-ups older than METRICS_RETENTION_DAYS.
  * Every gateway process does both; the writes are idempotent.
  */
+import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
 import { deleteOldMinutes, sampleReplicas, type ReplicaSample } from '../storage/metrics-repository.js';
 import { deleteOldRequests } from '../storage/request-log-repository.js';
@@ -42,7 +43,7 @@ export class MetricsUpkeep {
       timer.unref();
       this.timers.push(timer);
     };
-    every(this.options.sampleMs ?? 10_000, () => this.sample());
+    every(this.options.sampleMs ?? DEFAULTS.metricsSampleMs, () => this.sample());
     every(this.options.retentionMs ?? 3_600_000, () => this.retain());
   }
 
@@ -53,8 +54,8 @@ export class MetricsUpkeep {
 
   /** Deletes what is past retention, in batches; returns the rows deleted. */
   async retain(now = Date.now()): Promise<number> {
-    const logBefore = new Date(now - (this.options.requestLogRetentionDays ?? 30) * DAY_MS);
-    const minutesBefore = new Date(now - (this.options.metricsRetentionDays ?? 90) * DAY_MS);
+    const logBefore = new Date(now - (this.options.requestLogRetentionDays ?? DEFAULTS.requestLogRetentionDays) * DAY_MS);
+    const minutesBefore = new Date(now - (this.options.metricsRetentionDays ?? DEFAULTS.metricsRetentionDays) * DAY_MS);
     let total = 0;
     for (let n = Infinity; n > 0; total += n) n = await deleteOldRequests(this.sql, logBefore);
     for (let n = Infinity; n > 0; total += n) n = await deleteOldMinutes(this.sql, minutesBefore);

@@ -19,6 +19,7 @@
  * - With a `logger`, each connection writes one access line when it closes
  *   (`../access-log.ts`): close code, duration, request id, key id.
  */
+import { DEFAULTS } from '../../defaults.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { GraphQLError, type DocumentNode, type ExecutionArgs, type ExecutionResult } from 'graphql';
@@ -135,7 +136,7 @@ function badRequest(message: string, code = 'BAD_REQUEST'): GraphQLError[] {
 /** Serves graphql-ws on the GraphQL path. Auth failures close the socket with 4401 or 4403 and a reason. */
 export function serveWebSocket(yoga: GatewayYoga, services: Services, options: WebSocketOptions = {}) {
   const { access } = options;
-  const maxSubscriptions = options.maxSubscriptions ?? 100;
+  const maxSubscriptions = options.maxSubscriptions ?? DEFAULTS.wsMaxSubscriptions;
   const keepAliveMs = options.keepAliveMs ?? 12_000;
   const log = options.log ?? ((message, error) => console.error(message, error));
   // Upgrades reach it through the server's upgrade routing (../upgrade.ts), which owns the path.

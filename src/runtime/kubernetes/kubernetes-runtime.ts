@@ -13,6 +13,7 @@
  * (its init container), so the gateway only resolves it. The gateway dials
  * the pods' IPs.
  */
+import { DEFAULTS } from '../../defaults.js';
 import {
   ApiException,
   CoreV1Api,
@@ -214,7 +215,7 @@ export class KubernetesRuntime implements Runtime {
   /** Follows the pod through the informer until it is ready (its IP) or fails; reports each phase once. */
   private async waitReady(name: string, nudge: Nudge, hooks: StartHooks): Promise<string> {
     const { schedulingDeadlineMs } = this.options.settings;
-    const startTimeoutMs = this.options.startTimeoutMs ?? 300_000;
+    const startTimeoutMs = this.options.startTimeoutMs ?? DEFAULTS.replicaStartTimeoutMs;
     const began = Date.now();
     let engineSince: number | undefined;
     let reported = '';

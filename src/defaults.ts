@@ -1,0 +1,44 @@
+/**
+ * Every tunable's default, declared once: config.ts reads the environment
+ * over these, and a component built without a value (a test, a tool, the
+ * benchmarks) falls back to the same number. No component declares its own.
+ */
+export const DEFAULTS = {
+  /** CONTROLLER_INTERVAL_MS */
+  controllerIntervalMs: 500,
+  /** LEASE_TTL_MS */
+  leaseTtlMs: 10_000,
+  /** REPLICA_START_TIMEOUT_MS: how long a starting engine may take to become ready. */
+  replicaStartTimeoutMs: 300_000,
+  /** DRAIN_TIMEOUT_MS: how long a sleeping or scaled-down replica may take to finish its requests. */
+  drainTimeoutMs: 30_000,
+  /** SIGTERM to SIGKILL of a stopped engine. */
+  stopGraceMs: 10_000,
+  /** WAKE_TIMEOUT_MS: how long a request may wait for a sleeping or starting endpoint to serve. */
+  wakeTimeoutMs: 120_000,
+  /** QUEUE_TIMEOUT_MS: how long a request may wait for a free slot. */
+  queueTimeoutMs: 30_000,
+  /** QUEUE_MAX_PER_ENDPOINT */
+  queueMaxPerEndpoint: 256,
+  /** QUEUE_MAX_PER_KEY */
+  queueMaxPerKey: 64,
+  /** How long the router reuses an endpoint's ready replicas as read. */
+  replicaCacheMs: 500,
+  /** SUBSCRIPTION_BUFFER: live-status signals buffered per subscriber. */
+  subscriptionBuffer: 1000,
+  /** SUBSCRIPTION_MAX_LAG_MS */
+  subscriptionMaxLagMs: 5000,
+  /** WS_MAX_SUBSCRIPTIONS: operations in flight on one WebSocket. */
+  wsMaxSubscriptions: 100,
+  /** USER_MAX_SUBSCRIPTIONS */
+  userMaxSubscriptions: 500,
+  /** REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS */
+  requestTimeoutMs: 30_000,
+  headersTimeoutMs: 15_000,
+  /** REQUEST_LOG_BUFFER: request outcomes buffered before they are dropped (and counted). */
+  requestLogBuffer: 10_000,
+  /** REQUEST_LOG_RETENTION_DAYS, METRICS_RETENTION_DAYS, METRICS_SAMPLE_INTERVAL_MS */
+  requestLogRetentionDays: 30,
+  metricsRetentionDays: 90,
+  metricsSampleMs: 10_000,
+} as const;
