@@ -194,7 +194,8 @@ export class ChatRouter {
     const parsed = kind.parse(body);
     if (parsed.type === 'error') return fail(parsed.error);
     const request = parsed.value;
-    const named = await this.lookup.named(principal, (body as { model?: unknown }).model);
+    const { model } = body as { model?: unknown };
+    const named = await this.lookup.named(principal, model);
     if (named.type === 'error') return named;
     const found = named.value;
     seen.endpoint = found;
@@ -239,7 +240,7 @@ export class ChatRouter {
       return fail(clientClosed());
     }
     const queuedMs = performance.now() - queueStart;
-    return this.dispatcher.dispatch(principal, endpoint, { kind, request, body: body as Record<string, unknown> }, signal, {
+    return this.dispatcher.dispatch(principal, endpoint, { kind, request, model: typeof model === 'string' ? model : undefined }, signal, {
       startedAt,
       queuedMs,
       release,

@@ -44,11 +44,11 @@ export interface RoutedRequest {
 
 export type RouteResult = Result<RoutedRequest, OpenAIError>;
 
-/** What is sent: the request of its kind, as parsed and as the client wrote it. */
+/** What is sent: the request of its kind, as parsed, and the model the client named. */
 export interface DispatchedCall {
   kind: InferenceKind;
   request: GenerationRequest;
-  body: Record<string, unknown>;
+  model: string | undefined;
 }
 
 /** How the request was admitted: when it arrived, how long it queued, and how its slot is freed. */
@@ -79,7 +79,7 @@ export class Dispatcher {
     admitted: Admission,
   ): Promise<RouteResult> {
     const { startedAt, queuedMs, release } = admitted;
-    const { kind, request, body } = call;
+    const { kind, request, model } = call;
     const tried = new Set<string>();
     for (let attempt = 0; attempt < 3; attempt++) {
       let replica = this.upstream.pick(this.view.cachedReplicas(endpoint.id)?.replicas ?? [], tried);
@@ -95,7 +95,7 @@ export class Dispatcher {
       tried.add(replica.id);
       const done = this.upstream.begin(replica.id);
       try {
-        const upstream = await this.upstream.send(replica, kind.enginePath, request, body, signal);
+        const upstream = await this.upstream.send(replica, kind.enginePath, kind.engineBody(request, model), signal);
         // Content is captured only when the version serving it (the endpoint's current one) has content logging on.
         const { current } = endpoint;
         const capture =

@@ -7,6 +7,7 @@
  */
 import { parseChatRequest, type ChatRequest, type GenerationRequest, type RequestError } from '../domain/chat-request.js';
 import { parseCompletionRequest, type CompletionRequest } from '../domain/completion-request.js';
+import { chatEngineBody, completionEngineBody } from '../domain/engine-body.js';
 import type { Result } from '../domain/result.js';
 import { chatPromptShape, type PromptShape } from './pre-admission.js';
 
@@ -14,6 +15,8 @@ interface Kind<R extends GenerationRequest> {
   /** The engine's route (the same on an ENGINE_COMMAND server with OpenAI's routes). */
   enginePath: '/v1/chat/completions' | '/v1/completions';
   parse(body: unknown): Result<R, RequestError>;
+  /** The body the engine receives: the parsed request in OpenAI's wire form (src/domain/engine-body.ts). */
+  engineBody(request: R, model: string | undefined): Record<string, unknown>;
   prompt(request: R, endpointId: string): PromptShape;
   /** The request's input as the content log keeps it (`[{ role, content }]`). */
   loggedInput(request: R): unknown;
@@ -27,6 +30,7 @@ const kind = <R extends GenerationRequest>(k: Kind<R>): InferenceKind => k as un
 export const CHAT_KIND = kind<ChatRequest>({
   enginePath: '/v1/chat/completions',
   parse: parseChatRequest,
+  engineBody: chatEngineBody,
   prompt: chatPromptShape,
   loggedInput: (request) => request.messages,
 });
@@ -34,6 +38,7 @@ export const CHAT_KIND = kind<ChatRequest>({
 export const TEXT_KIND = kind<CompletionRequest>({
   enginePath: '/v1/completions',
   parse: parseCompletionRequest,
+  engineBody: completionEngineBody,
   prompt: (request, endpointId) => {
     const { prompt } = request;
     if ('tokens' in prompt) {

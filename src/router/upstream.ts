@@ -3,7 +3,6 @@
  * with the fewest requests in flight through this process) and the upstream
  * request itself, through the one engine client (src/engine-client).
  */
-import type { GenerationRequest } from '../domain/chat-request.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { EngineClient, EngineResponse } from '../engine-client/engine-client.js';
 
@@ -34,21 +33,14 @@ export class Upstream {
   }
 
   /**
-   * Opens the upstream request; resolves with the answer's head (the body
-   * streams on). Usage is always asked for, to record token counts; the relay
-   * drops it if the client did not ask.
+   * Opens the upstream request with the engine's body (`kind.engineBody`);
+   * resolves with the answer's head (the body streams on). A stream always
+   * asks for usage, to record token counts; the relay drops it if the client
+   * did not ask.
    */
-  send(
-    replica: ReplicaRecord,
-    path: string,
-    request: GenerationRequest,
-    body: Record<string, unknown>,
-    signal: AbortSignal,
-  ): Promise<EngineResponse> {
-    const upstreamBody = request.stream
-      ? { ...body, stream_options: { ...(body.stream_options as object | undefined), include_usage: true } }
-      : body;
-    return this.engines.post(replica, path, JSON.stringify(upstreamBody), signal);
+  send(replica: ReplicaRecord, path: string, body: Record<string, unknown>, signal: AbortSignal): Promise<EngineResponse> {
+    if (body.stream === true) body.stream_options = { include_usage: true };
+    return this.engines.post(replica, path, JSON.stringify(body), signal);
   }
 
   private load(replicaId: string): number {
