@@ -5,7 +5,7 @@
  */
 import { DEFAULTS } from '../defaults.js';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { databaseOf, type Services } from '../services/index.js';
 import { createGraphQLHttp } from './graphql/http-entry.js';
 import { createGraphQL, createWebSocket, GRAPHQL_PATH } from './graphql/yoga.js';
@@ -204,6 +204,12 @@ export async function startGateway(services: Services, options: GatewayOptions):
     server.emit('request', req, res);
   });
   server.keepAliveTimeout = 65_000;
+  // Every connection, whoever holds it now (HTTP, WebSocket, an upgraded socket), so that close can end it.
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
   // What Node's parser refuses (a target that is neither a path nor a URL, a malformed header) is a JSON 400 too.
   server.on('clientError', answerClientError);
   server.on('connect', answerConnect);
@@ -227,9 +233,14 @@ export async function startGateway(services: Services, options: GatewayOptions):
     hub,
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     close: async () => {
+      // A stopping gateway ends what its clients still hold open (streams, bodies half sent, queued requests) and returns.
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       await ws.close();
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      // Node's own list has only the connections it still parses HTTP on: sockets handed to the upgrade listener
+      // (an h2c request served as plain HTTP, a CONNECT, a handshake) would keep `server.close` waiting forever.
+      for (const socket of sockets) socket.destroy();
+      await stopped;
       chat.close();
       await recorder.close();
       await upkeep.close();

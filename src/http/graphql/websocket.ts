@@ -66,6 +66,9 @@ export interface WebSocketOptions {
   logger?: Logger;
 }
 
+/** How long a closing server waits for a peer to answer its close frame before it cuts the socket. */
+const CLOSE_GRACE_MS = 1000;
+
 /** Past this much unsent data on a socket, shared results wait for the socket like any other message. */
 const SOCKET_HIGH_WATER = 256 * 1024;
 
@@ -356,9 +359,19 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
     /** Completes a WebSocket upgrade at the GraphQL path (an invalid handshake is ws's 400). */
     handleUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) =>
       wss.handleUpgrade(req, socket, head, (client) => wss.emit('connection', client, req)),
-    close: async () => {
+    /**
+     * Closes every socket with 1001 "Going away" and resolves once all are closed. A peer that does not answer
+     * the close frame (or reads nothing, so that the frame never leaves) is cut after `graceMs`: `ws` alone
+     * would wait 30 s for it, and the gateway's close with it.
+     */
+    close: async (graceMs = CLOSE_GRACE_MS) => {
+      const closed = new Promise<void>((resolve) => wss.close(() => resolve()));
       for (const client of wss.clients) client.close(1001, 'Going away');
-      await new Promise<void>((resolve) => wss.close(() => resolve()));
+      const cut = setTimeout(() => {
+        for (const client of wss.clients) client.terminate();
+      }, graceMs);
+      await closed;
+      clearTimeout(cut);
     },
   };
 }
