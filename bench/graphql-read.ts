@@ -3,14 +3,14 @@
  * a 50-endpoint list, against a bare graphql-yoga `{ hello }` server started
  * in the same run, and the SQL statements each operation sends.
  *
- * The gateway is built in this process (`startGateway(createServices(sql))`,
+ * The gateway is built in this process (`startGateway(sql, createServices(sql))`,
  * no controller) over a database pool whose `onQuery` hook counts every
  * statement; the load generator is a separate process.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createSchema, createYoga } from 'graphql-yoga';
-import { startGateway } from '../src/http/server.js';
+import { startGateway } from '../src/gateway.js';
 import { findEndpointsWithOwners } from '../src/storage/endpoints-repository.js';
 import { createServices } from '../src/services/index.js';
 import { authenticate } from '../src/services/principal.js';
@@ -62,7 +62,7 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     if (created.type === 'error') throw new Error(created.error.message);
     ids.push(created.value.id);
   }
-  const gateway = await startGateway(services, { port: 0, host: '127.0.0.1', log: () => {} });
+  const gateway = await startGateway(sql, services, { port: 0, host: '127.0.0.1', log: () => {} });
   const closeGateway = onCleanup('in-process gateway', () => gateway.close());
 
   const bareYoga = createYoga({
@@ -237,7 +237,7 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   await closeGateway();
   return {
     method:
-      `The gateway is built in the benchmark process (startGateway(createServices(sql)), no controller) over a fresh embedded PostgreSQL holding ${LIST_SIZE} endpoints; ` +
+      `The gateway is built in the benchmark process (startGateway(sql, createServices(sql)), no controller) over a fresh embedded PostgreSQL holding ${LIST_SIZE} endpoints; ` +
       `a bare graphql-yoga server answering \`{ hello }\` runs next to it. The same bare server also answers \`${BARE_SQL}\` by sending the gateway's own single-read statement (findEndpointsWithOwners) ` +
       `from its resolver, with no authentication, dataloader or access check: the floor of any GraphQL read that goes to PostgreSQL. A load-generator child process keeps ${CONCURRENCY} keep-alive connections busy (closed loop) ` +
       `for rounds of ${ROUND_MS / 1000} s (bare, bare + SQL, single, list, list, single, bare + SQL, bare; 0.5 s warm-up each). The single read is \`${SINGLE}\` over the ${LIST_SIZE} ids in turn; the list is \`${LIST}\`. ` +

@@ -10,7 +10,7 @@ import type { Config } from './config.js';
 import { Controller } from './controller/controller.js';
 import { isKnownStartError } from './controller/start-errors.js';
 import type { CrashPolicy } from './controller/crash-policy.js';
-import { startGateway, type Gateway } from './http/server.js';
+import { startGateway, type Gateway } from './gateway.js';
 import { EngineClient } from './engine-client/engine-client.js';
 import { ModelCache } from './models/model-cache.js';
 import { ModelStore } from './models/model-store.js';
@@ -120,7 +120,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
   // The local engines' logs stay bounded in size and age (each replica's log file; engine-log-files.ts).
   const logKeeper = local && new EngineLogKeeper(path.join(config.dataDir, 'replicas'), engineLogRetention(config), localEngineRuns(local));
   logKeeper?.start();
-  const gateway = await startGateway(services, {
+  const gateway = await startGateway(sql, services, {
     port: config.port,
     host: config.host,
     router: {

@@ -6,22 +6,19 @@
 import { DEFAULTS } from '../defaults.js';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { databaseOf, type Services } from '../services/index.js';
+import type { Services } from '../services/index.js';
+import type { GatewayOptions } from '../gateway.js';
 import { createGraphQLHttp } from './graphql/http-entry.js';
 import { createGraphQL, createWebSocket, GRAPHQL_PATH } from './graphql/yoga.js';
 import { routeUpgrades } from './upgrade.js';
-import { AccessWatch } from '../live/access-watch.js';
-import { EventHub } from '../live/event-hub.js';
-import { sharedEngineClient, type EngineClient } from '../engine-client/engine-client.js';
-import { ChatRouter, type RouterOptions } from '../router/chat-router.js';
-import { RequestRecorder } from '../router/request-recorder.js';
-import { GatewayPrometheus } from '../router/prometheus.js';
-import { MetricsUpkeep } from '../services/metrics-upkeep.js';
+import type { AccessWatch } from '../live/access-watch.js';
+import type { EventHub } from '../live/event-hub.js';
+import type { ChatRouter } from '../router/chat-router.js';
+import type { GatewayPrometheus } from '../router/prometheus.js';
 import { METRICS_PATH, metricsRoute } from './rest/metrics-route.js';
 import { CHAT_PATH, COMPLETIONS_PATH, handleChatCompletion } from './rest/chat-routes.js';
 import { handleOpenAIRoute, OPENAI_PREFIX } from './rest/models-routes.js';
 import { DETOKENIZE_PATH, handleTokenRoute, TOKENIZE_PATH } from './rest/token-routes.js';
-import type { Logger } from 'pino';
 import { logAccess } from './access-log.js';
 import { endpointRoutes } from './rest/endpoint-routes.js';
 import { isServerFailure } from '../domain/errors.js';
@@ -31,97 +28,54 @@ import { DATABASE_RETRY_AFTER_S, failureOf } from './failures.js';
 import { sendGraphQLFailure } from './graphql/errors.js';
 import { restErrorOfFailure, sendRestError } from './rest/errors.js';
 import { assignRequestId, logFailure, type Log } from './request-id.js';
-import { pingDatabase } from '../storage/database-errors.js';
-import { goneEndpoints } from '../storage/endpoints-repository.js';
 import { CorsPolicy } from './cors.js';
 import { SubscriptionQuota } from '../live/subscription-quota.js';
-import type { GraphQLSecurityOptions } from './graphql/limits.js';
 import { answerClientError, answerConnect, parseRequestTarget } from './request-target.js';
 import { consoleRoute, isConsolePath } from './console-route.js';
 
 /** How long /readyz waits for the database before it answers 503. */
 const READY_TIMEOUT_MS = 800;
 
-export interface Gateway {
-  server: http.Server;
-  /** Live-status fan-out of this process (its subscriber count shows in benchmarks). */
+/** What the HTTP surfaces serve from: the services and the serving components the gateway made (src/gateway.ts). */
+export interface HttpDeps {
+  services: Services;
+  chat: ChatRouter;
   hub: EventHub;
+  access: AccessWatch;
+  prometheus: GatewayPrometheus;
+  /** Whether the database answers within `timeoutMs` (/readyz). */
+  databaseReady(timeoutMs: number): Promise<boolean>;
+}
+
+export interface HttpServer {
+  server: http.Server;
   /** e.g. `http://127.0.0.1:8080` */
   url: string;
+  /** Stops accepting, ends every connection (streams, sockets, bodies half sent) and resolves once the server closed. */
   close(): Promise<void>;
 }
 
-export interface GatewayOptions {
-  port: number;
-  host: string;
-  /** Where failures are logged; each line names the request id the client was answered with (`x-request-id`). */
-  log?: Log;
-  /** When set, one access line per request, and per WebSocket connection, goes here (src/http/access-log.ts). */
-  logger?: Logger;
-  /** Chat routing: how long requests wait for a waking endpoint and for a free slot. */
-  router?: RouterOptions;
-  /** The client of the replicas' engines. @default the process's (sharedEngineClient) */
-  engines?: EngineClient;
-  /** Live-status signals buffered per subscriber. @default 1000 */
-  subscriptionBuffer?: number;
-  /** How long a subscriber may stay behind a full buffer before it is cut off. @default 5000 */
-  subscriptionMaxLagMs?: number;
-  /** Operations in flight on one WebSocket at once; one more is answered with an `error` message. @default 100 */
-  wsMaxSubscriptions?: number;
-  /** Subscriptions one user holds open in this process at once, over all their keys (SSE streams and WebSocket operations). @default 500 */
-  userMaxSubscriptions?: number;
-  /** How long a client may take to send a whole request, and its headers; then 408 and the connection closes. @default 30000, 15000 */
-  requestTimeoutMs?: number;
-  headersTimeoutMs?: number;
-  /** GraphQL operation limits and introspection. @default DEFAULT_GRAPHQL_LIMITS, introspection on */
-  graphql?: GraphQLSecurityOptions;
-  /** Origins whose browser scripts may call (CORS); `*` for any, never with credentials. @default none */
-  corsOrigins?: readonly string[];
-  /** /metrics access, request recording's buffer, and retention. @default no scrape token, 10000 buffered, 30 and 90 days */
-  /** Where the built web console is. @default dist/console */
-  consoleDir?: string;
-  metrics?: {
-    token?: string | undefined;
-    maxBuffered?: number;
-    requestLogRetentionDays?: number;
-    metricsRetentionDays?: number;
-    /** How often replica counts are sampled. @default 10000 */
-    sampleMs?: number;
-  };
-}
+export type HttpOptions = Pick<
+  GatewayOptions,
+  | 'port'
+  | 'host'
+  | 'logger'
+  | 'subscriptionBuffer'
+  | 'subscriptionMaxLagMs'
+  | 'wsMaxSubscriptions'
+  | 'userMaxSubscriptions'
+  | 'requestTimeoutMs'
+  | 'headersTimeoutMs'
+  | 'graphql'
+  | 'corsOrigins'
+  | 'consoleDir'
+> & { log: Log; metricsToken?: string | undefined };
 
-export async function startGateway(services: Services, options: GatewayOptions): Promise<Gateway> {
-  const log: Log = options.log ?? ((message, error) => console.error(message, error));
-  // The process's own wiring gets the database; the handlers get the services only.
-  const db = databaseOf(services);
-  const metricsOptions = options.metrics ?? {};
-  // Recording stays off the request path: outcomes are buffered, then observed (Prometheus) and written in batches.
-  const prometheus = new GatewayPrometheus(() => recorder.dropped);
-  const recorder = new RequestRecorder(db, 250, log, {
-    ...(metricsOptions.maxBuffered ? { maxBuffered: metricsOptions.maxBuffered } : {}),
-    observe: (batch) => prometheus.observe(batch),
-    onWritten: (ids) => services.metrics.live.changed(ids),
-  });
-  const upkeep = new MetricsUpkeep(db, {
-    ...(metricsOptions.requestLogRetentionDays ? { requestLogRetentionDays: metricsOptions.requestLogRetentionDays } : {}),
-    ...(metricsOptions.metricsRetentionDays ? { metricsRetentionDays: metricsOptions.metricsRetentionDays } : {}),
-    ...(metricsOptions.sampleMs ? { sampleMs: metricsOptions.sampleMs } : {}),
-    onSample: (samples) => {
-      prometheus.replicaCounts(samples);
-      prometheus
-        .forgetDeleted((ids) => goneEndpoints(db, ids))
-        .catch((error: unknown) => log('dropping deleted endpoints from /metrics failed', error));
-    },
-    log,
-  });
-  upkeep.start();
-  const metricsEndpoint = metricsRoute(services, prometheus, metricsOptions.token);
-  const chat = new ChatRouter(db, services, recorder, options.engines ?? sharedEngineClient(), options.router);
-  const hub = new EventHub(db, log);
-  await hub.start();
-  // Access changes (a revoked key, a removed member) reach this process's caches and open subscriptions at once.
-  const access = new AccessWatch(db, services.auth, log);
-  await access.start();
+/** Serves every HTTP surface over `deps`; the components themselves are made and closed by src/gateway.ts. */
+export async function serveHttp(deps: HttpDeps, options: HttpOptions): Promise<HttpServer> {
+  const { services, chat, hub, access, prometheus } = deps;
+  const { log } = options;
+  const metricsEndpoint = metricsRoute(services, prometheus, options.metricsToken);
   const yoga = createGraphQL(
     services,
     chat,
@@ -166,7 +120,7 @@ export async function startGateway(services: Services, options: GatewayOptions):
       sendJson(res, 200, { status: 'ok' });
     } else if (url.pathname === '/readyz') {
       // Within a second either way: a database that does not answer in time is as good as down.
-      if (await pingDatabase(db, READY_TIMEOUT_MS)) sendJson(res, 200, { status: 'ready' });
+      if (await deps.databaseReady(READY_TIMEOUT_MS)) sendJson(res, 200, { status: 'ready' });
       else sendJson(res, 503, { status: 'database unavailable' }, { 'retry-after': String(DATABASE_RETRY_AFTER_S) });
     } else {
       sendJson(res, 404, { error: { code: 'NOT_FOUND', message: `no route for ${req.method} ${url.pathname}` } });
@@ -230,7 +184,6 @@ export async function startGateway(services: Services, options: GatewayOptions):
   const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
   return {
     server,
-    hub,
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     close: async () => {
       // A stopping gateway ends what its clients still hold open (streams, bodies half sent, queued requests) and returns.
@@ -241,12 +194,6 @@ export async function startGateway(services: Services, options: GatewayOptions):
       // (an h2c request served as plain HTTP, a CONNECT, a handshake) would keep `server.close` waiting forever.
       for (const socket of sockets) socket.destroy();
       await stopped;
-      chat.close();
-      await recorder.close();
-      await upkeep.close();
-      services.metrics.live.close();
-      await hub.close();
-      await access.close();
     },
   };
 }

@@ -2,7 +2,7 @@
  * The domain services, made once per process and shared by every surface.
  * Handlers (REST routes, GraphQL resolvers, the CLI) reach storage only
  * through them; the raw database stays with the process's own wiring
- * (`databaseOf`).
+ * (src/gateway.ts, src/app.ts), which is handed it.
  */
 import type { Sql } from '../storage/database.js';
 import { ChatAccess } from './chat-access.js';
@@ -37,8 +37,6 @@ export interface ServiceHooks {
   externalEngine?: boolean;
 }
 
-const databases = new WeakMap<Services, Sql>();
-
 export function createServices(db: Sql, hooks: ServiceHooks = {}): Services {
   const auth = new Authenticator(db);
   const identity = new IdentityService(db, auth);
@@ -52,18 +50,5 @@ export function createServices(db: Sql, hooks: ServiceHooks = {}): Services {
     metrics: new MetricsService(db),
     requestReads: () => new RequestReads(db),
   };
-  databases.set(services, db);
   return services;
-}
-
-/**
- * The database the services were made with, for the process's own wiring
- * only: the gateway's request recorder, event hub, access watch and router
- * (which LISTEN and write in bulk), and the readiness probe. Handlers never
- * use it: they call the services.
- */
-export function databaseOf(services: Services): Sql {
-  const db = databases.get(services);
-  if (!db) throw new Error('these services were not made by createServices');
-  return db;
 }

@@ -343,10 +343,10 @@ describe('identity mutations', () => {
 test('an internal fault is masked: no stack, no SQL', async () => {
   // A database connection that goes away makes every resolver throw; the client sees only a generic message.
   const { createServices } = await import('../../src/services/index.js');
-  const { startGateway } = await import('../../src/http/server.js');
+  const { startGateway } = await import('../../src/gateway.js');
   const { connectDatabase } = await import('../../src/storage/database.js');
   const dead = connectDatabase(t.dbUrl, { max: 1 });
-  const gateway = await startGateway(createServices(dead), { port: 0, host: '127.0.0.1', log: () => {} });
+  const gateway = await startGateway(dead, createServices(dead), { port: 0, host: '127.0.0.1', log: () => {} });
   await dead.end({ timeout: 1 });
   try {
     const res = await fetch(new URL('/graphql', gateway.url), {

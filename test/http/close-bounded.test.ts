@@ -10,7 +10,8 @@
  */
 import net from 'node:net';
 import { beforeAll, describe, expect, test } from 'vitest';
-import { startGateway, type Gateway } from '../../src/http/server.js';
+import type { Sql } from '../../src/storage/database.js';
+import { startGateway, type Gateway } from '../../src/gateway.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import { onCleanup } from '../support/cleanup.js';
 import { createTestDatabase } from '../support/database.js';
@@ -26,11 +27,13 @@ const WS_HANDSHAKE =
 const CLOSE_BOUND_MS = 5000;
 
 let services: Services;
+let sql: Sql;
 
 beforeAll(async () => {
   const db = await createTestDatabase();
   onCleanup(() => db.close());
-  services = createServices(db.sql);
+  sql = db.sql;
+  services = createServices(sql);
 });
 
 interface Opened {
@@ -42,7 +45,7 @@ interface Opened {
 }
 
 async function openGateway(): Promise<Opened> {
-  const g = await startGateway(services, { port: 0, host: '127.0.0.1', log: () => {} });
+  const g = await startGateway(sql, services, { port: 0, host: '127.0.0.1', log: () => {} });
   const alice = await createSeed(services, g.url).user();
   const project = await alice.project();
   return { g, alice, projectId: project.id, endpointId: await project.endpoint() };

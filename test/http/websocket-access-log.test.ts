@@ -8,7 +8,7 @@
 import { Writable } from 'node:stream';
 import { beforeAll, describe, expect, test } from 'vitest';
 import WebSocket from 'ws';
-import { startGateway, type Gateway } from '../../src/http/server.js';
+import { startGateway, type Gateway } from '../../src/gateway.js';
 import { createLogger } from '../../src/log.js';
 import { createServices } from '../../src/services/index.js';
 import { waitFor } from '../support/app.js';
@@ -33,7 +33,7 @@ beforeAll(async () => {
     },
   });
   const logger = createLogger({ level: 'info', format: 'json' }, stream);
-  gateway = await startGateway(services, { port: 0, host: '127.0.0.1', log: () => {}, logger });
+  gateway = await startGateway(db.sql, services, { port: 0, host: '127.0.0.1', log: () => {}, logger });
   onCleanup(async () => {
     await gateway.close();
     await db.close();

@@ -739,9 +739,9 @@ describe('GraphQL', () => {
 
 describe('several gateways', () => {
   test('a second gateway process on the same database routes to the same replicas', async () => {
-    const { startGateway } = await import('../../src/http/server.js');
+    const { startGateway } = await import('../../src/gateway.js');
     const { createServices } = await import('../../src/services/index.js');
-    const other = await startGateway(createServices(t.sql), { port: 0, host: '127.0.0.1', log: () => {} });
+    const other = await startGateway(t.sql, createServices(t.sql), { port: 0, host: '127.0.0.1', log: () => {} });
     try {
       const client = new OpenAI({ apiKey: alice.key, baseURL: `${other.url}/dedicated/v1`, maxRetries: 0 });
       const completion = await client.chat.completions.create({

@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { httpStatusOf } from '../../src/domain/errors.js';
 import { failureOf } from '../../src/http/failures.js';
-import { startGateway, type Gateway } from '../../src/http/server.js';
+import { startGateway, type Gateway } from '../../src/gateway.js';
 import { createServices } from '../../src/services/index.js';
 import { connectDatabase, migrate, type Sql } from '../../src/storage/database.js';
 import { isDatabaseUnavailable } from '../../src/storage/database-errors.js';
@@ -42,7 +42,7 @@ beforeAll(async () => {
   sql = connectDatabase(pg.urlFor('outage'));
   await migrate(sql);
   const services = createServices(sql);
-  gateway = await startGateway(services, { port: 0, host: '127.0.0.1', log: () => {} });
+  gateway = await startGateway(sql, services, { port: 0, host: '127.0.0.1', log: () => {} });
   alice = await createSeed(services, gateway.url).user();
   const project = await alice.project('outage');
   projectId = project.id;

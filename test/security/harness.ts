@@ -3,7 +3,7 @@
  * security options under test, plus raw-socket and WebSocket clients.
  */
 import net from 'node:net';
-import { startGateway, type Gateway, type GatewayOptions } from '../../src/http/server.js';
+import { startGateway, type Gateway, type GatewayOptions } from '../../src/gateway.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import { onCleanup } from '../support/cleanup.js';
 import { createTestDatabase, queryCounter, type QueryCounter } from '../support/database.js';
@@ -26,7 +26,7 @@ export async function startSecuredGateway(options: Partial<GatewayOptions> = {})
   const logs: SecuredGateway['logs'] = [];
   const db = await createTestDatabase({ onQuery: queries.onQuery });
   const services = createServices(db.sql);
-  const gateway = await startGateway(services, {
+  const gateway = await startGateway(db.sql, services, {
     port: 0,
     host: '127.0.0.1',
     log: (message, error) => logs.push({ message, error }),

@@ -7,7 +7,7 @@
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 import { beforeAll, describe, expect, test } from 'vitest';
-import { startGateway } from '../../src/http/server.js';
+import { startGateway } from '../../src/gateway.js';
 import { waitFor } from '../support/app.js';
 import { onCleanup } from '../support/cleanup.js';
 import { startTestGateway, type SeededProject, type SeededUser, type TestGateway } from '../support/gateway.js';
@@ -109,7 +109,7 @@ describe('per-operation errors stay per operation', () => {
   });
 
   test('past WS_MAX_SUBSCRIPTIONS operations on one socket, another subscribe gets RESOURCE_EXHAUSTED; completing one makes room', async () => {
-    const capped = await startGateway(g.services, { port: 0, host: '127.0.0.1', log: () => {}, wsMaxSubscriptions: 3 });
+    const capped = await startGateway(g.sql, g.services, { port: 0, host: '127.0.0.1', log: () => {}, wsMaxSubscriptions: 3 });
     onCleanup(() => capped.close());
     const s = await openSocket(capped.url, auth());
     for (const id of ['a', 'b', 'c']) s.subscribe(id, EVENTS, { p: project.id });

@@ -5,7 +5,7 @@
  */
 import type { GraphQLClient } from 'graphql-request';
 import type { EndpointStatus } from '../../src/domain/lifecycle.js';
-import { startGateway, type Gateway } from '../../src/http/server.js';
+import { startGateway, type Gateway } from '../../src/gateway.js';
 import { createClient } from '../../src/sdk/client.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import { updateEndpointState } from '../../src/storage/endpoints-repository.js';
@@ -121,7 +121,7 @@ export async function startTestGateway(): Promise<TestGateway> {
   const queries = queryCounter();
   const db = await createTestDatabase({ onQuery: queries.onQuery });
   const services = createServices(db.sql);
-  const gateway = await startGateway(services, { port: 0, host: '127.0.0.1', log: () => {} });
+  const gateway = await startGateway(db.sql, services, { port: 0, host: '127.0.0.1', log: () => {} });
   onCleanup(async () => {
     await gateway.close();
     await db.close();

@@ -1,0 +1,118 @@
+/**
+ * The serving half of a process, composed: the request recorder and the
+ * metrics it feeds, the chat router, the live-event hub and the access watch,
+ * made over the database they need, then the HTTP surfaces served over them
+ * (src/http/server.ts, which makes nothing of its own). src/app.ts adds the
+ * controller and the runtime; tests and benchmarks that need no replicas
+ * start this alone.
+ */
+import type { Logger } from 'pino';
+import { DEFAULTS } from './defaults.js';
+import { sharedEngineClient, type EngineClient } from './engine-client/engine-client.js';
+import type { GraphQLSecurityOptions } from './http/graphql/limits.js';
+import type { Log } from './http/request-id.js';
+import { serveHttp, type HttpServer } from './http/server.js';
+import { AccessWatch } from './live/access-watch.js';
+import { EventHub } from './live/event-hub.js';
+import { ChatRouter, type RouterOptions } from './router/chat-router.js';
+import { GatewayPrometheus } from './router/prometheus.js';
+import { RequestRecorder } from './router/request-recorder.js';
+import type { Services } from './services/index.js';
+import { MetricsUpkeep } from './services/metrics-upkeep.js';
+import type { Sql } from './storage/database.js';
+import { pingDatabase } from './storage/database-errors.js';
+import { goneEndpoints } from './storage/endpoints-repository.js';
+
+export interface Gateway extends HttpServer {
+  /** Live-status fan-out of this process (its subscriber count shows in benchmarks). */
+  hub: EventHub;
+}
+
+export interface GatewayOptions {
+  port: number;
+  host: string;
+  /** Where failures are logged; each line names the request id the client was answered with (`x-request-id`). */
+  log?: Log;
+  /** When set, one access line per request, and per WebSocket connection, goes here (src/http/access-log.ts). */
+  logger?: Logger;
+  /** Chat routing: how long requests wait for a waking endpoint and for a free slot. */
+  router?: RouterOptions;
+  /** The client of the replicas' engines. @default the process's (sharedEngineClient) */
+  engines?: EngineClient;
+  /** Live-status signals buffered per subscriber. @default DEFAULTS.subscriptionBuffer */
+  subscriptionBuffer?: number;
+  /** How long a subscriber may stay behind a full buffer before it is cut off. @default DEFAULTS.subscriptionMaxLagMs */
+  subscriptionMaxLagMs?: number;
+  /** Operations in flight on one WebSocket at once; one more is answered with an `error` message. @default DEFAULTS.wsMaxSubscriptions */
+  wsMaxSubscriptions?: number;
+  /** Subscriptions one user holds open in this process at once, over all their keys (SSE streams and WebSocket operations). */
+  userMaxSubscriptions?: number;
+  /** How long a client may take to send a whole request, and its headers; then 408 and the connection closes. */
+  requestTimeoutMs?: number;
+  headersTimeoutMs?: number;
+  /** GraphQL operation limits and introspection. @default DEFAULT_GRAPHQL_LIMITS, introspection on */
+  graphql?: GraphQLSecurityOptions;
+  /** Origins whose browser scripts may call (CORS); `*` for any, never with credentials. @default none */
+  corsOrigins?: readonly string[];
+  /** Where the built web console is. @default dist/console */
+  consoleDir?: string;
+  /** /metrics access, request recording's buffer, and retention. @default no scrape token, then DEFAULTS */
+  metrics?: {
+    token?: string | undefined;
+    maxBuffered?: number;
+    requestLogRetentionDays?: number;
+    metricsRetentionDays?: number;
+    /** How often replica counts are sampled. */
+    sampleMs?: number;
+  };
+}
+
+/** Makes the serving components over `sql` and serves HTTP over them. */
+export async function startGateway(sql: Sql, services: Services, options: GatewayOptions): Promise<Gateway> {
+  const log: Log = options.log ?? ((message, error) => console.error(message, error));
+  const metrics = options.metrics ?? {};
+  // Recording stays off the request path: outcomes are buffered, then observed (Prometheus) and written in batches.
+  const prometheus = new GatewayPrometheus(() => recorder.dropped);
+  const recorder = new RequestRecorder(sql, 250, log, {
+    maxBuffered: metrics.maxBuffered ?? DEFAULTS.requestLogBuffer,
+    observe: (batch) => prometheus.observe(batch),
+    onWritten: (ids) => services.metrics.live.changed(ids),
+  });
+  const upkeep = new MetricsUpkeep(sql, {
+    requestLogRetentionDays: metrics.requestLogRetentionDays ?? DEFAULTS.requestLogRetentionDays,
+    metricsRetentionDays: metrics.metricsRetentionDays ?? DEFAULTS.metricsRetentionDays,
+    sampleMs: metrics.sampleMs ?? DEFAULTS.metricsSampleMs,
+    onSample: (samples) => {
+      prometheus.replicaCounts(samples);
+      prometheus
+        .forgetDeleted((ids) => goneEndpoints(sql, ids))
+        .catch((error: unknown) => log('dropping deleted endpoints from /metrics failed', error));
+    },
+    log,
+  });
+  upkeep.start();
+  const chat = new ChatRouter(sql, services, recorder, options.engines ?? sharedEngineClient(), options.router);
+  const hub = new EventHub(sql, log);
+  await hub.start();
+  // Access changes (a revoked key, a removed member) reach this process's caches and open subscriptions at once.
+  const access = new AccessWatch(sql, services.auth, log);
+  await access.start();
+  const { router: _router, engines: _engines, metrics: _metrics, ...httpOptions } = options;
+  const http = await serveHttp(
+    { services, chat, hub, access, prometheus, databaseReady: (timeoutMs) => pingDatabase(sql, timeoutMs) },
+    { ...httpOptions, log, metricsToken: metrics.token },
+  );
+  return {
+    ...http,
+    hub,
+    close: async () => {
+      await http.close();
+      chat.close();
+      await recorder.close();
+      await upkeep.close();
+      services.metrics.live.close();
+      await hub.close();
+      await access.close();
+    },
+  };
+}
