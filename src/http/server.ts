@@ -88,7 +88,7 @@ export async function serveHttp(deps: HttpDeps, options: HttpOptions): Promise<H
     log,
   );
   const cors = new CorsPolicy(options.corsOrigins ?? []);
-  const rest = endpointRoutes(services);
+  const rest = endpointRoutes(services, access);
   const quota = new SubscriptionQuota(options.userMaxSubscriptions ?? DEFAULTS.userMaxSubscriptions);
   const graphqlHttp = createGraphQLHttp(yoga, services, log, { access, quota, graphiql: options.graphql?.introspection ?? true });
   const webConsole = consoleRoute(options.consoleDir);

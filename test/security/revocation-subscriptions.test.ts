@@ -10,8 +10,8 @@
  * ends so is cancelled on the engine too. The owner's subscriptions, on the
  * same endpoint, go on: the check is a chunk of the owner's chat that comes
  * after the revoked ones ended, and the owner's socket holds no error. A
- * replica's log followed over REST (`…/logs?follow=true`) ends too, within
- * the 5 s at which it checks its reader's access again.
+ * replica's log followed over REST (`…/logs?follow=true`) ends too, at once
+ * (watched like a subscription; it does not poll).
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -158,6 +158,7 @@ async function member(): Promise<{ user: SeededUser; key: string; keyId: string 
 interface FollowedLog {
   text: string;
   ended: boolean;
+  endedAt?: number;
 }
 
 async function followLog(key: string): Promise<FollowedLog> {
@@ -174,6 +175,7 @@ async function followLog(key: string): Promise<FollowedLog> {
       // cut off
     }
     log.ended = true;
+    log.endedAt = performance.now();
   })();
   return log;
 }
@@ -224,6 +226,7 @@ test('a revoked key: the socket closes 4403, every SSE stream ends UNAUTHENTICAT
   // Its two chat answers stream from the engine.
   await waitFor('the chat answers to reach the engine', async () => (await openStreams()) === streamsBefore + 2, 10_000);
 
+  const revokedAt = performance.now();
   const revoked = await fetch(`${app.url}/graphql`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${subscriber.key}` },
@@ -242,8 +245,9 @@ test('a revoked key: the socket closes 4403, every SSE stream ends UNAUTHENTICAT
     ]);
   }
   await waitFor('the revoked chat answers to be cancelled on the engine', async () => (await openStreams()) === streamsBefore, 10_000);
-  // The followed log checks its reader's access every 5 s (replica-routes.ts): it ends within that, not at once.
+  // At once: the access watch ends it (replica-routes.ts).
   await waitFor('the followed log to end', async () => log.ended, 10_000);
+  expect(log.endedAt! - revokedAt).toBeLessThan(3000);
   await ownerGoesOn();
 });
 
@@ -253,6 +257,7 @@ test('a member removed from the team: each subscription ends FORBIDDEN, the sock
   const { ws, sse, log } = await subscribeEverything(subscriber.key);
   await waitFor('the chat answers to reach the engine', async () => (await openStreams()) === streamsBefore + 2, 10_000);
 
+  const removedAt = performance.now();
   const removed = await fetch(`${app.url}/graphql`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${owner.key}` },
@@ -283,6 +288,7 @@ test('a member removed from the team: each subscription ends FORBIDDEN, the sock
   expect(ws.of('again')[0]).toMatchObject({ type: 'error', payload: [{ extensions: { code: 'NOT_FOUND' } }] });
   await waitFor('the removed chat answers to be cancelled on the engine', async () => (await openStreams()) === streamsBefore, 10_000);
   await waitFor('the followed log to end', async () => log.ended, 10_000);
+  expect(log.endedAt! - removedAt).toBeLessThan(3000);
   await ownerGoesOn();
   ws.socket.close();
 });

@@ -9,6 +9,7 @@ import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
 import { authenticateRequest } from '../authenticate.js';
 import { Router, unwrap, type RouteRequest, type RouteResponse } from './router.js';
+import type { AccessWatch } from '../../live/access-watch.js';
 import { addReplicaRoutes } from './replica-routes.js';
 import { specObject, statusObject } from './responses.js';
 
@@ -27,7 +28,8 @@ async function noBody(request: RouteRequest): Promise<void> {
   if (checker.violations.length > 0) throw invalidInputError(checker.violations);
 }
 
-export function endpointRoutes(services: Services): Router {
+/** The REST routes; `access` ends a followed log as soon as its reader loses access (without it, within 5 s). */
+export function endpointRoutes(services: Services, access?: AccessWatch): Router {
   const authed =
     (handler: (principal: Principal, request: RouteRequest) => Promise<RouteResponse>) =>
     async (request: RouteRequest): Promise<RouteResponse> => {
@@ -137,6 +139,6 @@ export function endpointRoutes(services: Services): Router {
       }),
     );
   }
-  addReplicaRoutes(router, services);
+  addReplicaRoutes(router, services, access);
   return router;
 }

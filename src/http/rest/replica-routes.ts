@@ -10,11 +10,12 @@ import type { EndpointEventRecord } from '../../domain/endpoint.js';
 import { invalidInputError } from '../../domain/errors.js';
 import type { Services } from '../../services/index.js';
 import type { ReplicaList, ReplicaView } from '../../services/replica-service.js';
-import { authenticateRequest } from '../authenticate.js';
+import type { AccessWatch } from '../../live/access-watch.js';
+import { authenticateRequest, credentialsOfRequest } from '../authenticate.js';
 import { type Router, unwrap, type RouteRequest } from './router.js';
 
-/** How often a followed log checks that its caller may still see the endpoint (a key revoked, a membership gone). */
-const ACCESS_RECHECK_MS = 5000;
+/** How often an SSE follow gets a keep-alive comment (proxies close a stream that says nothing for long). */
+const KEEP_ALIVE_MS = 5000;
 
 /** A replica as REST answers it: never its address, locator or token. */
 export function replicaObject(r: ReplicaView) {
@@ -69,7 +70,7 @@ function booleanQuery(query: URLSearchParams, name: string): boolean {
   throw invalidInputError([{ field: name, message: 'must be true or false' }]);
 }
 
-export function addReplicaRoutes(router: Router, services: Services): void {
+export function addReplicaRoutes(router: Router, services: Services, access?: AccessWatch): void {
   const base = '/dedicated/beta/endpoint/:id';
   const principalOf = async (request: RouteRequest) => unwrap(await authenticateRequest(services, request.req));
   router
@@ -90,6 +91,8 @@ export function addReplicaRoutes(router: Router, services: Services): void {
       return { status: 200, body: { data: page.items.map(eventObject), nextCursor: page.nextCursor } };
     })
     .add('GET', `${base}/logs`, async (request) => {
+      // Taken before authenticating: an access change during it is seen by the watch (AccessWatch.open).
+      const epoch = access?.epoch ?? 0;
       const principal = await principalOf(request);
       const { query, params } = request;
       const logRequest = { replica: query.get('replica'), tail: query.get('tail') ?? undefined };
@@ -98,17 +101,32 @@ export function addReplicaRoutes(router: Router, services: Services): void {
         return { status: 200, body: { endpointId: params.id!, replicaId: replica.id, lines } };
       }
       const stop = new AbortController();
-      const { replica, chunks } = unwrap(await services.replicas.follow(principal, params.id!, logRequest, stop.signal));
-      return { status: 200, stream: (res) => streamLog(request.req, res, services, params.id!, replica.id, chunks, stop) };
+      // Watched like a subscription: a revoked key or a changed membership of the team it read ends it at once.
+      const connection = access?.open(credentialsOfRequest(request.req), principal, epoch, () => stop.abort());
+      const watched = connection?.subscription();
+      try {
+        const { replica, chunks } = unwrap(
+          await services.replicas.follow(watched?.principal ?? principal, params.id!, logRequest, stop.signal),
+        );
+        const lines = watched ? watched.watch(chunks) : chunks;
+        return {
+          status: 200,
+          stream: (res) => streamLog(request.req, res, replica.id, lines, stop).finally(() => connection?.close()),
+        };
+      } catch (error) {
+        connection?.close();
+        throw error;
+      }
     });
 }
 
-/** Writes the followed log as it comes, until the client goes, the log ends, or the caller loses access. */
+/**
+ * Writes the followed log as it comes, until the client goes, the log ends, or the caller loses access (`chunks`
+ * is then revoked by the access watch, and ends with an error).
+ */
 async function streamLog(
   req: IncomingMessage,
   res: ServerResponse,
-  services: Services,
-  endpointId: string,
   replicaId: string,
   chunks: AsyncIterable<string[]>,
   stop: AbortController,
@@ -123,14 +141,7 @@ async function streamLog(
   res.flushHeaders();
   const end = () => stop.abort();
   res.once('close', end);
-  const recheck = setInterval(() => {
-    void (async () => {
-      const principal = await authenticateRequest(services, req);
-      const visible = principal.type === 'ok' && (await services.endpoints.get(principal.value, endpointId)).type === 'ok';
-      if (!visible) end();
-      else if (sse && !res.destroyed) res.write(': keep-alive\n\n');
-    })().catch(end);
-  }, ACCESS_RECHECK_MS);
+  const keepAlive = sse ? setInterval(() => void (res.destroyed || res.write(': keep-alive\n\n')), KEEP_ALIVE_MS) : undefined;
   try {
     for await (const lines of chunks) {
       if (res.destroyed) break;
@@ -139,7 +150,7 @@ async function streamLog(
   } catch {
     // the log could not be read further: the stream ends
   } finally {
-    clearInterval(recheck);
+    clearInterval(keepAlive);
     res.off('close', end);
     stop.abort();
     if (!res.destroyed) res.end();
