@@ -8,6 +8,7 @@
  * separate process. Direct and gateway rounds alternate (A B B A) so that a
  * noisy neighbour on the shared machine hits both alike.
  */
+import { execFileSync } from 'node:child_process';
 import { quantiles, fmt, round, concat, median } from './lib/stats.js';
 import {
   BENCH_DIR,
@@ -32,6 +33,26 @@ import { engineAuthHeaders } from '../src/engine-client/engine-client.js';
 const TOKEN_INTERVAL_MS = Number(process.env.BENCH_TOKEN_INTERVAL_MS ?? 10);
 const ROUND_MS = Number(process.env.BENCH_STREAM_ROUND_MS ?? 4000);
 const WARMUP_MS = 1000;
+/**
+ * BENCH_PIN_ENGINE=1: the engine alone on processor 0, everything else (this process and what it starts: the
+ * database, the gateway, the proxy, the load generator) on processor 1, so that the engine's answers do not wait
+ * for processor time the gateway or the proxy take (a check of what bounds the added first-token time).
+ */
+const PIN_ENGINE = process.env.BENCH_PIN_ENGINE === '1';
+
+/** Sets the processors of `pid`, its threads and its descendants (taskset). */
+function pin(pid: number, cpus: string): void {
+  execFileSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' });
+  let children: string[] = [];
+  try {
+    children = execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean);
+  } catch {
+    // none
+  }
+  for (const child of children) pin(Number(child), cpus);
+}
 
 interface Level {
   streams: number;
@@ -83,6 +104,8 @@ function emptyTotals(): ModeTotals {
 
 async function run(context: BenchContext): Promise<BenchOutcome> {
   const problems: string[] = [];
+  // Before anything starts: what this process starts inherits its processors.
+  if (PIN_ENGINE) pin(process.pid, '1');
   const db = await startDatabase();
   const hub = await startHub();
   const dataDir = await tempDir('streaming');
@@ -108,6 +131,10 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   const [replica] = (await liveReplicas(db.sql, endpointId)).filter((r) => r.state === 'READY');
   if (!replica) throw new Error('the endpoint is RUNNING without a READY replica');
   console.log(`  endpoint ${endpointId} RUNNING after ${(startMs / 1000).toFixed(1)} s; replica ${replica.address} (pid ${replica.pid})`);
+  if (PIN_ENGINE) {
+    pin(replica.pid, '0');
+    console.log('  pinned: the engine on processor 0, everything else on processor 1');
+  }
 
   const proxyConfig: BareProxyConfig = { upstream: replica.address };
   const proxy = runChild<unknown>('load/bare-proxy.ts', proxyConfig, { timeoutMs: 20 * 60_000 });

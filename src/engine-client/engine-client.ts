@@ -105,7 +105,7 @@ export class EngineClient {
         signal,
       });
       const type = answer.headers['content-type'];
-      return { status: answer.statusCode, contentType: Array.isArray(type) ? type[0] : type, body: answer.body };
+      return { status: answer.statusCode, contentType: Array.isArray(type) ? type[0] : type, body: quiet(answer.body) };
     } catch (error) {
       if (signal.aborted) throw signal.reason ?? error;
       throw new EngineUnreachableError(`the engine at ${origin} did not answer ${path}`, { cause: error });
@@ -129,11 +129,12 @@ export class EngineClient {
         headers: engineAuthHeaders(target.token),
         signal: AbortSignal.timeout(timeoutMs),
       });
+      const body = quiet(answer.body);
       if (answer.statusCode !== 200) {
-        answer.body.destroy();
+        body.destroy();
         return undefined;
       }
-      return parseJson(await readBounded(answer.body, HEALTH_MAX_BYTES, '/health')) as T | undefined;
+      return parseJson(await readBounded(body, HEALTH_MAX_BYTES, '/health')) as T | undefined;
     } catch {
       return undefined; // unreachable, too slow, a malformed address
     }
@@ -149,6 +150,15 @@ export class EngineClient {
   async close(): Promise<void> {
     await this.agent.destroy();
   }
+}
+
+/**
+ * undici's body emits an error when it is destroyed before its end (an abandoned answer, a client gone): the
+ * readers that care listen for it themselves; this listener keeps one nobody reads from crashing the process.
+ */
+function quiet(body: Readable): Readable {
+  body.on('error', () => {});
+  return body;
 }
 
 function originOf(target: EngineTarget): string {
