@@ -209,8 +209,6 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
       // Only what the context needs: a spread of graphql-ws's context would be copied into every subscription.
       const sink = new WebSocketNextMessages(ctx.extra.socket, id);
       const cancel = new AbortController();
-      ctx.extra.cancels.set(id, cancel);
-      operationCancels.set(params, cancel);
       const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
         principal: watched?.principal ?? connection.principal,
         transport: 'websocket',
@@ -236,12 +234,17 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
         held.set(params, release);
       }
       const root: Root = { execute, subscribe, access: watched };
+      const contextValue = await contextFactory();
+      // Registered only for an operation that runs: graphql-ws calls onComplete, which forgets it, for those alone
+      // (one refused above would otherwise stay in the map until the socket closes).
+      ctx.extra.cancels.set(id, cancel);
+      operationCancels.set(params, cancel);
       return {
         schema,
         operationName: params.operationName,
         document,
         variableValues: params.variables,
-        contextValue: await contextFactory(),
+        contextValue,
         rootValue: root,
       } satisfies ExecutionArgs;
     },
