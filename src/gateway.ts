@@ -6,12 +6,9 @@
  * controller and the runtime; tests and benchmarks that need no replicas
  * start this alone.
  */
-import type { Logger } from 'pino';
-import { DEFAULTS } from './defaults.js';
 import { sharedEngineClient, type EngineClient } from './engine-client/engine-client.js';
-import type { GraphQLSecurityOptions } from './http/graphql/limits.js';
 import type { Log } from './http/request-id.js';
-import { serveHttp, type HttpServer } from './http/server.js';
+import { serveHttp, type HttpOptions, type HttpServer } from './http/server.js';
 import { AccessWatch } from './live/access-watch.js';
 import { EventHub } from './live/event-hub.js';
 import { ChatRouter, type RouterOptions } from './router/chat-router.js';
@@ -28,35 +25,14 @@ export interface Gateway extends HttpServer {
   hub: EventHub;
 }
 
-export interface GatewayOptions {
-  port: number;
-  host: string;
+export interface GatewayOptions extends HttpOptions {
   /** Where failures are logged; each line names the request id the client was answered with (`x-request-id`). */
   log?: Log;
-  /** When set, one access line per request, and per WebSocket connection, goes here (src/http/access-log.ts). */
-  logger?: Logger;
   /** Chat routing: how long requests wait for a waking endpoint and for a free slot. */
   router?: RouterOptions;
   /** The client of the replicas' engines. @default the process's (sharedEngineClient) */
   engines?: EngineClient;
-  /** Live-status signals buffered per subscriber. @default DEFAULTS.subscriptionBuffer */
-  subscriptionBuffer?: number;
-  /** How long a subscriber may stay behind a full buffer before it is cut off. @default DEFAULTS.subscriptionMaxLagMs */
-  subscriptionMaxLagMs?: number;
-  /** Operations in flight on one WebSocket at once; one more is answered with an `error` message. @default DEFAULTS.wsMaxSubscriptions */
-  wsMaxSubscriptions?: number;
-  /** Subscriptions one user holds open in this process at once, over all their keys (SSE streams and WebSocket operations). */
-  userMaxSubscriptions?: number;
-  /** How long a client may take to send a whole request, and its headers; then 408 and the connection closes. */
-  requestTimeoutMs?: number;
-  headersTimeoutMs?: number;
-  /** GraphQL operation limits and introspection. @default DEFAULT_GRAPHQL_LIMITS, introspection on */
-  graphql?: GraphQLSecurityOptions;
-  /** Origins whose browser scripts may call (CORS); `*` for any, never with credentials. @default none */
-  corsOrigins?: readonly string[];
-  /** Where the built web console is. @default dist/console */
-  consoleDir?: string;
-  /** /metrics access, request recording's buffer, and retention. @default no scrape token, then DEFAULTS */
+  /** /metrics access, request recording's buffer, and retention. @default no scrape token, then src/defaults.ts */
   metrics?: {
     token?: string | undefined;
     maxBuffered?: number;
@@ -74,14 +50,15 @@ export async function startGateway(sql: Sql, services: Services, options: Gatewa
   // Recording stays off the request path: outcomes are buffered, then observed (Prometheus) and written in batches.
   const prometheus = new GatewayPrometheus(() => recorder.dropped);
   const recorder = new RequestRecorder(sql, 250, log, {
-    maxBuffered: metrics.maxBuffered ?? DEFAULTS.requestLogBuffer,
+    maxBuffered: metrics.maxBuffered,
     observe: (batch) => prometheus.observe(batch),
     onWritten: (ids) => services.metrics.live.changed(ids),
   });
   const upkeep = new MetricsUpkeep(sql, {
-    requestLogRetentionDays: metrics.requestLogRetentionDays ?? DEFAULTS.requestLogRetentionDays,
-    metricsRetentionDays: metrics.metricsRetentionDays ?? DEFAULTS.metricsRetentionDays,
-    sampleMs: metrics.sampleMs ?? DEFAULTS.metricsSampleMs,
+    // Unset: each component's default (src/defaults.ts).
+    requestLogRetentionDays: metrics.requestLogRetentionDays,
+    metricsRetentionDays: metrics.metricsRetentionDays,
+    sampleMs: metrics.sampleMs,
     onSample: (samples) => {
       prometheus.replicaCounts(samples);
       prometheus

@@ -10,7 +10,7 @@
  * upstream (its connection is closed), and the engine frees the sequence.
  */
 import type { Readable } from 'node:stream';
-import { Agent, errors as undiciErrors } from 'undici';
+import { Agent } from 'undici';
 
 /** Where an engine listens, and the token it wants (null: none). */
 export interface EngineTarget {
@@ -64,8 +64,8 @@ export interface EngineClientOptions {
 /** The warm-up: one token of a short chat, which proves that the engine can generate. */
 const WARM_UP_BODY = JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1, temperature: 0 });
 
-/** The bound on a health answer's size (it is a few hundred bytes). */
-const HEALTH_MAX_BYTES = 64 * 1024;
+/** The bound on the answers read here whole that are a few hundred bytes: a health check's, the warm-up's. */
+const SMALL_ANSWER_MAX_BYTES = 64 * 1024;
 
 export class EngineClient {
   private readonly agent: Agent;
@@ -134,7 +134,7 @@ export class EngineClient {
         body.destroy();
         return undefined;
       }
-      return parseJson(await readBounded(body, HEALTH_MAX_BYTES, '/health')) as T | undefined;
+      return parseJson(await readBounded(body, SMALL_ANSWER_MAX_BYTES, '/health')) as T | undefined;
     } catch {
       return undefined; // unreachable, too slow, a malformed address
     }
@@ -143,7 +143,7 @@ export class EngineClient {
   /** One short generation; resolves when it completed with 200, and rejects with what went wrong otherwise (EngineStatusError: the status). */
   async warmUp(target: EngineTarget): Promise<void> {
     const answer = await this.post(target, '/v1/chat/completions', WARM_UP_BODY, AbortSignal.timeout(this.warmUpTimeoutMs));
-    await readBounded(answer.body, HEALTH_MAX_BYTES, '/v1/chat/completions');
+    await readBounded(answer.body, SMALL_ANSWER_MAX_BYTES, '/v1/chat/completions');
     if (answer.status !== 200) throw new EngineStatusError(answer.status);
   }
 
@@ -180,8 +180,9 @@ async function readBounded(body: Readable, maxBytes: number, path: string): Prom
       chunks.push(chunk);
     }
   } catch (error) {
-    if (error instanceof EngineAnswerTooLargeError || error instanceof undiciErrors.RequestAbortedError) throw error;
-    if ((error as { name?: string }).name === 'AbortError' || (error as { name?: string }).name === 'TimeoutError') throw error;
+    // Too large, or the caller's abort or deadline (undici's RequestAbortedError is an AbortError too): as it is.
+    const { name } = error as { name?: string };
+    if (error instanceof EngineAnswerTooLargeError || name === 'AbortError' || name === 'TimeoutError') throw error;
     throw new EngineUnreachableError(`the engine broke off its answer of ${path}`, { cause: error });
   }
   return Buffer.concat(chunks);

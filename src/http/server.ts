@@ -7,7 +7,8 @@ import { DEFAULTS } from '../defaults.js';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Services } from '../services/index.js';
-import type { GatewayOptions } from '../gateway.js';
+import type { Logger } from 'pino';
+import type { GraphQLSecurityOptions } from './graphql/limits.js';
 import { createGraphQLHttp } from './graphql/http-entry.js';
 import { createGraphQL, createWebSocket, GRAPHQL_PATH } from './graphql/yoga.js';
 import { routeUpgrades } from './upgrade.js';
@@ -55,24 +56,36 @@ export interface HttpServer {
   close(): Promise<void>;
 }
 
-export type HttpOptions = Pick<
-  GatewayOptions,
-  | 'port'
-  | 'host'
-  | 'logger'
-  | 'subscriptionBuffer'
-  | 'subscriptionMaxLagMs'
-  | 'wsMaxSubscriptions'
-  | 'userMaxSubscriptions'
-  | 'requestTimeoutMs'
-  | 'headersTimeoutMs'
-  | 'graphql'
-  | 'corsOrigins'
-  | 'consoleDir'
-> & { log: Log; metricsToken?: string | undefined };
+/** How the HTTP surfaces listen and what they allow; src/gateway.ts's options add the components' own. */
+export interface HttpOptions {
+  port: number;
+  host: string;
+  /** When set, one access line per request, and per WebSocket connection, goes here (src/http/access-log.ts). */
+  logger?: Logger;
+  /** Live-status signals buffered per subscriber. @default DEFAULTS.subscriptionBuffer */
+  subscriptionBuffer?: number;
+  /** How long a subscriber may stay behind a full buffer before it is cut off. @default DEFAULTS.subscriptionMaxLagMs */
+  subscriptionMaxLagMs?: number;
+  /** Operations in flight on one WebSocket at once; one more is answered with an `error` message. @default DEFAULTS.wsMaxSubscriptions */
+  wsMaxSubscriptions?: number;
+  /** Subscriptions one user holds open in this process at once, over all their keys (SSE streams and WebSocket operations). */
+  userMaxSubscriptions?: number;
+  /** How long a client may take to send a whole request, and its headers; then 408 and the connection closes. */
+  requestTimeoutMs?: number;
+  headersTimeoutMs?: number;
+  /** GraphQL operation limits and introspection. @default DEFAULT_GRAPHQL_LIMITS, introspection on */
+  graphql?: GraphQLSecurityOptions;
+  /** Origins whose browser scripts may call (CORS); `*` for any, never with credentials. @default none */
+  corsOrigins?: readonly string[];
+  /** Where the built web console is. @default dist/console */
+  consoleDir?: string;
+}
 
 /** Serves every HTTP surface over `deps`; the components themselves are made and closed by src/gateway.ts. */
-export async function serveHttp(deps: HttpDeps, options: HttpOptions): Promise<HttpServer> {
+export async function serveHttp(
+  deps: HttpDeps,
+  options: HttpOptions & { log: Log; metricsToken?: string | undefined },
+): Promise<HttpServer> {
   const { services, chat, hub, access, prometheus } = deps;
   const { log } = options;
   const metricsEndpoint = metricsRoute(services, prometheus, options.metricsToken);

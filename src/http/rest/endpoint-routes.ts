@@ -28,7 +28,7 @@ async function noBody(request: RouteRequest): Promise<void> {
   if (checker.violations.length > 0) throw invalidInputError(checker.violations);
 }
 
-/** The REST routes; `access` ends a followed log as soon as its reader loses access (without it, within 5 s). */
+/** The REST routes; `access` ends a followed log as soon as its reader loses access (without it, only its end or its client's does). */
 export function endpointRoutes(services: Services, access?: AccessWatch): Router {
   const authed =
     (handler: (principal: Principal, request: RouteRequest) => Promise<RouteResponse>) =>
