@@ -16,7 +16,7 @@
 import { createWriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { buildTinyGguf, TINY_SPECIAL_TOKENS } from '../../test/support/tiny-gguf.js';
+import { buildTinyGguf, mulberry32, TINY_SPECIAL_TOKENS } from '../../test/support/tiny-gguf.js';
 
 export type ModelShape = {
   embedding: number;
@@ -176,18 +176,6 @@ function kvArray(key: string, itemType: number, items: (string | number)[]): Kv 
 }
 
 // ----------------------------------------------------------------------------------- weights
-
-/** mulberry32, as in the fixture: deterministic, integer operations only. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (t ^ (t >>> 14)) >>> 0;
-  };
-}
 
 /** IEEE half precision bits of a float of normal range (|x| in [6.1e-5, 65504]) or 0. */
 function f16Bits(x: number): number {

@@ -7,16 +7,7 @@
  * backlog.
  */
 import { beforeAll, describe, expect, test } from 'vitest';
-import {
-  engineFetch,
-  liveReplicaRows,
-  startTestApp,
-  TINY_REPO,
-  waitFor,
-  waitForStatus,
-  type SeededUser,
-  type TestApp,
-} from '../support/app.js';
+import { startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp, replicaHealth } from '../support/app.js';
 
 const QUEUE_TIMEOUT_MS = 6000;
 /** Tokens per request: enough that each holds its slot a while. */
@@ -55,11 +46,6 @@ async function newEndpoint(name: string): Promise<string> {
   });
   await waitForStatus(t.sql, id, 'RUNNING');
   return id;
-}
-
-async function replicaHealth(endpointId: string) {
-  const [replica] = await liveReplicaRows(t.sql, endpointId);
-  return (await (await engineFetch(replica!, '/health')).json()) as { active: number; queued: number };
 }
 
 /** Requests queued for the endpoint, as this gateway process published them. */
@@ -144,7 +130,7 @@ describe('fairness between API keys', () => {
     await warm.arrayBuffer();
     // The heavy key takes the only slot, then queues eight more behind it.
     const holder = ask(alice.key, 'heavy0');
-    await waitFor('the slot taken', async () => (await replicaHealth(id)).active === 1);
+    await waitFor('the slot taken', async () => (await replicaHealth(t.sql, id)).active === 1);
     const heavy = Array.from({ length: 8 }, (_, i) => ask(alice.key, `heavy${i + 1}`));
     await waitFor('the heavy backlog queued', async () => (await publishedQueue(id)) >= 7, 30_000);
     const light = ask(lightKey, 'light');

@@ -8,16 +8,7 @@
 import { createClient as createWsClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
 import { afterEach, beforeAll, describe, expect, test } from 'vitest';
-import {
-  engineFetch,
-  liveReplicaRows,
-  startTestApp,
-  TINY_REPO,
-  waitFor,
-  waitForStatus,
-  type SeededUser,
-  type TestApp,
-} from '../support/app.js';
+import { startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp, replicaHealth } from '../support/app.js';
 
 let t: TestApp;
 let alice: SeededUser;
@@ -46,10 +37,7 @@ afterEach(async () => {
   await waitFor('the slot to be free', async () => (await engineHealth()).active === 0, 30_000);
 });
 
-async function engineHealth() {
-  const [replica] = await liveReplicaRows(t.sql, endpoint);
-  return (await (await engineFetch(replica!, '/health')).json()) as { active: number; totalCompletionTokens: number };
-}
+const engineHealth = () => replicaHealth(t.sql, endpoint);
 
 function rest(body: Record<string, unknown>, signal?: AbortSignal) {
   return fetch(`${t.url}/dedicated/v1/chat/completions`, {

@@ -9,7 +9,6 @@ import WebSocket from 'ws';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { CreateChatCompletionDocument } from '../../src/sdk/client.js';
 import {
-  engineFetch,
   liveReplicaRows,
   startTestApp,
   statusTrail,
@@ -19,6 +18,7 @@ import {
   waitForStatus,
   type SeededUser,
   type TestApp,
+  replicaHealth,
 } from '../support/app.js';
 import { VERDICT_FORMAT } from '../support/response-formats.js';
 
@@ -57,11 +57,6 @@ beforeAll(async () => {
   await waitForStatus(t.sql, withTools, 'RUNNING');
   openai = new OpenAI({ apiKey: alice.key, baseURL: `${t.url}/dedicated/v1`, maxRetries: 0 });
 });
-
-async function replicaHealth(id: string) {
-  const [replica] = await liveReplicaRows(t.sql, id);
-  return (await (await engineFetch(replica!, '/health')).json()) as { active: number; queued: number; totalCompletionTokens: number };
-}
 
 /** Reads an SSE response line by line, as it arrives. */
 async function readSse(response: Response, onEvent?: (data: string) => void): Promise<string[]> {
@@ -484,7 +479,7 @@ describe('backpressure and cancellation', () => {
         () => undefined,
       ),
     );
-    await waitFor('both slots busy', async () => (await replicaHealth(endpoint)).active === 2);
+    await waitFor('both slots busy', async () => (await replicaHealth(t.sql, endpoint)).active === 2);
     const third = await rawChat({ model: endpoint, messages: MESSAGES, max_tokens: 4 });
     expect(third.status).toBe(429);
     expect(third.headers.get('retry-after')).toBe('1');
@@ -495,7 +490,7 @@ describe('backpressure and cancellation', () => {
     expect(await third.json()).toMatchObject({ error: { type: 'rate_limit_error', code: 'queue_full' } });
     clients.abort();
     await Promise.all(long);
-    await waitFor('the slots to be freed', async () => (await replicaHealth(endpoint)).active === 0);
+    await waitFor('the slots to be freed', async () => (await replicaHealth(t.sql, endpoint)).active === 0);
     expect((await rawChat({ model: endpoint, messages: MESSAGES, max_tokens: 2 })).status).toBe(200);
   });
 
@@ -510,10 +505,10 @@ describe('backpressure and cancellation', () => {
     await reader.read();
     await reader.read();
     client.abort();
-    await waitFor('the replica to stop generating', async () => (await replicaHealth(endpoint)).active === 0, 10_000);
-    const before = (await replicaHealth(endpoint)).totalCompletionTokens;
+    await waitFor('the replica to stop generating', async () => (await replicaHealth(t.sql, endpoint)).active === 0, 10_000);
+    const before = (await replicaHealth(t.sql, endpoint)).totalCompletionTokens;
     await new Promise((r) => setTimeout(r, 300));
-    expect((await replicaHealth(endpoint)).totalCompletionTokens).toBe(before);
+    expect((await replicaHealth(t.sql, endpoint)).totalCompletionTokens).toBe(before);
     const row = await waitFor(
       'the log row',
       async () => (await t.sql`SELECT cancelled FROM request_log WHERE endpoint_id = ${endpoint} AND cancelled LIMIT 1`)[0],
@@ -613,7 +608,7 @@ describe('GraphQL', () => {
         },
       );
     });
-    await waitFor('the replica to stop generating', async () => (await replicaHealth(endpoint)).active === 0, 10_000);
+    await waitFor('the replica to stop generating', async () => (await replicaHealth(t.sql, endpoint)).active === 0, 10_000);
     await client.dispose();
   });
 

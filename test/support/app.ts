@@ -205,6 +205,13 @@ export async function liveReplicaRows(sql: Sql, id: string) {
     WHERE endpoint_id = ${id} AND state IN ('STARTING', 'READY', 'DRAINING') ORDER BY created_at`;
 }
 
+/** The engine's own account of its load (GET /health) on the endpoint's first live replica. */
+export async function replicaHealth(sql: Sql, endpointId: string) {
+  const [replica] = await liveReplicaRows(sql, endpointId);
+  if (!replica) throw new Error(`endpoint ${endpointId} has no live replica`);
+  return (await (await engineFetch(replica, '/health')).json()) as { active: number; queued: number; totalCompletionTokens: number };
+}
+
 /** A request straight to a replica's engine, with the token the engine requires (as the gateway sends it). */
 export function engineFetch(replica: { address: string; engine_token: string | null }, route: string, init: RequestInit = {}) {
   return fetch(`${replica.address}${route}`, {

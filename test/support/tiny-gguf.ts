@@ -340,8 +340,8 @@ function writeKvValue(w: ByteWriter, v: KvValue): void {
   }
 }
 
-/** mulberry32: small, fast, fully deterministic 32-bit PRNG (integer ops only). */
-function mulberry32(seed: number): () => number {
+/** mulberry32: small, fast, fully deterministic 32-bit PRNG (integer ops only); the GPU check's model uses it too. */
+export function mulberry32(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
