@@ -52,37 +52,52 @@ export function useQuery<TResult, TVariables extends object>(
   return { data, error, loading, reload };
 }
 
-/** Subscribes while mounted (and while `skip` is false); each value goes to `onData`, which may change between renders. */
+/**
+ * Subscribes while mounted (and while `skip` is false); each value goes to `onData`, which may change between renders.
+ * `completed`: the server ended the subscription (reset when it subscribes again).
+ */
 export function useSubscription<TResult, TVariables extends object>(
   document: TypedDocumentNode<TResult, TVariables>,
   variables: TVariables,
   onData: (value: TResult) => void,
   options: { skip?: boolean } = {},
-): { error: ApiError | undefined; connected: boolean } {
+): { error: ApiError | undefined; connected: boolean; completed: boolean } {
   const { api } = useSession();
   const handler = useRef(onData);
   handler.current = onData;
   const [error, setError] = useState<ApiError | undefined>();
   const [connected, setConnected] = useState(false);
+  const [completed, setCompleted] = useState(false);
   const key = JSON.stringify(variables);
   useEffect(() => {
     if (options.skip) return;
     setError(undefined);
+    setCompleted(false);
     setConnected(true);
+    // graphql-ws completes a subscription that its caller ended too: what comes after the cleanup is not this run's news.
+    let ended = false;
     const stop = api.subscribe(document, JSON.parse(key) as TVariables, {
-      next: (value) => handler.current(value),
+      next: (value) => {
+        if (!ended) handler.current(value);
+      },
       error: (failure) => {
+        if (ended) return;
         setError(failure);
         setConnected(false);
       },
-      complete: () => setConnected(false),
+      complete: () => {
+        if (ended) return;
+        setConnected(false);
+        setCompleted(true);
+      },
     });
     return () => {
+      ended = true;
       stop();
       setConnected(false);
     };
   }, [api, document, key, options.skip]);
-  return { error, connected };
+  return { error, connected, completed };
 }
 
 /** Runs a mutation; `pending` is true meanwhile, and a thrown ApiError lands in `error`. */

@@ -94,9 +94,13 @@ const STATUS_TONE: Record<string, string> = {
   TERMINATING: 'busy',
   TERMINATED: 'idle',
   FAILED: 'bad',
+  // A replica's states (READY and FAILED above).
+  STARTING: 'busy',
+  DRAINING: 'busy',
+  STOPPED: 'idle',
 };
 
-/** An endpoint's status as a badge; the text is the status itself, so it reads the same to a screen reader. */
+/** An endpoint's status (or a replica's state) as a badge; the text is the status itself, so it reads the same to a screen reader. */
 export function StatusBadge({ status }: { status: string }) {
   return (
     <span className={`badge badge-${STATUS_TONE[status] ?? 'idle'}`} data-status={status}>

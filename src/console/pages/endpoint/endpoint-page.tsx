@@ -1,6 +1,6 @@
 /**
  * One endpoint (#/endpoints/:id): its header with the live status, the
- * lifecycle actions, the spec, the version history, the live event timeline,
+ * lifecycle actions, its replicas with their logs and the event history, the spec, the version history, the live event timeline,
  * the metrics and the request activity. The status comes from the
  * `endpointStatus` subscription, so every section follows it without reload.
  */
@@ -21,6 +21,7 @@ import { VersionsPanel } from './versions-panel.js';
 import { EventTimeline, addTimelineEntry, type TimelineEntry } from './event-timeline.js';
 import { MetricsPanel } from './metrics-panel.js';
 import { RequestsPanel } from './requests-panel.js';
+import { ReplicasPanel } from './replicas-panel.js';
 import './endpoint-page.css';
 
 /** Keyed by the id: moving to another endpoint starts its live state afresh. */
@@ -34,12 +35,15 @@ function EndpointView({ id }: { id: string }) {
   const [live, setLive] = useState<EndpointPageStatusFieldsFragment | undefined>();
   const [timeline, setTimeline] = useState<TimelineEntry[]>([]);
   const [versionsGeneration, setVersionsGeneration] = useState(0);
+  const [eventsGeneration, setEventsGeneration] = useState(0);
   const [deleted, setDeleted] = useState(false);
 
   const onStatus = useCallback(
     ({ endpointStatus: update }: EndpointPageStatusSubscription) => {
       setLive(update.status);
       setTimeline((entries) => addTimelineEntry(entries, update));
+      // Any event may mean replicas started or stopped, and adds to the event history.
+      if (update.event) setEventsGeneration((g) => g + 1);
       // A new version changes the spec; a status change may mark a version rolled out.
       if (update.event?.type === 'VERSION_ADDED') reloadEndpoint();
       if (update.event?.type === 'VERSION_ADDED' || update.event?.type === 'STATUS_CHANGED') setVersionsGeneration((g) => g + 1);
@@ -73,6 +77,7 @@ function EndpointView({ id }: { id: string }) {
       {deleted && <Notice>This endpoint was deleted.</Notice>}
       <ErrorAlert error={subscription.error} />
       <LifecycleActions id={id} name={data.name} status={status.status} onChanged={reloadEndpoint} />
+      <ReplicasPanel id={id} instanceOption={data.spec.instanceOption} generation={eventsGeneration} />
       <SpecPanel spec={data.spec} />
       <VersionsPanel
         id={id}

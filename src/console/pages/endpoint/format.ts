@@ -1,5 +1,5 @@
 /** Formatting shared by the endpoint page's sections (times: src/console/format.ts). */
-import type { EndpointPageSpecFragment } from '../../api/generated.js';
+import type { EndpointPageReplicaFragment, EndpointPageSpecFragment } from '../../api/generated.js';
 
 export function formatBytes(bytes: number): string {
   const units = ['B', 'KB', 'MB', 'GB', 'TB'];
@@ -41,3 +41,14 @@ export function humanize(value: string): string {
   const text = value.toLowerCase().replace(/_/g, ' ');
   return text.charAt(0).toUpperCase() + text.slice(1);
 }
+
+export type Replica = EndpointPageReplicaFragment;
+
+/** `1 × H100 80 GB`: a replica's GPUs, with their memory when they are the endpoint's instance option's. */
+export function replicaInstance(replica: Pick<Replica, 'numGpu' | 'gpuType'>, option: EndpointPageSpecFragment['instanceOption']): string {
+  const memory = option.gpuType === replica.gpuType && option.numGpu === replica.numGpu ? ` ${option.gpuMemoryGb} GB` : '';
+  return `${replica.numGpu} × ${replica.gpuType}${memory}`;
+}
+
+/** Whether a replica still runs (or starts, or drains): STOPPED and FAILED ones have ended. */
+export const isLive = (replica: Pick<Replica, 'state'>) => replica.state !== 'STOPPED' && replica.state !== 'FAILED';
