@@ -174,6 +174,8 @@ async function openKubernetesRuntime(
     ...(options.kubeConfig ? { kubeConfig: options.kubeConfig } : {}),
     hubEndpoint: config.hfEndpoint,
     ...(config.hfToken ? { hubToken: config.hfToken } : {}),
+    wandbBaseUrl: config.wandbBaseUrl,
+    ...(config.wandbApiKey ? { wandbApiKey: config.wandbApiKey } : {}),
     ...(config.engineCommand ? { engineTemplate: config.engineCommand } : {}),
     threads: config.engineThreads,
     startTimeoutMs: config.replicaStartTimeoutMs,

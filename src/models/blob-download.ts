@@ -6,7 +6,8 @@
  */
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { open, readFile, rm, stat } from 'node:fs/promises';
+import { open, readFile, rm, stat, utimes } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ModelSourceError } from './errors.js';
 
@@ -43,16 +44,35 @@ const PROGRESS_INTERVAL_MS = 100;
 const LOCK_POLL_MS = 200;
 /** A lock without a readable pid this old is left over from a crash between create and write. */
 const ORPHAN_LOCK_MS = 30_000;
+/**
+ * Locks on a volume that pods share (the Kubernetes model cache): a holder refreshes its lock's mtime this often, and
+ * a lock written on another host (another pod: its own pid namespace, where our pid probe means nothing) is stale
+ * once its mtime is older than LOCK_STALE_MS.
+ */
+export const LOCK_HEARTBEAT_MS = 10_000;
+export const LOCK_STALE_MS = 60_000;
 export const DOWNLOAD_ERROR = 'WORKLOAD_INIT_DOWNLOAD_ERROR';
 
-/** Creates the lock with O_EXCL, waiting while a live process holds it and taking over from dead ones. */
+/**
+ * Creates the lock with O_EXCL, waiting while a live process holds it and taking over from dead ones. The lock names
+ * its holder (`<pid> <hostname>`) and its mtime is refreshed while held, so that holders on other hosts can tell a live
+ * lock from one left by a process that died.
+ */
 export async function acquireLock(lockPath: string, signal?: AbortSignal): Promise<() => Promise<void>> {
   for (;;) {
     try {
       const handle = await open(lockPath, 'wx');
-      await handle.writeFile(String(process.pid));
+      await handle.writeFile(`${process.pid} ${hostname()}`);
       await handle.close();
-      return () => rm(lockPath, { force: true });
+      const heartbeat = setInterval(() => {
+        const now = new Date();
+        utimes(lockPath, now, now).catch(() => {});
+      }, LOCK_HEARTBEAT_MS);
+      heartbeat.unref();
+      return () => {
+        clearInterval(heartbeat);
+        return rm(lockPath, { force: true });
+      };
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
@@ -64,11 +84,15 @@ export async function acquireLock(lockPath: string, signal?: AbortSignal): Promi
   }
 }
 
-async function isStaleLock(lockPath: string): Promise<boolean> {
+/** Whether the lock at `lockPath` was left by a holder that is gone (false when it is held, or already released). */
+export async function isStaleLock(lockPath: string, now = Date.now()): Promise<boolean> {
   const [text, info] = await Promise.all([readFile(lockPath, 'utf8').catch(() => ''), stat(lockPath).catch(() => undefined)]);
   if (!info) return false; // released meanwhile: the next open will tell
-  const pid = Number.parseInt(text, 10);
-  if (!Number.isInteger(pid) || pid <= 0) return Date.now() - info.mtimeMs > ORPHAN_LOCK_MS;
+  const [pidText, host] = text.trim().split(' ');
+  const pid = Number.parseInt(pidText ?? '', 10);
+  if (!Number.isInteger(pid) || pid <= 0) return now - info.mtimeMs > ORPHAN_LOCK_MS;
+  // Another host's process cannot be probed: its heartbeat says whether it lives.
+  if (host !== undefined && host !== hostname()) return now - info.mtimeMs > LOCK_STALE_MS;
   try {
     process.kill(pid, 0); // signal 0 only probes for existence
     return false;

@@ -36,6 +36,8 @@ export function pinnedRevision(resolved: ResolvedModel | null): string | null {
 /** Resolves and downloads registry artifacts (the W&B registry). */
 export interface ArtifactSource {
   prepare(artifact: string, hooks: PrepareHooks): Promise<{ resolved: ResolvedModel; path: string }>;
+  /** The artifact version and file to serve, without downloading it (for a runtime that fetches where the replica runs). */
+  resolve(artifact: string, hooks: PrepareHooks): Promise<ResolvedModel>;
 }
 
 export interface PreparedModel {
@@ -113,12 +115,7 @@ export class ModelStore {
    */
   async resolveVersion(spec: EndpointSpec, known: ResolvedModel | null, hooks: PrepareHooks = {}): Promise<PreparedModel> {
     if (known) return { resolved: known, path: null };
-    if (spec.model.source === 'wandb') {
-      throw new ModelSourceError(
-        'WORKLOAD_INIT_HF_WANDB_API_ERROR',
-        'W&B registry artifacts are not fetched inside pods yet; use a Hugging Face repository on this runtime',
-      );
-    }
+    if (spec.model.source === 'wandb') return { resolved: await this.artifacts().resolve(spec.model.artifact, hooks), path: null };
     const resolved = await this.resolveHub(spec.model.repo, spec.model.revision, hooks);
     return { resolved, path: null };
   }
@@ -150,12 +147,7 @@ export class ModelStore {
   }
 
   async prepare(spec: EndpointSpec, hooks: PrepareHooks = {}): Promise<PreparedModel> {
-    if (spec.model.source === 'wandb') {
-      if (!this.options.artifacts) {
-        throw new ModelSourceError('WORKLOAD_INIT_HF_WANDB_API_ERROR', 'the W&B registry is not configured on this gateway');
-      }
-      return this.options.artifacts.prepare(spec.model.artifact, hooks);
-    }
+    if (spec.model.source === 'wandb') return this.artifacts().prepare(spec.model.artifact, hooks);
     const resolved = await this.resolveHub(spec.model.repo, spec.model.revision, hooks);
     if (!resolved) return { resolved: null, path: null };
     if (resolved.source !== 'hf') throw new Error('a hub resolution names a hub repository');
@@ -172,6 +164,13 @@ export class ModelStore {
       ...(hooks.onProgress ? { onProgress: hooks.onProgress } : {}),
     });
     return { resolved: { ...resolved, sha256: file.sha256 }, path: file.path };
+  }
+
+  private artifacts(): ArtifactSource {
+    if (!this.options.artifacts) {
+      throw new ModelSourceError('WORKLOAD_INIT_HF_WANDB_API_ERROR', 'the W&B registry is not configured on this gateway');
+    }
+    return this.options.artifacts;
   }
 
   /** Where the hub is, with which token, and how its calls are retried and reported. */

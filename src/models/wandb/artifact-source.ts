@@ -24,6 +24,27 @@ export class WandbArtifactSource implements ArtifactSource {
   ) {}
 
   async prepare(artifact: string, hooks: PrepareHooks): Promise<{ resolved: ResolvedModel; path: string }> {
+    const { found, file, resolved } = await this.find(artifact, hooks);
+    const hit = await this.cache.lookupMd5(file.md5, file.size);
+    if (hit) return { resolved: { ...resolved, sha256: hit.sha256 }, path: hit.path };
+    await hooks.onDownloadStart?.();
+    const blob = await this.cache.ensureUrlFile({
+      ...wandbFileDownload(found, file, this.options.apiKey ? { apiKey: this.options.apiKey } : {}),
+      ...(hooks.onProgress ? { onProgress: hooks.onProgress } : {}),
+      ...(hooks.signal ? { signal: hooks.signal } : {}),
+      ...(this.options.retry ? { retry: this.options.retry } : {}),
+      ...(hooks.onRetry ? { onRetry: hooks.onRetry } : {}),
+    });
+    return { resolved: { ...resolved, sha256: blob.sha256 }, path: blob.path };
+  }
+
+  /** The version and its file, pinned (`v<N>`), for a replica that fetches the file itself (sha256 unknown until then). */
+  async resolve(artifact: string, hooks: PrepareHooks): Promise<ResolvedModel> {
+    const { resolved } = await this.find(artifact, hooks);
+    return { ...resolved, sha256: null };
+  }
+
+  private async find(artifact: string, hooks: PrepareHooks) {
     const access = {
       ...(this.options.baseUrl ? { baseUrl: this.options.baseUrl } : {}),
       ...(this.options.apiKey ? { apiKey: this.options.apiKey } : {}),
@@ -43,16 +64,6 @@ export class WandbArtifactSource implements ArtifactSource {
       file: file.path,
       size: file.size,
     };
-    const hit = await this.cache.lookupMd5(file.md5, file.size);
-    if (hit) return { resolved: { ...resolved, sha256: hit.sha256 }, path: hit.path };
-    await hooks.onDownloadStart?.();
-    const blob = await this.cache.ensureUrlFile({
-      ...wandbFileDownload(found, file, this.options.apiKey ? { apiKey: this.options.apiKey } : {}),
-      ...(hooks.onProgress ? { onProgress: hooks.onProgress } : {}),
-      ...(hooks.signal ? { signal: hooks.signal } : {}),
-      ...(this.options.retry ? { retry: this.options.retry } : {}),
-      ...(hooks.onRetry ? { onRetry: hooks.onRetry } : {}),
-    });
-    return { resolved: { ...resolved, sha256: blob.sha256 }, path: blob.path };
+    return { found, file, resolved };
   }
 }

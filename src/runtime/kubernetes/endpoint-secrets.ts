@@ -1,6 +1,6 @@
 /**
  * One Secret per endpoint: its engines' token (the engines answer only
- * callers that carry it) and the hub token for the model fetcher. It is also
+ * callers that carry it) and the hub token and W&B API key for the model fetcher. It is also
  * the owner of the endpoint's pods, so deleting it garbage-collects them.
  * Created on the endpoint's first start by whichever gateway gets there
  * first (a 409 means another did: its Secret is read and used).
@@ -14,6 +14,13 @@ export interface EndpointOwner {
   uid: string;
   token: string;
   hasHubToken: boolean;
+  hasWandbKey: boolean;
+}
+
+/** The gateway's credentials for model sources that the pods' model fetcher gets through the Secret. */
+export interface SourceTokens {
+  hubToken?: string | undefined;
+  wandbApiKey?: string | undefined;
 }
 
 /** Whether a call failed with the API server's `code` (a 404, a 409). */
@@ -26,7 +33,13 @@ function ownerOf(secret: V1Secret): EndpointOwner {
   };
   const token = read(SECRET_KEYS.engineToken);
   if (!secret.metadata?.uid || !secret.metadata.name || !token) throw new Error('the endpoint Secret has no uid or engine token');
-  return { name: secret.metadata.name, uid: secret.metadata.uid, token, hasHubToken: read(SECRET_KEYS.hubToken) !== undefined };
+  return {
+    name: secret.metadata.name,
+    uid: secret.metadata.uid,
+    token,
+    hasHubToken: read(SECRET_KEYS.hubToken) !== undefined,
+    hasWandbKey: read(SECRET_KEYS.wandbApiKey) !== undefined,
+  };
 }
 
 export class EndpointSecrets {
@@ -36,7 +49,7 @@ export class EndpointSecrets {
   constructor(
     private readonly api: CoreV1Api,
     private readonly namespace: string,
-    private readonly hubToken: string | undefined,
+    private readonly tokens: SourceTokens,
   ) {}
 
   ensure(endpointId: string): Promise<EndpointOwner> {
@@ -56,7 +69,7 @@ export class EndpointSecrets {
     } catch (error) {
       if (!isStatus(error, 404)) throw error;
     }
-    const body = endpointSecret(endpointId, randomBytes(24).toString('base64url'), this.hubToken);
+    const body = endpointSecret(endpointId, randomBytes(24).toString('base64url'), this.tokens);
     try {
       return ownerOf(await this.api.createNamespacedSecret({ namespace: this.namespace, body }));
     } catch (error) {

@@ -7,17 +7,21 @@
  *
  * The pod: the instance option's GPUs as an `nvidia.com/gpu` limit, placed by
  * the GPU kind's node selector and tolerations; /dev/shm as a memory volume;
- * the model fetched by an init container into the cache volume (so that
- * DOWNLOADING_MODEL is observed, and a second replica on the node finds it
- * cached); the engine listening on the pod's IP at a declared port, ready
+ * the model (a hub file or a W&B registry artifact's file) fetched by an init
+ * container into the cache volume (so that DOWNLOADING_MODEL is observed, and
+ * a second replica on the node finds it cached), within the cache's bound,
+ * and leased to the pod while it runs (src/models/cache-bound.ts); the engine listening on the pod's IP at a declared port, ready
  * when its unauthenticated /ready answers; `restartPolicy: Never` (our crash
  * policy decides restarts); a termination grace that lets answers finish;
  * `FallbackToLogsOnError` so that a failure's last words reach the status.
  */
-import type { V1Container, V1EnvVar, V1Pod, V1Secret, V1Volume } from '@kubernetes/client-node';
+import type { V1Container, V1EnvVar, V1Pod, V1Probe, V1Secret, V1Volume } from '@kubernetes/client-node';
 import path from 'node:path';
+import { formatArtifactName, parseArtifactName, type ArtifactName } from '../../domain/artifact-name.js';
+import { LEASE_REFRESH_SECONDS } from '../../models/cache-bound.js';
 import { engineCommand } from '../engine-command.js';
 import type { ReplicaLaunch } from '../runtime.js';
+import type { SourceTokens } from './endpoint-secrets.js';
 import type { KubernetesSettings } from './settings.js';
 
 export const MANAGED_BY = 'dedicated-endpoints';
@@ -32,21 +36,27 @@ export const MANAGED_SELECTOR = `${LABELS.managedBy}=${MANAGED_BY}`;
 
 export const ENGINE_CONTAINER = 'engine';
 export const FETCH_CONTAINER = 'fetch-model';
-export const SECRET_KEYS = { engineToken: 'engine-token', hubToken: 'hub-token' } as const;
+export const SECRET_KEYS = { engineToken: 'engine-token', hubToken: 'hub-token', wandbApiKey: 'wandb-api-key' } as const;
+/** Room an emptyDir cache gets beyond KUBERNETES_MODEL_CACHE_MAX_BYTES, for what is not model bytes (links, index, leases, locks). */
+export const EMPTY_DIR_HEADROOM_BYTES = 16 * 2 ** 20;
 
 /** Kubernetes names: lowercase, '-' for our ids' '_'. */
 const kubeName = (id: string) => id.toLowerCase().replace(/_/g, '-');
 export const podName = (replicaId: string) => kubeName(replicaId);
 export const endpointSecretName = (endpointId: string) => `${kubeName(endpointId)}-engine`;
 
-/** The per-endpoint Secret: its engines' token, and the hub token when the gateway has one. */
-export function endpointSecret(endpointId: string, engineToken: string, hubToken: string | undefined): V1Secret {
+/** The per-endpoint Secret: its engines' token, and the hub token and W&B API key when the gateway has them. */
+export function endpointSecret(endpointId: string, engineToken: string, tokens: SourceTokens): V1Secret {
   return {
     apiVersion: 'v1',
     kind: 'Secret',
     metadata: { name: endpointSecretName(endpointId), labels: { [LABELS.managedBy]: MANAGED_BY, [LABELS.endpoint]: endpointId } },
     type: 'Opaque',
-    stringData: { [SECRET_KEYS.engineToken]: engineToken, ...(hubToken ? { [SECRET_KEYS.hubToken]: hubToken } : {}) },
+    stringData: {
+      [SECRET_KEYS.engineToken]: engineToken,
+      ...(tokens.hubToken ? { [SECRET_KEYS.hubToken]: tokens.hubToken } : {}),
+      ...(tokens.wandbApiKey ? { [SECRET_KEYS.wandbApiKey]: tokens.wandbApiKey } : {}),
+    },
   };
 }
 
@@ -58,16 +68,37 @@ export interface PodContext {
   /** HF_ENDPOINT, for the model fetcher. */
   hubEndpoint: string;
   hasHubToken: boolean;
+  /** WANDB_BASE_URL, for the model fetcher of a W&B registry artifact. */
+  wandbBaseUrl?: string;
+  hasWandbKey?: boolean;
   /** ENGINE_COMMAND, when an external engine runs in the image. */
   engineTemplate?: string;
   threads?: number;
 }
 
-/** Where the fetcher links a version's model file, and the engine finds it. */
+/**
+ * The W&B registry artifact a launch serves, pinned to its resolved version; null for a hub repository (whose ids
+ * have no `:` and at most one `/`, so the two never look alike).
+ */
+export function launchArtifact(launch: ReplicaLaunch): ArtifactName | null {
+  const parsed = parseArtifactName(launch.modelRepo);
+  if (parsed.type === 'error') return null;
+  return { ...parsed.value, version: launch.modelRevision ?? parsed.value.version };
+}
+
+/** Where the fetcher links a version's model file, and the engine finds it: by commit, or by artifact version. */
 export function modelLinkPath(mount: string, launch: ReplicaLaunch): string | null {
   if (!launch.modelFile || !launch.modelRevision) return null;
+  const artifact = launchArtifact(launch);
+  if (artifact) {
+    const { org, registry, name, version } = artifact;
+    return path.posix.join(mount, 'links', 'wandb', org, registry, name, version, launch.modelFile.path);
+  }
   return path.posix.join(mount, 'links', launch.modelRevision, launch.modelFile.path);
 }
+
+/** The name of the pod's lease on the model it uses, in the cache volume's leases/ (src/models/cache-bound.ts). */
+export const leaseName = (namespace: string, replicaId: string) => `${namespace}.${podName(replicaId)}`;
 
 const fromSecret = (name: string, secret: string, key: string, optional = false): V1EnvVar => ({
   name,
@@ -78,21 +109,36 @@ function modelVolume(settings: KubernetesSettings): V1Volume {
   const cache = settings.modelCache;
   if (cache.kind === 'hostPath') return { name: 'models', hostPath: { path: cache.path, type: 'DirectoryOrCreate' } };
   if (cache.kind === 'pvc') return { name: 'models', persistentVolumeClaim: { claimName: cache.claim } };
-  return { name: 'models', emptyDir: {} };
+  // The kubelet evicts a pod whose emptyDir outgrows its sizeLimit; the fetcher keeps the models within the bound.
+  const bound = settings.modelCacheMaxBytes;
+  return { name: 'models', emptyDir: bound === undefined ? {} : { sizeLimit: String(bound + EMPTY_DIR_HEADROOM_BYTES) } };
+}
+
+/**
+ * The lease's heartbeat: the engine container's liveness probe refreshes the mtime of the pod's lease every
+ * LEASE_REFRESH_SECONDS, for as long as the container runs, so that other pods' fetchers do not evict the model it
+ * serves. It never fails for the lease's sake (`|| true`): a cache volume that cannot be written to does not stop an
+ * engine that has its model loaded; only a volume that hangs for half an hour does.
+ */
+function leaseHeartbeat(mount: string, lease: string): V1Probe {
+  return {
+    exec: { command: ['sh', '-c', 'touch -c "$0" || true', path.posix.join(mount, 'leases', lease)] },
+    periodSeconds: LEASE_REFRESH_SECONDS,
+    timeoutSeconds: 10,
+    failureThreshold: 30,
+  };
 }
 
 function fetchContainer(launch: ReplicaLaunch, context: PodContext, link: string): V1Container {
   const { settings } = context;
   const file = launch.modelFile!;
+  const artifact = launchArtifact(launch);
   return {
     name: FETCH_CONTAINER,
     image: settings.engineImage,
     command: [...settings.nodeCommand, path.posix.join(settings.appDir, 'src/models/fetch-main.ts')],
     args: [
-      '--repo',
-      launch.modelRepo,
-      '--commit',
-      launch.modelRevision!,
+      ...(artifact ? ['--artifact', formatArtifactName(artifact)] : ['--repo', launch.modelRepo, '--commit', launch.modelRevision!]),
       '--file',
       file.path,
       '--size',
@@ -102,11 +148,19 @@ function fetchContainer(launch: ReplicaLaunch, context: PodContext, link: string
       settings.modelCacheMount,
       '--link',
       link,
+      '--lease',
+      leaseName(context.namespace, launch.replicaId),
+      ...(settings.modelCacheMaxBytes !== undefined ? ['--max-bytes', String(settings.modelCacheMaxBytes)] : []),
     ],
-    env: [
-      { name: 'HF_ENDPOINT', value: context.hubEndpoint },
-      ...(context.hasHubToken ? [fromSecret('HF_TOKEN', context.owner.name, SECRET_KEYS.hubToken)] : []),
-    ],
+    env: artifact
+      ? [
+          ...(context.wandbBaseUrl ? [{ name: 'WANDB_BASE_URL', value: context.wandbBaseUrl }] : []),
+          ...(context.hasWandbKey ? [fromSecret('WANDB_API_KEY', context.owner.name, SECRET_KEYS.wandbApiKey)] : []),
+        ]
+      : [
+          { name: 'HF_ENDPOINT', value: context.hubEndpoint },
+          ...(context.hasHubToken ? [fromSecret('HF_TOKEN', context.owner.name, SECRET_KEYS.hubToken)] : []),
+        ],
     volumeMounts: [{ name: 'models', mountPath: settings.modelCacheMount }],
     terminationMessagePolicy: 'FallbackToLogsOnError',
   };
@@ -145,6 +199,7 @@ export function replicaPod(launch: ReplicaLaunch, context: PodContext): V1Pod {
     ],
     resources: launch.numGpu > 0 ? { limits: { 'nvidia.com/gpu': String(launch.numGpu) } } : {},
     readinessProbe: { httpGet: { path: '/ready', port: 'http' }, periodSeconds: 2, failureThreshold: 3 },
+    ...(link ? { livenessProbe: leaseHeartbeat(settings.modelCacheMount, leaseName(context.namespace, launch.replicaId)) } : {}),
     volumeMounts: [
       { name: 'dshm', mountPath: '/dev/shm' },
       { name: 'models', mountPath: settings.modelCacheMount },

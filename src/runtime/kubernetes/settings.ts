@@ -4,7 +4,7 @@
  * is documented in docs/kubernetes.md.
  */
 import { readFileSync } from 'node:fs';
-import { ConfigError, optional, readInteger, type Env } from '../../config-env.js';
+import { ConfigError, optional, readInteger, readSize, type Env } from '../../config-env.js';
 import { GPU_TYPES, type GpuType } from '../../domain/instance-catalog.js';
 
 /** Where a GPU kind's pods go: the node labels to select, and the taints they tolerate. */
@@ -33,6 +33,12 @@ export interface KubernetesSettings {
   modelCache: ModelCacheVolume;
   /** KUBERNETES_MODEL_CACHE_MOUNT: where the model cache is mounted in the pods. @default /models */
   modelCacheMount: string;
+  /**
+   * KUBERNETES_MODEL_CACHE_MAX_BYTES: the most bytes of model files the cache volume may hold (complete files and
+   * downloads under way); the pods' fetchers evict the least recently used files no pod uses (src/models/cache-bound.ts),
+   * and an emptyDir gets a `sizeLimit` just above it. @default unbounded (only the volume's free space)
+   */
+  modelCacheMaxBytes: number | undefined;
   /** KUBERNETES_SCHEDULING_DEADLINE_MS: how long a replica may wait for a node (a cluster autoscaler adding one). @default 900000 */
   schedulingDeadlineMs: number;
   /** KUBERNETES_TERMINATION_GRACE_SECONDS: how long a stopping engine may take to finish its answers. @default 300 */
@@ -125,6 +131,8 @@ export function readKubernetesSettings(env: Env): KubernetesSettings {
   }
   const mount = optional(env, 'KUBERNETES_MODEL_CACHE_MOUNT') ?? '/models';
   if (!mount.startsWith('/')) throw new ConfigError('KUBERNETES_MODEL_CACHE_MOUNT', 'must be an absolute path', mount);
+  const maxBytes = readSize(env, 'KUBERNETES_MODEL_CACHE_MAX_BYTES');
+  if (maxBytes === 0) throw new ConfigError('KUBERNETES_MODEL_CACHE_MAX_BYTES', 'must be more than 0 bytes (unset: unbounded)', env.KUBERNETES_MODEL_CACHE_MAX_BYTES ?? '');
   return {
     namespace,
     engineImage,
@@ -134,6 +142,7 @@ export function readKubernetesSettings(env: Env): KubernetesSettings {
     gpuPlacement: readGpuPlacement(env),
     modelCache: readModelCache(env),
     modelCacheMount: mount,
+    modelCacheMaxBytes: maxBytes,
     schedulingDeadlineMs: readInteger(env, 'KUBERNETES_SCHEDULING_DEADLINE_MS', 900_000, 0, 7 * 86_400_000),
     terminationGraceSeconds: readInteger(env, 'KUBERNETES_TERMINATION_GRACE_SECONDS', 300, 0, 86_400),
     engineCpuOnly: cpuOnly === 'true',

@@ -1,0 +1,202 @@
+/**
+ * Models on the Kubernetes runtime, through the stand-in API server (test/support/kube) and the stand-in W&B
+ * registry (test/support/fake-wandb.ts): an endpoint of a W&B registry artifact whose pod's init container fetches
+ * the artifact with the API key from the endpoint's Secret, then serves; a bad key in the Secret fails the start
+ * with the code a local download reports; and the cache volume's bound (KUBERNETES_MODEL_CACHE_MAX_BYTES): a model
+ * larger than the bound, and one that finds the bound held by a running replica's model, fail with
+ * WORKLOAD_INIT_INSUFFICIENT_DISK_ERROR.
+ */
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { startTestApp, stopAllReplicas, statusTrail, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import { FAKE_WANDB_KEY, startFakeWandb, type FakeWandb } from '../support/fake-wandb.js';
+import { restClient, type SeededProject } from '../support/gateway.js';
+import { startKubeStandIn, type KubeStandIn } from '../support/kube/index.js';
+import { buildTinyGguf } from '../support/tiny-gguf.js';
+
+const H100 = 'NVIDIA-H100-80GB-HBM3';
+const NS = 'default';
+const ROUTE = '/dedicated/endpoint/wandb-artifact-create';
+const tiny = buildTinyGguf({ seed: 21 });
+/** Room for one tiny model, not two. */
+const BOUND = Math.floor(tiny.length * 1.5);
+
+let kube: KubeStandIn;
+let registry: FakeWandb;
+let t: TestApp;
+let alice: SeededUser;
+let project: SeededProject;
+let cacheDir: string;
+let core: CoreV1Api;
+
+beforeAll(async () => {
+  cacheDir = await mkdtemp(path.join(os.tmpdir(), 'kube-wandb-'));
+  registry = await startFakeWandb({
+    artifacts: [
+      {
+        org: 'acme',
+        registry: 'model',
+        name: 'tiny-llama',
+        versions: [{ version: 'v0', aliases: ['latest'], files: { 'tiny-Q8_0.gguf': tiny } }],
+      },
+      {
+        org: 'acme',
+        registry: 'model',
+        name: 'second',
+        versions: [{ version: 'v0', files: { 'second-Q8_0.gguf': buildTinyGguf({ seed: 22 }) } }],
+      },
+      { org: 'acme', registry: 'model', name: 'huge', versions: [{ version: 'v0', files: { 'huge-Q8_0.gguf': Buffer.alloc(BOUND + 1) } }] },
+    ],
+  });
+  kube = await startKubeStandIn({
+    cwd: process.cwd(),
+    probePeriodMs: 100,
+    nodes: [{ name: 'gpu-a', gpus: 4, labels: { 'nvidia.com/gpu.product': H100 } }],
+  });
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(kube.writeKubeconfig(NS));
+  core = kubeConfig.makeApiClient(CoreV1Api);
+  t = await startTestApp({
+    kubeConfig,
+    env: {
+      RUNTIME: 'kubernetes',
+      ENGINE_IMAGE: 'dedicated-endpoints:test',
+      KUBERNETES_NAMESPACE: NS,
+      KUBERNETES_NODE_COMMAND: `${process.execPath} --import tsx`,
+      KUBERNETES_APP_DIR: process.cwd(),
+      KUBERNETES_MODEL_CACHE: `hostPath:${cacheDir}`,
+      KUBERNETES_MODEL_CACHE_MOUNT: cacheDir,
+      KUBERNETES_MODEL_CACHE_MAX_BYTES: String(BOUND),
+      KUBERNETES_ENGINE_CPU_ONLY: 'true',
+      KUBERNETES_TERMINATION_GRACE_SECONDS: '5',
+      WANDB_BASE_URL: registry.url,
+      WANDB_API_KEY: FAKE_WANDB_KEY,
+    },
+  });
+  alice = await t.seed.user();
+  project = await alice.project('kube-wandb');
+}, 120_000);
+
+afterAll(async () => {
+  await t?.app.close();
+  if (t) await stopAllReplicas(t.sql, t.app);
+  await kube?.close();
+  await registry?.close();
+  await rm(cacheDir, { recursive: true, force: true });
+});
+
+type Pod = {
+  metadata: { name: string; labels: Record<string, string>; deletionTimestamp?: string };
+  spec: {
+    initContainers: {
+      args: string[];
+      env: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+    }[];
+    containers: { livenessProbe?: { exec: { command: string[] } } }[];
+  };
+};
+const livePodsOf = (endpointId: string) =>
+  (kube.pods(NS) as unknown as Pod[]).filter(
+    (p) => p.metadata.labels['dedicated-endpoints.io/endpoint'] === endpointId && !p.metadata.deletionTimestamp,
+  );
+
+async function createFromArtifact(name: string): Promise<string> {
+  const res = await alice.rest('POST', ROUTE, {
+    wandbArtifactVersionName: name,
+    projectId: project.id,
+    accelerator: { type: 'H100', count: 1 },
+  });
+  expect(res.status).toBe(200);
+  return res.body.endpointId as string;
+}
+
+async function lastMessage(id: string): Promise<string> {
+  const [event] = await t.sql<{ detail: { message?: string } | null }[]>`
+    SELECT detail FROM endpoint_events WHERE endpoint_id = ${id} AND error_code IS NOT NULL ORDER BY id DESC LIMIT 1`;
+  return event?.detail?.message ?? '';
+}
+
+describe('a W&B registry artifact on Kubernetes', () => {
+  let id: string;
+
+  test("the pod's init container fetches the artifact with the Secret's API key, and the engine serves it", async () => {
+    id = await createFromArtifact('acme/model/tiny-llama:latest');
+    await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    expect(await statusTrail(t.sql, id)).toContain('INITIALIZING DOWNLOADING_MODEL');
+
+    const [pod] = livePodsOf(id);
+    const fetcher = pod!.spec.initContainers[0]!;
+    // Pinned to the version `latest` resolved to, when the gateway resolved it.
+    expect(fetcher.args.slice(0, 2)).toEqual(['--artifact', 'acme/model/tiny-llama:v0']);
+    expect(fetcher.args).toContain('--max-bytes');
+    expect(fetcher.env).toContainEqual({ name: 'WANDB_BASE_URL', value: registry.url });
+    const key = fetcher.env.find((e) => e.name === 'WANDB_API_KEY')!.valueFrom!.secretKeyRef!;
+    const secret = await core.readNamespacedSecret({ name: key.name, namespace: NS });
+    expect(Buffer.from(secret.data![key.key]!, 'base64').toString()).toBe(FAKE_WANDB_KEY);
+    // The bytes were downloaded from W&B by the pod (the gateway only resolves), with the key.
+    const downloads = registry.requests.filter((r) => r.route === 'download');
+    expect(downloads.length).toBeGreaterThan(0);
+    expect(downloads.every((r) => r.authorization?.startsWith('Basic '))).toBe(true);
+
+    // The pod holds a lease on the file it serves, refreshed by its engine container's heartbeat probe.
+    const lease = `${NS}.${pod!.metadata.name}`;
+    const [blob] = await readdir(path.join(cacheDir, 'blobs'));
+    expect((await readFile(path.join(cacheDir, 'leases', lease), 'utf8')).trim()).toBe(blob);
+    expect(pod!.spec.containers[0]!.livenessProbe!.exec.command.at(-1)).toBe(path.join(cacheDir, 'leases', lease));
+
+    const answer = await restClient(t.url, alice.key)('POST', '/dedicated/v1/chat/completions', {
+      model: id,
+      messages: [{ role: 'user', content: 'Hello' }],
+      max_tokens: 4,
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.body.choices[0].message).toMatchObject({ role: 'assistant' });
+  }, 180_000);
+
+  test('a model larger than the bound fails with WORKLOAD_INIT_INSUFFICIENT_DISK_ERROR before any byte is fetched', async () => {
+    const before = registry.requests.filter((r) => r.route === 'download').length;
+    const huge = await createFromArtifact('acme/model/huge:v0');
+    const failed = await waitForStatus(t.sql, huge, 'FAILED', 90_000);
+    expect(failed.errorCode).toBe('WORKLOAD_INIT_INSUFFICIENT_DISK_ERROR');
+    expect(await lastMessage(huge)).toContain("is larger than the model cache's bound (KUBERNETES_MODEL_CACHE_MAX_BYTES");
+    expect(registry.requests.filter((r) => r.route === 'download').length).toBe(before);
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${huge}`);
+  }, 120_000);
+
+  test("a model that finds the bound held by a running replica's model fails, and leaves that model in place", async () => {
+    const second = await createFromArtifact('acme/model/second:v0');
+    const failed = await waitForStatus(t.sql, second, 'FAILED', 90_000);
+    expect(failed.errorCode).toBe('WORKLOAD_INIT_INSUFFICIENT_DISK_ERROR');
+    expect(await lastMessage(second)).toContain('does not fit in the model cache');
+    expect(await readdir(path.join(cacheDir, 'blobs'))).toHaveLength(1);
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${second}`);
+  }, 120_000);
+
+  test("a bad API key in the endpoint's Secret fails the pod's fetch with WORKLOAD_INIT_INVALID_TOKEN_ERROR", async () => {
+    expect((await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`)).status).toBe(200);
+    await waitForStatus(t.sql, id, 'SLEEPING', 60_000);
+    await waitFor('the pods to be gone', async () => livePodsOf(id).length === 0);
+    // The Secret is replaced by one with a revoked key (the stand-in has no PUT), and the gateway restarted to read it.
+    const secret = (await core.listNamespacedSecret({ namespace: NS })).items.find(
+      (s) => s.metadata?.labels?.['dedicated-endpoints.io/endpoint'] === id,
+    )!;
+    const { name, labels } = secret.metadata!;
+    await core.deleteNamespacedSecret({ name: name!, namespace: NS });
+    const data = { ...secret.data, 'wandb-api-key': Buffer.from('revoked-key').toString('base64') };
+    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: name!, labels: labels! }, type: 'Opaque', data } });
+    await t.restart();
+    // The gateway listens on a new address after its restart.
+
+    // The wake starts a pod for the version resolved before: its fetcher is the one that talks to W&B.
+    expect((await restClient(t.url, alice.key)('PUT', `/dedicated/beta/endpoint/${id}/wake`)).status).toBe(200);
+    const failed = await waitForStatus(t.sql, id, 'FAILED', 90_000);
+    expect(failed.errorCode).toBe('WORKLOAD_INIT_INVALID_TOKEN_ERROR');
+    expect(await lastMessage(id)).toContain('W&B rejected the API key (401)');
+    const revoked = `Basic ${Buffer.from('api:revoked-key').toString('base64')}`;
+    expect(registry.requests.some((r) => r.authorization === revoked)).toBe(true);
+    await restClient(t.url, alice.key)('DELETE', `/dedicated/beta/endpoint/${id}`);
+  }, 180_000);
+});
