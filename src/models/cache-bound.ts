@@ -8,8 +8,9 @@
  *   <dir>/leases/<name>       a pod uses a blob: the file holds the blob's name, and its mtime is refreshed while the
  *                             pod runs (the engine container's heartbeat, pod-spec.ts); refreshed within the lease's
  *                             time to live = in use, never evicted
- *   <dir>/tmp/<id>.reserve    a download under way: its size, counted against the bound until it ends (mtime
- *                             refreshed while it runs; a fetcher that died stops refreshing it)
+ *   <dir>/tmp/<id>.reserve    a download under way: its size and what it downloads, counted against the bound until
+ *                             it ends, once per file however many pods wait for it (mtime refreshed while it runs;
+ *                             a fetcher that died stops refreshing it)
  *   <dir>/tmp/volume.lock     serializes finding-and-leasing, evicting and reserving among the fetchers
  * A blob's mtime is its last use (set whenever a fetcher finds or downloads it): the eviction order.
  *
@@ -58,8 +59,10 @@ export interface CacheUsage {
   /** complete blobs, live reservations and partial files no download owns */
   usedBytes: number;
   blobs: { name: string; size: number; lastUsedMs: number; inUse: boolean }[];
-  /** sizes of the downloads under way (their reservations) */
+  /** sizes of the downloads under way (their reservations, each file once) */
   reservedBytes: number;
+  /** the files being downloaded, by the key their fetchers reserved them under */
+  reservedKeys: Set<string>;
   /** partial files of live downloads (already inside their reservations) */
   livePartialBytes: number;
   /** partial files of downloads that died: counted, and evicted like unused blobs */
@@ -111,8 +114,10 @@ export class CacheBound {
   /**
    * Makes room for a download of `size` bytes, evicting unused model files in least-recently-used order, and counts
    * it until the reservation is released. Throws WORKLOAD_INIT_INSUFFICIENT_DISK_ERROR when the file cannot fit.
+   * `key` names the file (its digest): a file another pod is already downloading needs no more room (the fetchers
+   * share the download through ModelCache's lock), and is counted once.
    */
-  async reserve(size: number, label: string): Promise<Reservation> {
+  async reserve(size: number, label: string, key?: string): Promise<Reservation> {
     const { maxBytes } = this.options;
     const setting = this.options.setting ?? 'the bound';
     if (maxBytes !== undefined && size > maxBytes) {
@@ -122,9 +127,9 @@ export class CacheBound {
       );
     }
     return this.locked(async () => {
-      await this.makeRoom(size, label);
+      await this.makeRoom(size, label, key);
       const path = join(this.tmpDir, `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}.reserve`);
-      await writeFile(path, JSON.stringify({ size, label }));
+      await writeFile(path, JSON.stringify({ size, label, ...(key ? { key } : {}) }));
       const heartbeat = setInterval(() => void touch(path, new Date(this.now())), LOCK_HEARTBEAT_MS);
       heartbeat.unref();
       return {
@@ -153,7 +158,7 @@ export class CacheBound {
       const info = await stat(join(this.blobsDir, name)).catch(() => undefined);
       if (info?.isFile()) blobs.push({ name, size: info.size, lastUsedMs: info.mtimeMs, inUse: inUse.has(name) });
     }
-    let reservedBytes = 0;
+    const reserved = new Map<string, number>();
     let livePartialBytes = 0;
     const orphanPartials: CacheUsage['orphanPartials'] = [];
     for (const name of await list(this.tmpDir)) {
@@ -162,7 +167,10 @@ export class CacheBound {
         const info = await stat(path).catch(() => undefined);
         if (!info) continue;
         if (now - info.mtimeMs > LOCK_STALE_MS) await rm(path, { force: true });
-        else reservedBytes += reservationSize(await readFile(path, 'utf8').catch(() => ''));
+        else {
+          const { size, key = `unnamed:${name}` } = reservation(await readFile(path, 'utf8').catch(() => ''));
+          reserved.set(key, Math.max(size, reserved.get(key) ?? 0));
+        }
       } else if (name.endsWith('.partial')) {
         const info = await stat(path).catch(() => undefined);
         if (!info) continue;
@@ -172,10 +180,12 @@ export class CacheBound {
       }
     }
     const sum = (sizes: number[]) => sizes.reduce((a, b) => a + b, 0);
+    const reservedBytes = sum([...reserved.values()]);
     return {
       usedBytes: sum(blobs.map((b) => b.size)) + reservedBytes + sum(orphanPartials.map((p) => p.size)),
       blobs,
       reservedBytes,
+      reservedKeys: new Set(reserved.keys()),
       livePartialBytes,
       orphanPartials,
     };
@@ -208,10 +218,12 @@ export class CacheBound {
   }
 
   /** Evicts unused files, least recently used first, until `size` more bytes fit the bound and the disk. */
-  private async makeRoom(size: number, label: string): Promise<void> {
+  private async makeRoom(wanted: number, label: string, key: string | undefined): Promise<void> {
     const { maxBytes } = this.options;
     const recent = this.options.recentUseMs ?? RECENT_USE_MS;
     const usage = await this.usage();
+    // Already counted: another pod downloads this very file, and this one will wait for it.
+    const size = key !== undefined && usage.reservedKeys.has(key) ? 0 : wanted;
     const fs = await statfs(this.options.dir);
     // Downloads under way will still write what their partial files do not hold yet.
     const pending = Math.max(0, usage.reservedBytes - usage.livePartialBytes);
@@ -294,12 +306,15 @@ async function touch(path: string, at: Date): Promise<void> {
   await utimes(path, at, at).catch(() => {});
 }
 
-function reservationSize(text: string): number {
+function reservation(text: string): { size: number; key?: string } {
   try {
-    const size = (JSON.parse(text) as { size?: unknown }).size;
-    return Number.isSafeInteger(size) && (size as number) > 0 ? (size as number) : 0;
+    const { size, key } = JSON.parse(text) as { size?: unknown; key?: unknown };
+    return {
+      size: Number.isSafeInteger(size) && (size as number) > 0 ? (size as number) : 0,
+      ...(typeof key === 'string' && key ? { key } : {}),
+    };
   } catch {
-    return 0;
+    return { size: 0 };
   }
 }
 

@@ -54,6 +54,8 @@ async function linkAtomically(target: string, link: string): Promise<void> {
 /** Where the file comes from: how to find it in the cache without a download, and how to download it. */
 interface Source {
   label: string;
+  /** What is downloaded, the same for every pod that downloads it: its reservation is counted once. */
+  key: string;
   find: () => Promise<CachedModelFile | undefined>;
   download: (onProgress: (progress: DownloadProgress) => void) => Promise<CachedModelFile>;
 }
@@ -68,6 +70,7 @@ function hubSource(cache: ModelCache, repo: string, commit: string, { file, size
   const resolved = { repo, revision: commit, commitSha: commit, file: { path: file, size, ...(sha256 ? { sha256 } : {}) } };
   return {
     label: `${file} from ${repo} at ${commit}`,
+    key: sha256 ? `sha256:${sha256.toLowerCase()}` : `hub:${repo}@${commit}:${file}`,
     find: async () => (sha256 ? cache.lookup(sha256.toLowerCase(), size) : undefined),
     download: (onProgress) =>
       cache.ensureHubFile(resolved, {
@@ -95,6 +98,7 @@ async function wandbSource(cache: ModelCache, artifact: string, { file, size, sh
   }
   return {
     label: `${file} from ${artifact}`,
+    key: sha256 ? `sha256:${sha256.toLowerCase()}` : `md5:${entry.md5}`,
     find: async () => (sha256 ? await cache.lookup(sha256.toLowerCase(), size) : undefined) ?? (await cache.lookupMd5(entry.md5, size)),
     download: (onProgress) => cache.ensureUrlFile({ ...wandbFileDownload(found, entry, apiKey ? { apiKey } : {}), onProgress }),
   };
@@ -156,7 +160,7 @@ async function main(): Promise<void> {
   // Found and leased in one step, so that no other pod's fetcher evicts it in between.
   let fetched = await bound.claim(args.lease, source.find);
   if (!fetched) {
-    const reservation = await bound.reserve(args.wanted.size, source.label);
+    const reservation = await bound.reserve(args.wanted.size, source.label, source.key);
     try {
       let lastReport = 0;
       const file = await source.download(({ bytesDone, bytesTotal }) => {

@@ -150,6 +150,19 @@ describe('downloads under way', () => {
     expect(await exists(dead)).toBe(false);
   });
 
+  test('pods waiting for the same file count its download once', async () => {
+    const first = await new CacheBound({ dir, maxBytes: 1500 }).reserve(1000, 'model.gguf', 'sha256:abc');
+    const second = await new CacheBound({ dir, maxBytes: 1500 }).reserve(1000, 'model.gguf', 'sha256:abc');
+    const bound = new CacheBound({ dir, maxBytes: 1500 });
+    expect((await bound.usage()).reservedBytes).toBe(1000);
+    // Whichever ends first, the file stays counted while the other waits for it.
+    await first.release();
+    expect((await bound.usage()).reservedBytes).toBe(1000);
+    await failure(bound.reserve(1000, 'other.gguf', 'sha256:def'));
+    await second.release();
+    expect((await bound.usage()).reservedBytes).toBe(0);
+  });
+
   test('two fetchers racing for the last room: the volume lock lets exactly one reserve it', async () => {
     const results = await Promise.allSettled([
       new CacheBound({ dir, maxBytes: 1500 }).reserve(1000, 'one.gguf'),

@@ -10,7 +10,12 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { Pod as PodModel } from 'kubernetes-models/v1/Pod';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { ConfigError } from '../../src/config-env.js';
+import type { ReplicaLaunch } from '../../src/runtime/runtime.js';
+import { EMPTY_DIR_HEADROOM_BYTES, endpointSecret, replicaPod, type PodContext } from '../../src/runtime/kubernetes/pod-spec.js';
+import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
 import { startTestApp, stopAllReplicas, statusTrail, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
 import { FAKE_WANDB_KEY, startFakeWandb, type FakeWandb } from '../support/fake-wandb.js';
 import { restClient, type SeededProject } from '../support/gateway.js';
@@ -199,4 +204,82 @@ describe('a W&B registry artifact on Kubernetes', () => {
     expect(registry.requests.some((r) => r.authorization === revoked)).toBe(true);
     await restClient(t.url, alice.key)('DELETE', `/dedicated/beta/endpoint/${id}`);
   }, 180_000);
+});
+
+describe('the pod of a W&B artifact, and the bound, as specified', () => {
+  const launch = (model: Pick<ReplicaLaunch, 'modelRepo' | 'modelRevision'>): ReplicaLaunch => ({
+    replicaId: 'rep_abc',
+    endpointId: 'ep_xyz',
+    versionIndex: 0,
+    modelPath: null,
+    ...model,
+    modelFile: { path: 'llama-Q4_K_M.gguf', sha256: null, size: 4_000_000_000 },
+    gpuType: 'H100',
+    numGpu: 1,
+    maxBatchSize: 4,
+    contextSize: 2048,
+    maxInputLength: 1024,
+    addSpecialTokens: true,
+    skipSpecialTokens: true,
+  });
+  const context = (env: Record<string, string>): PodContext => ({
+    settings: readKubernetesSettings({ ENGINE_IMAGE: 'img:1', ...env }),
+    namespace: 'ml',
+    owner: { name: 'ep-xyz-engine', uid: 'u-1' },
+    hubEndpoint: 'https://huggingface.co',
+    hasHubToken: true,
+    wandbBaseUrl: 'https://api.wandb.ai',
+    hasWandbKey: true,
+  });
+
+  test('an artifact: the fetcher reads the pinned version with the Secret key; an emptyDir gets the bound as its sizeLimit', () => {
+    const pod = replicaPod(
+      launch({ modelRepo: 'acme/model/llama:latest', modelRevision: 'v3' }),
+      context({ KUBERNETES_MODEL_CACHE: 'emptyDir', KUBERNETES_MODEL_CACHE_MAX_BYTES: '20G' }),
+    );
+    expect(() => new PodModel(pod as never).validate()).not.toThrow();
+    const fetcher = pod.spec!.initContainers![0]!;
+    const link = '/models/links/wandb/acme/model/llama/v3/llama-Q4_K_M.gguf';
+    expect(fetcher.args).toEqual([
+      ...['--artifact', 'acme/model/llama:v3', '--file', 'llama-Q4_K_M.gguf', '--size', '4000000000'],
+      ...['--cache-dir', '/models', '--link', link, '--lease', 'ml.rep-abc', '--max-bytes', String(20 * 2 ** 30)],
+    ]);
+    expect(fetcher.env).toEqual([
+      { name: 'WANDB_BASE_URL', value: 'https://api.wandb.ai' },
+      { name: 'WANDB_API_KEY', valueFrom: { secretKeyRef: { name: 'ep-xyz-engine', key: 'wandb-api-key' } } },
+    ]);
+    const engine = pod.spec!.containers[0]!;
+    expect(engine.args).toContain(link);
+    expect(engine.livenessProbe!.exec!.command).toEqual(['sh', '-c', 'touch -c "$0" || true', '/models/leases/ml.rep-abc']);
+    expect(pod.spec!.volumes!.find((v) => v.name === 'models')).toEqual({
+      name: 'models',
+      emptyDir: { sizeLimit: String(20 * 2 ** 30 + EMPTY_DIR_HEADROOM_BYTES) },
+    });
+  });
+
+  test('a hub repository on a hostPath without a bound: as before, plus its lease', () => {
+    const pod = replicaPod(launch({ modelRepo: 'acme/llama-GGUF', modelRevision: 'c'.repeat(40) }), context({}));
+    expect(() => new PodModel(pod as never).validate()).not.toThrow();
+    const fetcher = pod.spec!.initContainers![0]!;
+    expect(fetcher.args!.slice(0, 4)).toEqual(['--repo', 'acme/llama-GGUF', '--commit', 'c'.repeat(40)]);
+    expect(fetcher.args).not.toContain('--max-bytes');
+    expect(fetcher.args).toContain('ml.rep-abc');
+    expect(fetcher.env!.map((e) => e.name)).toEqual(['HF_ENDPOINT', 'HF_TOKEN']);
+    expect(pod.spec!.volumes!.find((v) => v.name === 'models')!.hostPath).toBeDefined();
+  });
+
+  test("the endpoint's Secret carries the W&B key when the gateway has one", () => {
+    expect(endpointSecret('ep_1', 'tok', { wandbApiKey: 'k' }).stringData).toEqual({ 'engine-token': 'tok', 'wandb-api-key': 'k' });
+  });
+
+  test('KUBERNETES_MODEL_CACHE_MAX_BYTES: a size with a unit, more than 0; otherwise an error naming it and the rule', () => {
+    const read = (value: string) =>
+      readKubernetesSettings({ ENGINE_IMAGE: 'img:1', KUBERNETES_MODEL_CACHE_MAX_BYTES: value }).modelCacheMaxBytes;
+    expect(read('500G')).toBe(500 * 2 ** 30);
+    expect(read('')).toBeUndefined();
+    for (const bad of ['0', 'lots', '-5G']) {
+      expect(() => read(bad)).toThrow(ConfigError);
+      expect(() => read(bad)).toThrow(/KUBERNETES_MODEL_CACHE_MAX_BYTES/);
+    }
+  });
 });
