@@ -132,7 +132,12 @@ export function readKubernetesSettings(env: Env): KubernetesSettings {
   const mount = optional(env, 'KUBERNETES_MODEL_CACHE_MOUNT') ?? '/models';
   if (!mount.startsWith('/')) throw new ConfigError('KUBERNETES_MODEL_CACHE_MOUNT', 'must be an absolute path', mount);
   const maxBytes = readSize(env, 'KUBERNETES_MODEL_CACHE_MAX_BYTES');
-  if (maxBytes === 0) throw new ConfigError('KUBERNETES_MODEL_CACHE_MAX_BYTES', 'must be more than 0 bytes (unset: unbounded)', env.KUBERNETES_MODEL_CACHE_MAX_BYTES ?? '');
+  if (maxBytes === 0)
+    throw new ConfigError(
+      'KUBERNETES_MODEL_CACHE_MAX_BYTES',
+      'must be more than 0 bytes (unset: unbounded)',
+      env.KUBERNETES_MODEL_CACHE_MAX_BYTES ?? '',
+    );
   return {
     namespace,
     engineImage,
