@@ -29,12 +29,15 @@ import type { Sql } from '../storage/database.js';
 import { findEndpoints, markEndpointCleaned } from '../storage/endpoints-repository.js';
 import { DEFAULT_CRASH_POLICY, type CrashPolicy } from './crash-policy.js';
 import { CrashWatch } from './crash-watch.js';
-import { EndpointWrites, WITH_DELETED } from './endpoint-writes.js';
+import { EndpointWrites, StaleError, WITH_DELETED } from './endpoint-writes.js';
 import { ReconcileLoop } from './reconcile-loop.js';
 import { ReplicaStarter } from './replica-starter.js';
 import { ReplicaStopper } from './replica-stopper.js';
 import { needsRollout, Rollout } from './rollout.js';
 import { Scaling } from './scaling.js';
+import { isGatewayOutage } from './start-errors.js';
+import type { EndpointRecord } from '../domain/endpoint.js';
+import type { ReplicaRecord } from '../domain/replica.js';
 
 export interface ControllerOptions {
   sql: Sql;
@@ -186,7 +189,11 @@ export class Controller {
           return;
         }
         const serving = replicas.filter((r) => r.state === 'READY');
-        if (serving.length === 0) {
+        // Starts a gateway that stopped had under way (crash-watch kept only those worth resuming) are resumed first.
+        const resumed = replicas.filter((r) => r.state === 'STARTING' && !this.starter.isStarting(r.id));
+        if (resumed.length > 0) {
+          await this.resumeStarts(endpoint, resumed, serving.length === 0);
+        } else if (serving.length === 0) {
           if (await this.crashes.backingOff(endpoint)) return;
           await this.starter.bringUp(endpoint);
         } else if (needsRollout(serving, endpoint.current)) {
@@ -198,5 +205,22 @@ export class Controller {
         return;
       }
     }
+  }
+
+  /**
+   * Follows the replicas a stopped gateway left starting until they serve: with none serving, the first brings the
+   * endpoint up (its phases shown, a failure failing the start); the others join as a scale-out's would.
+   */
+  private async resumeStarts(endpoint: EndpointRecord, replicas: readonly ReplicaRecord[], first: boolean): Promise<void> {
+    await Promise.all(
+      replicas.map((replica, i) =>
+        first && i === 0
+          ? this.starter.bringUp(endpoint, replica)
+          : this.starter.resume(endpoint, endpoint.current, replica).catch((error: unknown) => {
+              if (error instanceof StaleError || isGatewayOutage(error)) throw error;
+              this.log(`resuming ${replica.id} of ${endpoint.id} failed`, error);
+            }),
+      ),
+    );
   }
 }

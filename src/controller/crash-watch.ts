@@ -2,7 +2,9 @@
  * Watching an endpoint's replicas, wherever the runtime placed them (the
  * lease holder watches them all; a replica whose liveness the runtime cannot
  * tell is left alone): a dead engine's replica is marked FAILED, a replica
- * left STARTING or DRAINING by a process that died is stopped, and the crash
+ * left DRAINING by a process that died is stopped, one left STARTING is kept
+ * for its start to be resumed when it runs what the endpoint wants (else
+ * stopped), and the crash
  * policy (crash-policy.ts) decides whether a dead engine is replaced now,
  * after a back-off, or whether the endpoint fails.
  */
@@ -17,6 +19,20 @@ import { refOf, type ReplicaStopper } from './replica-stopper.js';
 
 /** The last error of a replica whose engine died while it ran (a death, as the crash policy counts them). */
 export const ENGINE_EXITED = 'the engine process exited';
+/**
+ * Whether a replica left STARTING by a process that stopped is taken over where it is (its start resumed) rather
+ * than stopped: it was placed (the runtime knows where), and it runs the version the endpoint wants, running.
+ */
+export function resumable(endpoint: EndpointRecord, replica: ReplicaRecord): boolean {
+  return (
+    replica.state === 'STARTING' &&
+    replica.locator !== null &&
+    !endpoint.deleted &&
+    endpoint.desiredState === 'RUNNING' &&
+    replica.versionIndex === endpoint.current.versionIndex
+  );
+}
+
 /** How long one health check of a serving engine may take before it counts as unanswered. */
 const HEALTH_TIMEOUT_MS = 2000;
 
@@ -54,8 +70,13 @@ export class CrashWatch {
       }
       const abandoned = (replica.state === 'STARTING' && !this.isStarting(replica.id)) || replica.state === 'DRAINING';
       if (abandoned) {
-        if (this.runtime.liveness(ref).kind === 'unknown') {
+        const liveness = this.runtime.liveness(ref);
+        if (liveness.kind === 'unknown') {
           live.push(replica); // another machine's engine, or a cache not synced yet: nothing is known to act on
+          continue;
+        }
+        if (liveness.kind === 'alive' && resumable(endpoint, replica)) {
+          live.push(replica); // placed and running: this pass resumes its start rather than starting another
           continue;
         }
         // A replica abandoned before its engine was placed has no locator in its row, but it may run: it is reaped below.

@@ -7,12 +7,12 @@
  */
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
 import { newId } from '../domain/ids.js';
-import { describeGpus, findInstanceOption, type InstanceOption } from '../domain/instance-catalog.js';
+import { findInstanceOption } from '../domain/instance-catalog.js';
 import type { ControllerEvent, LifecycleState } from '../domain/lifecycle.js';
 import { ModelSourceError } from '../models/errors.js';
 import { checkModelSettings, pinnedRevision, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
 import type { TokenLimits } from '../models/token-limits.js';
-import { EngineStatusError, type EngineClient } from '../engine-client/engine-client.js';
+import type { EngineClient } from '../engine-client/engine-client.js';
 import { NoCapacityError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { setProgress } from '../storage/endpoints-repository.js';
@@ -20,8 +20,11 @@ import { insertEvent } from '../storage/events-repository.js';
 import type { RetryNotice } from '../models/retry.js';
 import { markReplica, reserveReplica } from '../storage/replicas-repository.js';
 import { setVersionRollout } from '../storage/versions-repository.js';
+import type { ReplicaRecord } from '../domain/replica.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
-import { failureMessage, isGatewayOutage, startErrorCode, startErrorMessage, WarmupError } from './start-errors.js';
+import { refOf } from './replica-stopper.js';
+import { failureMessage, isGatewayOutage, startErrorCode, startErrorMessage } from './start-errors.js';
+import { capacityWait, recordResolvedLimits, warmUp } from './start-steps.js';
 
 /** Called as a start reaches each step (the first replica's steps are the endpoint's phases). */
 export interface StartHooks {
@@ -90,9 +93,11 @@ export class ReplicaStarter {
    * Brings up the first replica: capacity, model, engine, warm-up. While the
    * endpoint is INITIALIZING or AWAKING, each step is reported as its phase;
    * a replacement for a RUNNING endpoint whose replicas died runs the same
-   * steps without changing the status (the lifecycle decides which).
+   * steps without changing the status (the lifecycle decides which). With
+   * `resume`, the replica a gateway that stopped had placed is followed
+   * instead of a new one started.
    */
-  async bringUp(endpoint: EndpointRecord): Promise<void> {
+  async bringUp(endpoint: EndpointRecord, resume?: ReplicaRecord): Promise<void> {
     const { writes } = this.options;
     const id = endpoint.id;
     // The state as last written (a wake writes AWAKING ENGINE_INITIALIZING itself): writing it again would change nothing.
@@ -102,7 +107,7 @@ export class ReplicaStarter {
     };
     const desired = Math.max(endpoint.current.spec.autoscaling.minReplica, 1);
     try {
-      const started = await this.start(endpoint, endpoint.current, {
+      const hooks: StartHooks = {
         onNoCapacity: async (reason) => {
           await report({ type: 'no-capacity' }, 'controller:requesting_virtual_machine', reason);
           if (reason) await writes.setWaitReason(id, reason);
@@ -112,7 +117,10 @@ export class ReplicaStarter {
         onEngineStart: () => report({ type: 'starting-engine' }, 'controller:engine_initializing'),
         onWarmup: () => writes.transition(id, shown, { type: 'warming-up' }, { cause: 'controller:warm-up' }),
         waitForCapacity: true,
-      });
+      };
+      const started = await (resume
+        ? this.resume(endpoint, endpoint.current, resume, hooks)
+        : this.start(endpoint, endpoint.current, hooks));
       if (!started) return; // no capacity yet: the next pass tries again
       // Counted first: whoever sees RUNNING also sees the replica that serves.
       await writes.refreshCounts(id, desired, 'controller:started');
@@ -167,13 +175,11 @@ export class ReplicaStarter {
       await hooks.onNoCapacity?.(capacityWait(option, reserved.used, capacity));
       return false;
     }
-    this.starting.add(replicaId);
-    let handle: ReplicaRef | undefined;
-    try {
+    return this.bringToReady(replicaId, endpoint, version, hooks, async (placed) => {
       await hooks.onResolving?.();
       const { model, limits } = await this.prepareModel(endpoint, version, hooks.onDownloadStart);
       const resolved = model.resolved;
-      handle = await runtime.start(
+      const handle = await runtime.start(
         {
           replicaId,
           endpointId: endpoint.id,
@@ -192,29 +198,69 @@ export class ReplicaStarter {
         },
         {
           // Recorded once placed: a gateway that takes over after this one dies mid-start finds the replica by it.
-          onPlaced: async (placed) => {
-            handle = placed;
+          onPlaced: async (ref) => {
+            placed(ref);
             await markReplica(sql, replicaId, {
               state: 'STARTING',
-              address: placed.address,
-              locator: placed.locator,
-              ...(placed.token ? { token: placed.token } : {}),
+              address: ref.address,
+              locator: ref.locator,
+              ...(ref.token ? { token: ref.token } : {}),
             });
           },
           onProgress: (progress) => reportProgress(hooks, progress),
           waitForCapacity: hooks.waitForCapacity ?? false,
         },
       );
+      return { handle, model: resolved };
+    });
+  }
+
+  /**
+   * Takes over a replica another process placed and did not see ready (it died, or lost the runtime's control
+   * plane, mid-start): the runtime follows it until it is ready, then it warms up and is marked READY as if this
+   * process had started it. Returns false when it found no room after all; throws as `start` does.
+   */
+  async resume(endpoint: EndpointRecord, version: VersionRecord, replica: ReplicaRecord, hooks: StartHooks = {}): Promise<boolean> {
+    const ref = refOf(replica);
+    this.options.log(`resuming the start of ${replica.id} of ${endpoint.id}, placed by a gateway that stopped`);
+    return this.bringToReady(replica.id, endpoint, version, hooks, async (placed) => {
+      placed(ref);
+      const handle = await this.options.runtime.resume(ref, { onProgress: (progress) => reportProgress(hooks, progress) });
+      return { handle, model: (version.model as ResolvedModel | null) ?? this.resolved.get(versionKey(version)) ?? null };
+    });
+  }
+
+  /**
+   * The part of a start after the reservation: `launch` places the replica (telling `placed` as soon as it is) and
+   * resolves once its engine answers; then the warm-up, and READY. On failure the replica is stopped and marked,
+   * except when this gateway lost its database or the runtime's control plane after placing it: then it is left
+   * STARTING for the next pass to resume, or to find gone.
+   */
+  private async bringToReady(
+    replicaId: string,
+    endpoint: EndpointRecord,
+    version: VersionRecord,
+    hooks: StartHooks,
+    launch: (placed: (ref: ReplicaRef) => void) => Promise<{ handle: ReplicaRef; model: ResolvedModel | null }>,
+  ): Promise<boolean> {
+    const { sql, runtime } = this.options;
+    this.starting.add(replicaId);
+    let handle: ReplicaRef | undefined;
+    try {
+      const launched = await launch((ref) => (handle = ref));
+      const started = (handle = launched.handle);
       // The warm-up generation runs while the READY status is written; both must succeed.
-      const started = handle;
       const [written, warmed] = await Promise.allSettled([hooks.onWarmup?.(), warmUp(this.options.engines, started)]);
       if (written.status === 'rejected') throw written.reason;
       if (warmed.status === 'rejected') throw warmed.reason;
       await markReplica(sql, replicaId, { state: 'READY', address: started.address, locator: started.locator });
-      if (model.resolved)
-        await setVersionRollout(sql, endpoint.id, version.versionIndex, { rolloutState: 'ROLLED_OUT', model: model.resolved });
+      await setVersionRollout(sql, endpoint.id, version.versionIndex, {
+        rolloutState: 'ROLLED_OUT',
+        ...(launched.model ? { model: launched.model } : {}),
+      });
       return true;
     } catch (error) {
+      if (handle && isGatewayOutage(error)) throw error;
       if (handle) await runtime.stop(handle, 0);
       if (error instanceof NoCapacityError) {
         // Placed nowhere: as if the reservation had found no room (the caller retires an old replica or tries later).
@@ -222,12 +268,12 @@ export class ReplicaStarter {
         await hooks.onNoCapacity?.(error.reason);
         return false;
       }
-      // Abandoned (its endpoint changed meanwhile) is not a failure of the replica.
-      const stale = error instanceof StaleError;
+      // Abandoned (its endpoint changed meanwhile), or an outage before it was placed: not a failure of the replica.
+      const stopped = error instanceof StaleError || isGatewayOutage(error);
       await markReplica(
         sql,
         replicaId,
-        stale ? { state: 'STOPPED', lastError: error.message } : { state: 'FAILED', lastError: startErrorMessage(error) },
+        stopped ? { state: 'STOPPED', lastError: (error as Error).message } : { state: 'FAILED', lastError: startErrorMessage(error) },
       );
       throw error;
     } finally {
@@ -313,14 +359,6 @@ export class ReplicaStarter {
   }
 }
 
-/** Why a start waits for capacity: "waiting for 1 × H100 80 GB: 2 of 2 in use". */
-export function capacityWait(option: InstanceOption, used: number, capacity: number): string {
-  const wanted = `waiting for ${describeGpus(option)}`;
-  if (capacity === 0) return `${wanted}: this runtime offers none`;
-  if (option.numGpu > capacity) return `${wanted}: this runtime offers only ${capacity}`;
-  return `${wanted}: ${used} of ${capacity} in use`;
-}
-
 /** A step the runtime observed, as the start's hooks report it. */
 async function reportProgress(hooks: StartHooks, progress: StartProgress): Promise<void> {
   switch (progress.phase) {
@@ -330,33 +368,6 @@ async function reportProgress(hooks: StartHooks, progress: StartProgress): Promi
       return hooks.onDownloadStart?.();
     case 'ENGINE_INITIALIZING':
       return hooks.onEngineStart?.();
-  }
-}
-
-/**
- * Limits that follow the model are written into the version once resolved, so
- * that the spec shows them and requests are checked against them (the flags
- * stay set: a version copied to another model resolves again).
- */
-async function recordResolvedLimits(sql: Sql, version: VersionRecord, limits: TokenLimits): Promise<void> {
-  const { advanced } = version.spec;
-  if (!advanced.maxTokenCountAuto && !advanced.maxInputLengthAuto) return;
-  if (limits.maxTokenCount === advanced.maxTokenCount && limits.maxInputLength === advanced.maxInputLength) return;
-  await sql`
-    UPDATE endpoint_versions SET max_token_count = ${limits.maxTokenCount}, max_input_length = ${limits.maxInputLength}
-    WHERE endpoint_id = ${version.endpointId} AND version_index = ${version.versionIndex}`;
-}
-
-/** One short generation before traffic is admitted; a replica that cannot generate is not ready. */
-async function warmUp(engines: EngineClient, handle: ReplicaRef): Promise<void> {
-  try {
-    await engines.warmUp(handle);
-  } catch (error) {
-    throw new WarmupError(
-      error instanceof EngineStatusError
-        ? `the warm-up generation failed with HTTP ${error.status}`
-        : 'the warm-up generation did not complete',
-    );
   }
 }
 

@@ -9,19 +9,20 @@ import type { EndpointErrorCode } from '../domain/lifecycle.js';
 import { ModelSourceError } from '../models/errors.js';
 import { SettingsError } from '../models/model-store.js';
 import { EngineCommandError } from '../runtime/engine-command.js';
-import { ReplicaStartError } from '../runtime/runtime.js';
+import { ReplicaStartError, RuntimeUnavailableError } from '../runtime/runtime.js';
 import { isDatabaseUnavailable } from '../storage/database-errors.js';
 
 /** The replica's engine started but its warm-up generation failed. */
 export class WarmupError extends Error {}
 
 /**
- * A start (or rollout) that failed because this gateway lost its database connection (a restart, a failover) did
- * not fail because of the endpoint: it is not recorded as the endpoint's failure, and the next pass starts again.
+ * A start (or rollout) that failed because this gateway lost its database connection (a restart, a failover) or
+ * its runtime's control plane (a Kubernetes API server down) did not fail because of the endpoint: it is not
+ * recorded as the endpoint's failure, and the next pass starts again (or resumes the replica it had placed).
  * A bare socket error counts: a start's other calls (hub, registry, engine) wrap theirs in the errors above.
  */
 export function isGatewayOutage(error: unknown): boolean {
-  return isDatabaseUnavailable(error);
+  return error instanceof RuntimeUnavailableError || isDatabaseUnavailable(error);
 }
 
 export function startErrorCode(error: unknown): EndpointErrorCode {

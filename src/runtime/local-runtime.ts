@@ -262,6 +262,19 @@ export class LocalRuntime implements Runtime {
     }
   }
 
+  /** An engine a gateway that died spawned (detached, it outlived it): its health is checked until it answers, as at a start. */
+  async resume(handle: ReplicaRef, hooks: Pick<StartHooks, 'signal' | 'onProgress'> = {}): Promise<ReplicaRef> {
+    await hooks.onProgress?.({ phase: 'ENGINE_INITIALIZING' });
+    const nudge = new Nudge();
+    const watcher = watchForProtocolLine(this.logPath(handle.replicaId), nudge);
+    try {
+      await this.waitHealthy(handle, nudge, hooks.signal);
+      return handle;
+    } finally {
+      watcher.close();
+    }
+  }
+
   /**
    * Checks the engine's health until it answers: every 20 ms at first, backing
    * off to 150 ms (healthPollDelay), and at once when `nudge` is poked (the

@@ -127,6 +127,17 @@ export interface StartHooks {
   waitForCapacity?: boolean;
 }
 
+/**
+ * The runtime's own control plane could not be reached (a Kubernetes API server down, answering 5xx or 429): like a
+ * database outage, this is not the endpoint's failure. A replica already placed is left for the next pass to resume.
+ */
+export class RuntimeUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'RuntimeUnavailableError';
+  }
+}
+
 /** No machine can take the replica now, and the start was asked not to wait for one. */
 export class NoCapacityError extends Error {
   constructor(readonly reason: string) {
@@ -148,10 +159,18 @@ export interface Runtime {
   capacity(): Partial<Record<GpuType, number>>;
   /**
    * Places and starts the engine, and resolves once it answers its health
-   * check; throws ReplicaStartError. Starting a replica id that already runs
-   * adopts it instead of starting a second.
+   * check; throws ReplicaStartError, or RuntimeUnavailableError when the
+   * runtime's control plane cannot be reached. Starting a replica id that
+   * already runs adopts it instead of starting a second.
    */
   start(launch: ReplicaLaunch, hooks?: StartHooks): Promise<ReplicaRef>;
+  /**
+   * Follows a replica another process placed and did not see ready (a gateway that died mid-start, an outage of
+   * the runtime's control plane) until it is ready, as `start` would have; throws ReplicaStartError when it fails
+   * or does not become ready in time. Resolves with its address. Nothing is started: a replica whose engine is
+   * gone is reported dead by `liveness`, and is not resumed.
+   */
+  resume(ref: ReplicaRef, hooks?: Pick<StartHooks, 'signal' | 'onProgress'>): Promise<ReplicaRef>;
   /** Stops gracefully (in-flight requests drain), then forcefully after `graceMs`. */
   stop(ref: ReplicaRef, graceMs: number): Promise<void>;
   liveness(ref: ReplicaRef): Liveness;

@@ -5,6 +5,7 @@
  * it is SIGKILLed. Process B must take the lease and finish the rollout: the
  * new version serving, the old replica stopped, and no engine process left
  * running that no replica row owns (A's engines are detached: they outlive it).
+ * A replica A left starting is adopted where it runs, not started again.
  */
 import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -248,7 +249,7 @@ async function expectRolledOut(id: string, ownerA: string, old: ReplicaRow): Pro
 }
 
 describe('a rollout whose gateway process was killed is completed by another', () => {
-  test("killed while the new replica's engine is starting: B stops that engine (A's, detached) and rolls out afresh", async () => {
+  test("killed while the new replica's engine is starting: B adopts that engine (A's, detached) and finishes the rollout with it", async () => {
     const { a, restA, id, ownerA, old } = await servingEndpoint();
     await update(restA, id);
     // The new replica's engine process exists (A spawned it) and is still loading: A is killed now.
@@ -276,12 +277,15 @@ describe('a rollout whose gateway process was killed is completed by another', (
       ReplicaRow[]
     >`SELECT id, state, address, CASE WHEN locator ~ '^[0-9]{1,9}$' THEN locator::int END AS pid, version_index FROM replicas WHERE id = ${started.row.id}`;
     expect(atKill).toMatchObject({ state: 'STARTING', pid: started.engine.pid });
+    // The engine goes on loading, as it would had only its gateway died.
+    process.kill(started.engine.pid, 'SIGCONT');
 
     await expectRolledOut(id, ownerA, old);
-    // A's half-started engine was stopped, and its row does not count as live.
-    expect(await isRunning(started.engine.pid)).toBe(false);
-    const [abandoned] = await db.sql`SELECT state FROM replicas WHERE id = ${started.row.id}`;
-    expect(['STOPPED', 'FAILED']).toContain(abandoned!.state);
+    // B resumed A's start: the replica that serves is the one A placed, on the engine A spawned; none was started afresh.
+    const rows = await replicaRows(id);
+    expect(rows.filter((r) => r.version_index === 1).map((r) => [r.id, r.state, r.pid])).toEqual([
+      [started.row.id, 'READY', started.engine.pid],
+    ]);
   }, 300_000);
 
   test('killed while the old replica drains: B stops it and the endpoint is RUNNING on the new version', async () => {

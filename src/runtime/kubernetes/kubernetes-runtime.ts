@@ -14,17 +14,7 @@
  * the pods' IPs.
  */
 import { DEFAULTS } from '../../defaults.js';
-import {
-  ApiException,
-  CoreV1Api,
-  KubeConfig,
-  Log,
-  makeInformer,
-  type Informer,
-  type ObjectCache,
-  type V1Node,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, KubeConfig, Log, makeInformer, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import type { GpuType } from '../../domain/instance-catalog.js';
 import { GPU_TYPES } from '../../domain/instance-catalog.js';
 import { Nudge } from '../../util/nudge.js';
@@ -34,6 +24,7 @@ import {
   EngineLogUnavailable,
   NoCapacityError,
   ReplicaStartError,
+  RuntimeUnavailableError,
   type EngineHealth,
   type Liveness,
   type ReplicaLaunch,
@@ -45,6 +36,7 @@ import { viewPod } from './pod-status.js';
 import { ENGINE_CONTAINER, LABELS, MANAGED_SELECTOR, podName, replicaPod } from './pod-spec.js';
 import { EndpointSecrets, isStatus } from './endpoint-secrets.js';
 import type { KubernetesSettings } from './settings.js';
+import { Watched } from './watched.js';
 
 export interface KubernetesRuntimeOptions {
   settings: KubernetesSettings;
@@ -53,9 +45,6 @@ export interface KubernetesRuntimeOptions {
   /** HF_ENDPOINT and HF_TOKEN, for the pods' model fetcher. */
   hubEndpoint: string;
   hubToken?: string;
-  /** WANDB_BASE_URL and WANDB_API_KEY, for the pods' model fetcher of W&B registry artifacts. */
-  wandbBaseUrl?: string;
-  wandbApiKey?: string;
   /** ENGINE_COMMAND: an external engine in the image instead of the built-in one. */
   engineTemplate?: string;
   threads?: number;
@@ -64,55 +53,6 @@ export interface KubernetesRuntimeOptions {
   log: (message: string, error?: unknown) => void;
   /** The client its health checks go through. @default the process's (sharedEngineClient) */
   engines?: EngineClient;
-}
-
-const BACKOFF_MS = { first: 500, max: 30_000 };
-
-/** Keeps an informer running: restarted with back-off after an error; `synced` only between a successful list and the next error. */
-class Watched<T extends V1Pod | V1Node> {
-  synced = false;
-  private stopped = false;
-  private delay = BACKOFF_MS.first;
-  private timer: NodeJS.Timeout | undefined;
-
-  constructor(
-    readonly informer: Informer<T> & ObjectCache<T>,
-    private readonly what: string,
-    private readonly log: (message: string, error?: unknown) => void,
-    onChange: (object: T) => void,
-  ) {
-    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, onChange);
-    informer.on('error', (error: unknown) => {
-      this.synced = false;
-      if (this.stopped) return;
-      this.log(`the ${what} watch failed; restarting in ${this.delay} ms`, error);
-      this.runLater();
-    });
-  }
-
-  async run(): Promise<void> {
-    if (this.stopped) return;
-    try {
-      await this.informer.start();
-      this.synced = true;
-      this.delay = BACKOFF_MS.first;
-    } catch (error) {
-      this.log(`listing ${this.what} failed; retrying in ${this.delay} ms`, error);
-      this.runLater();
-    }
-  }
-
-  /** Starts again after the back-off, which doubles up to its maximum until a list succeeds. */
-  private runLater(): void {
-    this.timer = setTimeout(() => void this.run(), this.delay);
-    this.delay = Math.min(this.delay * 2, BACKOFF_MS.max);
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.informer.stop().catch(() => {});
-  }
 }
 
 export class KubernetesRuntime implements Runtime {
@@ -144,7 +84,7 @@ export class KubernetesRuntime implements Runtime {
     this.pods = new Watched(podInformer, 'pod', options.log, (pod) => this.waiting.get(pod.metadata?.name ?? '')?.poke());
     const nodeInformer = makeInformer<V1Node>(kc, '/api/v1/nodes', () => this.api.listNode());
     this.nodes = new Watched(nodeInformer, 'node', options.log, () => {});
-    this.secrets = new EndpointSecrets(this.api, this.namespace, { hubToken: options.hubToken, wandbApiKey: options.wandbApiKey });
+    this.secrets = new EndpointSecrets(this.api, this.namespace, options.hubToken);
   }
 
   /** Starts the watches and waits (at most `timeoutMs`) for their first lists; until then liveness is unknown. */
@@ -179,23 +119,21 @@ export class KubernetesRuntime implements Runtime {
   }
 
   async start(launch: ReplicaLaunch, hooks: StartHooks = {}): Promise<ReplicaRef> {
-    const owner = await this.secrets.ensure(launch.endpointId);
-    const pod = replicaPod(launch, {
-      settings: this.options.settings,
-      namespace: this.namespace,
-      owner: { name: owner.name, uid: owner.uid },
-      hubEndpoint: this.options.hubEndpoint,
-      hasHubToken: owner.hasHubToken,
-      ...(this.options.wandbBaseUrl ? { wandbBaseUrl: this.options.wandbBaseUrl } : {}),
-      hasWandbKey: owner.hasWandbKey,
-      ...(this.options.engineTemplate ? { engineTemplate: this.options.engineTemplate } : {}),
-      ...(this.options.threads ? { threads: this.options.threads } : {}),
-    });
-    const name = pod.metadata!.name!;
+    const name = podName(launch.replicaId);
     const nudge = new Nudge();
     this.waiting.set(name, nudge);
-    const ref: ReplicaRef = { replicaId: launch.replicaId, address: null, locator: name, node: this.node, token: owner.token };
     try {
+      const owner = await this.secrets.ensure(launch.endpointId);
+      const pod = replicaPod(launch, {
+        settings: this.options.settings,
+        namespace: this.namespace,
+        owner: { name: owner.name, uid: owner.uid },
+        hubEndpoint: this.options.hubEndpoint,
+        hasHubToken: owner.hasHubToken,
+        ...(this.options.engineTemplate ? { engineTemplate: this.options.engineTemplate } : {}),
+        ...(this.options.threads ? { threads: this.options.threads } : {}),
+      });
+      const ref: ReplicaRef = { replicaId: launch.replicaId, address: null, locator: name, node: this.node, token: owner.token };
       try {
         await this.api.createNamespacedPod({ namespace: this.namespace, body: pod });
       } catch (error) {
@@ -206,15 +144,31 @@ export class KubernetesRuntime implements Runtime {
       }
       await hooks.onPlaced?.(ref);
       const podIP = await this.waitReady(name, nudge, hooks);
-      return { ...ref, address: `http://${podIP}:${this.options.settings.enginePort}` };
+      return { ...ref, address: this.addressOf(podIP) };
     } catch (error) {
-      if (error instanceof ApiException) {
-        throw new ReplicaStartError('WORKLOAD_INIT_SETTINGS_ERROR', `the cluster refused the replica's pod (HTTP ${error.code})`);
-      }
-      throw error;
+      throw apiFailure(error);
     } finally {
       this.waiting.delete(name);
     }
+  }
+
+  /** Follows a pod another gateway created (it died, or lost the API server, before the pod was ready) until it is ready. */
+  async resume(ref: ReplicaRef, hooks: Pick<StartHooks, 'signal' | 'onProgress'> = {}): Promise<ReplicaRef> {
+    const name = ref.locator ?? podName(ref.replicaId);
+    const nudge = new Nudge();
+    this.waiting.set(name, nudge);
+    try {
+      const podIP = await this.waitReady(name, nudge, hooks);
+      return { ...ref, address: this.addressOf(podIP) };
+    } catch (error) {
+      throw apiFailure(error);
+    } finally {
+      this.waiting.delete(name);
+    }
+  }
+
+  private addressOf(podIP: string): string {
+    return `http://${podIP}:${this.options.settings.enginePort}`;
   }
 
   /** Follows the pod through the informer until it is ready (its IP) or fails; reports each phase once. */
@@ -384,6 +338,24 @@ export class KubernetesRuntime implements Runtime {
   async forgetEndpoint(endpointId: string): Promise<void> {
     await this.secrets.remove(endpointId);
   }
+}
+
+/**
+ * What a failed call to the API server means for a start: unreachable, or answering 5xx or 429, it is an outage
+ * (RuntimeUnavailableError: not the endpoint's failure, the next pass tries again); any other refusal (403 for
+ * missing RBAC, 422 for a pod the cluster will not take) is the settings'. Anything else passes unchanged.
+ */
+export function apiFailure(error: unknown): unknown {
+  if (error instanceof ApiException) {
+    if (error.code >= 500 || error.code === 429) {
+      return new RuntimeUnavailableError(`the Kubernetes API server answered HTTP ${error.code}`, { cause: error });
+    }
+    return new ReplicaStartError('WORKLOAD_INIT_SETTINGS_ERROR', `the cluster refused the replica's pod (HTTP ${error.code})`);
+  }
+  if (error instanceof Error && error.name === 'FetchError') {
+    return new RuntimeUnavailableError('the Kubernetes API server could not be reached', { cause: error });
+  }
+  return error;
 }
 
 function defaultKubeConfig(): KubeConfig {
