@@ -45,6 +45,9 @@ export interface KubernetesRuntimeOptions {
   /** HF_ENDPOINT and HF_TOKEN, for the pods' model fetcher. */
   hubEndpoint: string;
   hubToken?: string;
+  /** WANDB_BASE_URL and WANDB_API_KEY, for the pods' model fetcher of W&B registry artifacts. */
+  wandbBaseUrl?: string;
+  wandbApiKey?: string;
   /** ENGINE_COMMAND: an external engine in the image instead of the built-in one. */
   engineTemplate?: string;
   threads?: number;
@@ -84,7 +87,7 @@ export class KubernetesRuntime implements Runtime {
     this.pods = new Watched(podInformer, 'pod', options.log, (pod) => this.waiting.get(pod.metadata?.name ?? '')?.poke());
     const nodeInformer = makeInformer<V1Node>(kc, '/api/v1/nodes', () => this.api.listNode());
     this.nodes = new Watched(nodeInformer, 'node', options.log, () => {});
-    this.secrets = new EndpointSecrets(this.api, this.namespace, options.hubToken);
+    this.secrets = new EndpointSecrets(this.api, this.namespace, { hubToken: options.hubToken, wandbApiKey: options.wandbApiKey });
   }
 
   /** Starts the watches and waits (at most `timeoutMs`) for their first lists; until then liveness is unknown. */
@@ -130,6 +133,8 @@ export class KubernetesRuntime implements Runtime {
         owner: { name: owner.name, uid: owner.uid },
         hubEndpoint: this.options.hubEndpoint,
         hasHubToken: owner.hasHubToken,
+        ...(this.options.wandbBaseUrl ? { wandbBaseUrl: this.options.wandbBaseUrl } : {}),
+        hasWandbKey: owner.hasWandbKey,
         ...(this.options.engineTemplate ? { engineTemplate: this.options.engineTemplate } : {}),
         ...(this.options.threads ? { threads: this.options.threads } : {}),
       });
