@@ -16,6 +16,7 @@ import { round } from './lib/stats.js';
 import { ContentCapture } from '../src/router/content-capture.js';
 import type { RoutedRequest } from '../src/router/dispatch.js';
 import { GatewayPrometheus } from '../src/router/prometheus.js';
+import { CUT_EVENTS } from '../src/http/rest/chat-errors.js';
 import { pipeStream } from '../src/router/relay.js';
 import { RequestRecorder } from '../src/router/request-recorder.js';
 import type { Sql } from '../src/storage/database.js';
@@ -70,7 +71,7 @@ async function relayOne(mode: Mode, recorder: RequestRecorder): Promise<void> {
   };
   if (mode === 'on+content') routed.capture = new ContentCapture(request.messages, 0);
   const out = new Writable({ write: (_chunk, _encoding, callback) => callback() });
-  const done = pipeStream(routed, out);
+  const done = pipeStream(routed, out, CUT_EVENTS);
   for (const event of EVENTS) (upstream as unknown as PassThrough).write(event);
   (upstream as unknown as PassThrough).end();
   await done;

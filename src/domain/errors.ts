@@ -1,15 +1,21 @@
 /**
  * The one error model: every way a request can fail, whatever the surface.
  * A service returns the expected ones as `Result` values (`DomainError`, see
- * result.ts); a boundary throws a `FailureError`; anything else thrown is
- * classified by src/http/failures.ts (an outage, a cut upstream, or a bug).
- * Each surface turns a `Failure` into its own shape with one small table:
+ * result.ts); the inference core (src/router) and the request parsers
+ * (chat-request.ts and the others) return `Failure` values; a boundary
+ * throws a `FailureError`; anything else thrown is classified by
+ * src/http/failures.ts (an outage, a cut upstream, or a bug). None of them
+ * knows a surface's shape: each surface turns a `Failure` into its own with
+ * one small table:
  *
  * - REST:    src/http/rest/errors.ts   (`{ error: { code, message, details } }`)
- * - GraphQL: src/http/graphql/errors.ts (`extensions.code`, result types)
+ * - GraphQL: src/http/graphql/errors.ts (`extensions.code`, result types, chat errors)
  * - OpenAI:  src/http/rest/chat-errors.ts (`{ error: { message, type, param, code } }`)
  *
- * `httpStatusOf` is the status every HTTP surface answers for a kind.
+ * `httpStatusOf` is the status every HTTP surface answers for a kind (and
+ * the request log records). A failure's `code` is its stable reason where
+ * the kind alone does not say it (`model_not_found`, `queue_full`): the
+ * OpenAI-compatible routes answer it as their `code`.
  */
 import type { EndpointStatus, LifecycleAction } from './lifecycle.js';
 import type { DomainError, FieldViolation } from './result.js';
@@ -19,23 +25,28 @@ export type InvalidReason = 'invalid_value' | 'invalid_json' | 'unsupported_medi
 
 export type Failure =
   /** The request broke a rule: each field and the rule it breaks (`rule`: a protocol rule, for the request target). */
-  | { kind: 'invalid'; message: string; fields: FieldViolation[]; reason: InvalidReason; rule?: string }
+  | { kind: 'invalid'; message: string; fields: FieldViolation[]; reason: InvalidReason; rule?: string; code?: string }
   /** No key, an unknown key, a revoked key. */
   | { kind: 'unauthenticated'; message: string }
   /** Authenticated, but may not do this (a team header naming a team the caller is not in). */
   | { kind: 'forbidden'; message: string }
-  /** Absent, or not visible to the caller. */
-  | { kind: 'not-found'; message: string }
-  /** The request conflicts with the current state. */
-  | { kind: 'conflict'; message: string }
+  /** Absent, or not visible to the caller (`field`: the request's field that named it). */
+  | { kind: 'not-found'; message: string; code?: string; field?: string }
+  /** The request conflicts with the current state (`field`: the request's field that named what conflicts). */
+  | { kind: 'conflict'; message: string; code?: string; field?: string }
   /** The lifecycle action is not allowed from the endpoint's status. */
   | { kind: 'invalid-transition'; message: string; status: EndpointStatus; action: LifecycleAction }
   /** Too many requests, or a queue that is full: retry after `retryAfter` seconds. */
   | { kind: 'overloaded'; message: string; retryAfter: number; code?: string }
   /** A dependency (the database) cannot be reached; the request did nothing. Retry after `retryAfter` seconds. */
   | { kind: 'unavailable'; message: string; retryAfter: number; code?: string }
-  /** An upstream (a replica) failed or cut its answer short. */
-  | { kind: 'upstream'; message: string; code: string }
+  /**
+   * An upstream (a replica) failed, cut its answer short, or sent one that cannot be read;
+   * `status`: the replica's own answer status, when it answered with an error (passed on as it is).
+   */
+  | { kind: 'upstream'; message: string; code: string; status?: number }
+  /** The client went away before the answer (never seen by it: the request log records it). */
+  | { kind: 'cancelled'; message: string }
   /** A bug: the client is told nothing more (the log is, with the request id). */
   | { kind: 'internal'; message: string };
 
@@ -56,6 +67,19 @@ export class FailureError extends Error {
 export const INTERNAL_MESSAGE = 'internal error';
 
 export const internalFailure = (): Failure => ({ kind: 'internal', message: INTERNAL_MESSAGE });
+
+export type InvalidFailure = Extract<Failure, { kind: 'invalid' }>;
+
+/** What the request log and the OpenAI-compatible routes record of a failure that happened to a client who left. */
+export const CLIENT_CLOSED_CODE = 'client_closed';
+
+export const clientClosed = (): Failure => ({ kind: 'cancelled', message: 'the client closed the request' });
+
+/** A failure's stable reason, where it has one beyond its kind (a cancellation's is `client_closed`). */
+export function codeOf(failure: Failure): string | null {
+  if (failure.kind === 'cancelled') return CLIENT_CLOSED_CODE;
+  return ('code' in failure ? failure.code : undefined) ?? null;
+}
 
 /** An `invalid` failure naming each field; its message lists them (`invalid request: name: must not be empty`). */
 export function invalidInput(fields: FieldViolation[], reason: InvalidReason = 'invalid_value'): Failure {
@@ -92,7 +116,7 @@ const INVALID_STATUS: Record<InvalidReason, 400 | 413 | 415> = {
   too_large: 413,
 };
 
-const STATUS: Record<Exclude<FailureKind, 'invalid'>, number> = {
+const STATUS: Record<Exclude<FailureKind, 'invalid' | 'upstream'>, number> = {
   unauthenticated: 401,
   forbidden: 403,
   'not-found': 404,
@@ -100,13 +124,16 @@ const STATUS: Record<Exclude<FailureKind, 'invalid'>, number> = {
   'invalid-transition': 409,
   overloaded: 429,
   unavailable: 503,
-  upstream: 502,
+  /** nginx's "client closed request": never sent (the client is gone), but recorded. */
+  cancelled: 499,
   internal: 500,
 };
 
 /** The HTTP status of a failure, the same on every HTTP surface. */
 export function httpStatusOf(failure: Failure): number {
-  return failure.kind === 'invalid' ? INVALID_STATUS[failure.reason] : STATUS[failure.kind];
+  if (failure.kind === 'invalid') return INVALID_STATUS[failure.reason];
+  if (failure.kind === 'upstream') return failure.status ?? 502;
+  return STATUS[failure.kind];
 }
 
 /** Whether the failure is the server's (a bug, logged with the request id) rather than the client's or an outage's. */

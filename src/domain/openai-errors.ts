@@ -1,7 +1,9 @@
 /**
- * Errors of the inference route, in the OpenAI shape
- * `{ error: { message, type, param, code } }`, with the HTTP statuses OpenAI
- * clients turn into their usual exceptions.
+ * The OpenAI error wire shape `{ error: { message, type, param, code } }`,
+ * with the HTTP statuses OpenAI clients turn into their usual exceptions:
+ * what the engine answers (src/engine/openai-errors.ts) and what the
+ * gateway's OpenAI-compatible routes answer (src/http/rest/chat-errors.ts,
+ * the one table from the error model). The inference core never builds one.
  */
 export interface OpenAIError {
   status: number;
@@ -11,17 +13,6 @@ export interface OpenAIError {
   code: string | null;
   /** Seconds, for 429 and 503. */
   retryAfter?: number;
-}
-
-export function openAIError(
-  status: number,
-  type: OpenAIError['type'],
-  message: string,
-  code: string | null,
-  param: string | null = null,
-  retryAfter?: number,
-): OpenAIError {
-  return { status, type, message, param, code, ...(retryAfter !== undefined ? { retryAfter } : {}) };
 }
 
 export function errorBody(error: OpenAIError) {

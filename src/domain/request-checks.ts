@@ -1,19 +1,26 @@
 /**
  * How a request body is refused, shared by every body parser (chat, text
- * completions, sampling controls, tokenize): the OpenAI 400 naming the field
- * and its rule, thrown from deep inside a parser with `fail` and turned into
- * a result by `checked`; how a client's value is described in a message; and
- * the rule for token ids.
+ * completions, sampling controls, tokenize) of the gateway and the engine:
+ * an `invalid` failure of the error model (errors.ts) naming the field
+ * (`param`: its path, the failure's one field) and its rule, with a `code`
+ * (`invalid_value`, `invalid_type`, `missing_required_parameter`, ...),
+ * thrown from deep inside a parser with `fail` and turned into a result by
+ * `checked`; how a client's value is described in a message; and the rule
+ * for token ids. Each surface answers it in its own shape (the gateway's
+ * OpenAI-compatible routes and the engine: a 400 naming `param`).
  */
-import { openAIError, type OpenAIError } from './openai-errors.js';
+import type { InvalidFailure } from './errors.js';
 import type { Result } from './result.js';
 
-/** A request refused, in the OpenAI error shape. */
-export type RequestError = OpenAIError;
+/** A request refused: the field it names (none for the body as a whole), the rule, and a code. */
+export type RequestError = InvalidFailure & { code: string };
 
-export function invalidRequest(message: string, param: string | null, code: string | null = 'invalid_value'): RequestError {
-  return openAIError(400, 'invalid_request_error', message, code, param);
+export function invalidRequest(message: string, param: string | null, code: string = 'invalid_value'): RequestError {
+  return { kind: 'invalid', message, fields: param === null ? [] : [{ field: param, message }], reason: 'invalid_value', code };
 }
+
+/** The field a refusal names (OpenAI's `param`), or null for the body as a whole. */
+export const paramOf = (error: InvalidFailure): string | null => error.fields[0]?.field ?? null;
 
 class ValidationError extends Error {
   constructor(readonly error: RequestError) {

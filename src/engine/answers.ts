@@ -8,7 +8,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { GenerationRequest } from '../domain/chat-request.js';
-import { errorBody } from '../domain/openai-errors.js';
+import { errorBody } from './openai-errors.js';
 import {
   chatCompletion,
   ChunkEncoder,

@@ -1,18 +1,17 @@
 /** The engine's answers in the OpenAI error shape, over the one body reader and JSON writer (src/util/http-body.ts). */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { RequestError } from '../domain/chat-request.js';
-import { errorBody } from '../domain/openai-errors.js';
+import { errorBody, type EngineError } from './openai-errors.js';
 import { readBodyText, sendJson } from '../util/http-body.js';
 
 export { sendJson };
 
 export const MAX_BODY_BYTES = 16 * 1024 * 1024;
 
-export function sendError(res: ServerResponse, error: RequestError, headers: Record<string, string> = {}): void {
+export function sendError(res: ServerResponse, error: EngineError, headers: Record<string, string> = {}): void {
   sendJson(res, error.status, errorBody(error), headers);
 }
 
-export function serverError(status: number, message: string, code: string): RequestError {
+export function serverError(status: number, message: string, code: string): EngineError {
   return { status, message, type: 'server_error', param: null, code };
 }
 

@@ -27,7 +27,8 @@ import {
   type Token,
   type Tokenizer,
 } from 'node-llama-cpp';
-import type { ChatMessage, RequestError } from '../domain/chat-request.js';
+import type { ChatMessage } from '../domain/chat-request.js';
+import type { EngineError } from './openai-errors.js';
 import type { ToolDefinition } from '../domain/tools.js';
 import { historyItem, historyWithTools } from './chat-history.js';
 import { cachingTokenizer, tokenizeInTurns } from './prompt-tokens.js';
@@ -140,8 +141,8 @@ export class ChatPromptRenderer {
     messages: readonly ChatMessage[],
     kwargs: Record<string, unknown>,
     tools: readonly ToolDefinition[] | undefined,
-    refuse: (bytes: PromptBytes) => RequestError | undefined,
-  ): Promise<RenderedPrompt | RequestError> {
+    refuse: (bytes: PromptBytes) => EngineError | undefined,
+  ): Promise<RenderedPrompt | EngineError> {
     const key = this.cachePrompts
       ? `${JSON.stringify(kwargs)}\u0000${JSON.stringify(messages)}\u0000${JSON.stringify(tools ?? null)}`
       : undefined;

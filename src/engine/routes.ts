@@ -6,7 +6,8 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { invalidRequest, parseChatRequest, type ChatRequest, type GenerationRequest, type RequestError } from '../domain/chat-request.js';
+import { parseChatRequest, type ChatRequest, type GenerationRequest, type RequestError } from '../domain/chat-request.js';
+import { invalidRequest, refusalOf, type EngineError } from './openai-errors.js';
 import { parseCompletionRequest, type CompletionRequest } from '../domain/completion-request.js';
 import { isObject } from '../domain/field-checker.js';
 import type { Result } from '../domain/result.js';
@@ -124,7 +125,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
   function parsedOrRefused<R>(parse: (body: unknown) => Result<R, RequestError>, body: unknown, res: ServerResponse): R | undefined {
     const parsed = parse(body);
     if (parsed.type === 'ok') return parsed.value;
-    sendError(res, parsed.error);
+    sendError(res, refusalOf(parsed.error));
     return undefined;
   }
 
@@ -184,7 +185,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
     res: ServerResponse,
     kind: {
       parse(body: unknown): Result<R, RequestError>;
-      prepare(request: R): Promise<PreparedRequest | RequestError>;
+      prepare(request: R): Promise<PreparedRequest | EngineError>;
       format: AnswerFormat;
     },
   ): Promise<void> {

@@ -4,7 +4,7 @@
  * TokenBias, and the penalties with the tokens they look at.
  */
 import { TokenBias, type LlamaModel, type Token } from 'node-llama-cpp';
-import { invalidRequest, type RequestError } from '../domain/chat-request.js';
+import { invalidRequest, type EngineError } from './openai-errors.js';
 import type { Sampling } from '../domain/sampling.js';
 import { outsideVocabulary } from './tokens.js';
 
@@ -37,7 +37,7 @@ export function vocabularySize(model: LlamaModel): number | undefined {
 }
 
 /** node-llama-cpp's options for `sampling`, or the 400 naming what this model cannot take. */
-export function resolveSampling(model: LlamaModel, vocabulary: number | undefined, sampling: Sampling): EngineSampling | RequestError {
+export function resolveSampling(model: LlamaModel, vocabulary: number | undefined, sampling: Sampling): EngineSampling | EngineError {
   if (vocabulary !== undefined && sampling.topK > vocabulary)
     return invalidRequest(`top_k must be at most the model's vocabulary size, ${vocabulary} (got ${sampling.topK})`, 'top_k');
   let tokenBias: TokenBias | undefined;

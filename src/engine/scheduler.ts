@@ -6,7 +6,8 @@
  * holding one decodes in the same batches as the others.
  */
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from 'node-llama-cpp';
-import { checkTokenLimits, invalidRequest, type ChatRequest, type GenerationRequest, type RequestError } from '../domain/chat-request.js';
+import { checkTokenLimits, type ChatRequest, type GenerationRequest } from '../domain/chat-request.js';
+import { invalidRequest, refusalOf, type EngineError } from './openai-errors.js';
 import type { CompletionRequest } from '../domain/completion-request.js';
 import { checkJsonSchema } from '../domain/json-schema-subset.js';
 import { forcedCallsSchema } from '../domain/tools.js';
@@ -123,12 +124,12 @@ export class Scheduler {
   }
 
   /** A raw prompt's tokens (`{ prompt }`), or its 400. */
-  tokenizePrompt(body: unknown): Token[] | RequestError {
+  tokenizePrompt(body: unknown): Token[] | EngineError {
     return tokenizePrompt(this.model, this.tokenSettings, body);
   }
 
   /** The text of `{ tokens }`, or its 400. */
-  detokenize(body: unknown): string | RequestError {
+  detokenize(body: unknown): string | EngineError {
     return detokenizeBody(this.model, this.tokenSettings, body);
   }
 
@@ -136,10 +137,10 @@ export class Scheduler {
    * Renders the prompt with the chat template (a template that cannot render is the request's 400),
    * and tokenizes it, unless its text is too long to fit in max_input_length tokens whatever they are.
    */
-  async render(request: ChatRequest): Promise<RenderedPrompt | RequestError> {
+  async render(request: ChatRequest): Promise<RenderedPrompt | EngineError> {
     const { maxInputLength } = this.limits;
     const { text, special } = this.cover;
-    const refuse = (bytes: PromptBytes): RequestError | undefined => {
+    const refuse = (bytes: PromptBytes): EngineError | undefined => {
       // Message text is tokenized as text; template text (tools, calls) with its special tokens parsed.
       const total = bytes.text + bytes.special;
       const byText = tokensAtLeast(bytes.text, text, maxInputLength);
@@ -156,7 +157,7 @@ export class Scheduler {
   }
 
   /** Every check of a chat request, before it waits for a sequence: its generation parameters, or its error. */
-  async prepare(request: ChatRequest): Promise<PreparedRequest | RequestError> {
+  async prepare(request: ChatRequest): Promise<PreparedRequest | EngineError> {
     const prompt = await this.render(request);
     if ('status' in prompt) return prompt;
     const reasoning = { enabled: this.renderer.supportsThinking, startInReasoning: prompt.opensThinkBlock };
@@ -181,7 +182,7 @@ export class Scheduler {
   }
 
   /** The same for a text completion: its raw prompt, no chat template, no think block. */
-  async prepareCompletion(request: CompletionRequest): Promise<PreparedRequest | RequestError> {
+  async prepareCompletion(request: CompletionRequest): Promise<PreparedRequest | EngineError> {
     const tokens = completionPromptTokens(this.model, this.tokenSettings, request.prompt);
     if ('status' in tokens) return tokens;
     const param = 'text' in request.prompt ? 'prompt' : request.prompt.field;
@@ -196,10 +197,10 @@ export class Scheduler {
     promptParam: 'messages' | 'prompt' | 'tokens',
     reasoning: GenerationParams['reasoning'],
     tools?: ToolPlan,
-  ): Promise<PreparedRequest | RequestError> {
+  ): Promise<PreparedRequest | EngineError> {
     const promptTokens = tokens.length;
     const overLimit = checkTokenLimits(promptTokens, request, this.limits, promptParam);
-    if (overLimit) return overLimit;
+    if (overLimit) return refusalOf(overLimit);
     const sampling = resolveSampling(this.model, this.vocabulary, request.sampling);
     if ('status' in sampling) return sampling;
     // Text (most requests) takes no grammar, and no turn of the event loop to learn it.

@@ -7,7 +7,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Llama, LlamaGrammar } from 'node-llama-cpp';
-import { invalidRequest, type RequestError } from '../domain/chat-request.js';
+import { invalidRequest, type EngineError } from './openai-errors.js';
 import type { JsonSchema } from '../domain/json-schema-subset.js';
 import type { ResponseFormat } from '../domain/response-format.js';
 
@@ -49,8 +49,8 @@ export class Grammars {
    */
   async forFormat(
     format: Exclude<ResponseFormat, { type: 'text' }>,
-    refused: RequestError = RESPONSE_FORMAT_REFUSED,
-  ): Promise<LlamaGrammar | RequestError> {
+    refused: EngineError = RESPONSE_FORMAT_REFUSED,
+  ): Promise<LlamaGrammar | EngineError> {
     const key = format.type === 'json_object' ? 'json_object' : JSON.stringify(format.schema);
     let grammar = this.cache.get(key);
     if (grammar === undefined) {

@@ -12,7 +12,7 @@
  * any run of it: no bound for that text either.
  */
 import type { LlamaModel, Token } from 'node-llama-cpp';
-import { invalidRequest, type RequestError } from '../domain/chat-request.js';
+import { invalidRequest, type EngineError } from './openai-errors.js';
 
 export type TokenCover = {
   /** Most UTF-8 bytes one token covers of text tokenized as text (no special tokens); undefined: no bound. */
@@ -76,7 +76,7 @@ export function promptTooLong(
   cover: number,
   maxInputLength: number,
   param: 'messages' | 'prompt',
-): RequestError {
+): EngineError {
   return invalidRequest(
     `The prompt has at least ${atLeast} tokens (${bytes} bytes of text, and no token of this model covers more than ${cover}), ` +
       `more than this endpoint's max_input_length of ${maxInputLength} tokens. ${param === 'messages' ? 'Shorten the messages' : 'Shorten the prompt'}.`,

@@ -6,7 +6,7 @@
  * checked against the vocabulary. The bodies' own rules are src/domain/token-request.ts's.
  */
 import type { LlamaModel, Token } from 'node-llama-cpp';
-import { invalidRequest, type RequestError } from '../domain/chat-request.js';
+import { invalidRequest, refusalOf, type EngineError } from './openai-errors.js';
 import type { CompletionPrompt } from '../domain/completion-request.js';
 import { parseDetokenizeBody, parseTokenizeBody } from '../domain/token-request.js';
 import { withBos } from './prompt.js';
@@ -27,7 +27,7 @@ export type TokenSettings = {
  * Raw text's tokens, special-token text read as the special token, BOS first when the settings add
  * it; or the 400 of a text too long to fit in max_input_length tokens, refused before it is tokenized.
  */
-function tokenizeText(model: LlamaModel, settings: TokenSettings, text: string): Token[] | RequestError {
+function tokenizeText(model: LlamaModel, settings: TokenSettings, text: string): Token[] | EngineError {
   const bytes = Buffer.byteLength(text);
   const atLeast = tokensAtLeast(bytes, settings.cover, settings.maxInputLength);
   if (atLeast !== undefined) return promptTooLong(atLeast, bytes, settings.cover!, settings.maxInputLength, 'prompt');
@@ -42,7 +42,7 @@ export function outsideVocabulary(
   vocabulary: number | undefined,
   ids: Iterable<number>,
   param: (i: number, id: number) => string,
-): RequestError | undefined {
+): EngineError | undefined {
   if (vocabulary === undefined) return undefined;
   let i = 0;
   for (const id of ids) {
@@ -56,22 +56,22 @@ export function outsideVocabulary(
 }
 
 /** `{ prompt }`: its tokens, or the 400 naming what is wrong. */
-export function tokenizePrompt(model: LlamaModel, settings: TokenSettings, body: unknown): Token[] | RequestError {
+export function tokenizePrompt(model: LlamaModel, settings: TokenSettings, body: unknown): Token[] | EngineError {
   const parsed = parseTokenizeBody(body);
-  if (parsed.type === 'error') return parsed.error;
+  if (parsed.type === 'error') return refusalOf(parsed.error);
   return tokenizeText(model, settings, parsed.value.prompt);
 }
 
 /** A text completion's prompt as tokens: its text tokenized, or its ids checked against the vocabulary. */
-export function completionPromptTokens(model: LlamaModel, settings: TokenSettings, prompt: CompletionPrompt): Token[] | RequestError {
+export function completionPromptTokens(model: LlamaModel, settings: TokenSettings, prompt: CompletionPrompt): Token[] | EngineError {
   if ('text' in prompt) return tokenizeText(model, settings, prompt.text);
   return outsideVocabulary(settings.vocabulary, prompt.tokens, (i) => `${prompt.field}[${i}]`) ?? (prompt.tokens as Token[]);
 }
 
 /** `{ tokens }`: their text, or the 400 naming the first id that is not in the vocabulary. */
-export function detokenizeBody(model: LlamaModel, settings: TokenSettings, body: unknown): string | RequestError {
+export function detokenizeBody(model: LlamaModel, settings: TokenSettings, body: unknown): string | EngineError {
   const parsed = parseDetokenizeBody(body);
-  if (parsed.type === 'error') return parsed.error;
+  if (parsed.type === 'error') return refusalOf(parsed.error);
   const { tokens } = parsed.value;
   if (tokens.length > settings.maxIds)
     return invalidRequest(

@@ -34,7 +34,7 @@ import {
   type AdmissionLimits,
   type Refusal,
 } from './admission-decision.js';
-import type { OpenAIError } from '../domain/openai-errors.js';
+import type { Failure } from '../domain/errors.js';
 import { once } from './once.js';
 
 export * from './admission-decision.js';
@@ -44,7 +44,7 @@ export class QueueAbortedError extends Error {}
 
 /** The endpoint stopped serving (terminated, failed) while the request waited: `refusal` is what to answer. */
 export class QueueClosedError extends Error {
-  constructor(readonly refusal: OpenAIError) {
+  constructor(readonly refusal: Failure) {
     super('endpoint stopped serving');
   }
 }

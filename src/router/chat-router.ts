@@ -2,8 +2,8 @@
  * How a chat request reaches a replica. The router checks the request, finds
  * the endpoint (the caller's teams only), holds the request while the
  * endpoint starts (waking a sleeping one), admits it within replicas x
- * max_batch_size (queued fairly between API keys, or refused at once with 429
- * when it could not start in time: see admission.ts), picks the least-loaded
+ * max_batch_size (queued fairly between API keys, or refused at once as
+ * overloaded when it could not start in time: see admission.ts), picks the least-loaded
  * ready replica, and opens the upstream request over a keep-alive connection.
  * The surfaces (REST and GraphQL) then relay the answer as it streams. Each
  * process publishes how many requests wait in its queues (see
@@ -20,8 +20,8 @@ import { DEFAULTS } from '../defaults.js';
 import { randomUUID } from 'node:crypto';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import { isUnavailable } from '../domain/lifecycle.js';
-import type { OpenAIError } from '../domain/openai-errors.js';
 import type { ReplicaRecord } from '../domain/replica.js';
+import { codeOf, httpStatusOf, type Failure } from '../domain/errors.js';
 import { fail, type Result } from '../domain/result.js';
 import type { Services } from '../services/index.js';
 import type { Principal } from '../services/principal.js';
@@ -48,9 +48,9 @@ export interface RouterOptions {
   queueTimeoutMs?: number;
   /** This process in the published queue depths (the app passes its controller's lease owner). @default a random id */
   processId?: string;
-  /** Requests queued at most per endpoint in this process; past it, 429 at once. @default 256 */
+  /** Requests queued at most per endpoint in this process; past it, refused at once. @default 256 */
   maxQueuePerEndpoint?: number;
-  /** Requests queued at most per API key and endpoint in this process; past it, 429 at once. @default 64 */
+  /** Requests queued at most per API key and endpoint in this process; past it, refused at once. @default 64 */
   maxQueuePerKey?: number;
   /**
    * How long the endpoint and its ready replicas are reused as read. Past
@@ -161,7 +161,7 @@ export class ChatRouter {
     return result;
   }
 
-  private recordRefusal(principal: Principal, endpoint: EndpointRecord, body: unknown, error: OpenAIError, startedAt: number): void {
+  private recordRefusal(principal: Principal, endpoint: EndpointRecord, body: unknown, failure: Failure, startedAt: number): void {
     const durationMs = performance.now() - startedAt;
     this.recorder.record({
       endpointId: endpoint.id,
@@ -169,15 +169,15 @@ export class ChatRouter {
       teamId: endpoint.teamId,
       userId: principal.user.id,
       stream: (body as { stream?: unknown }).stream === true,
-      httpStatus: error.status,
+      httpStatus: httpStatusOf(failure),
       promptTokens: null,
       completionTokens: null,
       ttftMs: null,
       durationMs,
       queuedMs: 0,
       finishReason: null,
-      cancelled: error.code === 'client_closed',
-      errorCode: error.code,
+      cancelled: failure.kind === 'cancelled',
+      errorCode: codeOf(failure),
       startedAt: new Date(Date.now() - durationMs),
       refused: true,
     });
@@ -205,7 +205,7 @@ export class ChatRouter {
     this.recorder.seen(found.id);
 
     const ready = await this.serving.until(principal, found, signal);
-    if ('status' in ready) return fail(ready);
+    if ('kind' in ready) return fail(ready);
     const { endpoint } = ready;
 
     const gate = this.gates.for(endpoint.id);
@@ -213,7 +213,7 @@ export class ChatRouter {
     const key = principal.keyId ?? `user:${principal.user.id}`;
     if (gate.busy) {
       // A request that would wait has a prompt that might break the limits counted first, so a bad one is refused
-      // at once (400), not after the queue; any other that will not be queued learns it at once, with no round trip.
+      // at once, not after the queue; any other that will not be queued learns it at once, with no round trip.
       const prompt = kind.prompt(request, endpoint.id);
       const counter = mayBreakTokenLimits(request, prompt, endpoint)
         ? this.upstream.pick(this.view.cachedReplicas(endpoint.id)?.replicas ?? [], new Set())
@@ -253,12 +253,12 @@ export class ChatRouter {
    * (tokenize, detokenize). A sleeping endpoint is woken and awaited, as for
    * a chat request.
    */
-  async replicaFor(principal: Principal, model: unknown, signal: AbortSignal): Promise<Result<ServingReplica, OpenAIError>> {
+  async replicaFor(principal: Principal, model: unknown, signal: AbortSignal): Promise<Result<ServingReplica, Failure>> {
     const named = await this.lookup.named(principal, model);
     if (named.type === 'error') return named;
     const found = named.value;
     const ready = await this.serving.until(principal, found, signal);
-    if ('status' in ready) return fail(ready);
+    if ('kind' in ready) return fail(ready);
     const replica = this.upstream.pick(this.view.cachedReplicas(found.id)?.replicas ?? [], new Set());
     if (!replica) return fail(noReplicaAnswered(found.id));
     return { type: 'ok', value: { endpoint: ready.endpoint, replica, engines: this.upstream.engines } };

@@ -5,7 +5,7 @@
  */
 import type { GenerationRequest } from '../domain/chat-request.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
-import type { OpenAIError } from '../domain/openai-errors.js';
+import type { Failure } from '../domain/errors.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import { fail, type Result } from '../domain/result.js';
 import type { Principal } from '../services/principal.js';
@@ -42,7 +42,7 @@ export interface RoutedRequest {
   }): void;
 }
 
-export type RouteResult = Result<RoutedRequest, OpenAIError>;
+export type RouteResult = Result<RoutedRequest, Failure>;
 
 /** What is sent: the request of its kind, as parsed, and the model the client named. */
 export interface DispatchedCall {
@@ -85,7 +85,7 @@ export class Dispatcher {
       let replica = this.upstream.pick(this.view.cachedReplicas(endpoint.id)?.replicas ?? [], tried);
       if (!replica) {
         const again = await this.serving.until(principal, endpoint, signal, true);
-        if ('status' in again) {
+        if ('kind' in again) {
           release();
           return fail(again);
         }

@@ -4,7 +4,7 @@
  * serving-view.ts); the access check (ChatAccess.usableBy) applies to each.
  */
 import type { EndpointRecord } from '../domain/endpoint.js';
-import type { OpenAIError } from '../domain/openai-errors.js';
+import type { Failure } from '../domain/errors.js';
 import { fail, type Result } from '../domain/result.js';
 import type { ChatAccess } from '../services/chat-access.js';
 import type { Principal } from '../services/principal.js';
@@ -18,7 +18,7 @@ export class EndpointLookup {
   ) {}
 
   /** The caller's endpoint `model` names (by id, or by a name only one of theirs has), or why there is none. */
-  async named(principal: Principal, model: unknown): Promise<Result<EndpointRecord, OpenAIError>> {
+  async named(principal: Principal, model: unknown): Promise<Result<EndpointRecord, Failure>> {
     if (typeof model !== 'string' || model === '') return fail(modelRequired());
     const named = await this.modelNamed(principal, model);
     if (named && typeof named !== 'string') return fail(named);
@@ -36,7 +36,7 @@ export class EndpointLookup {
    * endpoints: its id when the name is unique, an error listing the ids when
    * it is not, undefined otherwise (the id path answers model_not_found).
    */
-  private async modelNamed(principal: Principal, model: string): Promise<string | OpenAIError | undefined> {
+  private async modelNamed(principal: Principal, model: string): Promise<string | Failure | undefined> {
     if (/^ep_[0-9a-z]+$/.test(model)) return undefined;
     const ids = await this.access.endpointIdsNamed(principal, model);
     if (ids.length <= 1) return ids[0];

@@ -1,6 +1,6 @@
 /**
  * Checks that refuse a bad chat request before it waits for a slot, so that
- * a 400 comes at once however busy the endpoint is (the engine would refuse
+ * its refusal (`invalid`) comes at once however busy the endpoint is (the engine would refuse
  * it too, but only once admitted, after the queue):
  *
  * - without the tokenizer, against the endpoint's spec: `max_tokens` that
@@ -18,7 +18,7 @@ import { wireMessage, wireTools } from '../domain/tools.js';
 import { checkRequestedTokens, checkTokenLimits, type ChatRequest, type GenerationRequest } from '../domain/chat-request.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
-import type { OpenAIError } from '../domain/openai-errors.js';
+import type { Failure } from '../domain/errors.js';
 import { requestRefusal } from './engine-call.js';
 import type { EngineAnswer, EngineClient } from '../engine-client/engine-client.js';
 
@@ -28,9 +28,8 @@ export const TOKENIZE_TIMEOUT_MS = 5_000;
 const MAX_ANSWER_BYTES = 64 * 1024;
 
 /** The checks that need only the endpoint's spec. */
-export function checkAgainstSpec(request: GenerationRequest, endpoint: EndpointRecord): OpenAIError | undefined {
-  const error = checkRequestedTokens(request, endpoint.current.spec.advanced.maxTokenCount);
-  return error;
+export function checkAgainstSpec(request: GenerationRequest, endpoint: EndpointRecord): Failure | undefined {
+  return checkRequestedTokens(request, endpoint.current.spec.advanced.maxTokenCount);
 }
 
 /** What the checks need of a request's prompt (each kind of request says it: inference-kinds.ts). */
@@ -84,7 +83,7 @@ export function mayBreakTokenLimits(request: GenerationRequest, prompt: PromptSh
 }
 
 /**
- * The prompt's checks, by the replica's tokenizer: the 400 the completion
+ * The prompt's checks, by the replica's tokenizer: the refusal the completion
  * would get, or undefined when it would pass (or cannot be told).
  */
 export async function checkPromptTokens(
@@ -94,7 +93,7 @@ export async function checkPromptTokens(
   request: GenerationRequest,
   prompt: PromptShape,
   signal: AbortSignal,
-): Promise<OpenAIError | undefined> {
+): Promise<Failure | undefined> {
   const { advanced } = endpoint.current.spec;
   if (prompt.exactTokens !== undefined) {
     const limits = { maxInputLength: advanced.maxInputLength, contextSize: advanced.maxTokenCount };

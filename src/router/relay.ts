@@ -7,7 +7,6 @@
  */
 import type { Writable } from 'node:stream';
 import type { RoutedRequest } from './dispatch.js';
-import { errorBody, openAIError } from '../domain/openai-errors.js';
 import { eventData, eventEnd, sseData } from './sse.js';
 
 /** The first text of an answer: a chat delta's content or reasoning, a text completion's text, or the first tool call. */
@@ -48,13 +47,6 @@ export class UpstreamCutError extends Error {
     this.name = 'UpstreamCutError';
   }
 }
-
-/**
- * What a streamed answer cut short ends with: an error event in OpenAI's
- * streaming error shape, then `[DONE]`, so that a client can tell it from a
- * finished answer (OpenAI's own clients raise it as an APIError).
- */
-export const CUT_EVENTS = `data: ${JSON.stringify(errorBody(openAIError(502, 'server_error', UPSTREAM_CUT.message, UPSTREAM_CUT.code)))}\n\ndata: [DONE]\n\n`;
 
 /** Watches the events of one streamed answer and records the outcome once. */
 class StreamMeter {
@@ -158,10 +150,12 @@ export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string
  * usage event a client did not ask for), with backpressure, and a partial
  * event waits for the rest (at the end of the answer, it goes as it is).
  * An answer the replica's side ends without `[DONE]` (the engine died, its
- * connection broke) ends with {@link CUT_EVENTS}, never silently.
- * Resolves when the answer ended or either side went away.
+ * connection broke) ends with `cutEvents`, never silently: the surface's
+ * events for an `UpstreamCutError` (the OpenAI-compatible route's:
+ * src/http/rest/chat-errors.ts). Resolves when the answer ended or either
+ * side went away.
  */
-export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> {
+export function pipeStream(routed: RoutedRequest, out: Writable, cutEvents: string): Promise<void> {
   const meter = new StreamMeter(routed);
   const upstream = routed.upstream.body;
   let partial: Buffer | null = null;
@@ -178,7 +172,7 @@ export function pipeStream(routed: RoutedRequest, out: Writable): Promise<void> 
       if (settled) return;
       if (!meter.completed && !out.destroyed && !out.writableEnded) {
         meter.cut = true;
-        out.write(CUT_EVENTS);
+        out.write(cutEvents);
       }
       done();
     };

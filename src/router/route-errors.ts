@@ -1,58 +1,68 @@
-/** The chat route's own refusals, in the OpenAI error shape. */
+/** The chat route's own refusals, in the error model (src/domain/errors.ts); each surface answers them in its shape. */
 import type { EndpointRecord } from '../domain/endpoint.js';
+import type { Failure } from '../domain/errors.js';
 import { unavailableMessage } from '../domain/failure-advice.js';
-import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
+import { noReplicasMessage } from '../domain/lifecycle.js';
+import { invalidRequest } from '../domain/request-checks.js';
 
-export function clientClosed(): OpenAIError {
-  return openAIError(499, 'invalid_request_error', 'the client closed the request', 'client_closed');
+export { clientClosed } from '../domain/errors.js';
+
+/** The endpoint serves nothing until a user restarts it (FAILED, TERMINATING, TERMINATED): refused at once. */
+export function endpointUnavailable(endpoint: EndpointRecord): Failure {
+  return { kind: 'conflict', message: unavailableMessage(endpoint), code: 'endpoint_not_running', field: 'model' };
 }
 
-/** The endpoint serves nothing until a user restarts it (FAILED, TERMINATING, TERMINATED): 409 at once. */
-export function endpointUnavailable(endpoint: EndpointRecord): OpenAIError {
-  return openAIError(409, 'invalid_request_error', unavailableMessage(endpoint), 'endpoint_not_running', 'model');
+/** The endpoint holds no replicas (maxReplica 0) and is not serving: refused at once. */
+export function endpointHoldsNoReplicas(endpointId: string): Failure {
+  return { kind: 'conflict', message: noReplicasMessage(endpointId), code: 'endpoint_not_running', field: 'model' };
 }
 
-export function noReplicaAnswered(endpointId: string): OpenAIError {
-  return openAIError(503, 'server_error', `no replica of endpoint '${endpointId}' answered; try again`, 'replica_unavailable', null, 2);
+/** The wait for a starting or sleeping endpoint ran out (waiting for a machine takes minutes: retry later then). */
+export function endpointNotReady(message: string, retryAfterS: number): Failure {
+  return { kind: 'unavailable', message, code: 'endpoint_not_ready', retryAfter: retryAfterS };
 }
 
-export function modelRequired(): OpenAIError {
-  return openAIError(400, 'invalid_request_error', 'model is required: pass the endpoint id', 'missing_required_parameter', 'model');
+export function noReplicaAnswered(endpointId: string): Failure {
+  return {
+    kind: 'unavailable',
+    message: `no replica of endpoint '${endpointId}' answered; try again`,
+    code: 'replica_unavailable',
+    retryAfter: 2,
+  };
 }
 
-export function refused(endpointId: string, refusal: { message: string; code: string; retryAfterS: number }): OpenAIError {
+export function modelRequired(): Failure {
+  return invalidRequest('model is required: pass the endpoint id', 'model', 'missing_required_parameter');
+}
+
+export function refused(endpointId: string, refusal: { message: string; code: string; retryAfterS: number }): Failure {
   const { message, code, retryAfterS } = refusal;
-  return openAIError(429, 'rate_limit_error', `endpoint '${endpointId}': ${message}; retry in ${retryAfterS} s`, code, null, retryAfterS);
+  return { kind: 'overloaded', message: `endpoint '${endpointId}': ${message}; retry in ${retryAfterS} s`, code, retryAfter: retryAfterS };
 }
 
-export function waitedTooLong(endpointId: string, timeoutMs: number, retryAfterS: number): OpenAIError {
-  return openAIError(
-    429,
-    'rate_limit_error',
-    `endpoint '${endpointId}' is at capacity: the request waited ${Math.round(timeoutMs / 1000)} s for a free slot`,
-    'queue_full',
-    null,
-    retryAfterS,
-  );
+export function waitedTooLong(endpointId: string, timeoutMs: number, retryAfterS: number): Failure {
+  return {
+    kind: 'overloaded',
+    message: `endpoint '${endpointId}' is at capacity: the request waited ${Math.round(timeoutMs / 1000)} s for a free slot`,
+    code: 'queue_full',
+    retryAfter: retryAfterS,
+  };
 }
 
-export function modelNotFound(model: string): OpenAIError {
-  return openAIError(
-    404,
-    'not_found_error',
-    `The model '${model}' does not exist or you do not have access to it. model is one of your endpoints' ids or names: GET /dedicated/v1/models lists them.`,
-    'model_not_found',
-    'model',
-  );
+export function modelNotFound(model: string): Failure {
+  return {
+    kind: 'not-found',
+    message: `The model '${model}' does not exist or you do not have access to it. model is one of your endpoints' ids or names: GET /dedicated/v1/models lists them.`,
+    code: 'model_not_found',
+    field: 'model',
+  };
 }
 
-/** A chat `model` naming several of the caller's endpoints: 400, listing their ids. */
-export function ambiguousModel(name: string, ids: readonly string[]): OpenAIError {
-  return openAIError(
-    400,
-    'invalid_request_error',
+/** A chat `model` naming several of the caller's endpoints: refused, listing their ids. */
+export function ambiguousModel(name: string, ids: readonly string[]): Failure {
+  return invalidRequest(
     `The model name '${name}' matches ${ids.length} of your endpoints (${ids.join(', ')}); pass one of these ids as model.`,
-    'model_ambiguous',
     'model',
+    'model_ambiguous',
   );
 }

@@ -1,21 +1,21 @@
 /**
  * Holding a request until its endpoint serves: a sleeping endpoint is woken,
  * a starting one awaited; one that serves no requests (see lifecycle.ts) is
- * refused at once, and past the wait the answer is 503 with Retry-After.
+ * refused at once, and past the wait it is `unavailable`, with a time to retry after.
  *
  * A waiting request looks again at each of the endpoint's events (any
  * gateway's writes are announced by NOTIFY, see src/live/event-hub.ts), and
  * otherwise at a poll interval (a fallback: announcements can be missed
  * while LISTEN reconnects).
  */
-import { holdsNoReplicas, isServing, isUnavailable, noReplicasMessage } from '../domain/lifecycle.js';
-import { openAIError, type OpenAIError } from '../domain/openai-errors.js';
+import type { Failure } from '../domain/errors.js';
+import { holdsNoReplicas, isServing, isUnavailable } from '../domain/lifecycle.js';
 import type { ChatAccess } from '../services/chat-access.js';
 import type { Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import { Nudge } from '../util/nudge.js';
-import { clientClosed, endpointUnavailable, modelNotFound } from './route-errors.js';
+import { clientClosed, endpointHoldsNoReplicas, endpointNotReady, endpointUnavailable, modelNotFound } from './route-errors.js';
 
 export interface ServingWaitOptions {
   /** How long a request may wait for a sleeping or starting endpoint to serve. */
@@ -33,7 +33,7 @@ export interface ServingWaitOptions {
   onAnnounced?: (endpointId: string | undefined) => void;
 }
 
-export type ServingOutcome = { endpoint: EndpointRecord } | OpenAIError;
+export type ServingOutcome = { endpoint: EndpointRecord } | Failure;
 
 export class ServingWait {
   /** Requests waiting for an endpoint to serve, by endpoint: poked when one of its events is announced. */
@@ -79,7 +79,7 @@ export class ServingWait {
           if (!current) return modelNotFound(endpoint.id);
           endpoint = current;
           if (holdsNoReplicas(endpoint) && !isServing(endpoint.status)) {
-            return openAIError(409, 'invalid_request_error', noReplicasMessage(endpoint.id), 'endpoint_not_running', 'model');
+            return endpointHoldsNoReplicas(endpoint.id);
           }
         }
         let waitMs = this.options.pollMs ?? Math.min(100 + poll * 50, 500);
@@ -90,15 +90,8 @@ export class ServingWait {
         }
         if (endpoint.status === 'SLEEPING') await this.access.wake(principal, endpoint.id);
         if (performance.now() > deadline) {
-          return openAIError(
-            503,
-            'server_error',
-            notServingYetMessage(endpoint),
-            'endpoint_not_ready',
-            null,
-            // Waiting for a machine takes minutes, not seconds: a client that retries sooner only waits again.
-            endpoint.phase === 'REQUESTING_VIRTUAL_MACHINE' ? 30 : 10,
-          );
+          // Waiting for a machine takes minutes, not seconds: a client that retries sooner only waits again.
+          return endpointNotReady(notServingYetMessage(endpoint), endpoint.phase === 'REQUESTING_VIRTUAL_MACHINE' ? 30 : 10);
         }
         if (waitMs > 0) await changes.wait(waitMs, signal);
         if (signal.aborted) return clientClosed();
@@ -160,7 +153,7 @@ export class ServingWait {
   }
 }
 
-/** The 503 of a request whose wait ran out: what the endpoint waits for, when it waits for a machine. */
+/** The message of a request whose wait ran out: what the endpoint waits for, when it waits for a machine. */
 export function notServingYetMessage(endpoint: Pick<EndpointRecord, 'id' | 'status' | 'phase' | 'waitReason'>): string {
   if (endpoint.phase === 'REQUESTING_VIRTUAL_MACHINE') {
     const why = endpoint.waitReason ? `: ${endpoint.waitReason}` : '';

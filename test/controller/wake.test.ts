@@ -105,7 +105,7 @@ describe('wake on request', () => {
     const t0 = performance.now();
     const routed = await router.route(principal, { model: id, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 }, client.signal);
     expect(performance.now() - t0).toBeLessThan(5000);
-    expect(routed).toMatchObject({ type: 'error', error: { status: 499 } });
+    expect(routed).toMatchObject({ type: 'error', error: { kind: 'cancelled' } });
     await waitForStatus(t.sql, id, 'RUNNING');
   });
 });

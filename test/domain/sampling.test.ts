@@ -75,7 +75,7 @@ describe('parseChatRequest: sampling controls', () => {
       const result = parse(bad);
       expect(result.type, JSON.stringify(bad).slice(0, 80)).toBe('error');
       if (result.type === 'error') {
-        expect(result.error).toMatchObject({ status: 400, param });
+        expect(result.error).toMatchObject({ kind: 'invalid', fields: [{ field: param }] });
         expect(result.error.message).toContain(rule);
       }
     }

@@ -12,7 +12,6 @@ import {
   type AdmissionDecision,
   type AdmissionInput,
 } from '../../src/router/admission.js';
-import { openAIError } from '../../src/domain/openai-errors.js';
 
 const base: AdmissionInput = {
   running: 2,
@@ -282,7 +281,7 @@ describe('EndpointGate', () => {
     await ask('a', 'a0');
     const waits = [ask('a', 'a1'), ask('b', 'b1'), ask('b', 'b2')].map((w) => w.catch((e: unknown) => e));
     expect(g.queued).toBe(3);
-    const closed = new QueueClosedError(openAIError(409, 'invalid_request_error', 'terminated', 'endpoint_not_running', 'model'));
+    const closed = new QueueClosedError({ kind: 'conflict', message: 'terminated', code: 'endpoint_not_running', field: 'model' });
     g.closeQueue(closed);
     expect(await Promise.all(waits)).toEqual([closed, closed, closed]);
     expect(g.queued).toBe(0);

@@ -59,7 +59,7 @@ describe('parseChatRequest roles', () => {
     for (const role of ['function', 'constructor', '__proto__', 7]) {
       const refused = parseChatRequest({ model: 'm', messages: [{ role, content: 'x' }] });
       expect(refused.type, String(role)).toBe('error');
-      if (refused.type === 'error') expect(refused.error).toMatchObject({ status: 400, param: 'messages[0].role' });
+      if (refused.type === 'error') expect(refused.error).toMatchObject({ kind: 'invalid', fields: [{ field: 'messages[0].role' }] });
     }
   });
 });
@@ -85,7 +85,12 @@ describe('text completions', () => {
       shape,
       new AbortController().signal,
     );
-    expect(refused).toMatchObject({ status: 400, param: 'tokens', message: expect.stringContaining('The prompt has 80 tokens') });
+    expect(refused).toMatchObject({
+      kind: 'invalid',
+      code: 'context_length_exceeded',
+      fields: [{ field: 'tokens' }],
+      message: expect.stringContaining('The prompt has 80 tokens'),
+    });
     const fits = await checkPromptTokens(sharedEngineClient(), nowhere, endpointWith(128, 4096), ids, shape, new AbortController().signal);
     expect(fits).toBeUndefined();
     const text = completion({ prompt: 'héllo' });

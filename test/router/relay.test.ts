@@ -6,7 +6,8 @@
 import { PassThrough, Writable } from 'node:stream';
 import { expect, test } from 'vitest';
 import type { RoutedRequest } from '../../src/router/dispatch.js';
-import { collectBody, CUT_EVENTS, pipeStream, relayStream, UpstreamCutError } from '../../src/router/relay.js';
+import { CUT_EVENTS } from '../../src/http/rest/chat-errors.js';
+import { collectBody, pipeStream, relayStream, UpstreamCutError } from '../../src/router/relay.js';
 
 type Outcome = Parameters<RoutedRequest['finish']>[0];
 
@@ -48,7 +49,7 @@ for (const [name, end] of [
     const { out, text } = sink();
     const events = [chunk(''), chunk('Hé'), chunk('llo'), chunk(null, 'stop'), usage, 'data: [DONE]'];
     const body = events.map((e) => e + end).join('');
-    const piping = pipeStream(request, out);
+    const piping = pipeStream(request, out, CUT_EVENTS);
     // Cut inside events, inside a blank line and inside the two bytes of 'é'.
     const bytes = Buffer.from(body);
     const cuts = [5, bytes.indexOf('é') + 1, bytes.indexOf('llo') + 2, bytes.indexOf('[DONE]') - 3];
@@ -75,7 +76,7 @@ test('a usage event the client asked for passes; a last event without its blank 
   const { upstream, request, outcomes } = routed(true);
   const { out, text } = sink();
   const body = `${chunk('a')}\n\n${chunk(null, 'length')}\n\n${usage}\n\ndata: [DONE]\n`;
-  const piping = pipeStream(request, out);
+  const piping = pipeStream(request, out, CUT_EVENTS);
   upstream.end(body);
   await piping;
   expect(text()).toBe(`${body}\n`);
@@ -85,7 +86,7 @@ test('a usage event the client asked for passes; a last event without its blank 
 test('an event cut short at the end, or one that is not JSON, is passed on without breaking the relay', async () => {
   const { upstream, request, outcomes } = routed(true);
   const { out, text } = sink();
-  const piping = pipeStream(request, out);
+  const piping = pipeStream(request, out, CUT_EVENTS);
   upstream.write(`${chunk('a')}\r\n\r\ndata: {"usage": {broken\r\n\r\n`);
   upstream.end(`${usage.slice(0, 60)}`);
   await piping;
@@ -96,7 +97,7 @@ test('an event cut short at the end, or one that is not JSON, is passed on witho
 test("an answer the replica ends before [DONE] ends with an error event in OpenAI's shape and [DONE], and is recorded as cut", async () => {
   const { upstream, request, outcomes } = routed(false);
   const { out, text } = sink();
-  const piping = pipeStream(request, out);
+  const piping = pipeStream(request, out, CUT_EVENTS);
   upstream.end(`${chunk('a')}\n\n`);
   await piping;
   const events = text().split('\n\n').filter(Boolean);
@@ -115,7 +116,7 @@ test("an answer the replica ends before [DONE] ends with an error event in OpenA
 test('a broken upstream connection (an error, not an end) is a cut too; a client that left is not', async () => {
   const broken = routed(false);
   const a = sink();
-  const piping = pipeStream(broken.request, a.out);
+  const piping = pipeStream(broken.request, a.out, CUT_EVENTS);
   broken.upstream.write(`${chunk('a')}\n\n`);
   await new Promise((resolve) => setImmediate(resolve));
   broken.upstream.destroy(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
@@ -125,7 +126,7 @@ test('a broken upstream connection (an error, not an end) is a cut too; a client
 
   const left = routed(false);
   const b = sink();
-  const leaving = pipeStream(left.request, b.out);
+  const leaving = pipeStream(left.request, b.out, CUT_EVENTS);
   left.upstream.write(`${chunk('a')}\n\n`);
   await new Promise((resolve) => setImmediate(resolve));
   b.out.destroy();
@@ -178,7 +179,7 @@ test('an answer that only calls tools has its time to first token at the chunk w
   const { out } = sink();
   const calls =
     'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":null}]}';
-  const piping = pipeStream(request, out);
+  const piping = pipeStream(request, out, CUT_EVENTS);
   upstream.write(`${chunk('')}\n\n`);
   await new Promise((resolve) => setTimeout(resolve, 20));
   upstream.end(`${calls}\n\n${chunk(null, 'tool_calls')}\n\n${usage}\n\ndata: [DONE]\n\n`);

@@ -3,7 +3,9 @@
  * (src/domain/errors.ts) to a GraphQL error's `extensions.code` and the HTTP
  * status it gives an answer over HTTP. Expected failures of mutations are
  * result types instead (schema/errors.ts); this is for what is thrown, for
- * query fields, and for authentication.
+ * query fields, and for authentication. Chat's failures (`chatErrorOf`,
+ * `graphqlChatError`) are defined as the OpenAI-compatible route's errors,
+ * and take its status, type and code from its table (src/http/rest/chat-errors.ts).
  *
  * A bug is masked as yoga masks it ("Unexpected error.", INTERNAL_SERVER_ERROR)
  * and, where the answer leaves (`reportGraphQLErrors`: HTTP through the yoga
@@ -14,10 +16,10 @@ import { GraphQLError, type ExecutionResult, type GraphQLFormattedError } from '
 import { mapAsyncIterator, maskError as yogaMaskError, type Plugin } from 'graphql-yoga';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { httpStatusOf, type Failure, type FailureKind } from '../../domain/errors.js';
-import type { OpenAIError } from '../../domain/openai-errors.js';
 import type { FieldViolation } from '../../domain/result.js';
 import { sendJson } from '../body.js';
 import { failureOf } from '../failures.js';
+import { openAIErrorOfFailure } from '../rest/chat-errors.js';
 import { logFailure, requestIdOf, type Log } from '../request-id.js';
 
 /** GraphQL names fields in camelCase; the shared validators speak the REST names. */
@@ -73,6 +75,7 @@ const GRAPHQL: { [K in Exclude<FailureKind, 'internal'>]: Row<K> } = {
   overloaded: { code: 'RESOURCE_EXHAUSTED', fieldStatus: true, extensions: retryAfter, headers: retryAfterHeader },
   unavailable: { code: 'UNAVAILABLE', fieldStatus: true, extensions: retryAfter, headers: retryAfterHeader },
   upstream: { code: 'UPSTREAM_DISCONNECTED', fieldStatus: true },
+  cancelled: { code: 'CANCELLED', fieldStatus: false },
 };
 
 /** The GraphQL error of a failure; undefined for a bug, which is masked (see `maskGraphQLError`). */
@@ -191,14 +194,32 @@ export function useErrorReporting(log: Log): Plugin<Record<string, unknown>, { r
   };
 }
 
-/** A chat route's error (in the OpenAI shape) as a GraphQL error, for the `chatCompletion` subscription. */
-export function graphqlChatError(error: OpenAIError, jsonFields?: ReadonlySet<string>): GraphQLError {
+/** A chat failure as GraphQL answers it (`ChatCompletionError`): the REST route's error, its field in GraphQL's names. */
+export interface ChatError {
+  message: string;
+  errorType: string;
+  code: string | null;
+  param: string | null;
+  status: number;
+  retryAfter: number | null;
+}
+
+/** The chat error of a failure; below a field of type JSON (`jsonFields`), `param` keeps the client's own key names. */
+export function chatErrorOf(failure: Failure, jsonFields?: ReadonlySet<string>): ChatError {
+  const { message, type, code, param, status, retryAfter } = openAIErrorOfFailure(failure);
+  const field = param ? graphqlFieldName(param, jsonFields) : null;
+  return { message, errorType: type, code, param: field, status, retryAfter: retryAfter ?? null };
+}
+
+/** A chat failure as a GraphQL error, for the `chatCompletion` subscription: the same fields, as extensions. */
+export function graphqlChatError(failure: Failure, jsonFields?: ReadonlySet<string>): GraphQLError {
+  const error = chatErrorOf(failure, jsonFields);
   return new GraphQLError(error.message, {
     extensions: {
-      code: error.code ?? error.type,
+      code: error.code ?? error.errorType,
       status: error.status,
-      ...(error.param ? { param: graphqlFieldName(error.param, jsonFields) } : {}),
-      ...(error.retryAfter !== undefined ? { retryAfter: error.retryAfter } : {}),
+      ...(error.param ? { param: error.param } : {}),
+      ...(error.retryAfter !== null ? { retryAfter: error.retryAfter } : {}),
     },
   });
 }

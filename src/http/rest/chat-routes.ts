@@ -11,7 +11,7 @@ import { CHAT_KIND, TEXT_KIND } from '../../router/inference-kinds.js';
 import { collectBody, pipeStream } from '../../router/relay.js';
 import type { Services } from '../../services/index.js';
 import type { Log } from '../request-id.js';
-import { sendOpenAIError } from './chat-errors.js';
+import { CUT_EVENTS, sendFailure } from './chat-errors.js';
 import { handleOpenAIPost } from './openai-post.js';
 
 export const CHAT_PATH = '/dedicated/v1/chat/completions';
@@ -28,7 +28,7 @@ export function handleChatCompletion(
   const kind = path === COMPLETIONS_PATH ? TEXT_KIND : CHAT_KIND;
   return handleOpenAIPost(req, res, services, log, path, async ({ principal, body, clientGone }) => {
     const routed = await router.route(principal, body, clientGone, kind);
-    if (routed.type === 'error') return sendOpenAIError(res, routed.error);
+    if (routed.type === 'error') return sendFailure(res, routed.error);
 
     const { upstream, request } = routed.value;
     if (!request.stream || upstream.status !== 200) {
@@ -47,7 +47,7 @@ export function handleChatCompletion(
       'x-accel-buffering': 'no',
     });
     res.flushHeaders();
-    await pipeStream(routed.value, res);
+    await pipeStream(routed.value, res, CUT_EVENTS);
     if (!res.destroyed) res.end();
   });
 }

@@ -21,6 +21,8 @@ export type ErrorCode =
   | 'RESOURCE_EXHAUSTED'
   /** 503 with Retry-After: a dependency (the database) cannot be reached; the request did nothing. Also a failed upstream (502). */
   | 'UNAVAILABLE'
+  /** 499: the client left before the answer (never sent; the request log records it). */
+  | 'CANCELLED'
   | 'INTERNAL';
 
 export interface RestError {
@@ -52,6 +54,7 @@ const REST: { [K in FailureKind]: Row<K> } = {
   overloaded: { code: 'RESOURCE_EXHAUSTED', headers: retryAfter },
   unavailable: { code: 'UNAVAILABLE', headers: retryAfter },
   upstream: { code: 'UNAVAILABLE' },
+  cancelled: { code: 'CANCELLED' },
   internal: { code: 'INTERNAL' },
 };
 

@@ -7,14 +7,13 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { failureOfDomainError, isServerFailure } from '../../domain/errors.js';
-import { openAIError } from '../../domain/openai-errors.js';
 import type { CallableModel } from '../../services/chat-access.js';
 import type { Services } from '../../services/index.js';
 import { authenticateRequest } from '../authenticate.js';
 import { sendJson } from '../body.js';
 import { failureOf } from '../failures.js';
 import { logFailure, requestIdOf, type Log } from '../request-id.js';
-import { openAIErrorOfFailure, sendOpenAIError } from './chat-errors.js';
+import { sendFailure, sendMethodNotAllowed } from './chat-errors.js';
 
 export const OPENAI_PREFIX = '/dedicated/v1/';
 const MODELS_PATH = '/dedicated/v1/models';
@@ -37,18 +36,13 @@ export async function handleOpenAIRoute(req: IncomingMessage, res: ServerRespons
     const path = url.pathname.replace(/\/+$/, '');
     const one = path.startsWith(`${MODELS_PATH}/`) ? path.slice(MODELS_PATH.length + 1) : undefined;
     if (path !== MODELS_PATH && (one === undefined || one === '' || one.includes('/'))) {
-      return sendOpenAIError(
-        res,
-        openAIError(404, 'not_found_error', `Unknown request URL: ${req.method} ${url.pathname}.`, 'unknown_url'),
-      );
+      return sendFailure(res, { kind: 'not-found', message: `Unknown request URL: ${req.method} ${url.pathname}.`, code: 'unknown_url' });
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
-      return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${url.pathname} accepts GET only`, 'method_not_allowed'), {
-        allow: 'GET, HEAD',
-      });
+      return sendMethodNotAllowed(res, url.pathname, 'GET');
     }
     const auth = await authenticateRequest(services, req);
-    if (auth.type === 'error') return sendOpenAIError(res, openAIErrorOfFailure(failureOfDomainError(auth.error)));
+    if (auth.type === 'error') return sendFailure(res, failureOfDomainError(auth.error));
     const models = await services.chatAccess.callableModels(auth.value);
     if (one === undefined) return sendJson(res, 200, { object: 'list', data: models.map(modelObject) });
     let id: string;
@@ -59,21 +53,13 @@ export async function handleOpenAIRoute(req: IncomingMessage, res: ServerRespons
     }
     const found = models.find((m) => m.id === id);
     if (!found) {
-      return sendOpenAIError(
-        res,
-        openAIError(
-          404,
-          'not_found_error',
-          `The model '${id}' does not exist or you do not have access to it.`,
-          'model_not_found',
-          'model',
-        ),
-      );
+      const message = `The model '${id}' does not exist or you do not have access to it.`;
+      return sendFailure(res, { kind: 'not-found', message, code: 'model_not_found', field: 'model' });
     }
     sendJson(res, 200, modelObject(found));
   } catch (error) {
     const failure = failureOf(error);
     if (isServerFailure(failure)) logFailure(log, requestIdOf(req), `${req.method} ${url.pathname}`, error);
-    sendOpenAIError(res, openAIErrorOfFailure(failure));
+    sendFailure(res, failure);
   }
 }

@@ -7,14 +7,13 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { failureOfDomainError, isServerFailure } from '../../domain/errors.js';
-import { openAIError } from '../../domain/openai-errors.js';
 import type { Services } from '../../services/index.js';
 import type { Principal } from '../../services/principal.js';
 import { authenticateRequest } from '../authenticate.js';
 import { readJsonBody } from '../body.js';
 import { failureOf } from '../failures.js';
 import { logFailure, requestIdOf, type Log } from '../request-id.js';
-import { openAIErrorOfFailure, sendOpenAIError } from './chat-errors.js';
+import { sendFailure, sendMethodNotAllowed } from './chat-errors.js';
 
 /** An authenticated POST: the caller, its body, and a signal that aborts when the client leaves. */
 export interface OpenAIPost {
@@ -39,16 +38,14 @@ export async function handleOpenAIPost(
   });
   try {
     if (req.method !== 'POST') {
-      return sendOpenAIError(res, openAIError(405, 'invalid_request_error', `${path} accepts POST only`, 'method_not_allowed'), {
-        allow: 'POST',
-      });
+      return sendMethodNotAllowed(res, path, 'POST');
     }
     const body = readJsonBody(req, res).then(
       (value) => ({ value }),
       (error: unknown) => ({ error }),
     );
     const auth = await authenticateRequest(services, req);
-    if (auth.type === 'error') return sendOpenAIError(res, openAIErrorOfFailure(failureOfDomainError(auth.error)));
+    if (auth.type === 'error') return sendFailure(res, failureOfDomainError(auth.error));
     const read = await body;
     if ('error' in read) throw read.error;
     await work({ principal: auth.value, body: read.value, clientGone: clientGone.signal });
@@ -56,7 +53,7 @@ export async function handleOpenAIPost(
     if (clientGone.signal.aborted) return;
     const failure = failureOf(error);
     if (isServerFailure(failure)) logFailure(log, requestIdOf(req), path, error);
-    if (!res.headersSent) sendOpenAIError(res, openAIErrorOfFailure(failure));
+    if (!res.headersSent) sendFailure(res, failure);
     else res.destroy();
   }
 }

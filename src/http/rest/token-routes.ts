@@ -8,7 +8,7 @@
  * engine serves too.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { openAIError } from '../../domain/openai-errors.js';
+import type { Failure } from '../../domain/errors.js';
 import { parseDetokenizeBody, parseTokenizeBody } from '../../domain/token-request.js';
 import type { ChatRouter } from '../../router/chat-router.js';
 import { MAX_TOKEN_CALLS_PER_ENDPOINT } from '../../router/token-calls.js';
@@ -16,7 +16,7 @@ import { requestRefusal } from '../../router/engine-call.js';
 import type { Services } from '../../services/index.js';
 import { sendJson } from '../body.js';
 import type { Log } from '../request-id.js';
-import { sendOpenAIError } from './chat-errors.js';
+import { sendFailure } from './chat-errors.js';
 import { handleOpenAIPost } from './openai-post.js';
 
 export const TOKENIZE_PATH = '/dedicated/v1/tokenize';
@@ -26,18 +26,18 @@ const ANSWER_TIMEOUT_MS = 30_000;
 /** The most of a replica's answer read: the tokens of a 1 MiB prompt, as JSON, with room. */
 const MAX_ANSWER_BYTES = 32 * 1024 * 1024;
 
-const replicaFailed = (what: string) =>
-  openAIError(502, 'server_error', `the endpoint's replica did not ${what}; try again`, 'upstream_error', null);
+const replicaFailed = (what: string): Failure => ({
+  kind: 'upstream',
+  message: `the endpoint's replica did not ${what}; try again`,
+  code: 'upstream_error',
+});
 
-const busy = (endpointId: string) =>
-  openAIError(
-    429,
-    'rate_limit_error',
-    `endpoint '${endpointId}' is running ${MAX_TOKEN_CALLS_PER_ENDPOINT} tokenize or detokenize calls already; retry in 1 s`,
-    'rate_limit_exceeded',
-    null,
-    1,
-  );
+const busy = (endpointId: string): Failure => ({
+  kind: 'overloaded',
+  message: `endpoint '${endpointId}' is running ${MAX_TOKEN_CALLS_PER_ENDPOINT} tokenize or detokenize calls already; retry in 1 s`,
+  code: 'rate_limit_exceeded',
+  retryAfter: 1,
+});
 
 export function handleTokenRoute(
   req: IncomingMessage,
@@ -50,12 +50,12 @@ export function handleTokenRoute(
   const tokenize = path === TOKENIZE_PATH;
   return handleOpenAIPost(req, res, services, log, path, async ({ principal, body, clientGone }) => {
     const parsed = tokenize ? parseTokenizeBody(body) : parseDetokenizeBody(body);
-    if (parsed.type === 'error') return sendOpenAIError(res, parsed.error);
+    if (parsed.type === 'error') return sendFailure(res, parsed.error);
     const serving = await router.replicaFor(principal, (body as { model?: unknown }).model, clientGone);
-    if (serving.type === 'error') return sendOpenAIError(res, serving.error);
+    if (serving.type === 'error') return sendFailure(res, serving.error);
     const { endpoint, replica, engines } = serving.value;
     const leave = router.tokenCalls.enter(endpoint.id);
-    if (!leave) return sendOpenAIError(res, busy(endpoint.id));
+    if (!leave) return sendFailure(res, busy(endpoint.id));
     const signal = AbortSignal.any([clientGone, AbortSignal.timeout(ANSWER_TIMEOUT_MS)]);
     const route = tokenize ? '/tokenize' : '/detokenize';
     const answer = await engines
@@ -64,15 +64,15 @@ export function handleTokenRoute(
       .finally(leave);
     if (clientGone.aborted) return;
     const what = tokenize ? 'tokenize the prompt' : 'detokenize the tokens';
-    if (!answer) return sendOpenAIError(res, replicaFailed(what));
+    if (!answer) return sendFailure(res, replicaFailed(what));
     // The replica's refusal of the request itself (a token outside its vocabulary) is the client's: relayed as it is.
     // Any other failure (its token refused, a route it lacks) is the replica's.
     const refused = requestRefusal(answer);
-    if (refused) return sendOpenAIError(res, refused);
+    if (refused) return sendFailure(res, refused);
     const result = answer.body as { tokens?: unknown; prompt?: unknown } | undefined;
     if (answer.status === 200 && tokenize && Array.isArray(result?.tokens) && result.tokens.every((t) => Number.isInteger(t)))
       return sendJson(res, 200, { tokens: result.tokens });
     if (answer.status === 200 && !tokenize && typeof result?.prompt === 'string') return sendJson(res, 200, { text: result.prompt });
-    sendOpenAIError(res, replicaFailed(what));
+    sendFailure(res, replicaFailed(what));
   });
 }

@@ -4,10 +4,12 @@
  * `createChatCompletion` mutation returns the whole answer. Both go through
  * the chat router, so routing, limits, waking and cancellation are the same.
  */
-import { openAIError, type OpenAIError } from '../../../domain/openai-errors.js';
+import type { Failure } from '../../../domain/errors.js';
+import { engineFailure, upstreamInvalid } from '../../../router/engine-call.js';
+import type { RoutedRequest } from '../../../router/dispatch.js';
 import { collectBody, relayStream } from '../../../router/relay.js';
 import { builder, type SchemaTypesOf } from '../builder.js';
-import { graphqlChatError, graphqlFieldName, restFieldName } from '../errors.js';
+import { chatErrorOf, graphqlChatError, restFieldName, type ChatError } from '../errors.js';
 
 interface Usage {
   prompt_tokens: number;
@@ -281,19 +283,15 @@ const CompletionRef = builder.objectRef<Completion>('ChatCompletion').implement(
   }),
 });
 
-const ChatCompletionError = builder.objectRef<OpenAIError & { type: string }>('ChatCompletionError').implement({
+const ChatCompletionError = builder.objectRef<ChatError>('ChatCompletionError').implement({
   description: 'The request could not be served: the same error the REST route answers, with its HTTP status.',
   fields: (t) => ({
     message: t.exposeString('message'),
-    errorType: t.string({ resolve: (e) => e.type }),
-    code: t.string({ nullable: true, resolve: (e) => e.code }),
-    param: t.string({ nullable: true, resolve: (e) => (e.param ? graphqlFieldName(e.param, JSON_FIELDS) : null) }),
+    errorType: t.exposeString('errorType'),
+    code: t.exposeString('code', { nullable: true }),
+    param: t.exposeString('param', { nullable: true }),
     status: t.exposeInt('status'),
-    retryAfter: t.int({
-      nullable: true,
-      description: 'Seconds to wait before retrying (429 and 503).',
-      resolve: (e) => e.retryAfter ?? null,
-    }),
+    retryAfter: t.exposeInt('retryAfter', { nullable: true, description: 'Seconds to wait before retrying (429 and 503).' }),
   }),
 });
 
@@ -308,18 +306,23 @@ const CreateChatCompletionResult = builder.unionType('CreateChatCompletionResult
 
 /**
  * The replica's JSON (an answer, a chunk, an error body); a replica that sends something else (an engine of one's own
- * gone wrong) is a 502. The text itself goes nowhere: JSON.parse's own message would quote it into the log.
+ * gone wrong) is an upstream failure. The text itself goes nowhere: JSON.parse's own message would quote it into the log.
  */
-function upstreamJson<T>(text: string): T | OpenAIError {
+function upstreamJson<T extends object>(text: string): T | { failure: Failure } {
   try {
     return JSON.parse(text) as T;
   } catch {
-    return openAIError(502, 'server_error', 'The replica sent an answer that is not valid JSON.', 'upstream_invalid');
+    return { failure: upstreamInvalid() };
   }
 }
 
-const isOpenAIError = (value: unknown): value is OpenAIError =>
-  typeof value === 'object' && value !== null && 'status' in value && 'type' in value && 'message' in value;
+/** A whole (unstreamed) answer of the replica: the completion, or the failure it answers (read into the error model). */
+async function wholeAnswer(routed: RoutedRequest): Promise<{ completion: Completion } | { failure: Failure }> {
+  const body = upstreamJson<Completion | { error: unknown }>((await collectBody(routed)).toString('utf8'));
+  if ('failure' in body) return body;
+  if ('error' in body || routed.upstream.status !== 200) return { failure: engineFailure({ status: routed.upstream.status, body }) };
+  return { completion: body };
+}
 
 builder.mutationField('createChatCompletion', (t) =>
   t.field({
@@ -327,11 +330,9 @@ builder.mutationField('createChatCompletion', (t) =>
     args: { input: t.arg({ type: ChatCompletionInput, required: true }) },
     resolve: async (_, { input }, { principal, chat, signal }) => {
       const routed = await chat.route(principal, toOpenAIBody(input, false), signal);
-      if (routed.type === 'error') return routed.error;
-      const body = upstreamJson<Completion | { error: Omit<OpenAIError, 'status'> }>((await collectBody(routed.value)).toString('utf8'));
-      if (isOpenAIError(body)) return body;
-      if ('error' in body) return { ...body.error, status: routed.value.upstream.status } as OpenAIError;
-      return { completion: body };
+      if (routed.type === 'error') return chatErrorOf(routed.error, JSON_FIELDS);
+      const answer = await wholeAnswer(routed.value);
+      return 'failure' in answer ? chatErrorOf(answer.failure, JSON_FIELDS) : answer;
     },
   }),
 );
@@ -350,14 +351,13 @@ builder.subscriptionField('chatCompletion', (t) =>
         if (routed.type === 'error') throw graphqlChatError(routed.error, JSON_FIELDS);
         const { upstream } = routed.value;
         if (upstream.status !== 200) {
-          const body = upstreamJson<{ error: Omit<OpenAIError, 'status'> }>((await collectBody(routed.value)).toString('utf8'));
-          if (isOpenAIError(body)) throw graphqlChatError(body, JSON_FIELDS);
-          throw graphqlChatError({ ...body.error, status: upstream.status } as OpenAIError, JSON_FIELDS);
+          const answer = await wholeAnswer(routed.value);
+          throw graphqlChatError('failure' in answer ? answer.failure : upstreamInvalid(), JSON_FIELDS);
         }
         for await (const data of relayStream(routed.value)) {
           if (data === '[DONE]') return;
           const chunk = upstreamJson<Chunk>(data);
-          if (isOpenAIError(chunk)) throw graphqlChatError(chunk, JSON_FIELDS);
+          if ('failure' in chunk) throw graphqlChatError(chunk.failure, JSON_FIELDS);
           yield chunk;
         }
       } finally {
