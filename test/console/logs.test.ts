@@ -7,6 +7,15 @@ import { TINY_REPO, waitForStatus } from '../support/app.js';
 import { createBody } from '../support/gateway.js';
 import { describeBrowser, startConsole, type ConsoleHarness } from './browser.js';
 
+/** Polls a condition the page reaches on its own (a subscription's message, a re-read list): 15 s, as a loaded machine may need. */
+const poll = <T>(probe: () => T | Promise<T>) => expect.poll(probe, { timeout: 15_000, interval: 100 });
+
+async function signIn(page: Page, key: string): Promise<void> {
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('navigation', { name: 'Main' }).waitFor();
+}
+
 interface ReplicaRow {
   id: string;
   node: string;
@@ -46,7 +55,7 @@ describeBrowser('web console: replicas, logs and event history', () => {
   async function openTab(page: Page, endpointId: string, tab: 'Replicas' | 'Logs' | 'Event history') {
     await page.goto(`${h.app.url}/#/endpoints/${endpointId}`);
     await panel(page).getByRole('tab', { name: tab }).click();
-    await expect.poll(() => panel(page).getByRole('tab', { name: tab }).getAttribute('aria-selected')).toBe('true');
+    await poll(() => panel(page).getByRole('tab', { name: tab }).getAttribute('aria-selected')).toBe('true');
   }
 
   it('lists the running replica: its state, version, instance label, node and since when; no failures', async () => {
@@ -66,7 +75,7 @@ describeBrowser('web console: replicas, logs and event history', () => {
     const shown = await cells();
     expect(shown.Where).toBe(`${replica.node} (local)`);
     expect(Number.isNaN(Date.parse((await row.locator('time').getAttribute('datetime')) ?? ''))).toBe(false);
-    await expect.poll(() => panel(page).getByTestId('replica-failures').innerText()).toMatch(/Failed in the last 10 min: 0/);
+    await poll(() => panel(page).getByTestId('replica-failures').innerText()).toMatch(/Failed in the last 10 min: 0/);
     // The row's Log button opens the Logs tab on that replica.
     await row.getByRole('button', { name: `Log of ${replica.id}` }).click();
     await expect.poll(() => logView(page, replica.id).innerText(), { timeout: 20_000 }).toMatch(/^ENGINE_READY /m);
@@ -82,9 +91,9 @@ describeBrowser('web console: replicas, logs and event history', () => {
     expect(waiting.status, JSON.stringify(waiting.body)).toBe(200);
     const page = await h.signedIn();
     await openTab(page, waiting.body.endpointId as string, 'Replicas');
-    await expect.poll(() => panel(page).innerText()).toContain('No replicas yet');
+    await poll(() => panel(page).innerText()).toContain('No replicas yet');
     await panel(page).getByRole('tab', { name: 'Logs' }).click();
-    await expect.poll(() => panel(page).innerText()).toContain('No replicas yet, so no engine log');
+    await poll(() => panel(page).innerText()).toContain('No replicas yet, so no engine log');
     expect(await page.getByRole('log').count()).toBe(0);
 
     // A model without weights: its replica fails, and the list says why; the event history has its creation and failure.
@@ -100,15 +109,15 @@ describeBrowser('web console: replicas, logs and event history', () => {
     await waitForStatus(h.app.sql, failing, 'FAILED', 60_000);
     await openTab(page, failing, 'Replicas');
     const failed = panel(page).locator('tr[data-replica]').first();
-    await expect.poll(() => failed.locator('td[data-label="State"]').innerText()).toBe('FAILED');
-    await expect.poll(() => failed.locator('td[data-label="Last error"]').innerText()).toContain('contains no model files');
+    await poll(() => failed.locator('td[data-label="State"]').innerText()).toBe('FAILED');
+    await poll(() => failed.locator('td[data-label="Last error"]').innerText()).toContain('contains no model files');
     await expect
       .poll(() => panel(page).getByTestId('replica-failures').innerText())
       .toMatch(/Failed in the last 10 min: [1-9].*last: rep_\w+ at .*contains no model files/);
     await panel(page).getByRole('tab', { name: 'Event history' }).click();
     const history = panel(page).getByRole('list', { name: 'Event history' });
-    await expect.poll(() => history.innerText()).toContain('Created');
-    await expect.poll(() => history.innerText()).toMatch(/WORKLOAD_INIT_\w+/);
+    await poll(() => history.innerText()).toContain('Created');
+    await poll(() => history.innerText()).toMatch(/WORKLOAD_INIT_\w+/);
   }, 90_000);
 
   it('follows the log live: a line the engine writes after Follow opened appears, and the ended replica says so', async () => {
@@ -122,7 +131,7 @@ describeBrowser('web console: replicas, logs and event history', () => {
     expect(await log.innerText()).not.toContain('draining');
 
     await followSwitch(page).check();
-    await expect.poll(() => panel(page).getByRole('status').first().innerText()).toContain(`Following ${replica.id}`);
+    await poll(() => panel(page).getByRole('status').first().innerText()).toContain(`Following ${replica.id}`);
     // The follow starts with the last lines...
     await expect.poll(() => log.innerText(), { timeout: 20_000 }).toMatch(/^ENGINE_READY \{/m);
     // ...then what the engine writes from now on: sleeping the endpoint stops its engine, which logs that it drains.
@@ -148,31 +157,35 @@ describeBrowser('web console: replicas, logs and event history', () => {
   }, 180_000);
 
   it('ends the log subscription when Follow is switched off and when the page is left', async () => {
-    const page = await h.signedIn();
+    // Every frame of every socket the page opens, from before it signs in.
+    const page = await h.newPage();
     const sent: Array<{ id?: string; type?: string; payload?: { query?: string } }> = [];
     page.on('websocket', (ws) => ws.on('framesent', ({ payload }) => sent.push(JSON.parse(String(payload)))));
-    const logSubscriptions = () =>
-      sent.filter((m) => m.type === 'subscribe' && m.payload?.query?.includes('replicaLogs')).map((m) => m.id!);
-    const completed = (opId: string) => sent.some((m) => m.type === 'complete' && m.id === opId);
+    await signIn(page, h.user.key);
+    // The replicaLogs subscriptions the page started and has not ended (a `complete` from the client ends one).
+    const openLogSubscriptions = () => {
+      const ended = new Set(sent.filter((m) => m.type === 'complete').map((m) => m.id));
+      return sent.filter((m) => m.type === 'subscribe' && m.payload?.query?.includes('replicaLogs') && !ended.has(m.id)).map((m) => m.id!);
+    };
+    const everStarted = () => sent.filter((m) => m.type === 'subscribe' && m.payload?.query?.includes('replicaLogs')).length;
 
     await openTab(page, id, 'Logs');
     await logView(page, replica.id).waitFor();
-    expect(logSubscriptions()).toEqual([]);
+    expect(everStarted()).toBe(0);
     await followSwitch(page).check();
-    await expect.poll(logSubscriptions).toHaveLength(1);
-    const first = logSubscriptions()[0]!;
-    expect(completed(first)).toBe(false);
+    await poll(openLogSubscriptions).toHaveLength(1);
+    const [first] = openLogSubscriptions();
     await followSwitch(page).uncheck();
-    await expect.poll(() => completed(first)).toBe(true);
+    await poll(openLogSubscriptions).toEqual([]);
 
     await followSwitch(page).check();
-    await expect.poll(logSubscriptions).toHaveLength(2);
-    const second = logSubscriptions()[1]!;
-    await expect.poll(() => logView(page, replica.id).innerText(), { timeout: 20_000 }).toMatch(/ENGINE_READY/);
-    expect(completed(second)).toBe(false);
+    await poll(openLogSubscriptions).toHaveLength(1);
+    const [second] = openLogSubscriptions();
+    expect(second).not.toBe(first);
+    await poll(() => logView(page, replica.id).innerText()).toMatch(/ENGINE_READY/);
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Endpoints' }).click();
-    await expect.poll(() => new URL(page.url()).hash).toBe('#/');
-    await expect.poll(() => completed(second)).toBe(true);
+    await poll(() => new URL(page.url()).hash).toBe('#/');
+    await poll(openLogSubscriptions).toEqual([]);
   }, 60_000);
 
   it("shows the server's reason when a replica's log cannot be read here", async () => {
@@ -186,18 +199,27 @@ describeBrowser('web console: replicas, logs and event history', () => {
     await openTab(page, id, 'Logs');
     await panel(page).getByLabel('Replica', { exact: true }).selectOption(other);
     const alert = panel(page).getByRole('alert');
-    await expect.poll(() => alert.innerText()).toBe('The log cannot be shown: the replica ran on gpu-elsewhere: its log is kept there');
+    await poll(() => alert.innerText()).toBe('The log cannot be shown: the replica ran on gpu-elsewhere: its log is kept there');
     await followSwitch(page).check();
-    await expect.poll(() => alert.innerText()).toBe('The log cannot be followed: the replica ran on gpu-elsewhere: its log is kept there');
+    await poll(() => alert.innerText()).toBe('The log cannot be followed: the replica ran on gpu-elsewhere: its log is kept there');
     expect(await page.getByRole('log').count()).toBe(0);
+  }, 60_000);
+
+  it('fits 380 px without horizontal scrolling, the replica table and the log included', async () => {
+    const page = await h.signedIn({ width: 380, height: 800 });
+    await openTab(page, id, 'Replicas');
+    await panel(page).locator(`tr[data-replica="${replica.id}"]`).waitFor();
+    const overflow = () => page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    expect(await overflow()).toBeLessThanOrEqual(0);
+    await panel(page).getByRole('tab', { name: 'Logs' }).click();
+    await expect.poll(() => logView(page, replica.id).innerText(), { timeout: 20_000 }).toMatch(/ENGINE_READY/);
+    expect(await overflow()).toBeLessThanOrEqual(0);
   }, 60_000);
 
   it("shows another team's key neither the replicas nor the logs", async () => {
     const outsider = await h.app.seed.user();
     const page = await h.newPage();
-    await page.getByLabel('API key').fill(outsider.key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('navigation', { name: 'Main' }).waitFor();
+    await signIn(page, outsider.key);
     await page.goto(`${h.app.url}/#/endpoints/${id}`);
     await page.getByRole('heading', { level: 1, name: 'Endpoint not found' }).waitFor();
     const text = await page.locator('main').innerText();
