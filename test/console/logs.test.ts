@@ -45,7 +45,7 @@ describeBrowser('web console: replicas, logs and event history', () => {
       endpoint: { spec: { instanceOption: { numGpu: number; gpuType: string; gpuMemoryGb: number } } };
     }>('query($id: ID!) { endpoint(id: $id) { spec { instanceOption { numGpu gpuType gpuMemoryGb } } } }', { id });
     const option = spec.endpoint.spec.instanceOption;
-    instanceLabel = `${option.numGpu} × ${option.gpuType} ${option.gpuMemoryGb} GB`;
+    instanceLabel = `${option.numGpu} × ${option.gpuType} (${option.gpuMemoryGb} GB)`;
   }, 120_000);
 
   const panel = (page: Page) => page.getByRole('region', { name: 'Replicas and logs' });

@@ -44,9 +44,9 @@ export function humanize(value: string): string {
 
 export type Replica = EndpointPageReplicaFragment;
 
-/** `1 × H100 80 GB`: a replica's GPUs, with their memory when they are the endpoint's instance option's. */
+/** `1 × H100 (80 GB)`, as the spec and the list show instances: a replica's GPUs, with their memory when they are the endpoint's instance option's. */
 export function replicaInstance(replica: Pick<Replica, 'numGpu' | 'gpuType'>, option: EndpointPageSpecFragment['instanceOption']): string {
-  const memory = option.gpuType === replica.gpuType && option.numGpu === replica.numGpu ? ` ${option.gpuMemoryGb} GB` : '';
+  const memory = option.gpuType === replica.gpuType && option.numGpu === replica.numGpu ? ` (${option.gpuMemoryGb} GB)` : '';
   return `${replica.numGpu} × ${replica.gpuType}${memory}`;
 }
 
