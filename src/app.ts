@@ -43,6 +43,8 @@ export interface AppOptions {
   logger?: Logger;
   /** Replicas' environment additions (tests point engines at test settings). */
   engineEnv?: Record<string, string>;
+  /** How the local runtime runs the built-in engine: the program and its first arguments (tests run a prebuilt bundle). @default Node.js with tsx on src/engine/main.ts */
+  engineEntry?: readonly string[];
   /** Controller overrides for tests (crash-loop window, stop grace). */
   controller?: { crashLoop?: Partial<CrashPolicy>; stopGraceMs?: number };
   /** Where the built web console is (tests build their own). @default dist/console */
@@ -68,6 +70,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
           cpuOnly: inventory.source === 'cpu',
           ...(config.engineCommand ? { engineTemplate: config.engineCommand } : {}),
           threads: config.engineThreads,
+          ...(options.engineEntry ? { engineEntry: options.engineEntry } : {}),
           engineIdleExitMs: config.engineIdleExitMs,
           startTimeoutMs: config.replicaStartTimeoutMs,
           engines,

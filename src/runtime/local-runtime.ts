@@ -40,6 +40,8 @@ export interface LocalRuntimeOptions {
   cpuOnly: boolean;
   /** ENGINE_COMMAND, when set. */
   engineTemplate?: string;
+  /** How the built-in engine is run: the program and its first arguments. @default Node.js with tsx on src/engine/main.ts */
+  engineEntry?: readonly string[];
   threads?: number;
   /** How long a starting engine may take to answer its health check. @default 300000 */
   startTimeoutMs?: number;
@@ -210,6 +212,7 @@ export class LocalRuntime implements Runtime {
     const command = engineCommand(launch, port, {
       ...(this.options.engineTemplate ? { template: this.options.engineTemplate } : {}),
       ...(this.options.threads ? { threads: this.options.threads } : {}),
+      ...(this.options.engineEntry ? { entry: this.options.engineEntry } : {}),
       cpuOnly: this.options.cpuOnly,
     });
     const log = openSync(this.logPath(launch.replicaId), 'a');
