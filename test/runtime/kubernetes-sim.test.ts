@@ -16,14 +16,26 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { KubernetesRuntime } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
 import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
 import type { ReplicaLaunch, ReplicaRef } from '../../src/runtime/runtime.js';
-import { startKubeStandIn, type KubeStandIn } from '../support/kube/index.js';
+import { startKubeStandIn, startKubeStandInProcess } from '../support/kube/index.js';
 
 const ENDPOINTS = Number(process.env.SIM_ENDPOINTS ?? 150);
 const PASSES = 20;
 const CONCURRENCY = Number(process.env.SIM_CONCURRENCY ?? 100);
 const H100 = 'NVIDIA-H100-80GB-HBM3';
+/** SIM_IN_PROCESS=1: the stand-in in this process, sharing the runtime's event loop (as before session 16). */
+const IN_PROCESS = process.env.SIM_IN_PROCESS === '1';
 
-let kube: KubeStandIn;
+/** What the test reads of the stand-in, wherever it runs. */
+interface SimStandIn {
+  writeKubeconfig(namespace?: string): string;
+  requests(): Record<string, number> | Promise<Record<string, number>>;
+  resetCounts(): void | Promise<void>;
+  /** The stand-in's own CPU time (µs); undefined in this process, where it is part of the test's. */
+  cpuUsage(): Promise<NodeJS.CpuUsage | undefined>;
+  close(): Promise<void>;
+}
+
+let kube: SimStandIn;
 let runtime: KubernetesRuntime;
 
 /** Endpoint i runs 1 + (i mod 10) replicas. */
@@ -73,10 +85,15 @@ const calls = (counts: Record<string, number>) =>
 
 beforeAll(async () => {
   const nodes = Math.ceil(totalReplicas / 8) + 2;
-  kube = await startKubeStandIn({
+  const options = {
     processes: false,
     nodes: Array.from({ length: nodes }, (_, i) => ({ name: `gpu-${i}`, gpus: 8, labels: { 'nvidia.com/gpu.product': H100 } })),
-  });
+  };
+  // The stand-in runs in a child process of its own, as an API server runs beside its clients
+  // (SIM_STAND_IN_EXEC_ARGV: its Node.js options, e.g. --cpu-prof).
+  kube = IN_PROCESS
+    ? Object.assign(await startKubeStandIn(options), { cpuUsage: async () => undefined })
+    : await startKubeStandInProcess({ ...options, execArgv: process.env.SIM_STAND_IN_EXEC_ARGV?.split(' ').filter(Boolean) ?? [] });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(kube.writeKubeconfig('default'));
   runtime = new KubernetesRuntime({
@@ -94,35 +111,42 @@ afterAll(async () => {
 });
 
 test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge; passes read the caches only; a change costs its own calls`, async () => {
-  kube.resetCounts();
+  await kube.resetCounts();
   const started = performance.now();
+  const cpuBefore = process.cpuUsage();
+  const standInBefore = await kube.cpuUsage();
   const refs = await pool(
     Array.from({ length: ENDPOINTS }, (_, i) => Array.from({ length: replicasOf(i) }, (_, r) => () => runtime.start(launch(i, r)))).flat(),
     CONCURRENCY,
   );
   const convergeMs = performance.now() - started;
-  const convergeCalls = kube.requests();
+  const cpu = process.cpuUsage(cpuBefore);
+  const standInAfter = await kube.cpuUsage();
+  const convergeCalls = await kube.requests();
   expect(refs.every((ref) => ref.address !== null)).toBe(true);
   // Per replica one pod create; per endpoint one Secret read (404) and create: nothing else, no list.
   expect(convergeCalls['POST /api/v1/namespaces/{ns}/pods']).toBe(totalReplicas);
   expect(Object.keys(convergeCalls).filter((k) => k.startsWith('GET') && !k.includes('secrets'))).toEqual([]);
 
   // The controller's passes: liveness of every replica and the capacity, PASSES times over.
-  kube.resetCounts();
+  await kube.resetCounts();
   const passesStarted = performance.now();
   for (let pass = 0; pass < PASSES; pass++) {
-    for (const ref of refs) expect(runtime.liveness(ref).kind).toBe('alive');
+    let alive = 0;
+    for (const ref of refs) if (runtime.liveness(ref).kind === 'alive') alive++;
+    expect(alive).toBe(refs.length);
     expect(runtime.capacity().H100).toBeGreaterThanOrEqual(totalReplicas);
   }
   const passMs = (performance.now() - passesStarted) / PASSES;
-  expect(total(kube.requests())).toBe(0);
+  expect(total(await kube.requests())).toBe(0);
 
   // Changes: ten replicas stopped; the calls are those deletions, whatever the number of endpoints.
-  kube.resetCounts();
+  await kube.resetCounts();
   const victims: ReplicaRef[] = refs.slice(0, 10);
   await Promise.all(victims.map((ref) => runtime.stop(ref, 0)));
-  const changeCalls = calls(kube.requests());
-  expect(kube.requests()['DELETE /api/v1/namespaces/{ns}/pods/{name}']).toBe(10);
+  const changeRequests = await kube.requests();
+  const changeCalls = calls(changeRequests);
+  expect(changeRequests['DELETE /api/v1/namespaces/{ns}/pods/{name}']).toBe(10);
   expect(changeCalls).toBe(10);
   for (const ref of victims) expect(runtime.liveness(ref).kind).toBe('dead');
 
@@ -130,6 +154,11 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge; passes read t
     endpoints: ENDPOINTS,
     replicas: totalReplicas,
     convergeMs: Math.round(convergeMs),
+    convergeCpuMs: Math.round((cpu.user + cpu.system) / 1000),
+    standInCpuMs:
+      standInBefore && standInAfter
+        ? Math.round((standInAfter.user + standInAfter.system - standInBefore.user - standInBefore.system) / 1000)
+        : null,
     convergeCalls: calls(convergeCalls),
     callsPerReplica: Number((calls(convergeCalls) / totalReplicas).toFixed(2)),
     passMs: Number(passMs.toFixed(2)),

@@ -14,7 +14,7 @@
  * the pods' IPs.
  */
 import { DEFAULTS } from '../../defaults.js';
-import { ApiException, CoreV1Api, KubeConfig, Log, makeInformer, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { ApiException, KubeConfig, Log, makeInformer, type CoreV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import type { GpuType } from '../../domain/instance-catalog.js';
 import { GPU_TYPES } from '../../domain/instance-catalog.js';
 import { Nudge } from '../../util/nudge.js';
@@ -34,6 +34,7 @@ import {
 } from '../runtime.js';
 import { viewPod } from './pod-status.js';
 import { ENGINE_CONTAINER, LABELS, MANAGED_SELECTOR, podName, replicaPod } from './pod-spec.js';
+import { pooledCoreApi } from './api-client.js';
 import { EndpointSecrets, isStatus } from './endpoint-secrets.js';
 import type { KubernetesSettings } from './settings.js';
 import { Watched } from './watched.js';
@@ -64,6 +65,7 @@ export class KubernetesRuntime implements Runtime {
   readonly provisionsModels = true;
   readonly namespace: string;
   private readonly api: CoreV1Api;
+  private readonly closeApi: () => void;
   private readonly pods: Watched<V1Pod>;
   private readonly nodes: Watched<V1Node>;
   private readonly secrets: EndpointSecrets;
@@ -76,7 +78,10 @@ export class KubernetesRuntime implements Runtime {
     const kc = options.kubeConfig ?? defaultKubeConfig();
     this.namespace = options.settings.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
     this.node = `kubernetes/${this.namespace}`;
-    this.api = kc.makeApiClient(CoreV1Api);
+    // One keep-alive connection pool for every call (makeApiClient's clients open a connection per call).
+    const pooled = pooledCoreApi(kc);
+    this.api = pooled.api;
+    this.closeApi = pooled.close;
     const podPath = `/api/v1/namespaces/${this.namespace}/pods`;
     const podInformer = makeInformer<V1Pod>(
       kc,
@@ -98,6 +103,7 @@ export class KubernetesRuntime implements Runtime {
 
   async close(): Promise<void> {
     await Promise.all([this.pods.stop(), this.nodes.stop()]);
+    this.closeApi();
   }
 
   /** Whether both caches hold a complete, current view. */

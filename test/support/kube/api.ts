@@ -8,7 +8,6 @@ import {
   ApiError,
   alreadyExists,
   badRequest,
-  clone,
   deletedStatus,
   failure,
   nameSuffix,
@@ -122,7 +121,8 @@ export class ResourceApi {
       throw badRequest(`the kind in the body (${body.kind}) does not match the kind of the resource (${kind})`);
     if (body.apiVersion !== undefined && body.apiVersion !== 'v1')
       throw badRequest(`the API version in the data (${body.apiVersion}) does not match the expected API version (v1)`);
-    const object: KubeObject = { ...clone(body), kind, apiVersion: 'v1', metadata: clone(body.metadata ?? {}) };
+    // The body was parsed from this request alone: it is the handler's to change (the store keeps its own copy).
+    const object: KubeObject = { ...body, kind, apiVersion: 'v1', metadata: body.metadata ?? {} };
     const meta = object.metadata;
     if (namespace !== undefined) {
       if (meta.namespace && meta.namespace !== namespace)

@@ -3,11 +3,11 @@
  * container gets (value, fieldRef, secretKeyRef, configMapKeyRef, envFrom), the process itself (its own process group,
  * so a signal reaches everything it started) and its output, kept for the log endpoint and termination messages.
  *
- * Every process group still alive is killed with SIGKILL when the test file ends (onCleanup) or the worker exits.
+ * Every process group still alive is killed with SIGKILL when the test file ends (index.ts registers that) or the
+ * process exits.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
-import { onCleanup } from '../cleanup.js';
 import { pathValue, type KubeObject } from './objects.js';
 import type { ObjectStore } from './store.js';
 
@@ -30,7 +30,6 @@ export function killAllContainers(): void {
   for (const child of live) killGroup(child, 'SIGKILL');
 }
 
-onCleanup(killAllContainers);
 process.once('exit', killAllContainers);
 
 /** `$(VAR)` references resolved from `vars`; `$$` is a literal `$`; unknown references stay as written. */

@@ -7,7 +7,8 @@ import { newUid, timestamp, type KubeObject } from './objects.js';
 import type { ObjectStore } from './store.js';
 
 export class EventRecorder {
-  private readonly seen = new Map<string, string>();
+  /** uid of the involved object → aggregation key (reason, message, component) → the Event's name */
+  private readonly seen = new Map<string, Map<string, string>>();
 
   constructor(private readonly store: ObjectStore) {}
 
@@ -20,9 +21,11 @@ export class EventRecorder {
     host?: string,
   ): void {
     const ns: string = involved.metadata.namespace ?? 'default';
-    const key = `${involved.metadata.uid}\u0000${reason}\u0000${message}\u0000${component}`;
+    const key = `${reason}\u0000${message}\u0000${component}`;
     const now = timestamp();
-    const existing = this.seen.get(key);
+    let seen = this.seen.get(involved.metadata.uid);
+    if (!seen) this.seen.set(involved.metadata.uid, (seen = new Map()));
+    const existing = seen.get(key);
     if (existing && this.store.get('events', ns, existing)) {
       this.store.update('events', ns, existing, (event) => {
         event.count = (event.count ?? 1) + 1;
@@ -31,7 +34,7 @@ export class EventRecorder {
       return;
     }
     const name = `${involved.metadata.name}.${randomBytes(8).toString('hex')}`;
-    this.seen.set(key, name);
+    seen.set(key, name);
     this.store.create('events', {
       kind: 'Event',
       apiVersion: 'v1',
@@ -59,6 +62,6 @@ export class EventRecorder {
 
   /** Drops the aggregation keys of a deleted object. */
   forget(uid: string): void {
-    for (const key of this.seen.keys()) if (key.startsWith(`${uid}\u0000`)) this.seen.delete(key);
+    this.seen.delete(uid);
   }
 }

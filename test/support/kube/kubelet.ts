@@ -52,6 +52,8 @@ interface PodRun {
 
 export class Kubelet {
   private readonly runs = new Map<string, PodRun>();
+  /** runs with a sleep in progress (waiting on a Secret, a ConfigMap, a hostPath or an image pull back-off) */
+  private readonly sleeping = new Set<PodRun>();
   private readonly freeIps: number[] = [];
   private nextIp = 2;
   private closed = false;
@@ -143,16 +145,18 @@ export class Kubelet {
       const done = () => {
         clearTimeout(timer);
         run.wakers.delete(done);
+        if (run.wakers.size === 0) this.sleeping.delete(run);
         resolve();
       };
       const timer = setTimeout(done, ms);
       run.wakers.add(done);
+      this.sleeping.add(run);
     });
   }
 
   /** Retries pods waiting on a Secret or ConfigMap (one was just created or changed). */
   wake(): void {
-    for (const run of this.runs.values()) for (const waker of [...run.wakers]) waker();
+    for (const run of [...this.sleeping]) this.wakeRun(run);
   }
 
   private async run(run: PodRun, pod: KubeObject): Promise<void> {

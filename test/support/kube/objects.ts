@@ -70,7 +70,8 @@ export function nameSuffix(): string {
   return [...randomBytes(5)].map((b) => alphabet[b % alphabet.length]).join('');
 }
 
-export const clone = <T>(value: T): T => structuredClone(value);
+/** A deep copy of a JSON object, as the API server's storage round trip makes one (undefined fields are dropped). */
+export const clone = <T>(value: T): T => JSON.parse(JSON.stringify(value)) as T;
 
 const QUANTITY = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E))?$/;
 const SUFFIX: Record<string, number> = {

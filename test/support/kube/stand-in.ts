@@ -6,12 +6,13 @@
  *
  * Tests drive the cluster side: nodes (`addNode`, `updateNode`, `setNodeReady`, `removeNode`), faults (`oomKill`,
  * `crash`, `setImagePullFailure`), watch trouble (`cutWatches`, `expireHistory`), and read what the runtime did
- * (`requests()`, `pod()`, `events()`). `close()` kills every process; it also runs when the test file ends.
+ * (`requests()`, `pod()`, `events()`). `close()` kills every process. Tests start it through index.ts, which also
+ * closes it when the test file ends, in this process (`startKubeStandIn`) or in a child process of its own
+ * (`startKubeStandInProcess`, process.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { onCleanup } from '../cleanup.js';
 import { ResourceApi } from './api.js';
 import { EventRecorder } from './events.js';
 import { Kubelet } from './kubelet.js';
@@ -22,10 +23,6 @@ import { Scheduler } from './scheduler.js';
 import { ApiHttpServer } from './server.js';
 import { ObjectStore } from './store.js';
 import { WatchHub, type ExpiredAnswer } from './watch.js';
-
-export type { KubeObject } from './objects.js';
-export type { NodeSpec } from './nodes.js';
-export { writeKubeconfig } from './kubeconfig.js';
 
 export interface KubeStandInOptions {
   /** bearer token every request must carry (default: random) */
@@ -99,7 +96,8 @@ export interface KubeStandIn {
   close(): Promise<void>;
 }
 
-export async function startKubeStandIn(options: KubeStandInOptions = {}): Promise<KubeStandIn> {
+/** Starts the stand-in in this process; the caller closes it (index.ts's `startKubeStandIn` does at the test file's end). */
+export async function createKubeStandIn(options: KubeStandInOptions = {}): Promise<KubeStandIn> {
   const token = options.token ?? randomBytes(16).toString('hex');
   const store = new ObjectStore(options.historySize ?? 10_000);
   const recorder = new EventRecorder(store);
@@ -287,6 +285,5 @@ export async function startKubeStandIn(options: KubeStandInOptions = {}): Promis
       for (const path of kubeconfigs) rmSync(dirname(path), { recursive: true, force: true });
     },
   };
-  onCleanup(() => standIn.close());
   return standIn;
 }

@@ -3,9 +3,11 @@
  * shared by all kinds and written as a string), and a bounded history of changes that watches replay from.
  *
  * Stored objects are snapshots: a write stores a new object and never mutates the old one, so a watch event or a
- * list answer taken earlier keeps what it saw. `update` hands a deep copy to its mutator.
+ * list answer taken earlier keeps what it saw. `update` hands a deep copy to its mutator. Each stored object is
+ * serialized once (`serialized`, the JSON etcd would keep): the copy for its next update is parsed from that text,
+ * and watches send it as it is.
  */
-import { clone, objectKey, type KubeObject } from './objects.js';
+import { objectKey, type KubeObject } from './objects.js';
 
 export type ChangeType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
@@ -28,6 +30,7 @@ export class ObjectStore {
   /** every change with rv > oldest is still in `history` */
   private oldest: number;
   private readonly listeners = new Map<string, Set<ChangeListener>>();
+  private readonly texts = new WeakMap<KubeObject, string>();
 
   constructor(
     private readonly historyLimit: number,
@@ -69,8 +72,15 @@ export class ObjectStore {
     return this.table(resource).values();
   }
 
+  /** A stored object as JSON, serialized once. */
+  serialized(object: KubeObject): string {
+    let text = this.texts.get(object);
+    if (text === undefined) this.texts.set(object, (text = JSON.stringify(object)));
+    return text;
+  }
+
   create(resource: string, object: KubeObject): KubeObject {
-    const stored = clone(object);
+    const stored = JSON.parse(JSON.stringify(object)) as KubeObject;
     stored.metadata.resourceVersion = String(++this.rv);
     this.table(resource).set(objectKey(stored.metadata.namespace, stored.metadata.name), stored);
     this.record({ rv: this.rv, resource, type: 'ADDED', object: stored });
@@ -82,7 +92,7 @@ export class ObjectStore {
     const key = objectKey(namespace, name);
     const previous = this.table(resource).get(key);
     if (!previous) return undefined;
-    const draft = clone(previous);
+    const draft = JSON.parse(this.serialized(previous)) as KubeObject;
     mutate(draft);
     draft.metadata.resourceVersion = String(++this.rv);
     this.table(resource).set(key, draft);

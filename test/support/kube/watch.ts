@@ -67,7 +67,22 @@ export class WatchHub {
     res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private' });
     res.flushHeaders();
     this.open.add(res);
-    const send = (type: string, object: KubeObject) => res.write(JSON.stringify({ type, object: withKind(object) }) + '\n');
+    // Events written in one turn of the event loop go out together, as the API server flushes a watch only once
+    // no further event is queued for it.
+    let corked = false;
+    const send = (type: string, object: KubeObject) => {
+      if (!corked) {
+        corked = true;
+        res.cork();
+        setImmediate(() => {
+          corked = false;
+          res.uncork();
+        });
+      }
+      // Stored objects carry their kind (the API's handlers set it): their stored JSON is sent as it is.
+      const text = object.kind === kind && object.apiVersion === 'v1' ? this.store.serialized(object) : JSON.stringify(withKind(object));
+      res.write(`{"type":"${type}","object":${text}}\n`);
+    };
     for (const event of initial) send(event.type, event.object);
     const unsubscribe = this.store.subscribe(resource, (change) => {
       if (change.rv <= from) return;
