@@ -45,9 +45,8 @@ export type ChatRequest = GenerationRequest & {
 };
 
 export type { RequestError };
-export { describe, fail, invalidRequest };
 
-/** The request, or the 400 it gets. */
+/** The request, or the refusal (`invalid`) it gets. */
 export type ParseResult = Result<ChatRequest, RequestError>;
 
 export const MAX_STOP_SEQUENCES = 4;

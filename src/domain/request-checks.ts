@@ -28,12 +28,12 @@ class ValidationError extends Error {
   }
 }
 
-/** Refuses the request being parsed (inside `checked`): a 400 naming `param`. */
+/** Refuses the request being parsed (inside `checked`): an `invalid` failure naming `param`. */
 export function fail(message: string, param: string | null, code: string = 'invalid_value'): never {
   throw new ValidationError(invalidRequest(message, param, code));
 }
 
-/** Runs a parser that refuses with `fail`: its value, or the 400. Never throws a refusal. */
+/** Runs a parser that refuses with `fail`: its value, or its refusal. Never throws a refusal. */
 export function checked<T>(parse: () => T): Result<T, RequestError> {
   try {
     return { type: 'ok', value: parse() };

@@ -7,7 +7,7 @@ import { findTextViolation, isObject } from './field-checker.js';
 import { checked, fail, tokenIds, type RequestError } from './request-checks.js';
 import type { Result } from './result.js';
 
-/** The body as an object, or its 400. */
+/** The body as an object, or its refusal. */
 function objectBody(body: unknown): Record<string, unknown> {
   if (!isObject(body)) fail('The request body must be a JSON object', null, 'invalid_type');
   return body;

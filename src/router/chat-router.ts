@@ -27,7 +27,7 @@ import type { Services } from '../services/index.js';
 import type { Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
 import { QueueClosedError, QueueRefusedError, QueueTimeoutError } from './admission.js';
-import { Dispatcher, type RouteResult } from './dispatch.js';
+import { Dispatcher, type RoutedRequest, type RouteResult } from './dispatch.js';
 import { EndpointGates } from './endpoint-gates.js';
 import { EndpointLookup } from './endpoint-lookup.js';
 import { CHAT_KIND, type InferenceKind } from './inference-kinds.js';
@@ -65,6 +65,16 @@ export interface RouterOptions {
    */
   wakePollMs?: number;
 }
+
+/**
+ * What a generation request comes to:
+ * - `failure`: refused or failed before any answer (the error model, src/domain/errors.ts);
+ * - `whole`: one JSON document to read (`collectBody`): the answer, or the replica's own error answer
+ *   (its status on `routed.upstream`), passed on as it is where the surface speaks the engine's shape;
+ * - `stream`: the answer's events as they come (`pipeStream` byte for byte, `relayStream` parsed).
+ */
+export type Outcome =
+  { kind: 'failure'; failure: Failure } | { kind: 'whole'; routed: RoutedRequest } | { kind: 'stream'; routed: RoutedRequest };
 
 /** A ready replica of a serving endpoint, and the engine client to call it with. */
 export interface ServingReplica {
@@ -151,7 +161,19 @@ export class ChatRouter {
     if (waiting.length > 0) await this.view.refreshReplicas(waiting);
   }
 
-  /** Routes a generation request of `kind` (a chat completion unless said otherwise). */
+  /**
+   * The core's entry: a validated, admitted, dispatched request of `kind` (a
+   * chat completion unless said otherwise), as one of its typed outcomes.
+   * The surfaces (REST, GraphQL) only put an outcome in their own shape.
+   */
+  async answer(principal: Principal, body: unknown, signal: AbortSignal, kind: InferenceKind = CHAT_KIND): Promise<Outcome> {
+    const routed = await this.route(principal, body, signal, kind);
+    if (routed.type === 'error') return { kind: 'failure', failure: routed.error };
+    const { request, upstream } = routed.value;
+    return { kind: request.stream && upstream.status === 200 ? 'stream' : 'whole', routed: routed.value };
+  }
+
+  /** Routes a generation request of `kind`: the upstream answer's head received, or why not. */
   async route(principal: Principal, body: unknown, signal: AbortSignal, kind: InferenceKind = CHAT_KIND): Promise<RouteResult> {
     const startedAt = performance.now();
     const seen: { endpoint?: EndpointRecord } = {};

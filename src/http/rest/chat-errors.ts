@@ -14,8 +14,6 @@ import { UPSTREAM_CUT } from '../../router/relay.js';
 import { sendJson } from '../body.js';
 import { failureOf } from '../failures.js';
 
-export type { OpenAIError };
-
 type Row<K extends FailureKind> = {
   type: OpenAIError['type'];
   /** The code of a failure that carries none of its own. */
@@ -80,7 +78,7 @@ export function retryHeaders(retryAfterS: number): Record<string, string> {
 }
 
 /** Answers with an OpenAI error, unless the answer has begun (or the client is gone). */
-export function sendOpenAIError(res: ServerResponse, error: OpenAIError, headers: Record<string, string> = {}): void {
+function sendOpenAIError(res: ServerResponse, error: OpenAIError, headers: Record<string, string> = {}): void {
   if (res.headersSent || res.destroyed) return;
   sendJson(res, error.status, errorBody(error), { ...(error.retryAfter !== undefined ? retryHeaders(error.retryAfter) : {}), ...headers });
 }

@@ -27,14 +27,14 @@ export function handleChatCompletion(
 ): Promise<void> {
   const kind = path === COMPLETIONS_PATH ? TEXT_KIND : CHAT_KIND;
   return handleOpenAIPost(req, res, services, log, path, async ({ principal, body, clientGone }) => {
-    const routed = await router.route(principal, body, clientGone, kind);
-    if (routed.type === 'error') return sendFailure(res, routed.error);
-
-    const { upstream, request } = routed.value;
-    if (!request.stream || upstream.status !== 200) {
-      const payload = await collectBody(routed.value);
-      res.writeHead(upstream.status, {
-        'content-type': upstream.contentType ?? 'application/json',
+    const outcome = await router.answer(principal, body, clientGone, kind);
+    if (outcome.kind === 'failure') return sendFailure(res, outcome.failure);
+    const { routed } = outcome;
+    if (outcome.kind === 'whole') {
+      // The answer, or the replica's own error answer: the engine speaks this route's shape, so its bytes go as they are.
+      const payload = await collectBody(routed);
+      res.writeHead(routed.upstream.status, {
+        'content-type': routed.upstream.contentType ?? 'application/json',
         'content-length': payload.length,
       });
       res.end(payload);
@@ -47,7 +47,7 @@ export function handleChatCompletion(
       'x-accel-buffering': 'no',
     });
     res.flushHeaders();
-    await pipeStream(routed.value, res, CUT_EVENTS);
+    await pipeStream(routed, res, CUT_EVENTS);
     if (!res.destroyed) res.end();
   });
 }

@@ -6,7 +6,7 @@
  */
 import type { Failure } from '../../../domain/errors.js';
 import { engineFailure, upstreamInvalid } from '../../../router/engine-call.js';
-import type { RoutedRequest } from '../../../router/dispatch.js';
+import type { Outcome } from '../../../router/chat-router.js';
 import { collectBody, relayStream } from '../../../router/relay.js';
 import { builder, type SchemaTypesOf } from '../builder.js';
 import { chatErrorOf, graphqlChatError, restFieldName, type ChatError } from '../errors.js';
@@ -316,8 +316,13 @@ function upstreamJson<T extends object>(text: string): T | { failure: Failure } 
   }
 }
 
-/** A whole (unstreamed) answer of the replica: the completion, or the failure it answers (read into the error model). */
-async function wholeAnswer(routed: RoutedRequest): Promise<{ completion: Completion } | { failure: Failure }> {
+/**
+ * An outcome read whole: the completion, or the failure (the core's, or the replica's error answer read into the
+ * error model).
+ */
+async function wholeAnswer(outcome: Outcome): Promise<{ completion: Completion } | { failure: Failure }> {
+  if (outcome.kind === 'failure') return outcome;
+  const { routed } = outcome;
   const body = upstreamJson<Completion | { error: unknown }>((await collectBody(routed)).toString('utf8'));
   if ('failure' in body) return body;
   if ('error' in body || routed.upstream.status !== 200) return { failure: engineFailure({ status: routed.upstream.status, body }) };
@@ -329,9 +334,7 @@ builder.mutationField('createChatCompletion', (t) =>
     type: CreateChatCompletionResult,
     args: { input: t.arg({ type: ChatCompletionInput, required: true }) },
     resolve: async (_, { input }, { principal, chat, signal }) => {
-      const routed = await chat.route(principal, toOpenAIBody(input, false), signal);
-      if (routed.type === 'error') return chatErrorOf(routed.error, JSON_FIELDS);
-      const answer = await wholeAnswer(routed.value);
+      const answer = await wholeAnswer(await chat.answer(principal, toOpenAIBody(input, false), signal));
       return 'failure' in answer ? chatErrorOf(answer.failure, JSON_FIELDS) : answer;
     },
   }),
@@ -347,14 +350,13 @@ builder.subscriptionField('chatCompletion', (t) =>
       const stop = () => cancel.abort();
       signal.addEventListener('abort', stop, { once: true });
       try {
-        const routed = await chat.route(principal, toOpenAIBody(input, true), cancel.signal);
-        if (routed.type === 'error') throw graphqlChatError(routed.error, JSON_FIELDS);
-        const { upstream } = routed.value;
-        if (upstream.status !== 200) {
-          const answer = await wholeAnswer(routed.value);
+        const outcome = await chat.answer(principal, toOpenAIBody(input, true), cancel.signal);
+        if (outcome.kind !== 'stream') {
+          // Refused, or the replica's error answer (an answer that is not a stream where one was asked is not one either).
+          const answer = await wholeAnswer(outcome);
           throw graphqlChatError('failure' in answer ? answer.failure : upstreamInvalid(), JSON_FIELDS);
         }
-        for await (const data of relayStream(routed.value)) {
+        for await (const data of relayStream(outcome.routed)) {
           if (data === '[DONE]') return;
           const chunk = upstreamJson<Chunk>(data);
           if ('failure' in chunk) throw graphqlChatError(chunk.failure, JSON_FIELDS);
