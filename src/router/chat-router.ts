@@ -1,13 +1,15 @@
 /**
- * How a chat request reaches a replica. The router checks the request, finds
- * the endpoint (the caller's teams only), holds the request while the
- * endpoint starts (waking a sleeping one), admits it within replicas x
- * max_batch_size (queued fairly between API keys, or refused at once as
- * overloaded when it could not start in time: see admission.ts), picks the least-loaded
- * ready replica, and opens the upstream request over a keep-alive connection.
- * The surfaces (REST and GraphQL) then relay the answer as it streams. Each
- * process publishes how many requests wait in its queues (see
- * queue-depths.ts), for the autoscaler.
+ * How a chat request reaches a replica: the inference core. The router
+ * checks the request, finds the endpoint (the caller's teams only), holds the
+ * request while the endpoint starts (waking a sleeping one), admits it within
+ * replicas x max_batch_size (queued fairly between API keys, or refused at
+ * once as overloaded when it could not start in time: see admission.ts),
+ * picks the least-loaded ready replica, and opens the upstream request over a
+ * keep-alive connection. It knows no transport: `answer` gives a typed
+ * outcome (a failure of the error model, src/domain/errors.ts; a whole
+ * answer; or a stream), which the surfaces (REST and GraphQL) put in their
+ * shape, relaying the answer as it streams. Each process publishes how many
+ * requests wait in its queues (see queue-depths.ts), for the autoscaler.
  *
  * The parts: serving-view.ts (the cached endpoints and ready replicas),
  * endpoint-lookup.ts (the endpoint a request names), serving-wait.ts
