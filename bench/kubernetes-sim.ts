@@ -1,15 +1,18 @@
 /**
  * The Kubernetes runtime at scale: test/runtime/kubernetes-sim.test.ts run with
  * 1,000 endpoints (5,500 replicas) against the stand-in API server in its
- * simulated mode. The test asserts the counts (no API call per controller
- * pass, one call per change); this reports the figures: time to converge from
- * nothing, API calls per replica, the time of one pass over every replica.
+ * simulated mode, the stand-in in a child process of its own. The test asserts
+ * the counts (no API call per controller pass, one call per change); this
+ * reports the figures: time to converge from nothing, the CPU time each
+ * process spent on it, API calls per replica, the time of one pass over every
+ * replica. With --cpu-prof, both processes are profiled
+ * (bench/results/profiles/kubernetes-sim-runtime, kubernetes-sim-stand-in).
  */
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { REPO_ROOT, tempDir } from './lib/env.js';
-import type { Bench, BenchOutcome } from './lib/result.js';
+import { cpuProfArgs, REPO_ROOT, tempDir } from './lib/env.js';
+import type { Bench, BenchContext, BenchOutcome } from './lib/result.js';
 
 const ENDPOINTS = Number(process.env.BENCH_SIM_ENDPOINTS ?? 1000);
 
@@ -17,6 +20,10 @@ interface SimFigures {
   endpoints: number;
   replicas: number;
   convergeMs: number;
+  /** CPU time of the runtime's process (the test) while converging */
+  convergeCpuMs: number;
+  /** CPU time of the stand-in's process while converging */
+  standInCpuMs: number | null;
   convergeCalls: number;
   callsPerReplica: number;
   passMs: number;
@@ -24,12 +31,16 @@ interface SimFigures {
   callsPerChange: number;
 }
 
-async function run(): Promise<BenchOutcome> {
+async function run(context: BenchContext): Promise<BenchOutcome> {
   const out = path.join(await tempDir('kubernetes-sim'), 'figures.json');
+  // Vitest's own --execArgv reaches the test's worker (the runtime); the stand-in's child takes SIM_STAND_IN_EXEC_ARGV.
+  const runtimeProf = context.cpuProf ? (await cpuProfArgs('kubernetes-sim-runtime')).map((arg) => `--execArgv=${arg}`) : [];
+  const standInProf = context.cpuProf ? (await cpuProfArgs('kubernetes-sim-stand-in')).join(' ') : '';
   const code = await new Promise<number>((resolve) => {
-    const child = spawn(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', 'test/runtime/kubernetes-sim.test.ts'], {
+    const args = ['node_modules/vitest/vitest.mjs', 'run', 'test/runtime/kubernetes-sim.test.ts', ...runtimeProf];
+    const child = spawn(process.execPath, args, {
       cwd: REPO_ROOT,
-      env: { ...process.env, SIM_ENDPOINTS: String(ENDPOINTS), SIM_OUT: out },
+      env: { ...process.env, SIM_ENDPOINTS: String(ENDPOINTS), SIM_OUT: out, SIM_STAND_IN_EXEC_ARGV: standInProf },
       stdio: 'inherit',
     });
     child.once('exit', (exitCode) => resolve(exitCode ?? 1));
@@ -38,8 +49,9 @@ async function run(): Promise<BenchOutcome> {
   return {
     method:
       `${ENDPOINTS} endpoints of 1 to 10 replicas each (one pod per replica) started through the Kubernetes runtime against the ` +
-      'stand-in API server, whose kubelet marks pods ready without processes (100 starts at once); then 20 controller passes ' +
-      '(liveness of every replica and the capacity), then 10 replicas stopped. API calls counted by the stand-in.',
+      'stand-in API server, which runs in a child process of its own and whose kubelet marks pods ready without processes ' +
+      '(100 starts at once); then 20 controller passes (liveness of every replica and the capacity), then 10 replicas stopped. ' +
+      'API calls counted by the stand-in; CPU time of each process over the convergence from process.cpuUsage().',
     valid: figures !== undefined,
     problems: figures ? [] : [`the simulation failed (exit code ${code})`],
     table: {
@@ -47,6 +59,8 @@ async function run(): Promise<BenchOutcome> {
         'endpoints',
         'replicas',
         'converge (s)',
+        'runtime CPU (s)',
+        'stand-in CPU (s)',
         'API calls per replica',
         'one pass over all (ms)',
         'API calls per pass',
@@ -58,6 +72,8 @@ async function run(): Promise<BenchOutcome> {
               figures.endpoints,
               figures.replicas,
               (figures.convergeMs / 1000).toFixed(1),
+              (figures.convergeCpuMs / 1000).toFixed(1),
+              figures.standInCpuMs === null ? '–' : (figures.standInCpuMs / 1000).toFixed(1),
               figures.callsPerReplica,
               figures.passMs,
               figures.callsPerPass,
@@ -70,9 +86,9 @@ async function run(): Promise<BenchOutcome> {
     notes: [
       'Calls per replica: one pod create, plus one Secret read and one create per endpoint (its engine token, the owner of its pods).',
       'A pass reads the informers’ caches only; the watches stay open (one for pods, one for nodes).',
-      'Converging runs the stand-in API server, its simulated scheduler and kubelet, and the runtime with its informer in one ' +
-        'Node.js process on this 2-core machine (each pod makes about four watch events, serialized by the server and parsed ' +
-        'by the informer); it is not profiled yet, and says little about a real API server.',
+      'The runtime (its API calls, its pod informer: about four watch events per pod) and the stand-in (HTTP, JSON, store, ' +
+        'watch, scheduler, kubelet) each use one core at most; on a machine shared with other work the convergence time ' +
+        'follows the load, the CPU times much less. BENCHMARKS.md, "Kubernetes simulation (session 16)", has the profiles.',
     ],
     data: { ...figures },
   };
