@@ -21,7 +21,7 @@ let alice: SeededUser;
 let project: SeededProject;
 
 beforeAll(async () => {
-  t = await startTestApp({ controller: { crashLoop: { failures: 3, windowMs: 60_000, backoffBaseMs: 1000, hangMs: 3000 } } });
+  t = await startTestApp({ controller: { crashLoop: { failures: 3, windowMs: 60_000, backoffBaseMs: 500, hangMs: 3000 } } });
   alice = await t.seed.user();
   project = await alice.project('scaling');
 });
@@ -216,9 +216,9 @@ describe('replica failures', () => {
       });
       gaps.push(next!.created_at.getTime() - dead!.stopped_at.getTime());
     }
-    // 1 s after the first death, 2 s after the second (the policy's base in this file), never sooner.
-    expect(gaps[0]).toBeGreaterThanOrEqual(1000 - 50);
-    expect(gaps[1]).toBeGreaterThanOrEqual(2000 - 50);
+    // 0.5 s after the first death, 1 s after the second (the policy's base in this file), never sooner.
+    expect(gaps[0]).toBeGreaterThanOrEqual(500 - 50);
+    expect(gaps[1]).toBeGreaterThanOrEqual(1000 - 50);
     const failed = await waitForStatus(t.sql, id, 'FAILED');
     expect(failed.errorCode).toBe('INFERENCE_ENGINE_UNKNOWN_ERROR');
     expect(await liveReplicaRows(t.sql, id)).toEqual([]);
