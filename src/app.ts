@@ -16,7 +16,7 @@ import { ModelCache } from './models/model-cache.js';
 import { ModelStore } from './models/model-store.js';
 import { WandbArtifactSource } from './models/wandb/artifact-source.js';
 import { detectInventory, type DetectedInventory } from './runtime/gpu-inventory.js';
-import { KubernetesRuntime } from './runtime/kubernetes/kubernetes-runtime.js';
+import type { KubernetesRuntime } from './runtime/kubernetes/kubernetes-runtime.js';
 import { LocalRuntime } from './runtime/local-runtime.js';
 import { EngineLogKeeper, engineLogRetention, localEngineRuns } from './runtime/engine-log-files.js';
 import type { Runtime } from './runtime/runtime.js';
@@ -172,6 +172,9 @@ async function openKubernetesRuntime(
   engines: EngineClient,
   log: ((message: string, error?: unknown) => void) | undefined,
 ): Promise<KubernetesRuntime> {
+  // Imported here, when used: @kubernetes/client-node takes about half a second to load, which a gateway on the local
+  // runtime (and every test file that starts one) would otherwise pay for nothing.
+  const { KubernetesRuntime } = await import('./runtime/kubernetes/kubernetes-runtime.js');
   const runtime = new KubernetesRuntime({
     settings: config.kubernetes!,
     ...(options.kubeConfig ? { kubeConfig: options.kubeConfig } : {}),
