@@ -24,6 +24,7 @@ import {
   type TestApp,
 } from '../support/app.js';
 import { restClient, type SeededProject } from '../support/gateway.js';
+import { endpointPods, kubernetesTestEnv } from '../support/kube-env.js';
 import { startKubeStandIn, type KubeStandIn } from '../support/kube/index.js';
 
 const H100 = 'NVIDIA-H100-80GB-HBM3';
@@ -55,17 +56,7 @@ beforeAll(async () => {
   kubeConfig.loadFromFile(kube.writeKubeconfig(NS));
   t = await startTestApp({
     kubeConfig,
-    env: {
-      RUNTIME: 'kubernetes',
-      ENGINE_IMAGE: 'dedicated-endpoints:test',
-      KUBERNETES_NAMESPACE: NS,
-      KUBERNETES_NODE_COMMAND: `${process.execPath} --import tsx`,
-      KUBERNETES_APP_DIR: process.cwd(),
-      KUBERNETES_MODEL_CACHE: `hostPath:${cacheDir}`,
-      KUBERNETES_MODEL_CACHE_MOUNT: cacheDir,
-      KUBERNETES_ENGINE_CPU_ONLY: 'true',
-      KUBERNETES_TERMINATION_GRACE_SECONDS: '5',
-    },
+    env: kubernetesTestEnv(NS, cacheDir),
     controller: { crashLoop: { failures: 3, windowMs: 60_000, backoffBaseMs: 500, hangMs: 10_000 } },
   });
   alice = await t.seed.user();
@@ -79,12 +70,8 @@ afterAll(async () => {
   await rm(cacheDir, { recursive: true, force: true });
 });
 
-const podsOf = (endpointId: string) =>
-  kube
-    .pods(NS)
-    .filter((p) => (p.metadata as { labels?: Record<string, string> }).labels?.['dedicated-endpoints.io/endpoint'] === endpointId);
-const livePodsOf = (endpointId: string) =>
-  podsOf(endpointId).filter((p) => !(p.metadata as { deletionTimestamp?: string }).deletionTimestamp);
+const podsOf = (endpointId: string) => endpointPods(kube, NS, endpointId);
+const livePodsOf = (endpointId: string) => endpointPods(kube, NS, endpointId, true);
 
 async function chat(endpointId: string) {
   // The gateway's address changes when it restarts.
@@ -141,7 +128,7 @@ describe('an endpoint on Kubernetes', () => {
     );
     const [dead] = await t.sql<{ state: string; last_error: string }[]>`SELECT state, last_error FROM replicas WHERE id = ${before!.id}`;
     expect(dead!.state).toBe('FAILED');
-    expect(replacement.address).toMatch(/^http:\/\/127\.0\.0\.\d+:8000$/);
+    expect(replacement.address).toMatch(/^http:\/\/127\.\d+\.\d+\.\d+:8000$/);
     expect((await chat(id)).status).toBe(200);
   }, 180_000);
 

@@ -17,6 +17,7 @@ import type { ReplicaLaunch } from '../../src/runtime/runtime.js';
 import { EMPTY_DIR_HEADROOM_BYTES, endpointSecret, replicaPod, type PodContext } from '../../src/runtime/kubernetes/pod-spec.js';
 import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
 import { startTestApp, stopAllReplicas, statusTrail, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import { kubernetesTestEnv } from '../support/kube-env.js';
 import { FAKE_WANDB_KEY, startFakeWandb, type FakeWandb } from '../support/fake-wandb.js';
 import { restClient, type SeededProject } from '../support/gateway.js';
 import { startKubeStandIn, type KubeStandIn } from '../support/kube/index.js';
@@ -66,20 +67,11 @@ beforeAll(async () => {
   core = kubeConfig.makeApiClient(CoreV1Api);
   t = await startTestApp({
     kubeConfig,
-    env: {
-      RUNTIME: 'kubernetes',
-      ENGINE_IMAGE: 'dedicated-endpoints:test',
-      KUBERNETES_NAMESPACE: NS,
-      KUBERNETES_NODE_COMMAND: `${process.execPath} --import tsx`,
-      KUBERNETES_APP_DIR: process.cwd(),
-      KUBERNETES_MODEL_CACHE: `hostPath:${cacheDir}`,
-      KUBERNETES_MODEL_CACHE_MOUNT: cacheDir,
+    env: kubernetesTestEnv(NS, cacheDir, {
       KUBERNETES_MODEL_CACHE_MAX_BYTES: String(BOUND),
-      KUBERNETES_ENGINE_CPU_ONLY: 'true',
-      KUBERNETES_TERMINATION_GRACE_SECONDS: '5',
       WANDB_BASE_URL: registry.url,
       WANDB_API_KEY: FAKE_WANDB_KEY,
-    },
+    }),
   });
   alice = await t.seed.user();
   project = await alice.project('kube-wandb');

@@ -16,6 +16,7 @@ import { standardRepos, statusOf, testEnv, TINY_REPO, waitFor } from '../support
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
 import { createBody, restClient } from '../support/gateway.js';
+import { endpointPods, kubernetesTestEnv } from '../support/kube-env.js';
 import { startKubeStandIn, writeKubeconfig, type KubeStandIn } from '../support/kube/index.js';
 import { startGatewayProcess, type GatewayProcess } from '../support/processes.js';
 
@@ -84,15 +85,7 @@ beforeAll(async () => {
     DATABASE_URL: db.dbUrl,
     ADMIN_API_KEY: ADMIN_KEY,
     KUBECONFIG: kube.writeKubeconfig(NS),
-    RUNTIME: 'kubernetes',
-    ENGINE_IMAGE: 'dedicated-endpoints:test',
-    KUBERNETES_NAMESPACE: NS,
-    KUBERNETES_NODE_COMMAND: `${process.execPath} --import tsx`,
-    KUBERNETES_APP_DIR: process.cwd(),
-    KUBERNETES_MODEL_CACHE: `hostPath:${cacheDir}`,
-    KUBERNETES_MODEL_CACHE_MOUNT: cacheDir,
-    KUBERNETES_ENGINE_CPU_ONLY: 'true',
-    KUBERNETES_TERMINATION_GRACE_SECONDS: '2',
+    ...kubernetesTestEnv(NS, cacheDir, { KUBERNETES_TERMINATION_GRACE_SECONDS: '2' }),
   });
 }, 120_000);
 
@@ -130,14 +123,7 @@ async function startGateway(through: 'direct' | 'proxy' = 'direct'): Promise<Gat
   return gateway;
 }
 
-const podsOf = (endpointId: string) =>
-  kube
-    .pods(NS)
-    .filter(
-      (p) =>
-        (p.metadata as { labels?: Record<string, string> }).labels?.['dedicated-endpoints.io/endpoint'] === endpointId &&
-        !(p.metadata as { deletionTimestamp?: string }).deletionTimestamp,
-    );
+const podsOf = (endpointId: string) => endpointPods(kube, NS, endpointId, true);
 
 const isReady = (pod: object) =>
   ((pod as { status?: { conditions?: { type: string; status: string }[] } }).status?.conditions ?? []).some(

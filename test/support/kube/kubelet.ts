@@ -1,10 +1,11 @@
 /**
  * The stand-in's kubelet (one for all simulated nodes): runs each bound pod's init containers one after another and
  * then its containers as real local processes (or, with `processes: false`, only pretends they run), gives the pod
- * its own IP (127.0.0.N), probes readiness, keeps each container's output for the log endpoint, writes the pod's
+ * its own IP (in 127/8), probes readiness, keeps each container's output for the log endpoint, writes the pod's
  * status as the real kubelet does, and carries out graceful deletion: SIGTERM, SIGKILL after the grace period, then
  * removal of the object once every process is gone.
  */
+import { randomInt } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { ConfigError, ContainerOutput, ContainerProcess, containerEnv, expand, type Exit } from './containers.js';
 import type { EventRecorder } from './events.js';
@@ -55,7 +56,11 @@ export class Kubelet {
   /** runs with a sleep in progress (waiting on a Secret, a ConfigMap, a hostPath or an image pull back-off) */
   private readonly sleeping = new Set<PodRun>();
   private readonly freeIps: number[] = [];
-  private nextIp = 2;
+  /**
+   * Pod IPs come from a block of 127/8 drawn per stand-in (4,096 addresses, at a random place): test files run in
+   * parallel, each with its own stand-in, and two kubelets handing out the same IP and port would cross their pods.
+   */
+  private nextIp = randomInt(1, 4096) * 4096 + 2;
   private closed = false;
 
   constructor(
