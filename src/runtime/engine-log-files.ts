@@ -6,13 +6,15 @@
  * a file past its cap is rotated by copy and truncate (the engine keeps its
  * descriptor, opened with O_APPEND, so it writes on at the start of the
  * emptied file) into `<replica>.log.1`, and the logs of replicas that no
- * longer run are removed once they are older than the retention.
+ * longer run are removed once they are older than the retention. It also
+ * watches a starting engine's log for its ENGINE_READY or ENGINE_ERROR line.
  */
 import { watch, type FSWatcher } from 'node:fs';
 import { copyFile, open, readdir, rm, stat, truncate } from 'node:fs/promises';
 import path from 'node:path';
 import type { LocalRuntime } from './local-runtime.js';
 import { EngineLogUnavailable } from './runtime.js';
+import type { Nudge } from '../util/nudge.js';
 
 /** The most bytes a tail reads, whatever the lines asked. */
 const TAIL_MAX_BYTES = 4 << 20;
@@ -198,4 +200,66 @@ export function engineLogRetention(config: { engineLog: { maxBytes: number; rete
 /** Whether a local replica's engine still runs: the runtime still records it (it has not been stopped). */
 export function localEngineRuns(runtime: Pick<LocalRuntime, 'recorded'>): (replicaId: string) => Promise<boolean> {
   return async (replicaId) => (await runtime.recorded()).some((engine) => engine.replicaId === replicaId);
+}
+
+/** The start of a protocol line of the built-in engine (never the log's first line: the runtime's spawn line is). */
+const ENGINE_PROTOCOL_LINE = /\nENGINE_(?:READY|ERROR) /;
+
+/**
+ * Watches a replica's log for the engine's ENGINE_READY or ENGINE_ERROR line
+ * (reading only what was appended since the last look) and pokes `nudge`
+ * when one appears. Best effort: where the file cannot be watched, the
+ * health polling alone finds the engine ready.
+ */
+export function watchForProtocolLine(file: string, nudge: Nudge): { close(): void } {
+  let offset = 0;
+  let reading = false;
+  let again = false;
+  let tail = '';
+  let watcher: FSWatcher | undefined;
+  const look = async () => {
+    if (reading) {
+      again = true;
+      return;
+    }
+    reading = true;
+    try {
+      const handle = await open(file, 'r');
+      try {
+        do {
+          again = false;
+          const { size } = await handle.stat();
+          if (size <= offset) continue;
+          const buffer = Buffer.alloc(Math.min(size - offset, 1 << 16));
+          const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset);
+          if (bytesRead === 0) break;
+          offset += bytesRead;
+          if (offset < size) again = true;
+          // The last bytes are kept: a protocol line's start may be split over two reads.
+          const text = tail + buffer.toString('latin1', 0, bytesRead);
+          if (ENGINE_PROTOCOL_LINE.test(text)) nudge.poke();
+          tail = text.slice(-16);
+        } while (again && watcher);
+      } finally {
+        await handle.close();
+      }
+    } catch {
+      // the log is gone or unreadable: the polling goes on
+    } finally {
+      reading = false;
+    }
+  };
+  try {
+    watcher = watch(file, { persistent: false }, () => void look());
+    watcher.on('error', () => watcher?.close());
+  } catch {
+    return { close: () => {} };
+  }
+  void look();
+  return {
+    close: () => {
+      watcher?.close();
+      watcher = undefined;
+    },
+  };
 }

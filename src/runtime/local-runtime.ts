@@ -9,7 +9,7 @@ import { DEFAULTS } from '../defaults.js';
 import { withoutGatewaySecrets } from '../config.js';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readFileSync, watch, writeSync, type FSWatcher } from 'node:fs';
+import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, writeFile, open } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,7 +19,7 @@ import { reportedError } from './engine-report.js';
 import { freePort } from '../storage/embedded-postgres.js';
 import { engineCommand } from './engine-command.js';
 import { sharedEngineClient, type EngineClient } from '../engine-client/engine-client.js';
-import { followLogFile, localLogFile, readLogFile } from './engine-log-files.js';
+import { followLogFile, localLogFile, readLogFile, watchForProtocolLine } from './engine-log-files.js';
 import { Nudge } from '../util/nudge.js';
 import type { Inventory } from './gpu-inventory.js';
 import {
@@ -73,9 +73,6 @@ export type RecordedEngine = Readonly<StateFile>;
  */
 export const SPAWN_LINE_PREFIX = '[runtime] spawning the engine ';
 
-/** The start of a protocol line of the built-in engine (never the log's first line: the runtime's spawn line is). */
-const ENGINE_PROTOCOL_LINE = /\nENGINE_(?:READY|ERROR) /;
-
 /**
  * How long to wait before the next health check of a starting engine, after
  * `elapsedMs` of waiting: every 20 ms for the first 2 s (a small model's
@@ -86,65 +83,6 @@ const ENGINE_PROTOCOL_LINE = /\nENGINE_(?:READY|ERROR) /;
 export function healthPollDelay(elapsedMs: number): number {
   if (elapsedMs < 2000) return 20;
   return Math.min(150, Math.round(20 + ((elapsedMs - 2000) * 130) / 3000));
-}
-
-/**
- * Watches a replica's log for the engine's ENGINE_READY or ENGINE_ERROR line
- * (reading only what was appended since the last look) and pokes `nudge`
- * when one appears. Best effort: where the file cannot be watched, the
- * health polling alone finds the engine ready.
- */
-export function watchForProtocolLine(file: string, nudge: Nudge): { close(): void } {
-  let offset = 0;
-  let reading = false;
-  let again = false;
-  let tail = '';
-  let watcher: FSWatcher | undefined;
-  const look = async () => {
-    if (reading) {
-      again = true;
-      return;
-    }
-    reading = true;
-    try {
-      const handle = await open(file, 'r');
-      try {
-        do {
-          again = false;
-          const { size } = await handle.stat();
-          if (size <= offset) continue;
-          const buffer = Buffer.alloc(Math.min(size - offset, 1 << 16));
-          const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset);
-          if (bytesRead === 0) break;
-          offset += bytesRead;
-          if (offset < size) again = true;
-          // The last bytes are kept: a protocol line's start may be split over two reads.
-          const text = tail + buffer.toString('latin1', 0, bytesRead);
-          if (ENGINE_PROTOCOL_LINE.test(text)) nudge.poke();
-          tail = text.slice(-16);
-        } while (again && watcher);
-      } finally {
-        await handle.close();
-      }
-    } catch {
-      // the log is gone or unreadable: the polling goes on
-    } finally {
-      reading = false;
-    }
-  };
-  try {
-    watcher = watch(file, { persistent: false }, () => void look());
-    watcher.on('error', () => watcher?.close());
-  } catch {
-    return { close: () => {} };
-  }
-  void look();
-  return {
-    close: () => {
-      watcher?.close();
-      watcher = undefined;
-    },
-  };
 }
 
 /**

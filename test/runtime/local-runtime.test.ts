@@ -7,7 +7,8 @@ import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { healthPollDelay, LocalRuntime, SPAWN_LINE_PREFIX, watchForProtocolLine } from '../../src/runtime/local-runtime.js';
+import { watchForProtocolLine } from '../../src/runtime/engine-log-files.js';
+import { healthPollDelay, LocalRuntime, SPAWN_LINE_PREFIX } from '../../src/runtime/local-runtime.js';
 import { Nudge } from '../../src/util/nudge.js';
 import { ReplicaStartError, type ReplicaLaunch } from '../../src/runtime/runtime.js';
 
