@@ -110,11 +110,12 @@ test('scale-out adds a pod; scale-in drains the newest replica out of routing, l
     'the newest replica to drain',
     async () => (await liveReplicaRows(t.sql, id)).find((r) => r.id === victim.id)?.state === 'DRAINING',
   );
-  expect(ended, 'the answer was still being generated when the replica left routing').toBe(false);
+  // It left routing while its answer was still being generated, and its pod stays meanwhile.
   expect(kube.pod(NS, victimPod)?.metadata.deletionTimestamp).toBeUndefined();
+  expect(ended, 'the answer was still being generated when the replica left routing').toBe(false);
 
-  // While it drains, the gateway routes to the other replica only.
-  const before = await answeredBy(victim);
+  // From then on the gateway routes to the other replica only: its engine's own count takes every request.
+  const before = await answeredBy(kept);
   for (let i = 0; i < 3; i++) {
     const chat = await alice.rest('POST', '/dedicated/v1/chat/completions', {
       model: id,
@@ -123,7 +124,7 @@ test('scale-out adds a pod; scale-in drains the newest replica out of routing, l
     });
     expect(chat.status).toBe(200);
   }
-  expect(await answeredBy(victim)).toBe(before);
+  expect(await answeredBy(kept)).toBe(before + 3);
 
   // The answer ends whole, then the pod goes.
   const text = await answer;
