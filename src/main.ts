@@ -22,6 +22,7 @@ import type { LocalRuntime } from './runtime/local-runtime.js';
 import { createServices } from './services/index.js';
 import { ownShutdownSignals } from './storage/embedded-postgres.js';
 import { openDatabase, type OpenDatabase } from './storage/open-database.js';
+import { keepRunningOnOrphanedDatabaseFailures } from './storage/orphaned-rejections.js';
 
 /** Set once the configuration is read: start-up failures after that are logged through it. */
 let logger: Logger | undefined;
@@ -30,6 +31,9 @@ async function main(): Promise<void> {
   const config = loadConfig();
   logger = createLogger(config.log);
   const log = logger;
+  keepRunningOnOrphanedDatabaseFailures((message, error) =>
+    log.warn({ error: error instanceof Error ? error.message : String(error) }, message),
+  );
   const database = await openDatabase(config);
   const bootstrap = await createServices(database.sql).identity.bootstrap(config.adminApiKey);
   if (bootstrap) {
