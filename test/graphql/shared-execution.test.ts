@@ -73,7 +73,17 @@ function setup() {
     return (result as AsyncIterable<unknown>)[Symbol.asyncIterator]();
   };
   const publish = (tick: Tick) => listeners.forEach((l) => l(tick));
-  return { subscribe, publish, listeners, executions: () => executions };
+  /** Subscribes to the shared field with the variables as sent, before any coercion. */
+  const subscribeRaw = async (variableValues: Record<string, unknown>) => {
+    const { parse, subscribe, contextFactory, schema } = yoga.getEnveloped({ audience: 'a' });
+    return subscribe({
+      schema,
+      document: parse('subscription($f: Int!) { shared(factor: $f) { n } }'),
+      variableValues,
+      contextValue: await contextFactory(),
+    });
+  };
+  return { subscribe, subscribeRaw, publish, listeners, executions: () => executions };
 }
 
 test('one execution per event for the same operation, variables and audience; separate ones otherwise', async () => {
@@ -166,5 +176,15 @@ test('a sink takes shared results without errors; what it refuses, and errors, a
   s.publish({ n: 5 });
   await new Promise((r) => setTimeout(r, 10));
   expect(sinks[0]!.written).toHaveLength(3);
+  expect(s.listeners.size).toBe(0);
+});
+
+test('variables nested deeper than JSON.stringify can go are refused by their coercion, not a stack overflow', async () => {
+  const s = setup();
+  let deep: unknown = [];
+  for (let i = 0; i < 200_000; i++) deep = [deep];
+  expect(() => JSON.stringify(deep)).toThrow(RangeError);
+  const result = (await s.subscribeRaw({ f: deep })) as ExecutionResult;
+  expect(result.errors?.[0]?.message).toMatch(/^Variable "\$f" got invalid value/);
   expect(s.listeners.size).toBe(0);
 });

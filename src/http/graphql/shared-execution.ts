@@ -71,10 +71,21 @@ function sharedRootFields(operation: OperationDefinitionNode, fields: ReadonlySe
   return operation.selectionSet.selections.every((s) => s.kind === Kind.FIELD && fields.has(s.name.value));
 }
 
-function executionKey(args: ExecutionArgs, audience: string): string {
+/**
+ * The key of executions that may share their results; undefined when the variables cannot be written as JSON (nested
+ * deeper than the stack allows: they are not coerced yet here): such an operation executes alone, and the variables'
+ * coercion refuses it as usual.
+ */
+function executionKey(args: ExecutionArgs, audience: string): string | undefined {
+  let variables: string;
+  try {
+    variables = JSON.stringify(args.variableValues ?? {});
+  } catch {
+    return undefined;
+  }
   let documentId = documentIds.get(args.document);
   if (documentId === undefined) documentIds.set(args.document, (documentId = ++lastDocumentId));
-  return `${documentId}\u0000${args.operationName ?? ''}\u0000${JSON.stringify(args.variableValues ?? {})}\u0000${audience}`;
+  return `${documentId}\u0000${args.operationName ?? ''}\u0000${variables}\u0000${audience}`;
 }
 
 function executeOnce(args: ExecutionArgs, key: string, payload: unknown): Result {
@@ -166,6 +177,7 @@ export function useSharedSubscriptionExecution<C>(options: SharedExecutionOption
       const audience = options.audienceOf(args.contextValue as C);
       if (audience === null) return;
       const key = executionKey(args, audience);
+      if (key === undefined) return;
       const sink = options.sinkOf?.(args.contextValue as C);
       setSubscribeFn(((subscribeArgs: ExecutionArgs) => subscribeShared(subscribeArgs, operation, key, sink)) as never);
     },
