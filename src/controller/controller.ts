@@ -32,7 +32,7 @@ import { CrashWatch } from './crash-watch.js';
 import { EndpointWrites, StaleError, WITH_DELETED } from './endpoint-writes.js';
 import { ReconcileLoop } from './reconcile-loop.js';
 import { ReplicaStarter } from './replica-starter.js';
-import { ReplicaStopper } from './replica-stopper.js';
+import { refOf, ReplicaStopper } from './replica-stopper.js';
 import { needsRollout, Rollout } from './rollout.js';
 import { Scaling } from './scaling.js';
 import { isGatewayOutage } from './start-errors.js';
@@ -189,8 +189,11 @@ export class Controller {
           return;
         }
         const serving = replicas.filter((r) => r.state === 'READY');
-        // Starts a gateway that stopped had under way (crash-watch kept only those worth resuming) are resumed first.
-        const resumed = replicas.filter((r) => r.state === 'STARTING' && !this.starter.isStarting(r.id));
+        // Starts a gateway that stopped had under way (crash-watch kept only those worth resuming) are resumed first;
+        // not one whose liveness this runtime cannot tell (another machine's engine, a cache not synced yet).
+        const resumed = replicas.filter(
+          (r) => r.state === 'STARTING' && !this.starter.isStarting(r.id) && this.runtime.liveness(refOf(r)).kind === 'alive',
+        );
         if (resumed.length > 0) {
           await this.resumeStarts(endpoint, resumed, serving.length === 0);
         } else if (serving.length === 0) {

@@ -27,21 +27,29 @@ export class ReplicaStopper {
     private readonly log: (message: string, error?: unknown) => void,
   ) {}
 
-  async stopAll(replicas: readonly ReplicaRecord[], drainMs: number): Promise<void> {
-    await Promise.all(replicas.map((r) => this.stop(r, drainMs)));
+  /**
+   * Stops `replicas` together: the READY ones are all marked DRAINING first, then `draining` runs (the caller
+   * shows the counts without them), then each finishes its answers in flight and is stopped.
+   */
+  async stopAll(replicas: readonly ReplicaRecord[], drainMs: number, draining?: () => Promise<void>): Promise<void> {
+    const drained = new Set(drainMs > 0 ? replicas.filter((r) => r.state === 'READY').map((r) => r.id) : []);
+    await Promise.all([...drained].map((id) => markReplica(this.sql, id, { state: 'DRAINING' })));
+    await draining?.();
+    await Promise.all(replicas.map((r) => this.finish(r, drained.has(r.id) ? drainMs : 0)));
   }
 
   /** Drains (no new requests are routed to a DRAINING replica; in-flight ones finish), then stops. */
   async stop(replica: ReplicaRecord, drainMs: number): Promise<void> {
+    await this.stopAll([replica], drainMs);
+  }
+
+  private async finish(replica: ReplicaRecord, drainMs: number): Promise<void> {
     const handle = refOf(replica);
-    if (drainMs > 0 && replica.state === 'READY') {
-      await markReplica(this.sql, replica.id, { state: 'DRAINING' });
-      const deadline = Date.now() + drainMs;
-      while (Date.now() < deadline && this.runtime.liveness(handle).kind === 'alive') {
-        const health = await this.runtime.health(handle, 1000);
-        if (!health || health.active + health.queued === 0) break;
-        await sleep(100);
-      }
+    const deadline = Date.now() + drainMs;
+    while (Date.now() < deadline && this.runtime.liveness(handle).kind === 'alive') {
+      const health = await this.runtime.health(handle, 1000);
+      if (!health || health.active + health.queued === 0) break;
+      await sleep(100);
     }
     await this.runtime.stop(handle, this.stopGraceMs);
     await markReplica(this.sql, replica.id, { state: 'STOPPED' });

@@ -117,8 +117,10 @@ export class Scaling {
       );
       await writes.refreshCounts(id, decision.replicas, 'controller:scale-up');
     } else if (decision.replicas < serving.length) {
-      await writes.refreshCounts(id, decision.replicas, 'controller:scale-down');
-      await stopper.stopAll(scaleInVictims(serving, serving.length - decision.replicas), drainTimeoutMs);
+      // The counts drop as soon as the victims leave routing, not when their answers in flight have ended.
+      await stopper.stopAll(scaleInVictims(serving, serving.length - decision.replicas), drainTimeoutMs, () =>
+        writes.refreshCounts(id, decision.replicas, 'controller:scale-down'),
+      );
       await writes.refreshCounts(id, decision.replicas, 'controller:scale-down');
     } else if (!showsCounts(endpoint, countsOf(endpoint, serving, decision.replicas))) {
       // Steady: the counts are rewritten (under the row lock) only when this pass saw them drift.

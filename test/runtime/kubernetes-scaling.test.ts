@@ -110,6 +110,8 @@ test('scale-out adds a pod; scale-in drains the newest replica out of routing, l
     'the newest replica to drain',
     async () => (await liveReplicaRows(t.sql, id)).find((r) => r.id === victim.id)?.state === 'DRAINING',
   );
+  // The endpoint counts one replica serving as soon as the other left routing, not when its answer ends.
+  await waitFor('the counts to show one replica serving', async () => (await statusOf(t.sql, id)).curr === 1);
   // It left routing while its answer was still being generated, and its pod stays meanwhile.
   expect(kube.pod(NS, victimPod)?.metadata.deletionTimestamp).toBeUndefined();
   expect(ended, 'the answer was still being generated when the replica left routing').toBe(false);
