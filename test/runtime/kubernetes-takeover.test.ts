@@ -60,6 +60,9 @@ function startApiProxy(upstream: URL): Promise<string> {
       { host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers },
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);
+        // At once, as the API server does: a watch's answer has no body until something changes, and Node.js holds
+        // written headers until the first body bytes (the gateway's first watch waited 30 s for them).
+        res.flushHeaders();
         answer.pipe(res);
       },
     );
