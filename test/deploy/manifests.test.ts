@@ -24,7 +24,7 @@ const ROLE_GRANTS = {
   pods: ['create', 'delete', 'get', 'list', 'watch'],
   'pods/log': ['get'],
   events: ['create', 'get', 'list', 'watch'],
-  secrets: ['create', 'delete', 'get', 'list'],
+  secrets: ['create', 'delete', 'get', 'list', 'update'],
   configmaps: ['get', 'list', 'watch'],
 };
 const CLUSTER_GRANTS = { nodes: ['get', 'list', 'watch'] };

@@ -172,24 +172,27 @@ describe('a W&B registry artifact on Kubernetes', () => {
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${second}`);
   }, 120_000);
 
-  test("a bad API key in the endpoint's Secret fails the pod's fetch with WORKLOAD_INIT_INVALID_TOKEN_ERROR", async () => {
+  test("a gateway restarted with a revoked W&B key writes it into the endpoint's Secret; the pod's fetch fails with WORKLOAD_INIT_INVALID_TOKEN_ERROR", async () => {
     expect((await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`)).status).toBe(200);
     await waitForStatus(t.sql, id, 'SLEEPING', 60_000);
     await waitFor('the pods to be gone', async () => livePodsOf(id).length === 0);
-    // The Secret is replaced by one with a revoked key (the stand-in has no PUT), and the gateway restarted to read it.
-    const secret = (await core.listNamespacedSecret({ namespace: NS })).items.find(
+    // The gateway restarted with a key W&B has since revoked: it writes that key into the endpoint's Secret (the
+    // engines' token kept) before its next pod starts.
+    const secretName = (await core.listNamespacedSecret({ namespace: NS })).items.find(
       (s) => s.metadata?.labels?.['dedicated-endpoints.io/endpoint'] === id,
-    )!;
-    const { name, labels } = secret.metadata!;
-    await core.deleteNamespacedSecret({ name: name!, namespace: NS });
-    const data = { ...secret.data, 'wandb-api-key': Buffer.from('revoked-key').toString('base64') };
-    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: name!, labels: labels! }, type: 'Opaque', data } });
-    await t.restart();
+    )!.metadata!.name!;
+    const keyIn = async () => {
+      const secret = await core.readNamespacedSecret({ name: secretName, namespace: NS });
+      return Buffer.from(secret.data!['wandb-api-key']!, 'base64').toString('utf8');
+    };
+    expect(await keyIn()).toBe(FAKE_WANDB_KEY);
+    await t.restart({ WANDB_API_KEY: 'revoked-key' });
     // The gateway listens on a new address after its restart.
 
     // The wake starts a pod for the version resolved before: its fetcher is the one that talks to W&B.
     expect((await restClient(t.url, alice.key)('PUT', `/dedicated/beta/endpoint/${id}/wake`)).status).toBe(200);
     const failed = await waitForStatus(t.sql, id, 'FAILED', 90_000);
+    expect(await keyIn()).toBe('revoked-key');
     expect(failed.errorCode).toBe('WORKLOAD_INIT_INVALID_TOKEN_ERROR');
     expect(await lastMessage(id)).toContain('W&B rejected the API key (401)');
     const revoked = `Basic ${Buffer.from('api:revoked-key').toString('base64')}`;

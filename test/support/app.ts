@@ -55,8 +55,8 @@ export interface TestApp extends TestDatabase {
   hub: FakeHub;
   dataDir: string;
   seed: ReturnType<typeof createSeed>;
-  /** Restarts the gateway process on the same database and data directory. */
-  restart(): Promise<void>;
+  /** Restarts the gateway process on the same database and data directory; `env` changes its variables from then on. */
+  restart(env?: Record<string, string>): Promise<void>;
 }
 
 export interface TestAppOptions {
@@ -110,7 +110,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const hub = options.hub ?? (await startFakeHub({ repos: standardRepos() }));
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'dedicated-app-'));
   await chmod(dataDir, 0o755);
-  const config = loadConfig(testEnv(dataDir, hub.url, options.env));
+  let config = loadConfig(testEnv(dataDir, hub.url, options.env));
   const log =
     options.log ?? (process.env.DEBUG_CONTROLLER ? (m: string, e?: unknown) => console.error('[controller]', m, e ?? '') : () => {});
   const engineEntry = options.engineEntry ?? testEngineEntry();
@@ -129,8 +129,9 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     hub,
     dataDir,
     seed: undefined as never,
-    async restart() {
+    async restart(env) {
       await testApp.app.close();
+      if (env) config = loadConfig(testEnv(dataDir, hub.url, { ...options.env, ...env }));
       testApp.app = await start();
       testApp.url = testApp.app.gateway.url;
       testApp.seed = createSeed(testApp.app.services, testApp.url);

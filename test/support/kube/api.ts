@@ -1,6 +1,6 @@
 /**
  * The resource handlers of the stand-in's API server (core/v1): create, get, list (selectors, limit/continue) and
- * delete of pods, secrets, configmaps, events and namespaces, reads of nodes, with the server's defaulting,
+ * delete of pods, secrets, configmaps, events and namespaces, replace (PUT) of secrets and configmaps, reads of nodes, with the server's defaulting,
  * validation, conflict and not-found answers, graceful pod deletion, and background garbage collection of objects
  * whose ownerReferences name a deleted object.
  */
@@ -170,6 +170,47 @@ export class ResourceApi {
     const stored = this.store.create(resource, object);
     if (resource === 'pods') this.hooks.podCreated(stored);
     if (resource === 'secrets' || resource === 'configmaps') this.hooks.configChanged();
+    return stored;
+  }
+
+  /**
+   * PUT of a Secret or ConfigMap: the whole object replaced, its identity (uid, creation time) kept. A resourceVersion
+   * in the body is a precondition (409 Conflict when the object changed since); none updates unconditionally.
+   */
+  replace(resource: string, namespace: string, name: string, body: any): KubeObject {
+    const kind = KINDS[resource]!;
+    if (body === null || typeof body !== 'object' || Array.isArray(body) || typeof body.metadata !== 'object' || body.metadata === null)
+      throw badRequest(`the body of the request was in an unknown format - accepted media types include: application/json`);
+    if (body.metadata.name !== name)
+      throw badRequest(`the name of the object (${body.metadata.name ?? ''}) does not match the name on the URL (${name})`);
+    if (body.metadata.namespace !== undefined && body.metadata.namespace !== namespace)
+      throw badRequest('the namespace of the provided object does not match the namespace sent on the request');
+    const current = this.store.get(resource, namespace, name);
+    if (!current) throw notFound(resource, name);
+    const conflict =
+      (body.metadata.resourceVersion && body.metadata.resourceVersion !== current.metadata.resourceVersion) ||
+      (body.metadata.uid && body.metadata.uid !== current.metadata.uid);
+    if (conflict)
+      throw new ApiError(
+        failure(
+          409,
+          'Conflict',
+          `Operation cannot be fulfilled on ${resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+          { name, kind: resource },
+        ),
+      );
+    const object: KubeObject = { ...body, kind, apiVersion: 'v1' };
+    const causes = new Causes();
+    if (resource === 'secrets') prepareSecret(object, causes);
+    else validateDataKeys('data', object.data, causes);
+    causes.fail(kind, name);
+    const stored = this.store.update(resource, namespace, name, (draft) => {
+      const { uid, creationTimestamp } = draft.metadata;
+      for (const key of Object.keys(draft)) delete draft[key];
+      Object.assign(draft, JSON.parse(JSON.stringify(object)));
+      draft.metadata = { ...draft.metadata, namespace, uid, creationTimestamp };
+    })!;
+    this.hooks.configChanged();
     return stored;
   }
 

@@ -152,6 +152,8 @@ export class ApiHttpServer {
       return;
     }
     if (method === 'GET') return this.send(res, 200, api.get(resource, namespace, name));
+    if (method === 'PUT' && !sub && namespace !== undefined && (resource === 'secrets' || resource === 'configmaps'))
+      return this.send(res, 200, api.replace(resource, namespace, name, body));
     if (method === 'DELETE' && !sub && resource !== 'nodes' && resource !== 'namespaces')
       return this.send(res, 200, api.delete(resource, namespace, name, query, body));
     return notAllowed();
