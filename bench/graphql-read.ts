@@ -183,11 +183,18 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
   }
 
   if (context.cpuProf) {
-    // Extra, unmeasured gateway rounds under the inspector's profiler (this process is the gateway's).
-    const stopProfile = await startInProcessProfile('graphql-read-gateway');
-    await load('single');
-    await load('list');
-    await stopProfile();
+    // Extra, unmeasured rounds under the inspector's profiler (this process is the gateway's and the bare servers'),
+    // one profile per case: the single read beside its floor (bare yoga sending the same SQL), and the list.
+    for (const [c, name] of [
+      ['bareSql', 'graphql-read-bare-sql'],
+      ['single', 'graphql-read-gateway-single'],
+      ['list', 'graphql-read-gateway-list'],
+    ] as const) {
+      const stopProfile = await startInProcessProfile(name);
+      const r = await load(c);
+      await stopProfile();
+      console.log(`  profiled ${c}: ${r.ok + r.warmup.ok + r.errors + r.warmup.errors} requests (${name})`);
+    }
   }
   const rps = (c: Case) => totals[c].ok / (totals[c].windowMs / 1000);
   const bareRps = rps('bare');

@@ -153,6 +153,22 @@ describe('over HTTP, default limits', () => {
     expect((await postGraphQL(t.url, alice.key, query)).status).toBe(200);
   });
 
+  test('measured costs are reused only where nothing that counts changed: the operation chosen, variables that did not coerce', async () => {
+    const alice = await t.seed.user();
+    const expensive = '{ endpoints(first: 100) { nodes { versions(first: 100) { nodes { versionIndex comment } } } } }';
+    // Two operations in one document: the name chosen is part of what was measured.
+    const two = `query Cheap { me { user { email } } } query Costly ${expensive}`;
+    expect((await postGraphQL(t.url, alice.key, two, undefined, {}, 'Cheap')).body.errors).toBeUndefined();
+    expectLimit(await postGraphQL(t.url, alice.key, two, undefined, {}, 'Costly'), 'GRAPHQL_MAX_COST');
+    // A first request whose other variable does not coerce measures nothing (and fails on its variables); the same
+    // document with a good variable is then measured, and refused.
+    const withId =
+      'query($id: ID!, $n: Int) { endpoint(id: $id) { id } endpoints(first: $n) { nodes { versions(first: $n) { nodes { versionIndex } } } } }';
+    const bad = await postGraphQL(t.url, alice.key, withId, { id: { not: 'an id' }, n: 100 });
+    expect(bad.body.errors?.length).toBeGreaterThan(0);
+    expectLimit(await postGraphQL(t.url, alice.key, withId, { id: 'ep_none', n: 100 }), 'GRAPHQL_MAX_COST');
+  });
+
   test('every SDK operation still passes at full page size', async () => {
     const alice = await t.seed.user();
     const project = await alice.project('sdk');

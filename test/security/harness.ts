@@ -131,6 +131,7 @@ export async function postGraphQL(
   query: string,
   variables?: Record<string, unknown>,
   headers: Record<string, string> = {},
+  operationName?: string,
 ) {
   const response = await fetch(`${url}/graphql`, {
     method: 'POST',
@@ -140,7 +141,7 @@ export async function postGraphQL(
       ...(key ? { authorization: `Bearer ${key}` } : {}),
       ...headers,
     },
-    body: JSON.stringify({ query, ...(variables ? { variables } : {}) }),
+    body: JSON.stringify({ query, ...(variables ? { variables } : {}), ...(operationName ? { operationName } : {}) }),
   });
   const text = await response.text();
   let body: any;

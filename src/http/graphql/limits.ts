@@ -22,6 +22,7 @@ import { MaxTokensParserWLexer } from '@escape.tech/graphql-armor-max-tokens';
 import { createComplexityRule } from '@pothos/plugin-complexity';
 import {
   GraphQLError,
+  Kind,
   NoSchemaIntrospectionCustomRule,
   validate,
   type DocumentNode,
@@ -176,8 +177,47 @@ interface OperationParams {
   operationName?: string | null;
 }
 
+/**
+ * Costs measured before, by document (yoga's parser cache hands back the same document for the same text), then by
+ * what else a cost depends on: the operation's name and the values of the Int variables (a page size, `first: $n`;
+ * no other variable can reach what is counted) and, should the measure ever follow `@include`/`@skip` (it counts
+ * both branches today), the Boolean ones. Only a measured cost is kept (a null, "variables that do not coerce", is
+ * measured again on the next request), at most MEASURED_PER_DOCUMENT per document.
+ */
+const measured = new WeakMap<DocumentNode, Map<string, number>>();
+const MEASURED_PER_DOCUMENT = 32;
+
+function costKey(document: DocumentNode, params: OperationParams | undefined): string {
+  const parts = [params?.operationName ?? ''];
+  for (const definition of document.definitions) {
+    if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
+    for (const variable of definition.variableDefinitions ?? []) {
+      const type = variable.type.kind === Kind.NON_NULL_TYPE ? variable.type.type : variable.type;
+      if (type.kind !== Kind.NAMED_TYPE || (type.name.value !== 'Int' && type.name.value !== 'Boolean')) continue;
+      const value = params?.variables?.[variable.variable.name.value];
+      // A value of another kind does not coerce to Int or Boolean, whatever it is: its kind is enough.
+      parts.push(typeof value === 'number' || typeof value === 'boolean' ? String(value) : value === null ? 'null' : typeof value);
+    }
+  }
+  return parts.join('\0');
+}
+
 /** The largest cost among the document's operations that can be measured (null: none could, e.g. variables that do not coerce). */
 function costOf(schema: GraphQLSchema, document: DocumentNode, context: object, params: OperationParams | undefined): number | null {
+  const key = costKey(document, params);
+  const known = measured.get(document);
+  const hit = known?.get(key);
+  if (hit !== undefined) return hit;
+  const cost = measureCost(schema, document, context, params);
+  if (cost !== null) {
+    const costs = known ?? new Map<string, number>();
+    if (!known) measured.set(document, costs);
+    if (costs.size < MEASURED_PER_DOCUMENT) costs.set(key, cost);
+  }
+  return cost;
+}
+
+function measureCost(schema: GraphQLSchema, document: DocumentNode, context: object, params: OperationParams | undefined): number | null {
   let cost: number | null = null;
   const rule = createComplexityRule({
     context,
