@@ -5,13 +5,13 @@
  * status as the real kubelet does, and carries out graceful deletion: SIGTERM, SIGKILL after the grace period, then
  * removal of the object once every process is gone.
  */
-import { randomInt } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { ConfigError, ContainerOutput, ContainerProcess, containerEnv, expand, type Exit } from './containers.js';
 import type { EventRecorder } from './events.js';
 import { timestamp, type KubeObject } from './objects.js';
 import { containerID, podPhase, writeStatus, type ContainerState } from './pod-status.js';
 import { ReadinessProber } from './probes.js';
+import { PodIps } from './pod-ips.js';
 import type { ObjectStore } from './store.js';
 
 export interface KubeletOptions {
@@ -55,12 +55,7 @@ export class Kubelet {
   private readonly runs = new Map<string, PodRun>();
   /** runs with a sleep in progress (waiting on a Secret, a ConfigMap, a hostPath or an image pull back-off) */
   private readonly sleeping = new Set<PodRun>();
-  private readonly freeIps: number[] = [];
-  /**
-   * Pod IPs come from a block of 127/8 drawn per stand-in (4,096 addresses, at a random place): test files run in
-   * parallel, each with its own stand-in, and two kubelets handing out the same IP and port would cross their pods.
-   */
-  private nextIp = randomInt(1, 4096) * 4096 + 2;
+  private readonly ips = new PodIps();
   private closed = false;
 
   constructor(
@@ -88,7 +83,7 @@ export class Kubelet {
       ns: pod.metadata.namespace,
       name: pod.metadata.name,
       uid: pod.metadata.uid,
-      ip: this.allocateIp(),
+      ip: this.ips.allocate(),
       init: (pod.spec.initContainers ?? []).map((c: any) => container(c, true)),
       main: pod.spec.containers.map((c: any) => container(c, false)),
       sandbox: false,
@@ -110,19 +105,6 @@ export class Kubelet {
       writeStatus(draft, run.init, run.main, false);
     });
     void this.run(run, pod);
-  }
-
-  private allocateIp(): string {
-    const n = this.freeIps.length > 0 ? this.freeIps.shift()! : this.nextIp++;
-    return `127.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}`;
-  }
-
-  private releaseIp(ip: string): void {
-    const [, a, b, c] = ip.split('.').map(Number);
-    const n = (a! << 16) + (b! << 8) + c!;
-    let i = this.freeIps.findIndex((x) => x > n);
-    if (i < 0) i = this.freeIps.length;
-    this.freeIps.splice(i, 0, n);
   }
 
   private current(run: PodRun): KubeObject | undefined {
@@ -364,7 +346,7 @@ export class Kubelet {
 
   private forget(run: PodRun): void {
     this.runs.delete(run.uid);
-    this.releaseIp(run.ip);
+    this.ips.release(run.ip);
     this.events.forget(run.uid);
     this.freed();
   }
