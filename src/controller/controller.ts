@@ -189,11 +189,11 @@ export class Controller {
           return;
         }
         const serving = replicas.filter((r) => r.state === 'READY');
-        // Starts a gateway that stopped had under way (crash-watch kept only those worth resuming) are resumed first;
-        // not one whose liveness this runtime cannot tell (another machine's engine, a cache not synced yet).
-        const resumed = replicas.filter(
-          (r) => r.state === 'STARTING' && !this.starter.isStarting(r.id) && this.runtime.liveness(refOf(r)).kind === 'alive',
-        );
+        // Starts a gateway that stopped had under way (crash-watch kept only those worth resuming) are resumed first.
+        const resumed = replicas.filter((r) => r.state === 'STARTING' && !this.starter.isStarting(r.id));
+        // One whose liveness this runtime cannot tell yet (its cache not synced) is neither resumed nor replaced by
+        // another start: the endpoint waits for a pass that can tell.
+        if (resumed.some((r) => r.runtime === this.runtime.name && this.runtime.liveness(refOf(r)).kind === 'unknown')) return;
         if (resumed.length > 0) {
           await this.resumeStarts(endpoint, resumed, serving.length === 0);
         } else if (serving.length === 0) {

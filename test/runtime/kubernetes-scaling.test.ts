@@ -109,7 +109,13 @@ test('scale-out adds a pod; scale-in drains the newest replica out of routing, l
   await waitFor(
     'the newest replica to drain',
     async () => (await liveReplicaRows(t.sql, id)).find((r) => r.id === victim.id)?.state === 'DRAINING',
-  );
+  ).catch(async (error: Error) => {
+    // Seen once in ten runs under heavy parallel load and not reproduced since: what the controller had written.
+    const replicas = await t.sql`SELECT id, state, version_index, last_error FROM replicas WHERE endpoint_id = ${id}`;
+    const versions = await t.sql`SELECT version_index, rollout_state FROM endpoint_versions WHERE endpoint_id = ${id}`;
+    const state = { ended, status: await statusOf(t.sql, id), replicas, versions };
+    throw new Error(`${error.message}: ${JSON.stringify(state)}`);
+  });
   // The endpoint counts one replica serving as soon as the other left routing, not when its answer ends.
   await waitFor('the counts to show one replica serving', async () => (await statusOf(t.sql, id)).curr === 1);
   // It left routing while its answer was still being generated, and its pod stays meanwhile.

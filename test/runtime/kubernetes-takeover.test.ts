@@ -7,8 +7,6 @@
  * stand-in API server, whose kubelet runs the pod's containers as processes.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
@@ -17,7 +15,15 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
 import { createBody, restClient } from '../support/gateway.js';
 import { endpointPods, kubernetesTestEnv } from '../support/kube-env.js';
-import { startKubeStandIn, writeKubeconfig, type KubeStandIn } from '../support/kube/index.js';
+import {
+  isPodCreate,
+  isPodRead,
+  startApiProxy,
+  startKubeStandIn,
+  writeKubeconfig,
+  type ApiProxy,
+  type KubeStandIn,
+} from '../support/kube/index.js';
 import { startGatewayProcess, type GatewayProcess } from '../support/processes.js';
 
 const NS = 'default';
@@ -33,47 +39,12 @@ let env: Record<string, string>;
 const gateways: GatewayProcess[] = [];
 
 /**
- * The gateways reach the API server through this proxy, which passes every request (watches included) on, except
- * that while `outage` is set it answers pod creation as an overloaded API server does: 503 ServiceUnavailable.
+ * The gateways reach the API server directly or through a proxy (test/support/kube/api-proxy.ts) that, while
+ * `outage` is set, answers pod creation as an overloaded API server does (503 ServiceUnavailable), and while
+ * `podReadsDown` is set answers so to every read of pods (lists and watches).
  */
-const apiProxy = { server: undefined as http.Server | undefined, outage: false, refused: 0 };
-
-function startApiProxy(upstream: URL): Promise<string> {
-  apiProxy.server = http.createServer((req, res) => {
-    if (apiProxy.outage && req.method === 'POST' && /\/pods$/.test(req.url ?? '')) {
-      apiProxy.refused++;
-      req.resume();
-      res.writeHead(503, { 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify({
-          kind: 'Status',
-          apiVersion: 'v1',
-          status: 'Failure',
-          message: 'etcdserver: request timed out',
-          reason: 'ServiceUnavailable',
-          code: 503,
-        }),
-      );
-      return;
-    }
-    const forward = http.request(
-      { host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        // At once, as the API server does: a watch's answer has no body until something changes, and Node.js holds
-        // written headers until the first body bytes (the gateway's first watch waited 30 s for them).
-        res.flushHeaders();
-        answer.pipe(res);
-      },
-    );
-    forward.on('error', () => res.destroy());
-    res.on('close', () => forward.destroy());
-    req.pipe(forward);
-  });
-  return new Promise((resolve) =>
-    apiProxy.server!.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(apiProxy.server!.address() as AddressInfo).port}`)),
-  );
-}
+const faults = { outage: false, podReadsDown: false, refused: 0 };
+let apiProxy: ApiProxy | undefined;
 
 beforeAll(async () => {
   [db, hub] = await Promise.all([createTestDatabase(), startFakeHub({ repos: standardRepos() })]);
@@ -82,7 +53,7 @@ beforeAll(async () => {
   kube = await startKubeStandIn({
     cwd: process.cwd(),
     probePeriodMs: 100,
-    nodes: [{ name: 'gpu-a', gpus: 2, labels: { 'nvidia.com/gpu.product': H100 } }],
+    nodes: [{ name: 'gpu-a', gpus: 4, labels: { 'nvidia.com/gpu.product': H100 } }],
   });
   env = testEnv(dataDir, hub.url, {
     DATABASE_URL: db.dbUrl,
@@ -94,8 +65,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(gateways.map((g) => g.stop()));
-  apiProxy.server?.closeAllConnections();
-  apiProxy.server?.close();
   await kube?.close();
   await hub?.close();
   await db?.close();
@@ -117,16 +86,34 @@ async function createEndpoint(gateway: GatewayProcess): Promise<string> {
 
 /** A gateway on the API server directly, or through the proxy that can play an outage. */
 async function startGateway(through: 'direct' | 'proxy' = 'direct'): Promise<GatewayProcess> {
-  const kubeconfig: Record<string, string> =
-    through === 'proxy'
-      ? { KUBECONFIG: writeKubeconfig({ server: await startApiProxy(new URL(kube.url)), token: kube.token, namespace: NS }) }
-      : {};
+  let kubeconfig: Record<string, string> = {};
+  if (through === 'proxy') {
+    apiProxy = await startApiProxy(kube.url, (req) => {
+      const refused = (faults.outage && isPodCreate(req)) || (faults.podReadsDown && isPodRead(req));
+      if (refused) faults.refused++;
+      return refused;
+    });
+    kubeconfig = { KUBECONFIG: writeKubeconfig({ server: apiProxy.url, token: kube.token, namespace: NS }) };
+  }
   const gateway = await startGatewayProcess({ ...env, ...kubeconfig });
   gateways.push(gateway);
   return gateway;
 }
 
 const podsOf = (endpointId: string) => endpointPods(kube, NS, endpointId, true);
+
+/** The endpoint's pod once its engine container runs: its name and the engine's process id. */
+const enginePod = (endpointId: string) =>
+  waitFor(
+    "the pod's engine process",
+    async () => {
+      const pod = podsOf(endpointId)[0];
+      const podName = (pod?.metadata as { name?: string } | undefined)?.name;
+      const enginePid = podName ? kube.pid(NS, podName, 'engine') : undefined;
+      return podName && enginePid ? { name: podName, pid: enginePid } : undefined;
+    },
+    90_000,
+  );
 
 const isReady = (pod: object) =>
   ((pod as { status?: { conditions?: { type: string; status: string }[] } }).status?.conditions ?? []).some(
@@ -135,16 +122,16 @@ const isReady = (pod: object) =>
 
 test('an API server that answers 503 to pod creation is an outage, not the endpoint’s failure: it waits, then starts', async () => {
   const gateway = await startGateway('proxy');
-  apiProxy.outage = true;
-  apiProxy.refused = 0;
+  faults.outage = true;
+  faults.refused = 0;
   const id = await createEndpoint(gateway);
   // Several passes meet the outage; none fails the endpoint (before, the first made it FAILED with WORKLOAD_INIT_SETTINGS_ERROR).
-  await waitFor('pod creation refused on several passes', async () => apiProxy.refused >= 3, 30_000);
+  await waitFor('pod creation refused on several passes', async () => faults.refused >= 3, 30_000);
   const during = await statusOf(db.sql, id);
   expect(during.status).toBe('INITIALIZING');
   expect(during.errorCode).toBeNull();
   expect(podsOf(id)).toEqual([]);
-  apiProxy.outage = false;
+  faults.outage = false;
   await waitFor(
     'RUNNING once the API server answers',
     async () => {
@@ -163,16 +150,7 @@ test('a gateway killed while its pod starts: the next gateway adopts that pod, s
   const id = await createEndpoint(a);
 
   // The engine container runs (the model fetched) but is not ready yet: frozen now, it cannot become ready under A.
-  const { name, pid } = await waitFor(
-    "the pod's engine process",
-    async () => {
-      const pod = podsOf(id)[0];
-      const podName = (pod?.metadata as { name?: string } | undefined)?.name;
-      const enginePid = podName ? kube.pid(NS, podName, 'engine') : undefined;
-      return podName && enginePid ? { name: podName, pid: enginePid } : undefined;
-    },
-    90_000,
-  );
+  const { name, pid } = await enginePod(id);
   process.kill(-pid, 'SIGSTOP');
   expect(isReady(kube.pod(NS, name)!)).toBe(false);
   const uid = (kube.pod(NS, name)!.metadata as { uid: string }).uid;
@@ -206,4 +184,56 @@ test('a gateway killed while its pod starts: the next gateway adopts that pod, s
     max_tokens: 4,
   });
   expect(answer.status).toBe(200);
+}, 240_000);
+
+test('a gateway that takes over while it cannot read pods neither adopts nor replaces the starting pod until it can: then it serves from that pod', async () => {
+  // Only this test's gateways: one left by another test would take the lease over in B's place.
+  await Promise.all(gateways.splice(0).map((g) => g.stop()));
+  const a = await startGateway();
+  const id = await createEndpoint(a);
+  const { name, pid } = await enginePod(id);
+  process.kill(-pid, 'SIGSTOP'); // not ready under A
+  const uid = (kube.pod(NS, name)!.metadata as { uid: string }).uid;
+  // B runs beside A (A holds the lease); then B's pod watch is cut and its relists refused: its cache is not synced.
+  const b = await startGateway('proxy');
+  faults.podReadsDown = true;
+  apiProxy!.cutPodWatches();
+  const [held] = await db.sql<{ owner: string }[]>`SELECT owner FROM endpoint_leases WHERE endpoint_id = ${id}`;
+  const atKill = await statusOf(db.sql, id);
+  const exited = new Promise((resolve) => a.child.once('exit', resolve));
+  a.child.kill('SIGKILL');
+  await exited;
+  process.kill(-pid, 'SIGCONT');
+
+  // B takes the lease when A's expires and renews it on every controller tick (100 ms here), each of which starts a
+  // pass over the endpoint when none runs: ten renewals seen are a second and more of B's passes.
+  const expiries = new Set<string>();
+  await waitFor(
+    'B to hold the lease for ten renewals',
+    async () => {
+      const [lease] = await db.sql<{ owner: string; expires_at: Date }[]>`
+        SELECT owner, expires_at FROM endpoint_leases WHERE endpoint_id = ${id}`;
+      if (lease && lease.owner !== held!.owner) expiries.add(lease.expires_at.toISOString());
+      return expiries.size >= 10;
+    },
+    30_000,
+  );
+  // Those passes could not tell whether the pod runs: it was left as it is, no other was started (the node has
+  // GPUs free for one), and the endpoint still shows what it showed.
+  expect(podsOf(id).map((p) => (p.metadata as { uid: string }).uid)).toEqual([uid]);
+  expect(await statusOf(db.sql, id)).toEqual(atKill);
+  const during = await db.sql<{ state: string }[]>`SELECT state FROM replicas WHERE endpoint_id = ${id}`;
+  expect(during.map((r) => r.state)).toEqual(['STARTING']);
+
+  faults.podReadsDown = false;
+  await waitFor(
+    'RUNNING under gateway B once it can read pods',
+    async () => {
+      const s = await statusOf(db.sql, id);
+      return s.status === 'RUNNING' && s.curr === 1 ? s : undefined;
+    },
+    90_000,
+  );
+  expect(podsOf(id).map((p) => (p.metadata as { uid: string }).uid)).toEqual([uid]);
+  await b.stop();
 }, 240_000);

@@ -10,6 +10,8 @@ const BACKOFF_MS = { first: 500, max: 30_000 };
 /** Keeps an informer running: restarted with back-off after an error; `synced` only between a successful list and the next error. */
 export class Watched<T extends V1Pod | V1Node> {
   synced = false;
+  /** Errors the informer reported so far: a start during which one came did not sync. */
+  private errors = 0;
   private stopped = false;
   private delay = BACKOFF_MS.first;
   private timer: NodeJS.Timeout | undefined;
@@ -22,6 +24,7 @@ export class Watched<T extends V1Pod | V1Node> {
   ) {
     for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, onChange);
     informer.on('error', (error: unknown) => {
+      this.errors++;
       this.synced = false;
       if (this.stopped) return;
       this.log(`the ${what} watch failed; restarting in ${this.delay} ms`, error);
@@ -31,8 +34,12 @@ export class Watched<T extends V1Pod | V1Node> {
 
   async run(): Promise<void> {
     if (this.stopped) return;
+    const errorsBefore = this.errors;
     try {
       await this.informer.start();
+      // client-node's start() also resolves when its list failed: the failure came as an 'error' event, whose
+      // handler scheduled the next try. The cache then holds what it held before the failure, not the cluster now.
+      if (this.errors !== errorsBefore) return;
       this.synced = true;
       this.delay = BACKOFF_MS.first;
     } catch (error) {

@@ -12,6 +12,7 @@ import { createKubeStandIn, type KubeStandIn, type KubeStandInOptions } from './
 export type { KubeObject } from './objects.js';
 export type { NodeSpec } from './nodes.js';
 export { writeKubeconfig } from './kubeconfig.js';
+export { isPodCreate, isPodRead, startApiProxy, type ApiProxy } from './api-proxy.js';
 export type { KubeStandIn, KubeStandInOptions } from './stand-in.js';
 export type { KubeStandInChildOptions, KubeStandInProcess } from './process.js';
 
