@@ -78,6 +78,19 @@ try {
   await page.getByRole('heading', { name: 'tiny-chat' }).waitFor();
   await sleep(1500);
   await shot(page, 'endpoint');
+  // The endpoint page's Replicas tab, then its Logs tab following the replica's engine log.
+  const panel = page.getByRole('region', { name: 'Replicas and logs' });
+  await panel.getByRole('tab', { name: 'Replicas' }).click();
+  await panel.getByRole('row').nth(1).waitFor();
+  await shot(page, 'replicas');
+  await panel.getByRole('tab', { name: 'Logs' }).click();
+  await panel.getByRole('checkbox', { name: 'Follow' }).check();
+  await panel
+    .getByRole('status')
+    .filter({ hasText: /^Following / })
+    .first()
+    .waitFor();
+  await shot(page, 'logs');
   await page.goto(`${sandbox.url}/#/playground/${id}`);
   await page.getByLabel('Max tokens').fill('48');
   await page.getByLabel('Token probabilities').check();
