@@ -15,6 +15,12 @@ export interface CrashPolicy {
   backoffMaxMs: number;
   /** A serving engine that answers no health check for this long (hung, stopped) is killed: a death like any other. */
   hangMs: number;
+  /**
+   * A replica left starting or draining by a gateway that stopped, whose liveness this runtime could not tell for
+   * this long without a break (another machine's engine, a Pod cache that cannot sync), is given up: marked
+   * STOPPED, so that the endpoint is no longer held waiting for it (a new replica is started in its place).
+   */
+  unknownMs: number;
 }
 
 export const DEFAULT_CRASH_POLICY: CrashPolicy = {
@@ -23,6 +29,7 @@ export const DEFAULT_CRASH_POLICY: CrashPolicy = {
   backoffBaseMs: 1000,
   backoffMaxMs: 30_000,
   hangMs: 30_000,
+  unknownMs: 5 * 60_000,
 };
 
 /** The replicas of an endpoint that died within the window: how many, and when the last one did. */

@@ -39,6 +39,8 @@ const HEALTH_TIMEOUT_MS = 2000;
 export class CrashWatch {
   /** Serving replicas of this node whose engine has not answered its health checks, since when. */
   private readonly unanswered = new Map<string, { endpointId: string; since: number }>();
+  /** Abandoned replicas whose liveness this runtime has not been able to tell, since when (policy.unknownMs). */
+  private readonly unknownSince = new Map<string, number>();
 
   constructor(
     private readonly sql: Sql,
@@ -71,10 +73,18 @@ export class CrashWatch {
       const abandoned = (replica.state === 'STARTING' && !this.isStarting(replica.id)) || replica.state === 'DRAINING';
       if (abandoned) {
         const liveness = this.runtime.liveness(ref);
+        let lastError = 'abandoned by a gateway that stopped';
         if (liveness.kind === 'unknown') {
-          live.push(replica); // another machine's engine, or a cache not synced yet: nothing is known to act on
-          continue;
-        }
+          // Another machine's engine, or a cache not synced yet: nothing is known to act on, for a while.
+          const since = this.unknownSince.get(replica.id) ?? Date.now();
+          this.unknownSince.set(replica.id, since);
+          if (Date.now() - since < this.policy.unknownMs) {
+            live.push(replica);
+            continue;
+          }
+          lastError = `given up: the ${this.runtime.name} runtime could not tell for ${Math.round((Date.now() - since) / 1000)} s whether it runs`;
+          this.log(`replica ${replica.id} of ${endpoint.id}: ${lastError}`);
+        } else this.unknownSince.delete(replica.id);
         if (liveness.kind === 'alive' && resumable(endpoint, replica)) {
           live.push(replica); // placed and running: this pass resumes its start rather than starting another
           continue;
@@ -82,7 +92,8 @@ export class CrashWatch {
         // A replica abandoned before its engine was placed has no locator in its row, but it may run: it is reaped below.
         if (replica.locator === null) placementUnknown = true;
         else await this.runtime.stop(ref, 0);
-        await markReplica(this.sql, replica.id, { state: 'STOPPED', lastError: 'abandoned by a gateway that stopped' });
+        await markReplica(this.sql, replica.id, { state: 'STOPPED', lastError });
+        this.unknownSince.delete(replica.id);
         continue;
       }
       if (replica.state === 'READY' && hung.has(replica.id)) {
