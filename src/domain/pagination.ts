@@ -3,9 +3,10 @@
  * integer from 1 to 100, 20 when omitted, and a cursor is an opaque token
  * that encodes the position after which the next page starts.
  */
+import { PAGE_LIMIT } from './page-limit.js';
 import { invalidArgument, ok, fail, type Result } from './result.js';
 
-export const PAGE_LIMIT = { min: 1, max: 100, default: 20 } as const;
+export { PAGE_LIMIT };
 
 export interface PageRequest {
   /** The position after which the page starts (a version index or an endpoint sequence number). */

@@ -182,6 +182,12 @@ describeBrowser('web console: endpoint page', () => {
     expect(await version(page, 1).innerText()).toMatch(/Max batch size: 1\s*→?\s*(to)?\s*2/);
     expect(await version(page, 0).innerText()).toContain('The first version.');
     expect(await page.getByRole('button', { name: 'Show older versions' }).count()).toBe(0);
+    // A new version reloads the list from the top: what was opened stays open (before, it fell back to the newest ten,
+    // also whenever the controller rolled a version out while the page was open).
+    expect((await h.user.rest('PUT', `/dedicated/beta/endpoint/${many}`, { advanced: { max_batch_size: 14 } })).status).toBe(200);
+    await version(page, 13).waitFor();
+    await expect.poll(() => page.locator('li.version').count()).toBe(14);
+    expect(await page.getByRole('button', { name: 'Show older versions' }).count()).toBe(0);
   }, 60_000);
 
   it('fits 380 px without horizontal scrolling', async () => {

@@ -3,8 +3,9 @@
  * what changed from the version before it, and a Rollback button on older
  * versions (enabled where the lifecycle allows a rollback from the live status).
  */
-import { useCallback, useEffect, useState } from 'react';
+import { useCallback, useEffect, useRef, useState } from 'react';
 import { isAllowed, type EndpointStatus } from '../../../domain/lifecycle.js';
+import { PAGE_LIMIT } from '../../../domain/page-limit.js';
 import { ApiError, failureOf } from '../../api/graphql.js';
 import { useMutation } from '../../api/hooks.js';
 import { EndpointPageRollbackDocument, EndpointPageVersionsDocument, type EndpointPageVersionsQuery } from '../../api/generated.js';
@@ -87,13 +88,17 @@ export function VersionsPanel({
     }
   }, []);
 
-  // From the top again whenever a version is added or rolled out.
+  // From the top again whenever a version is added or rolled out, keeping as many shown as were (older versions the
+  // user opened stay open), up to what one page may hold; one more is read to diff the oldest shown.
+  const shownNow = useRef(shown);
+  shownNow.current = shown;
   useEffect(() => {
     void run(async () => {
-      const page = await fetchPage(null, PAGE_SIZE + 1);
+      const keep = Math.min(shownNow.current, PAGE_LIMIT.max - 1);
+      const page = await fetchPage(null, keep + 1);
       setVersions(page.nodes);
       setCursor(page.next);
-      setShown(PAGE_SIZE);
+      setShown(keep);
     });
   }, [fetchPage, run, generation]);
 
