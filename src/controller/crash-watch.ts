@@ -40,7 +40,7 @@ export class CrashWatch {
   /** Serving replicas of this node whose engine has not answered its health checks, since when. */
   private readonly unanswered = new Map<string, { endpointId: string; since: number }>();
   /** Abandoned replicas whose liveness this runtime has not been able to tell, since when (policy.unknownMs). */
-  private readonly unknownSince = new Map<string, number>();
+  private readonly unknownSince = new Map<string, { endpointId: string; since: number }>();
 
   constructor(
     private readonly sql: Sql,
@@ -64,6 +64,9 @@ export class CrashWatch {
     let placementUnknown = false;
     const replicas = await liveReplicas(this.sql, endpoint.id);
     const hung = await this.hungReplicas(endpoint.id, replicas);
+    // Forget the endpoint's replicas whose liveness was unknown and that are no longer live (stopped meanwhile).
+    for (const [id, entry] of this.unknownSince)
+      if (entry.endpointId === endpoint.id && !replicas.some((r) => r.id === id)) this.unknownSince.delete(id);
     for (const replica of replicas) {
       const ref = refOf(replica);
       if (replica.runtime !== this.runtime.name) {
@@ -76,8 +79,8 @@ export class CrashWatch {
         let lastError = 'abandoned by a gateway that stopped';
         if (liveness.kind === 'unknown') {
           // Another machine's engine, or a cache not synced yet: nothing is known to act on, for a while.
-          const since = this.unknownSince.get(replica.id) ?? Date.now();
-          this.unknownSince.set(replica.id, since);
+          const { since } = this.unknownSince.get(replica.id) ?? { since: Date.now() };
+          this.unknownSince.set(replica.id, { endpointId: endpoint.id, since });
           if (Date.now() - since < this.policy.unknownMs) {
             live.push(replica);
             continue;

@@ -121,7 +121,6 @@ export class Scaling {
       await stopper.stopAll(scaleInVictims(serving, serving.length - decision.replicas), drainTimeoutMs, () =>
         writes.refreshCounts(id, decision.replicas, 'controller:scale-down'),
       );
-      await writes.refreshCounts(id, decision.replicas, 'controller:scale-down');
     } else if (!showsCounts(endpoint, countsOf(endpoint, serving, decision.replicas))) {
       // Steady: the counts are rewritten (under the row lock) only when this pass saw them drift.
       await writes.refreshCounts(id, decision.replicas, 'controller:steady');

@@ -115,6 +115,17 @@ const enginePod = (endpointId: string) =>
     90_000,
   );
 
+/** Waits for the endpoint to be RUNNING on one ready replica. */
+const servingOnOne = (endpointId: string, what: string) =>
+  waitFor(
+    what,
+    async () => {
+      const s = await statusOf(db.sql, endpointId);
+      return s.status === 'RUNNING' && s.curr === 1 ? s : undefined;
+    },
+    90_000,
+  );
+
 const isReady = (pod: object) =>
   ((pod as { status?: { conditions?: { type: string; status: string }[] } }).status?.conditions ?? []).some(
     (c) => c.type === 'Ready' && c.status === 'True',
@@ -164,14 +175,7 @@ test('a gateway killed while its pod starts: the next gateway adopts that pod, s
   process.kill(-pid, 'SIGCONT');
 
   const b = await startGateway();
-  await waitFor(
-    'RUNNING under gateway B',
-    async () => {
-      const s = await statusOf(db.sql, id);
-      return s.status === 'RUNNING' && s.curr === 1 ? s : undefined;
-    },
-    90_000,
-  ).catch(async (error: Error) => {
+  await servingOnOne(id, 'RUNNING under gateway B').catch(async (error: Error) => {
     const pods = JSON.stringify(podsOf(id).map((p) => p.status));
     throw new Error(`${error.message}: ${JSON.stringify(await statusOf(db.sql, id))}\npods: ${pods}\n${b.output().slice(-3000)}`);
   });
@@ -226,14 +230,7 @@ test('a gateway that takes over while it cannot read pods neither adopts nor rep
   expect(during.map((r) => r.state)).toEqual(['STARTING']);
 
   faults.podReadsDown = false;
-  await waitFor(
-    'RUNNING under gateway B once it can read pods',
-    async () => {
-      const s = await statusOf(db.sql, id);
-      return s.status === 'RUNNING' && s.curr === 1 ? s : undefined;
-    },
-    90_000,
-  );
+  await servingOnOne(id, 'RUNNING under gateway B once it can read pods');
   expect(podsOf(id).map((p) => (p.metadata as { uid: string }).uid)).toEqual([uid]);
   await b.stop();
 }, 240_000);

@@ -79,9 +79,6 @@ export class EndpointSecrets {
     const name = endpointSecretName(endpointId);
     const { namespace, tokens } = this;
     for (let attempt = 1; ; attempt++) {
-      const lostRace = (error: unknown) => {
-        if (!isStatus(error, 409) || attempt >= SECRET_ATTEMPTS) throw error;
-      };
       let secret: V1Secret | undefined;
       try {
         secret = await this.api.readNamespacedSecret({ name, namespace });
@@ -103,7 +100,7 @@ export class EndpointSecrets {
         };
         return ownerOf(await this.api.replaceNamespacedSecret({ name, namespace, body }));
       } catch (error) {
-        lostRace(error);
+        if (!isStatus(error, 409) || attempt >= SECRET_ATTEMPTS) throw error;
       }
     }
   }
