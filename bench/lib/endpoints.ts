@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import type { Sql } from '../../src/storage/database.js';
 import { api, killGroup, waitFor } from './env.js';
-import { pidOf } from '../../src/runtime/local-runtime.js';
+import { pidOf } from '../../src/runtime/local-processes.js';
 
 export const H100_X1 = 'TwD5AqnBSVN0';
 

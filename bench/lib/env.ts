@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { signalGroup } from '../../src/runtime/local-runtime.js';
+import { signalGroup } from '../../src/runtime/local-processes.js';
 import { connectDatabase, migrate, type ConnectOptions, type Sql } from '../../src/storage/database.js';
 import { ensureDatabase, startEmbeddedPostgres } from '../../src/storage/embedded-postgres.js';
 import { startFakeHub, FAKE_HUB_TOKEN, type FakeHub } from '../../test/support/fake-hub.js';

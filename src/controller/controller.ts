@@ -31,11 +31,11 @@ import { DEFAULT_CRASH_POLICY, type CrashPolicy } from './crash-policy.js';
 import { CrashWatch } from './crash-watch.js';
 import { EndpointWrites, StaleError, WITH_DELETED } from './endpoint-writes.js';
 import { ReconcileLoop } from './reconcile-loop.js';
-import { ReplicaStarter } from './replica-starter.js';
-import { refOf, ReplicaStopper } from './replica-stopper.js';
+import { ReplicaStarter, type StartFailure } from './replica-starter.js';
+import { ReplicaStopper } from './replica-stopper.js';
 import { needsRollout, Rollout } from './rollout.js';
 import { Scaling } from './scaling.js';
-import { isGatewayOutage } from './start-errors.js';
+import { failureMessage, isGatewayOutage, startErrorCode, startErrorMessage } from './start-errors.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 
@@ -91,6 +91,7 @@ export class Controller {
       builtInEngine,
       engines: options.engines ?? sharedEngineClient(),
       ...(options.hostMemoryPerSlotBytes !== undefined ? { hostMemoryPerSlotBytes: options.hostMemoryPerSlotBytes } : {}),
+      poke: (endpointId) => this.loop.poke(endpointId),
       log,
     });
     const policy = { ...DEFAULT_CRASH_POLICY, ...options.crashLoop };
@@ -103,7 +104,7 @@ export class Controller {
     this.stopper = stopper;
     this.starter = starter;
     this.crashes = crashes;
-    this.rollout = new Rollout(sql, writes, starter, stopper, drainTimeoutMs);
+    this.rollout = new Rollout(sql, writes, starter, stopper, drainTimeoutMs, (endpointId) => this.loop.poke(endpointId));
     this.scaling = new Scaling({ sql, runtime, writes, starter, stopper, crashes, drainTimeoutMs, log });
     this.loop = new ReconcileLoop({
       sql,
@@ -113,6 +114,8 @@ export class Controller {
       reconcile: (id) => this.reconcile(id),
       log,
     });
+    // What the runtime sees change in a replica (a pod scheduled, an engine ready) is read by the endpoint's next pass, now.
+    runtime.onChange((endpointId) => this.loop.poke(endpointId));
   }
 
   /** Reaps replicas no endpoint owns, then reconciles every interval (and at once on `poke`). */
@@ -149,6 +152,7 @@ export class Controller {
    */
   async stop(): Promise<void> {
     await this.loop.stop();
+    await this.starter.stop();
   }
 
   /** One pass over one endpoint whose lease this process holds. */
@@ -189,21 +193,25 @@ export class Controller {
           return;
         }
         const serving = replicas.filter((r) => r.state === 'READY');
-        // Starts a gateway that stopped had under way (crash-watch kept only those worth resuming) are resumed first.
-        const resumed = replicas.filter((r) => r.state === 'STARTING' && !this.starter.isStarting(r.id));
-        // One whose liveness this runtime cannot tell yet (its cache not synced) is neither resumed nor replaced by
-        // another start: the endpoint waits for a pass that can tell.
-        if (resumed.some((r) => r.runtime === this.runtime.name && this.runtime.liveness(refOf(r)).kind === 'unknown')) return;
-        if (resumed.length > 0) {
-          await this.resumeStarts(endpoint, resumed, serving.length === 0);
-        } else if (serving.length === 0) {
-          if (await this.crashes.backingOff(endpoint)) return;
-          await this.starter.bringUp(endpoint);
+        const starting = replicas.filter((r) => r.state === 'STARTING');
+        const seen = await this.starter.advance(endpoint, starting, serving.length);
+        if (await this.tellFailures(endpoint, serving, seen.failed)) return;
+        // A start whose state this runtime cannot tell yet (its cache not synced) is neither followed nor replaced by
+        // another: the endpoint waits for a pass that can tell.
+        if (seen.unknown) return;
+        if (serving.length === 0) {
+          // The first replica is on its way, or waits out its back-off; else it begins.
+          if (starting.length > 0 || (await this.crashes.backingOff(endpoint))) return;
+          // A model that cannot be had (found out before a wait for capacity) fails the start at once.
+          await this.starter.begin(endpoint, endpoint.current, true).catch(async (error: unknown) => {
+            if (error instanceof StaleError || isGatewayOutage(error)) throw error;
+            await this.tellFailures(endpoint, serving, [{ replicaId: '', versionIndex: endpoint.current.versionIndex, error }]);
+          });
         } else if (needsRollout(serving, endpoint.current)) {
-          await this.rollout.rollOut(endpoint, serving);
+          await this.rollout.step(endpoint, serving, starting, seen.noRoom.length > 0);
         } else {
           await writes.transition(id, endpoint, { type: 'all-replicas-current' }, { cause: 'controller:serving' });
-          await this.scaling.autoscale(endpoint, serving);
+          await this.scaling.autoscale(endpoint, serving, starting);
         }
         return;
       }
@@ -211,19 +219,31 @@ export class Controller {
   }
 
   /**
-   * Follows the replicas a stopped gateway left starting until they serve: with none serving, the first brings the
-   * endpoint up (its phases shown, a failure failing the start); the others join as a scale-out's would.
+   * Tells the endpoint of starts that failed, as its state calls for: with no replica serving, its start failed
+   * (FAILED, with the failure's code); a replica of the version being rolled out, the rollout failed (the old
+   * replicas serve on); a scale-out's, logged (the autoscaler tries again). True when the endpoint failed.
    */
-  private async resumeStarts(endpoint: EndpointRecord, replicas: readonly ReplicaRecord[], first: boolean): Promise<void> {
-    await Promise.all(
-      replicas.map((replica, i) =>
-        first && i === 0
-          ? this.starter.bringUp(endpoint, replica)
-          : this.starter.resume(endpoint, endpoint.current, replica).catch((error: unknown) => {
-              if (error instanceof StaleError || isGatewayOutage(error)) throw error;
-              this.log(`resuming ${replica.id} of ${endpoint.id} failed`, error);
-            }),
-      ),
-    );
+  private async tellFailures(endpoint: EndpointRecord, serving: readonly ReplicaRecord[], failed: readonly StartFailure[]): Promise<boolean> {
+    const id = endpoint.id;
+    for (const { replicaId, versionIndex, error } of failed) {
+      const errorCode = startErrorCode(error);
+      if (serving.length === 0) {
+        this.log(`starting ${id} failed with ${errorCode}`, error);
+        await this.writes.refreshCounts(id, 0, 'controller:start-failed');
+        await this.writes.transition(
+          id,
+          endpoint,
+          { type: 'start-failed', errorCode },
+          { cause: 'controller:start-failed', detail: { message: startErrorMessage(error) }, errorMessage: failureMessage(error) },
+        );
+        return true;
+      }
+      if (versionIndex === endpoint.current.versionIndex && needsRollout(serving, endpoint.current)) {
+        await this.rollout.fail(endpoint, error);
+        return false;
+      }
+      this.log(`scaling ${id} up failed: replica ${replicaId} did not start`, error);
+    }
+    return false;
   }
 }

@@ -1,43 +1,38 @@
 /**
- * Starting replicas: capacity is reserved, the model prepared (from the cache
- * or the hub), the engine started, and one warm-up generation run before the
- * replica is marked READY. `bringUp` starts an endpoint's first replica and
- * reports each step as the endpoint's phase; a failure to start fails the
- * endpoint with the error's code (start-errors.ts).
+ * Starting replicas, driven by the passes: no pass waits for a download or
+ * an engine's load. A start goes through three steps:
+ *
+ * 1. `begin` (in a pass): capacity is reserved (the replica's row, STARTING);
+ *    without room, the first replica of an endpoint shows why it waits.
+ * 2. Placing (in the background, in this process): the model is resolved (and,
+ *    for the local runtime, downloaded and checked), then the runtime places
+ *    the replica (`ensure`) and the row records where.
+ * 3. `advance` (in each pass): what the runtime observes of each placed,
+ *    starting replica. Its step is the endpoint's phase while no replica
+ *    serves; ready, it warms up (one short generation, in the background) and
+ *    is marked READY; dead, its start failed.
+ *
+ * A step that ends pokes the endpoint, so that its next pass comes at once.
+ * Failures are handed to the next pass (`advance` answers them), which tells
+ * the endpoint in the way its state calls for (a failed start, a failed
+ * rollout, a scale-out that did not happen).
  */
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
 import { newId } from '../domain/ids.js';
 import { findInstanceOption } from '../domain/instance-catalog.js';
 import type { ControllerEvent, LifecycleState } from '../domain/lifecycle.js';
-import { ModelSourceError } from '../models/errors.js';
-import { checkModelSettings, pinnedRevision, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
-import type { TokenLimits } from '../models/token-limits.js';
+import type { ReplicaRecord } from '../domain/replica.js';
 import type { EngineClient } from '../engine-client/engine-client.js';
-import { NoCapacityError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
+import { pinnedRevision, type ModelStore } from '../models/model-store.js';
+import { ReplicaStartError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
-import { setProgress } from '../storage/endpoints-repository.js';
-import { insertEvent } from '../storage/events-repository.js';
-import type { RetryNotice } from '../models/retry.js';
 import { markReplica, reserveReplica } from '../storage/replicas-repository.js';
 import { setVersionRollout } from '../storage/versions-repository.js';
-import type { ReplicaRecord } from '../domain/replica.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
+import { ModelPreparer } from './model-preparer.js';
 import { refOf } from './replica-stopper.js';
-import { failureMessage, isGatewayOutage, startErrorCode, startErrorMessage } from './start-errors.js';
-import { capacityWait, recordResolvedLimits, warmUp } from './start-steps.js';
-
-/** Called as a start reaches each step (the first replica's steps are the endpoint's phases). */
-export interface StartHooks {
-  /** No capacity: the reservation found none free, or the runtime waits for a machine (with the reason it gives). */
-  onNoCapacity?: (reason?: string) => Promise<void>;
-  onResolving?: () => Promise<void>;
-  onDownloadStart?: () => Promise<void>;
-  onEngineStart?: () => Promise<void>;
-  /** Runs while the warm-up generation does; both must succeed. */
-  onWarmup?: () => Promise<unknown>;
-  /** Whether to wait for a machine the runtime finds none free for (RuntimeHooks.waitForCapacity). @default false */
-  waitForCapacity?: boolean;
-}
+import { isGatewayOutage, startErrorMessage } from './start-errors.js';
+import { capacityWait, warmUp } from './start-steps.js';
 
 export interface ReplicaStarterOptions {
   sql: Sql;
@@ -50,105 +45,85 @@ export interface ReplicaStarterOptions {
   engines: EngineClient;
   /** Without GPUs: the host memory one CPU-backed slot may fill (bounds the token limits that follow the model). */
   hostMemoryPerSlotBytes?: number;
+  /** Asks for the endpoint's next pass now (a step ended). */
+  poke: (endpointId: string) => void;
   log: (message: string, error?: unknown) => void;
 }
 
+/** A start that failed, for the next pass to tell the endpoint. */
+export interface StartFailure {
+  replicaId: string;
+  versionIndex: number;
+  error: unknown;
+}
+
+/** What a pass learns of the endpoint's starting replicas. */
+export interface StartsSeen {
+  /** A starting replica whose state the runtime cannot tell: the endpoint waits for a pass that can. */
+  unknown: boolean;
+  /** Starts that failed since the last pass. */
+  failed: StartFailure[];
+  /** Starts given up because no machine could take them (a rollout's or a scale-out's: the first one waits). */
+  noRoom: string[];
+}
+
+/** A step of a start running in this process: the model and the placement, or the warm-up. */
+interface Job {
+  endpointId: string;
+  versionIndex: number;
+  step: 'placing' | 'warming';
+  abort: AbortController;
+  done: Promise<void>;
+}
+
+/** Why a job was aborted: the gateway stops (the replica is left as it is, for the next gateway). */
+class GatewayStopping extends Error {}
+
 export class ReplicaStarter {
-  /** Replicas this process is starting right now (any other STARTING replica was abandoned). */
-  private readonly starting = new Set<string>();
-  /** Versions resolved before their first start (resolveEarly), by endpoint and version. */
-  private readonly resolved = new Map<string, ResolvedModel>();
-  /** Models being prepared (resolved, downloaded) for a start, by endpoint: the version, and how to abandon it. */
-  private readonly preparing = new Map<string, { versionIndex: number; abort: AbortController }>();
+  private readonly jobs = new Map<string, Job>();
+  /** Placed starting replicas this process follows (placed here, or taken over from a gateway that stopped): their endpoints. */
+  private readonly followed = new Map<string, string>();
+  /** Failed starts not yet told, by endpoint. */
+  private readonly failures = new Map<string, StartFailure[]>();
+  private readonly preparer: ModelPreparer;
 
-  constructor(private readonly options: ReplicaStarterOptions) {}
-
-  isStarting(replicaId: string): boolean {
-    return this.starting.has(replicaId);
+  constructor(private readonly options: ReplicaStarterOptions) {
+    this.preparer = new ModelPreparer(options);
   }
 
-  /**
-   * Resolves a version's model (the hub's metadata, no download) once per version and process, when its start must
-   * wait for capacity: a misspelled repository fails the start at once instead of after the wait for a machine.
-   */
-  private async resolveEarly(version: VersionRecord): Promise<void> {
-    const key = versionKey(version);
-    if (version.model || version.spec.model.source !== 'hf' || this.resolved.has(key)) return;
-    const { resolved } = await this.options.models.resolveVersion(version.spec, null);
-    if (resolved) this.resolved.set(key, resolved);
-    if (this.resolved.size > 10_000) this.resolved.delete(this.resolved.keys().next().value!);
+  /** Whether this process drives the replica's start (any other STARTING replica was abandoned by a gateway that stopped). */
+  isStarting(replicaId: string): boolean {
+    return this.jobs.has(replicaId) || this.followed.has(replicaId);
   }
 
   /** The version whose model is being prepared for the endpoint now, if one is. */
   preparingVersion(endpointId: string): number | undefined {
-    return this.preparing.get(endpointId)?.versionIndex;
+    for (const job of this.jobs.values()) if (job.endpointId === endpointId && job.step === 'placing') return job.versionIndex;
+    return undefined;
   }
 
   /** Abandons the model being prepared for the endpoint (a download is cut; what it wrote resumes later). */
   abandonPreparation(endpointId: string): void {
-    this.preparing.get(endpointId)?.abort.abort(new StaleError(`${endpointId} no longer wants the model being prepared`));
-  }
-
-  /**
-   * Brings up the first replica: capacity, model, engine, warm-up. While the
-   * endpoint is INITIALIZING or AWAKING, each step is reported as its phase;
-   * a replacement for a RUNNING endpoint whose replicas died runs the same
-   * steps without changing the status (the lifecycle decides which). With
-   * `resume`, the replica a gateway that stopped had placed is followed
-   * instead of a new one started.
-   */
-  async bringUp(endpoint: EndpointRecord, resume?: ReplicaRecord): Promise<void> {
-    const { writes } = this.options;
-    const id = endpoint.id;
-    // The state as last written (a wake writes AWAKING ENGINE_INITIALIZING itself): writing it again would change nothing.
-    let shown: LifecycleState = { status: endpoint.status, phase: endpoint.phase, errorCode: endpoint.errorCode };
-    const report = async (event: ControllerEvent, cause: string, reason?: string) => {
-      shown = (await writes.transition(id, shown, event, { cause, ...(reason ? { detail: { message: reason } } : {}) })) ?? shown;
-    };
-    const desired = Math.max(endpoint.current.spec.autoscaling.minReplica, 1);
-    try {
-      const hooks: StartHooks = {
-        onNoCapacity: async (reason) => {
-          await report({ type: 'no-capacity' }, 'controller:requesting_virtual_machine', reason);
-          if (reason) await writes.setWaitReason(id, reason);
-        },
-        onResolving: () => report({ type: 'resolving-model' }, 'controller:downloading_model'),
-        onDownloadStart: () => report({ type: 'downloading-model' }, 'controller:downloading_model'),
-        onEngineStart: () => report({ type: 'starting-engine' }, 'controller:engine_initializing'),
-        onWarmup: () => writes.transition(id, shown, { type: 'warming-up' }, { cause: 'controller:warm-up' }),
-        waitForCapacity: true,
-      };
-      const started = await (resume
-        ? this.resume(endpoint, endpoint.current, resume, hooks)
-        : this.start(endpoint, endpoint.current, hooks));
-      if (!started) return; // no capacity yet: the next pass tries again
-      // Counted first: whoever sees RUNNING also sees the replica that serves.
-      await writes.refreshCounts(id, desired, 'controller:started');
-      await writes.transition(id, endpoint, { type: 'replica-ready' }, { cause: 'controller:serving' });
-    } catch (error) {
-      // Stale: another wrote first. An outage of ours: the next pass tries again. Neither is the endpoint's failure.
-      if (error instanceof StaleError || isGatewayOutage(error)) throw error;
-      const errorCode = startErrorCode(error);
-      this.options.log(`starting ${id} failed with ${errorCode}`, error);
-      await writes.refreshCounts(id, 0, 'controller:start-failed');
-      await writes.transition(
-        id,
-        endpoint,
-        { type: 'start-failed', errorCode },
-        { cause: 'controller:start-failed', detail: { message: startErrorMessage(error) }, errorMessage: failureMessage(error) },
-      );
+    for (const job of this.jobs.values()) {
+      if (job.endpointId === endpointId && job.step === 'placing') {
+        job.abort.abort(new StaleError(`${endpointId} no longer wants the model being prepared`));
+      }
     }
   }
 
+  /** Ends this process's steps (the gateway stops): replicas are left as they are, for the next gateway to follow. */
+  async stop(): Promise<void> {
+    for (const job of this.jobs.values()) job.abort.abort(new GatewayStopping('the gateway stops'));
+    await Promise.allSettled([...this.jobs.values()].map((job) => job.done));
+  }
+
   /**
-   * Starts one replica of `version` and marks it READY. Returns false when no
-   * capacity is free. On failure, the replica is stopped and marked FAILED,
-   * and the error is rethrown.
+   * Reserves room for one replica of `version` and begins placing it (in the background). False when no capacity
+   * is free: the first replica of an endpoint (`first`) shows why it waits.
    */
-  async start(endpoint: EndpointRecord, version: VersionRecord, hooks: StartHooks = {}): Promise<boolean> {
-    const { sql, runtime, writes } = this.options;
-    const spec = version.spec;
-    const option = findInstanceOption(spec.instanceId)!;
+  async begin(endpoint: EndpointRecord, version: VersionRecord, first: boolean): Promise<boolean> {
+    const { runtime, writes } = this.options;
+    const option = findInstanceOption(version.spec.instanceId)!;
     const replicaId = newId('rep');
     const capacity = runtime.capacity()[option.gpuType] ?? 0;
     const reserved = await writes.guarded(
@@ -170,205 +145,191 @@ export class ReplicaStarter {
         ),
     );
     if (!reserved.reserved) {
-      // A repository that does not exist (or holds nothing to run) is reported before any wait for capacity.
-      await this.resolveEarly(version);
-      await hooks.onNoCapacity?.(capacityWait(option, reserved.used, capacity));
+      if (first) {
+        // A repository that does not exist (or holds nothing to run) is reported before any wait for capacity.
+        await this.preparer.resolveEarly(version);
+        await this.report(endpoint, endpoint, { phase: 'REQUESTING_VIRTUAL_MACHINE', reason: capacityWait(option, reserved.used, capacity) });
+      }
       return false;
     }
-    return this.bringToReady(replicaId, endpoint, version, hooks, async (placed) => {
-      await hooks.onResolving?.();
-      const { model, limits } = await this.prepareModel(endpoint, version, hooks.onDownloadStart);
-      const resolved = model.resolved;
-      const handle = await runtime.start(
-        {
-          replicaId,
-          endpointId: endpoint.id,
-          versionIndex: version.versionIndex,
-          modelPath: model.path,
-          modelRepo: spec.model.source === 'hf' ? spec.model.repo : spec.model.artifact,
-          modelRevision: pinnedRevision(resolved) ?? (spec.model.source === 'hf' ? spec.model.revision : null),
-          modelFile: resolved ? { path: resolved.file, sha256: resolved.sha256, size: resolved.size } : undefined,
-          gpuType: option.gpuType,
-          numGpu: option.numGpu,
-          maxBatchSize: spec.advanced.maxBatchSize,
-          contextSize: limits.maxTokenCount,
-          maxInputLength: limits.maxInputLength,
-          addSpecialTokens: spec.advanced.tokenizerAddSpecialTokens,
-          skipSpecialTokens: spec.advanced.tokenizerSkipSpecialTokens,
-        },
-        {
-          // Recorded once placed: a gateway that takes over after this one dies mid-start finds the replica by it.
-          onPlaced: async (ref) => {
-            placed(ref);
-            await markReplica(sql, replicaId, {
-              state: 'STARTING',
-              address: ref.address,
-              locator: ref.locator,
-              ...(ref.token ? { token: ref.token } : {}),
-            });
-          },
-          onProgress: (progress) => reportProgress(hooks, progress),
-          waitForCapacity: hooks.waitForCapacity ?? false,
-        },
-      );
-      return { handle, model: resolved };
-    });
+    this.run(replicaId, endpoint.id, version.versionIndex, 'placing', (signal) => this.place(replicaId, endpoint, version, first, signal));
+    return true;
   }
 
-  /**
-   * Takes over a replica another process placed and did not see ready (it died, or lost the runtime's control
-   * plane, mid-start): the runtime follows it until it is ready, then it warms up and is marked READY as if this
-   * process had started it. Returns false when it found no room after all; throws as `start` does.
-   */
-  async resume(endpoint: EndpointRecord, version: VersionRecord, replica: ReplicaRecord, hooks: StartHooks = {}): Promise<boolean> {
-    const ref = refOf(replica);
-    this.options.log(`resuming the start of ${replica.id} of ${endpoint.id}, placed by a gateway that stopped`);
-    return this.bringToReady(replica.id, endpoint, version, hooks, async (placed) => {
-      placed(ref);
-      const handle = await this.options.runtime.resume(ref, { onProgress: (progress) => reportProgress(hooks, progress) });
-      return { handle, model: (version.model as ResolvedModel | null) ?? this.resolved.get(versionKey(version)) ?? null };
-    });
+  /** Runs a step in the background; when it ends, the endpoint's next pass comes at once. */
+  private run(replicaId: string, endpointId: string, versionIndex: number, step: Job['step'], work: (signal: AbortSignal) => Promise<void>) {
+    const abort = new AbortController();
+    const job = { endpointId, versionIndex, step, abort } as Job;
+    this.jobs.set(replicaId, job);
+    job.done = work(abort.signal)
+      .catch((error: unknown) => this.options.log(`a start step of ${replicaId} failed`, error))
+      .finally(() => {
+        this.jobs.delete(replicaId);
+        this.options.poke(endpointId);
+      });
   }
 
-  /**
-   * The part of a start after the reservation: `launch` places the replica (telling `placed` as soon as it is) and
-   * resolves once its engine answers; then the warm-up, and READY. On failure the replica is stopped and marked,
-   * except when this gateway lost its database or the runtime's control plane after placing it: then it is left
-   * STARTING for the next pass to resume, or to find gone.
-   */
-  private async bringToReady(
-    replicaId: string,
-    endpoint: EndpointRecord,
-    version: VersionRecord,
-    hooks: StartHooks,
-    launch: (placed: (ref: ReplicaRef) => void) => Promise<{ handle: ReplicaRef; model: ResolvedModel | null }>,
-  ): Promise<boolean> {
+  /** The model, then the placement; the row records where the replica runs. */
+  private async place(replicaId: string, endpoint: EndpointRecord, version: VersionRecord, first: boolean, signal: AbortSignal) {
     const { sql, runtime } = this.options;
-    this.starting.add(replicaId);
-    let handle: ReplicaRef | undefined;
+    const spec = version.spec;
+    const option = findInstanceOption(spec.instanceId)!;
+    let shown: LifecycleState = endpoint;
+    const report = async (event: ControllerEvent, cause: string) => {
+      if (first) shown = (await this.options.writes.transition(endpoint.id, shown, event, { cause })) ?? shown;
+    };
+    let ref: ReplicaRef | undefined;
     try {
-      const launched = await launch((ref) => (handle = ref));
-      const started = (handle = launched.handle);
-      // The warm-up generation runs while the READY status is written; both must succeed.
-      const [written, warmed] = await Promise.allSettled([hooks.onWarmup?.(), warmUp(this.options.engines, started)]);
+      await report({ type: 'resolving-model' }, 'controller:downloading_model');
+      const { model, limits } = await this.preparer.prepare(endpoint, version, {
+        signal,
+        onDownloadStart: () => report({ type: 'downloading-model' }, 'controller:downloading_model'),
+      });
+      signal.throwIfAborted();
+      const resolved = model.resolved;
+      ref = await runtime.ensure({
+        replicaId,
+        endpointId: endpoint.id,
+        versionIndex: version.versionIndex,
+        modelPath: model.path,
+        modelRepo: spec.model.source === 'hf' ? spec.model.repo : spec.model.artifact,
+        modelRevision: pinnedRevision(resolved) ?? (spec.model.source === 'hf' ? spec.model.revision : null),
+        modelFile: resolved ? { path: resolved.file, sha256: resolved.sha256, size: resolved.size } : undefined,
+        gpuType: option.gpuType,
+        numGpu: option.numGpu,
+        maxBatchSize: spec.advanced.maxBatchSize,
+        contextSize: limits.maxTokenCount,
+        maxInputLength: limits.maxInputLength,
+        addSpecialTokens: spec.advanced.tokenizerAddSpecialTokens,
+        skipSpecialTokens: spec.advanced.tokenizerSkipSpecialTokens,
+      });
+      const placed = { state: 'STARTING' as const, address: ref.address, locator: ref.locator, ...(ref.token ? { token: ref.token } : {}) };
+      // Stopped meanwhile (a sleep, a terminate): what was placed goes too.
+      if (!(await markReplica(sql, replicaId, placed))) return void (await runtime.stop(ref, 0));
+      this.followed.set(replicaId, endpoint.id);
+      const seen = runtime.observe(ref);
+      if (first && seen.state === 'starting') await this.report(endpoint, shown, seen);
+    } catch (error) {
+      const reason: unknown = signal.aborted ? signal.reason : error;
+      // The gateway stops, or lost its database or the runtime after placing: the next pass (anyone's) follows it.
+      if (reason instanceof GatewayStopping || (ref && isGatewayOutage(reason))) return;
+      if (ref) await runtime.stop(ref, 0);
+      // Abandoned (its endpoint changed meanwhile), or an outage before it was placed: not a failure of the replica.
+      if (reason instanceof StaleError || isGatewayOutage(reason)) {
+        await markReplica(sql, replicaId, { state: 'STOPPED', lastError: (reason as Error).message });
+        return;
+      }
+      await this.keepFailure(endpoint.id, { replicaId, versionIndex: version.versionIndex, error: reason });
+    }
+  }
+
+  /** Marks the replica FAILED; true unless it had ended meanwhile (stopped by a sleep, a terminate). */
+  private async fail(failure: StartFailure): Promise<boolean> {
+    this.followed.delete(failure.replicaId);
+    return markReplica(this.options.sql, failure.replicaId, { state: 'FAILED', lastError: startErrorMessage(failure.error) });
+  }
+
+  /** A step in the background failed: the replica is marked, and the failure kept for the endpoint's next pass. */
+  private async keepFailure(endpointId: string, failure: StartFailure): Promise<void> {
+    if (!(await this.fail(failure))) return;
+    const list = this.failures.get(endpointId) ?? [];
+    list.push(failure);
+    this.failures.set(endpointId, list);
+  }
+
+  /** Shows a starting replica's step as the endpoint's phase (the lifecycle shows it only while a start is under way). */
+  private async report(endpoint: EndpointRecord, shown: LifecycleState, progress: StartProgress): Promise<void> {
+    const { writes } = this.options;
+    const event: ControllerEvent =
+      progress.phase === 'REQUESTING_VIRTUAL_MACHINE'
+        ? { type: 'no-capacity' }
+        : progress.phase === 'DOWNLOADING_MODEL'
+          ? { type: 'downloading-model' }
+          : { type: 'starting-engine' };
+    const cause = `controller:${progress.phase.toLowerCase()}`;
+    await writes.transition(endpoint.id, shown, event, { cause, ...(progress.reason ? { detail: { message: progress.reason } } : {}) });
+    if (progress.phase === 'REQUESTING_VIRTUAL_MACHINE' && progress.reason) await writes.setWaitReason(endpoint.id, progress.reason);
+  }
+
+  /**
+   * Reads what the runtime observes of the endpoint's starting replicas (`starting`: the live rows, STARTING)
+   * while `serving` replicas serve: the first replica's step becomes the endpoint's phase; a ready one begins its
+   * warm-up; a dead one's start failed; one that waits for a machine while others serve is given up.
+   */
+  async advance(endpoint: EndpointRecord, starting: readonly ReplicaRecord[], serving: number): Promise<StartsSeen> {
+    const { runtime, sql } = this.options;
+    const failed = this.failures.get(endpoint.id) ?? [];
+    this.failures.delete(endpoint.id);
+    const seen: StartsSeen = { unknown: false, failed, noRoom: [] };
+    let reported = false;
+    for (const replica of starting) {
+      if (replica.runtime !== runtime.name || replica.locator === null || this.jobs.has(replica.id)) continue;
+      const ref = refOf(replica);
+      const observed = runtime.observe(ref);
+      if (observed.state === 'unknown') {
+        seen.unknown = true;
+        continue;
+      }
+      this.followed.set(replica.id, endpoint.id);
+      const first = serving === 0;
+      if (observed.state === 'starting') {
+        if (!first && observed.phase === 'REQUESTING_VIRTUAL_MACHINE' && observed.reason !== undefined) {
+          // No machine for one more: placed nowhere, as if the reservation had found no room.
+          await runtime.stop(ref, 0);
+          this.followed.delete(replica.id);
+          await markReplica(sql, replica.id, { state: 'STOPPED', lastError: `no machine could take it: ${observed.reason}` });
+          seen.noRoom.push(observed.reason);
+        } else if (first && !reported) {
+          reported = true;
+          await this.report(endpoint, endpoint, observed);
+        }
+      } else if (observed.state === 'ready') {
+        const warming: boolean = first && !reported;
+        reported ||= warming;
+        this.run(replica.id, endpoint.id, replica.versionIndex, 'warming', () => this.warm(endpoint, replica, observed.address, warming));
+      } else {
+        // What the runtime keeps of it goes (a failed pod's object; a process's state file).
+        await runtime.stop(ref, 0);
+        const error = new ReplicaStartError(observed.code ?? 'WORKLOAD_INIT_GRPC_ERROR', observed.reason ?? 'the engine stopped before it was ready');
+        const failure = { replicaId: replica.id, versionIndex: replica.versionIndex, error };
+        if (await this.fail(failure)) failed.push(failure);
+      }
+    }
+    // Forget the replicas of this endpoint that no longer start (stopped, or taken over by another gateway).
+    for (const [id, endpointId] of this.followed) {
+      if (endpointId === endpoint.id && !starting.some((r) => r.id === id)) this.followed.delete(id);
+    }
+    return seen;
+  }
+
+  /**
+   * The warm-up generation, then READY. The first replica of a start shows READY while it warms up (the lifecycle's
+   * 'warming-up'), then RUNNING once it serves.
+   */
+  private async warm(endpoint: EndpointRecord, replica: ReplicaRecord, address: string, first: boolean): Promise<void> {
+    const { sql, writes } = this.options;
+    const ref = { ...refOf(replica), address };
+    const id = endpoint.id;
+    try {
+      const [written, warmed] = await Promise.allSettled([
+        first ? writes.transition(id, endpoint, { type: 'warming-up' }, { cause: 'controller:warm-up' }) : undefined,
+        warmUp(this.options.engines, ref),
+      ]);
       if (written.status === 'rejected') throw written.reason;
       if (warmed.status === 'rejected') throw warmed.reason;
-      await markReplica(sql, replicaId, { state: 'READY', address: started.address, locator: started.locator });
-      await setVersionRollout(sql, endpoint.id, version.versionIndex, {
-        rolloutState: 'ROLLED_OUT',
-        ...(launched.model ? { model: launched.model } : {}),
-      });
-      return true;
+      this.followed.delete(replica.id);
+      if (!(await markReplica(sql, replica.id, { state: 'READY', address, locator: replica.locator }))) return;
+      const model = this.preparer.known({ endpointId: id, versionIndex: replica.versionIndex, model: null });
+      await setVersionRollout(sql, id, replica.versionIndex, { rolloutState: 'ROLLED_OUT', ...(model ? { model } : {}) });
+      if (!first) return void (await writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:replica-ready'));
+      // Counted first: whoever sees RUNNING also sees the replica that serves.
+      await writes.refreshCounts(id, Math.max(endpoint.current.spec.autoscaling.minReplica, 1), 'controller:started');
+      await writes.transition(id, endpoint, { type: 'replica-ready' }, { cause: 'controller:serving' });
     } catch (error) {
-      if (handle && isGatewayOutage(error)) throw error;
-      if (handle) await runtime.stop(handle, 0);
-      if (error instanceof NoCapacityError) {
-        // Placed nowhere: as if the reservation had found no room (the caller retires an old replica or tries later).
-        await markReplica(sql, replicaId, { state: 'STOPPED', lastError: `no machine could take it: ${error.reason}` });
-        await hooks.onNoCapacity?.(error.reason);
-        return false;
-      }
-      // Abandoned (its endpoint changed meanwhile), or an outage before it was placed: not a failure of the replica.
-      const stopped = error instanceof StaleError || isGatewayOutage(error);
-      await markReplica(
-        sql,
-        replicaId,
-        stopped ? { state: 'STOPPED', lastError: (error as Error).message } : { state: 'FAILED', lastError: startErrorMessage(error) },
-      );
-      throw error;
-    } finally {
-      this.starting.delete(replicaId);
+      // Stale: another wrote first. An outage of ours: the next pass warms it up again. Neither is the replica's failure.
+      if (error instanceof StaleError || isGatewayOutage(error)) return;
+      await this.options.runtime.stop(ref, 0);
+      await this.keepFailure(id, { replicaId: replica.id, versionIndex: replica.versionIndex, error });
     }
-  }
-
-  /** The version's model file: from the cache when this version resolved it before, else from the hub. */
-  private async prepareModel(
-    endpoint: EndpointRecord,
-    version: VersionRecord,
-    onDownloadStart?: () => Promise<void>,
-  ): Promise<{ model: PreparedModel; limits: TokenLimits }> {
-    const { sql, models, builtInEngine } = this.options;
-    const endpointId = endpoint.id;
-    let lastWrite = 0;
-    const hooks = {
-      ...(onDownloadStart ? { onDownloadStart } : {}),
-      // Each retry of a hub or registry call is an event: the phase it happened in, the attempt that comes next.
-      onRetry: (retry: RetryNotice) =>
-        insertEvent(sql, {
-          endpointId,
-          projectId: endpoint.projectId,
-          teamId: endpoint.teamId,
-          type: 'RETRYING',
-          status: null,
-          phase: 'DOWNLOADING_MODEL',
-          errorCode: null,
-          versionIndex: version.versionIndex,
-          cause: 'controller:retry',
-          actorId: null,
-          detail: {
-            message: `${retry.reason} Attempt ${retry.attempt} of ${retry.maxAttempts} in ${retry.delayMs} ms (${retry.operation}).`,
-            ...retry,
-          },
-        }).then(() => undefined),
-      onProgress: (progress: { bytesDone: number; bytesTotal: number }) => {
-        const now = Date.now();
-        if (now - lastWrite < 250 && progress.bytesDone < progress.bytesTotal) return;
-        lastWrite = now;
-        setProgress(sql, endpointId, progress).catch(() => {});
-      },
-    };
-    const abort = new AbortController();
-    this.preparing.set(endpointId, { versionIndex: version.versionIndex, abort });
-    let model: PreparedModel;
-    try {
-      const known = (version.model as ResolvedModel | null) ?? this.resolved.get(versionKey(version)) ?? null;
-      model = this.options.runtime.provisionsModels
-        ? await models.resolveVersion(version.spec, known, { ...hooks, signal: abort.signal })
-        : await models.prepareVersion(version.spec, known, { ...hooks, signal: abort.signal });
-    } finally {
-      this.preparing.delete(endpointId);
-    }
-    if (builtInEngine && this.options.runtime.provisionsModels) {
-      // The model is fetched where the replica runs: the limits are the version's own (the engine checks the file).
-      return {
-        model,
-        limits: { maxTokenCount: version.spec.advanced.maxTokenCount, maxInputLength: version.spec.advanced.maxInputLength },
-      };
-    }
-    if (builtInEngine) {
-      if (!model.path) {
-        throw new ModelSourceError(
-          'WORKLOAD_INIT_MANIFEST_TYPE_ERROR',
-          'the built-in engine runs GGUF models only; set ENGINE_COMMAND to use another engine',
-        );
-      }
-      const limits = await checkModelSettings(model.path, version.spec, this.memoryBytes(version));
-      await recordResolvedLimits(sql, version, limits);
-      return { model, limits };
-    }
-    return { model, limits: { maxTokenCount: version.spec.advanced.maxTokenCount, maxInputLength: version.spec.advanced.maxInputLength } };
-  }
-
-  /** The memory one replica of `version` may fill: the instance's, and at most a CPU slot's share of this host's on CPU. */
-  private memoryBytes(version: VersionRecord): number | undefined {
-    const option = findInstanceOption(version.spec.instanceId);
-    if (!option) return undefined;
-    const instance = option.gpuMemoryGb * option.numGpu * 2 ** 30;
-    const host = this.options.hostMemoryPerSlotBytes;
-    return host === undefined ? instance : Math.min(instance, host * option.numGpu);
   }
 }
-
-/** A step the runtime observed, as the start's hooks report it. */
-async function reportProgress(hooks: StartHooks, progress: StartProgress): Promise<void> {
-  switch (progress.phase) {
-    case 'REQUESTING_VIRTUAL_MACHINE':
-      return hooks.onNoCapacity?.(progress.reason);
-    case 'DOWNLOADING_MODEL':
-      return hooks.onDownloadStart?.();
-    case 'ENGINE_INITIALIZING':
-      return hooks.onEngineStart?.();
-  }
-}
-
-const versionKey = (version: VersionRecord) => `${version.endpointId}:${version.versionIndex}`;

@@ -1,7 +1,8 @@
 /**
  * Rolling out a new version: the serving replicas are replaced one by one
  * with replicas of the newest version; a new one starts and warms up before
- * an old one drains. A version that changes nothing a replica runs (only the
+ * an old one drains (each pass takes the step that what it observes calls
+ * for: no pass waits for a replica to start). A version that changes nothing a replica runs (only the
  * name, the autoscaling policy or content logging) takes the serving replicas
  * as they are, without restarting them. If a new replica fails, the old ones keep serving, the
  * version is marked FAILED and the endpoint returns to RUNNING with the
@@ -13,10 +14,10 @@ import type { Sql } from '../storage/database.js';
 import { findVersion, setVersionRollout } from '../storage/versions-repository.js';
 import { retagReplica } from '../storage/replicas-repository.js';
 import { servesAlike } from '../domain/endpoint-spec.js';
-import { StaleError, type EndpointWrites } from './endpoint-writes.js';
+import type { EndpointWrites } from './endpoint-writes.js';
 import type { ReplicaStarter } from './replica-starter.js';
 import type { ReplicaStopper } from './replica-stopper.js';
-import { failureMessage, isGatewayOutage, startErrorCode, startErrorMessage } from './start-errors.js';
+import { failureMessage, startErrorCode, startErrorMessage } from './start-errors.js';
 
 /** The serving replicas that run another version than `target`. */
 export function outdatedReplicas(serving: readonly ReplicaRecord[], target: VersionRecord): ReplicaRecord[] {
@@ -45,65 +46,70 @@ export class Rollout {
     private readonly stopper: ReplicaStopper,
     /** How long a replaced replica may take to finish its requests. */
     private readonly drainTimeoutMs: number,
+    /** Asks for the endpoint's next pass now (a step done, the next one due). */
+    private readonly poke: (endpointId: string) => void,
   ) {}
 
-  async rollOut(endpoint: EndpointRecord, serving: readonly ReplicaRecord[]): Promise<void> {
+  /**
+   * One step of the rollout per pass, from what is observed: replicas of a version that serves alike are taken as
+   * they are; while a new replica starts, the pass waits; once it serves (one more than wanted), an old one is
+   * retired; else a new one begins, after an old one is retired when there is no room for it (`noRoom`: the last
+   * one found no machine).
+   */
+  async step(endpoint: EndpointRecord, serving: readonly ReplicaRecord[], starting: readonly ReplicaRecord[], noRoom: boolean): Promise<void> {
     const id = endpoint.id;
     const target = endpoint.current;
     await this.writes.transition(id, endpoint, { type: 'rollout-started' }, { cause: 'controller:rollout' });
-    let count = serving.length;
+    const outdated: ReplicaRecord[] = [];
     const versions = new Map<number, Promise<VersionRecord | undefined>>();
     for (const old of outdatedReplicas(serving, target)) {
-      try {
-        // A version that changes only what the gateway reads (name, scaling, content logging) takes the replica as it is.
-        if (!versions.has(old.versionIndex)) versions.set(old.versionIndex, findVersion(this.sql, id, old.versionIndex));
-        const from = await versions.get(old.versionIndex);
-        if (from && servesAlike(from.spec, target.spec) && (await retagReplica(this.sql, old.id, old.versionIndex, target.versionIndex))) {
-          await setVersionRollout(this.sql, id, target.versionIndex, { rolloutState: 'ROLLED_OUT', model: target.model ?? from.model });
-          await this.writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout');
-          continue;
-        }
-        if (rolloutStep(count, endpoint.desiredReplicaCnt) === 'retire') {
-          await this.stopper.stop(old, this.drainTimeoutMs);
-          count--;
-          await this.writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout');
-          continue;
-        }
-        let started = await this.starter.start(endpoint, target);
-        if (!started) {
-          // No room for one more: retire the old replica first, then start in its place.
-          await this.stopper.stop(old, this.drainTimeoutMs);
-          started = await this.starter.start(endpoint, target);
-          if (!started) return;
-        } else {
-          await this.stopper.stop(old, this.drainTimeoutMs);
-        }
+      // A version that changes only what the gateway reads (name, scaling, content logging) takes the replica as it is.
+      if (!versions.has(old.versionIndex)) versions.set(old.versionIndex, findVersion(this.sql, id, old.versionIndex));
+      const from = await versions.get(old.versionIndex);
+      if (from && servesAlike(from.spec, target.spec) && (await retagReplica(this.sql, old.id, old.versionIndex, target.versionIndex))) {
+        await setVersionRollout(this.sql, id, target.versionIndex, { rolloutState: 'ROLLED_OUT', model: target.model ?? from.model });
         await this.writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout');
-      } catch (error) {
-        // Stale: another wrote first. An outage of ours: the next pass tries again. Neither is the endpoint's failure.
-        if (error instanceof StaleError || isGatewayOutage(error)) throw error;
-        const errorCode = startErrorCode(error);
-        await setVersionRollout(this.sql, id, target.versionIndex, { rolloutState: 'FAILED' });
-        await this.writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout-failed');
-        await this.writes.transition(
-          id,
-          endpoint,
-          { type: 'rollout-failed', errorCode },
-          {
-            cause: 'controller:rollout-failed',
-            detail: { message: startErrorMessage(error), versionIndex: target.versionIndex },
-            errorMessage: failureMessage(error, 'rollout'),
-            ofVersion: target.versionIndex,
-          },
-        );
-        return;
-      }
+      } else outdated.push(old);
     }
+    const [old] = outdated;
+    if (!old) {
+      await this.writes.transition(id, endpoint, { type: 'rollout-finished' }, { cause: 'controller:rolled-out', ofVersion: target.versionIndex });
+      return;
+    }
+    if (starting.some((r) => r.versionIndex === target.versionIndex)) return; // its replacement is on its way
+    if (noRoom || rolloutStep(serving.length, endpoint.desiredReplicaCnt) === 'retire') {
+      await this.retire(endpoint, old);
+      if (!noRoom) return this.poke(id);
+    }
+    // No room for one more: retire an old replica first, then start in its place.
+    if (!(await this.starter.begin(endpoint, target, false)) && !noRoom) {
+      await this.retire(endpoint, old);
+      await this.starter.begin(endpoint, target, false);
+    }
+  }
+
+  private async retire(endpoint: EndpointRecord, old: ReplicaRecord): Promise<void> {
+    await this.stopper.stop(old, this.drainTimeoutMs);
+    await this.writes.refreshCounts(endpoint.id, endpoint.desiredReplicaCnt, 'controller:rollout');
+  }
+
+  /** A replica of the version being rolled out failed to start: the version is marked FAILED, the old ones serve on. */
+  async fail(endpoint: EndpointRecord, error: unknown): Promise<void> {
+    const id = endpoint.id;
+    const target = endpoint.current;
+    const errorCode = startErrorCode(error);
+    await setVersionRollout(this.sql, id, target.versionIndex, { rolloutState: 'FAILED' });
+    await this.writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout-failed');
     await this.writes.transition(
       id,
       endpoint,
-      { type: 'rollout-finished' },
-      { cause: 'controller:rolled-out', ofVersion: target.versionIndex },
+      { type: 'rollout-failed', errorCode },
+      {
+        cause: 'controller:rollout-failed',
+        detail: { message: startErrorMessage(error), versionIndex: target.versionIndex },
+        errorMessage: failureMessage(error, 'rollout'),
+        ofVersion: target.versionIndex,
+      },
     );
   }
 }

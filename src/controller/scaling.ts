@@ -14,7 +14,7 @@ import { queuedDemand, QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repos
 import { findVersion } from '../storage/versions-repository.js';
 import { decideScale, replicaCapacity } from './autoscaler.js';
 import type { CrashWatch } from './crash-watch.js';
-import { countsOf, StaleError, type EndpointWrites } from './endpoint-writes.js';
+import { countsOf, type EndpointWrites } from './endpoint-writes.js';
 import type { ReplicaStarter } from './replica-starter.js';
 import { refOf, type ReplicaStopper } from './replica-stopper.js';
 
@@ -70,8 +70,9 @@ export class Scaling {
     return Number.isFinite(newest) ? findVersion(this.options.sql, endpoint.id, newest) : undefined;
   }
 
-  async autoscale(endpoint: EndpointRecord, serving: readonly ReplicaRecord[]): Promise<void> {
-    const { sql, runtime, writes, starter, stopper, crashes, drainTimeoutMs, log } = this.options;
+  /** Acts on the autoscaler's decision for the `serving` replicas, counting those `starting` as on their way. */
+  async autoscale(endpoint: EndpointRecord, serving: readonly ReplicaRecord[], starting: readonly ReplicaRecord[]): Promise<void> {
+    const { sql, runtime, writes, starter, stopper, crashes, drainTimeoutMs } = this.options;
     const id = endpoint.id;
     const spec = endpoint.current.spec;
     const healths = await Promise.all(serving.map((r) => runtime.health(refOf(r), 1500)));
@@ -100,22 +101,14 @@ export class Scaling {
       return;
     }
     if (decision.replicas > serving.length) {
-      if (await crashes.backingOff(endpoint)) return;
+      // Replicas already starting count: each pass begins only those still missing.
+      const missing = decision.replicas - serving.length - starting.length;
+      if (missing <= 0 || (await crashes.backingOff(endpoint))) return;
       const version = await this.versionToAdd(endpoint, serving);
       if (!version) return;
       this.lastScaleUp.set(id, now);
       await writes.refreshCounts(id, decision.replicas, 'controller:scale-up');
-      const missing = decision.replicas - serving.length;
-      await Promise.all(
-        Array.from({ length: missing }, () =>
-          starter.start(endpoint, version).catch((error: unknown) => {
-            if (error instanceof StaleError) throw error;
-            log(`scaling ${id} up failed`, error);
-            return false;
-          }),
-        ),
-      );
-      await writes.refreshCounts(id, decision.replicas, 'controller:scale-up');
+      for (let i = 0; i < missing; i++) if (!(await starter.begin(endpoint, version, false))) break;
     } else if (decision.replicas < serving.length) {
       // The counts drop as soon as the victims leave routing, not when their answers in flight have ended.
       await stopper.stopAll(scaleInVictims(serving, serving.length - decision.replicas), drainTimeoutMs, () =>

@@ -14,7 +14,8 @@
  */
 import type { Sql } from '../storage/database.js';
 import { liveReplicasOnNode, markNodeReplica } from '../storage/node-replicas-repository.js';
-import { pidOf, type LocalRuntime } from './local-runtime.js';
+import type { LocalRuntime } from './local-runtime.js';
+import { pidOf } from './local-processes.js';
 import type { ReplicaRef } from './runtime.js';
 
 /** SIGTERM to SIGKILL when engines are stopped on the way out (as the controller's default). */

@@ -9,7 +9,7 @@ import { DEFAULTS } from '../defaults.js';
 import { withoutGatewaySecrets } from '../config.js';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, openSync, writeSync } from 'node:fs';
 import { mkdir, readdir, readFile, rm, writeFile, open } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,15 +21,16 @@ import { engineCommand } from './engine-command.js';
 import { sharedEngineClient, type EngineClient } from '../engine-client/engine-client.js';
 import { followLogFile, localLogFile, readLogFile, watchForProtocolLine } from './engine-log-files.js';
 import { Nudge } from '../util/nudge.js';
+import { pidOf, replicaProcessAlive, signalGroup } from './local-processes.js';
 import type { Inventory } from './gpu-inventory.js';
 import {
   ReplicaStartError,
   type EngineHealth,
   type Liveness,
   type ReplicaLaunch,
+  type ReplicaObservation,
   type ReplicaRef,
   type Runtime,
-  type StartHooks,
 } from './runtime.js';
 
 export interface LocalRuntimeOptions {
@@ -62,6 +63,13 @@ interface StateFile {
   address: string;
 }
 
+/** A replica whose start this runtime follows: what `observe` answers for it, and how its following ends. */
+interface Followed {
+  ref: ReplicaRef;
+  observation: ReplicaObservation;
+  abort: AbortController;
+}
+
 /** An engine as its state file records it. */
 export type RecordedEngine = Readonly<StateFile>;
 
@@ -85,48 +93,14 @@ export function healthPollDelay(elapsedMs: number): number {
   return Math.min(150, Math.round(20 + ((elapsedMs - 2000) * 130) / 3000));
 }
 
-/**
- * Whether `pid` is alive and still the replica's engine: a pid may be reused
- * by an unrelated process after the engine died, so on Linux the process must
- * also carry the replica's REPLICA_ID in its environment.
- */
-function replicaProcessAlive(pid: number, replicaId: string): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
-  }
-  try {
-    return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(`REPLICA_ID=${replicaId}`);
-  } catch {
-    return process.platform !== 'linux';
-  }
-}
-
-/** Signals a process's whole group (a replica leads one: it was spawned detached), or the process alone if it leads none. */
-export function signalGroup(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, sig);
-  } catch {
-    try {
-      process.kill(pid, sig);
-    } catch {
-      // already gone
-    }
-  }
-}
-
-/** A local replica's locator is its engine's process id. */
-export function pidOf(ref: Pick<ReplicaRef, 'locator'>): number | null {
-  const pid = Number(ref.locator);
-  return ref.locator !== null && Number.isSafeInteger(pid) && pid > 0 ? pid : null;
-}
-
 export class LocalRuntime implements Runtime {
   readonly name = 'local';
   readonly node = os.hostname();
   readonly provisionsModels = false;
   private readonly exited = new Map<number, number | null>();
+  /** Replicas whose start this runtime follows (or followed: their last observation), by replica id. */
+  private readonly followed = new Map<string, Followed>();
+  private listener: ((endpointId: string) => void) | undefined;
 
   constructor(private readonly options: LocalRuntimeOptions) {}
 
@@ -142,9 +116,17 @@ export class LocalRuntime implements Runtime {
     return path.join(this.options.dir, `${replicaId}.log`);
   }
 
-  async start(launch: ReplicaLaunch, hooks: StartHooks = {}): Promise<ReplicaRef> {
-    const abort = hooks.signal;
-    await hooks.onProgress?.({ phase: 'ENGINE_INITIALIZING' });
+  onChange(listener: (endpointId: string) => void): void {
+    this.listener = listener;
+  }
+
+  /**
+   * Spawns the engine and answers once it runs (its state file written): its load is followed in the background,
+   * and `observe` tells how it goes. A replica id this runtime already follows is answered as it is.
+   */
+  async ensure(launch: ReplicaLaunch): Promise<ReplicaRef> {
+    const known = this.followed.get(launch.replicaId);
+    if (known) return known.ref;
     await mkdir(this.options.dir, { recursive: true });
     const port = await freePort();
     const command = engineCommand(launch, port, {
@@ -187,33 +169,63 @@ export class LocalRuntime implements Runtime {
     });
     child.unref();
     const address = `http://127.0.0.1:${port}`;
-    const handle: ReplicaRef = { replicaId: launch.replicaId, address, locator: String(pid), node: this.node, token };
+    const handle: ReplicaRef = {
+      replicaId: launch.replicaId,
+      endpointId: launch.endpointId,
+      address,
+      locator: String(pid),
+      node: this.node,
+      token,
+    };
     const state: StateFile = { replicaId: launch.replicaId, endpointId: launch.endpointId, pid, address };
-    const watcher = watchForProtocolLine(this.logPath(launch.replicaId), nudge);
     try {
       await writeFile(this.statePath(launch.replicaId), JSON.stringify(state));
-      await hooks.onPlaced?.(handle);
-      await this.waitHealthy(handle, nudge, abort);
-      return handle;
     } catch (error) {
-      await this.stop(handle, 0);
+      await this.kill(handle, 0);
       throw error;
-    } finally {
-      watcher.close();
     }
+    this.follow(handle, nudge);
+    return handle;
   }
 
-  /** An engine a gateway that died spawned (detached, it outlived it): its health is checked until it answers, as at a start. */
-  async resume(handle: ReplicaRef, hooks: Pick<StartHooks, 'signal' | 'onProgress'> = {}): Promise<ReplicaRef> {
-    await hooks.onProgress?.({ phase: 'ENGINE_INITIALIZING' });
-    const nudge = new Nudge();
-    const watcher = watchForProtocolLine(this.logPath(handle.replicaId), nudge);
-    try {
-      await this.waitHealthy(handle, nudge, hooks.signal);
-      return handle;
-    } finally {
-      watcher.close();
-    }
+  /**
+   * What this runtime sees of the replica: its start as followed here, or, for an engine a gateway that stopped
+   * spawned (detached, it outlived it), a start followed from now on (its health checked until it answers).
+   */
+  observe(ref: ReplicaRef): ReplicaObservation {
+    if (ref.node !== this.node) return { state: 'unknown' };
+    const entry = this.followed.get(ref.replicaId) ?? (this.isAlive(ref) ? this.follow(ref, new Nudge()) : undefined);
+    if (!entry) return { state: 'dead', reason: this.exitReason(ref) };
+    if (entry.observation.state === 'ready' && !this.isAlive(ref)) return { state: 'dead', reason: this.exitReason(ref) };
+    return entry.observation;
+  }
+
+  private exitReason(ref: ReplicaRef): string {
+    const pid = pidOf(ref);
+    const code = pid === null ? undefined : this.exited.get(pid);
+    return `the engine process exited${code === undefined ? '' : ` (exit code ${code ?? 'unknown'})`}`;
+  }
+
+  /** Checks the engine's health in the background until it answers (then 'ready') or fails (then 'dead', stopped). */
+  private follow(ref: ReplicaRef, nudge: Nudge): Followed {
+    const entry: Followed = { ref, observation: { state: 'starting', phase: 'ENGINE_INITIALIZING' }, abort: new AbortController() };
+    this.followed.set(ref.replicaId, entry);
+    const watcher = watchForProtocolLine(this.logPath(ref.replicaId), nudge);
+    this.waitHealthy(ref, nudge, entry.abort.signal)
+      .then(() => {
+        entry.observation = { state: 'ready', address: ref.address! };
+      })
+      .catch(async (error: unknown) => {
+        if (entry.abort.signal.aborted) return;
+        const failure = error instanceof ReplicaStartError ? error : new ReplicaStartError('WORKLOAD_INIT_UNKNOWN_ERROR', String(error));
+        await this.kill(ref, 0).catch(() => {});
+        entry.observation = { state: 'dead', code: failure.code, reason: failure.message };
+      })
+      .finally(() => {
+        watcher.close();
+        if (!entry.abort.signal.aborted && ref.endpointId) this.listener?.(ref.endpointId);
+      });
+    return entry;
   }
 
   /**
@@ -255,6 +267,14 @@ export class LocalRuntime implements Runtime {
   }
 
   async stop(handle: ReplicaRef, graceMs: number): Promise<void> {
+    const entry = this.followed.get(handle.replicaId);
+    entry?.abort.abort();
+    this.followed.delete(handle.replicaId);
+    await this.kill(handle, graceMs);
+  }
+
+  /** SIGTERM to the engine's process group, SIGKILL after `graceMs`; its state file goes. */
+  private async kill(handle: ReplicaRef, graceMs: number): Promise<void> {
     const pid = pidOf(handle);
     if (pid !== null && this.isAlive(handle)) {
       signalGroup(pid, 'SIGTERM');

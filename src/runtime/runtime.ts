@@ -1,7 +1,10 @@
 /**
- * Where replicas run. The controller asks a runtime to place and start an
- * engine for one replica, to stop it, and what it knows of it; it never
- * spawns processes or creates pods itself. The local runtime (child processes
+ * Where replicas run. The seam is level-triggered: the controller asks a
+ * runtime to place a replica (`ensure`, which answers once it is placed,
+ * never after a download or an engine's load), reads what the runtime sees
+ * of it on each pass (`observe`: its step, address, failure code and
+ * reason), and stops it; it never spawns processes or creates pods itself,
+ * and no call it makes waits for a replica to start. The local runtime (child processes
  * on this machine) is the default; the Kubernetes runtime places each replica
  * in a pod. Both implement this shape, and the controller, the router and the
  * autoscaler work alike whichever runs.
@@ -43,6 +46,8 @@ export interface ReplicaLaunch {
  */
 export interface ReplicaRef {
   replicaId: string;
+  /** The endpoint it serves: what the runtime names when it tells of a change (`onChange`). */
+  endpointId?: string;
   /** Base URL of its OpenAI-compatible server, e.g. http://127.0.0.1:41234; null until it is known. */
   address: string | null;
   locator: string | null;
@@ -108,24 +113,17 @@ export interface StartProgress {
   reason?: string;
 }
 
-export interface StartHooks {
-  signal?: AbortSignal;
-  /**
-   * Runs as soon as the replica exists (a process spawned, a pod created),
-   * before the model loads, so that it is recorded where another gateway
-   * finds it should this one die mid-start; if it throws, the replica is stopped.
-   */
-  onPlaced?: (ref: ReplicaRef) => Promise<void>;
-  /** Each step of the start, as the runtime observes it. */
-  onProgress?: (progress: StartProgress) => Promise<void>;
-  /**
-   * Whether to wait for a machine when the runtime finds none free (a pod the scheduler cannot place): the first
-   * replica of an endpoint waits, with the reason shown; a rollout's or a scale-out's extra replica does not (the
-   * runtime throws NoCapacityError at once, and the controller retires an old replica first or tries again later).
-   * @default true
-   */
-  waitForCapacity?: boolean;
-}
+/**
+ * What the runtime sees of a placed replica now: still starting (the step it is at, and why it waits), ready to
+ * serve (its engine answers its health check, at `address`), ended ('dead': a failed start or a crash, with the
+ * endpoint's error code and the reason when the runtime knows them), or not known ('unknown': a cache not synced,
+ * another machine's replica). Nothing is done to a replica whose state is unknown.
+ */
+export type ReplicaObservation =
+  | { state: 'unknown' }
+  | ({ state: 'starting' } & StartProgress)
+  | { state: 'ready'; address: string }
+  | { state: 'dead'; code?: EndpointErrorCode; reason?: string };
 
 /**
  * The runtime's own control plane could not be reached (a Kubernetes API server down, answering 5xx or 429): like a
@@ -135,14 +133,6 @@ export class RuntimeUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'RuntimeUnavailableError';
-  }
-}
-
-/** No machine can take the replica now, and the start was asked not to wait for one. */
-export class NoCapacityError extends Error {
-  constructor(readonly reason: string) {
-    super(reason);
-    this.name = 'NoCapacityError';
   }
 }
 
@@ -158,19 +148,20 @@ export interface Runtime {
   /** GPUs (or CPU-backed slots) of each kind this runtime offers in its pool. */
   capacity(): Partial<Record<GpuType, number>>;
   /**
-   * Places and starts the engine, and resolves once it answers its health
-   * check; throws ReplicaStartError, or RuntimeUnavailableError when the
-   * runtime's control plane cannot be reached. Starting a replica id that
-   * already runs adopts it instead of starting a second.
+   * Places the replica (a process spawned, a pod created) and answers as soon as it is placed: it never waits for
+   * a download or for the engine to load; `observe` follows it from there. Idempotent: a replica id already placed
+   * is answered as it is, never placed twice. Throws ReplicaStartError when the replica cannot be placed as asked,
+   * RuntimeUnavailableError when the runtime's control plane cannot be reached,
    */
-  start(launch: ReplicaLaunch, hooks?: StartHooks): Promise<ReplicaRef>;
+  ensure(launch: ReplicaLaunch): Promise<ReplicaRef>;
   /**
-   * Follows a replica another process placed and did not see ready (a gateway that died mid-start, an outage of
-   * the runtime's control plane) until it is ready, as `start` would have; throws ReplicaStartError when it fails
-   * or does not become ready in time. Resolves with its address. Nothing is started: a replica whose engine is
-   * gone is reported dead by `liveness`, and is not resumed.
+   * What the runtime sees of a placed replica now, from its own state (an informer's cache, the processes it
+   * follows): no call to anything. A replica placed by another process (a gateway that stopped) is followed from
+   * its first observation.
    */
-  resume(ref: ReplicaRef, hooks?: Pick<StartHooks, 'signal' | 'onProgress'>): Promise<ReplicaRef>;
+  observe(ref: ReplicaRef): ReplicaObservation;
+  /** Tells `listener` of each change the runtime sees in a replica of an endpoint (its next pass reads it at once). */
+  onChange(listener: (endpointId: string) => void): void;
   /** Stops gracefully (in-flight requests drain), then forcefully after `graceMs`. */
   stop(ref: ReplicaRef, graceMs: number): Promise<void>;
   liveness(ref: ReplicaRef): Liveness;

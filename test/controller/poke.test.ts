@@ -23,8 +23,11 @@ import { waitFor } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createBody } from '../support/gateway.js';
 
-/** The engine runtime, which these endpoints (maxReplica 0) never reach: only the start's reaping of orphans calls it. */
-const runtime = { name: 'fake', node: 'test-node', reapOrphans: async () => [] } as unknown as Runtime;
+/**
+ * The engine runtime, which these endpoints (maxReplica 0) never reach: only the controller's construction (its
+ * change listener) and the start's reaping of orphans call it.
+ */
+const runtime = { name: 'fake', node: 'test-node', onChange: () => {}, reapOrphans: async () => [] } as unknown as Runtime;
 
 let db: TestDatabase;
 let cacheDir: string;

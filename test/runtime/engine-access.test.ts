@@ -4,6 +4,7 @@
  * spawn), and once no request reaches it for ENGINE_IDLE_EXIT_MS (its gateway
  * gone, none adopting it) it drains and exits by itself.
  */
+import { startReplica } from '../support/start-replica.js';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -30,7 +31,7 @@ beforeAll(async () => {
     threads: 1,
     engineIdleExitMs: IDLE_EXIT_MS,
   });
-  handle = await runtime.start({
+  handle = await startReplica(runtime, {
     replicaId: 'rep_access',
     endpointId: 'ep_access',
     modelPath,

@@ -13,6 +13,7 @@
  * for its health and one answer at the pod's address, reads its log, stops
  * it, and checks the pod and the endpoint's Secret are gone.
  */
+import { startReplica } from '../support/start-replica.js';
 import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, test } from 'vitest';
 import { GPU_TYPES, type GpuType } from '../../src/domain/instance-catalog.js';
@@ -44,7 +45,8 @@ describe.skipIf(!KUBECONFIG)('the Kubernetes runtime on a real cluster (KUBECONF
     const replicaId = `rep_e2e${Date.now().toString(36)}`;
     const phases: string[] = [];
     try {
-      const ref = await runtime.start(
+      const ref = await startReplica(
+        runtime,
         {
           replicaId,
           endpointId,
@@ -65,7 +67,7 @@ describe.skipIf(!KUBECONFIG)('the Kubernetes runtime on a real cluster (KUBECONF
           addSpecialTokens: false,
           skipSpecialTokens: true,
         },
-        { onProgress: async ({ phase }) => void phases.push(phase), waitForCapacity: true },
+        { timeoutMs: 20 * 60_000, onProgress: ({ phase }) => void phases.push(phase) },
       );
       expect(phases).toContain('DOWNLOADING_MODEL');
       expect(runtime.liveness(ref).kind).toBe('alive');

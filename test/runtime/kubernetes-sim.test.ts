@@ -14,6 +14,7 @@
  * and written to SIM_OUT when set (`npm run bench -- kubernetes-sim` runs
  * this file with SIM_ENDPOINTS=1000 and reports them in BENCHMARKS.md).
  */
+import { startReplica } from '../support/start-replica.js';
 import { writeFile } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, test } from 'vitest';
@@ -125,7 +126,7 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge; passes read t
   const startMs: number[] = [];
   const timedStart = async (i: number, r: number) => {
     const t0 = performance.now();
-    const ref = await runtime.start(launch(i, r));
+    const ref = await startReplica(runtime, launch(i, r), { pollMs: 5 });
     startMs.push(performance.now() - t0);
     return ref;
   };

@@ -3,6 +3,7 @@
  * fast health polling, and its log's ENGINE_READY / ENGINE_ERROR lines and
  * the process's exit, which end the wait at once.
  */
+import { startReplica } from '../support/start-replica.js';
 import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -148,7 +149,7 @@ describe('starting an engine', () => {
   test("resolves on the engine's ENGINE_READY line without waiting for the next poll; the log starts with the spawn line", async () => {
     const runtime = runtimeFor(300, 'ready');
     const t0 = performance.now();
-    const handle = await runtime.start(launch('rep_ready'));
+    const handle = await startReplica(runtime, launch('rep_ready'));
     const resolvedAt = performance.timeOrigin + performance.now();
     try {
       // The health polling is set to once a minute here: only the log line can have ended the wait.
@@ -170,13 +171,13 @@ describe('starting an engine', () => {
     } finally {
       await runtime.stop(handle, 2000);
     }
-    expect(runtime.isAlive(handle)).toBe(false);
+    expect(runtime.liveness(handle).kind).toBe('dead');
   });
 
   test('an engine that reports ENGINE_ERROR and exits fails the start with its code, without waiting for the next poll', async () => {
     const runtime = runtimeFor(200, 'error');
     const t0 = performance.now();
-    const error = await runtime.start(launch('rep_error')).catch((e: unknown) => e);
+    const error = await startReplica(runtime, launch('rep_error')).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ReplicaStartError);
     expect(error).toMatchObject({ code: 'WORKLOAD_INIT_SETTINGS_ERROR', message: 'the model does not fit' });
     expect(performance.now() - t0).toBeLessThan(15_000);
@@ -185,7 +186,7 @@ describe('starting an engine', () => {
   test('an engine that exits without a word fails the start as soon as it exits', async () => {
     const runtime = runtimeFor(200, 'crash');
     const t0 = performance.now();
-    const error = await runtime.start(launch('rep_crash')).catch((e: unknown) => e);
+    const error = await startReplica(runtime, launch('rep_crash')).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ReplicaStartError);
     expect(error).toMatchObject({ code: 'WORKLOAD_INIT_GRPC_ERROR' });
     expect((error as Error).message).toContain('exit code 1');
@@ -209,7 +210,7 @@ describe('starting an engine', () => {
         engineTemplate: `"${process.execPath}" -e "console.log(JSON.stringify(process.env))" {port}`,
         startTimeoutMs: 30_000,
       });
-      await runtime.start(launch('rep_env')).catch(() => undefined);
+      await startReplica(runtime, launch('rep_env')).catch(() => undefined);
       const tail = await runtime.logTail({ replicaId: 'rep_env' });
       expect(tail).toContain('hf-for-the-engine');
       expect(tail).toContain('ENGINE_TOKEN');
@@ -222,7 +223,7 @@ describe('starting an engine', () => {
   test('with the default polling, an engine that prints no ENGINE_READY is found by its health check within a few polls', async () => {
     const runtime = runtimeFor(300, 'quiet', null);
     const t0 = performance.now();
-    const handle = await runtime.start(launch('rep_quiet'));
+    const handle = await startReplica(runtime, launch('rep_quiet'));
     const tookMs = performance.now() - t0;
     try {
       expect(await runtime.health(handle)).toMatchObject({ status: 'ok' });

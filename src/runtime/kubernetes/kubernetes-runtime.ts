@@ -22,15 +22,14 @@ import { sharedEngineClient, type EngineClient } from '../../engine-client/engin
 import { PassThrough } from 'node:stream';
 import {
   EngineLogUnavailable,
-  NoCapacityError,
   ReplicaStartError,
   RuntimeUnavailableError,
   type EngineHealth,
   type Liveness,
   type ReplicaLaunch,
+  type ReplicaObservation,
   type ReplicaRef,
   type Runtime,
-  type StartHooks,
 } from '../runtime.js';
 import { viewPod } from './pod-status.js';
 import { ENGINE_CONTAINER, LABELS, MANAGED_SELECTOR, podName, replicaPod } from './pod-spec.js';
@@ -71,8 +70,11 @@ export class KubernetesRuntime implements Runtime {
   private readonly secrets: EndpointSecrets;
   /** The client configuration the log follower uses (made at its first use). */
   private logConfig: KubeConfig | undefined;
-  /** Starts waiting on a pod's changes, by pod name. */
+  /** Stops waiting for a pod's removal, by pod name. */
   private readonly waiting = new Map<string, Nudge>();
+  /** When this runtime first saw each starting pod at its step, by pod name (a step's deadline counts from it). */
+  private readonly stepSince = new Map<string, { phase: string; since: number }>();
+  private listener: ((endpointId: string) => void) | undefined;
 
   constructor(private readonly options: KubernetesRuntimeOptions) {
     const kc = options.kubeConfig ?? defaultKubeConfig();
@@ -89,7 +91,11 @@ export class KubernetesRuntime implements Runtime {
       () => this.api.listNamespacedPod({ namespace: this.namespace, labelSelector: MANAGED_SELECTOR }),
       MANAGED_SELECTOR,
     );
-    this.pods = new Watched(podInformer, 'pod', options.log, (pod) => this.waiting.get(pod.metadata?.name ?? '')?.poke());
+    this.pods = new Watched(podInformer, 'pod', options.log, (pod) => {
+      this.waiting.get(pod.metadata?.name ?? '')?.poke();
+      const endpointId = pod.metadata?.labels?.[LABELS.endpoint];
+      if (endpointId) this.listener?.(endpointId);
+    });
     const nodeInformer = makeInformer<V1Node>(kc, '/api/v1/nodes', () => this.api.listNode());
     this.nodes = new Watched(nodeInformer, 'node', options.log, () => {});
     this.secrets = new EndpointSecrets(this.api, this.namespace, { hubToken: options.hubToken, wandbApiKey: options.wandbApiKey });
@@ -127,10 +133,17 @@ export class KubernetesRuntime implements Runtime {
     return capacity;
   }
 
-  async start(launch: ReplicaLaunch, hooks: StartHooks = {}): Promise<ReplicaRef> {
+  onChange(listener: (endpointId: string) => void): void {
+    this.listener = listener;
+  }
+
+  /**
+   * Creates the replica's pod (its endpoint's Secret first) and answers at once: the scheduler, the model's
+   * download and the engine's load are observed through the informer from then on. A pod created before for the
+   * same replica (a 409) is answered as it is, never a second.
+   */
+  async ensure(launch: ReplicaLaunch): Promise<ReplicaRef> {
     const name = podName(launch.replicaId);
-    const nudge = new Nudge();
-    this.waiting.set(name, nudge);
     try {
       const owner = await this.secrets.ensure(launch.endpointId);
       const pod = replicaPod(launch, {
@@ -144,89 +157,60 @@ export class KubernetesRuntime implements Runtime {
         ...(this.options.engineTemplate ? { engineTemplate: this.options.engineTemplate } : {}),
         ...(this.options.threads ? { threads: this.options.threads } : {}),
       });
-      const ref: ReplicaRef = { replicaId: launch.replicaId, address: null, locator: name, node: this.node, token: owner.token };
       try {
         await this.api.createNamespacedPod({ namespace: this.namespace, body: pod });
       } catch (error) {
-        // Created before (a start retried after a gateway died): the same replica's pod is adopted, never a second.
         if (!isStatus(error, 409)) throw error;
         const existing = await this.api.readNamespacedPod({ name, namespace: this.namespace });
         if (existing.metadata?.labels?.[LABELS.replica] !== launch.replicaId) throw error;
       }
-      await hooks.onPlaced?.(ref);
-      const podIP = await this.waitReady(name, nudge, hooks);
-      return { ...ref, address: this.addressOf(podIP) };
+      return { replicaId: launch.replicaId, endpointId: launch.endpointId, address: null, locator: name, node: this.node, token: owner.token };
     } catch (error) {
       throw apiFailure(error);
-    } finally {
-      this.waiting.delete(name);
     }
   }
 
-  /** Follows a pod another gateway created (it died, or lost the API server, before the pod was ready) until it is ready. */
-  async resume(ref: ReplicaRef, hooks: Pick<StartHooks, 'signal' | 'onProgress'> = {}): Promise<ReplicaRef> {
+  /**
+   * The replica's pod as the informer last saw it (pod-status.ts), with two deadlines counted from when this
+   * runtime first saw the pod at that step: unschedulable past the scheduling deadline, or an engine not ready
+   * within the start timeout, it is reported dead.
+   */
+  observe(ref: ReplicaRef): ReplicaObservation {
+    if (!this.pods.synced) return { state: 'unknown' };
     const name = ref.locator ?? podName(ref.replicaId);
-    const nudge = new Nudge();
-    this.waiting.set(name, nudge);
-    try {
-      const podIP = await this.waitReady(name, nudge, hooks);
-      return { ...ref, address: this.addressOf(podIP) };
-    } catch (error) {
-      throw apiFailure(error);
-    } finally {
-      this.waiting.delete(name);
-    }
-  }
-
-  private addressOf(podIP: string): string {
-    return `http://${podIP}:${this.options.settings.enginePort}`;
-  }
-
-  /** Follows the pod through the informer until it is ready (its IP) or fails; reports each phase once. */
-  private async waitReady(name: string, nudge: Nudge, hooks: StartHooks): Promise<string> {
+    const pod = this.pods.informer.get(name, this.namespace);
+    const view = pod ? viewPod(pod) : undefined;
+    if (view?.kind !== 'progress') this.stepSince.delete(name);
+    if (!view) return { state: 'dead', reason: "the replica's pod is gone" };
+    if (view.kind === 'ready') return { state: 'ready', address: `http://${view.podIP}:${this.options.settings.enginePort}` };
+    if (view.kind === 'failed') return { state: 'dead', code: view.code, reason: view.reason };
+    if (view.kind === 'deleting') return { state: 'dead', reason: "the replica's pod was deleted" };
+    const { phase, reason } = view.progress;
+    const step = this.stepSince.get(name);
+    if (step?.phase !== phase) this.stepSince.set(name, { phase, since: Date.now() });
+    const waited = step?.phase === phase ? Date.now() - step.since : 0;
     const { schedulingDeadlineMs } = this.options.settings;
-    const startTimeoutMs = this.options.startTimeoutMs ?? DEFAULTS.replicaStartTimeoutMs;
-    const began = Date.now();
-    let engineSince: number | undefined;
-    let reported = '';
-    for (;;) {
-      if (hooks.signal?.aborted) throw new ReplicaStartError('WORKLOAD_INIT_UNKNOWN_ERROR', 'the start was cancelled');
-      const pod = this.pods.synced ? this.pods.informer.get(name, this.namespace) : undefined;
-      if (pod) {
-        const view = viewPod(pod);
-        if (view.kind === 'ready') return view.podIP;
-        if (view.kind === 'failed') throw new ReplicaStartError(view.code, view.reason);
-        if (view.kind === 'deleting') throw new ReplicaStartError('WORKLOAD_INIT_UNKNOWN_ERROR', "the replica's pod was deleted");
-        const { phase, reason } = view.progress;
-        const key = `${phase}:${reason ?? ''}`;
-        const unplaced = phase === 'REQUESTING_VIRTUAL_MACHINE' && hooks.waitForCapacity === false;
-        if (key !== reported && !unplaced) {
-          reported = key;
-          await hooks.onProgress?.(view.progress);
-        }
-        if (phase === 'REQUESTING_VIRTUAL_MACHINE' && reason !== undefined && hooks.waitForCapacity === false) {
-          throw new NoCapacityError(reason);
-        }
-        if (phase === 'REQUESTING_VIRTUAL_MACHINE' && Date.now() - began > schedulingDeadlineMs) {
-          throw new ReplicaStartError(
-            'WORKLOAD_INIT_UNKNOWN_ERROR',
-            `no node took the replica within ${Math.round(schedulingDeadlineMs / 1000)} s (${reason ?? 'unschedulable'})`,
-          );
-        }
-        if (phase === 'ENGINE_INITIALIZING') engineSince ??= Date.now();
-        if (engineSince !== undefined && Date.now() - engineSince > startTimeoutMs) {
-          throw new ReplicaStartError(
-            'WORKLOAD_INIT_GRPC_ERROR',
-            `the engine did not become ready within ${Math.round(startTimeoutMs / 1000)} s`,
-          );
-        }
-      }
-      await nudge.wait(1000, hooks.signal);
+    if (phase === 'REQUESTING_VIRTUAL_MACHINE' && waited > schedulingDeadlineMs) {
+      return {
+        state: 'dead',
+        code: 'WORKLOAD_INIT_UNKNOWN_ERROR',
+        reason: `no node took the replica within ${Math.round(schedulingDeadlineMs / 1000)} s (${reason ?? 'unschedulable'})`,
+      };
     }
+    const startTimeoutMs = this.options.startTimeoutMs ?? DEFAULTS.replicaStartTimeoutMs;
+    if (phase === 'ENGINE_INITIALIZING' && waited > startTimeoutMs) {
+      return {
+        state: 'dead',
+        code: 'WORKLOAD_INIT_GRPC_ERROR',
+        reason: `the engine did not become ready within ${Math.round(startTimeoutMs / 1000)} s`,
+      };
+    }
+    return { state: 'starting', phase, ...(reason !== undefined ? { reason } : {}) };
   }
 
   async stop(ref: ReplicaRef, graceMs: number): Promise<void> {
     const name = ref.locator ?? podName(ref.replicaId);
+    this.stepSince.delete(name);
     try {
       await this.api.deleteNamespacedPod({ name, namespace: this.namespace, gracePeriodSeconds: Math.ceil(graceMs / 1000) });
     } catch (error) {
