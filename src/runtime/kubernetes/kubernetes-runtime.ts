@@ -58,6 +58,9 @@ export interface KubernetesRuntimeOptions {
   engines?: EngineClient;
 }
 
+/** How long a pod created here may stay out of the informer's cache before it counts as gone. */
+const UNSEEN_MS = 60_000;
+
 export class KubernetesRuntime implements Runtime {
   readonly name = 'kubernetes';
   readonly node: string;
@@ -74,6 +77,8 @@ export class KubernetesRuntime implements Runtime {
   private readonly waiting = new Map<string, Nudge>();
   /** When this runtime first saw each starting pod at its step, by pod name (a step's deadline counts from it). */
   private readonly stepSince = new Map<string, { phase: string; since: number }>();
+  /** Pods this runtime created that its informer has not shown yet, since when (by pod name): not gone, just not seen. */
+  private readonly unseen = new Map<string, number>();
   private listener: ((endpointId: string) => void) | undefined;
 
   constructor(private readonly options: KubernetesRuntimeOptions) {
@@ -93,6 +98,7 @@ export class KubernetesRuntime implements Runtime {
     );
     this.pods = new Watched(podInformer, 'pod', options.log, (pod) => {
       this.waiting.get(pod.metadata?.name ?? '')?.poke();
+      this.unseen.delete(pod.metadata?.name ?? '');
       const endpointId = pod.metadata?.labels?.[LABELS.endpoint];
       if (endpointId) this.listener?.(endpointId);
     });
@@ -164,6 +170,7 @@ export class KubernetesRuntime implements Runtime {
         const existing = await this.api.readNamespacedPod({ name, namespace: this.namespace });
         if (existing.metadata?.labels?.[LABELS.replica] !== launch.replicaId) throw error;
       }
+      if (!this.pods.informer.get(name, this.namespace)) this.unseen.set(name, Date.now());
       return { replicaId: launch.replicaId, endpointId: launch.endpointId, address: null, locator: name, node: this.node, token: owner.token };
     } catch (error) {
       throw apiFailure(error);
@@ -181,7 +188,13 @@ export class KubernetesRuntime implements Runtime {
     const pod = this.pods.informer.get(name, this.namespace);
     const view = pod ? viewPod(pod) : undefined;
     if (view?.kind !== 'progress') this.stepSince.delete(name);
-    if (!view) return { state: 'dead', reason: "the replica's pod is gone" };
+    if (!view) {
+      // Created here a moment ago, its watch event not in yet: it waits for the scheduler (for a minute at most).
+      const created = this.unseen.get(name);
+      if (created !== undefined && Date.now() - created < UNSEEN_MS) return { state: 'starting', phase: 'REQUESTING_VIRTUAL_MACHINE' };
+      this.unseen.delete(name);
+      return { state: 'dead', reason: "the replica's pod is gone" };
+    }
     if (view.kind === 'ready') return { state: 'ready', address: `http://${view.podIP}:${this.options.settings.enginePort}` };
     if (view.kind === 'failed') return { state: 'dead', code: view.code, reason: view.reason };
     if (view.kind === 'deleting') return { state: 'dead', reason: "the replica's pod was deleted" };
@@ -211,6 +224,7 @@ export class KubernetesRuntime implements Runtime {
   async stop(ref: ReplicaRef, graceMs: number): Promise<void> {
     const name = ref.locator ?? podName(ref.replicaId);
     this.stepSince.delete(name);
+    this.unseen.delete(name);
     try {
       await this.api.deleteNamespacedPod({ name, namespace: this.namespace, gracePeriodSeconds: Math.ceil(graceMs / 1000) });
     } catch (error) {

@@ -6,6 +6,7 @@
  *
  * | the pod                                          | the replica                                   |
  * |--------------------------------------------------|-----------------------------------------------|
+ * | not scheduled yet                                | REQUESTING_VIRTUAL_MACHINE                    |
  * | unschedulable (PodScheduled False)               | REQUESTING_VIRTUAL_MACHINE, scheduler's words |
  * | init container (the model's download) running    | DOWNLOADING_MODEL                             |
  * | init container failed                            | its ENGINE_ERROR code, else WORKLOAD_INIT_DOWNLOAD_ERROR |
@@ -74,7 +75,8 @@ export function viewPod(pod: V1Pod): PodView {
     const reason = scheduled.message ? `no node can take the replica yet: ${scheduled.message}` : 'waiting for a node';
     return { kind: 'progress', progress: { phase: 'REQUESTING_VIRTUAL_MACHINE', reason } };
   }
-  if (!pod.spec?.nodeName) return { kind: 'progress', progress: { phase: 'REQUESTING_VIRTUAL_MACHINE', reason: 'waiting for a node' } };
+  // Not tried by the scheduler yet: no reason (a reason means that no node could take it).
+  if (!pod.spec?.nodeName) return { kind: 'progress', progress: { phase: 'REQUESTING_VIRTUAL_MACHINE' } };
   for (const init of status.initContainerStatuses ?? []) {
     const failed = containerFailure(init, true);
     if (failed) return failed;
