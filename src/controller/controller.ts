@@ -193,8 +193,12 @@ export class Controller {
           return;
         }
         const serving = replicas.filter((r) => r.state === 'READY');
-        const starting = replicas.filter((r) => r.state === 'STARTING');
-        const seen = await this.starter.advance(endpoint, starting, serving.length);
+        const seen = await this.starter.advance(
+          endpoint,
+          replicas.filter((r) => r.state === 'STARTING'),
+          serving.length,
+        );
+        const { starting } = seen;
         if (await this.tellFailures(endpoint, serving, seen.failed)) return;
         // A start whose state this runtime cannot tell yet (its cache not synced) is neither followed nor replaced by
         // another: the endpoint waits for a pass that can tell.

@@ -65,6 +65,8 @@ export interface StartsSeen {
   failed: StartFailure[];
   /** Starts given up because no machine could take them (a rollout's or a scale-out's: the first one waits). */
   noRoom: string[];
+  /** The starting replicas still on their way after this pass (not failed, not given up). */
+  starting: ReplicaRecord[];
 }
 
 /** A step of a start running in this process: the model and the placement, or the warm-up. */
@@ -260,7 +262,8 @@ export class ReplicaStarter {
     const { runtime, sql } = this.options;
     const failed = this.failures.get(endpoint.id) ?? [];
     this.failures.delete(endpoint.id);
-    const seen: StartsSeen = { unknown: false, failed, noRoom: [] };
+    const seen: StartsSeen = { unknown: false, failed, noRoom: [], starting: [...starting] };
+    const ended = (id: string) => (seen.starting = seen.starting.filter((r) => r.id !== id));
     let reported = false;
     for (const replica of starting) {
       if (replica.runtime !== runtime.name || replica.locator === null || this.jobs.has(replica.id)) continue;
@@ -279,6 +282,7 @@ export class ReplicaStarter {
           this.followed.delete(replica.id);
           await markReplica(sql, replica.id, { state: 'STOPPED', lastError: `no machine could take it: ${observed.reason}` });
           seen.noRoom.push(observed.reason);
+          ended(replica.id);
         } else if (first && !reported) {
           reported = true;
           await this.report(endpoint, endpoint, observed);
@@ -293,6 +297,7 @@ export class ReplicaStarter {
         const error = new ReplicaStartError(observed.code ?? 'WORKLOAD_INIT_GRPC_ERROR', observed.reason ?? 'the engine stopped before it was ready');
         const failure = { replicaId: replica.id, versionIndex: replica.versionIndex, error };
         if (await this.fail(failure)) failed.push(failure);
+        ended(replica.id);
       }
     }
     // Forget the replicas of this endpoint that no longer start (stopped, or taken over by another gateway).
