@@ -1,12 +1,16 @@
 /**
- * The Kubernetes runtime at scale: test/runtime/kubernetes-sim.test.ts run with
- * 1,000 endpoints (5,500 replicas) against the stand-in API server in its
- * simulated mode, the stand-in in a child process of its own. The test asserts
- * the counts (no API call per controller pass, one call per change); this
- * reports the figures: time to converge from nothing, the CPU time each
- * process spent on it, API calls per replica, the time of one pass over every
- * replica. With --cpu-prof, both processes are profiled
- * (bench/results/profiles/kubernetes-sim-runtime, kubernetes-sim-stand-in).
+ * The Kubernetes runtime at scale, against the stand-in API server in its simulated mode (its kubelet marks pods
+ * ready without processes), the stand-in in a child process of its own, twice:
+ *
+ * - test/runtime/kubernetes-sim.test.ts: the runtime alone, 1,000 endpoints (5,500 replicas) started by calling it
+ *   directly; the test asserts the counts (no API call per pass, one call per change);
+ * - test/runtime/kubernetes-sim-controller.test.ts: the same endpoints created through the services and reconciled by
+ *   the real controller on PostgreSQL, every pod's engine a small HTTP server in another process (warm-ups, health
+ *   checks); the test asserts the counts (no call while idle, a few per change).
+ *
+ * This reports the figures: time to converge from nothing, the CPU time each process spent on it, API calls per
+ * replica, per idle pass and per change. With --cpu-prof, the test processes and the stand-ins are profiled
+ * (bench/results/profiles/kubernetes-sim-runtime, -stand-in, -controller, -controller-stand-in).
  */
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
@@ -16,6 +20,7 @@ import type { Bench, BenchContext, BenchOutcome } from './lib/result.js';
 
 const ENDPOINTS = Number(process.env.BENCH_SIM_ENDPOINTS ?? 1000);
 
+/** test/runtime/kubernetes-sim.test.ts's figures. */
 interface SimFigures {
   endpoints: number;
   replicas: number;
@@ -31,66 +36,177 @@ interface SimFigures {
   callsPerChange: number;
 }
 
-async function run(context: BenchContext): Promise<BenchOutcome> {
+/** CPU milliseconds of each process over a phase. */
+interface ProcessCpu {
+  /** the test's: controller, runtime, engine client */
+  test: number;
+  standIn: number;
+  engine: number;
+  /** the database's backends */
+  postgres: number;
+}
+
+/** test/runtime/kubernetes-sim-controller.test.ts's figures. */
+interface ControllerFigures {
+  endpoints: number;
+  replicas: number;
+  intervalMs: number;
+  convergeMs: number;
+  convergeCpuMs: ProcessCpu;
+  convergeCalls: number;
+  callsPerReplica: number;
+  /** scale-out replicas whose pod was seen before the scheduler placed it, taken for no room and deleted */
+  abandonedStarts: number;
+  convergeStatements: number;
+  statementsPerReplica: number;
+  idleWindowMs: number;
+  idleHealthChecksPerReplica: { min: number; max: number };
+  idleCallsPerPass: number;
+  /** the idle window ÷ the health checks every replica got in it */
+  idleRoundMs: number;
+  idleStatements: number;
+  idleStatementsPerEndpointRound: number;
+  idleCpuMs: ProcessCpu;
+  callsPerChange: { scaleOut: number; scaleIn: number; podDeleted: number };
+  /** starts abandoned during each change (each counted in its calls: a create and a delete) */
+  abandonedPerChange: { scaleOut: number; scaleIn: number; podDeleted: number };
+}
+
+/** Runs one simulation file with SIM_ENDPOINTS; its figures, or undefined with the exit code when it failed. */
+async function simulate<T>(
+  file: string,
+  profile: string | undefined,
+): Promise<{ figures: T; code: number } | { figures: undefined; code: number }> {
   const out = path.join(await tempDir('kubernetes-sim'), 'figures.json');
-  // Vitest's own --execArgv reaches the test's worker (the runtime); the stand-in's child takes SIM_STAND_IN_EXEC_ARGV.
-  const runtimeProf = context.cpuProf ? (await cpuProfArgs('kubernetes-sim-runtime')).map((arg) => `--execArgv=${arg}`) : [];
-  const standInProf = context.cpuProf ? (await cpuProfArgs('kubernetes-sim-stand-in')).join(' ') : '';
+  // Vitest's own --execArgv reaches the test's worker; the stand-in's child takes SIM_STAND_IN_EXEC_ARGV.
+  const testProf = profile ? (await cpuProfArgs(profile)).map((arg) => `--execArgv=${arg}`) : [];
+  const standInProf = profile ? (await cpuProfArgs(`${profile}-stand-in`)).join(' ') : '';
   const code = await new Promise<number>((resolve) => {
-    const args = ['node_modules/vitest/vitest.mjs', 'run', 'test/runtime/kubernetes-sim.test.ts', ...runtimeProf];
-    const child = spawn(process.execPath, args, {
+    const child = spawn(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', file, ...testProf], {
       cwd: REPO_ROOT,
       env: { ...process.env, SIM_ENDPOINTS: String(ENDPOINTS), SIM_OUT: out, SIM_STAND_IN_EXEC_ARGV: standInProf },
       stdio: 'inherit',
     });
     child.once('exit', (exitCode) => resolve(exitCode ?? 1));
   });
-  const figures = code === 0 ? (JSON.parse(await readFile(out, 'utf8')) as SimFigures) : undefined;
+  return code === 0 ? { figures: JSON.parse(await readFile(out, 'utf8')) as T, code } : { figures: undefined, code };
+}
+
+const seconds = (ms: number) => (ms / 1000).toFixed(1);
+
+/** "scale-out / scale-in / pod deleted", each with the starts it abandoned for want of a node. */
+function changeCalls(c: ControllerFigures): string {
+  const changes = ['scaleOut', 'scaleIn', 'podDeleted'] as const;
+  return changes
+    .map((k) => `${c.callsPerChange[k]}${c.abandonedPerChange[k] ? ` (${c.abandonedPerChange[k]} abandoned)` : ''}`)
+    .join(' / ');
+}
+
+async function run(context: BenchContext): Promise<BenchOutcome> {
+  const runtime = await simulate<SimFigures>('test/runtime/kubernetes-sim.test.ts', context.cpuProf ? 'kubernetes-sim-runtime' : undefined);
+  const controlled = await simulate<ControllerFigures>(
+    'test/runtime/kubernetes-sim-controller.test.ts',
+    context.cpuProf ? 'kubernetes-sim-controller' : undefined,
+  );
+  const r = runtime.figures;
+  const c = controlled.figures;
+  const problems = [
+    ...(r ? [] : [`the runtime's simulation failed (exit code ${runtime.code})`]),
+    ...(c ? [] : [`the controller's simulation failed (exit code ${controlled.code})`]),
+  ];
+  const coreShare = (cpuMs: number) => (c ? `${((cpuMs / c.idleWindowMs) * 100).toFixed(0)}%` : '–');
   return {
     method:
-      `${ENDPOINTS} endpoints of 1 to 10 replicas each (one pod per replica) started through the Kubernetes runtime against the ` +
-      'stand-in API server, which runs in a child process of its own and whose kubelet marks pods ready without processes ' +
-      '(100 starts at once); then 20 controller passes (liveness of every replica and the capacity), then 10 replicas stopped. ' +
-      'API calls counted by the stand-in; CPU time of each process over the convergence from process.cpuUsage().',
-    valid: figures !== undefined,
-    problems: figures ? [] : [`the simulation failed (exit code ${code})`],
+      `${ENDPOINTS} endpoints of 1 to 10 replicas each (one pod per replica) against the stand-in API server, which runs in a ` +
+      'child process of its own and whose kubelet marks pods ready without processes. "runtime alone": started by calling ' +
+      'the Kubernetes runtime directly (100 starts at once), then 20 passes (liveness of every replica and the capacity), ' +
+      'then 10 replicas stopped. "controller": the endpoints created through the services, then the real controller ' +
+      '(production interval, 500 ms) on PostgreSQL reconciling them from nothing through the same runtime, every pod IP ' +
+      'answered by one small engine server in a third process (warm-up, health checks); then an idle window in which every ' +
+      'replica is health-checked 6 times; then one endpoint scaled out by one, back in, and one pod deleted behind the ' +
+      "controller's back. API calls counted by the stand-in; CPU time of each process from process.cpuUsage(), PostgreSQL's " +
+      'from /proc (the database’s backends).',
+    valid: problems.length === 0,
+    problems,
     table: {
       columns: [
+        'path',
         'endpoints',
         'replicas',
         'converge (s)',
-        'runtime CPU (s)',
+        'test process CPU (s)',
         'stand-in CPU (s)',
+        'engine CPU (s)',
+        'PostgreSQL CPU (s)',
         'API calls per replica',
-        'one pass over all (ms)',
-        'API calls per pass',
+        'one round over all, idle (ms)',
+        'API calls per idle pass',
         'API calls per change',
       ],
-      rows: figures
-        ? [
-            [
-              figures.endpoints,
-              figures.replicas,
-              (figures.convergeMs / 1000).toFixed(1),
-              (figures.convergeCpuMs / 1000).toFixed(1),
-              figures.standInCpuMs === null ? '–' : (figures.standInCpuMs / 1000).toFixed(1),
-              figures.callsPerReplica,
-              figures.passMs,
-              figures.callsPerPass,
-              figures.callsPerChange,
-            ],
-          ]
-        : [],
+      rows: [
+        ...(r
+          ? [
+              [
+                'runtime alone',
+                r.endpoints,
+                r.replicas,
+                seconds(r.convergeMs),
+                seconds(r.convergeCpuMs),
+                r.standInCpuMs === null ? '–' : seconds(r.standInCpuMs),
+                '–',
+                '–',
+                r.callsPerReplica,
+                r.passMs,
+                r.callsPerPass,
+                r.callsPerChange,
+              ],
+            ]
+          : []),
+        ...(c
+          ? [
+              [
+                'controller',
+                c.endpoints,
+                c.replicas,
+                seconds(c.convergeMs),
+                seconds(c.convergeCpuMs.test),
+                seconds(c.convergeCpuMs.standIn),
+                seconds(c.convergeCpuMs.engine),
+                seconds(c.convergeCpuMs.postgres),
+                c.callsPerReplica,
+                c.idleRoundMs,
+                c.idleCallsPerPass,
+                changeCalls(c),
+              ],
+            ]
+          : []),
+      ],
     },
     targets: [],
     notes: [
       'Calls per replica: one pod create, plus one Secret read and one create per endpoint (its engine token, the owner of its pods).',
       'A pass reads the informers’ caches only; the watches stay open (one for pods, one for nodes).',
-      'The runtime (its API calls, its pod informer: about four watch events per pod) and the stand-in (HTTP, JSON, store, ' +
-        'watch, scheduler, kubelet) each use one core at most; on a machine shared with other work the convergence time ' +
+      'One round over all, idle: the runtime alone, the liveness of every replica and the capacity read once; the controller, ' +
+        'the idle window divided by the health checks every replica got in it (a pass checks each serving replica twice: ' +
+        'crash watch and autoscaler).',
+      'API calls per change, controller: an endpoint scaled out by one (a pod create) / back in (a pod delete) / a pod ' +
+        'deleted behind its back (the crash watch reads its log tail and deletes it again, then a replacement is created).',
+      ...(c
+        ? [
+            `Controller, idle: ${c.idleStatements} SQL statements in ${seconds(c.idleWindowMs)} s ` +
+              `(${c.idleStatementsPerEndpointRound} per endpoint per round of health checks); CPU over the window: test process ` +
+              `${coreShare(c.idleCpuMs.test)} of a core, engine ${coreShare(c.idleCpuMs.engine)}, PostgreSQL ` +
+              `${coreShare(c.idleCpuMs.postgres)}, stand-in ${coreShare(c.idleCpuMs.standIn)}.`,
+            `Controller, convergence: ${c.convergeStatements} SQL statements (${c.statementsPerReplica} per replica).`,
+            `Controller: ${c.abandonedStarts} scale-out starts abandoned for want of a node although the cluster had room ` +
+              '(a pod seen before the scheduler placed it reads "waiting for a node", which the runtime takes for no capacity: ' +
+              'its pod is deleted and another started on a later pass); each costs a pod create and a delete more.',
+          ]
+        : []),
+      'The test processes and the stand-in each use one core at most; on a machine shared with other work the convergence time ' +
         'follows the load, the CPU times much less. BENCHMARKS.md, "Kubernetes simulation (session 16)", has the profiles.',
     ],
-    data: { ...figures },
+    data: { ...r, controller: c },
   };
 }
 
