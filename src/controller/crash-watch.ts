@@ -10,7 +10,7 @@
  */
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
-import type { Runtime } from '../runtime/runtime.js';
+import type { EngineHealth, Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { failuresSince, liveReplicas, markReplica } from '../storage/replicas-repository.js';
 import { decideAfterDeaths, type CrashPolicy, type RecentDeaths } from './crash-policy.js';
@@ -39,6 +39,8 @@ const HEALTH_TIMEOUT_MS = 2000;
 export class CrashWatch {
   /** Serving replicas of this node whose engine has not answered its health checks, since when. */
   private readonly unanswered = new Map<string, { endpointId: string; since: number }>();
+  /** This pass's health answers, by endpoint then replica id, for the autoscaler to read instead of asking again (`takeHealth`). */
+  private readonly answers = new Map<string, Map<string, EngineHealth | undefined>>();
   /** Abandoned replicas whose liveness this runtime has not been able to tell, since when (policy.unknownMs). */
   private readonly unknownSince = new Map<string, { endpointId: string; since: number }>();
 
@@ -148,6 +150,7 @@ export class CrashWatch {
       (r) => r.runtime === this.runtime.name && r.state === 'READY' && this.runtime.liveness(refOf(r)).kind === 'alive',
     );
     const answers = await Promise.all(serving.map((r) => this.runtime.health(refOf(r), HEALTH_TIMEOUT_MS)));
+    this.answers.set(endpointId, new Map(serving.map((r, i) => [r.id, answers[i]])));
     const now = Date.now();
     const silent = new Set(serving.filter((_, i) => answers[i] === undefined).map((r) => r.id));
     // Forget the endpoint's replicas that answered, or no longer serve.
@@ -159,6 +162,18 @@ export class CrashWatch {
       if (now - entry.since >= this.policy.hangMs) hung.add(id);
     }
     return hung;
+  }
+
+  /**
+   * The health a serving replica answered in this pass's checks (`{ health: undefined }`: it did not answer), once:
+   * undefined when it was not checked. One health call per replica and pass, whoever reads it.
+   */
+  takeHealth(endpointId: string, replicaId: string): { health: EngineHealth | undefined } | undefined {
+    const answers = this.answers.get(endpointId);
+    if (!answers?.has(replicaId)) return undefined;
+    const health = answers.get(replicaId);
+    answers.delete(replicaId);
+    return { health };
   }
 
   /**

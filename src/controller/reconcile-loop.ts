@@ -7,7 +7,7 @@
  * when it names them.
  */
 import type { Sql } from '../storage/database.js';
-import { acquireLease, endpointsToReconcile, releaseLeases, renewLeases } from '../storage/replicas-repository.js';
+import { acquireLeases, endpointsToReconcile, releaseLeases, renewLeases } from '../storage/replicas-repository.js';
 import { Nudge } from '../util/nudge.js';
 import { StaleError } from './endpoint-writes.js';
 
@@ -86,14 +86,16 @@ export class ReconcileLoop {
       await renewLeases(sql, owner, leaseTtlMs);
       ids = await endpointsToReconcile(sql);
     }
+    const free: string[] = [];
     for (const id of ids) {
-      if (this.stopped) return;
-      if (this.running.has(id)) {
-        // Its pass may have read the endpoint before the change: one more pass follows it.
-        if (poked.has(id)) this.poked.add(id);
-        continue;
-      }
-      if (!(await acquireLease(sql, id, owner, leaseTtlMs))) continue;
+      if (!this.running.has(id)) free.push(id);
+      // Its pass may have read the endpoint before the change: one more pass follows it.
+      else if (poked.has(id)) this.poked.add(id);
+    }
+    if (this.stopped) return;
+    // One statement takes every lease to be had (not one round trip per endpoint).
+    for (const id of await acquireLeases(sql, free, owner, leaseTtlMs)) {
+      if (this.stopped || this.running.has(id)) continue;
       const pass = this.options
         .reconcile(id)
         .catch((error: unknown) => {

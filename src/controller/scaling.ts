@@ -75,7 +75,13 @@ export class Scaling {
     const { sql, runtime, writes, starter, stopper, crashes, drainTimeoutMs } = this.options;
     const id = endpoint.id;
     const spec = endpoint.current.spec;
-    const healths = await Promise.all(serving.map((r) => runtime.health(refOf(r), 1500)));
+    // The answers crash-watch had in this pass, else (a replica it did not check) asked now.
+    const healths = await Promise.all(
+      serving.map((r) => {
+        const taken = crashes.takeHealth(id, r.id);
+        return taken ? taken.health : runtime.health(refOf(r), 1500);
+      }),
+    );
     const load = healths.reduce((sum, h) => sum + (h ? h.active + h.queued : 0), 0);
     // Requests the engines do not see yet: those waiting in every gateway process's admission queue.
     const waiting = await queuedDemand(sql, id, QUEUE_DEPTH_STALE_MS);

@@ -135,15 +135,19 @@ export async function retagReplica(db: Queryable, id: string, from: number, to: 
   return rows.length === 1;
 }
 
-/** Takes or renews the lease on an endpoint; true when this owner holds it afterwards. */
-export async function acquireLease(db: Queryable, endpointId: string, owner: string, ttlMs: number): Promise<boolean> {
-  const rows = await db`
+/**
+ * Takes or renews the leases on several endpoints in one statement (in id order, so that two gateways taking the
+ * same ones never wait on each other in a cycle); answers those this owner holds afterwards.
+ */
+export async function acquireLeases(db: Queryable, endpointIds: readonly string[], owner: string, ttlMs: number): Promise<Set<string>> {
+  if (endpointIds.length === 0) return new Set();
+  const rows = await db<{ endpoint_id: string }[]>`
     INSERT INTO endpoint_leases (endpoint_id, owner, expires_at)
-    VALUES (${endpointId}, ${owner}, now() + ${ttlMs} * interval '1 millisecond')
+    SELECT id, ${owner}, now() + ${ttlMs} * interval '1 millisecond' FROM unnest(${endpointIds as string[]}::text[]) AS id ORDER BY id
     ON CONFLICT (endpoint_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
       WHERE endpoint_leases.owner = excluded.owner OR endpoint_leases.expires_at < now()
-    RETURNING 1`;
-  return rows.length > 0;
+    RETURNING endpoint_id`;
+  return new Set(rows.map((r) => r.endpoint_id));
 }
 
 export async function renewLeases(db: Queryable, owner: string, ttlMs: number): Promise<Set<string>> {
