@@ -225,7 +225,8 @@ export class Controller {
   /**
    * Tells the endpoint of starts that failed, as its state calls for: with no replica serving, its start failed
    * (FAILED, with the failure's code); a replica of the version being rolled out, the rollout failed (the old
-   * replicas serve on); a scale-out's, logged (the autoscaler tries again). True when the endpoint failed.
+   * replicas serve on); a scale-out's, logged (the autoscaler tries again). True when the endpoint changed (the
+   * pass ends: the next reads it anew).
    */
   private async tellFailures(endpoint: EndpointRecord, serving: readonly ReplicaRecord[], failed: readonly StartFailure[]): Promise<boolean> {
     const id = endpoint.id;
@@ -244,7 +245,7 @@ export class Controller {
       }
       if (versionIndex === endpoint.current.versionIndex && needsRollout(serving, endpoint.current)) {
         await this.rollout.fail(endpoint, error);
-        return false;
+        return true;
       }
       this.log(`scaling ${id} up failed: replica ${replicaId} did not start`, error);
     }

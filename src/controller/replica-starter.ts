@@ -233,10 +233,11 @@ export class ReplicaStarter {
 
   /** A step in the background failed: the replica is marked, and the failure kept for the endpoint's next pass. */
   private async keepFailure(endpointId: string, failure: StartFailure): Promise<void> {
-    if (!(await this.fail(failure))) return;
+    // Kept before the row changes: a pass that no longer sees the replica starting sees its failure.
     const list = this.failures.get(endpointId) ?? [];
     list.push(failure);
     this.failures.set(endpointId, list);
+    if (!(await this.fail(failure))) this.failures.set(endpointId, (this.failures.get(endpointId) ?? []).filter((f) => f !== failure));
   }
 
   /** Shows a starting replica's step as the endpoint's phase (the lifecycle shows it only while a start is under way). */
@@ -268,6 +269,14 @@ export class ReplicaStarter {
     for (const replica of starting) {
       if (replica.runtime !== runtime.name || replica.locator === null || this.jobs.has(replica.id)) continue;
       const ref = refOf(replica);
+      // A version the endpoint no longer wants (updated while it started): stopped, not waited for.
+      if (replica.versionIndex !== endpoint.current.versionIndex && endpoint.current.rolloutState !== 'FAILED') {
+        await runtime.stop(ref, 0);
+        this.followed.delete(replica.id);
+        await markReplica(sql, replica.id, { state: 'STOPPED', lastError: 'no longer wanted: the endpoint was updated' });
+        ended(replica.id);
+        continue;
+      }
       const observed = runtime.observe(ref);
       if (observed.state === 'unknown') {
         seen.unknown = true;
