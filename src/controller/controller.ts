@@ -228,7 +228,11 @@ export class Controller {
    * replicas serve on); a scale-out's, logged (the autoscaler tries again). True when the endpoint changed (the
    * pass ends: the next reads it anew).
    */
-  private async tellFailures(endpoint: EndpointRecord, serving: readonly ReplicaRecord[], failed: readonly StartFailure[]): Promise<boolean> {
+  private async tellFailures(
+    endpoint: EndpointRecord,
+    serving: readonly ReplicaRecord[],
+    failed: readonly StartFailure[],
+  ): Promise<boolean> {
     const id = endpoint.id;
     for (const { replicaId, versionIndex, error } of failed) {
       const errorCode = startErrorCode(error);

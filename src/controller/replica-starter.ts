@@ -150,7 +150,10 @@ export class ReplicaStarter {
       if (first) {
         // A repository that does not exist (or holds nothing to run) is reported before any wait for capacity.
         await this.preparer.resolveEarly(version);
-        await this.report(endpoint, endpoint, { phase: 'REQUESTING_VIRTUAL_MACHINE', reason: capacityWait(option, reserved.used, capacity) });
+        await this.report(endpoint, endpoint, {
+          phase: 'REQUESTING_VIRTUAL_MACHINE',
+          reason: capacityWait(option, reserved.used, capacity),
+        });
       }
       return false;
     }
@@ -159,7 +162,13 @@ export class ReplicaStarter {
   }
 
   /** Runs a step in the background; when it ends, the endpoint's next pass comes at once. */
-  private run(replicaId: string, endpointId: string, versionIndex: number, step: Job['step'], work: (signal: AbortSignal) => Promise<void>) {
+  private run(
+    replicaId: string,
+    endpointId: string,
+    versionIndex: number,
+    step: Job['step'],
+    work: (signal: AbortSignal) => Promise<void>,
+  ) {
     const abort = new AbortController();
     const job = { endpointId, versionIndex, step, abort } as Job;
     this.jobs.set(replicaId, job);
@@ -237,7 +246,11 @@ export class ReplicaStarter {
     const list = this.failures.get(endpointId) ?? [];
     list.push(failure);
     this.failures.set(endpointId, list);
-    if (!(await this.fail(failure))) this.failures.set(endpointId, (this.failures.get(endpointId) ?? []).filter((f) => f !== failure));
+    if (!(await this.fail(failure)))
+      this.failures.set(
+        endpointId,
+        (this.failures.get(endpointId) ?? []).filter((f) => f !== failure),
+      );
   }
 
   /** Shows a starting replica's step as the endpoint's phase (the lifecycle shows it only while a start is under way). */
@@ -303,7 +316,10 @@ export class ReplicaStarter {
       } else {
         // What the runtime keeps of it goes (a failed pod's object; a process's state file).
         await runtime.stop(ref, 0);
-        const error = new ReplicaStartError(observed.code ?? 'WORKLOAD_INIT_GRPC_ERROR', observed.reason ?? 'the engine stopped before it was ready');
+        const error = new ReplicaStartError(
+          observed.code ?? 'WORKLOAD_INIT_GRPC_ERROR',
+          observed.reason ?? 'the engine stopped before it was ready',
+        );
         const failure = { replicaId: replica.id, versionIndex: replica.versionIndex, error };
         if (await this.fail(failure)) failed.push(failure);
         ended(replica.id);

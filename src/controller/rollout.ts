@@ -56,7 +56,12 @@ export class Rollout {
    * retired; else a new one begins, after an old one is retired when there is no room for it (`noRoom`: the last
    * one found no machine).
    */
-  async step(endpoint: EndpointRecord, serving: readonly ReplicaRecord[], starting: readonly ReplicaRecord[], noRoom: boolean): Promise<void> {
+  async step(
+    endpoint: EndpointRecord,
+    serving: readonly ReplicaRecord[],
+    starting: readonly ReplicaRecord[],
+    noRoom: boolean,
+  ): Promise<void> {
     const id = endpoint.id;
     const target = endpoint.current;
     await this.writes.transition(id, endpoint, { type: 'rollout-started' }, { cause: 'controller:rollout' });
@@ -73,7 +78,12 @@ export class Rollout {
     }
     const [old] = outdated;
     if (!old) {
-      await this.writes.transition(id, endpoint, { type: 'rollout-finished' }, { cause: 'controller:rolled-out', ofVersion: target.versionIndex });
+      await this.writes.transition(
+        id,
+        endpoint,
+        { type: 'rollout-finished' },
+        { cause: 'controller:rolled-out', ofVersion: target.versionIndex },
+      );
       return;
     }
     if (starting.some((r) => r.versionIndex === target.versionIndex)) return; // its replacement is on its way

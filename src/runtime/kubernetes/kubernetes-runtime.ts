@@ -171,7 +171,14 @@ export class KubernetesRuntime implements Runtime {
         if (existing.metadata?.labels?.[LABELS.replica] !== launch.replicaId) throw error;
       }
       if (!this.pods.informer.get(name, this.namespace)) this.unseen.set(name, Date.now());
-      return { replicaId: launch.replicaId, endpointId: launch.endpointId, address: null, locator: name, node: this.node, token: owner.token };
+      return {
+        replicaId: launch.replicaId,
+        endpointId: launch.endpointId,
+        address: null,
+        locator: name,
+        node: this.node,
+        token: owner.token,
+      };
     } catch (error) {
       throw apiFailure(error);
     }
