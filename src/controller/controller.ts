@@ -11,13 +11,18 @@
  *   statuses are written only as src/domain/lifecycle.ts's
  *   `controllerTransition` answers;
  * - crash-watch.ts: dead and abandoned replicas, and the crash policy;
- * - replica-starter.ts and start-errors.ts: starting replicas, the first
- *   one's phases, and what a failed start shows;
+ * - replica-starter.ts (with model-preparer.ts) and start-errors.ts:
+ *   starting replicas, the first one's phases, and what a failed start
+ *   shows;
  * - rollout.ts: replacing the replicas of an older version;
  * - scaling.ts: the autoscaler's inputs and acting on its decision;
  * - replica-stopper.ts: draining and stopping replicas, reaping orphans.
  *
- * This file decides, per pass, which of these an endpoint needs.
+ * This file decides, per pass, which of these an endpoint needs. No pass
+ * waits for a replica to start: the runtime places it (`ensure`), and each
+ * later pass reads what the runtime observes of it and takes the next step;
+ * the runtime's changes and a step that ends bring the endpoint's next pass
+ * at once.
  */
 import { DEFAULTS } from '../defaults.js';
 import { sharedEngineClient, type EngineClient } from '../engine-client/engine-client.js';

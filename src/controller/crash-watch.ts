@@ -91,7 +91,7 @@ export class CrashWatch {
           this.log(`replica ${replica.id} of ${endpoint.id}: ${lastError}`);
         } else this.unknownSince.delete(replica.id);
         if (liveness.kind === 'alive' && resumable(endpoint, replica)) {
-          live.push(replica); // placed and running: this pass resumes its start rather than starting another
+          live.push(replica); // placed and running: this pass follows its start rather than starting another
           continue;
         }
         // A replica abandoned before its engine was placed has no locator in its row, but it may run: it is reaped below.

@@ -218,8 +218,13 @@ export class ReplicaStarter {
       // Stopped meanwhile (a sleep, a terminate): what was placed goes too.
       if (!(await markReplica(sql, replicaId, placed))) return void (await runtime.stop(ref, 0));
       this.followed.set(replicaId, endpoint.id);
+      // Its step as the runtime sees it now; a step shown late (the endpoint changed) leaves the replica to the passes.
       const seen = runtime.observe(ref);
-      if (first && seen.state === 'starting') await this.report(endpoint, shown, seen);
+      if (first && seen.state === 'starting') {
+        await this.report(endpoint, shown, seen).catch((error: unknown) => {
+          if (!(error instanceof StaleError)) throw error;
+        });
+      }
     } catch (error) {
       const reason: unknown = signal.aborted ? signal.reason : error;
       // The gateway stops, or lost its database or the runtime after placing: the next pass (anyone's) follows it.

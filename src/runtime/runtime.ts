@@ -127,7 +127,7 @@ export type ReplicaObservation =
 
 /**
  * The runtime's own control plane could not be reached (a Kubernetes API server down, answering 5xx or 429): like a
- * database outage, this is not the endpoint's failure. A replica already placed is left for the next pass to resume.
+ * database outage, this is not the endpoint's failure. A replica already placed is left for the next pass to follow.
  */
 export class RuntimeUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
