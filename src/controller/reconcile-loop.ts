@@ -6,6 +6,7 @@
  * to reconcile; a poke runs a pass at once, over the endpoints poked alone
  * when it names them.
  */
+import pLimit from 'p-limit';
 import type { Sql } from '../storage/database.js';
 import { acquireLeases, endpointsToReconcile, releaseLeases, renewLeases } from '../storage/replicas-repository.js';
 import { Nudge } from '../util/nudge.js';
@@ -19,6 +20,11 @@ export interface ReconcileLoopOptions {
   leaseTtlMs: number;
   /** One pass over one endpoint whose lease this process holds. */
   reconcile: (endpointId: string) => Promise<void>;
+  /**
+   * Passes that run at once; the others wait their turn (their leases held), so that a thousand endpoints' passes
+   * do not queue a thousand statements before the lease renewal on the database's connections. @default 16
+   */
+  concurrency?: number;
   log: (message: string, error?: unknown) => void;
 }
 
@@ -33,8 +39,11 @@ export class ReconcileLoop {
   private readonly poked = new Set<string>();
   /** A poke without an endpoint: the next tick is a full pass. */
   private fullPassAsked = false;
+  private readonly limit: pLimit.Limit;
 
-  constructor(private readonly options: ReconcileLoopOptions) {}
+  constructor(private readonly options: ReconcileLoopOptions) {
+    this.limit = pLimit(options.concurrency ?? 16);
+  }
 
   start(): void {
     void this.loop();
@@ -96,8 +105,7 @@ export class ReconcileLoop {
     // One statement takes every lease to be had (not one round trip per endpoint).
     for (const id of await acquireLeases(sql, free, owner, leaseTtlMs)) {
       if (this.stopped || this.running.has(id)) continue;
-      const pass = this.options
-        .reconcile(id)
+      const pass = this.limit(() => this.options.reconcile(id))
         .catch((error: unknown) => {
           if (!(error instanceof StaleError)) this.options.log(`reconciling ${id} failed`, error);
         })

@@ -17,6 +17,7 @@
  * the endpoint in the way its state calls for (a failed start, a failed
  * rollout, a scale-out that did not happen).
  */
+import pLimit from 'p-limit';
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
 import { newId } from '../domain/ids.js';
 import { findInstanceOption } from '../domain/instance-catalog.js';
@@ -88,6 +89,8 @@ export class ReplicaStarter {
   /** Failed starts not yet told, by endpoint. */
   private readonly failures = new Map<string, StartFailure[]>();
   private readonly preparer: ModelPreparer;
+  /** Steps that run at once (downloads, placements, warm-ups); the others wait their turn, already counted as starting. */
+  private readonly limit = pLimit(32);
 
   constructor(private readonly options: ReplicaStarterOptions) {
     this.preparer = new ModelPreparer(options);
@@ -172,7 +175,7 @@ export class ReplicaStarter {
     const abort = new AbortController();
     const job = { endpointId, versionIndex, step, abort } as Job;
     this.jobs.set(replicaId, job);
-    job.done = work(abort.signal)
+    job.done = this.limit(() => work(abort.signal))
       .catch((error: unknown) => this.options.log(`a start step of ${replicaId} failed`, error))
       .finally(() => {
         this.jobs.delete(replicaId);
@@ -186,8 +189,11 @@ export class ReplicaStarter {
     const spec = version.spec;
     const option = findInstanceOption(spec.instanceId)!;
     let shown: LifecycleState = endpoint;
+    // The phase is shown while it is this process's to show; a report found stale (the lease lost for a moment, the
+    // endpoint changed) does not end the start: the passes and the row's own guard decide whether it is still wanted.
     const report = async (event: ControllerEvent, cause: string) => {
-      if (first) shown = (await this.options.writes.transition(endpoint.id, shown, event, { cause })) ?? shown;
+      if (!first) return;
+      shown = (await this.options.writes.transition(endpoint.id, shown, event, { cause }).catch(ignoreStale)) ?? shown;
     };
     let ref: ReplicaRef | undefined;
     try {
@@ -221,9 +227,7 @@ export class ReplicaStarter {
       // Its step as the runtime sees it now; a step shown late (the endpoint changed) leaves the replica to the passes.
       const seen = runtime.observe(ref);
       if (first && seen.state === 'starting') {
-        await this.report(endpoint, shown, seen).catch((error: unknown) => {
-          if (!(error instanceof StaleError)) throw error;
-        });
+        await this.report(endpoint, shown, seen).catch(ignoreStale);
       }
     } catch (error) {
       const reason: unknown = signal.aborted ? signal.reason : error;
@@ -367,4 +371,10 @@ export class ReplicaStarter {
       await this.keepFailure(id, { replicaId: replica.id, versionIndex: replica.versionIndex, error });
     }
   }
+}
+
+/** A controller write found stale changes nothing: undefined instead. */
+function ignoreStale(error: unknown): undefined {
+  if (!(error instanceof StaleError)) throw error;
+  return undefined;
 }
