@@ -285,6 +285,8 @@ export class ReplicaStarter {
     const { runtime, sql } = this.options;
     const failed = this.failures.get(endpoint.id) ?? [];
     this.failures.delete(endpoint.id);
+    // Marked FAILED before they are told (a step kept its failure before its own write of the row).
+    for (const failure of failed) await this.fail(failure);
     const seen: StartsSeen = { unknown: false, failed, noRoom: [], starting: [...starting] };
     const ended = (id: string) => (seen.starting = seen.starting.filter((r) => r.id !== id));
     let reported = false;

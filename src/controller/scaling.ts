@@ -120,9 +120,11 @@ export class Scaling {
       await stopper.stopAll(scaleInVictims(serving, serving.length - decision.replicas), drainTimeoutMs, () =>
         writes.refreshCounts(id, decision.replicas, 'controller:scale-down'),
       );
-    } else if (!showsCounts(endpoint, countsOf(endpoint, serving, decision.replicas))) {
-      // Steady: the counts are rewritten (under the row lock) only when this pass saw them drift.
-      await writes.refreshCounts(id, decision.replicas, 'controller:steady');
+    } else {
+      // Steady: the counts are rewritten (under the row lock) only when this pass saw them drift. Replicas a scale-out
+      // began are still wanted while they start (the load that asked for them may have passed: scale-in comes later).
+      const desired = Math.max(decision.replicas, serving.length + starting.length);
+      if (!showsCounts(endpoint, countsOf(endpoint, serving, desired))) await writes.refreshCounts(id, desired, 'controller:steady');
     }
   }
 }

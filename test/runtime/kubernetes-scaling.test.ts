@@ -146,6 +146,8 @@ test('scale-out adds a pod; scale-in drains the newest replica out of routing, l
   expect(text).toMatch(/"finish_reason":"length"/);
   expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
   await waitFor('the drained pod to be gone', async () => kube.pod(NS, victimPod) === undefined, 60_000);
+  // Its row is STOPPED once the gateway's watch has seen the pod go (a moment after the API server removed it).
+  await waitFor('the drained replica stopped', async () => (await liveReplicaRows(t.sql, id)).length === 1, 10_000);
   expect((await liveReplicaRows(t.sql, id)).map((r) => [r.id, r.state])).toEqual([[kept.id, 'READY']]);
   expect(livePodsOf(id)).toHaveLength(1);
   expect(await statusOf(t.sql, id)).toMatchObject({ status: 'RUNNING', curr: 1 });
