@@ -32,6 +32,9 @@ test('terminating an endpoint while its model downloads cuts the download: TERMI
   await waitForStatus(t.sql, id, 'TERMINATED', 15_000);
   expect(Date.now() - asked).toBeLessThan(15_000);
   const [replica] = await t.sql`SELECT state, last_error FROM replicas WHERE endpoint_id = ${id}`;
-  expect(replica).toMatchObject({ state: 'STOPPED', last_error: expect.stringContaining('no longer wants') });
+  // Stopped by the terminate's pass (no pass waits for the download), or by the cut download's own step if it wrote first.
+  expect(replica!.state).toBe('STOPPED');
+  const lastError = replica!.last_error as string | null;
+  expect(lastError === null || lastError.includes('no longer wants'), String(lastError)).toBe(true);
   t.hub.setFault(null, { repo: REPO });
 }, 60_000);
