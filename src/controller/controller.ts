@@ -110,7 +110,7 @@ export class Controller {
     this.starter = starter;
     this.crashes = crashes;
     this.rollout = new Rollout(sql, writes, starter, stopper, drainTimeoutMs, (endpointId) => this.loop.poke(endpointId));
-    this.scaling = new Scaling({ sql, runtime, writes, starter, stopper, crashes, drainTimeoutMs, log });
+    this.scaling = new Scaling({ sql, runtime, writes, starter, stopper, crashes, drainTimeoutMs });
     this.loop = new ReconcileLoop({
       sql,
       owner: this.owner,

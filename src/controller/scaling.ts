@@ -56,7 +56,6 @@ export class Scaling {
       crashes: CrashWatch;
       /** How long a scaled-down replica may take to finish its requests. */
       drainTimeoutMs: number;
-      log: (message: string, error?: unknown) => void;
     },
   ) {}
 
