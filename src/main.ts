@@ -139,8 +139,8 @@ async function reopenEmbedded(config: Config): Promise<OpenDatabase> {
 const SECOND_SIGNAL_WINDOW_MS = 5000;
 /**
  * A signal this soon after the one before it is the same keypress delivered twice, not a second
- * Ctrl-C: the terminal signals the whole process group, and npm and tsx relay it to their child
- * as well (tsx again when the child is slow to confirm it), tens of milliseconds apart.
+ * Ctrl-C: the terminal signals the whole process group, and npm relays it to its child as well,
+ * tens of milliseconds apart.
  */
 const DUPLICATE_SIGNAL_MS = 150;
 /** How long the gateway's close may take (passes in flight, a last flush) before the process goes on without it. */

@@ -93,7 +93,7 @@ describe('stopping npm start', () => {
     endpointId = created.body.endpointId as string;
     const replica = await readyReplica(endpointId);
 
-    // One keypress often arrives twice (the terminal signals the process group, and npm and tsx relay it): still one Ctrl-C.
+    // One keypress often arrives twice (the terminal signals the process group, and npm relays it): still one Ctrl-C.
     first.child.kill('SIGINT');
     await sleep(20);
     first.child.kill('SIGINT');

@@ -115,8 +115,13 @@ describe('Dockerfile', () => {
     const cmd = runtime.filter((i) => i.keyword === 'CMD').at(-1)!;
     const command = JSON.parse(cmd.args) as string[];
     expect(command).toEqual(['node', '--import', 'tsx', 'src/main.ts']);
-    expect(packageJson.scripts.start).toMatch(/tsx src\/main\.ts$/);
-    expect(packageJson.scripts.engine).toBe('tsx src/engine/main.ts');
+    // npm's scripts run the same command: never tsx's own CLI, whose signal relay kills (SIGKILL) a child that is
+    // slow to confirm a Ctrl-C or a SIGTERM, so a busy gateway would stop without draining.
+    expect(packageJson.scripts.start).toMatch(/ node --import tsx src\/main\.ts$/);
+    expect(packageJson.scripts.engine).toBe('node --import tsx src/engine/main.ts');
+    for (const [name, script] of Object.entries(packageJson.scripts as Record<string, string>)) {
+      expect(script.replaceAll('--import tsx ', ''), `npm run ${name}`).not.toMatch(/(^|[\s;&|])tsx\s/);
+    }
     const copied = runtime.filter((i) => i.keyword === 'COPY').map((i) => i.args.split(' ').at(-2));
     for (const entry of ['src/main.ts', 'src/engine/main.ts']) {
       expect(existsSync(path.join(ROOT, entry)), entry).toBe(true);
