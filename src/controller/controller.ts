@@ -217,7 +217,7 @@ export class Controller {
             await this.tellFailures(endpoint, serving, [{ replicaId: '', versionIndex: endpoint.current.versionIndex, error }]);
           });
         } else if (needsRollout(serving, endpoint.current)) {
-          await this.rollout.step(endpoint, serving, starting, seen.noRoom.length > 0);
+          await this.rollout.step(endpoint, serving, starting, seen.waitingForNode);
         } else {
           await writes.transition(id, endpoint, { type: 'all-replicas-current' }, { cause: 'controller:serving' });
           await this.scaling.autoscale(endpoint, serving, starting);

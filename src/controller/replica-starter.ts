@@ -2,8 +2,10 @@
  * Starting replicas, driven by the passes: no pass waits for a download or
  * an engine's load. A start goes through three steps:
  *
- * 1. `begin` (in a pass): capacity is reserved (the replica's row, STARTING);
- *    without room, the first replica of an endpoint shows why it waits.
+ * 1. `begin` (in a pass): the runtime admits the replica (the local runtime
+ *    counts this machine's slots; on Kubernetes the scheduler decides later)
+ *    and its row is written, STARTING; without room, the first replica of an
+ *    endpoint shows why it waits.
  * 2. Placing (in the background, in this process): the model is resolved (and,
  *    for the local runtime, downloaded and checked), then the runtime places
  *    the replica (`ensure`) and the row records where.
@@ -27,13 +29,13 @@ import type { EngineClient } from '../engine-client/engine-client.js';
 import { pinnedRevision, type ModelStore } from '../models/model-store.js';
 import { ReplicaStartError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
-import { markReplica, reserveReplica } from '../storage/replicas-repository.js';
+import { insertReplica, markReplica } from '../storage/replicas-repository.js';
 import { setVersionRollout } from '../storage/versions-repository.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
 import { ModelPreparer } from './model-preparer.js';
 import { refOf } from './replica-stopper.js';
 import { isGatewayOutage, startErrorMessage } from './start-errors.js';
-import { capacityWait, warmUp } from './start-steps.js';
+import { warmUp } from './start-steps.js';
 
 export interface ReplicaStarterOptions {
   sql: Sql;
@@ -64,8 +66,11 @@ export interface StartsSeen {
   unknown: boolean;
   /** Starts that failed since the last pass. */
   failed: StartFailure[];
-  /** Starts given up because no machine could take them (a rollout's or a scale-out's: the first one waits). */
-  noRoom: string[];
+  /**
+   * Placed replicas that wait for a machine (a Pod no node can take yet: the cluster is full, or an autoscaler adds
+   * a node). They wait as the first one does, up to the runtime's deadline, and count as starting.
+   */
+  waitingForNode: string[];
   /** The starting replicas still on their way after this pass (not failed, not given up). */
   starting: ReplicaRecord[];
 }
@@ -123,40 +128,32 @@ export class ReplicaStarter {
   }
 
   /**
-   * Reserves room for one replica of `version` and begins placing it (in the background). False when no capacity
-   * is free: the first replica of an endpoint (`first`) shows why it waits.
+   * Asks the runtime for room for one replica of `version` (its row is written with the answer) and begins placing
+   * it, in the background. False when the runtime has no room now: the first replica of an endpoint (`first`) shows
+   * why it waits.
    */
   async begin(endpoint: EndpointRecord, version: VersionRecord, first: boolean): Promise<boolean> {
     const { runtime, writes } = this.options;
     const option = findInstanceOption(version.spec.instanceId)!;
     const replicaId = newId('rep');
-    const capacity = runtime.capacity()[option.gpuType] ?? 0;
-    const reserved = await writes.guarded(
+    // The runtime's placement decides, in the transaction that writes the row (a machine's slots are counted there).
+    const admission = await writes.guarded(
       endpoint.id,
       (e) => e.desiredState === 'RUNNING',
-      (tx) =>
-        reserveReplica(
-          tx,
-          {
-            id: replicaId,
-            endpointId: endpoint.id,
-            versionIndex: version.versionIndex,
-            runtime: runtime.name,
-            node: runtime.node,
-            gpuType: option.gpuType,
-            numGpu: option.numGpu,
-          },
-          capacity,
-        ),
+      async (tx) => {
+        const admitted = await runtime.admit(tx, option);
+        if (!admitted.admitted) return admitted;
+        const { gpuType, numGpu } = option;
+        const row = { id: replicaId, endpointId: endpoint.id, versionIndex: version.versionIndex, runtime: runtime.name };
+        await insertReplica(tx, { ...row, node: admitted.node, gpuType, numGpu });
+        return admitted;
+      },
     );
-    if (!reserved.reserved) {
+    if (!admission.admitted) {
       if (first) {
         // A repository that does not exist (or holds nothing to run) is reported before any wait for capacity.
         await this.preparer.resolveEarly(version);
-        await this.report(endpoint, endpoint, {
-          phase: 'REQUESTING_VIRTUAL_MACHINE',
-          reason: capacityWait(option, reserved.used, capacity),
-        });
+        await this.report(endpoint, endpoint, { phase: 'REQUESTING_VIRTUAL_MACHINE', reason: admission.reason });
       }
       return false;
     }
@@ -279,7 +276,7 @@ export class ReplicaStarter {
   /**
    * Reads what the runtime observes of the endpoint's starting replicas (`starting`: the live rows, STARTING)
    * while `serving` replicas serve: the first replica's step becomes the endpoint's phase; a ready one begins its
-   * warm-up; a dead one's start failed; one that waits for a machine while others serve is given up.
+   * warm-up; a dead one's start failed; one that waits for a machine is named (a rollout makes room for it).
    */
   async advance(endpoint: EndpointRecord, starting: readonly ReplicaRecord[], serving: number): Promise<StartsSeen> {
     const { runtime, sql } = this.options;
@@ -287,7 +284,7 @@ export class ReplicaStarter {
     this.failures.delete(endpoint.id);
     // Marked FAILED before they are told (a step kept its failure before its own write of the row).
     for (const failure of failed) await this.fail(failure);
-    const seen: StartsSeen = { unknown: false, failed, noRoom: [], starting: [...starting] };
+    const seen: StartsSeen = { unknown: false, failed, waitingForNode: [], starting: [...starting] };
     const ended = (id: string) => (seen.starting = seen.starting.filter((r) => r.id !== id));
     let reported = false;
     for (const replica of starting) {
@@ -309,14 +306,8 @@ export class ReplicaStarter {
       this.followed.set(replica.id, endpoint.id);
       const first = serving === 0;
       if (observed.state === 'starting') {
-        if (!first && observed.phase === 'REQUESTING_VIRTUAL_MACHINE' && observed.reason !== undefined) {
-          // No machine for one more: placed nowhere, as if the reservation had found no room.
-          await runtime.stop(ref, 0);
-          this.followed.delete(replica.id);
-          await markReplica(sql, replica.id, { state: 'STOPPED', lastError: `no machine could take it: ${observed.reason}` });
-          seen.noRoom.push(observed.reason);
-          ended(replica.id);
-        } else if (first && !reported) {
+        if (observed.phase === 'REQUESTING_VIRTUAL_MACHINE' && observed.reason !== undefined) seen.waitingForNode.push(replica.id);
+        if (first && !reported) {
           reported = true;
           await this.report(endpoint, endpoint, observed);
         }

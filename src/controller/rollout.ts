@@ -53,14 +53,15 @@ export class Rollout {
   /**
    * One step of the rollout per pass, from what is observed: replicas of a version that serves alike are taken as
    * they are; while a new replica starts, the pass waits; once it serves (one more than wanted), an old one is
-   * retired; else a new one begins, after an old one is retired when there is no room for it (`noRoom`: the last
-   * one found no machine).
+   * retired; else a new one begins. Without room for one more, an old replica is retired first: when the runtime
+   * admits none now (a machine's slots), the new one begins in its place; when the new one's placement waits for a
+   * machine (`waitingForNode`: a full cluster), it takes the room the old one leaves.
    */
   async step(
     endpoint: EndpointRecord,
     serving: readonly ReplicaRecord[],
     starting: readonly ReplicaRecord[],
-    noRoom: boolean,
+    waitingForNode: readonly string[],
   ): Promise<void> {
     const id = endpoint.id;
     const target = endpoint.current;
@@ -86,13 +87,20 @@ export class Rollout {
       );
       return;
     }
-    if (starting.some((r) => r.versionIndex === target.versionIndex)) return; // its replacement is on its way
-    if (noRoom || rolloutStep(serving.length, endpoint.desiredReplicaCnt) === 'retire') {
+    const replacement = starting.find((r) => r.versionIndex === target.versionIndex);
+    if (replacement) {
+      // On its way; when no machine can take it, an old replica makes room (one: then fewer serve than wanted).
+      if (waitingForNode.includes(replacement.id) && serving.length >= Math.max(endpoint.desiredReplicaCnt, 1)) {
+        await this.retire(endpoint, old);
+      }
+      return;
+    }
+    if (rolloutStep(serving.length, endpoint.desiredReplicaCnt) === 'retire') {
       await this.retire(endpoint, old);
-      if (!noRoom) return this.poke(id);
+      return this.poke(id);
     }
     // No room for one more: retire an old replica first, then start in its place.
-    if (!(await this.starter.begin(endpoint, target, false)) && !noRoom) {
+    if (!(await this.starter.begin(endpoint, target, false))) {
       await this.retire(endpoint, old);
       await this.starter.begin(endpoint, target, false);
     }

@@ -1,23 +1,14 @@
 /**
- * Steps of a replica's start that need nothing of the starter's state: why a
- * start waits for capacity, the limits a model's first start records in its
- * version, and the warm-up generation that makes a replica ready.
+ * Steps of a replica's start that need nothing of the starter's state: the
+ * limits a model's first start records in its version, and the warm-up
+ * generation that makes a replica ready.
  */
 import type { VersionRecord } from '../domain/endpoint.js';
-import { describeGpus, type InstanceOption } from '../domain/instance-catalog.js';
 import { EngineStatusError, type EngineClient } from '../engine-client/engine-client.js';
 import type { TokenLimits } from '../models/token-limits.js';
 import type { ReplicaRef } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { WarmupError } from './start-errors.js';
-
-/** Why a start waits for capacity: "waiting for 1 × H100 80 GB: 2 of 2 in use". */
-export function capacityWait(option: InstanceOption, used: number, capacity: number): string {
-  const wanted = `waiting for ${describeGpus(option)}`;
-  if (capacity === 0) return `${wanted}: this runtime offers none`;
-  if (option.numGpu > capacity) return `${wanted}: this runtime offers only ${capacity}`;
-  return `${wanted}: ${used} of ${capacity} in use`;
-}
 
 /**
  * Limits that follow the model are written into the version once resolved, so

@@ -14,7 +14,9 @@ import { mkdir, readdir, readFile, rm, writeFile, open } from 'node:fs/promises'
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { GpuType } from '../domain/instance-catalog.js';
+import type { GpuType, InstanceOption } from '../domain/instance-catalog.js';
+import type { Queryable } from '../storage/database.js';
+import { admitOnMachine } from './machine-capacity.js';
 import { reportedError } from './engine-report.js';
 import { freePort } from '../storage/embedded-postgres.js';
 import { engineCommand } from './engine-command.js';
@@ -25,6 +27,7 @@ import { pidOf, replicaProcessAlive, signalGroup } from './local-processes.js';
 import type { Inventory } from './gpu-inventory.js';
 import {
   ReplicaStartError,
+  type Admission,
   type EngineHealth,
   type Liveness,
   type ReplicaLaunch,
@@ -106,6 +109,10 @@ export class LocalRuntime implements Runtime {
 
   capacity(): Partial<Record<GpuType, number>> {
     return this.options.inventory;
+  }
+
+  admit(tx: Queryable, option: InstanceOption): Promise<Admission> {
+    return admitOnMachine(tx, this.node, this.options.inventory, option);
   }
 
   private statePath(replicaId: string): string {

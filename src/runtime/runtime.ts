@@ -11,12 +11,13 @@
  *
  * A replica is referred to by a `ReplicaRef`: its id, its endpoint, and a
  * locator that only the runtime reads (a process id, a pod's name). Placement
- * (which machine, which GPUs) and, where the runtime says so, the model's
- * download happen behind this seam; the controller only reserves capacity in
- * the runtime's pools and reads the phases the runtime reports.
+ * (which machine, which GPUs: `admit`, then `ensure`) and, where the runtime
+ * says so, the model's download happen behind this seam; the controller reads
+ * the phases and reasons the runtime reports, and never counts GPUs itself.
  */
-import type { GpuType } from '../domain/instance-catalog.js';
+import type { GpuType, InstanceOption } from '../domain/instance-catalog.js';
 import type { EndpointErrorCode } from '../domain/lifecycle.js';
+import type { Queryable } from '../storage/database.js';
 
 /** What one replica's engine needs to start. */
 export interface ReplicaLaunch {
@@ -136,17 +137,28 @@ export class RuntimeUnavailableError extends Error {
   }
 }
 
+/** Whether one more replica may be placed now: the pool it goes to, or why it waits (in words a user can act on). */
+export type Admission = { admitted: true; node: string } | { admitted: false; reason: string };
+
 export interface Runtime {
   readonly name: string;
-  /** The pool this runtime places replicas in: capacity is reserved per pool and GPU kind. */
+  /** The pool this runtime places replicas in (the local runtime: this machine's hostname). */
   readonly node: string;
   /**
    * Whether the runtime fetches each replica's model where the replica runs (in its pod); otherwise the gateway
    * downloads it and hands the engine a local file.
    */
   readonly provisionsModels: boolean;
-  /** GPUs (or CPU-backed slots) of each kind this runtime offers in its pool. */
+  /** GPUs (or CPU-backed slots) of each kind this runtime offers in its pool now. */
   capacity(): Partial<Record<GpuType, number>>;
+  /**
+   * Room for one more replica of `option`, asked inside the transaction that then writes the replica's row (`tx`).
+   * The local runtime counts this machine's GPUs (or CPU slots) against the live replicas on it, for every gateway
+   * that shares the machine; without room the start waits, with the reason. The Kubernetes runtime admits every
+   * replica: the cluster's scheduler places its Pod, and a Pod no node can take yet is observed waiting for one
+   * (REQUESTING_VIRTUAL_MACHINE, with the scheduler's reason) while a cluster autoscaler adds a node.
+   */
+  admit(tx: Queryable, option: InstanceOption): Promise<Admission>;
   /**
    * Places the replica (a process spawned, a pod created) and answers as soon as it is placed: it never waits for
    * a download or for the engine to load; `observe` follows it from there. Idempotent: a replica id already placed

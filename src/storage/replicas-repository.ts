@@ -1,4 +1,4 @@
-/** SQL for replicas, the controller's leases on endpoints, and capacity reservation. */
+/** SQL for replicas, the controller's leases on endpoints, and the local runtime's count of a machine's capacity. */
 import type { GpuType } from '../domain/instance-catalog.js';
 import type { ReplicaRecord, ReplicaState } from '../domain/replica.js';
 import { replicaStatesBefore } from '../domain/replica-transitions.js';
@@ -80,25 +80,27 @@ export async function failuresSince(
 }
 
 /**
- * Reserves capacity for a new replica: inserts it STARTING when this node has
- * enough free GPUs of the kind. A per-node, per-kind transaction lock makes
- * the check and the insert atomic across gateway processes.
+ * GPUs (or CPU-backed slots) of a kind that live replicas hold in a pool (a machine), counted under a per-pool,
+ * per-kind transaction lock: the count and the insert of the replica that follows it (`insertReplica`, in the same
+ * transaction) are atomic across gateway processes.
  */
-export async function reserveReplica(
-  db: Queryable,
-  replica: { id: string; endpointId: string; versionIndex: number; runtime: string; node: string; gpuType: GpuType; numGpu: number },
-  capacity: number,
-): Promise<{ reserved: boolean; used: number }> {
-  await db`SELECT pg_advisory_xact_lock(hashtext(${`capacity:${replica.node}:${replica.gpuType}`}))`;
+export async function lockedUse(db: Queryable, node: string, gpuType: GpuType): Promise<number> {
+  await db`SELECT pg_advisory_xact_lock(hashtext(${`capacity:${node}:${gpuType}`}))`;
   const [used] = await db<{ n: number }[]>`
     SELECT coalesce(sum(num_gpu), 0)::int AS n FROM replicas
-    WHERE node = ${replica.node} AND gpu_type = ${replica.gpuType} AND state IN ('STARTING', 'READY', 'DRAINING')`;
-  if (used!.n + replica.numGpu > capacity) return { reserved: false, used: used!.n };
+    WHERE node = ${node} AND gpu_type = ${gpuType} AND state IN ('STARTING', 'READY', 'DRAINING')`;
+  return used!.n;
+}
+
+/** A new replica's row, STARTING, in the pool its runtime admitted it to. */
+export async function insertReplica(
+  db: Queryable,
+  replica: { id: string; endpointId: string; versionIndex: number; runtime: string; node: string; gpuType: GpuType; numGpu: number },
+): Promise<void> {
   await db`
     INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state)
     VALUES (${replica.id}, ${replica.endpointId}, ${replica.versionIndex}, ${replica.runtime}, ${replica.node},
             ${replica.gpuType}, ${replica.numGpu}, 'STARTING')`;
-  return { reserved: true, used: used!.n + replica.numGpu };
 }
 
 /**

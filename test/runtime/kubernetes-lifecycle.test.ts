@@ -246,6 +246,81 @@ describe('capacity on Kubernetes', () => {
   }, 180_000);
 });
 
+describe('a GPU pool that scales from zero', () => {
+  test('the pod is created although no node offers the GPU kind, waits with the scheduler’s reason, and starts on the node an autoscaler adds', async () => {
+    // 1 × A100: no node has one. The pod must exist for a cluster autoscaler to see it and add a node.
+    const id = await project.endpoint({
+      hfModelRepo: TINY_REPO,
+      instanceOptionId: 'ShbPuOs4tfGb',
+      autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+    });
+    const waiting = await waitFor('the endpoint to wait for a node', async () => {
+      const body = (await alice.rest('GET', `/dedicated/beta/endpoint/${id}/status`)).body as { phase?: string; waitReason?: string };
+      return body.phase === 'REQUESTING_VIRTUAL_MACHINE' && body.waitReason ? body.waitReason : undefined;
+    });
+    expect(waiting).toContain("didn't match Pod's node affinity/selector");
+    expect(livePodsOf(id)).toHaveLength(1);
+    const [pod] = livePodsOf(id);
+    // It waits: the pod is neither deleted nor created again while no node can take it.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(livePodsOf(id).map((p) => p.metadata.name)).toEqual([pod!.metadata.name]);
+    expect((await statusOf(t.sql, id)).phase).toBe('REQUESTING_VIRTUAL_MACHINE');
+
+    kube.addNode({ name: 'gpu-a100', gpus: 1, labels: { 'nvidia.com/gpu.product': 'NVIDIA-A100-SXM4-80GB' } });
+    await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    expect(livePodsOf(id).map((p) => p.metadata.name)).toEqual([pod!.metadata.name]);
+    expect((await chat(id)).status).toBe(200);
+    expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
+    await waitFor('the deleted endpoint’s pods to be gone', async () => podsOf(id).length === 0, 60_000);
+  }, 180_000);
+});
+
+describe('a scale-out on a full cluster', () => {
+  test('waits for a node: its pod is kept, not deleted and created again, and runs on the node that comes', async () => {
+    kube.addNode({ name: 'gpu-h200-a', gpus: 1, labels: { 'nvidia.com/gpu.product': 'NVIDIA-H200' } });
+    // 2 × (1 × H200) on a cluster that has one.
+    const id = await project.endpoint({
+      hfModelRepo: TINY_REPO,
+      instanceOptionId: 'LnK1wTaKc7WO',
+      autoscalingPolicy: { minReplica: 2, maxReplica: 2 },
+    });
+    await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    const pending = await waitFor('the second pod to wait for a node', async () => {
+      const pods = livePodsOf(id);
+      const waiting = pods.filter((p) => !(p.spec as { nodeName?: string }).nodeName);
+      return pods.length === 2 && waiting.length === 1 ? waiting[0] : undefined;
+    });
+    const unschedulable = (pending.status as { conditions?: { type: string; message?: string }[] }).conditions?.find(
+      (c) => c.type === 'PodScheduled',
+    );
+    expect(unschedulable?.message).toContain('Insufficient nvidia.com/gpu');
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(
+      livePodsOf(id)
+        .map((p) => p.metadata.name)
+        .sort(),
+    ).toEqual(
+      podsOf(id)
+        .map((p) => p.metadata.name)
+        .sort(),
+    );
+    expect(podsOf(id)).toHaveLength(2);
+    const rows = await t.sql<{ state: string }[]>`SELECT state FROM replicas WHERE endpoint_id = ${id} ORDER BY state`;
+    expect(rows.map((r) => r.state)).toEqual(['READY', 'STARTING']);
+
+    kube.addNode({ name: 'gpu-h200-b', gpus: 1, labels: { 'nvidia.com/gpu.product': 'NVIDIA-H200' } });
+    await waitFor(
+      'both replicas to serve',
+      async () => (await liveReplicaRows(t.sql, id)).filter((r) => r.state === 'READY').length === 2,
+      90_000,
+    );
+    expect(podsOf(id).map((p) => p.metadata.name)).toContain(pending.metadata.name);
+    expect((await chat(id)).status).toBe(200);
+    expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
+    await waitFor('the deleted endpoint’s pods to be gone', async () => podsOf(id).length === 0, 60_000);
+  }, 180_000);
+});
+
 describe('a gateway restart on Kubernetes', () => {
   test('adopts the running pods: no pod is duplicated or orphaned, the endpoint keeps serving', async () => {
     const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });

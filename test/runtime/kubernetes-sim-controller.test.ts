@@ -12,10 +12,8 @@
  * passes) and nothing changes, the API server receives no call at all. Then each change (one endpoint scaled out by
  * an update, scaled back in, one pod deleted behind the controller's back) costs a few calls, whatever N is.
  *
- * Starts abandoned for want of a node: a scale-out's pod that the informer saw before the scheduler had tried to
- * place it used to read "waiting for a node" (src/runtime/kubernetes/pod-status.ts), which the controller took for a
- * cluster without room: it deleted the pod and started another later. That is fixed (a pod not tried yet has no
- * reason), and no start may be abandoned; SIM_STRICT=0 counts them instead of failing (a create and a delete each).
+ * No start is given up: a pod waits for its node however long the scheduler takes (up to the scheduling deadline),
+ * so no pod is deleted and created again; any replica row that ends fails the test.
  *
  * Only the controller's public surface is used (constructor, start, poke through the services, stop): what a pass
  * did is read from the database, the stand-in and the engine. Times and CPU (this process: controller, runtime and
@@ -61,10 +59,6 @@ const INTERVAL_MS = Number(process.env.SIM_INTERVAL_MS ?? 500);
 /** Health checks of every serving replica that the idle window lasts (each pass checks every one). */
 const IDLE_CHECKS = 6;
 const CONVERGE_TIMEOUT_MS = Number(process.env.SIM_CONVERGE_TIMEOUT_MS ?? Math.max(60_000, ENDPOINTS * 400));
-/** No start may be abandoned for want of a node while the cluster has room (see the note above); SIM_STRICT=0 allows them. */
-const STRICT = process.env.SIM_STRICT !== '0';
-/** What a start abandoned for want of a node leaves in its replica row. */
-const ABANDONED = 'no machine could take it: waiting for a node';
 const NS = 'default';
 const H100 = 'NVIDIA-H100-80GB-HBM3';
 
@@ -104,7 +98,7 @@ async function until<T>(what: string, probe: () => Promise<T | undefined | false
 }
 
 const replicaRows = () => allReplicas(observer);
-const endedRows = () => endedReplicas(observer, ABANDONED);
+const endedRows = () => endedReplicas(observer);
 const converged = () => convergedReplicas(observer, wanted);
 
 /** Each READY replica has exactly one live pod, at its address's IP, and no other pod lives. */
@@ -205,8 +199,8 @@ afterAll(async () => {
 });
 
 let ready: ReplicaRow[] = [];
-/** The rows no longer live once the endpoints converged. */
-let ended = { abandoned: 0, others: [] as string[] };
+/** The rows no longer live ("STATE: last error"), once the endpoints converged. */
+let ended: string[] = [];
 
 test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge from nothing through the controller, one pod each`, async () => {
   await kube.resetCounts();
@@ -229,33 +223,29 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge from nothing t
   const cpu = cpuSince(cpuBefore, await cpuNow());
   const requests = await kube.requests();
 
-  // One live replica per wanted replica, one pod each; no replica failed; the only ones given up are those abandoned
-  // for want of a node (none unless SIM_STRICT=0).
+  // One live replica per wanted replica, one pod each; no replica failed or was given up.
   ended = await endedRows();
   expect(ready).toHaveLength(totalReplicas);
-  expect(ended.others).toEqual([]);
-  if (STRICT) expect(ended.abandoned, 'starts abandoned for want of a node').toBe(0);
-  expect(await replicaRows()).toHaveLength(totalReplicas + ended.abandoned);
+  expect(ended).toEqual([]);
+  expect(await replicaRows()).toHaveLength(totalReplicas);
   await expectOnePodEach(ready);
   // Each replica warmed up once, on its own pod's IP, with the engine token.
   const engineCounts = await engine.counts();
   for (const r of ready) expect((engineCounts.warmUps[ipOf(r.address!)] ?? 0) - (engineBefore.warmUps[ipOf(r.address!)] ?? 0)).toBe(1);
   expect(engineCounts.unauthenticated).toBe(0);
   expect(engineCounts.other).toBe(0);
-  // A pod create per replica, a Secret read (404) and create per endpoint, and a create and a delete per abandoned
-  // start: nothing else, no list.
-  expect(requests['POST /api/v1/namespaces/{ns}/pods']).toBe(totalReplicas + ended.abandoned);
-  expect(requests['DELETE /api/v1/namespaces/{ns}/pods/{name}'] ?? 0).toBe(ended.abandoned);
+  // A pod create per replica, a Secret read (404) and create per endpoint: nothing else, no delete, no list.
+  expect(requests['POST /api/v1/namespaces/{ns}/pods']).toBe(totalReplicas);
+  expect(requests['DELETE /api/v1/namespaces/{ns}/pods/{name}'] ?? 0).toBe(0);
   expect(requests['POST /api/v1/namespaces/{ns}/secrets']).toBe(ENDPOINTS);
   expect(lists(requests)).toEqual([]);
-  expect(calls(requests)).toBe(totalReplicas + 2 * ENDPOINTS + 2 * ended.abandoned);
+  expect(calls(requests)).toBe(totalReplicas + 2 * ENDPOINTS);
 
   Object.assign(figures, {
     convergeMs: Math.round(convergeMs),
     convergeCpuMs: cpu,
     convergeCalls: calls(requests),
     callsPerReplica: Number((calls(requests) / totalReplicas).toFixed(2)),
-    abandonedStarts: ended.abandoned,
     convergeStatements: statements,
     statementsPerReplica: Number((statements / totalReplicas).toFixed(1)),
   });
@@ -299,13 +289,13 @@ interface Change {
   wants?: Map<string, number>;
   /** What must hold before the controller can count as settled (it has seen the change). */
   seen?: () => Promise<boolean>;
-  /** The states of the replicas the change ends (besides starts abandoned for want of a node). */
+  /** The states of the replicas the change ends. */
   ends: string[];
 }
 
 /**
  * Applies a change, waits until the controller has settled again and checked every replica's health twice more; the
- * calls the controller made (the change's own taken off), and how many of its starts it abandoned for want of a node.
+ * calls the controller made (the change's own taken off).
  */
 async function change(what: string, { act, wants = new Map(), seen = async () => true, ends }: Change) {
   await kube.resetCounts();
@@ -320,16 +310,12 @@ async function change(what: string, { act, wants = new Map(), seen = async () =>
   const before = ended;
   ended = await endedRows();
   const states = (rows: string[]) => rows.map((row) => row.slice(0, row.indexOf(':'))).sort();
-  expect(states(ended.others), ended.others.join('; ')).toEqual(states([...before.others, ...ends.map((state) => `${state}:`)]));
-  const abandoned = ended.abandoned - before.abandoned;
-  if (STRICT) expect(abandoned, 'starts abandoned for want of a node').toBe(0);
+  expect(states(ended), ended.join('; ')).toEqual(states([...before, ...ends.map((state) => `${state}:`)]));
   expect(lists(requests)).toEqual([]);
   await expectOnePodEach(ready);
   const made = calls(requests) - own;
-  console.log(
-    `controller simulation, ${what}: ${Math.round(settledMs)} ms, ${made} calls, ${abandoned} abandoned ${JSON.stringify(requests)}`,
-  );
-  return { requests, calls: made, abandoned };
+  console.log(`controller simulation, ${what}: ${Math.round(settledMs)} ms, ${made} calls ${JSON.stringify(requests)}`);
+  return { requests, calls: made };
 }
 
 test('a change costs a few API calls, whatever the number of endpoints', async () => {
@@ -339,10 +325,10 @@ test('a change costs a few API calls, whatever the number of endpoints', async (
     if (updated.type === 'error') throw new Error(updated.error.message);
     return 0;
   };
-  // Scaled out by one: one pod created (the endpoint's Secret is known); an abandoned start costs a create and a delete.
+  // Scaled out by one: one pod created (the endpoint's Secret is known).
   const out = await change('a scale-out by one', { act: scale(firstWanted + 1), wants: new Map([[first, firstWanted + 1]]), ends: [] });
-  expect(out.requests['POST /api/v1/namespaces/{ns}/pods']).toBe(1 + out.abandoned);
-  expect(out.calls - 2 * out.abandoned).toBe(1);
+  expect(out.requests['POST /api/v1/namespaces/{ns}/pods']).toBe(1);
+  expect(out.calls).toBe(1);
 
   // Scaled back in: the newest replica drained, its pod deleted.
   const scaleIn = await change('a scale-in by one', {
@@ -371,15 +357,12 @@ test('a change costs a few API calls, whatever the number of endpoints', async (
     seen: async () => (await replicaRows()).find((r) => r.id === victim.id)?.state === 'FAILED',
     ends: ['FAILED'],
   });
-  expect(deleted.requests['POST /api/v1/namespaces/{ns}/pods']).toBe(1 + deleted.abandoned);
-  expect(deleted.calls - 2 * deleted.abandoned).toBeLessThanOrEqual(3);
+  expect(deleted.requests['POST /api/v1/namespaces/{ns}/pods']).toBe(1);
+  expect(deleted.calls).toBeLessThanOrEqual(3);
 
   Object.assign(figures, {
     callsPerChange: { scaleOut: out.calls, scaleIn: scaleIn.calls, podDeleted: deleted.calls },
-    /** starts abandoned for want of a node during each change (a create and a delete each, counted in its calls) */
-    abandonedPerChange: { scaleOut: out.abandoned, scaleIn: scaleIn.abandoned, podDeleted: deleted.abandoned },
     changeRequests: { scaleOut: out.requests, scaleIn: scaleIn.requests, podDeleted: deleted.requests },
-    abandonedStarts: ended.abandoned,
   });
   console.log(`controller simulation: ${JSON.stringify(figures)}`);
   if (process.env.SIM_OUT) await writeFile(process.env.SIM_OUT, JSON.stringify(figures));

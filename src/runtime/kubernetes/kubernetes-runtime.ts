@@ -7,11 +7,13 @@
  * relists). Until the pod cache has synced, a replica's liveness is
  * "unknown" and the controller does nothing to it.
  *
- * Capacity is the nodes' allocatable `nvidia.com/gpu`, by GPU kind (the kind's
- * node selector), of nodes that are Ready and schedulable; the controller
- * reserves from it as from a machine's GPUs. The model is fetched in the pod
- * (its init container), so the gateway only resolves it. The gateway dials
- * the pods' IPs.
+ * Placement is the cluster's: every replica is admitted and its pod created,
+ * and the scheduler places it (a pod no node can take yet waits, with the
+ * scheduler's reason, while a cluster autoscaler adds a node). Capacity, for
+ * display, is the nodes' allocatable `nvidia.com/gpu` by GPU kind (the kind's
+ * node selector) of nodes that are Ready and schedulable. The model is fetched
+ * in the pod (its init container), so the gateway only resolves it. The
+ * gateway dials the pods' IPs.
  */
 import { DEFAULTS } from '../../defaults.js';
 import { ApiException, KubeConfig, Log, makeInformer, type CoreV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
@@ -22,6 +24,7 @@ import { sharedEngineClient, type EngineClient } from '../../engine-client/engin
 import { PassThrough } from 'node:stream';
 import {
   EngineLogUnavailable,
+  type Admission,
   ReplicaStartError,
   RuntimeUnavailableError,
   type EngineHealth,
@@ -137,6 +140,11 @@ export class KubernetesRuntime implements Runtime {
       }
     }
     return capacity;
+  }
+
+  /** Every replica: the scheduler places its pod, or says why no node can take it yet (observed as a wait). */
+  admit(): Promise<Admission> {
+    return Promise.resolve({ admitted: true, node: this.node });
   }
 
   onChange(listener: (endpointId: string) => void): void {

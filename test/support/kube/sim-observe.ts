@@ -28,18 +28,13 @@ const LIVE = ['STARTING', 'READY', 'DRAINING'];
 export const allReplicas = (sql: Sql) => sql<ReplicaRow[]>`SELECT id, endpoint_id, state, address FROM replicas ORDER BY created_at, id`;
 
 /**
- * The replica rows no longer live: how many were STOPPED with `abandoned` as their last error, and the others, as
- * `STATE: last error`, one entry a row.
+ * The replica rows no longer live, as `STATE: last error`, one entry a row.
  */
-export async function endedReplicas(sql: Sql, abandoned: string): Promise<{ abandoned: number; others: string[] }> {
+export async function endedReplicas(sql: Sql): Promise<string[]> {
   const rows = await sql<{ state: string; last_error: string | null; n: number }[]>`
     SELECT state, last_error, count(*)::int AS n FROM replicas
     WHERE state <> ALL(${LIVE}) GROUP BY 1, 2 ORDER BY 1, 2`;
-  const isAbandoned = (r: (typeof rows)[number]) => r.state === 'STOPPED' && r.last_error === abandoned;
-  return {
-    abandoned: rows.filter(isAbandoned).reduce((sum, r) => sum + r.n, 0),
-    others: rows.filter((r) => !isAbandoned(r)).flatMap((r) => Array<string>(r.n).fill(`${r.state}: ${r.last_error}`)),
-  };
+  return rows.flatMap((r) => Array<string>(r.n).fill(`${r.state}: ${r.last_error}`));
 }
 
 /** The READY replicas, once every endpoint is RUNNING with exactly the replicas it wants READY and nothing else live. */
