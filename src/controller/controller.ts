@@ -220,7 +220,7 @@ export class Controller {
           await this.rollout.step(endpoint, serving, starting, seen.waitingForNode);
         } else {
           await writes.transition(id, endpoint, { type: 'all-replicas-current' }, { cause: 'controller:serving' });
-          await this.scaling.autoscale(endpoint, serving, starting);
+          await this.scaling.autoscale(endpoint, serving, starting, seen.waitingForNode);
         }
         return;
       }

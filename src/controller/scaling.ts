@@ -69,8 +69,16 @@ export class Scaling {
     return Number.isFinite(newest) ? findVersion(this.options.sql, endpoint.id, newest) : undefined;
   }
 
-  /** Acts on the autoscaler's decision for the `serving` replicas, counting those `starting` as on their way. */
-  async autoscale(endpoint: EndpointRecord, serving: readonly ReplicaRecord[], starting: readonly ReplicaRecord[]): Promise<void> {
+  /**
+   * Acts on the autoscaler's decision for the `serving` replicas, counting those `starting` as on their way (of which
+   * those in `waitingForNode` wait for a machine: a Pod no node has taken yet).
+   */
+  async autoscale(
+    endpoint: EndpointRecord,
+    serving: readonly ReplicaRecord[],
+    starting: readonly ReplicaRecord[],
+    waitingForNode: readonly string[] = [],
+  ): Promise<void> {
     const { sql, runtime, writes, starter, stopper, crashes, drainTimeoutMs } = this.options;
     const id = endpoint.id;
     const spec = endpoint.current.spec;
@@ -104,6 +112,15 @@ export class Scaling {
     if (decision.sleep) {
       await writes.transition(id, endpoint, { type: 'scaled-to-zero' }, { cause: 'controller:idle' });
       return;
+    }
+    // A replica that still waits for a machine and is no longer wanted (the load passed, the policy was lowered) is
+    // stopped now: it holds no machine yet, and would otherwise start only to be scaled in.
+    const unplaced = starting.filter((r) => waitingForNode.includes(r.id));
+    const stillWanted = Math.max(0, decision.replicas - serving.length - (starting.length - unplaced.length));
+    const unwanted = scaleInVictims(unplaced, Math.max(0, unplaced.length - stillWanted));
+    if (unwanted.length > 0) {
+      await stopper.stopAll(unwanted, 0);
+      starting = starting.filter((r) => !unwanted.includes(r));
     }
     if (decision.replicas > serving.length) {
       // Replicas already starting count: each pass begins only those still missing.

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
+  engineFetch,
   liveReplicaRows,
   startTestApp,
   stopAllReplicas,
@@ -276,7 +277,7 @@ describe('a GPU pool that scales from zero', () => {
 });
 
 describe('a scale-out on a full cluster', () => {
-  test('waits for a node: its pod is kept, not deleted and created again, and runs on the node that comes', async () => {
+  test('waits for a node: its pod is kept, not deleted and created again, stopped if no longer wanted, and runs on the node that comes', async () => {
     kube.addNode({ name: 'gpu-h200-a', gpus: 1, labels: { 'nvidia.com/gpu.product': 'NVIDIA-H200' } });
     // 2 × (1 × H200) on a cluster that has one.
     const id = await project.endpoint({
@@ -307,15 +308,73 @@ describe('a scale-out on a full cluster', () => {
     expect(podsOf(id)).toHaveLength(2);
     const rows = await t.sql<{ state: string }[]>`SELECT state FROM replicas WHERE endpoint_id = ${id} ORDER BY state`;
     expect(rows.map((r) => r.state)).toEqual(['READY', 'STARTING']);
+    expect((await statusOf(t.sql, id)).desired).toBe(2);
 
+    // No longer wanted while it waits (the policy lowered): its pod is deleted, the endpoint wants one replica again.
+    const scale = async (n: number) =>
+      expect(
+        (await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { autoscalingPolicy: { minReplica: n, maxReplica: n } })).status,
+      ).toBe(200);
+    await scale(1);
+    await waitFor('the waiting pod to go', async () => podsOf(id).length === 1, 30_000);
+    const [stopped] = await t.sql<
+      { state: string }[]
+    >`SELECT state FROM replicas WHERE id = ${pending.metadata.labels['dedicated-endpoints.io/replica']}`;
+    expect(stopped?.state).toBe('STOPPED');
+    await waitFor('one replica wanted', async () => (await statusOf(t.sql, id)).desired === 1);
+
+    await scale(2);
+    const next = await waitFor('a new pod to wait for a node', async () =>
+      livePodsOf(id).find((p) => !(p.spec as { nodeName?: string }).nodeName),
+    );
     kube.addNode({ name: 'gpu-h200-b', gpus: 1, labels: { 'nvidia.com/gpu.product': 'NVIDIA-H200' } });
     await waitFor(
       'both replicas to serve',
       async () => (await liveReplicaRows(t.sql, id)).filter((r) => r.state === 'READY').length === 2,
       90_000,
     );
-    expect(podsOf(id).map((p) => p.metadata.name)).toContain(pending.metadata.name);
+    expect(podsOf(id).map((p) => p.metadata.name)).toContain(next.metadata.name);
     expect((await chat(id)).status).toBe(200);
+    expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
+    await waitFor('the deleted endpoint’s pods to be gone', async () => podsOf(id).length === 0, 60_000);
+  }, 180_000);
+});
+
+describe('a scale-out on a full cluster, wanted no more', () => {
+  test('the load that asked for it passes while its pod waits for a node: the pod is deleted, one replica is wanted again', async () => {
+    kube.addNode({ name: 'gpu-b200-a', gpus: 1, labels: { 'nvidia.com/gpu.product': 'NVIDIA-B200' } });
+    const id = await project.endpoint({
+      hfModelRepo: TINY_REPO,
+      instanceOptionId: '8GiQTLKfJNOr',
+      autoscalingPolicy: { minReplica: 1, maxReplica: 2, cooldownPeriod: 1 },
+      advanced: { max_batch_size: 1, max_token_count: 4096, max_input_length: 64 },
+    });
+    await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    const [first] = await liveReplicaRows(t.sql, id);
+    // Requests queued on the only replica (a batch of one): the autoscaler wants a second, which no node can take.
+    const clients = new AbortController();
+    const load = Array.from({ length: 4 }, () =>
+      engineFetch(first!, '/v1/chat/completions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'go' }], max_tokens: 4000, temperature: 0 }),
+        signal: clients.signal,
+      })
+        .then((r) => r.arrayBuffer())
+        .catch(() => undefined),
+    );
+    const pending = await waitFor('a second pod to wait for a node', async () =>
+      livePodsOf(id).find((p) => !(p.spec as { nodeName?: string }).nodeName),
+    );
+    expect((await statusOf(t.sql, id)).desired).toBe(2);
+    clients.abort();
+    await Promise.all(load);
+    await waitFor('the waiting pod to go', async () => podsOf(id).length === 1, 60_000);
+    const replicaId = (pending.metadata as { labels: Record<string, string> }).labels['dedicated-endpoints.io/replica']!;
+    const [row] = await t.sql<{ state: string }[]>`SELECT state FROM replicas WHERE id = ${replicaId}`;
+    expect(row?.state).toBe('STOPPED');
+    await waitFor('one replica wanted', async () => (await statusOf(t.sql, id)).desired === 1);
+    expect((await liveReplicaRows(t.sql, id)).map((r) => r.id)).toEqual([first!.id]);
     expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
     await waitFor('the deleted endpoint’s pods to be gone', async () => podsOf(id).length === 0, 60_000);
   }, 180_000);
