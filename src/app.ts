@@ -143,6 +143,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     graphql: { limits: config.graphqlLimits, introspection: config.graphqlIntrospection },
     corsOrigins: config.corsOrigins,
     metrics: config.metrics,
+    pool: runtime,
     ...(gatewayLog ? { log: gatewayLog } : {}),
     ...(logger ? { logger } : {}),
     ...(options.consoleDir ? { consoleDir: options.consoleDir } : {}),

@@ -16,6 +16,7 @@ import { GatewayPrometheus } from './router/prometheus.js';
 import { RequestRecorder } from './router/request-recorder.js';
 import type { Services } from './services/index.js';
 import { MetricsUpkeep } from './services/metrics-upkeep.js';
+import type { GpuType } from './domain/instance-catalog.js';
 import type { Sql } from './storage/database.js';
 import { pingDatabase } from './storage/database-errors.js';
 import { goneEndpoints } from './storage/endpoints-repository.js';
@@ -41,6 +42,8 @@ export interface GatewayOptions extends HttpOptions {
     /** How often replica counts are sampled. */
     sampleMs?: number;
   };
+  /** The runtime's pool, whose GPUs /metrics shows (`dedicated_runtime_gpus`). @default none shown */
+  pool?: { node: string; capacity(): Partial<Record<GpuType, number>> };
 }
 
 /** Makes the serving components over `sql` and serves HTTP over them. */
@@ -65,6 +68,8 @@ export async function startGateway(sql: Sql, services: Services, options: Gatewa
         .forgetDeleted((ids) => goneEndpoints(sql, ids))
         .catch((error: unknown) => log('dropping deleted endpoints from /metrics failed', error));
     },
+    ...(options.pool ? { pool: options.pool } : {}),
+    onGpus: (gpus) => prometheus.runtimeGpus(gpus),
     log,
   });
   upkeep.start();
@@ -74,7 +79,7 @@ export async function startGateway(sql: Sql, services: Services, options: Gatewa
   // Access changes (a revoked key, a removed member) reach this process's caches and open subscriptions at once.
   const access = new AccessWatch(sql, services.auth, log);
   await access.start();
-  const { router: _router, engines: _engines, metrics: _metrics, ...httpOptions } = options;
+  const { router: _router, engines: _engines, metrics: _metrics, pool: _pool, ...httpOptions } = options;
   const http = await serveHttp(
     { services, chat, hub, access, prometheus, databaseReady: (timeoutMs) => pingDatabase(sql, timeoutMs) },
     { ...httpOptions, log, metricsToken: metrics.token },

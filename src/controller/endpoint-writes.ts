@@ -80,7 +80,7 @@ export class EndpointWrites {
         // The user's message goes with the error code it explains, and away with it.
         const message = errorCode ? (errorMessage ?? null) : null;
         if (message !== (e.errorMessage ?? null)) await tx`UPDATE endpoints SET error_message = ${message} WHERE id = ${id}`;
-        if (phase !== 'DOWNLOADING_MODEL') await setProgress(tx, id, null);
+        if (phase !== 'DOWNLOADING_MODEL' && e.progress) await setProgress(tx, id, null);
         if (phase !== 'REQUESTING_VIRTUAL_MACHINE' && e.waitReason) await tx`UPDATE endpoints SET wait_reason = NULL WHERE id = ${id}`;
       },
     );

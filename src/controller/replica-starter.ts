@@ -351,8 +351,12 @@ export class ReplicaStarter {
       if (warmed.status === 'rejected') throw warmed.reason;
       this.followed.delete(replica.id);
       if (!(await markReplica(sql, replica.id, { state: 'READY', address, locator: replica.locator }))) return;
-      const model = this.preparer.known({ endpointId: id, versionIndex: replica.versionIndex, model: null });
-      await setVersionRollout(sql, id, replica.versionIndex, { rolloutState: 'ROLLED_OUT', ...(model ? { model } : {}) });
+      // The version is marked rolled out (with the model it resolved to) by its first replica; the others find it so.
+      const version = endpoint.current.versionIndex === replica.versionIndex ? endpoint.current : undefined;
+      if (version?.rolloutState !== 'ROLLED_OUT' || !version.model) {
+        const model = this.preparer.known({ endpointId: id, versionIndex: replica.versionIndex, model: version?.model ?? null });
+        await setVersionRollout(sql, id, replica.versionIndex, { rolloutState: 'ROLLED_OUT', ...(model ? { model } : {}) });
+      }
       if (!first) return void (await writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:replica-ready'));
       // Counted first: whoever sees RUNNING also sees the replica that serves.
       await writes.refreshCounts(id, Math.max(endpoint.current.spec.autoscaling.minReplica, 1), 'controller:started');

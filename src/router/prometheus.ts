@@ -8,6 +8,7 @@
  * scraped instances.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { GPU_TYPES, type GpuType } from '../domain/instance-catalog.js';
 import type { RecordedRequest } from './request-recorder.js';
 import { errorClassOf, timePerOutputTokenMs, type ErrorClass } from './minute-rollup.js';
 
@@ -29,6 +30,7 @@ export class GatewayPrometheus {
   private readonly tpot: Histogram<'endpoint_id'>;
   private readonly queueWait: Histogram<'endpoint_id'>;
   private readonly replicas: Gauge<'endpoint_id' | 'kind'>;
+  private readonly gpus: Gauge<'gpu_type' | 'state'>;
   private readonly knownReplicaEndpoints = new Set<string>();
   /** Endpoints with request series in this process. */
   private readonly knownRequestEndpoints = new Set<string>();
@@ -87,6 +89,14 @@ export class GatewayPrometheus {
       labelNames: ['endpoint_id', 'kind'],
       registers,
     });
+    this.gpus = new Gauge({
+      name: 'dedicated_runtime_gpus',
+      help:
+        'GPUs (CPU-backed slots on a machine without GPUs) of each kind in the runtime’s pool: offered (a machine’s, or the ' +
+        'Ready, schedulable Kubernetes nodes’ allocatable) and requested by the live replicas, as last sampled.',
+      labelNames: ['gpu_type', 'state'],
+      registers,
+    });
     new Counter({
       name: 'dedicated_request_records_dropped_total',
       help: 'Request outcomes not recorded because writing them fell behind.',
@@ -143,6 +153,14 @@ export class GatewayPrometheus {
       this.knownReplicaEndpoints.delete(id);
     }
     for (const id of seen) this.knownReplicaEndpoints.add(id);
+  }
+
+  /** The runtime pool's GPUs of every kind, offered and requested (0 where none). */
+  runtimeGpus(gpus: { offered: Partial<Record<GpuType, number>>; requested: Partial<Record<GpuType, number>> }): void {
+    for (const gpu_type of GPU_TYPES) {
+      this.gpus.set({ gpu_type, state: 'offered' }, gpus.offered[gpu_type] ?? 0);
+      this.gpus.set({ gpu_type, state: 'requested' }, gpus.requested[gpu_type] ?? 0);
+    }
   }
 
   text(): Promise<string> {

@@ -1,13 +1,15 @@
 /**
  * The gateway's background work for metrics: sampling every live endpoint's
- * replica counts into the current minute's roll-up (and Prometheus), and
+ * replica counts into the current minute's roll-up (and Prometheus), the GPUs
+ * the runtime's pool offers and those its replicas request, and
  * retention, which deletes request-log rows and content logs older than
  * REQUEST_LOG_RETENTION_DAYS and roll-ups older than METRICS_RETENTION_DAYS.
  * Every gateway process does both; the writes are idempotent.
  */
 import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
-import { deleteOldMinutes, sampleReplicas, type ReplicaSample } from '../storage/metrics-repository.js';
+import type { GpuType } from '../domain/instance-catalog.js';
+import { deleteOldMinutes, requestedGpus, sampleReplicas, type ReplicaSample } from '../storage/metrics-repository.js';
 import { deleteOldRequests } from '../storage/request-log-repository.js';
 
 const DAY_MS = 86_400_000;
@@ -22,6 +24,9 @@ export interface UpkeepOptions {
   /** How often retention runs. @default one hour */
   retentionMs?: number;
   onSample?: (samples: ReplicaSample[]) => void;
+  /** The runtime's pool, whose GPUs (or CPU-backed slots) are sampled with the replica counts. */
+  pool?: { node: string; capacity(): Partial<Record<GpuType, number>> };
+  onGpus?: (gpus: { offered: Partial<Record<GpuType, number>>; requested: Partial<Record<GpuType, number>> }) => void;
   log?: (message: string, error?: unknown) => void;
 }
 
@@ -50,6 +55,8 @@ export class MetricsUpkeep {
   async sample(): Promise<void> {
     const samples = await sampleReplicas(this.sql, new Date(Math.floor(Date.now() / 60_000) * 60_000));
     this.options.onSample?.(samples);
+    const { pool, onGpus } = this.options;
+    if (pool && onGpus) onGpus({ offered: pool.capacity(), requested: await requestedGpus(this.sql, pool.node) });
   }
 
   /** Deletes what is past retention, in batches; returns the rows deleted. */

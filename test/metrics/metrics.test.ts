@@ -219,9 +219,23 @@ describe('Prometheus text at /metrics', () => {
       return text.includes(`dedicated_endpoint_replicas{endpoint_id="${plain}",kind="current"} 1`);
     });
     expect(family('dedicated_request_records_dropped_total')?.metrics[0]?.value).toBe('0');
-    // Labels are the endpoint and a bounded class, never a user, a key or a request.
+    // The runtime pool's GPUs (here CPU-backed slots) of every kind: what it offers, and what live replicas request.
+    const gpus = family('dedicated_runtime_gpus')!;
+    expect(gpus.type).toBe('GAUGE');
+    const gpuSeries = Object.fromEntries(gpus.metrics.map((m) => [`${m.labels!.gpu_type} ${m.labels!.state}`, Number(m.value)]));
+    const offered = t.app.runtime.capacity();
+    const requested = await t.sql<{ gpu_type: string; n: number }[]>`
+      SELECT gpu_type, sum(num_gpu)::int AS n FROM replicas WHERE state IN ('STARTING', 'READY', 'DRAINING') GROUP BY 1`;
+    expect(Object.keys(gpuSeries).sort()).toEqual(
+      ['A100', 'B200', 'H100', 'H200'].flatMap((kind) => [`${kind} offered`, `${kind} requested`]).sort(),
+    );
+    for (const kind of ['A100', 'B200', 'H100', 'H200'] as const) expect(gpuSeries[`${kind} offered`]).toBe(offered[kind] ?? 0);
+    expect(gpuSeries['H100 offered']).toBeGreaterThan(0);
+    for (const { gpu_type, n } of requested) expect(gpuSeries[`${gpu_type} requested`], gpu_type).toBe(n);
+    expect(requested.length).toBeGreaterThan(0);
+    // Labels are the endpoint and a bounded class (or the GPU kind), never a user, a key or a request.
     const labels = new Set(samples.flatMap((f) => f.metrics.flatMap((m) => Object.keys(m.labels ?? {}))));
-    expect([...labels].sort()).toEqual(['endpoint_id', 'kind', 'le', 'outcome']);
+    expect([...labels].sort()).toEqual(['endpoint_id', 'gpu_type', 'kind', 'le', 'outcome', 'state']);
     for (const f of families) if (f.type === 'COUNTER') expect(f.name).toMatch(/_total$/);
   });
 });
