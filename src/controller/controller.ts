@@ -100,7 +100,18 @@ export class Controller {
       log,
     });
     const policy = { ...DEFAULT_CRASH_POLICY, ...options.crashLoop };
-    const crashes = new CrashWatch(sql, runtime, writes, stopper, policy, (replicaId) => starter.isStarting(replicaId), log);
+    const intervalMs = options.intervalMs ?? DEFAULTS.controllerIntervalMs;
+    // A health answer stands for half an interval: an idle endpoint's passes (one per interval) each ask anew.
+    const crashes = new CrashWatch(
+      sql,
+      runtime,
+      writes,
+      stopper,
+      policy,
+      (replicaId) => starter.isStarting(replicaId),
+      log,
+      intervalMs / 2,
+    );
     this.sql = sql;
     this.runtime = runtime;
     this.log = log;
@@ -114,7 +125,7 @@ export class Controller {
     this.loop = new ReconcileLoop({
       sql,
       owner: this.owner,
-      intervalMs: options.intervalMs ?? DEFAULTS.controllerIntervalMs,
+      intervalMs,
       leaseTtlMs: options.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
       reconcile: (id) => this.reconcile(id),
       log,

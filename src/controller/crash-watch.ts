@@ -43,6 +43,11 @@ export class CrashWatch {
   private readonly answers = new Map<string, Map<string, EngineHealth | undefined>>();
   /** Abandoned replicas whose liveness this runtime has not been able to tell, since when (policy.unknownMs). */
   private readonly unknownSince = new Map<string, { endpointId: string; since: number }>();
+  /**
+   * Each serving replica's last health answer and when it was asked, by endpoint then replica id: a pass that comes
+   * sooner than `healthFreshMs` reads it.
+   */
+  private readonly lastHealth = new Map<string, Map<string, { at: number; health: EngineHealth | undefined }>>();
 
   constructor(
     private readonly sql: Sql,
@@ -53,6 +58,11 @@ export class CrashWatch {
     /** Whether this process is starting the replica right now (any other STARTING replica was abandoned). */
     private readonly isStarting: (replicaId: string) => boolean,
     private readonly log: (message: string, error?: unknown) => void,
+    /**
+     * How long a health answer stands for the passes that follow it: the passes a burst of changes brings (each pod
+     * event, each step that ends pokes its endpoint) read it rather than asking every serving engine again.
+     */
+    private readonly healthFreshMs = 0,
   ) {}
 
   /**
@@ -149,7 +159,23 @@ export class CrashWatch {
     const serving = replicas.filter(
       (r) => r.runtime === this.runtime.name && r.state === 'READY' && this.runtime.liveness(refOf(r)).kind === 'alive',
     );
-    const answers = await Promise.all(serving.map((r) => this.runtime.health(refOf(r), HEALTH_TIMEOUT_MS)));
+    const asked = Date.now();
+    const previous = this.lastHealth.get(endpointId);
+    const latest = new Map<string, { at: number; health: EngineHealth | undefined }>();
+    const answers = await Promise.all(
+      serving.map(async (r) => {
+        const last = previous?.get(r.id);
+        const answer =
+          last && asked - last.at < this.healthFreshMs
+            ? last
+            : { at: asked, health: await this.runtime.health(refOf(r), HEALTH_TIMEOUT_MS) };
+        latest.set(r.id, answer);
+        return answer.health;
+      }),
+    );
+    // Only the replicas that serve now are kept (the others' answers go with them).
+    if (latest.size > 0) this.lastHealth.set(endpointId, latest);
+    else this.lastHealth.delete(endpointId);
     this.answers.set(endpointId, new Map(serving.map((r, i) => [r.id, answers[i]])));
     const now = Date.now();
     const silent = new Set(serving.filter((_, i) => answers[i] === undefined).map((r) => r.id));
