@@ -29,9 +29,17 @@ export interface PooledApi {
   close(): void;
 }
 
-export function pooledCoreApi(kc: KubeConfig): PooledApi {
+/**
+ * How long an idle pooled connection is kept: less than the keep-alive timeout of the servers in front of an API
+ * server (Node's and many proxies' 5 s), so that the pool closes it first. A call never goes out on a connection the
+ * server is closing at that moment (an ECONNRESET, read as the API server being down).
+ */
+export const IDLE_CONNECTION_MS = 4000;
+
+export function pooledCoreApi(kc: KubeConfig, options: { idleMs?: number } = {}): PooledApi {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('No active cluster!');
+  const idleMs = options.idleMs ?? IDLE_CONNECTION_MS;
   let pool: { agent: http.Agent; options: ConnectionOptions } | undefined;
   const auth: SecurityAuthentication = {
     getName: () => 'kubeconfig, pooled connections',
@@ -43,7 +51,7 @@ export function pooledCoreApi(kc: KubeConfig): PooledApi {
       if (!pool || !CONNECTION_OPTIONS.every((key) => same(pool!.options[key], options[key]))) {
         // The previous pool's connections close once idle (keep-alive sockets do not hold the process).
         const Agent = made.constructor as typeof http.Agent;
-        pool = { agent: new Agent({ ...options, keepAlive: true }), options };
+        pool = { agent: new Agent({ ...options, keepAlive: true, timeout: idleMs }), options };
       }
       context.setAgent(pool.agent);
     },
