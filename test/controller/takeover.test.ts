@@ -318,7 +318,11 @@ describe('a rollout whose gateway process was killed is completed by another', (
         'the old replica to drain',
         async () => (await replicaRows(id)).find((r) => r.id === old.id)!.state === 'DRAINING',
         90_000,
-      );
+      ).catch(async (error: Error) => {
+        // What gateway A had done, should the drain never be seen.
+        const state = { status: await statusOf(db.sql, id), replicas: await replicaRows(id) };
+        throw new Error(`${error.message}: ${JSON.stringify(state)}\n${a.output().slice(-4000)}`);
+      });
       await kill(a);
       // The state a kill a moment earlier leaves (both replicas READY, the lease A's until it expires):
       // A marks the new replica READY and, a few statements later, the old one DRAINING.
