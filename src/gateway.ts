@@ -16,7 +16,7 @@ import { GatewayPrometheus } from './router/prometheus.js';
 import { RequestRecorder } from './router/request-recorder.js';
 import type { Services } from './services/index.js';
 import { MetricsUpkeep } from './services/metrics-upkeep.js';
-import type { GpuType } from './domain/instance-catalog.js';
+import type { Runtime } from './runtime/runtime.js';
 import type { Sql } from './storage/database.js';
 import { pingDatabase } from './storage/database-errors.js';
 import { goneEndpoints } from './storage/endpoints-repository.js';
@@ -43,7 +43,7 @@ export interface GatewayOptions extends HttpOptions {
     sampleMs?: number;
   };
   /** The runtime's pool, whose GPUs /metrics shows (`dedicated_runtime_gpus`). @default none shown */
-  pool?: { node: string; capacity(): Partial<Record<GpuType, number>> };
+  pool?: Pick<Runtime, 'node' | 'capacity'>;
 }
 
 /** Makes the serving components over `sql` and serves HTTP over them. */

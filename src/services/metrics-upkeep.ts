@@ -9,7 +9,9 @@
 import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
 import type { GpuType } from '../domain/instance-catalog.js';
-import { deleteOldMinutes, requestedGpus, sampleReplicas, type ReplicaSample } from '../storage/metrics-repository.js';
+import type { Runtime } from '../runtime/runtime.js';
+import { deleteOldMinutes, sampleReplicas, type ReplicaSample } from '../storage/metrics-repository.js';
+import { requestedGpus } from '../storage/replicas-repository.js';
 import { deleteOldRequests } from '../storage/request-log-repository.js';
 
 const DAY_MS = 86_400_000;
@@ -25,7 +27,7 @@ export interface UpkeepOptions {
   retentionMs?: number;
   onSample?: (samples: ReplicaSample[]) => void;
   /** The runtime's pool, whose GPUs (or CPU-backed slots) are sampled with the replica counts. */
-  pool?: { node: string; capacity(): Partial<Record<GpuType, number>> };
+  pool?: Pick<Runtime, 'node' | 'capacity'>;
   onGpus?: (gpus: { offered: Partial<Record<GpuType, number>>; requested: Partial<Record<GpuType, number>> }) => void;
   log?: (message: string, error?: unknown) => void;
 }

@@ -3,7 +3,6 @@
  * endpoint_metrics_minute): additive upserts from every gateway process,
  * replica-count samples, range reads grouped by a step, and retention.
  */
-import type { GpuType } from '../domain/instance-catalog.js';
 import type { Queryable } from './database.js';
 
 /** One endpoint's figures for one minute, as one process adds them. */
@@ -103,14 +102,6 @@ export async function sampleReplicas(db: Queryable, minute: Date): Promise<Repli
     )
     SELECT id AS endpoint_id, c, d, u FROM s`;
   return rows.map((r) => ({ endpointId: r.endpoint_id, current: r.c, desired: r.d, updated: r.u }));
-}
-
-/** GPUs (or CPU-backed slots) of each kind that the live replicas of a runtime's pool request. */
-export async function requestedGpus(db: Queryable, node: string): Promise<Partial<Record<GpuType, number>>> {
-  const rows = await db<{ gpu_type: GpuType; n: number }[]>`
-    SELECT gpu_type, sum(num_gpu)::int AS n FROM replicas
-    WHERE node = ${node} AND state IN ('STARTING', 'READY', 'DRAINING') GROUP BY gpu_type`;
-  return Object.fromEntries(rows.map((r) => [r.gpu_type, r.n]));
 }
 
 /** Summed figures of a group of minutes (histograms as bucket counts). */

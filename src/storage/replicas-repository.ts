@@ -86,10 +86,16 @@ export async function failuresSince(
  */
 export async function lockedUse(db: Queryable, node: string, gpuType: GpuType): Promise<number> {
   await db`SELECT pg_advisory_xact_lock(hashtext(${`capacity:${node}:${gpuType}`}))`;
-  const [used] = await db<{ n: number }[]>`
-    SELECT coalesce(sum(num_gpu), 0)::int AS n FROM replicas
-    WHERE node = ${node} AND gpu_type = ${gpuType} AND state IN ('STARTING', 'READY', 'DRAINING')`;
-  return used!.n;
+  return (await requestedGpus(db, node, gpuType))[gpuType] ?? 0;
+}
+
+/** GPUs (or CPU-backed slots) of each kind (or of `gpuType` alone) that the live replicas of a pool request. */
+export async function requestedGpus(db: Queryable, node: string, gpuType?: GpuType): Promise<Partial<Record<GpuType, number>>> {
+  const rows = await db<{ gpu_type: GpuType; n: number }[]>`
+    SELECT gpu_type, sum(num_gpu)::int AS n FROM replicas
+    WHERE node = ${node} ${gpuType ? db`AND gpu_type = ${gpuType}` : db``} AND state IN ('STARTING', 'READY', 'DRAINING')
+    GROUP BY gpu_type`;
+  return Object.fromEntries(rows.map((r) => [r.gpu_type, r.n]));
 }
 
 /** A new replica's row, STARTING, in the pool its runtime admitted it to. */
