@@ -146,19 +146,6 @@ export class Controller {
    */
   poke(endpointId?: string): void {
     this.loop.poke(endpointId);
-    // A change (terminate, sleep, an update) may leave the model being prepared for it unwanted: its pass, which
-    // owns the endpoint until the download ends, would otherwise hold it in TERMINATING for the whole download.
-    if (endpointId !== undefined && this.starter.preparingVersion(endpointId) !== undefined) {
-      this.abandonUnwanted(endpointId).catch((error: unknown) => this.log(`checking ${endpointId}'s preparation failed`, error));
-    }
-  }
-
-  private async abandonUnwanted(endpointId: string): Promise<void> {
-    const [endpoint] = await findEndpoints(this.sql, [endpointId]);
-    const version = this.starter.preparingVersion(endpointId);
-    if (version === undefined) return;
-    if (!endpoint || endpoint.desiredState !== 'RUNNING' || endpoint.current.versionIndex !== version)
-      this.starter.abandonPreparation(endpointId);
   }
 
   /**

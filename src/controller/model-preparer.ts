@@ -1,25 +1,33 @@
 /**
- * A start's model step: the version's model resolved (the hub's metadata, or
- * the registry's), and, where the runtime does not fetch models itself (the
- * local runtime), downloaded to this machine's cache and checked against the
- * version's settings (the built-in engine's GGUF). Each retry of a hub call is
- * an event, and the download's progress is written to the endpoint as it goes.
+ * A start's model step, as the runtime runs it (`ModelSteps`): the version's
+ * model resolved (the hub's metadata, or the registry's), and, for a runtime
+ * whose engines read this machine's disk (the local runtime), downloaded to
+ * this machine's cache and checked against the version's settings (the
+ * built-in engine's GGUF). Each retry of a hub call is an event, and the
+ * download's progress is written to the endpoint as it goes.
  */
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
 import { findInstanceOption } from '../domain/instance-catalog.js';
 import { ModelSourceError } from '../models/errors.js';
-import { checkModelSettings, type ModelStore, type PreparedModel, type ResolvedModel } from '../models/model-store.js';
+import {
+  checkModelSettings,
+  pinnedRevision,
+  type ModelStore,
+  type PrepareHooks,
+  type PreparedModel,
+  type ResolvedModel,
+} from '../models/model-store.js';
 import type { RetryNotice } from '../models/retry.js';
 import type { TokenLimits } from '../models/token-limits.js';
-import type { Runtime } from '../runtime/runtime.js';
+import type { LaunchModel, ModelSteps } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { setProgress } from '../storage/endpoints-repository.js';
 import { insertEvent } from '../storage/events-repository.js';
+import { replicaState } from '../storage/replicas-repository.js';
 import { recordResolvedLimits } from './start-steps.js';
 
 export interface ModelPreparerOptions {
   sql: Sql;
-  runtime: Runtime;
   models: ModelStore;
   /** Whether the built-in engine runs replicas (then models must be GGUF files whose settings are checked). */
   builtInEngine: boolean;
@@ -56,19 +64,57 @@ export class ModelPreparer {
     this.remember(version, resolved);
   }
 
-  /** The version's model, from the cache when this version resolved it before, else from the hub; and its limits. */
-  async prepare(
+  /**
+   * The model step of a replica of `version`, for its runtime to run: `resolve` (metadata only) where the model is
+   * fetched where the replica runs, `download` (into this machine's cache, then checked) where engines read this
+   * machine's disk. `signal` ends the placing (the gateway stops); a download is also cut when the runtime stops
+   * the replica.
+   */
+  steps(endpoint: EndpointRecord, version: VersionRecord, replicaId: string, signal: AbortSignal): ModelSteps {
+    const { sql, models, builtInEngine } = this.options;
+    const spec = version.spec;
+    const own = { maxTokenCount: spec.advanced.maxTokenCount, maxInputLength: spec.advanced.maxInputLength };
+    const launchModel = (model: PreparedModel, limits: TokenLimits): LaunchModel => {
+      this.remember(version, model.resolved);
+      const { resolved } = model;
+      return {
+        modelPath: model.path,
+        modelRepo: spec.model.source === 'hf' ? spec.model.repo : spec.model.artifact,
+        modelRevision: pinnedRevision(resolved) ?? (spec.model.source === 'hf' ? spec.model.revision : null),
+        modelFile: resolved ? { path: resolved.file, sha256: resolved.sha256, size: resolved.size } : undefined,
+        contextSize: limits.maxTokenCount,
+        maxInputLength: limits.maxInputLength,
+      };
+    };
+    return {
+      // Fetched where the replica runs: the limits are the version's own.
+      resolve: async () =>
+        launchModel(await models.resolveVersion(spec, this.known(version), this.hooks(endpoint, version, { signal })), own),
+      download: async (cut, onDownloadStart) => {
+        const hooks = this.hooks(endpoint, version, { signal: AbortSignal.any([signal, cut]), onDownloadStart });
+        const model = await models.prepareVersion(spec, this.known(version), hooks);
+        // Run by another engine, the limits are the version's own; the built-in engine's follow its GGUF.
+        const limits = builtInEngine ? await this.check(model, version) : own;
+        // Its row ended meanwhile (another gateway took the endpoint over and stopped it): no engine is spawned.
+        if ((await replicaState(sql, replicaId)) !== 'STARTING') return null;
+        return launchModel(model, limits);
+      },
+    };
+  }
+
+  /** Each retry of a hub or registry call is an event; the download's progress is written to the endpoint as it goes. */
+  private hooks(
     endpoint: EndpointRecord,
     version: VersionRecord,
-    options: { signal: AbortSignal; onDownloadStart?: () => Promise<void> },
-  ): Promise<{ model: PreparedModel; limits: TokenLimits }> {
-    const { sql, models, builtInEngine, runtime } = this.options;
+    options: { signal: AbortSignal; onDownloadStart?: () => void },
+  ): PrepareHooks {
+    const { sql } = this.options;
     const endpointId = endpoint.id;
     let lastWrite = 0;
-    const hooks = {
+    return {
       ...(options.onDownloadStart ? { onDownloadStart: options.onDownloadStart } : {}),
       signal: options.signal,
-      // Each retry of a hub or registry call is an event: the phase it happened in, the attempt that comes next.
+      // The phase it happened in, the attempt that comes next.
       onRetry: (retry: RetryNotice) =>
         insertEvent(sql, {
           endpointId,
@@ -93,14 +139,10 @@ export class ModelPreparer {
         setProgress(sql, endpointId, progress).catch(() => {});
       },
     };
-    const known = this.known(version);
-    const model = runtime.provisionsModels
-      ? await models.resolveVersion(version.spec, known, hooks)
-      : await models.prepareVersion(version.spec, known, hooks);
-    this.remember(version, model.resolved);
-    const own = { maxTokenCount: version.spec.advanced.maxTokenCount, maxInputLength: version.spec.advanced.maxInputLength };
-    // Fetched where the replica runs, or run by another engine: the limits are the version's own.
-    if (!builtInEngine || runtime.provisionsModels) return { model, limits: own };
+  }
+
+  /** The built-in engine runs GGUF files whose settings fit: the limits it runs with, recorded in the version. */
+  private async check(model: PreparedModel, version: VersionRecord): Promise<TokenLimits> {
     if (!model.path) {
       throw new ModelSourceError(
         'WORKLOAD_INIT_MANIFEST_TYPE_ERROR',
@@ -108,8 +150,8 @@ export class ModelPreparer {
       );
     }
     const limits = await checkModelSettings(model.path, version.spec, this.memoryBytes(version));
-    await recordResolvedLimits(sql, version, limits);
-    return { model, limits };
+    await recordResolvedLimits(this.options.sql, version, limits);
+    return limits;
   }
 
   /** The memory one replica of `version` may fill: the instance's, and at most a CPU slot's share of this host's on CPU. */

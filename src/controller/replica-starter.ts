@@ -6,9 +6,11 @@
  *    counts this machine's slots; on Kubernetes the scheduler decides later)
  *    and its row is written, STARTING; without room, the first replica of an
  *    endpoint shows why it waits.
- * 2. Placing (in the background, in this process): the model is resolved (and,
- *    for the local runtime, downloaded and checked), then the runtime places
- *    the replica (`ensure`) and the row records where.
+ * 2. Placing (in the background, in this process): the runtime places the
+ *    replica (`ensure`) with its model step (`ModelSteps`), which it runs as
+ *    it provisions models: resolved before a pod is created, or downloaded
+ *    and checked before the local engine is spawned (in the runtime's own
+ *    background: the row records the engine's locator once it is known).
  * 3. `advance` (in each pass): what the runtime observes of each placed,
  *    starting replica. Its step is the endpoint's phase while no replica
  *    serves; ready, it warms up (one short generation, in the background) and
@@ -26,7 +28,7 @@ import { findInstanceOption } from '../domain/instance-catalog.js';
 import type { ControllerEvent, LifecycleState } from '../domain/lifecycle.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { EngineClient } from '../engine-client/engine-client.js';
-import { pinnedRevision, type ModelStore } from '../models/model-store.js';
+import type { ModelStore } from '../models/model-store.js';
 import { ReplicaStartError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { insertReplica, markReplica } from '../storage/replicas-repository.js';
@@ -106,21 +108,6 @@ export class ReplicaStarter {
     return this.jobs.has(replicaId) || this.followed.has(replicaId);
   }
 
-  /** The version whose model is being prepared for the endpoint now, if one is. */
-  preparingVersion(endpointId: string): number | undefined {
-    for (const job of this.jobs.values()) if (job.endpointId === endpointId && job.step === 'placing') return job.versionIndex;
-    return undefined;
-  }
-
-  /** Abandons the model being prepared for the endpoint (a download is cut; what it wrote resumes later). */
-  abandonPreparation(endpointId: string): void {
-    for (const job of this.jobs.values()) {
-      if (job.endpointId === endpointId && job.step === 'placing') {
-        job.abort.abort(new StaleError(`${endpointId} no longer wants the model being prepared`));
-      }
-    }
-  }
-
   /** Ends this process's steps (the gateway stops): replicas are left as they are, for the next gateway to follow. */
   async stop(): Promise<void> {
     for (const job of this.jobs.values()) job.abort.abort(new GatewayStopping('the gateway stops'));
@@ -180,7 +167,7 @@ export class ReplicaStarter {
       });
   }
 
-  /** The model, then the placement; the row records where the replica runs. */
+  /** The placement, with the model's step for the runtime to run; the row records where the replica runs. */
   private async place(replicaId: string, endpoint: EndpointRecord, version: VersionRecord, first: boolean, signal: AbortSignal) {
     const { sql, runtime } = this.options;
     const spec = version.spec;
@@ -195,27 +182,18 @@ export class ReplicaStarter {
     let ref: ReplicaRef | undefined;
     try {
       await report({ type: 'resolving-model' }, 'controller:downloading_model');
-      const { model, limits } = await this.preparer.prepare(endpoint, version, {
-        signal,
-        onDownloadStart: () => report({ type: 'downloading-model' }, 'controller:downloading_model'),
-      });
-      signal.throwIfAborted();
-      const resolved = model.resolved;
+      // The model step runs as the runtime provisions models (resolved before a pod is created; downloaded here
+      // before the local engine is spawned): the runtime reports its steps.
       ref = await runtime.ensure({
         replicaId,
         endpointId: endpoint.id,
         versionIndex: version.versionIndex,
-        modelPath: model.path,
-        modelRepo: spec.model.source === 'hf' ? spec.model.repo : spec.model.artifact,
-        modelRevision: pinnedRevision(resolved) ?? (spec.model.source === 'hf' ? spec.model.revision : null),
-        modelFile: resolved ? { path: resolved.file, sha256: resolved.sha256, size: resolved.size } : undefined,
         gpuType: option.gpuType,
         numGpu: option.numGpu,
         maxBatchSize: spec.advanced.maxBatchSize,
-        contextSize: limits.maxTokenCount,
-        maxInputLength: limits.maxInputLength,
         addSpecialTokens: spec.advanced.tokenizerAddSpecialTokens,
         skipSpecialTokens: spec.advanced.tokenizerSkipSpecialTokens,
+        model: this.preparer.steps(endpoint, version, replicaId, signal),
       });
       const placed = { state: 'STARTING' as const, address: ref.address, locator: ref.locator, ...(ref.token ? { token: ref.token } : {}) };
       // Stopped meanwhile (a sleep, a terminate): what was placed goes too.
@@ -262,13 +240,9 @@ export class ReplicaStarter {
   /** Shows a starting replica's step as the endpoint's phase (the lifecycle shows it only while a start is under way). */
   private async report(endpoint: EndpointRecord, shown: LifecycleState, progress: StartProgress): Promise<void> {
     const { writes } = this.options;
-    const event: ControllerEvent =
-      progress.phase === 'REQUESTING_VIRTUAL_MACHINE'
-        ? { type: 'no-capacity' }
-        : progress.phase === 'DOWNLOADING_MODEL'
-          ? { type: 'downloading-model' }
-          : { type: 'starting-engine' };
-    const cause = `controller:${progress.phase.toLowerCase()}`;
+    const event: ControllerEvent = { type: STEP_EVENTS[progress.phase] };
+    // Resolving the model shows as downloading it (the phase a first start shows meanwhile).
+    const cause = `controller:${(progress.phase === 'RESOLVING_MODEL' ? 'DOWNLOADING_MODEL' : progress.phase).toLowerCase()}`;
     await writes.transition(endpoint.id, shown, event, { cause, ...(progress.reason ? { detail: { message: progress.reason } } : {}) });
     if (progress.phase === 'REQUESTING_VIRTUAL_MACHINE' && progress.reason) await writes.setWaitReason(endpoint.id, progress.reason);
   }
@@ -287,9 +261,11 @@ export class ReplicaStarter {
     const seen: StartsSeen = { unknown: false, failed, waitingForNode: [], starting: [...starting] };
     const ended = (id: string) => (seen.starting = seen.starting.filter((r) => r.id !== id));
     let reported = false;
-    for (const replica of starting) {
-      if (replica.runtime !== runtime.name || replica.locator === null || this.jobs.has(replica.id)) continue;
-      const ref = refOf(replica);
+    for (let replica of starting) {
+      if (replica.runtime !== runtime.name || this.jobs.has(replica.id)) continue;
+      // Placed without a locator by a gateway that stopped: the crash watch judges it.
+      if (replica.locator === null && !this.followed.has(replica.id)) continue;
+      let ref = refOf(replica);
       // A version the endpoint no longer wants (updated while it started): stopped, not waited for.
       if (replica.versionIndex !== endpoint.current.versionIndex && endpoint.current.rolloutState !== 'FAILED') {
         await runtime.stop(ref, 0);
@@ -304,6 +280,18 @@ export class ReplicaStarter {
         continue;
       }
       this.followed.set(replica.id, endpoint.id);
+      if (observed.state !== 'dead' && observed.locator && observed.locator !== replica.locator) {
+        // Its engine was spawned after its model step: the row records where.
+        const placed = { locator: observed.locator, address: observed.address ?? replica.address };
+        if (!(await markReplica(sql, replica.id, { state: 'STARTING', ...placed }))) {
+          await runtime.stop(ref, 0);
+          this.followed.delete(replica.id);
+          ended(replica.id);
+          continue;
+        }
+        replica = { ...replica, ...placed };
+        ref = refOf(replica);
+      }
       const first = serving === 0;
       if (observed.state === 'starting') {
         if (observed.phase === 'REQUESTING_VIRTUAL_MACHINE' && observed.reason !== undefined) seen.waitingForNode.push(replica.id);
@@ -318,10 +306,16 @@ export class ReplicaStarter {
       } else {
         // What the runtime keeps of it goes (a failed pod's object; a process's state file).
         await runtime.stop(ref, 0);
-        const error = new ReplicaStartError(
-          observed.code ?? 'WORKLOAD_INIT_GRPC_ERROR',
-          observed.reason ?? 'the engine stopped before it was ready',
-        );
+        if (isGatewayOutage(observed.cause)) {
+          // Its model step lost our database: not the replica's failure (a later pass starts another).
+          await markReplica(sql, replica.id, { state: 'STOPPED', lastError: (observed.cause as Error).message });
+          this.followed.delete(replica.id);
+          ended(replica.id);
+          continue;
+        }
+        const error =
+          observed.cause ??
+          new ReplicaStartError(observed.code ?? 'WORKLOAD_INIT_GRPC_ERROR', observed.reason ?? 'the engine stopped before it was ready');
         const failure = { replicaId: replica.id, versionIndex: replica.versionIndex, error };
         if (await this.fail(failure)) failed.push(failure);
         ended(replica.id);
@@ -369,6 +363,14 @@ export class ReplicaStarter {
     }
   }
 }
+
+/** The lifecycle's event for each step of a start the runtime reports. */
+const STEP_EVENTS = {
+  REQUESTING_VIRTUAL_MACHINE: 'no-capacity',
+  RESOLVING_MODEL: 'resolving-model',
+  DOWNLOADING_MODEL: 'downloading-model',
+  ENGINE_INITIALIZING: 'starting-engine',
+} as const satisfies Record<StartProgress['phase'], ControllerEvent['type']>;
 
 /** A controller write found stale changes nothing: undefined instead. */
 function ignoreStale(error: unknown): undefined {

@@ -30,8 +30,10 @@ import {
   type Admission,
   type EngineHealth,
   type Liveness,
+  type PendingLaunch,
   type ReplicaLaunch,
   type ReplicaObservation,
+  withoutModelSteps,
   type ReplicaRef,
   type Runtime,
 } from './runtime.js';
@@ -99,7 +101,6 @@ export function healthPollDelay(elapsedMs: number): number {
 export class LocalRuntime implements Runtime {
   readonly name = 'local';
   readonly node = os.hostname();
-  readonly provisionsModels = false;
   private readonly exited = new Map<number, number | null>();
   /** Replicas whose start this runtime follows (or followed: their last observation), by replica id. */
   private readonly followed = new Map<string, Followed>();
@@ -128,12 +129,77 @@ export class LocalRuntime implements Runtime {
   }
 
   /**
-   * Spawns the engine and answers once it runs (its state file written): its load is followed in the background,
-   * and `observe` tells how it goes. A replica id this runtime already follows is answered as it is.
+   * Places the replica on this machine and answers at once. A pending launch's model step (the download into this
+   * machine's cache, and its check) runs in this runtime's background, then the engine is spawned: until then the
+   * ref has no locator, and `observe` tells the step (RESOLVING_MODEL, DOWNLOADING_MODEL), then the locator and
+   * address it was spawned with. A launch whose model is known is spawned before `ensure` answers. Either way the
+   * engine's load is followed in the background. A replica id this runtime already follows is answered as it is.
    */
-  async ensure(launch: ReplicaLaunch): Promise<ReplicaRef> {
+  async ensure(launch: ReplicaLaunch | PendingLaunch): Promise<ReplicaRef> {
     const known = this.followed.get(launch.replicaId);
     if (known) return known.ref;
+    // The engine answers only callers with this token (in its environment, not its arguments: `ps` shows those).
+    const token = randomBytes(24).toString('base64url');
+    const ref: ReplicaRef = {
+      replicaId: launch.replicaId,
+      endpointId: launch.endpointId,
+      address: null,
+      locator: null,
+      node: this.node,
+      token,
+    };
+    if (!('model' in launch)) {
+      const spawned = await this.spawn(launch, ref);
+      this.follow(this.entry(spawned.ref), spawned.nudge);
+      return spawned.ref;
+    }
+    const entry = this.entry(ref);
+    entry.observation = { state: 'starting', phase: 'RESOLVING_MODEL' };
+    void this.provision(entry, launch);
+    return ref;
+  }
+
+  private entry(ref: ReplicaRef): Followed {
+    const entry: Followed = { ref, observation: { state: 'starting', phase: 'ENGINE_INITIALIZING' }, abort: new AbortController() };
+    this.followed.set(ref.replicaId, entry);
+    return entry;
+  }
+
+  /** A followed replica's step changed: the endpoint's next pass reads it now. */
+  private changed(entry: Followed, observation: ReplicaObservation): void {
+    entry.observation = observation;
+    if (!entry.abort.signal.aborted && entry.ref.endpointId) this.listener?.(entry.ref.endpointId);
+  }
+
+  /**
+   * The model step, then the engine. Stopping the replica aborts the download (what it wrote resumes later); a
+   * failure is observed as the replica's death, with the step's error as its cause (its code and advice kept).
+   */
+  private async provision(entry: Followed, launch: PendingLaunch): Promise<void> {
+    const { signal } = entry.abort;
+    try {
+      const model = await launch.model.download(signal, () => this.changed(entry, { state: 'starting', phase: 'DOWNLOADING_MODEL' }));
+      signal.throwIfAborted();
+      if (model === null) {
+        // No longer wanted (its row ended meanwhile): nothing is spawned.
+        if (this.followed.get(entry.ref.replicaId) === entry) this.followed.delete(entry.ref.replicaId);
+        return;
+      }
+      const spawned = await this.spawn({ ...withoutModelSteps(launch), ...model }, entry.ref);
+      // Stopped while it was spawned: the engine goes too.
+      if (signal.aborted) return void (await this.kill(spawned.ref, 0));
+      entry.ref = spawned.ref;
+      this.follow(entry, spawned.nudge);
+    } catch (error) {
+      if (signal.aborted) return;
+      const code = error instanceof ReplicaStartError ? error.code : undefined;
+      const reason = error instanceof Error ? error.message : String(error);
+      this.changed(entry, { state: 'dead', ...(code ? { code } : {}), reason, cause: error });
+    }
+  }
+
+  /** Spawns the engine detached, with its output in its log, and writes its state file; answers its ref and what wakes its health checks. */
+  private async spawn(launch: ReplicaLaunch, placing: ReplicaRef): Promise<{ ref: ReplicaRef; nudge: Nudge }> {
     await mkdir(this.options.dir, { recursive: true });
     const port = await freePort();
     const command = engineCommand(launch, port, {
@@ -148,8 +214,6 @@ export class LocalRuntime implements Runtime {
       log,
       `${SPAWN_LINE_PREFIX}${JSON.stringify({ at: Math.round((performance.timeOrigin + performance.now()) * 1000) / 1000 })}\n`,
     );
-    // The engine answers only callers with this token (in its environment, not its arguments: `ps` shows those).
-    const token = randomBytes(24).toString('base64url');
     const child = spawn(command.file, command.args, {
       detached: true,
       stdio: ['ignore', log, log],
@@ -157,7 +221,7 @@ export class LocalRuntime implements Runtime {
         ...withoutGatewaySecrets(process.env),
         ...this.options.env,
         REPLICA_ID: launch.replicaId,
-        ENGINE_TOKEN: token,
+        ...(placing.token ? { ENGINE_TOKEN: placing.token } : {}),
         ...(this.options.engineIdleExitMs !== undefined ? { ENGINE_IDLE_EXIT_MS: String(this.options.engineIdleExitMs) } : {}),
       },
     });
@@ -176,23 +240,15 @@ export class LocalRuntime implements Runtime {
     });
     child.unref();
     const address = `http://127.0.0.1:${port}`;
-    const handle: ReplicaRef = {
-      replicaId: launch.replicaId,
-      endpointId: launch.endpointId,
-      address,
-      locator: String(pid),
-      node: this.node,
-      token,
-    };
+    const ref: ReplicaRef = { ...placing, address, locator: String(pid) };
     const state: StateFile = { replicaId: launch.replicaId, endpointId: launch.endpointId, pid, address };
     try {
       await writeFile(this.statePath(launch.replicaId), JSON.stringify(state));
     } catch (error) {
-      await this.kill(handle, 0);
+      await this.kill(ref, 0);
       throw error;
     }
-    this.follow(handle, nudge);
-    return handle;
+    return { ref, nudge };
   }
 
   /**
@@ -201,9 +257,9 @@ export class LocalRuntime implements Runtime {
    */
   observe(ref: ReplicaRef): ReplicaObservation {
     if (ref.node !== this.node) return { state: 'unknown' };
-    const entry = this.followed.get(ref.replicaId) ?? (this.isAlive(ref) ? this.follow(ref, new Nudge()) : undefined);
+    const entry = this.followed.get(ref.replicaId) ?? (this.isAlive(ref) ? this.follow(this.entry(ref), new Nudge()) : undefined);
     if (!entry) return { state: 'dead', reason: this.exitReason(ref) };
-    if (entry.observation.state === 'ready' && !this.isAlive(ref)) return { state: 'dead', reason: this.exitReason(ref) };
+    if (entry.observation.state === 'ready' && !this.isAlive(entry.ref)) return { state: 'dead', reason: this.exitReason(entry.ref) };
     return entry.observation;
   }
 
@@ -214,24 +270,20 @@ export class LocalRuntime implements Runtime {
   }
 
   /** Checks the engine's health in the background until it answers (then 'ready') or fails (then 'dead', stopped). */
-  private follow(ref: ReplicaRef, nudge: Nudge): Followed {
-    const entry: Followed = { ref, observation: { state: 'starting', phase: 'ENGINE_INITIALIZING' }, abort: new AbortController() };
-    this.followed.set(ref.replicaId, entry);
+  private follow(entry: Followed, nudge: Nudge): Followed {
+    const { ref } = entry;
+    const placed = { locator: ref.locator!, address: ref.address! };
+    this.changed(entry, { state: 'starting', phase: 'ENGINE_INITIALIZING', ...placed });
     const watcher = watchForProtocolLine(this.logPath(ref.replicaId), nudge);
     this.waitHealthy(ref, nudge, entry.abort.signal)
-      .then(() => {
-        entry.observation = { state: 'ready', address: ref.address! };
-      })
+      .then(() => this.changed(entry, { state: 'ready', ...placed }))
       .catch(async (error: unknown) => {
         if (entry.abort.signal.aborted) return;
         const failure = error instanceof ReplicaStartError ? error : new ReplicaStartError('WORKLOAD_INIT_UNKNOWN_ERROR', String(error));
         await this.kill(ref, 0).catch(() => {});
-        entry.observation = { state: 'dead', code: failure.code, reason: failure.message };
+        this.changed(entry, { state: 'dead', code: failure.code, reason: failure.message });
       })
-      .finally(() => {
-        watcher.close();
-        if (!entry.abort.signal.aborted && ref.endpointId) this.listener?.(ref.endpointId);
-      });
+      .finally(() => watcher.close());
     return entry;
   }
 
@@ -277,7 +329,13 @@ export class LocalRuntime implements Runtime {
     const entry = this.followed.get(handle.replicaId);
     entry?.abort.abort();
     this.followed.delete(handle.replicaId);
-    await this.kill(handle, graceMs);
+    // The engine as this runtime spawned it (a row may not have recorded its process yet).
+    await this.kill(entry?.ref.locator ? entry.ref : handle, graceMs);
+  }
+
+  /** Cuts the model steps under way (their replicas are left starting, for the next gateway to judge); engines keep running. */
+  async close(): Promise<void> {
+    for (const entry of this.followed.values()) if (entry.ref.locator === null) entry.abort.abort();
   }
 
   /** SIGTERM to the engine's process group, SIGKILL after `graceMs`; its state file goes. */

@@ -11,9 +11,11 @@
  *
  * A replica is referred to by a `ReplicaRef`: its id, its endpoint, and a
  * locator that only the runtime reads (a process id, a pod's name). Placement
- * (which machine, which GPUs: `admit`, then `ensure`) and, where the runtime
- * says so, the model's download happen behind this seam; the controller reads
- * the phases and reasons the runtime reports, and never counts GPUs itself.
+ * (which machine, which GPUs: `admit`, then `ensure`) and the model's
+ * provisioning (`ModelSteps`: downloaded to this machine's cache before the
+ * engine is spawned, or fetched in the pod) happen behind this seam; the
+ * controller reads the phases and reasons the runtime reports, and never
+ * counts GPUs or downloads a model itself.
  */
 import type { GpuType, InstanceOption } from '../domain/instance-catalog.js';
 import type { EndpointErrorCode } from '../domain/lifecycle.js';
@@ -24,7 +26,7 @@ export interface ReplicaLaunch {
   replicaId: string;
   endpointId: string;
   versionIndex?: number;
-  /** Local model file (GGUF) when the gateway downloaded one; null when the runtime (or the engine) fetches the model. */
+  /** Local model file (GGUF) when one was downloaded to this machine; null when the runtime (or the engine) fetches the model. */
   modelPath: string | null;
   /** The hub repository (or registry artifact) and its pinned revision. */
   modelRepo: string;
@@ -39,6 +41,36 @@ export interface ReplicaLaunch {
   maxInputLength: number;
   addSpecialTokens: boolean;
   skipSpecialTokens: boolean;
+}
+
+/** What a replica's model step gives its launch: the model, where it is, and the token limits that follow it. */
+export type LaunchModel = Pick<ReplicaLaunch, 'modelPath' | 'modelRepo' | 'modelRevision' | 'modelFile' | 'contextSize' | 'maxInputLength'>;
+
+/**
+ * A replica's model step, which the runtime runs where its replicas' models are provisioned. Each step resolves
+ * the version's model (the hub's metadata, the registry's), reports each retry of a hub call, and answers the
+ * launch's model; `download` also downloads it into this machine's cache and checks it against the version's
+ * settings (the built-in engine's GGUF), writing the download's progress to the endpoint as it goes.
+ */
+export interface ModelSteps {
+  /** Resolved, not downloaded: for a runtime that fetches the model where the replica runs (a pod's init container). */
+  resolve(): Promise<LaunchModel>;
+  /**
+   * Resolved, downloaded to this machine and checked: for a runtime whose engines read this machine's disk.
+   * `onDownloadStart` is called when bytes begin to move (never for a cached file). Aborted by `signal` (the
+   * replica stopped: what the download wrote resumes later). Null when the replica is no longer wanted (its row
+   * ended meanwhile): nothing is started.
+   */
+  download(signal: AbortSignal, onDownloadStart: () => void): Promise<LaunchModel | null>;
+}
+
+/** A replica to place whose model step has not run yet: the runtime runs it (`model`) as it provisions models. */
+export type PendingLaunch = Omit<ReplicaLaunch, keyof LaunchModel> & { model: ModelSteps };
+
+/** A pending launch without its model step: what is known of the replica before its model is. */
+export function withoutModelSteps(launch: PendingLaunch): Omit<ReplicaLaunch, keyof LaunchModel> {
+  const { model: _steps, ...replica } = launch;
+  return replica;
 }
 
 /**
@@ -107,9 +139,13 @@ export class EngineLogUnavailable extends Error {
  */
 export type Liveness = { kind: 'alive' } | { kind: 'unknown' } | { kind: 'dead'; code?: EndpointErrorCode; reason?: string };
 
-/** A step of a start the runtime reports: the first replica's steps are the endpoint's phases. */
+/**
+ * A step of a start the runtime reports: the first replica's steps are the endpoint's phases. RESOLVING_MODEL (the
+ * model's source resolved, or its file found in this machine's cache) shows as DOWNLOADING_MODEL on a first start,
+ * while a wake keeps ENGINE_INITIALIZING unless bytes move.
+ */
 export interface StartProgress {
-  phase: 'REQUESTING_VIRTUAL_MACHINE' | 'DOWNLOADING_MODEL' | 'ENGINE_INITIALIZING';
+  phase: 'REQUESTING_VIRTUAL_MACHINE' | 'RESOLVING_MODEL' | 'DOWNLOADING_MODEL' | 'ENGINE_INITIALIZING';
   /** Why it waits, in words a user can act on (the scheduler's message, for one). */
   reason?: string;
 }
@@ -122,9 +158,24 @@ export interface StartProgress {
  */
 export type ReplicaObservation =
   | { state: 'unknown' }
-  | ({ state: 'starting' } & StartProgress)
-  | { state: 'ready'; address: string }
-  | { state: 'dead'; code?: EndpointErrorCode; reason?: string };
+  | ({ state: 'starting' } & StartProgress & Placed)
+  | ({ state: 'ready'; address: string } & Placed)
+  | {
+      state: 'dead';
+      code?: EndpointErrorCode;
+      reason?: string;
+      /** The error that ended a start in the runtime's own step (a model that failed to download), as it was thrown. */
+      cause?: unknown;
+    };
+
+/**
+ * Where a replica placed without a locator (its model step ran first) was started: its locator and, once known,
+ * its address, for the controller to record in the replica's row.
+ */
+interface Placed {
+  locator?: string;
+  address?: string;
+}
 
 /**
  * The runtime's own control plane could not be reached (a Kubernetes API server down, answering 5xx or 429): like a
@@ -144,11 +195,6 @@ export interface Runtime {
   readonly name: string;
   /** The pool this runtime places replicas in (the local runtime: this machine's hostname). */
   readonly node: string;
-  /**
-   * Whether the runtime fetches each replica's model where the replica runs (in its pod); otherwise the gateway
-   * downloads it and hands the engine a local file.
-   */
-  readonly provisionsModels: boolean;
   /** GPUs (or CPU-backed slots) of each kind this runtime offers in its pool now. */
   capacity(): Partial<Record<GpuType, number>>;
   /**
@@ -161,11 +207,14 @@ export interface Runtime {
   admit(tx: Queryable, option: InstanceOption): Promise<Admission>;
   /**
    * Places the replica (a process spawned, a pod created) and answers as soon as it is placed: it never waits for
-   * a download or for the engine to load; `observe` follows it from there. Idempotent: a replica id already placed
-   * is answered as it is, never placed twice. Throws ReplicaStartError when the replica cannot be placed as asked,
-   * RuntimeUnavailableError when the runtime's control plane cannot be reached,
+   * a download or for the engine to load; `observe` follows it from there. A pending launch's model step runs as
+   * the runtime provisions models: the Kubernetes runtime resolves the model before it creates the pod, whose init
+   * container downloads it; the local runtime downloads it in its own background, then spawns the engine (the ref
+   * it answers has no locator until then). Idempotent: a replica id already placed is answered as it is, never
+   * placed twice. Throws ReplicaStartError when the replica cannot be placed as asked (a model step's error as it
+   * was thrown), RuntimeUnavailableError when the runtime's control plane cannot be reached.
    */
-  ensure(launch: ReplicaLaunch): Promise<ReplicaRef>;
+  ensure(launch: ReplicaLaunch | PendingLaunch): Promise<ReplicaRef>;
   /**
    * What the runtime sees of a placed replica now, from its own state (an informer's cache, the processes it
    * follows): no call to anything. A replica placed by another process (a gateway that stopped) is followed from

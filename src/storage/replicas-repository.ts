@@ -134,6 +134,12 @@ export async function markReplica(
   return rows.length === 1;
 }
 
+/** The replica's state now (undefined when it has no row). */
+export async function replicaState(db: Queryable, id: string): Promise<ReplicaState | undefined> {
+  const [row] = await db<{ state: ReplicaState }[]>`SELECT state FROM replicas WHERE id = ${id}`;
+  return row?.state;
+}
+
 /** Hands a ready replica from one version to another (that it serves as it is); false when it was no longer on `from`. */
 export async function retagReplica(db: Queryable, id: string, from: number, to: number): Promise<boolean> {
   const rows = await db`

@@ -36,5 +36,10 @@ test('terminating an endpoint while its model downloads cuts the download: TERMI
   expect(replica!.state).toBe('STOPPED');
   const lastError = replica!.last_error as string | null;
   expect(lastError === null || lastError.includes('no longer wants'), String(lastError)).toBe(true);
+  // The download itself was cut (the runtime aborted it when the replica stopped), not left to run to its end.
+  const transfer = t.hub.requests.find((r) => r.method === 'GET' && r.route === 'cdn' && r.path.includes('fault-GGUF'));
+  expect(transfer).toBeDefined();
+  await waitFor('the transfer to be cut', async () => (transfer!.closedAt !== undefined ? true : undefined), 10_000);
+  expect(transfer!.complete).toBe(false);
   t.hub.setFault(null, { repo: REPO });
 }, 60_000);

@@ -11,7 +11,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { watchForProtocolLine } from '../../src/runtime/engine-log-files.js';
 import { healthPollDelay, LocalRuntime, SPAWN_LINE_PREFIX } from '../../src/runtime/local-runtime.js';
 import { Nudge } from '../../src/util/nudge.js';
-import { ReplicaStartError, type ReplicaLaunch } from '../../src/runtime/runtime.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ReplicaStartError, type LaunchModel, type ModelSteps, type PendingLaunch, type ReplicaLaunch } from '../../src/runtime/runtime.js';
 
 let dir: string;
 let fakeEngine: string;
@@ -235,3 +236,120 @@ describe('starting an engine', () => {
     }
   });
 });
+
+describe("a replica's model step, run by the runtime before its engine", () => {
+  /** A model step the test drives: the download answers when `finish` is called, or fails with `fail`. */
+  function heldModelStep() {
+    let finish!: (model: LaunchModel | null) => void;
+    let fail!: (error: unknown) => void;
+    let downloadStarted!: () => void;
+    const seen: { signal?: AbortSignal } = {};
+    const answered = new Promise<LaunchModel | null>((resolve, reject) => ([finish, fail] = [resolve, reject]));
+    const model: ModelSteps = {
+      resolve: () => Promise.reject(new Error('the local runtime downloads, it does not only resolve')),
+      download: (signal, onDownloadStart) => {
+        seen.signal = signal;
+        downloadStarted = onDownloadStart;
+        return new Promise((resolve, reject) => {
+          signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+          answered.then(resolve, reject);
+        });
+      },
+    };
+    const { modelPath: _p, modelRepo: _r, modelRevision: _v, modelFile: _f, contextSize: _c, maxInputLength: _m, ...replica } = launch('x');
+    const pending = (replicaId: string): PendingLaunch => ({ ...replica, replicaId, model });
+    const { replicaId: _id, endpointId: _e, ...rest } = launch('x');
+    const downloaded: LaunchModel = rest;
+    return { pending, finish: () => finish(downloaded), answer: finish, fail, started: () => downloadStarted(), seen };
+  }
+
+  test('ensure answers at once with no locator; the steps are observed (each told), then the engine spawned with the model', async () => {
+    const runtime = runtimeFor(100, 'ready');
+    const told: string[] = [];
+    runtime.onChange((endpointId) => told.push(endpointId));
+    const step = heldModelStep();
+    const ref = await runtime.ensure(step.pending('rep_step'));
+    expect(ref).toMatchObject({ replicaId: 'rep_step', locator: null, address: null });
+    expect(runtime.observe(ref)).toEqual({ state: 'starting', phase: 'RESOLVING_MODEL' });
+    // Idempotent: the same replica is answered as it is, its model step not run twice.
+    expect(await runtime.ensure(step.pending('rep_step'))).toBe(ref);
+    step.started();
+    expect(runtime.observe(ref)).toEqual({ state: 'starting', phase: 'DOWNLOADING_MODEL' });
+    expect(told).toEqual(['ep_test']);
+    step.finish();
+    const ready = await waitUntil(() => {
+      const seen = runtime.observe(ref);
+      return seen.state === 'ready' ? seen : undefined;
+    });
+    try {
+      expect(ready.locator).toMatch(/^\d+$/);
+      expect(ready.address).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      const placed = { ...ref, locator: ready.locator!, address: ready.address };
+      expect(await runtime.health(placed)).toMatchObject({ status: 'ok' });
+      expect(await runtime.recorded()).toContainEqual({
+        replicaId: 'rep_step',
+        endpointId: 'ep_test',
+        pid: Number(ready.locator),
+        address: ready.address,
+      });
+      expect(told.length).toBeGreaterThanOrEqual(3); // downloading, spawned, ready
+    } finally {
+      // Stopped by the ref its row first recorded (no locator): the engine the runtime spawned goes.
+      await runtime.stop(ref, 2000);
+    }
+    expect(runtime.liveness({ ...ref, locator: ready.locator! }).kind).toBe('dead');
+  });
+
+  test('stopping the replica aborts its download, and no engine is spawned', async () => {
+    const runtime = runtimeFor(100, 'ready');
+    const step = heldModelStep();
+    const ref = await runtime.ensure(step.pending('rep_cut'));
+    step.started();
+    await runtime.stop(ref, 0);
+    expect(step.seen.signal?.aborted).toBe(true);
+    step.finish();
+    await sleep(300);
+    expect((await runtime.recorded()).some((r) => r.replicaId === 'rep_cut')).toBe(false);
+  });
+
+  test("a failed model step is the replica's death, with the step's error as its cause", async () => {
+    const runtime = runtimeFor(100, 'ready');
+    const step = heldModelStep();
+    const ref = await runtime.ensure(step.pending('rep_fail'));
+    const error = new Error('the hub answered 404');
+    step.fail(error);
+    const dead = await waitUntil(() => {
+      const seen = runtime.observe(ref);
+      return seen.state === 'dead' ? seen : undefined;
+    });
+    expect(dead).toMatchObject({ reason: 'the hub answered 404' });
+    expect(dead.cause).toBe(error);
+    await runtime.stop(ref, 0);
+  });
+
+  test('a replica no longer wanted when its model is ready (null) is not spawned; close cuts the downloads under way', async () => {
+    const runtime = runtimeFor(100, 'ready');
+    const unwanted = heldModelStep();
+    await runtime.ensure(unwanted.pending('rep_unwanted'));
+    unwanted.answer(null);
+    const open = heldModelStep();
+    await runtime.ensure(open.pending('rep_open'));
+    await runtime.close();
+    expect(open.seen.signal?.aborted).toBe(true);
+    await sleep(300);
+    const recorded = (await runtime.recorded()).map((r) => r.replicaId);
+    expect(recorded).not.toContain('rep_unwanted');
+    expect(recorded).not.toContain('rep_open');
+  });
+});
+
+/** Polls `probe` every 20 ms until it answers (15 s at most). */
+async function waitUntil<T>(probe: () => T | undefined): Promise<T> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error('timed out');
+    await sleep(20);
+  }
+}

@@ -75,6 +75,9 @@ export interface HubRequestLog {
   status?: number;
   /** when the request arrived (Date.now()) */
   at: number;
+  /** when its connection closed (Date.now()), and whether the whole answer had been sent by then */
+  closedAt?: number;
+  complete?: boolean;
 }
 
 export interface FakeHub {
@@ -398,7 +401,11 @@ export async function startFakeHub({ repos, tokens = [FAKE_HUB_TOKEN], treePageS
       at: Date.now(),
     };
     requests.push(log);
-    res.on('close', () => (log.status = res.headersSent ? res.statusCode : 0)); // 0: reset, no answer
+    res.on('close', () => {
+      log.status = res.headersSent ? res.statusCode : 0; // 0: reset, no answer
+      log.closedAt = Date.now();
+      log.complete = res.writableFinished;
+    });
     handle(req, res, log).catch((err: unknown) => {
       if (err instanceof ConnectionReset) return void req.socket.resetAndDestroy();
       if (res.headersSent) return void res.destroy();

@@ -29,8 +29,10 @@ import {
   RuntimeUnavailableError,
   type EngineHealth,
   type Liveness,
+  type PendingLaunch,
   type ReplicaLaunch,
   type ReplicaObservation,
+  withoutModelSteps,
   type ReplicaRef,
   type Runtime,
 } from '../runtime.js';
@@ -67,7 +69,6 @@ const UNSEEN_MS = 60_000;
 export class KubernetesRuntime implements Runtime {
   readonly name = 'kubernetes';
   readonly node: string;
-  readonly provisionsModels = true;
   readonly namespace: string;
   private readonly api: CoreV1Api;
   private readonly closeApi: () => void;
@@ -156,7 +157,9 @@ export class KubernetesRuntime implements Runtime {
    * download and the engine's load are observed through the informer from then on. A pod created before for the
    * same replica (a 409) is answered as it is, never a second.
    */
-  async ensure(launch: ReplicaLaunch): Promise<ReplicaRef> {
+  async ensure(pending: ReplicaLaunch | PendingLaunch): Promise<ReplicaRef> {
+    // The model is resolved here (its pinned commit and file); the pod's init container downloads it where it runs.
+    const launch = 'model' in pending ? { ...withoutModelSteps(pending), ...(await pending.model.resolve()) } : pending;
     const name = podName(launch.replicaId);
     try {
       const owner = await this.secrets.ensure(launch.endpointId);
