@@ -329,8 +329,8 @@ export class LocalRuntime implements Runtime {
     const entry = this.followed.get(handle.replicaId);
     entry?.abort.abort();
     this.followed.delete(handle.replicaId);
-    // The engine as this runtime spawned it (a row may not have recorded its process yet).
-    await this.kill(entry?.ref.locator ? entry.ref : handle, graceMs);
+    // A row that has not recorded its engine yet (spawned after its model step): the engine as this runtime spawned it.
+    await this.kill(handle.locator === null && entry?.ref.locator ? entry.ref : handle, graceMs);
   }
 
   /** Cuts the model steps under way (their replicas are left starting, for the next gateway to judge); engines keep running. */
