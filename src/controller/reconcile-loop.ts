@@ -3,8 +3,8 @@
  * one process act on an endpoint at a time; a process that dies loses its
  * leases when they expire, and another adopts its endpoints. Every interval
  * the loop renews this process's leases and runs a pass over every endpoint
- * to reconcile; a poke runs a pass at once, over the endpoints poked alone
- * when it names them.
+ * to reconcile that had none within the interval; a poke runs a pass at once,
+ * over the endpoints poked alone when it names them.
  */
 import pLimit from 'p-limit';
 import type { Sql } from '../storage/database.js';
@@ -39,6 +39,8 @@ export class ReconcileLoop {
   private readonly poked = new Set<string>();
   /** A poke without an endpoint: the next tick is a full pass. */
   private fullPassAsked = false;
+  /** When each endpoint's last pass was queued (its tick's performance.now()): a due full pass skips those within the interval. */
+  private readonly lastPassAt = new Map<string, number>();
   private readonly limit: pLimit.Limit;
 
   constructor(private readonly options: ReconcileLoopOptions) {
@@ -74,30 +76,49 @@ export class ReconcileLoop {
     let nextFullPass = 0;
     while (!this.stopped) {
       this.nudge.clear();
-      const full = this.fullPassAsked || performance.now() >= nextFullPass;
+      const now = performance.now();
+      const asked = this.fullPassAsked;
+      const full = asked || now >= nextFullPass;
       if (full) {
         this.fullPassAsked = false;
-        nextFullPass = performance.now() + this.options.intervalMs;
+        nextFullPass = now + this.options.intervalMs;
       }
-      this.ticking = this.tick(full).catch((error: unknown) => this.options.log('tick failed', error));
+      this.ticking = this.tick(full ? (asked ? 'all' : 'due') : 'poked', now).catch((error: unknown) =>
+        this.options.log('tick failed', error),
+      );
       await this.ticking;
       // A poke during the tick may concern an endpoint the tick had already passed: the wait then ends at once.
       if (!this.stopped) await this.nudge.wait(Math.max(0, nextFullPass - performance.now()));
     }
   }
 
-  private async tick(full: boolean): Promise<void> {
+  /**
+   * Passes over the endpoints poked, and on a full tick over every endpoint to reconcile: all of them when a full
+   * pass was asked for, else ('due') those that had no pass within the interval (a poke's pass reconciles the
+   * endpoint whole). `at`: when the tick began, recorded as the time of the passes it queues.
+   */
+  private async tick(which: 'poked' | 'due' | 'all', at: number): Promise<void> {
     const { sql, owner, leaseTtlMs } = this.options;
     const poked = new Set(this.poked);
     this.poked.clear();
     let ids: Iterable<string> = poked;
-    if (full) {
+    let recent = (_id: string) => false;
+    if (which !== 'poked') {
       await renewLeases(sql, owner, leaseTtlMs);
-      ids = await endpointsToReconcile(sql);
+      const listed = await endpointsToReconcile(sql);
+      ids = listed;
+      // Full ticks are an interval apart at least: the last one's passes are never "recent" for this one.
+      const since = at - this.options.intervalMs;
+      if (which === 'due') recent = (id) => !poked.has(id) && (this.lastPassAt.get(id) ?? -Infinity) > since;
+      // What is no longer listed (deleted, cleaned up) is forgotten.
+      const kept = new Set(listed);
+      for (const id of this.lastPassAt.keys()) if (!kept.has(id)) this.lastPassAt.delete(id);
     }
     const free: string[] = [];
     for (const id of ids) {
-      if (!this.running.has(id)) free.push(id);
+      if (!this.running.has(id)) {
+        if (!recent(id)) free.push(id);
+      }
       // Its pass may have read the endpoint before the change: one more pass follows it.
       else if (poked.has(id)) this.poked.add(id);
     }
@@ -105,6 +126,7 @@ export class ReconcileLoop {
     // One statement takes every lease to be had (not one round trip per endpoint).
     for (const id of await acquireLeases(sql, free, owner, leaseTtlMs)) {
       if (this.stopped || this.running.has(id)) continue;
+      this.lastPassAt.set(id, at);
       const pass = this.limit(() => this.options.reconcile(id))
         .catch((error: unknown) => {
           if (!(error instanceof StaleError)) this.options.log(`reconciling ${id} failed`, error);

@@ -7,13 +7,15 @@
  * hold no replicas, maxReplica 0). What a pass did is read from the database:
  * a full pass takes the lease of every endpoint it lists, a poke naming an
  * endpoint takes that endpoint's lease alone. The interval is ten minutes, so
- * every pass after the first comes from a poke.
+ * every pass after the first comes from a poke (the last test drives the loop alone, at a short interval).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, expect, test } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Controller } from '../../src/controller/controller.js';
+import { ReconcileLoop } from '../../src/controller/reconcile-loop.js';
 import { ModelCache } from '../../src/models/model-cache.js';
 import { ModelStore } from '../../src/models/model-store.js';
 import type { Runtime } from '../../src/runtime/runtime.js';
@@ -163,4 +165,37 @@ test('a poke naming an endpoint reconciles that endpoint alone, without a pass o
   expect(await lease(unpoked)).toBeUndefined();
   // Nor were the leases renewed, as a pass over all of them does first.
   expect(await lease(first)).toEqual(firstLease);
+});
+
+test("the interval's pass skips an endpoint a poke reconciled within the interval; the others still get theirs", async () => {
+  await setUp();
+  const [busy, quiet] = [await endpoint(), await endpoint()];
+  const passes = { [busy]: 0, [quiet]: 0 };
+  const intervalMs = 250;
+  const loop = new ReconcileLoop({
+    sql: db.sql,
+    owner: `loop-${userCount}`,
+    intervalMs,
+    leaseTtlMs: 30_000,
+    reconcile: async (id) => void (id in passes && passes[id]!++),
+    log: () => {},
+  });
+  loop.start();
+  try {
+    // The busy endpoint is poked four times per interval for ten intervals.
+    let pokes = 0;
+    const ends = Date.now() + 10 * intervalMs;
+    while (Date.now() < ends) {
+      loop.poke(busy);
+      pokes++;
+      await sleep(intervalMs / 4);
+    }
+    // Its passes are its pokes' (and the first one's), none of the interval's besides: those would be about ten more.
+    expect(passes[busy]).toBeLessThanOrEqual(pokes + 2);
+    expect(passes[busy]).toBeGreaterThan(pokes / 2);
+    // The one nobody poked has one pass per interval still.
+    expect(passes[quiet]).toBeGreaterThanOrEqual(6);
+  } finally {
+    await loop.stop();
+  }
 });
