@@ -13,8 +13,8 @@ import { controllerTransition, stillApplies, type ControllerEvent, type Lifecycl
 import type { ReplicaRecord } from '../domain/replica.js';
 import { writeReplicaCounts, writeStatus } from '../services/endpoint-state.js';
 import type { Sql } from '../storage/database.js';
-import { lockEndpoint, setProgress } from '../storage/endpoints-repository.js';
-import { holdsLease, liveReplicas } from '../storage/replicas-repository.js';
+import { findEndpoints, lockEndpoint, setProgress, showsReadyCounts } from '../storage/endpoints-repository.js';
+import { liveReplicas, lockLeasedEndpoint } from '../storage/replicas-repository.js';
 
 /** Thrown inside a step when the endpoint changed under it; the step is abandoned quietly. */
 export class StaleError extends Error {}
@@ -31,7 +31,15 @@ export function countsOf(endpoint: EndpointRecord, ready: readonly ReplicaRecord
   };
 }
 
+/** An endpoint's refresh of its counts running in this process, and the one asked for meanwhile. */
+interface Refreshing {
+  done: Promise<void>;
+  next?: { args: { desiredReplicas: number; cause: string }; done: Promise<void> };
+}
+
 export class EndpointWrites {
+  private readonly refreshing = new Map<string, Refreshing>();
+
   constructor(
     private readonly sql: Sql,
     /** The lease holder that this process is. */
@@ -44,8 +52,8 @@ export class EndpointWrites {
    */
   async guarded<T>(id: string, applies: (e: EndpointRecord) => boolean, write: (tx: Sql, e: EndpointRecord) => Promise<T>): Promise<T> {
     return this.sql.begin(async (tx) => {
-      if (!(await holdsLease(tx, id, this.owner))) throw new StaleError(`lease on ${id} lost`);
-      const endpoint = await lockEndpoint(tx, id, WITH_DELETED);
+      if (!(await lockLeasedEndpoint(tx, id, this.owner))) throw new StaleError(`lease on ${id} lost, or ${id} gone`);
+      const [endpoint] = await findEndpoints(tx, [id], WITH_DELETED);
       if (!endpoint || !applies(endpoint)) throw new StaleError(`${id} changed`);
       return write(tx as unknown as Sql, endpoint);
     }) as Promise<T>;
@@ -100,8 +108,43 @@ export class EndpointWrites {
     });
   }
 
-  /** Recomputes the replica counts from the replicas table. */
+  /**
+   * Recomputes the replica counts from the replicas table. Asked again for an endpoint while its refresh runs (its
+   * replicas became ready together), the asks that came meanwhile share one more refresh, with the last one's
+   * arguments, which begins after the running one: each caller's counts are refreshed after it asked.
+   */
   async refreshCounts(id: string, desiredReplicas: number, cause: string): Promise<void> {
+    const running = this.refreshing.get(id);
+    if (running) {
+      // It runs after the one running, whether that one succeeded or not.
+      running.next ??= {
+        args: { desiredReplicas, cause },
+        done: running.done.catch(() => undefined).then(() => this.refreshNext(id)),
+      };
+      running.next.args = { desiredReplicas, cause };
+      return running.next.done;
+    }
+    const entry: Refreshing = { done: this.refreshOnce(id, desiredReplicas, cause) };
+    this.refreshing.set(id, entry);
+    await entry.done.finally(() => {
+      if (this.refreshing.get(id) === entry && !entry.next) this.refreshing.delete(id);
+    });
+  }
+
+  /** The refresh asked for while one ran: it runs now, in its place. */
+  private async refreshNext(id: string): Promise<void> {
+    const ended = this.refreshing.get(id)!;
+    const { args } = ended.next!;
+    const entry: Refreshing = { done: this.refreshOnce(id, args.desiredReplicas, args.cause) };
+    this.refreshing.set(id, entry);
+    await entry.done.finally(() => {
+      if (this.refreshing.get(id) === entry && !entry.next) this.refreshing.delete(id);
+    });
+  }
+
+  private async refreshOnce(id: string, desiredReplicas: number, cause: string): Promise<void> {
+    // Most often they are as shown already: one read, no lock.
+    if (await showsReadyCounts(this.sql, id, desiredReplicas)) return;
     await this.sql.begin(async (tx) => {
       const endpoint = await lockEndpoint(tx, id, WITH_DELETED);
       if (!endpoint) return;

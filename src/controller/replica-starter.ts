@@ -115,37 +115,41 @@ export class ReplicaStarter {
   }
 
   /**
-   * Asks the runtime for room for one replica of `version` (its row is written with the answer) and begins placing
-   * it, in the background. False when the runtime has no room now: the first replica of an endpoint (`first`) shows
-   * why it waits.
+   * Asks the runtime for room for `count` replicas of `version` (their rows are written with the answers, in one
+   * transaction) and begins placing those admitted, in the background. Answers how many began: fewer when the
+   * runtime has no room now; then the first replica of an endpoint (`first`) shows why it waits.
    */
-  async begin(endpoint: EndpointRecord, version: VersionRecord, first: boolean): Promise<boolean> {
+  async begin(endpoint: EndpointRecord, version: VersionRecord, first: boolean, count = 1): Promise<number> {
     const { runtime, writes } = this.options;
     const option = findInstanceOption(version.spec.instanceId)!;
-    const replicaId = newId('rep');
-    // The runtime's placement decides, in the transaction that writes the row (a machine's slots are counted there).
-    const admission = await writes.guarded(
+    // The runtime's placement decides, in the transaction that writes the rows (a machine's slots are counted there,
+    // each row counted by the next admission).
+    const { begun, refusal } = await writes.guarded(
       endpoint.id,
       (e) => e.desiredState === 'RUNNING',
       async (tx) => {
-        const admitted = await runtime.admit(tx, option);
-        if (!admitted.admitted) return admitted;
-        const { gpuType, numGpu } = option;
-        const row = { id: replicaId, endpointId: endpoint.id, versionIndex: version.versionIndex, runtime: runtime.name };
-        await insertReplica(tx, { ...row, node: admitted.node, gpuType, numGpu });
-        return admitted;
+        const ids: string[] = [];
+        for (let i = 0; i < count; i++) {
+          const admitted = await runtime.admit(tx, option);
+          if (!admitted.admitted) return { begun: ids, refusal: admitted.reason };
+          const id = newId('rep');
+          const { gpuType, numGpu } = option;
+          const row = { id, endpointId: endpoint.id, versionIndex: version.versionIndex, runtime: runtime.name };
+          await insertReplica(tx, { ...row, node: admitted.node, gpuType, numGpu });
+          ids.push(id);
+        }
+        return { begun: ids, refusal: undefined };
       },
     );
-    if (!admission.admitted) {
-      if (first) {
-        // A repository that does not exist (or holds nothing to run) is reported before any wait for capacity.
-        await this.preparer.resolveEarly(version);
-        await this.report(endpoint, endpoint, { phase: 'REQUESTING_VIRTUAL_MACHINE', reason: admission.reason });
-      }
-      return false;
+    if (begun.length === 0 && refusal !== undefined && first) {
+      // A repository that does not exist (or holds nothing to run) is reported before any wait for capacity.
+      await this.preparer.resolveEarly(version);
+      await this.report(endpoint, endpoint, { phase: 'REQUESTING_VIRTUAL_MACHINE', reason: refusal });
     }
-    this.run(replicaId, endpoint.id, version.versionIndex, 'placing', (signal) => this.place(replicaId, endpoint, version, first, signal));
-    return true;
+    for (const id of begun) {
+      this.run(id, endpoint.id, version.versionIndex, 'placing', (signal) => this.place(id, endpoint, version, first, signal));
+    }
+    return begun.length;
   }
 
   /** Runs a step in the background; when it ends, the endpoint's next pass comes at once. */

@@ -130,7 +130,7 @@ export class Scaling {
       if (!version) return;
       this.lastScaleUp.set(id, now);
       await writes.refreshCounts(id, decision.replicas, 'controller:scale-up');
-      for (let i = 0; i < missing; i++) if (!(await starter.begin(endpoint, version, false))) break;
+      await starter.begin(endpoint, version, false, missing);
     } else if (decision.replicas < serving.length) {
       // The counts drop as soon as the victims leave routing, not when their answers in flight have ended.
       await stopper.stopAll(scaleInVictims(serving, serving.length - decision.replicas), drainTimeoutMs, () =>

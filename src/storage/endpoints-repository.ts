@@ -136,6 +136,20 @@ export async function setReplicaCounts(db: Queryable, id: string, counts: Replic
     WHERE id = ${id}`;
 }
 
+/**
+ * Whether the endpoint shows the counts of its replicas now (its READY ones, those of its current version) and
+ * `desired`, read without a lock: false also when it has no row.
+ */
+export async function showsReadyCounts(db: Queryable, id: string, desired: number): Promise<boolean> {
+  const rows = await db`
+    SELECT 1 FROM endpoints e
+    WHERE e.id = ${id} AND e.desired_replica_cnt = ${desired}
+      AND e.curr_replica_cnt = (SELECT count(*) FROM replicas r WHERE r.endpoint_id = e.id AND r.state = 'READY')
+      AND e.updated_replica_cnt = (
+        SELECT count(*) FROM replicas r WHERE r.endpoint_id = e.id AND r.state = 'READY' AND r.version_index = e.current_version)`;
+  return rows.length === 1;
+}
+
 export async function setProgress(db: Queryable, id: string, progress: DownloadProgress | null): Promise<void> {
   const rows = await db`
     UPDATE endpoints SET progress = ${progress ? db.json(progress) : null}

@@ -175,10 +175,16 @@ export async function releaseLeases(db: Queryable, owner: string): Promise<void>
   await db`DELETE FROM endpoint_leases WHERE owner = ${owner}`;
 }
 
-/** Whether `owner` still holds the lease; taken with a row lock inside a write transaction. */
-export async function holdsLease(db: Queryable, endpointId: string, owner: string): Promise<boolean> {
+/**
+ * Locks the endpoint's row for a write (FOR UPDATE) when `owner` still holds its lease, whose row is share-locked
+ * with it (no other process takes the lease meanwhile); false when the lease is lost or the endpoint gone. One
+ * statement: the endpoint is read afresh after it (a row locked here may have changed while this waited).
+ */
+export async function lockLeasedEndpoint(db: Queryable, endpointId: string, owner: string): Promise<boolean> {
   const rows = await db`
-    SELECT 1 FROM endpoint_leases WHERE endpoint_id = ${endpointId} AND owner = ${owner} AND expires_at > now() FOR SHARE`;
+    SELECT 1 FROM endpoints e JOIN endpoint_leases l ON l.endpoint_id = e.id
+    WHERE e.id = ${endpointId} AND l.owner = ${owner} AND l.expires_at > now()
+    FOR UPDATE OF e FOR SHARE OF l`;
   return rows.length > 0;
 }
 

@@ -80,6 +80,8 @@ let services: Services;
 let principal: Principal;
 /** Statements the controller's pool has sent (the services' too, while they write). */
 let statements = 0;
+/** With SIM_STATEMENTS=1, the statements sent while converging, by their first 90 characters (printed, the most sent first). */
+const statementKinds = process.env.SIM_STATEMENTS === '1' ? new Map<string, number>() : undefined;
 /** Endpoint id → replicas it wants. */
 const wanted = new Map<string, number>();
 const logged: string[] = [];
@@ -145,7 +147,15 @@ beforeAll(async () => {
     startSimEngine(),
     startFakeHub({ repos: [{ id: TINY_REPO, files: { 'tiny-llama-Q8_0.gguf': buildTinyGguf() } }] }),
   ]);
-  db = await createTestDatabase({ onQuery: () => statements++ });
+  db = await createTestDatabase({
+    onQuery: (query) => {
+      statements++;
+      if (statementKinds) {
+        const kind = query.replace(/\s+/g, ' ').trim().slice(0, 90);
+        statementKinds.set(kind, (statementKinds.get(kind) ?? 0) + 1);
+      }
+    },
+  });
   observer = connectDatabase(db.dbUrl, { max: 1 });
   cacheDir = await mkdtemp(path.join(os.tmpdir(), 'kube-sim-controller-'));
   const kubeConfig = new KubeConfig();
@@ -205,6 +215,7 @@ let ended: string[] = [];
 test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge from nothing through the controller, one pod each`, async () => {
   await kube.resetCounts();
   statements = 0;
+  statementKinds?.clear();
   const engineBefore = await engine.counts();
   const cpuBefore = await cpuNow();
   const started = performance.now();
@@ -250,6 +261,11 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge from nothing t
     statementsPerReplica: Number((statements / totalReplicas).toFixed(1)),
   });
   console.log(`controller simulation, convergence: ${JSON.stringify({ ...figures, requests })}`);
+  if (statementKinds) {
+    const top = [...statementKinds].sort((a, b) => b[1] - a[1]).slice(0, 40);
+    console.log(`statements while converging, the most sent first:\n${top.map(([k, n]) => `${String(n).padStart(7)}  ${k}`).join('\n')}`);
+    statementKinds.clear();
+  }
 }, 900_000);
 
 test('idle passes make no API call: no list, no pod read', async () => {
