@@ -267,8 +267,9 @@ export class ReplicaStarter {
     let reported = false;
     for (let replica of starting) {
       if (replica.runtime !== runtime.name || this.jobs.has(replica.id)) continue;
-      // Placed without a locator by a gateway that stopped: the crash watch judges it.
-      if (replica.locator === null && !this.followed.has(replica.id)) continue;
+      // Not placed as this pass read it (its placing ended since: the next pass reads it placed), or placed without a
+      // locator by a gateway that stopped (the crash watch judges it). A placed row has its engine's token or locator.
+      if (replica.locator === null && (replica.token === null || !this.followed.has(replica.id))) continue;
       let ref = refOf(replica);
       // A version the endpoint no longer wants (updated while it started): stopped, not waited for.
       if (replica.versionIndex !== endpoint.current.versionIndex && endpoint.current.rolloutState !== 'FAILED') {

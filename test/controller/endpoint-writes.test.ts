@@ -1,0 +1,105 @@
+/**
+ * The controller's refresh of an endpoint's replica counts, on a real database: asked many times at once (the
+ * replicas of one endpoint becoming ready together), the counts end right with one or two locked refreshes, not
+ * one per ask; asked when the counts are as shown, it reads once and takes no lock; a refresh that fails does not
+ * keep the next ones from running.
+ */
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { EndpointWrites } from '../../src/controller/endpoint-writes.js';
+import { createServices, type Services } from '../../src/services/index.js';
+import { authenticate, type Principal } from '../../src/services/principal.js';
+import { insertReplica, markReplica } from '../../src/storage/replicas-repository.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { createBody } from '../support/gateway.js';
+
+let db: TestDatabase;
+let services: Services;
+let principal: Principal;
+let projectId: string;
+/** The statements sent, as sent. */
+const sent: string[] = [];
+const locks = () => sent.filter((q) => /FOR UPDATE/.test(q)).length;
+
+beforeAll(async () => {
+  db = await createTestDatabase({ onQuery: (query) => sent.push(query) });
+  services = createServices(db.sql);
+  const user = await services.identity.createUser('system', { email: 'writes@example.com', name: 'Writes' });
+  if (user.type === 'error') throw new Error(user.error.message);
+  const key = await services.identity.createApiKey('system', { name: 'k', user: user.value.id });
+  if (key.type === 'error') throw new Error(key.error.message);
+  const auth = await authenticate(db.sql, `Bearer ${key.value.secret}`, null);
+  if (auth.type === 'error') throw new Error(auth.error.message);
+  principal = auth.value;
+  const project = await services.identity.createProject(principal, { name: 'writes' });
+  if (project.type === 'error') throw new Error(project.error.message);
+  projectId = project.value.id;
+});
+
+afterAll(() => db?.close());
+
+/** An endpoint with `ready` READY replicas of its first version. */
+async function endpointWithReady(ready: number): Promise<string> {
+  const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none' }));
+  if (created.type === 'error') throw new Error(created.error.message);
+  const id = created.value.id;
+  const [row] = await db.sql<{ current_version: number }[]>`SELECT current_version FROM endpoints WHERE id = ${id}`;
+  const versionIndex = row!.current_version;
+  for (let i = 0; i < ready; i++) {
+    const replicaId = `rep_${id}_${i}`;
+    await insertReplica(db.sql, {
+      id: replicaId,
+      endpointId: id,
+      versionIndex,
+      runtime: 'local',
+      node: 'n',
+      gpuType: 'H100',
+      numGpu: 1,
+    });
+    expect(await markReplica(db.sql, replicaId, { state: 'READY', address: 'http://127.0.0.1:1', locator: '1' })).toBe(true);
+  }
+  return id;
+}
+
+async function counts(id: string) {
+  const [row] = await db.sql`SELECT curr_replica_cnt, desired_replica_cnt, updated_replica_cnt FROM endpoints WHERE id = ${id}`;
+  return row;
+}
+
+test('ten asks at once: the counts end right, refreshed under the lock once or twice, not ten times', async () => {
+  const id = await endpointWithReady(5);
+  const writes = new EndpointWrites(db.sql, 'gateway-a');
+  sent.length = 0;
+  await Promise.all(Array.from({ length: 10 }, (_, i) => writes.refreshCounts(id, 5 + (i === 9 ? 1 : 0), 'test')));
+  // The last ask's desired count is the one written: the asks that came while the first ran shared one more refresh.
+  expect(await counts(id)).toEqual({ curr_replica_cnt: 5, desired_replica_cnt: 6, updated_replica_cnt: 5 });
+  expect(locks()).toBeGreaterThanOrEqual(1);
+  expect(locks()).toBeLessThanOrEqual(2);
+
+  // As shown now: one read, no lock, no write.
+  sent.length = 0;
+  await writes.refreshCounts(id, 6, 'test');
+  expect(sent).toHaveLength(1);
+  expect(locks()).toBe(0);
+
+  // A replica that became ready after an ask began is counted by a refresh that begins after it.
+  const first = writes.refreshCounts(id, 6, 'test');
+  await markReplica(db.sql, `rep_${id}_0`, { state: 'DRAINING' });
+  await Promise.all([first, writes.refreshCounts(id, 6, 'test')]);
+  expect(await counts(id)).toEqual({ curr_replica_cnt: 4, desired_replica_cnt: 6, updated_replica_cnt: 4 });
+});
+
+test('a refresh that fails fails its own asks only: the next ones run', async () => {
+  const id = await endpointWithReady(2);
+  const writes = new EndpointWrites(db.sql, 'gateway-b');
+  // Out of the column's range: the first refresh fails.
+  const failing = writes.refreshCounts(id, 2 ** 40, 'test').then(
+    () => 'written',
+    () => 'failed',
+  );
+  const next = writes.refreshCounts(id, 3, 'test');
+  await next;
+  expect(await failing).toBe('failed');
+  expect(await counts(id)).toMatchObject({ curr_replica_cnt: 2, desired_replica_cnt: 3 });
+  await writes.refreshCounts(id, 4, 'test');
+  expect(await counts(id)).toMatchObject({ desired_replica_cnt: 4 });
+});
