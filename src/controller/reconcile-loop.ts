@@ -6,10 +6,10 @@
  * to reconcile that had none within the interval; a poke runs a pass at once,
  * over the endpoints poked alone when it names them.
  */
-import pLimit from 'p-limit';
 import type { Sql } from '../storage/database.js';
 import { acquireLeases, endpointsToReconcile, releaseLeases, renewLeases } from '../storage/replicas-repository.js';
 import { Nudge } from '../util/nudge.js';
+import { PassQueue } from './pass-queue.js';
 import { StaleError } from './endpoint-writes.js';
 
 export interface ReconcileLoopOptions {
@@ -41,10 +41,10 @@ export class ReconcileLoop {
   private fullPassAsked = false;
   /** When each endpoint's last pass was queued (its tick's performance.now()): a due full pass skips those within the interval. */
   private readonly lastPassAt = new Map<string, number>();
-  private readonly limit: pLimit.Limit;
+  private readonly queue: PassQueue;
 
   constructor(private readonly options: ReconcileLoopOptions) {
-    this.limit = pLimit(options.concurrency ?? 16);
+    this.queue = new PassQueue(options.concurrency ?? 16);
   }
 
   start(): void {
@@ -119,15 +119,18 @@ export class ReconcileLoop {
       if (!this.running.has(id)) {
         if (!recent(id)) free.push(id);
       }
-      // Its pass may have read the endpoint before the change: one more pass follows it.
-      else if (poked.has(id)) this.poked.add(id);
+      // Its pass waits still (it is made urgent: it will read the change), or may have read the endpoint before the
+      // change: then one more pass follows it.
+      else if (poked.has(id) && !this.queue.hurry(id)) this.poked.add(id);
     }
     if (this.stopped) return;
     // One statement takes every lease to be had (not one round trip per endpoint).
     for (const id of await acquireLeases(sql, free, owner, leaseTtlMs)) {
       if (this.stopped || this.running.has(id)) continue;
       this.lastPassAt.set(id, at);
-      const pass = this.limit(() => this.options.reconcile(id))
+      // A change's pass goes before the interval's.
+      const pass = this.queue
+        .add(id, poked.has(id), () => this.options.reconcile(id))
         .catch((error: unknown) => {
           if (!(error instanceof StaleError)) this.options.log(`reconciling ${id} failed`, error);
         })
