@@ -7,10 +7,10 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { EndpointWrites } from '../../src/controller/endpoint-writes.js';
 import { createServices, type Services } from '../../src/services/index.js';
-import { authenticate, type Principal } from '../../src/services/principal.js';
+import type { Principal } from '../../src/services/principal.js';
 import { insertReplica, markReplica } from '../../src/storage/replicas-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { createBody } from '../support/gateway.js';
+import { createBody, seedPrincipal } from '../support/gateway.js';
 
 let db: TestDatabase;
 let services: Services;
@@ -23,16 +23,7 @@ const locks = () => sent.filter((q) => /FOR UPDATE/.test(q)).length;
 beforeAll(async () => {
   db = await createTestDatabase({ onQuery: (query) => sent.push(query) });
   services = createServices(db.sql);
-  const user = await services.identity.createUser('system', { email: 'writes@example.com', name: 'Writes' });
-  if (user.type === 'error') throw new Error(user.error.message);
-  const key = await services.identity.createApiKey('system', { name: 'k', user: user.value.id });
-  if (key.type === 'error') throw new Error(key.error.message);
-  const auth = await authenticate(db.sql, `Bearer ${key.value.secret}`, null);
-  if (auth.type === 'error') throw new Error(auth.error.message);
-  principal = auth.value;
-  const project = await services.identity.createProject(principal, { name: 'writes' });
-  if (project.type === 'error') throw new Error(project.error.message);
-  projectId = project.value.id;
+  ({ principal, projectId } = await seedPrincipal(db.sql, services, 'writes'));
 });
 
 afterAll(() => db?.close());

@@ -20,10 +20,10 @@ import { ModelCache } from '../../src/models/model-cache.js';
 import { ModelStore } from '../../src/models/model-store.js';
 import type { Runtime } from '../../src/runtime/runtime.js';
 import { createServices, type Services } from '../../src/services/index.js';
-import { authenticate, type Principal } from '../../src/services/principal.js';
+import type { Principal } from '../../src/services/principal.js';
 import { waitFor } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { createBody } from '../support/gateway.js';
+import { createBody, seedPrincipal } from '../support/gateway.js';
 
 /**
  * The engine runtime, which these endpoints (maxReplica 0) never reach: only the controller's construction (its
@@ -62,16 +62,7 @@ async function setUp(pokeOnChange = false): Promise<Controller> {
   const made = new Controller({ sql: db.sql, runtime, models, builtInEngine: true, intervalMs: 600_000, log: () => {} });
   services = createServices(db.sql, pokeOnChange ? { onEndpointChange: (id) => made.poke(id) } : {});
   const n = ++userCount;
-  const user = await services.identity.createUser('system', { email: `poke${n}@example.com`, name: `Poke ${n}` });
-  if (user.type === 'error') throw new Error(user.error.message);
-  const key = await services.identity.createApiKey('system', { name: 'k', user: user.value.id });
-  if (key.type === 'error') throw new Error(key.error.message);
-  const auth = await authenticate(db.sql, `Bearer ${key.value.secret}`, null);
-  if (auth.type === 'error') throw new Error(auth.error.message);
-  principal = auth.value;
-  const project = await services.identity.createProject(principal, { name: `poke ${n}` });
-  if (project.type === 'error') throw new Error(project.error.message);
-  projectId = project.value.id;
+  ({ principal, projectId } = await seedPrincipal(db.sql, services, `poke ${n}`));
   return made;
 }
 

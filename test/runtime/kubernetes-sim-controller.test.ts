@@ -34,12 +34,12 @@ import { ModelStore } from '../../src/models/model-store.js';
 import { KubernetesRuntime } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
 import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
 import { createServices, type Services } from '../../src/services/index.js';
-import { authenticate, type Principal } from '../../src/services/principal.js';
+import type { Principal } from '../../src/services/principal.js';
 import { connectDatabase, type Sql } from '../../src/storage/database.js';
 import { TINY_REPO } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
-import { createBody } from '../support/gateway.js';
+import { createBody, seedPrincipal } from '../support/gateway.js';
 import { startKubeStandInProcess, type KubeStandInProcess } from '../support/kube/index.js';
 import { startSimEngine, type SimEngine } from '../support/kube/sim-engine.js';
 import {
@@ -172,20 +172,13 @@ beforeAll(async () => {
 
   // The endpoints, as the API creates them (each creation pokes the controller, once there is one).
   services = createServices(db.sql, { onEndpointChange: (id) => controller?.poke(id) });
-  const user = await services.identity.createUser('system', { email: 'sim@example.com', name: 'Sim' });
-  if (user.type === 'error') throw new Error(user.error.message);
-  const key = await services.identity.createApiKey('system', { name: 'k', user: user.value.id });
-  if (key.type === 'error') throw new Error(key.error.message);
-  const auth = await authenticate(db.sql, `Bearer ${key.value.secret}`, null);
-  if (auth.type === 'error') throw new Error(auth.error.message);
-  principal = auth.value;
-  const project = await services.identity.createProject(principal, { name: 'sim' });
-  if (project.type === 'error') throw new Error(project.error.message);
+  const seeded = await seedPrincipal(db.sql, services, 'sim');
+  principal = seeded.principal;
   let next = 0;
   const create = async () => {
     for (let i = next++; i < ENDPOINTS; i = next++) {
       const n = wantedOf(i);
-      const body = createBody(project.value.id, {
+      const body = createBody(seeded.projectId, {
         name: `sim-${i}`,
         hfModelRepo: TINY_REPO,
         autoscalingPolicy: { minReplica: n, maxReplica: n },

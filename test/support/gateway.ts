@@ -8,6 +8,8 @@ import type { EndpointStatus } from '../../src/domain/lifecycle.js';
 import { startGateway, type Gateway } from '../../src/gateway.js';
 import { createClient } from '../../src/sdk/client.js';
 import { createServices, type Services } from '../../src/services/index.js';
+import { authenticate, type Principal } from '../../src/services/principal.js';
+import type { Sql } from '../../src/storage/database.js';
 import { updateEndpointState } from '../../src/storage/endpoints-repository.js';
 import type { UserRecord } from '../../src/domain/identity.js';
 import { desiredStateOf } from '../../src/domain/lifecycle.js';
@@ -42,6 +44,22 @@ export const H100_X1 = 'TwD5AqnBSVN0';
 
 export function createBody(projectId: string, overrides: Record<string, unknown> = {}) {
   return { projectId, name: 'demo', instanceOptionId: H100_X1, advanced: {}, hfModelRepo: 'org/tiny-model', ...overrides };
+}
+
+/**
+ * A user seeded straight through the services (no gateway), authenticated by a fresh API key, and a project of
+ * theirs: for tests that drive the services or the controller directly.
+ */
+export async function seedPrincipal(sql: Sql, services: Services, name: string): Promise<{ principal: Principal; projectId: string }> {
+  const user = await services.identity.createUser('system', { email: `${name.replace(/\W+/g, '-')}-${++userCounter}@example.com`, name });
+  if (user.type === 'error') throw new Error(user.error.message);
+  const key = await services.identity.createApiKey('system', { name: 'k', user: user.value.id });
+  if (key.type === 'error') throw new Error(key.error.message);
+  const auth = await authenticate(sql, `Bearer ${key.value.secret}`, null);
+  if (auth.type === 'error') throw new Error(auth.error.message);
+  const project = await services.identity.createProject(auth.value, { name });
+  if (project.type === 'error') throw new Error(project.error.message);
+  return { principal: auth.value, projectId: project.value.id };
 }
 
 export interface SeededProject {
