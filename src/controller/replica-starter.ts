@@ -77,11 +77,8 @@ export interface StartsSeen {
   starting: ReplicaRecord[];
 }
 
-/** A step of a start running in this process: the model and the placement, or the warm-up. */
+/** A step of a start running in this process: the placement, or the warm-up. */
 interface Job {
-  endpointId: string;
-  versionIndex: number;
-  step: 'placing' | 'warming';
   abort: AbortController;
   done: Promise<void>;
 }
@@ -147,21 +144,15 @@ export class ReplicaStarter {
       await this.report(endpoint, endpoint, { phase: 'REQUESTING_VIRTUAL_MACHINE', reason: refusal });
     }
     for (const id of begun) {
-      this.run(id, endpoint.id, version.versionIndex, 'placing', (signal) => this.place(id, endpoint, version, first, signal));
+      this.run(id, endpoint.id, (signal) => this.place(id, endpoint, version, first, signal));
     }
     return begun.length;
   }
 
   /** Runs a step in the background; when it ends, the endpoint's next pass comes at once. */
-  private run(
-    replicaId: string,
-    endpointId: string,
-    versionIndex: number,
-    step: Job['step'],
-    work: (signal: AbortSignal) => Promise<void>,
-  ) {
+  private run(replicaId: string, endpointId: string, work: (signal: AbortSignal) => Promise<void>) {
     const abort = new AbortController();
-    const job = { endpointId, versionIndex, step, abort } as Job;
+    const job = { abort } as Job;
     this.jobs.set(replicaId, job);
     job.done = this.limit(() => work(abort.signal))
       .catch((error: unknown) => this.options.log(`a start step of ${replicaId} failed`, error))
@@ -307,7 +298,7 @@ export class ReplicaStarter {
       } else if (observed.state === 'ready') {
         const warming: boolean = first && !reported;
         reported ||= warming;
-        this.run(replica.id, endpoint.id, replica.versionIndex, 'warming', () => this.warm(endpoint, replica, observed.address, warming));
+        this.run(replica.id, endpoint.id, () => this.warm(endpoint, replica, observed.address, warming));
       } else {
         // What the runtime keeps of it goes (a failed pod's object; a process's state file).
         await runtime.stop(ref, 0);

@@ -26,6 +26,24 @@ export function localLogFile(dir: string, ref: { replicaId: string; node: string
 }
 
 /** The previous part of a rotated log. */
+/** The last `maxBytes` of a log file, as text ('' when it cannot be read). */
+export async function readLogTail(file: string, maxBytes = 8192): Promise<string> {
+  try {
+    const handle = await open(file, 'r');
+    try {
+      const { size } = await handle.stat();
+      const length = Math.min(size, maxBytes);
+      const buffer = Buffer.alloc(length);
+      await handle.read(buffer, 0, length, size - length);
+      return buffer.toString('utf8');
+    } finally {
+      await handle.close();
+    }
+  } catch {
+    return '';
+  }
+}
+
 export const rotatedPath = (file: string): string => `${file}.1`;
 
 /** Up to `maxBytes` of the file ending at `end` (its size when not given), and that end. */

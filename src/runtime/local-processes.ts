@@ -1,10 +1,43 @@
 /**
  * The local runtime's processes: whether a replica's engine process is alive
  * (and still the replica's, not a reused pid), signalling its process group,
- * and reading a local replica's locator (its process id).
+ * reading a local replica's locator (its process id), and the state files
+ * that record the engines a local runtime started.
  */
 import { readFileSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
 import type { ReplicaRef } from './runtime.js';
+
+/** What a replica's state file (`<dir>/<replicaId>.json`) records of its engine. */
+export interface StateFile {
+  replicaId: string;
+  endpointId: string;
+  pid: number;
+  address: string;
+}
+
+/** An engine as its state file records it. */
+export type RecordedEngine = Readonly<StateFile>;
+
+/** The engines recorded under `dir` (an unreadable file is skipped; no directory: none). */
+export async function readStateFiles(dir: string): Promise<RecordedEngine[]> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return [];
+  }
+  const found: RecordedEngine[] = [];
+  for (const name of names.filter((n) => n.endsWith('.json'))) {
+    try {
+      found.push(JSON.parse(await readFile(path.join(dir, name), 'utf8')) as StateFile);
+    } catch {
+      continue;
+    }
+  }
+  return found;
+}
 
 /**
  * Whether `pid` is alive and still the replica's engine: a pid may be reused

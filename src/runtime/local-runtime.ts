@@ -10,7 +10,7 @@ import { withoutGatewaySecrets } from '../config.js';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, writeSync } from 'node:fs';
-import { mkdir, readdir, readFile, rm, writeFile, open } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -21,9 +21,11 @@ import { reportedError } from './engine-report.js';
 import { freePort } from '../storage/embedded-postgres.js';
 import { engineCommand } from './engine-command.js';
 import { sharedEngineClient, type EngineClient } from '../engine-client/engine-client.js';
-import { followLogFile, localLogFile, readLogFile, watchForProtocolLine } from './engine-log-files.js';
+import { followLogFile, localLogFile, readLogFile, readLogTail, watchForProtocolLine } from './engine-log-files.js';
 import { Nudge } from '../util/nudge.js';
-import { pidOf, replicaProcessAlive, signalGroup } from './local-processes.js';
+import { pidOf, readStateFiles, replicaProcessAlive, signalGroup, type RecordedEngine, type StateFile } from './local-processes.js';
+
+export type { RecordedEngine } from './local-processes.js';
 import type { Inventory } from './gpu-inventory.js';
 import {
   ReplicaStartError,
@@ -61,22 +63,12 @@ export interface LocalRuntimeOptions {
   engines?: EngineClient;
 }
 
-interface StateFile {
-  replicaId: string;
-  endpointId: string;
-  pid: number;
-  address: string;
-}
-
 /** A replica whose start this runtime follows: what `observe` answers for it, and how its following ends. */
 interface Followed {
   ref: ReplicaRef;
   observation: ReplicaObservation;
   abort: AbortController;
 }
-
-/** An engine as its state file records it. */
-export type RecordedEngine = Readonly<StateFile>;
 
 /**
  * The first line of a replica's log, written just before its engine is
@@ -369,21 +361,8 @@ export class LocalRuntime implements Runtime {
     return (this.options.engines ?? sharedEngineClient()).health<EngineHealth>(handle, timeoutMs);
   }
 
-  async logTail(ref: Pick<ReplicaRef, 'replicaId'>): Promise<string> {
-    try {
-      const file = await open(this.logPath(ref.replicaId), 'r');
-      try {
-        const { size } = await file.stat();
-        const length = Math.min(size, 8192);
-        const buffer = Buffer.alloc(length);
-        await file.read(buffer, 0, length, size - length);
-        return buffer.toString('utf8');
-      } finally {
-        await file.close();
-      }
-    } catch {
-      return '';
-    }
+  logTail(ref: Pick<ReplicaRef, 'replicaId'>): Promise<string> {
+    return readLogTail(this.logPath(ref.replicaId));
   }
 
   /** The replica's log file (engine-log-files.ts); another machine's replica keeps its log there. */
@@ -396,22 +375,8 @@ export class LocalRuntime implements Runtime {
   }
 
   /** The engines this runtime started and has not stopped, as its state files under `dir` record them (no database needed). */
-  async recorded(): Promise<RecordedEngine[]> {
-    let names: string[];
-    try {
-      names = await readdir(this.options.dir);
-    } catch {
-      return [];
-    }
-    const found: RecordedEngine[] = [];
-    for (const name of names.filter((n) => n.endsWith('.json'))) {
-      try {
-        found.push(JSON.parse(await readFile(path.join(this.options.dir, name), 'utf8')) as StateFile);
-      } catch {
-        continue;
-      }
-    }
-    return found;
+  recorded(): Promise<RecordedEngine[]> {
+    return readStateFiles(this.options.dir);
   }
 
   async reapOrphans(keep: ReadonlySet<string>): Promise<string[]> {
