@@ -43,9 +43,22 @@ export class ModelPreparer {
 
   constructor(private readonly options: ModelPreparerOptions) {}
 
-  /** The version's model as resolved: recorded in the version, or resolved by this process. */
+  /** Versions whose replicas another version took over as they were (`carry`): the one each took them from. */
+  private readonly carried = new Map<string, string>();
+
+  /** The version's model as resolved: recorded in the version, or resolved by this process (for it, or for the version it took its replicas from). */
   known(version: Pick<VersionRecord, 'endpointId' | 'versionIndex' | 'model'>): ResolvedModel | null {
-    return (version.model as ResolvedModel | null) ?? this.resolved.get(versionKey(version)) ?? null;
+    const key = versionKey(version);
+    const from = this.carried.get(key);
+    return (version.model as ResolvedModel | null) ?? this.resolved.get(key) ?? (from ? this.resolved.get(from) : undefined) ?? null;
+  }
+
+  /** `to` took a starting replica of `from` as it was: the model that replica's step resolves (or resolved) is `to`'s too. */
+  carry(from: Pick<VersionRecord, 'endpointId' | 'versionIndex' | 'model'>, to: Pick<VersionRecord, 'endpointId' | 'versionIndex'>): void {
+    const model = this.known(from);
+    if (model) this.resolved.set(versionKey(to), model);
+    else this.carried.set(versionKey(to), versionKey(from));
+    if (this.carried.size > 10_000) this.carried.delete(this.carried.keys().next().value!);
   }
 
   private remember(version: VersionRecord, model: ResolvedModel | null): void {

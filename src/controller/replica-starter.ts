@@ -24,6 +24,7 @@
 import pLimit from 'p-limit';
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
 import { newId } from '../domain/ids.js';
+import { servesAlike } from '../domain/endpoint-spec.js';
 import { findInstanceOption } from '../domain/instance-catalog.js';
 import type { ControllerEvent, LifecycleState } from '../domain/lifecycle.js';
 import type { ReplicaRecord } from '../domain/replica.js';
@@ -31,8 +32,8 @@ import type { EngineClient } from '../engine-client/engine-client.js';
 import type { ModelStore } from '../models/model-store.js';
 import { ReplicaStartError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
-import { insertReplica, markReplica } from '../storage/replicas-repository.js';
-import { setVersionRollout } from '../storage/versions-repository.js';
+import { insertReplica, markReplica, retagReplica } from '../storage/replicas-repository.js';
+import { findVersion, setVersionRollout } from '../storage/versions-repository.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
 import { ModelPreparer } from './model-preparer.js';
 import { refOf } from './replica-stopper.js';
@@ -262,13 +263,20 @@ export class ReplicaStarter {
       // locator by a gateway that stopped (the crash watch judges it). A placed row has its engine's token or locator.
       if (replica.locator === null && (replica.token === null || !this.followed.has(replica.id))) continue;
       let ref = refOf(replica);
-      // A version the endpoint no longer wants (updated while it started): stopped, not waited for.
+      // A version the endpoint no longer wants (updated while it started): stopped, not waited for; unless the update
+      // changed only what the gateway reads (the name, the autoscaling policy): then it goes on as the new version's.
       if (replica.versionIndex !== endpoint.current.versionIndex && endpoint.current.rolloutState !== 'FAILED') {
-        await runtime.stop(ref, 0);
-        this.followed.delete(replica.id);
-        await markReplica(sql, replica.id, { state: 'STOPPED', lastError: 'no longer wanted: the endpoint was updated' });
-        ended(replica.id);
-        continue;
+        if (await this.carryOver(endpoint, replica)) {
+          const carried: ReplicaRecord = { ...replica, versionIndex: endpoint.current.versionIndex };
+          seen.starting = seen.starting.map((r) => (r.id === carried.id ? carried : r));
+          replica = carried;
+        } else {
+          await runtime.stop(ref, 0);
+          this.followed.delete(replica.id);
+          await markReplica(sql, replica.id, { state: 'STOPPED', lastError: 'no longer wanted: the endpoint was updated' });
+          ended(replica.id);
+          continue;
+        }
       }
       const observed = runtime.observe(ref);
       if (observed.state === 'unknown') {
@@ -322,6 +330,16 @@ export class ReplicaStarter {
       if (endpointId === endpoint.id && !starting.some((r) => r.id === id)) this.followed.delete(id);
     }
     return seen;
+  }
+
+  /** Hands a starting replica to the endpoint's current version when that version serves as the replica's does. */
+  private async carryOver(endpoint: EndpointRecord, replica: ReplicaRecord): Promise<boolean> {
+    const { sql } = this.options;
+    const from = await findVersion(sql, endpoint.id, replica.versionIndex);
+    if (!from || !servesAlike(from.spec, endpoint.current.spec)) return false;
+    if (!(await retagReplica(sql, replica.id, from.versionIndex, endpoint.current.versionIndex, 'STARTING'))) return false;
+    this.preparer.carry(from, endpoint.current);
+    return true;
   }
 
   /**

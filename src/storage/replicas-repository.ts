@@ -140,11 +140,20 @@ export async function replicaState(db: Queryable, id: string): Promise<ReplicaSt
   return row?.state;
 }
 
-/** Hands a ready replica from one version to another (that it serves as it is); false when it was no longer on `from`. */
-export async function retagReplica(db: Queryable, id: string, from: number, to: number): Promise<boolean> {
+/**
+ * Hands a ready (or starting) replica from one version to another (that it serves as it is); false when it was no
+ * longer on `from`, in that state.
+ */
+export async function retagReplica(
+  db: Queryable,
+  id: string,
+  from: number,
+  to: number,
+  state: 'READY' | 'STARTING' = 'READY',
+): Promise<boolean> {
   const rows = await db`
     UPDATE replicas SET version_index = ${to}
-    WHERE id = ${id} AND version_index = ${from} AND state = 'READY'
+    WHERE id = ${id} AND version_index = ${from} AND state = ${state}
     RETURNING id`;
   return rows.length === 1;
 }

@@ -3,7 +3,8 @@
  * returns, and each pass reads how its start goes. An engine that loads for
  * as long as the test wants (its health answers 503 until a file exists)
  * shows it: a terminate, a sleep or an update given while the engine loads
- * takes effect at once, the loading engine stopped, instead of after the load.
+ * takes effect at once, the loading engine stopped, instead of after the load
+ * (an update of what only the gateway reads keeps it).
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -88,6 +89,27 @@ describe('while an engine loads', () => {
     expect(Date.now() - asked).toBeLessThan(10_000);
     expect(await liveReplicaRows(app.sql, id)).toEqual([]);
     await waitFor('the engine to exit', async () => !running(replica.pid), 5_000);
+  });
+
+  test('an update of what only the gateway reads (the name, the autoscaling policy) keeps the loading engine: it serves as the new version', async () => {
+    const { id, replica } = await loading();
+    const update = { name: 'renamed-while-loading', autoscalingPolicy: { minReplica: 1, maxReplica: 2, cooldownPeriod: 60 } };
+    expect((await user.rest('PUT', `/dedicated/beta/endpoint/${id}`, update)).status).toBe(200);
+    await waitFor(
+      'the loading replica handed to the new version',
+      async () => (await liveReplicaRows(app.sql, id)).find((r) => r.id === replica.id && r.version_index === 1),
+      10_000,
+    );
+    expect(running(replica.pid)).toBe(true);
+    await writeFile(go, '');
+    await waitForStatus(app.sql, id, 'RUNNING', 30_000);
+    expect(await liveReplicaRows(app.sql, id)).toMatchObject([{ id: replica.id, state: 'READY', version_index: 1 }]);
+    // The version it serves records the model that replica's start resolved.
+    const [version] = await app.sql`SELECT rollout_state, model FROM endpoint_versions WHERE endpoint_id = ${id} AND version_index = 1`;
+    expect(version).toMatchObject({ rollout_state: 'ROLLED_OUT', model: expect.objectContaining({ source: 'hf' }) });
+    const [stopped] = await app.sql`SELECT count(*)::int AS n FROM replicas WHERE endpoint_id = ${id} AND state = 'STOPPED'`;
+    expect(stopped!.n).toBe(0);
+    await rm(go);
   });
 
   test('an update starts the new version at once: the old version’s loading engine is stopped, not waited for', async () => {
