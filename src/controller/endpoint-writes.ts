@@ -115,26 +115,18 @@ export class EndpointWrites {
    */
   async refreshCounts(id: string, desiredReplicas: number, cause: string): Promise<void> {
     const running = this.refreshing.get(id);
-    if (running) {
-      // It runs after the one running, whether that one succeeded or not.
-      running.next ??= {
-        args: { desiredReplicas, cause },
-        done: running.done.catch(() => undefined).then(() => this.refreshNext(id)),
-      };
-      running.next.args = { desiredReplicas, cause };
-      return running.next.done;
-    }
-    const entry: Refreshing = { done: this.refreshOnce(id, desiredReplicas, cause) };
-    this.refreshing.set(id, entry);
-    await entry.done.finally(() => {
-      if (this.refreshing.get(id) === entry && !entry.next) this.refreshing.delete(id);
-    });
+    if (!running) return this.runRefresh(id, { desiredReplicas, cause });
+    // It runs after the one running, whether that one succeeded or not.
+    running.next ??= {
+      args: { desiredReplicas, cause },
+      done: running.done.catch(() => undefined).then(() => this.runRefresh(id, running.next!.args)),
+    };
+    running.next.args = { desiredReplicas, cause };
+    return running.next.done;
   }
 
-  /** The refresh asked for while one ran: it runs now, in its place. */
-  private async refreshNext(id: string): Promise<void> {
-    const ended = this.refreshing.get(id)!;
-    const { args } = ended.next!;
+  /** Runs one refresh as the endpoint's running one; it is forgotten when it ends, unless another was asked meanwhile. */
+  private async runRefresh(id: string, args: { desiredReplicas: number; cause: string }): Promise<void> {
     const entry: Refreshing = { done: this.refreshOnce(id, args.desiredReplicas, args.cause) };
     this.refreshing.set(id, entry);
     await entry.done.finally(() => {
@@ -143,7 +135,7 @@ export class EndpointWrites {
   }
 
   private async refreshOnce(id: string, desiredReplicas: number, cause: string): Promise<void> {
-    // Most often they are as shown already: one read, no lock.
+    // Most often they are as shown already: one read, no lock (the counts as countsOf makes them, in SQL).
     if (await showsReadyCounts(this.sql, id, desiredReplicas)) return;
     await this.sql.begin(async (tx) => {
       const endpoint = await lockEndpoint(tx, id, WITH_DELETED);

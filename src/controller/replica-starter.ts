@@ -256,6 +256,13 @@ export class ReplicaStarter {
     for (const failure of failed) await this.fail(failure);
     const seen: StartsSeen = { unknown: false, failed, waitingForNode: [], starting: [...starting] };
     const ended = (id: string) => (seen.starting = seen.starting.filter((r) => r.id !== id));
+    // A start that ends here without failing: the runtime's part goes, and the row says why (unless it ended already).
+    const drop = async (replica: ReplicaRecord, ref: ReplicaRef, lastError?: string) => {
+      await runtime.stop(ref, 0);
+      this.followed.delete(replica.id);
+      if (lastError !== undefined) await markReplica(sql, replica.id, { state: 'STOPPED', lastError });
+      ended(replica.id);
+    };
     let reported = false;
     for (let replica of starting) {
       if (replica.runtime !== runtime.name || this.jobs.has(replica.id)) continue;
@@ -271,10 +278,7 @@ export class ReplicaStarter {
           seen.starting = seen.starting.map((r) => (r.id === carried.id ? carried : r));
           replica = carried;
         } else {
-          await runtime.stop(ref, 0);
-          this.followed.delete(replica.id);
-          await markReplica(sql, replica.id, { state: 'STOPPED', lastError: 'no longer wanted: the endpoint was updated' });
-          ended(replica.id);
+          await drop(replica, ref, 'no longer wanted: the endpoint was updated');
           continue;
         }
       }
@@ -287,10 +291,9 @@ export class ReplicaStarter {
       if (observed.state !== 'dead' && observed.locator && observed.locator !== replica.locator) {
         // Its engine was spawned after its model step: the row records where.
         const placed = { locator: observed.locator, address: observed.address ?? replica.address };
+        // Its row ended meanwhile (a sleep, a terminate): what was spawned goes too.
         if (!(await markReplica(sql, replica.id, { state: 'STARTING', ...placed }))) {
-          await runtime.stop(ref, 0);
-          this.followed.delete(replica.id);
-          ended(replica.id);
+          await drop(replica, ref);
           continue;
         }
         replica = { ...replica, ...placed };
@@ -307,16 +310,12 @@ export class ReplicaStarter {
         const warming: boolean = first && !reported;
         reported ||= warming;
         this.run(replica.id, endpoint.id, () => this.warm(endpoint, replica, observed.address, warming));
+      } else if (isGatewayOutage(observed.cause)) {
+        // Its model step lost our database: not the replica's failure (a later pass starts another).
+        await drop(replica, ref, (observed.cause as Error).message);
       } else {
         // What the runtime keeps of it goes (a failed pod's object; a process's state file).
         await runtime.stop(ref, 0);
-        if (isGatewayOutage(observed.cause)) {
-          // Its model step lost our database: not the replica's failure (a later pass starts another).
-          await markReplica(sql, replica.id, { state: 'STOPPED', lastError: (observed.cause as Error).message });
-          this.followed.delete(replica.id);
-          ended(replica.id);
-          continue;
-        }
         const error =
           observed.cause ??
           new ReplicaStartError(observed.code ?? 'WORKLOAD_INIT_GRPC_ERROR', observed.reason ?? 'the engine stopped before it was ready');

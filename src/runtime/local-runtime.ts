@@ -145,14 +145,13 @@ export class LocalRuntime implements Runtime {
       this.follow(this.entry(spawned.ref), spawned.nudge);
       return spawned.ref;
     }
-    const entry = this.entry(ref);
-    entry.observation = { state: 'starting', phase: 'RESOLVING_MODEL' };
-    void this.provision(entry, launch);
+    void this.provision(this.entry(ref, { state: 'starting', phase: 'RESOLVING_MODEL' }), launch);
     return ref;
   }
 
-  private entry(ref: ReplicaRef): Followed {
-    const entry: Followed = { ref, observation: { state: 'starting', phase: 'ENGINE_INITIALIZING' }, abort: new AbortController() };
+  /** Follows the replica from now on, as first observed (`follow` observes a spawned engine as it loads). */
+  private entry(ref: ReplicaRef, observation: ReplicaObservation = { state: 'starting', phase: 'ENGINE_INITIALIZING' }): Followed {
+    const entry: Followed = { ref, observation, abort: new AbortController() };
     this.followed.set(ref.replicaId, entry);
     return entry;
   }

@@ -138,7 +138,7 @@ export async function setReplicaCounts(db: Queryable, id: string, counts: Replic
 
 /**
  * Whether the endpoint shows the counts of its replicas now (its READY ones, those of its current version) and
- * `desired`, read without a lock: false also when it has no row.
+ * `desired`, read without a lock: false also when it has no row. The counts as the controller's countsOf makes them.
  */
 export async function showsReadyCounts(db: Queryable, id: string, desired: number): Promise<boolean> {
   const rows = await db`
