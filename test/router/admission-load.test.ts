@@ -12,6 +12,8 @@ import { startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type 
 const QUEUE_TIMEOUT_MS = 6000;
 /** Tokens per request: enough that each holds its slot a while. */
 const TOKENS = 300;
+/** Tokens of the request holding the slot in the fairness test (about 2 s here, unloaded). */
+const HOLDER_TOKENS = 2000;
 
 let t: TestApp;
 let alice: SeededUser;
@@ -20,13 +22,14 @@ let lightKey: string;
 
 const MESSAGES = [{ role: 'user' as const, content: 'Tell me a story.' }];
 
-beforeAll(async () => {
-  t = await startTestApp({ env: { QUEUE_TIMEOUT_MS: String(QUEUE_TIMEOUT_MS), WAKE_TIMEOUT_MS: '60000' } });
+/** A gateway with this queue timeout, a user and a second key of hers (each describe has its own). */
+async function begin(queueTimeoutMs: number): Promise<void> {
+  t = await startTestApp({ env: { QUEUE_TIMEOUT_MS: String(queueTimeoutMs), WAKE_TIMEOUT_MS: '60000' } });
   alice = await t.seed.user();
   const created = await t.app.services.identity.createApiKey('system', { name: 'light', user: alice.user.id });
   if (created.type === 'error') throw new Error(created.error.message);
   lightKey = created.value.secret;
-});
+}
 
 function chat(key: string, body: Record<string, unknown>, signal?: AbortSignal) {
   return fetch(`${t.url}/dedicated/v1/chat/completions`, {
@@ -57,6 +60,8 @@ async function publishedQueue(endpointId: string): Promise<number> {
 }
 
 describe('fail-fast admission', () => {
+  beforeAll(() => begin(QUEUE_TIMEOUT_MS));
+
   test('a request the queue cannot start within the timeout gets 429 at once, with a Retry-After from the measured rate', async () => {
     const id = await newEndpoint('fail-fast');
     // Measure: a few requests of the size the burst sends, one at a time (each holds the only slot).
@@ -112,12 +117,16 @@ describe('fail-fast admission', () => {
 });
 
 describe('fairness between API keys', () => {
+  // A queue timeout no backlog here comes near: this test is about the order of admission, and a refusal by the
+  // fail-fast estimate (a holder slowed by a loaded machine raises it) would shrink the backlog it needs.
+  beforeAll(() => begin(120_000));
+
   test("a light key's request is admitted ahead of a heavy key's backlog", async () => {
     const id = await newEndpoint('fairness');
     const clients = new AbortController();
     const order: string[] = [];
-    const ask = (key: string, label: string) =>
-      chat(key, { model: id, max_tokens: TOKENS }, clients.signal).then(
+    const ask = (key: string, label: string, maxTokens = TOKENS) =>
+      chat(key, { model: id, max_tokens: maxTokens }, clients.signal).then(
         async (response) => {
           await response.arrayBuffer();
           order.push(`${label}:${response.status}`);
@@ -128,11 +137,12 @@ describe('fairness between API keys', () => {
     const warm = await chat(alice.key, { model: id, max_tokens: 2 });
     expect(warm.status).toBe(200);
     await warm.arrayBuffer();
-    // The heavy key takes the only slot, then queues eight more behind it.
-    const holder = ask(alice.key, 'heavy0');
+    // The heavy key takes the only slot with a long answer (several times a backlog request's, so that the whole
+    // backlog is still queued when the light request comes), then queues eight more behind it.
+    const holder = ask(alice.key, 'heavy0', HOLDER_TOKENS);
     await waitFor('the slot taken', async () => (await replicaHealth(t.sql, id)).active === 1);
     const heavy = Array.from({ length: 8 }, (_, i) => ask(alice.key, `heavy${i + 1}`));
-    await waitFor('the heavy backlog queued', async () => (await publishedQueue(id)) >= 7, 30_000);
+    await waitFor('the heavy backlog queued', async () => (await publishedQueue(id)) >= 8, 30_000);
     const light = ask(lightKey, 'light');
     await Promise.all([holder, light, ...heavy]);
     // Batch size 1: requests finish in the order they were admitted.
