@@ -31,10 +31,12 @@ import { holdsNoReplicas } from '../domain/lifecycle.js';
 import type { ModelStore } from '../models/model-store.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
-import { findEndpoints, markEndpointCleaned } from '../storage/endpoints-repository.js';
+import { markEndpointCleaned } from '../storage/endpoints-repository.js';
+import { readPassState } from '../storage/pass-reads.js';
+import { QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
 import { DEFAULT_CRASH_POLICY, type CrashPolicy } from './crash-policy.js';
 import { CrashWatch } from './crash-watch.js';
-import { EndpointWrites, StaleError, WITH_DELETED } from './endpoint-writes.js';
+import { EndpointWrites, StaleError } from './endpoint-writes.js';
 import { ReconcileLoop } from './reconcile-loop.js';
 import { ReplicaStarter, type StartFailure } from './replica-starter.js';
 import { ReplicaStopper } from './replica-stopper.js';
@@ -161,9 +163,11 @@ export class Controller {
   /** One pass over one endpoint whose lease this process holds. */
   private async reconcile(id: string): Promise<void> {
     const { writes, stopper } = this;
-    const [endpoint] = await findEndpoints(this.sql, [id], WITH_DELETED);
-    if (!endpoint) return;
-    const replicas = await this.crashes.observe(endpoint);
+    // The endpoint, its live replicas and the requests queued for it, in one read.
+    const state = await readPassState(this.sql, id, QUEUE_DEPTH_STALE_MS);
+    if (!state) return;
+    const { endpoint } = state;
+    const replicas = await this.crashes.observe(endpoint, state.replicas);
     if (replicas === 'failed') return;
 
     if (endpoint.deleted) {
@@ -218,7 +222,7 @@ export class Controller {
           await this.rollout.step(endpoint, serving, starting, seen.waitingForNode);
         } else {
           await writes.transition(id, endpoint, { type: 'all-replicas-current' }, { cause: 'controller:serving' });
-          await this.scaling.autoscale(endpoint, serving, starting, seen.waitingForNode);
+          await this.scaling.autoscale(endpoint, state.queued, serving, starting, seen.waitingForNode);
         }
         return;
       }

@@ -12,7 +12,7 @@ import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { EngineHealth, Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
-import { failuresSince, liveReplicas, markReplica } from '../storage/replicas-repository.js';
+import { failuresSince, markReplica } from '../storage/replicas-repository.js';
 import { decideAfterDeaths, type CrashPolicy, type RecentDeaths } from './crash-policy.js';
 import type { EndpointWrites } from './endpoint-writes.js';
 import { refOf, type ReplicaStopper } from './replica-stopper.js';
@@ -66,15 +66,15 @@ export class CrashWatch {
   ) {}
 
   /**
-   * The endpoint's live replicas, after dead ones are marked FAILED and ones
-   * left STARTING or DRAINING by a process that died are stopped; 'failed'
-   * when its replicas keep dying and the endpoint was marked FAILED.
+   * The endpoint's live replicas (`replicas`, as the pass read them), after
+   * dead ones are marked FAILED and ones left STARTING or DRAINING by a
+   * process that died are stopped; 'failed' when its replicas keep dying and
+   * the endpoint was marked FAILED.
    */
-  async observe(endpoint: EndpointRecord): Promise<ReplicaRecord[] | 'failed'> {
+  async observe(endpoint: EndpointRecord, replicas: readonly ReplicaRecord[]): Promise<ReplicaRecord[] | 'failed'> {
     const live: ReplicaRecord[] = [];
     let died = 0;
     let placementUnknown = false;
-    const replicas = await liveReplicas(this.sql, endpoint.id);
     const hung = await this.hungReplicas(endpoint.id, replicas);
     // Forget the endpoint's replicas whose liveness was unknown and that are no longer live (stopped meanwhile).
     for (const [id, entry] of this.unknownSince)

@@ -1,7 +1,7 @@
 /**
  * Autoscaling, around the pure decision of autoscaler.ts: this module reads
- * what it needs (the engines' load, the requests waiting in every gateway's
- * admission queue, the last activity), remembers per endpoint when it last
+ * what it needs (the engines' load, the last activity; the requests waiting
+ * in every gateway's admission queue come with the pass's read), remembers per endpoint when it last
  * scaled up and last needed every replica, and acts on the decision: start
  * replicas, drain the newest ones, or put an idle endpoint to sleep.
  */
@@ -10,7 +10,6 @@ import type { ReplicaRecord } from '../domain/replica.js';
 import type { EngineHealth, Runtime } from '../runtime/runtime.js';
 import { showsCounts } from '../services/endpoint-state.js';
 import type { Sql } from '../storage/database.js';
-import { queuedDemand, QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
 import { findVersion } from '../storage/versions-repository.js';
 import { decideScale, replicaCapacity } from './autoscaler.js';
 import type { CrashWatch } from './crash-watch.js';
@@ -71,15 +70,17 @@ export class Scaling {
 
   /**
    * Acts on the autoscaler's decision for the `serving` replicas, counting those `starting` as on their way (of which
-   * those in `waitingForNode` wait for a machine: a Pod no node has taken yet).
+   * those in `waitingForNode` wait for a machine: a Pod no node has taken yet). `waiting`: the requests the engines do
+   * not see yet, those in every gateway process's admission queue (read with the pass's endpoint, see pass-reads.ts).
    */
   async autoscale(
     endpoint: EndpointRecord,
+    waiting: number,
     serving: readonly ReplicaRecord[],
     starting: readonly ReplicaRecord[],
     waitingForNode: readonly string[] = [],
   ): Promise<void> {
-    const { sql, runtime, writes, starter, stopper, crashes, drainTimeoutMs } = this.options;
+    const { runtime, writes, starter, stopper, crashes, drainTimeoutMs } = this.options;
     const id = endpoint.id;
     const spec = endpoint.current.spec;
     // The answers crash-watch had in this pass, else (a replica it did not check) asked now.
@@ -90,8 +91,6 @@ export class Scaling {
       }),
     );
     const load = healths.reduce((sum, h) => sum + (h ? h.active + h.queued : 0), 0);
-    // Requests the engines do not see yet: those waiting in every gateway process's admission queue.
-    const waiting = await queuedDemand(sql, id, QUEUE_DEPTH_STALE_MS);
     const now = Date.now();
     const capacity = replicaCapacity(spec.advanced.maxBatchSize, healths);
     // First seen by this process (a start, a takeover): counted as busy now, so that nothing scales in before a cooldown.

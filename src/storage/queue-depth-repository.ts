@@ -1,7 +1,8 @@
 /**
  * SQL for the requests waiting in gateway processes' admission queues: each
  * process publishes its own count per endpoint; the controller reads the
- * fresh total as demand (see db/20261123020000_gateway_queue_depth.sql).
+ * fresh total as demand with each pass (pass-reads.ts; see
+ * db/20261123020000_gateway_queue_depth.sql).
  */
 import type { Queryable } from './database.js';
 
@@ -27,14 +28,6 @@ export async function publishQueueDepths(
 /** Removes a process's rows (it stops serving). */
 export async function forgetQueueDepths(db: Queryable, processId: string): Promise<void> {
   await db`DELETE FROM gateway_queue_depth WHERE process_id = ${processId}`;
-}
-
-/** Requests queued for an endpoint over every gateway process that published within `staleMs`. */
-export async function queuedDemand(db: Queryable, endpointId: string, staleMs: number): Promise<number> {
-  const [row] = await db<{ queued: number }[]>`
-    SELECT coalesce(sum(queued), 0)::int AS queued FROM gateway_queue_depth
-    WHERE endpoint_id = ${endpointId} AND updated_at > now() - ${staleMs} * interval '1 millisecond'`;
-  return row?.queued ?? 0;
 }
 
 /** A process publishes a changed count at most this often. */

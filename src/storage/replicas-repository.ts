@@ -4,7 +4,7 @@ import type { ReplicaRecord, ReplicaState } from '../domain/replica.js';
 import { replicaStatesBefore } from '../domain/replica-transitions.js';
 import type { Queryable } from './database.js';
 
-interface ReplicaRow {
+export interface ReplicaRow {
   id: string;
   endpoint_id: string;
   version_index: number;
@@ -21,10 +21,10 @@ interface ReplicaRow {
   ready_at: Date | null;
 }
 
-const COLUMNS =
+export const REPLICA_COLUMNS =
   'id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state, address, locator, engine_token, last_error, created_at, ready_at';
 
-const toReplica = (r: ReplicaRow): ReplicaRecord => ({
+export const toReplica = (r: ReplicaRow): ReplicaRecord => ({
   id: r.id,
   endpointId: r.endpoint_id,
   versionIndex: r.version_index,
@@ -43,7 +43,7 @@ const toReplica = (r: ReplicaRow): ReplicaRecord => ({
 
 export async function liveReplicas(db: Queryable, endpointId: string): Promise<ReplicaRecord[]> {
   const rows = await db<ReplicaRow[]>`
-    SELECT ${db.unsafe(COLUMNS)} FROM replicas
+    SELECT ${db.unsafe(REPLICA_COLUMNS)} FROM replicas
     WHERE endpoint_id = ${endpointId} AND state IN ('STARTING', 'READY', 'DRAINING') ORDER BY created_at, id`;
   return rows.map(toReplica);
 }
@@ -51,7 +51,7 @@ export async function liveReplicas(db: Queryable, endpointId: string): Promise<R
 /** Ready replicas of many endpoints, for the router. */
 export async function readyReplicas(db: Queryable, endpointIds: readonly string[]): Promise<ReplicaRecord[]> {
   const rows = await db<ReplicaRow[]>`
-    SELECT ${db.unsafe(COLUMNS)} FROM replicas
+    SELECT ${db.unsafe(REPLICA_COLUMNS)} FROM replicas
     WHERE endpoint_id = ANY(${endpointIds as string[]}) AND state = 'READY' ORDER BY created_at, id`;
   return rows.map(toReplica);
 }

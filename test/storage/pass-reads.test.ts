@@ -1,0 +1,90 @@
+/**
+ * A reconcile pass's one read of its endpoint (src/storage/pass-reads.ts), on a real database: the endpoint with its
+ * current version, its live replicas only (oldest first, each as the replicas' own read gives it), and the requests
+ * queued for it in every gateway process that published lately (a stale process's count is not demand).
+ */
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { createServices, type Services } from '../../src/services/index.js';
+import type { Principal } from '../../src/services/principal.js';
+import { findEndpoints } from '../../src/storage/endpoints-repository.js';
+import { readPassState } from '../../src/storage/pass-reads.js';
+import { publishQueueDepths } from '../../src/storage/queue-depth-repository.js';
+import { insertReplica, liveReplicas, markReplica } from '../../src/storage/replicas-repository.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { createBody, seedPrincipal } from '../support/gateway.js';
+
+let db: TestDatabase;
+let services: Services;
+let principal: Principal;
+let projectId: string;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  services = createServices(db.sql);
+  ({ principal, projectId } = await seedPrincipal(db.sql, services, 'pass-reads'));
+});
+
+afterAll(() => db?.close());
+
+async function newEndpoint(): Promise<string> {
+  const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none' }));
+  if (created.type === 'error') throw new Error(created.error.message);
+  return created.value.id;
+}
+
+async function addReplica(endpointId: string, n: number, state: 'STARTING' | 'READY' | 'STOPPED'): Promise<string> {
+  const id = `rep_${endpointId}_${n}`;
+  await insertReplica(db.sql, { id, endpointId, versionIndex: 1, runtime: 'local', node: 'n', gpuType: 'H100', numGpu: 1 });
+  if (state !== 'STARTING') {
+    expect(await markReplica(db.sql, id, { state: 'READY', address: `http://127.0.0.1:${n}`, locator: String(n) })).toBe(true);
+  }
+  if (state === 'STOPPED') expect(await markReplica(db.sql, id, { state: 'STOPPED', lastError: 'scaled in' })).toBe(true);
+  return id;
+}
+
+test('an endpoint without replicas or queued requests', async () => {
+  const id = await newEndpoint();
+  const state = await readPassState(db.sql, id, 3000);
+  const [endpoint] = await findEndpoints(db.sql, [id]);
+  expect(state).toEqual({ endpoint, replicas: [], queued: 0 });
+});
+
+test('the live replicas, as their own read gives them, and the fresh queued counts of every process', async () => {
+  const id = await newEndpoint();
+  const other = await newEndpoint();
+  const first = await addReplica(id, 1, 'READY');
+  await addReplica(id, 2, 'STOPPED');
+  const third = await addReplica(id, 3, 'STARTING');
+  await addReplica(other, 4, 'READY');
+  await publishQueueDepths(
+    db.sql,
+    'gw-a',
+    new Map([
+      [id, 3],
+      [other, 7],
+    ]),
+    60_000,
+  );
+  await publishQueueDepths(db.sql, 'gw-b', new Map([[id, 2]]), 60_000);
+  // A process that stopped publishing: its count is stale.
+  await publishQueueDepths(db.sql, 'gw-dead', new Map([[id, 50]]), 60_000);
+  await db.sql`UPDATE gateway_queue_depth SET updated_at = now() - interval '10 seconds' WHERE process_id = 'gw-dead'`;
+
+  const state = await readPassState(db.sql, id, 3000);
+  expect(state!.replicas.map((r) => r.id)).toEqual([first, third]);
+  expect(state!.replicas).toEqual(await liveReplicas(db.sql, id));
+  expect(state!.replicas[0]!.readyAt).toBeInstanceOf(Date);
+  expect(state!.queued).toBe(5);
+  expect(state!.endpoint).toEqual((await findEndpoints(db.sql, [id]))[0]);
+  expect((await readPassState(db.sql, other, 3000))!.queued).toBe(7);
+});
+
+test('a deleted endpoint is read (the controller stops its replicas); an unknown one is not', async () => {
+  const id = await newEndpoint();
+  await addReplica(id, 1, 'READY');
+  await db.sql`UPDATE endpoints SET deleted_at = now() WHERE id = ${id}`;
+  const state = await readPassState(db.sql, id, 3000);
+  expect(state!.endpoint.deleted).toBe(true);
+  expect(state!.replicas).toHaveLength(1);
+  expect(await readPassState(db.sql, 'ep_none', 3000)).toBeUndefined();
+});
