@@ -17,6 +17,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { cpuProfArgs, REPO_ROOT, tempDir } from './lib/env.js';
 import type { Bench, BenchContext, BenchOutcome } from './lib/result.js';
+import { DEFAULTS } from '../src/defaults.js';
 
 const ENDPOINTS = Number(process.env.BENCH_SIM_ENDPOINTS ?? 1000);
 
@@ -65,6 +66,10 @@ interface ControllerFigures {
   idleStatements: number;
   idleStatementsPerEndpointRound: number;
   idleCpuMs: ProcessCpu;
+  /** the test process's CPU per round over every endpoint at rest */
+  idleCpuPerRoundMs: number;
+  /** how often the simulation's controller passes over an endpoint at rest */
+  restIntervalMs: number;
   callsPerChange: { scaleOut: number; scaleIn: number; podDeleted: number };
 }
 
@@ -190,7 +195,10 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
             `Controller, idle: ${c.idleStatements} SQL statements in ${seconds(c.idleWindowMs)} s ` +
               `(${c.idleStatementsPerEndpointRound} per endpoint per round of health checks); CPU over the window: test process ` +
               `${coreShare(c.idleCpuMs.test)} of a core, engine ${coreShare(c.idleCpuMs.engine)}, PostgreSQL ` +
-              `${coreShare(c.idleCpuMs.postgres)}, stand-in ${coreShare(c.idleCpuMs.standIn)}.`,
+              `${coreShare(c.idleCpuMs.postgres)}, stand-in ${coreShare(c.idleCpuMs.standIn)}. Endpoints at rest are passed ` +
+              `over every ${seconds(c.restIntervalMs)} s here; the test process spent ${c.idleCpuPerRoundMs} ms per round ` +
+              `over all of them, ${((c.idleCpuPerRoundMs / (DEFAULTS.restIntervals * c.intervalMs)) * 100).toFixed(0)}% of a ` +
+              `core at production's rest interval (${seconds(DEFAULTS.restIntervals * c.intervalMs)} s).`,
             `Controller, convergence: ${c.convergeStatements} SQL statements (${c.statementsPerReplica} per replica).`,
             'No start is given up (since session 19 a pod waits for its node, however long the scheduler takes, up to the ' +
               'scheduling deadline): the test fails on any replica row that ends.',

@@ -109,6 +109,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     builtInEngine: config.engineCommand === undefined,
     ...(local && inventory.source === 'cpu' ? { hostMemoryPerSlotBytes: os.totalmem() / Math.max(1, config.cpuSlots) } : {}),
     intervalMs: config.controllerIntervalMs,
+    restIntervalMs: config.controllerRestIntervalMs,
     leaseTtlMs: config.leaseTtlMs,
     drainTimeoutMs: config.drainTimeoutMs,
     engines,

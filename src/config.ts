@@ -82,6 +82,8 @@ export interface Config {
   cpuWarning: string | undefined;
   /** Controller pass interval. @default 500 */
   controllerIntervalMs: number;
+  /** How often an endpoint at rest (idle, unchanged) is passed over. @default 10 x controllerIntervalMs */
+  controllerRestIntervalMs: number;
   /** How long an endpoint's lease outlives its holder. @default 10000 */
   leaseTtlMs: number;
   /** How long a starting engine may take to answer its health check. @default 300000 */
@@ -219,6 +221,7 @@ export function loadConfig(env: Env = process.env): Config {
     slots: readInteger(env, 'CPU_SLOTS', undefined, 0, 1024),
     threads: readInteger(env, 'ENGINE_THREADS', undefined, 1, 1024),
   });
+  const controllerIntervalMs = readInteger(env, 'CONTROLLER_INTERVAL_MS', DEFAULTS.controllerIntervalMs, 10, 3_600_000);
   return {
     port: readPort(env, 'PORT', 8080),
     host,
@@ -256,7 +259,14 @@ export function loadConfig(env: Env = process.env): Config {
     },
     stopEnginesOnExit: readBoolean(env, 'STOP_ENGINES_ON_EXIT', false),
     cpuWarning: cpu.warning,
-    controllerIntervalMs: readInteger(env, 'CONTROLLER_INTERVAL_MS', DEFAULTS.controllerIntervalMs, 10, 3_600_000),
+    controllerIntervalMs,
+    controllerRestIntervalMs: readInteger(
+      env,
+      'CONTROLLER_REST_INTERVAL_MS',
+      DEFAULTS.restIntervals * controllerIntervalMs,
+      controllerIntervalMs,
+      86_400_000,
+    ),
     leaseTtlMs: readInteger(env, 'LEASE_TTL_MS', DEFAULTS.leaseTtlMs, 100, 3_600_000),
     replicaStartTimeoutMs: readInteger(env, 'REPLICA_START_TIMEOUT_MS', DEFAULTS.replicaStartTimeoutMs, 1000, 86_400_000),
     drainTimeoutMs: readInteger(env, 'DRAIN_TIMEOUT_MS', DEFAULTS.drainTimeoutMs, 0, 86_400_000),

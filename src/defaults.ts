@@ -6,6 +6,8 @@
 export const DEFAULTS = {
   /** CONTROLLER_INTERVAL_MS */
   controllerIntervalMs: 500,
+  /** CONTROLLER_REST_INTERVAL_MS, in controller intervals: how often an endpoint at rest (idle, unchanged) is passed over. */
+  restIntervals: 10,
   /** LEASE_TTL_MS */
   leaseTtlMs: 10_000,
   /** REPLICA_START_TIMEOUT_MS: how long a starting engine may take to become ready. */

@@ -58,6 +58,8 @@ export interface ControllerOptions {
   intervalMs?: number;
   /** @default 10000 */
   leaseTtlMs?: number;
+  /** How often an endpoint at rest, unchanged, is passed over. @default 10 x intervalMs */
+  restIntervalMs?: number;
   /** How long a sleeping or scaled-down replica may take to finish its requests. @default 30000 */
   drainTimeoutMs?: number;
   /** SIGTERM to SIGKILL. @default 10000 */
@@ -130,6 +132,7 @@ export class Controller {
       intervalMs,
       leaseTtlMs: options.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
       reconcile: (id) => this.reconcile(id),
+      ...(options.restIntervalMs !== undefined ? { restIntervalMs: options.restIntervalMs } : {}),
       log,
     });
     // What the runtime sees change in a replica (a pod scheduled, an engine ready) is read by the endpoint's next pass, now.
@@ -160,22 +163,26 @@ export class Controller {
     await this.starter.stop();
   }
 
-  /** One pass over one endpoint whose lease this process holds. */
-  private async reconcile(id: string): Promise<void> {
+  /**
+   * One pass over one endpoint whose lease this process holds. True when it found the endpoint at rest: asleep,
+   * terminated or failed with nothing left to stop, or serving with every replica ready and current, no demand, and
+   * nothing to do (the loop then passes over it less often while it stays unchanged; see reconcile-loop.ts).
+   */
+  private async reconcile(id: string): Promise<boolean> {
     const { writes, stopper } = this;
     // The endpoint, its live replicas and the requests queued for it, in one read.
     const state = await readPassState(this.sql, id, QUEUE_DEPTH_STALE_MS);
-    if (!state) return;
+    if (!state) return false;
     const { endpoint } = state;
     const replicas = await this.crashes.observe(endpoint, state.replicas);
-    if (replicas === 'failed') return;
+    if (replicas === 'failed') return false;
 
     if (endpoint.deleted) {
       await stopper.stopAll(replicas, 0);
       await writes.refreshCounts(id, 0, 'controller:delete');
       await this.runtime.forgetEndpoint?.(id);
       await markEndpointCleaned(this.sql, id);
-      return;
+      return false;
     }
     switch (endpoint.desiredState) {
       case 'DELETED':
@@ -184,20 +191,22 @@ export class Controller {
           await stopper.stopAll(replicas, 0);
           await writes.refreshCounts(id, 0, 'controller:terminate');
           await writes.transition(id, endpoint, { type: 'terminate-done' }, { cause: 'controller:terminated' });
+          return false;
         }
-        return;
+        return true;
       case 'SLEEPING':
         if (replicas.length > 0 || endpoint.status === 'STOPPING') {
           await stopper.stopAll(replicas, this.drainTimeoutMs);
           await writes.refreshCounts(id, 0, 'controller:sleep');
           await writes.transition(id, endpoint, { type: 'sleep-done' }, { cause: 'controller:slept' });
+          return false;
         }
-        return;
+        return true;
       case 'RUNNING': {
-        if (endpoint.status === 'FAILED') return;
+        if (endpoint.status === 'FAILED') return replicas.length === 0;
         if (holdsNoReplicas(endpoint)) {
-          await writes.transition(id, endpoint, { type: 'held-at-zero' }, { cause: 'controller:max-replica-0' });
-          return;
+          const changed = await writes.transition(id, endpoint, { type: 'held-at-zero' }, { cause: 'controller:max-replica-0' });
+          return changed === null && replicas.length === 0;
         }
         const serving = replicas.filter((r) => r.state === 'READY');
         const seen = await this.starter.advance(
@@ -206,13 +215,13 @@ export class Controller {
           serving.length,
         );
         const { starting } = seen;
-        if (await this.tellFailures(endpoint, serving, seen.failed)) return;
+        if (await this.tellFailures(endpoint, serving, seen.failed)) return false;
         // A start whose state this runtime cannot tell yet (its cache not synced) is neither followed nor replaced by
         // another: the endpoint waits for a pass that can tell.
-        if (seen.unknown) return;
+        if (seen.unknown) return false;
         if (serving.length === 0) {
           // The first replica is on its way, or waits out its back-off; else it begins.
-          if (starting.length > 0 || (await this.crashes.backingOff(endpoint))) return;
+          if (starting.length > 0 || (await this.crashes.backingOff(endpoint))) return false;
           // A model that cannot be had (found out before a wait for capacity) fails the start at once.
           await this.starter.begin(endpoint, endpoint.current, true).catch(async (error: unknown) => {
             if (error instanceof StaleError || isGatewayOutage(error)) throw error;
@@ -221,10 +230,11 @@ export class Controller {
         } else if (needsRollout(serving, endpoint.current)) {
           await this.rollout.step(endpoint, serving, starting, seen.waitingForNode);
         } else {
-          await writes.transition(id, endpoint, { type: 'all-replicas-current' }, { cause: 'controller:serving' });
-          await this.scaling.autoscale(endpoint, state.queued, serving, starting, seen.waitingForNode);
+          const changed = await writes.transition(id, endpoint, { type: 'all-replicas-current' }, { cause: 'controller:serving' });
+          const steady = await this.scaling.autoscale(endpoint, state.queued, serving, starting, seen.waitingForNode);
+          return steady && changed === null && serving.length === replicas.length;
         }
-        return;
+        return false;
       }
     }
   }

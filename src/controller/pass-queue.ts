@@ -40,8 +40,8 @@ export class PassQueue {
   constructor(private readonly concurrency: number) {}
 
   /** Queues the pass of `id`; it starts when a slot is free, urgent ones first. Settles as `work` does. */
-  add(id: string, urgent: boolean, work: () => Promise<void>): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
+  add<T>(id: string, urgent: boolean, work: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
       const entry: Waiting = { id, run: () => work().then(resolve, reject), started: false };
       if (this.active < this.concurrency) return this.start(entry);
       this.waiting.set(id, entry);

@@ -5,8 +5,16 @@
  * the loop renews this process's leases and runs a pass over every endpoint
  * to reconcile that had none within the interval; a poke runs a pass at once,
  * over the endpoints poked alone when it names them.
+ *
+ * An endpoint whose last pass found it at rest (nothing to do, nothing under
+ * way, no demand) is passed over every `restIntervalMs` instead, as long as
+ * the interval's listing shows it unchanged (its row, its replicas' counts)
+ * and no request queued for it: an idle endpoint's engines are asked for
+ * their health, and its idle timers read, at that pace.
  */
+import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
+import { QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
 import { acquireLeases, endpointsToReconcile, releaseLeases, renewLeases } from '../storage/replicas-repository.js';
 import { Nudge } from '../util/nudge.js';
 import { PassQueue } from './pass-queue.js';
@@ -18,8 +26,10 @@ export interface ReconcileLoopOptions {
   owner: string;
   intervalMs: number;
   leaseTtlMs: number;
-  /** One pass over one endpoint whose lease this process holds. */
-  reconcile: (endpointId: string) => Promise<void>;
+  /** One pass over one endpoint whose lease this process holds; true when it found the endpoint at rest. */
+  reconcile: (endpointId: string) => Promise<boolean | void>;
+  /** How often an endpoint at rest, unchanged and with no request queued, is passed over. @default 10 x intervalMs */
+  restIntervalMs?: number;
   /**
    * Passes that run at once; the others wait their turn (their leases held), so that a thousand endpoints' passes
    * do not queue a thousand statements before the lease renewal on the database's connections. @default 16
@@ -41,10 +51,14 @@ export class ReconcileLoop {
   private fullPassAsked = false;
   /** When each endpoint's last pass was queued (its tick's performance.now()): a due full pass skips those within the interval. */
   private readonly lastPassAt = new Map<string, number>();
+  /** Endpoints whose last pass found them at rest: the stamp the listing before it showed, and that pass's tick. */
+  private readonly atRest = new Map<string, { stamp: string; at: number }>();
   private readonly queue: PassQueue;
+  private readonly restIntervalMs: number;
 
   constructor(private readonly options: ReconcileLoopOptions) {
     this.queue = new PassQueue(options.concurrency ?? 16);
+    this.restIntervalMs = options.restIntervalMs ?? DEFAULTS.restIntervals * options.intervalMs;
   }
 
   start(): void {
@@ -95,7 +109,8 @@ export class ReconcileLoop {
   /**
    * Passes over the endpoints poked, and on a full tick over every endpoint to reconcile: all of them when a full
    * pass was asked for, else ('due') those that had no pass within the interval (a poke's pass reconciles the
-   * endpoint whole). `at`: when the tick began, recorded as the time of the passes it queues.
+   * endpoint whole) and are not resting (at rest when last passed, unchanged since, within the rest interval).
+   * `at`: when the tick began, recorded as the time of the passes it queues.
    */
   private async tick(which: 'poked' | 'due' | 'all', at: number): Promise<void> {
     const { sql, owner, leaseTtlMs } = this.options;
@@ -103,16 +118,23 @@ export class ReconcileLoop {
     this.poked.clear();
     let ids: Iterable<string> = poked;
     let recent = (_id: string) => false;
+    const stamps = new Map<string, string>();
     if (which !== 'poked') {
       await renewLeases(sql, owner, leaseTtlMs);
-      const listed = await endpointsToReconcile(sql);
-      ids = listed;
+      const listed = await endpointsToReconcile(sql, QUEUE_DEPTH_STALE_MS);
+      ids = listed.map((e) => e.id);
+      for (const e of listed) stamps.set(e.id, e.stamp);
+      const idle = new Set(listed.filter((e) => e.queued === 0).map((e) => e.id));
       // Full ticks are an interval apart at least: the last one's passes are never "recent" for this one.
       const since = at - this.options.intervalMs;
-      if (which === 'due') recent = (id) => !poked.has(id) && (this.lastPassAt.get(id) ?? -Infinity) > since;
+      const resting = (id: string) => {
+        const rest = this.atRest.get(id);
+        return rest !== undefined && rest.stamp === stamps.get(id) && idle.has(id) && at - rest.at < this.restIntervalMs;
+      };
+      if (which === 'due') recent = (id) => !poked.has(id) && ((this.lastPassAt.get(id) ?? -Infinity) > since || resting(id));
       // What is no longer listed (deleted, cleaned up) is forgotten.
-      const kept = new Set(listed);
-      for (const id of this.lastPassAt.keys()) if (!kept.has(id)) this.lastPassAt.delete(id);
+      for (const id of this.lastPassAt.keys()) if (!stamps.has(id)) this.lastPassAt.delete(id);
+      for (const id of this.atRest.keys()) if (!stamps.has(id)) this.atRest.delete(id);
     }
     const free: string[] = [];
     for (const id of ids) {
@@ -128,12 +150,18 @@ export class ReconcileLoop {
     for (const id of await acquireLeases(sql, free, owner, leaseTtlMs)) {
       if (this.stopped || this.running.has(id)) continue;
       this.lastPassAt.set(id, at);
+      const stamp = stamps.get(id);
       // A change's pass goes before the interval's.
       const pass = this.queue
         .add(id, poked.has(id), () => this.options.reconcile(id))
-        .catch((error: unknown) => {
-          if (!(error instanceof StaleError)) this.options.log(`reconciling ${id} failed`, error);
-        })
+        .then(
+          // At rest as listed by this tick (a poke's pass has no listing: the next full tick's pass tells).
+          (rest) => void (rest === true && stamp !== undefined ? this.atRest.set(id, { stamp, at }) : this.atRest.delete(id)),
+          (error: unknown) => {
+            this.atRest.delete(id);
+            if (!(error instanceof StaleError)) this.options.log(`reconciling ${id} failed`, error);
+          },
+        )
         .finally(() => {
           this.running.delete(id);
           if (this.poked.has(id)) this.nudge.poke();

@@ -72,6 +72,8 @@ export class Scaling {
    * Acts on the autoscaler's decision for the `serving` replicas, counting those `starting` as on their way (of which
    * those in `waitingForNode` wait for a machine: a Pod no node has taken yet). `waiting`: the requests the engines do
    * not see yet, those in every gateway process's admission queue (read with the pass's endpoint, see pass-reads.ts).
+   * True when the endpoint is at rest: no demand, every engine answered its health check, the replicas and the counts
+   * shown are as wanted, and nothing was done.
    */
   async autoscale(
     endpoint: EndpointRecord,
@@ -79,7 +81,7 @@ export class Scaling {
     serving: readonly ReplicaRecord[],
     starting: readonly ReplicaRecord[],
     waitingForNode: readonly string[] = [],
-  ): Promise<void> {
+  ): Promise<boolean> {
     const { runtime, writes, starter, stopper, crashes, drainTimeoutMs } = this.options;
     const id = endpoint.id;
     const spec = endpoint.current.spec;
@@ -110,7 +112,7 @@ export class Scaling {
     });
     if (decision.sleep) {
       await writes.transition(id, endpoint, { type: 'scaled-to-zero' }, { cause: 'controller:idle' });
-      return;
+      return false;
     }
     // A replica that still waits for a machine and is no longer wanted (the load passed, the policy was lowered) is
     // stopped now: it holds no machine yet, and would otherwise start only to be scaled in.
@@ -124,22 +126,27 @@ export class Scaling {
     if (decision.replicas > serving.length) {
       // Replicas already starting count: each pass begins only those still missing.
       const missing = decision.replicas - serving.length - starting.length;
-      if (missing <= 0 || (await crashes.backingOff(endpoint))) return;
+      if (missing <= 0 || (await crashes.backingOff(endpoint))) return false;
       const version = await this.versionToAdd(endpoint, serving);
-      if (!version) return;
+      if (!version) return false;
       this.lastScaleUp.set(id, now);
       await writes.refreshCounts(id, decision.replicas, 'controller:scale-up');
       await starter.begin(endpoint, version, false, missing);
+      return false;
     } else if (decision.replicas < serving.length) {
       // The counts drop as soon as the victims leave routing, not when their answers in flight have ended.
       await stopper.stopAll(scaleInVictims(serving, serving.length - decision.replicas), drainTimeoutMs, () =>
         writes.refreshCounts(id, decision.replicas, 'controller:scale-down'),
       );
-    } else {
-      // Steady: the counts are rewritten (under the row lock) only when this pass saw them drift. Replicas a scale-out
-      // began are still wanted while they start (the load that asked for them may have passed: scale-in comes later).
-      const desired = Math.max(decision.replicas, serving.length + starting.length);
-      if (!showsCounts(endpoint, countsOf(endpoint, serving, desired))) await writes.refreshCounts(id, desired, 'controller:steady');
+      return false;
     }
+    // Steady: the counts are rewritten (under the row lock) only when this pass saw them drift. Replicas a scale-out
+    // began are still wanted while they start (the load that asked for them may have passed: scale-in comes later).
+    const desired = Math.max(decision.replicas, serving.length + starting.length);
+    if (!showsCounts(endpoint, countsOf(endpoint, serving, desired))) {
+      await writes.refreshCounts(id, desired, 'controller:steady');
+      return false;
+    }
+    return unwanted.length === 0 && starting.length === 0 && load + waiting === 0 && healths.every((h) => h !== undefined);
   }
 }

@@ -228,6 +228,8 @@ export class LocalRuntime implements Runtime {
     child.once('exit', (code) => {
       this.exited.set(pid, code);
       nudge.poke();
+      // A serving engine that dies: its endpoint's next pass comes now (replaced sooner; see the crash watch).
+      this.listener?.(launch.endpointId);
     });
     child.unref();
     const address = `http://127.0.0.1:${port}`;

@@ -190,3 +190,89 @@ test("the interval's pass skips an endpoint a poke reconciled within the interva
     await loop.stop();
   }
 });
+
+test('an endpoint at rest is passed over at the rest interval, and at the next tick once its row, its replicas or its queue change', async () => {
+  await setUp();
+  const [resting, busy] = [await endpoint(), await endpoint()];
+  const passes = { [resting]: 0, [busy]: 0 };
+  const intervalMs = 100;
+  const loop = new ReconcileLoop({
+    sql: db.sql,
+    owner: `loop-${userCount}`,
+    intervalMs,
+    // Longer than the test: a pass of the resting endpoint after its first comes from a change alone.
+    restIntervalMs: 600_000,
+    leaseTtlMs: 30_000,
+    reconcile: async (id) => {
+      if (id in passes) passes[id]!++;
+      return id === resting;
+    },
+    log: () => {},
+  });
+  const passOf = async (what: string, change: () => Promise<unknown>) => {
+    const before = passes[resting]!;
+    await change();
+    await waitFor(what, async () => passes[resting]! > before, 10_000);
+  };
+  loop.start();
+  try {
+    await waitFor('the first passes', async () => passes[resting]! === 1 && passes[busy]! > 0, 10_000);
+    await sleep(15 * intervalMs);
+    // Not at rest: one pass per interval still.
+    expect(passes[busy]).toBeGreaterThanOrEqual(5);
+    expect(passes[resting]).toBe(1);
+    // Any write to its row (an API action through another gateway, which pokes only that one).
+    await passOf('a pass after a write to its row', () => db.sql`UPDATE endpoints SET updated_at = now() WHERE id = ${resting}`);
+    // A replica that comes or goes, or becomes ready.
+    await passOf(
+      'a pass after a replica came',
+      () =>
+        db.sql`INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state)
+        VALUES (${`rep_${resting}`}, ${resting}, 1, 'fake', 'test-node', 'H100', 1, 'STARTING')`,
+    );
+    await passOf('a pass after a replica became ready', () => db.sql`UPDATE replicas SET state = 'READY' WHERE endpoint_id = ${resting}`);
+    // Requests queued for it in some gateway process: a pass every interval while they wait.
+    const queuedFrom = passes[resting]!;
+    await db.sql`INSERT INTO gateway_queue_depth (process_id, endpoint_id, queued) VALUES ('another-gateway', ${resting}, 3)`;
+    await sleep(10 * intervalMs);
+    expect(passes[resting]! - queuedFrom).toBeGreaterThanOrEqual(3);
+    // At rest again once nothing waits.
+    await db.sql`DELETE FROM gateway_queue_depth WHERE endpoint_id = ${resting}`;
+    await sleep(3 * intervalMs);
+    const restedAt = passes[resting]!;
+    await sleep(10 * intervalMs);
+    expect(passes[resting]).toBe(restedAt);
+    // A poke passes it at once.
+    await passOf('a poked pass', async () => loop.poke(resting));
+  } finally {
+    await loop.stop();
+  }
+});
+
+test('an endpoint at rest is passed over again once the rest interval has passed', async () => {
+  await setUp();
+  const resting = await endpoint();
+  let passes = 0;
+  const loop = new ReconcileLoop({
+    sql: db.sql,
+    owner: `loop-${userCount}`,
+    intervalMs: 100,
+    restIntervalMs: 1000,
+    leaseTtlMs: 30_000,
+    reconcile: async (id) => {
+      if (id === resting) passes++;
+      return true;
+    },
+    log: () => {},
+  });
+  loop.start();
+  try {
+    await waitFor('the first pass', async () => passes === 1, 10_000);
+    await sleep(3500);
+    // About one pass a second (three or four), not one per interval (thirty-five).
+    expect(passes).toBeGreaterThanOrEqual(3);
+    expect(passes).toBeLessThanOrEqual(6);
+  } finally {
+    await loop.stop();
+  }
+});

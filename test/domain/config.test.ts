@@ -29,6 +29,7 @@ test('defaults with no variables set', () => {
     stopEnginesOnExit: false,
     cpuWarning: undefined,
     controllerIntervalMs: 500,
+    controllerRestIntervalMs: 5000,
     leaseTtlMs: 10_000,
     replicaStartTimeoutMs: 300_000,
     drainTimeoutMs: 30_000,
@@ -95,6 +96,14 @@ test('admission queue variables', () => {
   });
   expect(() => loadConfig({ QUEUE_MAX_PER_ENDPOINT: '0' })).toThrow('QUEUE_MAX_PER_ENDPOINT must be an integer from 1 to 1000000');
   expect(() => loadConfig({ QUEUE_MAX_PER_KEY: 'many' })).toThrow('QUEUE_MAX_PER_KEY must be an integer from 1 to 1000000');
+});
+
+test('controller variables: the rest interval follows the interval unless set, and is no shorter', () => {
+  expect(loadConfig({ CONTROLLER_INTERVAL_MS: '200' })).toMatchObject({ controllerIntervalMs: 200, controllerRestIntervalMs: 2000 });
+  expect(loadConfig({ CONTROLLER_REST_INTERVAL_MS: '1500' })).toMatchObject({ controllerIntervalMs: 500, controllerRestIntervalMs: 1500 });
+  expect(() => loadConfig({ CONTROLLER_REST_INTERVAL_MS: '100' })).toThrow(
+    'CONTROLLER_REST_INTERVAL_MS must be an integer from 500 to 86400000',
+  );
 });
 
 test('malformed variables name the variable and the rule', () => {

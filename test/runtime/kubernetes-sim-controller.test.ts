@@ -56,6 +56,11 @@ import { buildTinyGguf } from '../support/tiny-gguf.js';
 const ENDPOINTS = Number(process.env.SIM_ENDPOINTS ?? 100);
 /** The controller's interval (a full pass over every endpoint): production's default. */
 const INTERVAL_MS = Number(process.env.SIM_INTERVAL_MS ?? 500);
+/**
+ * How often an endpoint at rest is passed over: twice the interval, not production's ten times, so that the idle
+ * window and the changes' waits for health checks stay short (the idle figures are per round over every endpoint).
+ */
+const REST_INTERVAL_MS = 2 * INTERVAL_MS;
 /** Health checks of every serving replica that the idle window lasts (each pass checks every one). */
 const IDLE_CHECKS = 6;
 const CONVERGE_TIMEOUT_MS = Number(process.env.SIM_CONVERGE_TIMEOUT_MS ?? Math.max(60_000, ENDPOINTS * 400));
@@ -218,6 +223,7 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge from nothing t
     models: new ModelStore({ cache: new ModelCache({ dir: cacheDir }), hubEndpoint: hub.url, allowExternalFormats: false }),
     builtInEngine: true,
     intervalMs: INTERVAL_MS,
+    restIntervalMs: REST_INTERVAL_MS,
     engines,
     log: (message, error) => logged.push(`[controller] ${message} ${error ?? ''}`),
   });
@@ -287,6 +293,9 @@ test('idle passes make no API call: no list, no pod read', async () => {
     idleStatements: statements,
     idleStatementsPerEndpointRound: Number((statements / ENDPOINTS / checks.min).toFixed(1)),
     idleCpuMs: cpu,
+    /** the test process's CPU for one round over every endpoint at rest (its passes, the health checks) */
+    idleCpuPerRoundMs: Math.round((cpu.test ?? 0) / checks.min),
+    restIntervalMs: REST_INTERVAL_MS,
   });
   console.log(`controller simulation, idle: ${JSON.stringify(figures)}`);
 }, 600_000);

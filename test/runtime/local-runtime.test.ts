@@ -300,6 +300,30 @@ describe("a replica's model step, run by the runtime before its engine", () => {
     expect(runtime.liveness({ ...ref, locator: ready.locator! }).kind).toBe('dead');
   });
 
+  test('a serving engine that dies is told at once (its endpoint is passed over now, not at its next rest check)', async () => {
+    const runtime = runtimeFor(100, 'ready');
+    const told: string[] = [];
+    runtime.onChange((endpointId) => told.push(endpointId));
+    const step = heldModelStep();
+    const ref = await runtime.ensure(step.pending('rep_dies'));
+    step.finish();
+    const ready = await waitUntil(() => {
+      const seen = runtime.observe(ref);
+      return seen.state === 'ready' ? seen : undefined;
+    });
+    const placed = { ...ref, locator: ready.locator!, address: ready.address };
+    try {
+      const before = told.length;
+      process.kill(Number(ready.locator), 'SIGKILL');
+      await waitUntil(() => (told.length > before ? true : undefined));
+      expect(told.slice(before)).toEqual(['ep_test']);
+      expect(runtime.liveness(placed).kind).toBe('dead');
+      expect(runtime.observe(placed)).toMatchObject({ state: 'dead' });
+    } finally {
+      await runtime.stop(placed, 2000);
+    }
+  });
+
   test('stopping the replica aborts its download, and no engine is spawned', async () => {
     const runtime = runtimeFor(100, 'ready');
     const step = heldModelStep();
