@@ -317,10 +317,14 @@ describe('a scale-out on a full cluster', () => {
       ).toBe(200);
     await scale(1);
     await waitFor('the waiting pod to go', async () => podsOf(id).length === 1, 30_000);
-    const [stopped] = await t.sql<
-      { state: string }[]
-    >`SELECT state FROM replicas WHERE id = ${pending.metadata.labels['dedicated-endpoints.io/replica']}`;
-    expect(stopped?.state).toBe('STOPPED');
+    // Its row is marked once its pod is deleted (a moment after the pod is gone): STOPPED, not failed.
+    const stopped = await waitFor('its row to end', async () => {
+      const [row] = await t.sql<
+        { state: string }[]
+      >`SELECT state FROM replicas WHERE id = ${pending.metadata.labels['dedicated-endpoints.io/replica']}`;
+      return row?.state === 'STARTING' ? undefined : row?.state;
+    });
+    expect(stopped).toBe('STOPPED');
     await waitFor('one replica wanted', async () => (await statusOf(t.sql, id)).desired === 1);
 
     await scale(2);
@@ -371,8 +375,12 @@ describe('a scale-out on a full cluster, wanted no more', () => {
     await Promise.all(load);
     await waitFor('the waiting pod to go', async () => podsOf(id).length === 1, 60_000);
     const replicaId = (pending.metadata as { labels: Record<string, string> }).labels['dedicated-endpoints.io/replica']!;
-    const [row] = await t.sql<{ state: string }[]>`SELECT state FROM replicas WHERE id = ${replicaId}`;
-    expect(row?.state).toBe('STOPPED');
+    // Its row is marked once its pod is deleted (a moment after the pod is gone): STOPPED, not failed.
+    const state = await waitFor('its row to end', async () => {
+      const [row] = await t.sql<{ state: string }[]>`SELECT state FROM replicas WHERE id = ${replicaId}`;
+      return row?.state === 'STARTING' ? undefined : row?.state;
+    });
+    expect(state).toBe('STOPPED');
     await waitFor('one replica wanted', async () => (await statusOf(t.sql, id)).desired === 1);
     expect((await liveReplicaRows(t.sql, id)).map((r) => r.id)).toEqual([first!.id]);
     expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
