@@ -73,7 +73,7 @@ export class Scaling {
    * those in `waitingForNode` wait for a machine: a Pod no node has taken yet). `waiting`: the requests the engines do
    * not see yet, those in every gateway process's admission queue (read with the pass's endpoint, see pass-reads.ts).
    * True when the endpoint is at rest: no demand, every engine answered its health check, the replicas and the counts
-   * shown are as wanted, and nothing was done.
+   * shown are as wanted, nothing was done, and no scale-in or sleep waits for its cooldown to pass.
    */
   async autoscale(
     endpoint: EndpointRecord,
@@ -147,6 +147,8 @@ export class Scaling {
       await writes.refreshCounts(id, desired, 'controller:steady');
       return false;
     }
-    return unwanted.length === 0 && starting.length === 0 && load + waiting === 0 && healths.every((h) => h !== undefined);
+    // No decision waits on a timer: neither a scale-in nor a sleep after the cooldown (those passes come each interval).
+    const settled = spec.autoscaling.minReplica > 0 && serving.length <= Math.max(spec.autoscaling.minReplica, 1);
+    return settled && unwanted.length === 0 && starting.length === 0 && load + waiting === 0 && healths.every((h) => h !== undefined);
   }
 }
