@@ -85,7 +85,14 @@ async function simulate<T>(
   const code = await new Promise<number>((resolve) => {
     const child = spawn(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', file, ...testProf], {
       cwd: REPO_ROOT,
-      env: { ...process.env, SIM_ENDPOINTS: String(ENDPOINTS), SIM_OUT: out, SIM_STAND_IN_EXEC_ARGV: standInProf },
+      env: {
+        ...process.env,
+        SIM_ENDPOINTS: String(ENDPOINTS),
+        SIM_OUT: out,
+        SIM_STAND_IN_EXEC_ARGV: standInProf,
+        // Production's rest interval (the controller's interval is production's too).
+        SIM_REST_INTERVAL_MS: String(DEFAULTS.restIntervals * DEFAULTS.controllerIntervalMs),
+      },
       stdio: 'inherit',
     });
     child.once('exit', (exitCode) => resolve(exitCode ?? 1));

@@ -32,7 +32,7 @@ import type { ModelStore } from '../models/model-store.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { markEndpointCleaned } from '../storage/endpoints-repository.js';
-import { readPassState } from '../storage/pass-reads.js';
+import { readPassState, type PassState } from '../storage/pass-reads.js';
 import { QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
 import { DEFAULT_CRASH_POLICY, type CrashPolicy } from './crash-policy.js';
 import { CrashWatch } from './crash-watch.js';
@@ -164,16 +164,23 @@ export class Controller {
   }
 
   /**
-   * One pass over one endpoint whose lease this process holds. True when it found the endpoint at rest: asleep,
-   * terminated or failed with nothing left to stop, or serving with every replica ready and current, no demand, and
-   * nothing to do (the loop then passes over it less often while it stays unchanged; see reconcile-loop.ts).
+   * One pass over one endpoint whose lease this process holds. Answers the endpoint's stamp, as read, when it found
+   * the endpoint at rest, with nothing to do until something changes: asleep, terminated or failed with nothing left to stop; serving with every replica
+   * ready and current and no demand; or waiting for replicas that start (the runtime tells each of their steps). The
+   * loop then passes over it less often while it stays unchanged (see reconcile-loop.ts).
    */
-  private async reconcile(id: string): Promise<boolean> {
-    const { writes, stopper } = this;
+  private async reconcile(id: string): Promise<string | undefined> {
     // The endpoint, its live replicas and the requests queued for it, in one read.
     const state = await readPassState(this.sql, id, QUEUE_DEPTH_STALE_MS);
-    if (!state) return false;
+    if (!state) return undefined;
+    return (await this.act(state)) ? state.stamp : undefined;
+  }
+
+  /** What one pass does with what it read; true when the endpoint is at rest (see `reconcile`). */
+  private async act(state: PassState): Promise<boolean> {
+    const { writes, stopper } = this;
     const { endpoint } = state;
+    const id = endpoint.id;
     const replicas = await this.crashes.observe(endpoint, state.replicas);
     if (replicas === 'failed') return false;
 
@@ -220,8 +227,10 @@ export class Controller {
         // another: the endpoint waits for a pass that can tell.
         if (seen.unknown) return false;
         if (serving.length === 0) {
-          // The first replica is on its way, or waits out its back-off; else it begins.
-          if (starting.length > 0 || (await this.crashes.backingOff(endpoint))) return false;
+          // The first replica is on its way (the runtime tells each of its steps: the pass that acts on it comes then),
+          // or waits out its back-off; else it begins.
+          if (starting.length > 0) return true;
+          if (await this.crashes.backingOff(endpoint)) return false;
           // A model that cannot be had (found out before a wait for capacity) fails the start at once.
           await this.starter.begin(endpoint, endpoint.current, true).catch(async (error: unknown) => {
             if (error instanceof StaleError || isGatewayOutage(error)) throw error;
@@ -232,7 +241,7 @@ export class Controller {
         } else {
           const changed = await writes.transition(id, endpoint, { type: 'all-replicas-current' }, { cause: 'controller:serving' });
           const steady = await this.scaling.autoscale(endpoint, state.queued, serving, starting, seen.waitingForNode);
-          return steady && changed === null && serving.length === replicas.length;
+          return steady && changed === null && !replicas.some((r) => r.state === 'DRAINING');
         }
         return false;
       }

@@ -14,8 +14,9 @@
  */
 import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
+import { endpointsToReconcile } from '../storage/pass-reads.js';
 import { QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
-import { acquireLeases, endpointsToReconcile, releaseLeases, renewLeases } from '../storage/replicas-repository.js';
+import { acquireLeases, releaseLeases, renewLeases } from '../storage/replicas-repository.js';
 import { Nudge } from '../util/nudge.js';
 import { PassQueue } from './pass-queue.js';
 import { StaleError } from './endpoint-writes.js';
@@ -26,8 +27,8 @@ export interface ReconcileLoopOptions {
   owner: string;
   intervalMs: number;
   leaseTtlMs: number;
-  /** One pass over one endpoint whose lease this process holds; true when it found the endpoint at rest. */
-  reconcile: (endpointId: string) => Promise<boolean | void>;
+  /** One pass over one endpoint whose lease this process holds; the endpoint's stamp as read when it found it at rest. */
+  reconcile: (endpointId: string) => Promise<string | undefined | void>;
   /** How often an endpoint at rest, unchanged and with no request queued, is passed over. @default 10 x intervalMs */
   restIntervalMs?: number;
   /**
@@ -51,7 +52,7 @@ export class ReconcileLoop {
   private fullPassAsked = false;
   /** When each endpoint's last pass was queued (its tick's performance.now()): a due full pass skips those within the interval. */
   private readonly lastPassAt = new Map<string, number>();
-  /** Endpoints whose last pass found them at rest: the stamp the listing before it showed, and that pass's tick. */
+  /** Endpoints whose last pass found them at rest: the stamp that pass read, and that pass's tick. */
   private readonly atRest = new Map<string, { stamp: string; at: number }>();
   private readonly queue: PassQueue;
   private readonly restIntervalMs: number;
@@ -150,13 +151,11 @@ export class ReconcileLoop {
     for (const id of await acquireLeases(sql, free, owner, leaseTtlMs)) {
       if (this.stopped || this.running.has(id)) continue;
       this.lastPassAt.set(id, at);
-      const stamp = stamps.get(id);
       // A change's pass goes before the interval's.
       const pass = this.queue
         .add(id, poked.has(id), () => this.options.reconcile(id))
         .then(
-          // At rest as listed by this tick (a poke's pass has no listing: the next full tick's pass tells).
-          (rest) => void (rest === true && stamp !== undefined ? this.atRest.set(id, { stamp, at }) : this.atRest.delete(id)),
+          (stamp) => void (typeof stamp === 'string' ? this.atRest.set(id, { stamp, at }) : this.atRest.delete(id)),
           (error: unknown) => {
             this.atRest.delete(id);
             if (!(error instanceof StaleError)) this.options.log(`reconciling ${id} failed`, error);

@@ -73,7 +73,8 @@ export class Scaling {
    * those in `waitingForNode` wait for a machine: a Pod no node has taken yet). `waiting`: the requests the engines do
    * not see yet, those in every gateway process's admission queue (read with the pass's endpoint, see pass-reads.ts).
    * True when the endpoint is at rest: no demand, every engine answered its health check, the replicas and the counts
-   * shown are as wanted, nothing was done, and no scale-in or sleep waits for its cooldown to pass.
+   * shown are as wanted (or those missing all started), nothing was done, and no scale-in or sleep waits for its
+   * cooldown to pass.
    */
   async autoscale(
     endpoint: EndpointRecord,
@@ -126,7 +127,9 @@ export class Scaling {
     if (decision.replicas > serving.length) {
       // Replicas already starting count: each pass begins only those still missing.
       const missing = decision.replicas - serving.length - starting.length;
-      if (missing <= 0 || (await crashes.backingOff(endpoint))) return false;
+      // All those wanted are on their way: nothing to do until one of them changes (the runtime tells), or the demand.
+      if (missing <= 0) return unwanted.length === 0 && load + waiting === 0 && healths.every((h) => h !== undefined);
+      if (await crashes.backingOff(endpoint)) return false;
       const version = await this.versionToAdd(endpoint, serving);
       if (!version) return false;
       this.lastScaleUp.set(id, now);

@@ -1,14 +1,28 @@
 /**
- * What one reconcile pass reads of an endpoint, in one statement: the
- * endpoint with its current version, its live replicas, and the requests
- * waiting for it in every gateway process's admission queue (the demand the
- * autoscaler adds to the engines' load). One round trip per pass, not three.
+ * What the controller reads: one pass's read of an endpoint, in one
+ * statement (the endpoint with its current version, its live replicas, and
+ * the requests waiting for it in every gateway process's admission queue,
+ * the demand the autoscaler adds to the engines' load), and the interval's
+ * listing of the endpoints to reconcile. Both give each endpoint's stamp: a
+ * pass that finds the endpoint at rest records the stamp it read, and the
+ * listing shows whether it changed since.
  */
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { Queryable } from './database.js';
 import { CURRENT_VERSION_JOIN, ENDPOINT_COLUMNS, toEndpoint, type EndpointRow } from './endpoint-rows.js';
 import { REPLICA_COLUMNS, toReplica, type ReplicaRow } from './replicas-repository.js';
+
+/**
+ * An endpoint's stamp, in SQL over its row `e`: changes with every write to the row (each sets updated_at) and with
+ * the counts of its live and of its ready replicas.
+ */
+const STAMP = `e.updated_at::text || (SELECT '/' || count(*) || '/' || count(*) FILTER (WHERE r.state = 'READY')
+  FROM replicas r WHERE r.endpoint_id = e.id AND r.state IN ('STARTING', 'READY', 'DRAINING'))`;
+
+/** The requests queued for the endpoint `e` in every gateway process that published within `$staleMs`, in SQL. */
+const queuedSql = (db: Queryable, staleMs: number) => db`(SELECT coalesce(sum(q.queued), 0) FROM gateway_queue_depth q
+  WHERE q.endpoint_id = e.id AND q.updated_at > now() - ${staleMs} * interval '1 millisecond')::int`;
 
 export interface PassState {
   /** Deleted ones too: the controller stops their replicas. */
@@ -17,6 +31,8 @@ export interface PassState {
   replicas: ReplicaRecord[];
   /** Requests queued for it over every gateway process that published within the stale window. */
   queued: number;
+  /** Its stamp as read. */
+  stamp: string;
 }
 
 /** The replica's columns under an `r_` prefix, beside the endpoint's. */
@@ -34,10 +50,9 @@ function replicaOf(row: object): ReplicaRecord {
 
 /** The endpoint's pass state, or undefined when it does not exist. `staleMs`: queue counts older than this are a dead process's. */
 export async function readPassState(db: Queryable, endpointId: string, staleMs: number): Promise<PassState | undefined> {
-  const rows = await db<(EndpointRow & PrefixedReplicaRow & { queued_demand: number })[]>`
+  const rows = await db<(EndpointRow & PrefixedReplicaRow & { queued_demand: number; pass_stamp: string })[]>`
     SELECT ${db.unsafe(ENDPOINT_COLUMNS)}, ${db.unsafe(PREFIXED_REPLICA_COLUMNS)},
-      (SELECT coalesce(sum(q.queued), 0)::int FROM gateway_queue_depth q
-        WHERE q.endpoint_id = e.id AND q.updated_at > now() - ${staleMs} * interval '1 millisecond') AS queued_demand
+      ${queuedSql(db, staleMs)} AS queued_demand, ${db.unsafe(STAMP)} AS pass_stamp
     FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
     LEFT JOIN replicas r ON r.endpoint_id = e.id AND r.state IN ('STARTING', 'READY', 'DRAINING')
     WHERE e.id = ${endpointId}
@@ -48,5 +63,21 @@ export async function readPassState(db: Queryable, endpointId: string, staleMs: 
     endpoint: toEndpoint(first),
     replicas: rows.filter((row) => row.r_id !== null).map(replicaOf),
     queued: first.queued_demand,
+    stamp: first.pass_stamp,
   };
+}
+
+/** An endpoint the controller looks after, as the interval's listing shows it. */
+export interface EndpointToReconcile {
+  id: string;
+  stamp: string;
+  /** Requests queued for it over every gateway process that published within the stale window. */
+  queued: number;
+}
+
+/** Endpoints the controller still has to look after: all but deleted ones already cleaned up, the oldest first. */
+export async function endpointsToReconcile(db: Queryable, queueStaleMs: number): Promise<EndpointToReconcile[]> {
+  return db<EndpointToReconcile[]>`
+    SELECT e.id, ${db.unsafe(STAMP)} AS stamp, ${queuedSql(db, queueStaleMs)} AS queued
+    FROM endpoints e WHERE e.cleaned_at IS NULL ORDER BY e.seq`;
 }

@@ -196,26 +196,3 @@ export async function lockLeasedEndpoint(db: Queryable, endpointId: string, owne
     FOR UPDATE OF e FOR SHARE OF l`;
   return rows.length > 0;
 }
-
-/** An endpoint the controller looks after, as its interval's tick lists it. */
-export interface EndpointToReconcile {
-  id: string;
-  /** Changes whenever the endpoint's row does (every write sets updated_at), or its live or ready replicas' count. */
-  stamp: string;
-  /** Requests queued for it over every gateway process that published within the stale window. */
-  queued: number;
-}
-
-/**
- * Endpoints the controller still has to look after (all but deleted ones already cleaned up), each with what tells
- * whether an endpoint at rest needs a pass before its next rest check: its stamp, and the requests queued for it.
- */
-export async function endpointsToReconcile(db: Queryable, queueStaleMs: number): Promise<EndpointToReconcile[]> {
-  return db<EndpointToReconcile[]>`
-    SELECT e.id,
-      e.updated_at::text || (SELECT '/' || count(*) || '/' || count(*) FILTER (WHERE r.state = 'READY') FROM replicas r
-        WHERE r.endpoint_id = e.id AND r.state IN ('STARTING', 'READY', 'DRAINING')) AS stamp,
-      (SELECT coalesce(sum(q.queued), 0) FROM gateway_queue_depth q
-        WHERE q.endpoint_id = e.id AND q.updated_at > now() - ${queueStaleMs} * interval '1 millisecond')::int AS queued
-    FROM endpoints e WHERE e.cleaned_at IS NULL ORDER BY e.seq`;
-}

@@ -21,6 +21,8 @@ import { ModelStore } from '../../src/models/model-store.js';
 import type { Runtime } from '../../src/runtime/runtime.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
+import { readPassState } from '../../src/storage/pass-reads.js';
+import { QUEUE_DEPTH_STALE_MS } from '../../src/storage/queue-depth-repository.js';
 import { waitFor } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createBody, seedPrincipal } from '../support/gateway.js';
@@ -203,9 +205,10 @@ test('an endpoint at rest is passed over at the rest interval, and at the next t
     // Longer than the test: a pass of the resting endpoint after its first comes from a change alone.
     restIntervalMs: 600_000,
     leaseTtlMs: 30_000,
+    // At rest: the stamp the pass read (as the controller's passes answer it).
     reconcile: async (id) => {
       if (id in passes) passes[id]!++;
-      return id === resting;
+      return id === resting ? (await readPassState(db.sql, id, QUEUE_DEPTH_STALE_MS))?.stamp : undefined;
     },
     log: () => {},
   });
@@ -261,7 +264,7 @@ test('an endpoint at rest is passed over again once the rest interval has passed
     leaseTtlMs: 30_000,
     reconcile: async (id) => {
       if (id === resting) passes++;
-      return true;
+      return (await readPassState(db.sql, id, QUEUE_DEPTH_STALE_MS))?.stamp;
     },
     log: () => {},
   });

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
 import { findEndpoints } from '../../src/storage/endpoints-repository.js';
-import { readPassState } from '../../src/storage/pass-reads.js';
+import { endpointsToReconcile, readPassState } from '../../src/storage/pass-reads.js';
 import { publishQueueDepths } from '../../src/storage/queue-depth-repository.js';
 import { insertReplica, liveReplicas, markReplica } from '../../src/storage/replicas-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -46,7 +46,30 @@ test('an endpoint without replicas or queued requests', async () => {
   const id = await newEndpoint();
   const state = await readPassState(db.sql, id, 3000);
   const [endpoint] = await findEndpoints(db.sql, [id]);
-  expect(state).toEqual({ endpoint, replicas: [], queued: 0 });
+  expect(state).toEqual({ endpoint, replicas: [], queued: 0, stamp: expect.any(String) });
+});
+
+test("the stamp changes with every write to the endpoint's row and with its live and ready replicas' counts; the listing shows the same", async () => {
+  const id = await newEndpoint();
+  const stamp = async () => (await readPassState(db.sql, id, 3000))!.stamp;
+  const listed = async () => (await endpointsToReconcile(db.sql, 3000)).find((e) => e.id === id)!;
+  const seen = [await stamp()];
+  expect((await listed()).stamp).toBe(seen[0]);
+  // Unchanged, unchanged.
+  expect(await stamp()).toBe(seen[0]);
+  await db.sql`UPDATE endpoints SET updated_at = now() WHERE id = ${id}`;
+  seen.push(await stamp());
+  await addReplica(id, 1, 'STARTING');
+  seen.push(await stamp());
+  await markReplica(db.sql, `rep_${id}_1`, { state: 'READY', address: 'http://127.0.0.1:1', locator: '1' });
+  seen.push(await stamp());
+  await markReplica(db.sql, `rep_${id}_1`, { state: 'STOPPED', lastError: 'scaled in' });
+  seen.push(await stamp());
+  // Each change shows (a replica that came and went between two reads leaves the stamp as it was: the state is).
+  for (let i = 1; i < seen.length; i++) expect(seen[i]).not.toBe(seen[i - 1]);
+  expect((await listed()).stamp).toBe(seen.at(-1));
+  await publishQueueDepths(db.sql, 'gw-stamp', new Map([[id, 4]]), 60_000);
+  expect(await listed()).toMatchObject({ queued: 4, stamp: seen.at(-1) });
 });
 
 test('the live replicas, as their own read gives them, and the fresh queued counts of every process', async () => {
