@@ -6,11 +6,12 @@
  * to reconcile that had none within the interval; a poke runs a pass at once,
  * over the endpoints poked alone when it names them.
  *
- * An endpoint whose last pass found it at rest (nothing to do, nothing under
- * way, no demand) is passed over every `restIntervalMs` instead, as long as
- * the interval's listing shows it unchanged (its row, its replicas' counts)
- * and no request queued for it: an idle endpoint's engines are asked for
- * their health, and its idle timers read, at that pace.
+ * An endpoint whose last pass found it at rest (nothing to do until
+ * something changes: see the controller's `reconcile`) is passed over every
+ * `restIntervalMs` instead, as long as the interval's listing shows it
+ * unchanged (its row, its replicas' counts) and no request queued for it: an
+ * idle endpoint's engines are asked for their health, and its idle timers
+ * read, at that pace.
  */
 import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
