@@ -93,6 +93,8 @@ export class ReplicaStarter {
   private readonly followed = new Map<string, string>();
   /** Failed starts not yet told, by endpoint. */
   private readonly failures = new Map<string, StartFailure[]>();
+  /** Replicas whose warm-up ended here (marked READY), by id: their endpoints. A pass that read one STARTING before does not warm it again. */
+  private readonly warmed = new Map<string, string>();
   private readonly preparer: ModelPreparer;
   /** Steps that run at once (downloads, placements, warm-ups); the others wait their turn, already counted as starting. */
   private readonly limit = pLimit(32);
@@ -265,7 +267,7 @@ export class ReplicaStarter {
     };
     let reported = false;
     for (let replica of starting) {
-      if (replica.runtime !== runtime.name || this.jobs.has(replica.id)) continue;
+      if (replica.runtime !== runtime.name || this.jobs.has(replica.id) || this.warmed.has(replica.id)) continue;
       // Not placed as this pass read it (its placing ended since: the next pass reads it placed), or placed without a
       // locator by a gateway that stopped (the crash watch judges it). A placed row has its engine's token or locator.
       if (replica.locator === null && (replica.token === null || !this.followed.has(replica.id))) continue;
@@ -328,6 +330,9 @@ export class ReplicaStarter {
     for (const [id, endpointId] of this.followed) {
       if (endpointId === endpoint.id && !starting.some((r) => r.id === id)) this.followed.delete(id);
     }
+    for (const [id, endpointId] of this.warmed) {
+      if (endpointId === endpoint.id && !starting.some((r) => r.id === id)) this.warmed.delete(id);
+    }
     return seen;
   }
 
@@ -358,6 +363,7 @@ export class ReplicaStarter {
       if (warmed.status === 'rejected') throw warmed.reason;
       this.followed.delete(replica.id);
       if (!(await markReplica(sql, replica.id, { state: 'READY', address, locator: replica.locator }))) return;
+      this.warmed.set(replica.id, id);
       // The version is marked rolled out (with the model it resolved to) by its first replica; the others find it so.
       const version = endpoint.current.versionIndex === replica.versionIndex ? endpoint.current : undefined;
       if (version?.rolloutState !== 'ROLLED_OUT' || !version.model) {
