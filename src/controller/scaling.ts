@@ -124,11 +124,13 @@ export class Scaling {
       await stopper.stopAll(unwanted, 0);
       starting = starting.filter((r) => !unwanted.includes(r));
     }
+    // Nothing asked of this pass: no demand, every engine answered, nothing stopped above.
+    const quiet = unwanted.length === 0 && load + waiting === 0 && healths.every((h) => h !== undefined);
     if (decision.replicas > serving.length) {
       // Replicas already starting count: each pass begins only those still missing.
       const missing = decision.replicas - serving.length - starting.length;
       // All those wanted are on their way: nothing to do until one of them changes (the runtime tells), or the demand.
-      if (missing <= 0) return unwanted.length === 0 && load + waiting === 0 && healths.every((h) => h !== undefined);
+      if (missing <= 0) return quiet;
       if (await crashes.backingOff(endpoint)) return false;
       const version = await this.versionToAdd(endpoint, serving);
       if (!version) return false;
@@ -152,6 +154,6 @@ export class Scaling {
     }
     // No decision waits on a timer: neither a scale-in nor a sleep after the cooldown (those passes come each interval).
     const settled = spec.autoscaling.minReplica > 0 && serving.length <= Math.max(spec.autoscaling.minReplica, 1);
-    return settled && unwanted.length === 0 && starting.length === 0 && load + waiting === 0 && healths.every((h) => h !== undefined);
+    return settled && quiet && starting.length === 0;
   }
 }
