@@ -239,7 +239,13 @@ export class Controller {
         } else if (needsRollout(serving, endpoint.current)) {
           await this.rollout.step(endpoint, serving, starting, seen.waitingForNode);
         } else {
-          const changed = await writes.transition(id, endpoint, { type: 'all-replicas-current' }, { cause: 'controller:serving' });
+          // Its counts go with the status (a pass can read the first replica READY before its warm-up has shown it).
+          const changed = await writes.transition(
+            id,
+            endpoint,
+            { type: 'all-replicas-current' },
+            { cause: 'controller:serving', desiredReplicas: endpoint.desiredReplicaCnt },
+          );
           const steady = await this.scaling.autoscale(endpoint, state.queued, serving, starting, seen.waitingForNode);
           return steady && changed === null && !replicas.some((r) => r.state === 'DRAINING');
         }

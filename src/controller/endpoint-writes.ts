@@ -74,16 +74,22 @@ export class EndpointWrites {
       errorMessage?: string;
       /** Written only while this is still the endpoint's newest version (a rollout's end: an update since starts another). */
       ofVersion?: number;
+      /**
+       * The replica counts are written with the status, in its transaction, wanting at least this many (and at least
+       * those ready): whoever sees the status sees the replicas it describes.
+       */
+      desiredReplicas?: number;
     },
   ): Promise<LifecycleState | null> {
     const next = controllerTransition(event, current);
     if (!next) return null;
     const { status, phase, errorCode, desiredState } = next;
-    const { errorMessage, ofVersion, ...logged } = log;
+    const { errorMessage, ofVersion, desiredReplicas, ...logged } = log;
     await this.guarded(
       id,
       (e) => stillApplies(next, e) && (ofVersion === undefined || e.current.versionIndex === ofVersion),
       async (tx, e) => {
+        if (desiredReplicas !== undefined) await this.writeCounts(tx, e, desiredReplicas, log.cause, true);
         await writeStatus(tx, e, { status, phase, errorCode, ...(desiredState ? { desiredState } : {}), ...logged, actorId: null });
         // The user's message goes with the error code it explains, and away with it.
         const message = errorCode ? (errorMessage ?? null) : null;
@@ -139,18 +145,14 @@ export class EndpointWrites {
     if (await showsReadyCounts(this.sql, id, desiredReplicas)) return;
     await this.sql.begin(async (tx) => {
       const endpoint = await lockEndpoint(tx, id, WITH_DELETED);
-      if (!endpoint) return;
-      const live = await liveReplicas(tx, id);
-      await writeReplicaCounts(
-        tx,
-        endpoint,
-        countsOf(
-          endpoint,
-          live.filter((r) => r.state === 'READY'),
-          desiredReplicas,
-        ),
-        cause,
-      );
+      if (endpoint) await this.writeCounts(tx as unknown as Sql, endpoint, desiredReplicas, cause, false);
     });
+  }
+
+  /** Writes the counts of the locked endpoint's READY replicas; `atLeastReady`: the desired count is no lower than theirs. */
+  private async writeCounts(tx: Sql, endpoint: EndpointRecord, desiredReplicas: number, cause: string, atLeastReady: boolean) {
+    const ready = (await liveReplicas(tx, endpoint.id)).filter((r) => r.state === 'READY');
+    const desired = atLeastReady ? Math.max(desiredReplicas, ready.length) : desiredReplicas;
+    await writeReplicaCounts(tx, endpoint, countsOf(endpoint, ready, desired), cause);
   }
 }

@@ -8,7 +8,8 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { EndpointWrites } from '../../src/controller/endpoint-writes.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
-import { insertReplica, markReplica } from '../../src/storage/replicas-repository.js';
+import { findEndpoints } from '../../src/storage/endpoints-repository.js';
+import { acquireLeases, insertReplica, markReplica } from '../../src/storage/replicas-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createBody, seedPrincipal } from '../support/gateway.js';
 
@@ -93,4 +94,29 @@ test('a refresh that fails fails its own asks only: the next ones run', async ()
   expect(await counts(id)).toMatchObject({ curr_replica_cnt: 2, desired_replica_cnt: 3 });
   await writes.refreshCounts(id, 4, 'test');
   expect(await counts(id)).toMatchObject({ desired_replica_cnt: 4 });
+});
+
+test('a status written with its counts: whoever sees RUNNING sees the replica that serves (the counts come first, in its transaction)', async () => {
+  // As a pass reads it when the first replica turned READY and its warm-up has not yet shown it: READY, counts 0/0.
+  const id = await endpointWithReady(1);
+  await db.sql`UPDATE endpoints SET status = 'READY', phase = NULL, curr_replica_cnt = 0, desired_replica_cnt = 0, updated_replica_cnt = 0 WHERE id = ${id}`;
+  expect(await acquireLeases(db.sql, [id], 'gateway-c', 60_000)).toEqual(new Set([id]));
+  const [endpoint] = await findEndpoints(db.sql, [id]);
+  const writes = new EndpointWrites(db.sql, 'gateway-c');
+  const written = await writes.transition(
+    id,
+    endpoint!,
+    { type: 'all-replicas-current' },
+    { cause: 'controller:serving', desiredReplicas: endpoint!.desiredReplicaCnt },
+  );
+  expect(written).toMatchObject({ status: 'RUNNING' });
+  expect(await counts(id)).toEqual({ curr_replica_cnt: 1, desired_replica_cnt: 1, updated_replica_cnt: 1 });
+  const events = await db.sql<{ type: string; status: string | null; detail: unknown; xmin: string }[]>`
+    SELECT type, status, detail, xmin::text FROM endpoint_events WHERE endpoint_id = ${id} AND cause = 'controller:serving' ORDER BY id`;
+  expect(events.map((e) => [e.type, e.status, e.detail])).toEqual([
+    ['REPLICAS_CHANGED', null, { currReplicaCnt: 1, desiredReplicaCnt: 1, updatedReplicaCnt: 1 }],
+    ['STATUS_CHANGED', 'RUNNING', null],
+  ]);
+  // One transaction wrote both.
+  expect(new Set(events.map((e) => e.xmin)).size).toBe(1);
 });
