@@ -16,7 +16,7 @@
  */
 import { startReplica } from '../support/start-replica.js';
 import { writeFile } from 'node:fs/promises';
-import { KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, makeInformer, type Informer, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { KubernetesRuntime } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
 import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
@@ -42,6 +42,11 @@ interface SimStandIn {
 
 let kube: SimStandIn;
 let runtime: KubernetesRuntime;
+/** The pods' watch events as any client sees them, counted by this test's own informer. */
+let watched: Informer<V1Pod>;
+let podEvents = 0;
+/** How often the runtime told its listener (the controller) that a replica changed. */
+let told = 0;
 
 /** Endpoint i runs 1 + (i mod 10) replicas. */
 const replicasOf = (i: number) => 1 + (i % 10);
@@ -81,6 +86,11 @@ async function pool<T>(tasks: (() => Promise<T>)[], limit: number): Promise<T[]>
   return results;
 }
 
+async function until(probe: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+}
+
 const percentile = (values: number[], q: number) =>
   [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))] ?? 0;
 const total = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0);
@@ -109,10 +119,16 @@ beforeAll(async () => {
     hubEndpoint: 'http://hub.invalid',
     log: () => {},
   });
+  runtime.onChange(() => told++);
   await runtime.open();
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  watched = makeInformer<V1Pod>(kubeConfig, '/api/v1/namespaces/default/pods', () => core.listNamespacedPod({ namespace: 'default' }));
+  for (const verb of ['add', 'update', 'delete'] as const) watched.on(verb, () => podEvents++);
+  await watched.start();
 }, 120_000);
 
 afterAll(async () => {
+  await watched?.stop();
   await runtime?.close();
   await kube?.close();
 });
@@ -143,6 +159,13 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge; passes read t
   expect(convergeCalls['POST /api/v1/namespaces/{ns}/pods']).toBe(totalReplicas);
   expect(Object.keys(convergeCalls).filter((k) => k.startsWith('GET') && !k.includes('secrets'))).toEqual([]);
 
+  // The controller is told of a pod's change only when what it reads of the pod (its step, readiness, failure)
+  // changed: at most its create, its model's download, its engine's load, its readiness.
+  await until(() => podEvents >= totalReplicas * 4);
+  expect(told).toBeLessThanOrEqual(totalReplicas * 4);
+  const toldWhileConverging = told;
+  const podEventsWhileConverging = podEvents;
+
   // The controller's passes: liveness of every replica and the capacity, PASSES times over.
   await kube.resetCounts();
   const passesStarted = performance.now();
@@ -164,6 +187,9 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge; passes read t
   expect(changeRequests['DELETE /api/v1/namespaces/{ns}/pods/{name}']).toBe(10);
   expect(changeCalls).toBe(10);
   for (const ref of victims) expect(runtime.liveness(ref).kind).toBe('dead');
+  // Each deletion is told (stopped with no grace period: removed at once).
+  await until(() => told >= toldWhileConverging + 10);
+  expect(told).toBe(toldWhileConverging + 10);
 
   const figures = {
     endpoints: ENDPOINTS,
@@ -181,6 +207,8 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge; passes read t
     passMs: Number(passMs.toFixed(2)),
     callsPerPass: 0,
     callsPerChange: changeCalls / victims.length,
+    podEventsWhileConverging,
+    toldWhileConverging,
   };
   console.log(`kubernetes simulation: ${JSON.stringify(figures)}`);
   if (process.env.SIM_OUT) await writeFile(process.env.SIM_OUT, JSON.stringify(figures));

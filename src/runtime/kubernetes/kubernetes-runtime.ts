@@ -84,6 +84,8 @@ export class KubernetesRuntime implements Runtime {
   /** Pods this runtime created that its informer has not shown yet, since when (by pod name): not gone, just not seen. */
   private readonly unseen = new Map<string, number>();
   private listener: ((endpointId: string) => void) | undefined;
+  /** Each pod's view (`viewPod`) as its last watch event showed it, by pod name: an event that leaves it alone is not told. */
+  private readonly views = new Map<string, string>();
 
   constructor(private readonly options: KubernetesRuntimeOptions) {
     const kc = options.kubeConfig ?? defaultKubeConfig();
@@ -100,9 +102,15 @@ export class KubernetesRuntime implements Runtime {
       () => this.api.listNamespacedPod({ namespace: this.namespace, labelSelector: MANAGED_SELECTOR }),
       MANAGED_SELECTOR,
     );
-    this.pods = new Watched(podInformer, 'pod', options.log, (pod) => {
-      this.waiting.get(pod.metadata?.name ?? '')?.poke();
-      this.unseen.delete(pod.metadata?.name ?? '');
+    this.pods = new Watched(podInformer, 'pod', options.log, (pod, verb) => {
+      const name = pod.metadata?.name ?? '';
+      this.waiting.get(name)?.poke();
+      this.unseen.delete(name);
+      // A change the controller cannot see (a condition's timestamp, an IP before readiness) asks for no pass.
+      const view = verb === 'delete' ? undefined : JSON.stringify(viewPod(pod));
+      if (view !== undefined && this.views.get(name) === view) return;
+      if (view === undefined) this.views.delete(name);
+      else this.views.set(name, view);
       const endpointId = pod.metadata?.labels?.[LABELS.endpoint];
       if (endpointId) this.listener?.(endpointId);
     });

@@ -20,9 +20,9 @@ export class Watched<T extends V1Pod | V1Node> {
     readonly informer: Informer<T> & ObjectCache<T>,
     private readonly what: string,
     private readonly log: (message: string, error?: unknown) => void,
-    onChange: (object: T) => void,
+    onChange: (object: T, verb: 'add' | 'update' | 'delete') => void,
   ) {
-    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, onChange);
+    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, (object: T) => onChange(object, verb));
     informer.on('error', (error: unknown) => {
       this.errors++;
       this.synced = false;

@@ -84,6 +84,8 @@ export interface KubeStandIn {
   /** SIGKILLs the container and reports it terminated with `exitCode` (reason Error, or Completed for 0). */
   crash(namespace: string, pod: string, exitCode: number, container?: string): void;
   setImagePullFailure(image: string, fails?: boolean): void;
+  /** The kubelet's status sync that changes nothing a client acts on: the Ready condition's lastProbeTime is renewed. */
+  touchPod(namespace: string, pod: string): KubeObject | undefined;
   /** Destroys every open watch connection. */
   cutWatches(): void;
   /** Forgets the change history: a watch from an earlier resourceVersion gets 410 Expired, as an in-stream ERROR
@@ -261,6 +263,12 @@ export async function createKubeStandIn(options: KubeStandInOptions = {}): Promi
     crash(namespace, podName, exitCode, container) {
       const { uid, name } = running(namespace, podName, container);
       kubelet.fault(uid, name, { exitCode });
+    },
+    touchPod(namespace, podName) {
+      return store.update('pods', namespace, podName, (draft) => {
+        for (const condition of draft.status?.conditions ?? [])
+          if (condition.type === 'Ready') condition.lastProbeTime = new Date().toISOString();
+      });
     },
     setImagePullFailure(image, fails = true) {
       if (fails) pullFailures.add(image);

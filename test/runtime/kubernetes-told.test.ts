@@ -1,0 +1,94 @@
+/**
+ * What the Kubernetes runtime tells the controller (`onChange`): a pod's watch event asks for its endpoint's pass
+ * only when it changes what a pass reads of the pod (its step, its readiness, its failure). A real kubelet updates a
+ * pod's status far more often than that (a probe's time, each container's state): each of those asking for a pass
+ * would cost a read of the endpoint and its replicas, for nothing.
+ */
+import { CoreV1Api, KubeConfig, makeInformer, type V1Pod } from '@kubernetes/client-node';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { podName } from '../../src/runtime/kubernetes/pod-spec.js';
+import { KubernetesRuntime } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
+import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
+import type { ReplicaLaunch } from '../../src/runtime/runtime.js';
+import { waitFor } from '../support/app.js';
+import { startKubeStandIn, type KubeStandIn } from '../support/kube/index.js';
+import { startReplica } from '../support/start-replica.js';
+
+let kube: KubeStandIn;
+let runtime: KubernetesRuntime;
+let kubeConfig: KubeConfig;
+/** The endpoints the runtime told of a change, in order. */
+const told: string[] = [];
+
+const launch: ReplicaLaunch = {
+  replicaId: 'rep_told1',
+  endpointId: 'ep_told',
+  versionIndex: 1,
+  modelPath: null,
+  modelRepo: 'org/model',
+  modelRevision: '0123456789abcdef0123456789abcdef01234567',
+  modelFile: { path: 'model-Q8_0.gguf', sha256: null, size: 1 << 20 },
+  gpuType: 'H100',
+  numGpu: 1,
+  maxBatchSize: 8,
+  contextSize: 2048,
+  maxInputLength: 1024,
+  addSpecialTokens: false,
+  skipSpecialTokens: true,
+};
+
+beforeAll(async () => {
+  kube = await startKubeStandIn({
+    processes: false,
+    nodes: [{ name: 'gpu-0', gpus: 8, labels: { 'nvidia.com/gpu.product': 'NVIDIA-H100-80GB-HBM3' } }],
+  });
+  kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(kube.writeKubeconfig('default'));
+  runtime = new KubernetesRuntime({
+    settings: readKubernetesSettings({ ENGINE_IMAGE: 'sim:1', KUBERNETES_NAMESPACE: 'default' }),
+    kubeConfig,
+    hubEndpoint: 'http://hub.invalid',
+    log: () => {},
+  });
+  runtime.onChange((endpointId) => told.push(endpointId));
+  await runtime.open();
+});
+
+afterAll(async () => {
+  await runtime?.close();
+});
+
+test("a pod's update that changes nothing a pass reads asks for no pass; its readiness and its removal do", async () => {
+  // Every watch event of the pod, as any client sees it.
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const informer = makeInformer<V1Pod>(kubeConfig, '/api/v1/namespaces/default/pods', () =>
+    core.listNamespacedPod({ namespace: 'default' }),
+  );
+  let events = 0;
+  for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, () => events++);
+  await informer.start();
+  try {
+    const ref = await startReplica(runtime, launch, { pollMs: 5 });
+    // Created, then one tell per step it went through to ready: never more than the steps a pass reads.
+    await waitFor('the ready pod told', async () => told.length >= 2);
+    expect(new Set(told)).toEqual(new Set(['ep_told']));
+    expect(told.length).toBeLessThanOrEqual(4);
+    const before = { told: told.length, events };
+
+    // Three status syncs of the kubelet: each is a watch event, and none is told.
+    const name = ref.locator ?? podName(ref.replicaId);
+    for (let i = 0; i < 3; i++) {
+      const seen = events;
+      expect(kube.touchPod('default', name)).toBeDefined();
+      await waitFor('the sync seen by a client', async () => events > seen);
+    }
+    // The runtime's own informer has them too by now (the same server sends them in order): its next event is the removal.
+    await runtime.stop(ref, 0);
+    await waitFor('the removal told', async () => told.length > before.told);
+    await waitFor('the removal seen by a client', async () => events >= before.events + 4);
+    expect(told.length).toBe(before.told + 1);
+    expect(runtime.liveness(ref).kind).toBe('dead');
+  } finally {
+    await informer.stop();
+  }
+});
