@@ -222,9 +222,7 @@ export class Controller {
           serving.length,
         );
         const { starting } = seen;
-        // Those whose failure this pass tells are no longer starting, whatever the pass read of their rows.
-        const goingOn = starting.filter((r) => !seen.failed.some((f) => f.replicaId === r.id)).length;
-        if (await this.tellFailures(endpoint, serving, seen.failed, goingOn)) return false;
+        if (await this.tellFailures(endpoint, serving, seen.failed)) return false;
         // A start whose state this runtime cannot tell yet (its cache not synced) is neither followed nor replaced by
         // another: the endpoint waits for a pass that can tell.
         if (seen.unknown) return false;
@@ -234,12 +232,9 @@ export class Controller {
           if (starting.length > 0) return true;
           if (await this.crashes.backingOff(endpoint)) return false;
           // A model that cannot be had (found out before a wait for capacity) fails the start at once.
-          // The replicas the policy keeps start together (not the first, then the others once it serves).
-          const { minReplica, maxReplica } = endpoint.current.spec.autoscaling;
-          const count = Math.max(1, Math.min(minReplica, maxReplica));
-          await this.starter.begin(endpoint, endpoint.current, true, count).catch(async (error: unknown) => {
+          await this.starter.begin(endpoint, endpoint.current, true).catch(async (error: unknown) => {
             if (error instanceof StaleError || isGatewayOutage(error)) throw error;
-            await this.tellFailures(endpoint, serving, [{ replicaId: '', versionIndex: endpoint.current.versionIndex, error }], 0);
+            await this.tellFailures(endpoint, serving, [{ replicaId: '', versionIndex: endpoint.current.versionIndex, error }]);
           });
         } else if (needsRollout(serving, endpoint.current)) {
           await this.rollout.step(endpoint, serving, starting, seen.waitingForNode);
@@ -260,22 +255,20 @@ export class Controller {
   }
 
   /**
-   * Tells the endpoint of starts that failed, as its state calls for: with no replica serving and none still
-   * `starting`, its start failed (FAILED, with the failure's code); a replica of the version being rolled out, the
-   * rollout failed (the old replicas serve on); a scale-out's, or one of a start whose other replicas go on, logged
-   * (the autoscaler tries again once one serves). True when the endpoint changed (the pass ends: the next reads it
-   * anew).
+   * Tells the endpoint of starts that failed, as its state calls for: with no replica serving, its start failed
+   * (FAILED, with the failure's code); a replica of the version being rolled out, the rollout failed (the old
+   * replicas serve on); a scale-out's, logged (the autoscaler tries again). True when the endpoint changed (the
+   * pass ends: the next reads it anew).
    */
   private async tellFailures(
     endpoint: EndpointRecord,
     serving: readonly ReplicaRecord[],
     failed: readonly StartFailure[],
-    starting: number,
   ): Promise<boolean> {
     const id = endpoint.id;
     for (const { replicaId, versionIndex, error } of failed) {
       const errorCode = startErrorCode(error);
-      if (serving.length === 0 && starting === 0) {
+      if (serving.length === 0) {
         this.log(`starting ${id} failed with ${errorCode}`, error);
         await this.writes.refreshCounts(id, 0, 'controller:start-failed');
         await this.writes.transition(
@@ -290,8 +283,7 @@ export class Controller {
         await this.rollout.fail(endpoint, error);
         return true;
       }
-      if (serving.length === 0) this.log(`starting ${id}: replica ${replicaId} did not start; ${starting} more start on`, error);
-      else this.log(`scaling ${id} up failed: replica ${replicaId} did not start`, error);
+      this.log(`scaling ${id} up failed: replica ${replicaId} did not start`, error);
     }
     return false;
   }

@@ -2,23 +2,24 @@
  * Starting replicas, driven by the passes: no pass waits for a download or
  * an engine's load. A start goes through three steps:
  *
- * 1. `begin` (in a pass): the runtime admits the replicas (the local runtime
+ * 1. `begin` (in a pass): the runtime admits the replica (the local runtime
  *    counts this machine's slots; on Kubernetes the scheduler decides later)
- *    and their rows are written, STARTING; without room, a start shows why it
- *    waits. A start begins the replicas its policy keeps, together.
+ *    and its row is written, STARTING; without room, the first replica of an
+ *    endpoint shows why it waits.
  * 2. Placing (in the background, in this process): the runtime places the
  *    replica (`ensure`) with its model step (`ModelSteps`), which it runs as
  *    it provisions models: resolved before a pod is created, or downloaded
  *    and checked before the local engine is spawned (in the runtime's own
  *    background: the row records the engine's locator once it is known).
  * 3. `advance` (in each pass): what the runtime observes of each placed,
- *    starting replica. The furthest step is the endpoint's phase while none
- *    serves; ready, it warms up (one short generation, in the background),
- *    then READY; dead, its start failed.
+ *    starting replica. Its step is the endpoint's phase while no replica
+ *    serves; ready, it warms up (one short generation, in the background) and
+ *    is marked READY; dead, its start failed.
  *
- * A step that ends pokes the endpoint (its next pass comes at once). Failures
- * go to the next pass, which tells the endpoint as its state calls for (a
- * failed start, a failed rollout, a scale-out that did not happen).
+ * A step that ends pokes the endpoint, so that its next pass comes at once.
+ * Failures are handed to the next pass (`advance` answers them), which tells
+ * the endpoint in the way its state calls for (a failed start, a failed
+ * rollout, a scale-out that did not happen).
  */
 import pLimit from 'p-limit';
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
@@ -145,9 +146,9 @@ export class ReplicaStarter {
       await this.preparer.resolveEarly(version);
       await this.report(endpoint, endpoint, { phase: 'REQUESTING_VIRTUAL_MACHINE', reason: refusal });
     }
-    // A start's first replica shows its steps as it is placed (the others start alongside).
-    for (const [i, id] of begun.entries())
-      this.run(id, endpoint.id, (signal) => this.place(id, endpoint, version, first && i === 0, signal));
+    for (const id of begun) {
+      this.run(id, endpoint.id, (signal) => this.place(id, endpoint, version, first, signal));
+    }
     return begun.length;
   }
 
@@ -264,10 +265,7 @@ export class ReplicaStarter {
       if (lastError !== undefined) await markReplica(sql, replica.id, { state: 'STOPPED', lastError });
       ended(replica.id);
     };
-    // While none serves: the furthest step of those starting is shown (the replicas of a start go through theirs
-    // together), and the first found ready warms up to show READY then RUNNING.
-    let furthest: StartProgress | undefined;
-    let warming = false;
+    let reported = false;
     for (let replica of starting) {
       if (replica.runtime !== runtime.name || this.jobs.has(replica.id) || this.warmed.has(replica.id)) continue;
       // Not placed as this pass read it (its placing ended since: the next pass reads it placed), or placed without a
@@ -306,11 +304,14 @@ export class ReplicaStarter {
       const first = serving === 0;
       if (observed.state === 'starting') {
         if (observed.phase === 'REQUESTING_VIRTUAL_MACHINE' && observed.reason !== undefined) seen.waitingForNode.push(replica.id);
-        if (first && (!furthest || STEPS.indexOf(observed.phase) > STEPS.indexOf(furthest.phase))) furthest = observed;
+        if (first && !reported) {
+          reported = true;
+          await this.report(endpoint, endpoint, observed);
+        }
       } else if (observed.state === 'ready') {
-        const shows: boolean = first && !warming;
-        warming ||= shows;
-        this.run(replica.id, endpoint.id, () => this.warm(endpoint, replica, observed.address, shows));
+        const warming: boolean = first && !reported;
+        reported ||= warming;
+        this.run(replica.id, endpoint.id, () => this.warm(endpoint, replica, observed.address, warming));
       } else if (isGatewayOutage(observed.cause)) {
         // Its model step lost our database: not the replica's failure (a later pass starts another).
         await drop(replica, ref, (observed.cause as Error).message);
@@ -325,7 +326,6 @@ export class ReplicaStarter {
         ended(replica.id);
       }
     }
-    if (furthest && !warming) await this.report(endpoint, endpoint, furthest);
     // Forget the replicas of this endpoint that no longer start (stopped, or taken over by another gateway).
     for (const [id, endpointId] of this.followed) {
       if (endpointId === endpoint.id && !starting.some((r) => r.id === id)) this.followed.delete(id);
@@ -390,8 +390,6 @@ const STEP_EVENTS = {
   DOWNLOADING_MODEL: 'downloading-model',
   ENGINE_INITIALIZING: 'starting-engine',
 } as const satisfies Record<StartProgress['phase'], ControllerEvent['type']>;
-/** A start's steps, in their order. */
-const STEPS = Object.keys(STEP_EVENTS) as StartProgress['phase'][];
 
 /** A controller write found stale changes nothing: undefined instead. */
 function ignoreStale(error: unknown): undefined {

@@ -128,30 +128,4 @@ describe('while an engine loads', () => {
     expect(await liveReplicaRows(app.sql, id)).toMatchObject([{ id: fresh.id, state: 'READY', version_index: 1 }]);
     await rm(go);
   });
-
-  test('a start of two replicas goes on when one of them dies loading: RUNNING on the other, then the policy’s two again', async () => {
-    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 2, maxReplica: 2 } });
-    const loadingRows = await waitFor('both engines loading', async () => {
-      const rows = await liveReplicaRows(app.sql, id);
-      return rows.length === 2 && rows.every((r) => r.state === 'STARTING' && running(r.pid)) ? rows : undefined;
-    });
-    const [victim, other] = loadingRows;
-    process.kill(Number(victim!.pid), 'SIGKILL');
-    await waitFor('its start told failed', async () => {
-      const [row] = await app.sql<{ state: string }[]>`SELECT state FROM replicas WHERE id = ${victim!.id}`;
-      return row?.state === 'FAILED';
-    });
-    // The start goes on with the other: not FAILED.
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    expect(await statusOf(app.sql, id)).toMatchObject({ status: 'INITIALIZING', errorCode: null });
-    await writeFile(go, '');
-    await waitForStatus(app.sql, id, 'RUNNING', 30_000);
-    const ready = await waitFor('two replicas serving', async () => {
-      const rows = await liveReplicaRows(app.sql, id);
-      return rows.length === 2 && rows.every((r) => r.state === 'READY') ? rows : undefined;
-    });
-    expect(ready.map((r) => r.id)).toContain(other!.id);
-    expect(ready.map((r) => r.id)).not.toContain(victim!.id);
-    await rm(go);
-  });
 });

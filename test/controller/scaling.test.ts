@@ -48,24 +48,6 @@ function longRequest(replica: { address: string; engine_token: string | null }, 
 }
 
 describe('autoscaler', () => {
-  test('a start begins the replicas minReplica keeps, together: both are on their way before the first serves', async () => {
-    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 2, maxReplica: 2 } });
-    await waitForStatus(t.sql, id, 'RUNNING');
-    await waitFor('two ready replicas', async () => (await liveReplicaRows(t.sql, id)).filter((r) => r.state === 'READY').length === 2);
-    const [firstReady] = await t.sql<{ created_at: Date }[]>`
-      SELECT created_at FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'STATUS_CHANGED' AND status = 'READY' ORDER BY id LIMIT 1`;
-    const rows = await t.sql<{ created_at: Date }[]>`SELECT created_at FROM replicas WHERE endpoint_id = ${id}`;
-    // Two rows only (none failed or replaced), both written before the first replica showed READY.
-    expect(rows).toHaveLength(2);
-    for (const row of rows) expect(row.created_at.getTime()).toBeLessThan(firstReady!.created_at.getTime());
-    // One trail, as with one replica: the phases of the start once each, then READY and RUNNING.
-    const trail = await statusTrail(t.sql, id);
-    expect(trail.slice(-2)).toEqual(['READY', 'RUNNING']);
-    expect(new Set(trail).size).toBe(trail.length);
-    await waitFor('the counts 2/2', async () => (await statusOf(t.sql, id)).curr === 2);
-    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
-  });
-
   test('scales out under concurrent load, up to maxReplica, and back down after the cooldown', async () => {
     const id = await project.endpoint({
       hfModelRepo: TINY_REPO,
