@@ -35,35 +35,33 @@ export interface PassState {
   stamp: string;
 }
 
-/** The replica's columns under an `r_` prefix, beside the endpoint's. */
-const PREFIXED_REPLICA_COLUMNS = REPLICA_COLUMNS.split(',')
-  .map((column) => `r.${column.trim()} AS r_${column.trim()}`)
-  .join(', ');
+/**
+ * The endpoint's live replicas, oldest first, as one JSON array (one row per pass, not one per replica: the endpoint's
+ * columns, its version's spec among them, are sent and parsed once).
+ */
+const REPLICAS_JSON = `(SELECT coalesce(json_agg(json_build_object(${REPLICA_COLUMNS.split(',')
+  .map((column) => `'${column.trim()}', r.${column.trim()}`)
+  .join(', ')}) ORDER BY r.created_at, r.id), '[]'::json)
+  FROM replicas r WHERE r.endpoint_id = e.id AND r.state IN ('STARTING', 'READY', 'DRAINING'))`;
 
-type PrefixedReplicaRow = { [K in keyof ReplicaRow as `r_${K}`]: ReplicaRow[K] | null };
-
-/** The replica of a joined row, from its `r_` columns (none of the endpoint's columns begins so). */
-function replicaOf(row: object): ReplicaRecord {
-  const columns = Object.entries(row).filter(([key]) => key.startsWith('r_'));
-  return toReplica(Object.fromEntries(columns.map(([key, value]) => [key.slice(2), value])) as unknown as ReplicaRow);
-}
+/** A replica as JSON gives it: its times as text. */
+type ReplicaJson = Omit<ReplicaRow, 'created_at' | 'ready_at'> & { created_at: string; ready_at: string | null };
 
 /** The endpoint's pass state, or undefined when it does not exist. `staleMs`: queue counts older than this are a dead process's. */
 export async function readPassState(db: Queryable, endpointId: string, staleMs: number): Promise<PassState | undefined> {
-  const rows = await db<(EndpointRow & PrefixedReplicaRow & { queued_demand: number; pass_stamp: string })[]>`
-    SELECT ${db.unsafe(ENDPOINT_COLUMNS)}, ${db.unsafe(PREFIXED_REPLICA_COLUMNS)},
+  const [row] = await db<(EndpointRow & { pass_replicas: ReplicaJson[]; queued_demand: number; pass_stamp: string })[]>`
+    SELECT ${db.unsafe(ENDPOINT_COLUMNS)}, ${db.unsafe(REPLICAS_JSON)} AS pass_replicas,
       ${queuedSql(db, staleMs)} AS queued_demand, ${db.unsafe(STAMP)} AS pass_stamp
     FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
-    LEFT JOIN replicas r ON r.endpoint_id = e.id AND r.state IN ('STARTING', 'READY', 'DRAINING')
-    WHERE e.id = ${endpointId}
-    ORDER BY r.created_at, r.id`;
-  const first = rows[0];
-  if (!first) return undefined;
+    WHERE e.id = ${endpointId}`;
+  if (!row) return undefined;
   return {
-    endpoint: toEndpoint(first),
-    replicas: rows.filter((row) => row.r_id !== null).map(replicaOf),
-    queued: first.queued_demand,
-    stamp: first.pass_stamp,
+    endpoint: toEndpoint(row),
+    replicas: row.pass_replicas.map((r) =>
+      toReplica({ ...r, created_at: new Date(r.created_at), ready_at: r.ready_at === null ? null : new Date(r.ready_at) }),
+    ),
+    queued: row.queued_demand,
+    stamp: row.pass_stamp,
   };
 }
 
