@@ -13,7 +13,7 @@ import { controllerTransition, stillApplies, type ControllerEvent, type Lifecycl
 import type { ReplicaRecord } from '../domain/replica.js';
 import { writeReplicaCounts, writeStatus } from '../services/endpoint-state.js';
 import type { Sql } from '../storage/database.js';
-import { findEndpoints, lockEndpoint, setProgress, showsReadyCounts } from '../storage/endpoints-repository.js';
+import { findEndpoints, refreshReplicaCounts, setProgress } from '../storage/endpoints-repository.js';
 import { liveReplicas, lockLeasedEndpoint } from '../storage/replicas-repository.js';
 
 /** Thrown inside a step when the endpoint changed under it; the step is abandoned quietly. */
@@ -89,7 +89,7 @@ export class EndpointWrites {
       id,
       (e) => stillApplies(next, e) && (ofVersion === undefined || e.current.versionIndex === ofVersion),
       async (tx, e) => {
-        if (desiredReplicas !== undefined) await this.writeCounts(tx, e, desiredReplicas, log.cause, true);
+        if (desiredReplicas !== undefined) await this.writeCounts(tx, e, desiredReplicas, log.cause);
         await writeStatus(tx, e, { status, phase, errorCode, ...(desiredState ? { desiredState } : {}), ...logged, actorId: null });
         // The user's message goes with the error code it explains, and away with it.
         const message = errorCode ? (errorMessage ?? null) : null;
@@ -141,18 +141,13 @@ export class EndpointWrites {
   }
 
   private async refreshOnce(id: string, desiredReplicas: number, cause: string): Promise<void> {
-    // Most often they are as shown already: one read, no lock (the counts as countsOf makes them, in SQL).
-    if (await showsReadyCounts(this.sql, id, desiredReplicas)) return;
-    await this.sql.begin(async (tx) => {
-      const endpoint = await lockEndpoint(tx, id, WITH_DELETED);
-      if (endpoint) await this.writeCounts(tx as unknown as Sql, endpoint, desiredReplicas, cause, false);
-    });
+    // One statement: most often the counts are as shown already, and it writes nothing.
+    await refreshReplicaCounts(this.sql, id, desiredReplicas, cause);
   }
 
-  /** Writes the counts of the locked endpoint's READY replicas; `atLeastReady`: the desired count is no lower than theirs. */
-  private async writeCounts(tx: Sql, endpoint: EndpointRecord, desiredReplicas: number, cause: string, atLeastReady: boolean) {
+  /** Writes the counts of the locked endpoint's READY replicas, wanting at least `desiredReplicas` and those ready. */
+  private async writeCounts(tx: Sql, endpoint: EndpointRecord, desiredReplicas: number, cause: string) {
     const ready = (await liveReplicas(tx, endpoint.id)).filter((r) => r.state === 'READY');
-    const desired = atLeastReady ? Math.max(desiredReplicas, ready.length) : desiredReplicas;
-    await writeReplicaCounts(tx, endpoint, countsOf(endpoint, ready, desired), cause);
+    await writeReplicaCounts(tx, endpoint, countsOf(endpoint, ready, Math.max(desiredReplicas, ready.length)), cause);
   }
 }

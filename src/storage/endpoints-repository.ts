@@ -137,17 +137,32 @@ export async function setReplicaCounts(db: Queryable, id: string, counts: Replic
 }
 
 /**
- * Whether the endpoint shows the counts of its replicas now (its READY ones, those of its current version) and
- * `desired`, read without a lock: false also when it has no row. The counts as the controller's countsOf makes them.
+ * Makes the endpoint show the counts of its replicas now (its READY ones, those of its current version) and
+ * `desired`, with a REPLICAS_CHANGED event (`cause`), in one statement: when they are shown already, it writes
+ * nothing and locks nothing. The counts as the controller's countsOf makes them. The endpoint's row is locked
+ * before the event's order lock is taken, as every writer of the row does. True when they changed.
  */
-export async function showsReadyCounts(db: Queryable, id: string, desired: number): Promise<boolean> {
+export async function refreshReplicaCounts(db: Queryable, id: string, desired: number, cause: string): Promise<boolean> {
   const rows = await db`
-    SELECT 1 FROM endpoints e
-    WHERE e.id = ${id} AND e.desired_replica_cnt = ${desired}
-      AND e.curr_replica_cnt = (SELECT count(*) FROM replicas r WHERE r.endpoint_id = e.id AND r.state = 'READY')
-      AND e.updated_replica_cnt = (
-        SELECT count(*) FROM replicas r WHERE r.endpoint_id = e.id AND r.state = 'READY' AND r.version_index = e.current_version)`;
-  return rows.length === 1;
+    WITH counts AS (
+      SELECT count(*) FILTER (WHERE r.state = 'READY')::int AS curr,
+        count(*) FILTER (WHERE r.state = 'READY' AND r.version_index = e.current_version)::int AS updated
+      FROM endpoints e LEFT JOIN replicas r ON r.endpoint_id = e.id AND r.state = 'READY'
+      WHERE e.id = ${id} GROUP BY e.id
+    ), changed AS (
+      UPDATE endpoints e SET curr_replica_cnt = c.curr, desired_replica_cnt = ${desired}, updated_replica_cnt = c.updated,
+        updated_at = now()
+      FROM counts c
+      WHERE e.id = ${id}
+        AND (e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt) IS DISTINCT FROM (c.curr, ${desired}::int, c.updated)
+      RETURNING e.id, e.project_id, e.team_id, c.curr, c.updated
+    ), ordered AS MATERIALIZED (SELECT changed.*, pg_advisory_xact_lock(7266431003) FROM changed)
+    INSERT INTO endpoint_events (endpoint_id, project_id, team_id, type, cause, detail)
+    SELECT id, project_id, team_id, 'REPLICAS_CHANGED', ${cause},
+      jsonb_build_object('currReplicaCnt', curr, 'desiredReplicaCnt', ${desired}::int, 'updatedReplicaCnt', updated)
+    FROM ordered
+    RETURNING 1`;
+  return rows.length > 0;
 }
 
 export async function setProgress(db: Queryable, id: string, progress: DownloadProgress | null): Promise<void> {

@@ -1,14 +1,15 @@
 /**
  * The controller's refresh of an endpoint's replica counts, on a real database: asked many times at once (the
- * replicas of one endpoint becoming ready together), the counts end right with one or two locked refreshes, not
- * one per ask; asked when the counts are as shown, it reads once and takes no lock; a refresh that fails does not
- * keep the next ones from running.
+ * replicas of one endpoint becoming ready together), the counts end right with one or two refreshes, not one per
+ * ask; each refresh is one statement, which writes (and appends an event) only when the counts change; a refresh
+ * that fails does not keep the next ones from running.
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { EndpointWrites } from '../../src/controller/endpoint-writes.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
-import { findEndpoints } from '../../src/storage/endpoints-repository.js';
+import { findEndpoints, refreshReplicaCounts } from '../../src/storage/endpoints-repository.js';
+import { insertEvent } from '../../src/storage/events-repository.js';
 import { acquireLeases, insertReplica, markReplica } from '../../src/storage/replicas-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createBody, seedPrincipal } from '../support/gateway.js';
@@ -19,7 +20,10 @@ let principal: Principal;
 let projectId: string;
 /** The statements sent, as sent. */
 const sent: string[] = [];
-const locks = () => sent.filter((q) => /FOR UPDATE/.test(q)).length;
+/** The refreshes sent: one statement each. */
+const refreshes = () => sent.filter((q) => /REPLICAS_CHANGED/.test(q)).length;
+const countEvents = async (id: string) =>
+  (await db.sql`SELECT count(*)::int AS n FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED'`)[0]!.n as number;
 
 beforeAll(async () => {
   db = await createTestDatabase({ onQuery: (query) => sent.push(query) });
@@ -57,21 +61,29 @@ async function counts(id: string) {
   return row;
 }
 
-test('ten asks at once: the counts end right, refreshed under the lock once or twice, not ten times', async () => {
+test('ten asks at once: the counts end right, refreshed once or twice, not ten times', async () => {
   const id = await endpointWithReady(5);
   const writes = new EndpointWrites(db.sql, 'gateway-a');
   sent.length = 0;
   await Promise.all(Array.from({ length: 10 }, (_, i) => writes.refreshCounts(id, 5 + (i === 9 ? 1 : 0), 'test')));
+  // Nothing but the refreshes: one or two statements for the ten asks.
+  expect(refreshes()).toBeGreaterThanOrEqual(1);
+  expect(refreshes()).toBeLessThanOrEqual(2);
+  expect(sent).toHaveLength(refreshes());
   // The last ask's desired count is the one written: the asks that came while the first ran shared one more refresh.
   expect(await counts(id)).toEqual({ curr_replica_cnt: 5, desired_replica_cnt: 6, updated_replica_cnt: 5 });
-  expect(locks()).toBeGreaterThanOrEqual(1);
-  expect(locks()).toBeLessThanOrEqual(2);
+  const [event] = await db.sql`
+    SELECT cause, detail FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED' ORDER BY id DESC LIMIT 1`;
+  expect(event).toEqual({ cause: 'test', detail: { currReplicaCnt: 5, desiredReplicaCnt: 6, updatedReplicaCnt: 5 } });
 
-  // As shown now: one read, no lock, no write.
+  // As shown now: one statement, which writes nothing (no event, the row untouched).
+  const events = await countEvents(id);
+  const [before] = await db.sql`SELECT updated_at FROM endpoints WHERE id = ${id}`;
   sent.length = 0;
   await writes.refreshCounts(id, 6, 'test');
   expect(sent).toHaveLength(1);
-  expect(locks()).toBe(0);
+  expect(await countEvents(id)).toBe(events);
+  expect((await db.sql`SELECT updated_at FROM endpoints WHERE id = ${id}`)[0]).toEqual(before);
 
   // A replica that became ready after an ask began is counted by a refresh that begins after it.
   const first = writes.refreshCounts(id, 6, 'test');
@@ -120,3 +132,37 @@ test('a status written with its counts: whoever sees RUNNING sees the replica th
   // One transaction wrote both.
   expect(new Set(events.map((e) => e.xmin)).size).toBe(1);
 });
+
+test('refreshes and status writes of one endpoint at once: every one commits (the row is locked before the event order, by both)', async () => {
+  const id = await endpointWithReady(2);
+  const [endpoint] = await findEndpoints(db.sql, [id]);
+  // As writeStatus does: the endpoint's row locked, then an event appended (which takes the event order lock).
+  const statusWrite = (i: number) =>
+    db.sql.begin(async (tx) => {
+      await tx`SELECT 1 FROM endpoints WHERE id = ${id} FOR UPDATE`;
+      await insertEvent(tx, { ...eventOf(endpoint!), cause: `status-${i}` });
+    });
+  // Each refresh changes the desired count: each writes, and appends its event.
+  const results = await Promise.allSettled(
+    Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? refreshReplicaCounts(db.sql, id, 3 + (i % 4), `refresh-${i}`) : statusWrite(i))),
+  );
+  expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
+  const events = await db.sql<{ cause: string }[]>`SELECT cause FROM endpoint_events WHERE endpoint_id = ${id} AND cause LIKE 'status-%'`;
+  expect(events).toHaveLength(20);
+});
+
+/** A STATUS_CHANGED event of the endpoint as it is. */
+function eventOf(endpoint: { id: string; projectId: string; teamId: string }) {
+  return {
+    endpointId: endpoint.id,
+    projectId: endpoint.projectId,
+    teamId: endpoint.teamId,
+    type: 'STATUS_CHANGED' as const,
+    status: null,
+    phase: null,
+    errorCode: null,
+    versionIndex: null,
+    actorId: null,
+    detail: null,
+  };
+}
