@@ -14,13 +14,12 @@
  * and written to SIM_OUT when set (`npm run bench -- kubernetes-sim` runs
  * this file with SIM_ENDPOINTS=1000 and reports them in BENCHMARKS.md).
  */
-import { startReplica } from '../support/start-replica.js';
+import { simKubernetesRuntime, simLaunch, startReplica } from '../support/start-replica.js';
 import { writeFile } from 'node:fs/promises';
 import { CoreV1Api, KubeConfig, makeInformer, type Informer, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { KubernetesRuntime } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
-import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
-import type { ReplicaLaunch, ReplicaRef } from '../../src/runtime/runtime.js';
+import type { KubernetesRuntime } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
+import type { ReplicaRef } from '../../src/runtime/runtime.js';
 import { startKubeStandIn, startKubeStandInProcess } from '../support/kube/index.js';
 
 const ENDPOINTS = Number(process.env.SIM_ENDPOINTS ?? 150);
@@ -52,24 +51,7 @@ let told = 0;
 const replicasOf = (i: number) => 1 + (i % 10);
 const totalReplicas = Array.from({ length: ENDPOINTS }, (_, i) => replicasOf(i)).reduce((a, b) => a + b, 0);
 
-function launch(endpoint: number, replica: number): ReplicaLaunch {
-  return {
-    replicaId: `rep_sim${endpoint}x${replica}`,
-    endpointId: `ep_sim${endpoint}`,
-    versionIndex: 1,
-    modelPath: null,
-    modelRepo: 'org/model',
-    modelRevision: '0123456789abcdef0123456789abcdef01234567',
-    modelFile: { path: 'model-Q8_0.gguf', sha256: null, size: 1 << 20 },
-    gpuType: 'H100',
-    numGpu: 1,
-    maxBatchSize: 8,
-    contextSize: 2048,
-    maxInputLength: 1024,
-    addSpecialTokens: false,
-    skipSpecialTokens: true,
-  };
-}
+const launch = (endpoint: number, replica: number) => simLaunch(`rep_sim${endpoint}x${replica}`, `ep_sim${endpoint}`);
 
 /** Runs `tasks` with at most `limit` at once. */
 async function pool<T>(tasks: (() => Promise<T>)[], limit: number): Promise<T[]> {
@@ -113,12 +95,7 @@ beforeAll(async () => {
     : await startKubeStandInProcess({ ...options, execArgv: process.env.SIM_STAND_IN_EXEC_ARGV?.split(' ').filter(Boolean) ?? [] });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(kube.writeKubeconfig('default'));
-  runtime = new KubernetesRuntime({
-    settings: readKubernetesSettings({ ENGINE_IMAGE: 'sim:1', KUBERNETES_NAMESPACE: 'default' }),
-    kubeConfig,
-    hubEndpoint: 'http://hub.invalid',
-    log: () => {},
-  });
+  runtime = simKubernetesRuntime(kubeConfig);
   runtime.onChange(() => told++);
   await runtime.open();
   const core = kubeConfig.makeApiClient(CoreV1Api);

@@ -7,12 +7,10 @@
 import { CoreV1Api, KubeConfig, makeInformer, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { podName } from '../../src/runtime/kubernetes/pod-spec.js';
-import { KubernetesRuntime } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
-import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
-import type { ReplicaLaunch } from '../../src/runtime/runtime.js';
+import type { KubernetesRuntime } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
 import { waitFor } from '../support/app.js';
 import { startKubeStandIn, type KubeStandIn } from '../support/kube/index.js';
-import { startReplica } from '../support/start-replica.js';
+import { simKubernetesRuntime, simLaunch, startReplica } from '../support/start-replica.js';
 
 let kube: KubeStandIn;
 let runtime: KubernetesRuntime;
@@ -20,22 +18,7 @@ let kubeConfig: KubeConfig;
 /** The endpoints the runtime told of a change, in order. */
 const told: string[] = [];
 
-const launch: ReplicaLaunch = {
-  replicaId: 'rep_told1',
-  endpointId: 'ep_told',
-  versionIndex: 1,
-  modelPath: null,
-  modelRepo: 'org/model',
-  modelRevision: '0123456789abcdef0123456789abcdef01234567',
-  modelFile: { path: 'model-Q8_0.gguf', sha256: null, size: 1 << 20 },
-  gpuType: 'H100',
-  numGpu: 1,
-  maxBatchSize: 8,
-  contextSize: 2048,
-  maxInputLength: 1024,
-  addSpecialTokens: false,
-  skipSpecialTokens: true,
-};
+const launch = simLaunch('rep_told1', 'ep_told');
 
 beforeAll(async () => {
   kube = await startKubeStandIn({
@@ -44,12 +27,7 @@ beforeAll(async () => {
   });
   kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(kube.writeKubeconfig('default'));
-  runtime = new KubernetesRuntime({
-    settings: readKubernetesSettings({ ENGINE_IMAGE: 'sim:1', KUBERNETES_NAMESPACE: 'default' }),
-    kubeConfig,
-    hubEndpoint: 'http://hub.invalid',
-    log: () => {},
-  });
+  runtime = simKubernetesRuntime(kubeConfig);
   runtime.onChange((endpointId) => told.push(endpointId));
   await runtime.open();
 });

@@ -4,6 +4,9 @@
  * (every 20 ms unless told otherwise) until it is ready,
  * or dead (thrown as the ReplicaStartError the controller would record).
  */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { KubernetesRuntime } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
+import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
 import { ReplicaStartError, type ReplicaLaunch, type ReplicaRef, type Runtime, type StartProgress } from '../../src/runtime/runtime.js';
 
 export async function startReplica(
@@ -23,4 +26,34 @@ export async function startReplica(
     await new Promise((resolve) => setTimeout(resolve, options.pollMs ?? 20));
   }
   throw new Error(`${launch.replicaId} was not ready within ${options.timeoutMs ?? 120_000} ms`);
+}
+
+/** A launch of a pinned GGUF on one H100, for a runtime's tests that place replicas without a controller. */
+export function simLaunch(replicaId: string, endpointId: string): ReplicaLaunch {
+  return {
+    replicaId,
+    endpointId,
+    versionIndex: 1,
+    modelPath: null,
+    modelRepo: 'org/model',
+    modelRevision: '0123456789abcdef0123456789abcdef01234567',
+    modelFile: { path: 'model-Q8_0.gguf', sha256: null, size: 1 << 20 },
+    gpuType: 'H100',
+    numGpu: 1,
+    maxBatchSize: 8,
+    contextSize: 2048,
+    maxInputLength: 1024,
+    addSpecialTokens: false,
+    skipSpecialTokens: true,
+  };
+}
+
+/** A Kubernetes runtime on a stand-in's kubeconfig: namespace `default`, engine image `sim:1`, no hub. */
+export function simKubernetesRuntime(kubeConfig: KubeConfig): KubernetesRuntime {
+  return new KubernetesRuntime({
+    settings: readKubernetesSettings({ ENGINE_IMAGE: 'sim:1', KUBERNETES_NAMESPACE: 'default' }),
+    kubeConfig,
+    hubEndpoint: 'http://hub.invalid',
+    log: () => {},
+  });
 }
