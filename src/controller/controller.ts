@@ -244,7 +244,7 @@ export class Controller {
             id,
             endpoint,
             { type: 'all-replicas-current' },
-            { cause: 'controller:serving', desiredReplicas: endpoint.desiredReplicaCnt },
+            { cause: 'controller:serving', desiredReplicas: Math.max(endpoint.desiredReplicaCnt, serving.length) },
           );
           const steady = await this.scaling.autoscale(endpoint, state.queued, serving, starting, seen.waitingForNode);
           return steady && changed === null && !replicas.some((r) => r.state === 'DRAINING');

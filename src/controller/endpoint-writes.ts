@@ -11,10 +11,10 @@
 import type { EndpointRecord } from '../domain/endpoint.js';
 import { controllerTransition, stillApplies, type ControllerEvent, type LifecycleState } from '../domain/lifecycle.js';
 import type { ReplicaRecord } from '../domain/replica.js';
-import { writeReplicaCounts, writeStatus } from '../services/endpoint-state.js';
+import { writeStatus } from '../services/endpoint-state.js';
 import type { Sql } from '../storage/database.js';
 import { findEndpoints, refreshReplicaCounts, setProgress } from '../storage/endpoints-repository.js';
-import { liveReplicas, lockLeasedEndpoint } from '../storage/replicas-repository.js';
+import { lockLeasedEndpoint } from '../storage/replicas-repository.js';
 
 /** Thrown inside a step when the endpoint changed under it; the step is abandoned quietly. */
 export class StaleError extends Error {}
@@ -75,8 +75,8 @@ export class EndpointWrites {
       /** Written only while this is still the endpoint's newest version (a rollout's end: an update since starts another). */
       ofVersion?: number;
       /**
-       * The replica counts are written with the status, in its transaction, wanting at least this many (and at least
-       * those ready): whoever sees the status sees the replicas it describes.
+       * The replica counts, wanting this many, are written with the status, in its transaction, before it: whoever
+       * sees the status sees the replicas it describes.
        */
       desiredReplicas?: number;
     },
@@ -89,7 +89,7 @@ export class EndpointWrites {
       id,
       (e) => stillApplies(next, e) && (ofVersion === undefined || e.current.versionIndex === ofVersion),
       async (tx, e) => {
-        if (desiredReplicas !== undefined) await this.writeCounts(tx, e, desiredReplicas, log.cause);
+        if (desiredReplicas !== undefined) await refreshReplicaCounts(tx, id, desiredReplicas, log.cause);
         await writeStatus(tx, e, { status, phase, errorCode, ...(desiredState ? { desiredState } : {}), ...logged, actorId: null });
         // The user's message goes with the error code it explains, and away with it.
         const message = errorCode ? (errorMessage ?? null) : null;
@@ -143,11 +143,5 @@ export class EndpointWrites {
   private async refreshOnce(id: string, desiredReplicas: number, cause: string): Promise<void> {
     // One statement: most often the counts are as shown already, and it writes nothing.
     await refreshReplicaCounts(this.sql, id, desiredReplicas, cause);
-  }
-
-  /** Writes the counts of the locked endpoint's READY replicas, wanting at least `desiredReplicas` and those ready. */
-  private async writeCounts(tx: Sql, endpoint: EndpointRecord, desiredReplicas: number, cause: string) {
-    const ready = (await liveReplicas(tx, endpoint.id)).filter((r) => r.state === 'READY');
-    await writeReplicaCounts(tx, endpoint, countsOf(endpoint, ready, Math.max(desiredReplicas, ready.length)), cause);
   }
 }

@@ -6,7 +6,7 @@
 import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
 import type { EndpointRecord, ReplicaCounts } from '../domain/endpoint.js';
 import type { Queryable } from '../storage/database.js';
-import { setReplicaCounts, updateEndpointState } from '../storage/endpoints-repository.js';
+import { updateEndpointState } from '../storage/endpoints-repository.js';
 import { insertEvent } from '../storage/events-repository.js';
 
 export interface StatusChange {
@@ -56,23 +56,4 @@ export function showsCounts(endpoint: EndpointRecord, counts: ReplicaCounts): bo
     counts.desiredReplicaCnt === endpoint.desiredReplicaCnt &&
     counts.updatedReplicaCnt === endpoint.updatedReplicaCnt
   );
-}
-
-/** Writes the replica counts; appends a REPLICAS_CHANGED event when they changed. */
-export async function writeReplicaCounts(db: Queryable, endpoint: EndpointRecord, counts: ReplicaCounts, cause: string): Promise<void> {
-  if (showsCounts(endpoint, counts)) return;
-  await setReplicaCounts(db, endpoint.id, counts);
-  await insertEvent(db, {
-    endpointId: endpoint.id,
-    projectId: endpoint.projectId,
-    teamId: endpoint.teamId,
-    type: 'REPLICAS_CHANGED',
-    status: null,
-    phase: null,
-    errorCode: null,
-    versionIndex: null,
-    cause,
-    actorId: null,
-    detail: { ...counts },
-  });
 }

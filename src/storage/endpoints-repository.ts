@@ -4,11 +4,12 @@
  * Versions are in versions-repository.ts, the event log in
  * events-repository.ts, the row mapping in endpoint-rows.ts.
  */
-import type { DownloadProgress, EndpointRecord, ReplicaCounts } from '../domain/endpoint.js';
+import type { DownloadProgress, EndpointRecord } from '../domain/endpoint.js';
 import type { ProjectRecord, TeamRecord } from '../domain/identity.js';
 import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
 import type { Queryable } from './database.js';
 import { CURRENT_VERSION_JOIN, ENDPOINT_COLUMNS, toEndpoint, type EndpointRow } from './endpoint-rows.js';
+import { EVENT_ORDER_LOCK } from './events-repository.js';
 
 export async function insertEndpoint(
   db: Queryable,
@@ -129,13 +130,6 @@ export async function updateEndpointState(
     WHERE id = ${id}`;
 }
 
-export async function setReplicaCounts(db: Queryable, id: string, counts: ReplicaCounts): Promise<void> {
-  await db`
-    UPDATE endpoints SET curr_replica_cnt = ${counts.currReplicaCnt}, desired_replica_cnt = ${counts.desiredReplicaCnt},
-      updated_replica_cnt = ${counts.updatedReplicaCnt}, updated_at = now()
-    WHERE id = ${id}`;
-}
-
 /**
  * Makes the endpoint show the counts of its replicas now (its READY ones, those of its current version) and
  * `desired`, with a REPLICAS_CHANGED event (`cause`), in one statement: when they are shown already, it writes
@@ -156,7 +150,7 @@ export async function refreshReplicaCounts(db: Queryable, id: string, desired: n
       WHERE e.id = ${id}
         AND (e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt) IS DISTINCT FROM (c.curr, ${desired}::int, c.updated)
       RETURNING e.id, e.project_id, e.team_id, c.curr, c.updated
-    ), ordered AS MATERIALIZED (SELECT changed.*, pg_advisory_xact_lock(7266431003) FROM changed)
+    ), ordered AS MATERIALIZED (SELECT changed.*, pg_advisory_xact_lock(${EVENT_ORDER_LOCK}::bigint) FROM changed)
     INSERT INTO endpoint_events (endpoint_id, project_id, team_id, type, cause, detail)
     SELECT id, project_id, team_id, 'REPLICAS_CHANGED', ${cause},
       jsonb_build_object('currReplicaCnt', curr, 'desiredReplicaCnt', ${desired}::int, 'updatedReplicaCnt', updated)

@@ -5,6 +5,12 @@ import type { Queryable } from './database.js';
 import { EVENT_COLUMNS, toEvent, type EventRow } from './endpoint-rows.js';
 
 /**
+ * The transaction-level lock every appender of an event takes first (`pg_advisory_xact_lock`): see `insertEvent`.
+ * A statement that appends events of its own takes it too, after any row lock it needs.
+ */
+export const EVENT_ORDER_LOCK = 7266431003;
+
+/**
  * Appends an event. Writers take one transaction-level lock first, so event
  * ids are assigned in commit order: a subscriber that has seen event N has
  * seen every event below N, and can resume from N without a gap. The lock
@@ -14,7 +20,7 @@ import { EVENT_COLUMNS, toEvent, type EventRow } from './endpoint-rows.js';
  */
 export async function insertEvent(db: Queryable, event: EndpointEventInput): Promise<string> {
   const [row] = await db<{ id: string }[]>`
-    WITH ordered AS MATERIALIZED (SELECT pg_advisory_xact_lock(7266431003))
+    WITH ordered AS MATERIALIZED (SELECT pg_advisory_xact_lock(${EVENT_ORDER_LOCK}::bigint))
     INSERT INTO endpoint_events (
       endpoint_id, project_id, team_id, type, status, phase, error_code, version_index, cause, actor_id, detail
     ) SELECT
