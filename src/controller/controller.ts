@@ -32,8 +32,9 @@ import type { ModelStore } from '../models/model-store.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { markEndpointCleaned } from '../storage/endpoints-repository.js';
-import { readPassState, type PassState } from '../storage/pass-reads.js';
+import type { PassState } from '../storage/pass-reads.js';
 import { QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
+import { StatementBatches } from '../storage/statement-batches.js';
 import { DEFAULT_CRASH_POLICY, type CrashPolicy } from './crash-policy.js';
 import { CrashWatch } from './crash-watch.js';
 import { EndpointWrites, StaleError } from './endpoint-writes.js';
@@ -75,6 +76,7 @@ export class Controller {
   /** This process, as lease holder (its OS process id, then a random part). */
   readonly owner = `gw-${process.pid}-${randomUUID()}`;
   private readonly sql: Sql;
+  private readonly batches: StatementBatches;
   private readonly runtime: Runtime;
   private readonly drainTimeoutMs: number;
   private readonly loop: ReconcileLoop;
@@ -91,9 +93,12 @@ export class Controller {
     const log = options.log ?? ((message, error) => console.error(`[controller] ${message}`, error ?? ''));
     const drainTimeoutMs = options.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs;
     const writes = new EndpointWrites(sql, this.owner);
-    const stopper = new ReplicaStopper(sql, runtime, options.stopGraceMs ?? DEFAULTS.stopGraceMs, log);
+    // The passes' reads and the replicas' moves, each kind coalesced over the passes and steps of one turn.
+    const batches = new StatementBatches(sql, QUEUE_DEPTH_STALE_MS);
+    const stopper = new ReplicaStopper(sql, batches, runtime, options.stopGraceMs ?? DEFAULTS.stopGraceMs, log);
     const starter = new ReplicaStarter({
       sql,
+      batches,
       runtime,
       models,
       writes,
@@ -108,6 +113,7 @@ export class Controller {
     // A health answer stands for half an interval: an idle endpoint's passes (one per interval) each ask anew.
     const crashes = new CrashWatch(
       sql,
+      batches,
       runtime,
       writes,
       stopper,
@@ -117,6 +123,7 @@ export class Controller {
       intervalMs / 2,
     );
     this.sql = sql;
+    this.batches = batches;
     this.runtime = runtime;
     this.log = log;
     this.drainTimeoutMs = drainTimeoutMs;
@@ -171,7 +178,7 @@ export class Controller {
    */
   private async reconcile(id: string): Promise<string | undefined> {
     // The endpoint, its live replicas and the requests queued for it, in one read.
-    const state = await readPassState(this.sql, id, QUEUE_DEPTH_STALE_MS);
+    const state = await this.batches.readPassState(id);
     if (!state) return undefined;
     return (await this.act(state)) ? state.stamp : undefined;
   }

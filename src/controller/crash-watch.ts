@@ -12,7 +12,8 @@ import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { EngineHealth, Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
-import { failuresSince, markReplica } from '../storage/replicas-repository.js';
+import { failuresSince } from '../storage/replicas-repository.js';
+import type { StatementBatches } from '../storage/statement-batches.js';
 import { decideAfterDeaths, type CrashPolicy, type RecentDeaths } from './crash-policy.js';
 import type { EndpointWrites } from './endpoint-writes.js';
 import { refOf, type ReplicaStopper } from './replica-stopper.js';
@@ -51,6 +52,8 @@ export class CrashWatch {
 
   constructor(
     private readonly sql: Sql,
+    /** The replicas' moves go through it (with the other moves of the same turn). */
+    private readonly batches: StatementBatches,
     private readonly runtime: Runtime,
     private readonly writes: EndpointWrites,
     private readonly stopper: ReplicaStopper,
@@ -107,7 +110,7 @@ export class CrashWatch {
         // A replica abandoned before its engine was placed has no locator in its row, but it may run: it is reaped below.
         if (replica.locator === null) placementUnknown = true;
         else await this.runtime.stop(ref, 0);
-        await markReplica(this.sql, replica.id, { state: 'STOPPED', lastError });
+        await this.batches.markReplica(replica.id, { state: 'STOPPED', lastError });
         this.unknownSince.delete(replica.id);
         continue;
       }
@@ -123,7 +126,7 @@ export class CrashWatch {
         this.log(
           `replica ${replica.id} of ${endpoint.id} died${liveness.reason ? ` (${liveness.reason})` : ''}; last output:\n${tail.slice(-2000)}`,
         );
-        if (await markReplica(this.sql, replica.id, { state: 'FAILED', lastError: ENGINE_EXITED })) died++;
+        if (await this.batches.markReplica(replica.id, { state: 'FAILED', lastError: ENGINE_EXITED })) died++;
         // What the runtime keeps of it goes (a failed pod's object; a process's state file).
         await this.runtime.stop(ref, 0);
         continue;

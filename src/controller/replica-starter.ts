@@ -32,7 +32,8 @@ import type { EngineClient } from '../engine-client/engine-client.js';
 import type { ModelStore } from '../models/model-store.js';
 import { ReplicaStartError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
-import { insertReplica, markReplica, retagReplica } from '../storage/replicas-repository.js';
+import { insertReplica, retagReplica } from '../storage/replicas-repository.js';
+import type { StatementBatches } from '../storage/statement-batches.js';
 import { findVersion, setVersionRollout } from '../storage/versions-repository.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
 import { ModelPreparer } from './model-preparer.js';
@@ -42,6 +43,8 @@ import { warmUp } from './start-steps.js';
 
 export interface ReplicaStarterOptions {
   sql: Sql;
+  /** The replicas' moves go through it (with the other moves of the same turn). */
+  batches: StatementBatches;
   runtime: Runtime;
   models: ModelStore;
   writes: EndpointWrites;
@@ -167,7 +170,7 @@ export class ReplicaStarter {
 
   /** The placement, with the model's step for the runtime to run; the row records where the replica runs. */
   private async place(replicaId: string, endpoint: EndpointRecord, version: VersionRecord, first: boolean, signal: AbortSignal) {
-    const { sql, runtime } = this.options;
+    const { batches, runtime } = this.options;
     const spec = version.spec;
     const option = findInstanceOption(spec.instanceId)!;
     let shown: LifecycleState = endpoint;
@@ -195,7 +198,7 @@ export class ReplicaStarter {
       });
       const placed = { state: 'STARTING' as const, address: ref.address, locator: ref.locator, ...(ref.token ? { token: ref.token } : {}) };
       // Stopped meanwhile (a sleep, a terminate): what was placed goes too.
-      if (!(await markReplica(sql, replicaId, placed))) return void (await runtime.stop(ref, 0));
+      if (!(await batches.markReplica(replicaId, placed))) return void (await runtime.stop(ref, 0));
       this.followed.set(replicaId, endpoint.id);
       // Its step as the runtime sees it now; a step shown late (the endpoint changed) leaves the replica to the passes.
       const seen = runtime.observe(ref);
@@ -209,7 +212,7 @@ export class ReplicaStarter {
       if (ref) await runtime.stop(ref, 0);
       // Abandoned (its endpoint changed meanwhile), or an outage before it was placed: not a failure of the replica.
       if (reason instanceof StaleError || isGatewayOutage(reason)) {
-        await markReplica(sql, replicaId, { state: 'STOPPED', lastError: (reason as Error).message });
+        await batches.markReplica(replicaId, { state: 'STOPPED', lastError: (reason as Error).message });
         return;
       }
       await this.keepFailure(endpoint.id, { replicaId, versionIndex: version.versionIndex, error: reason });
@@ -219,7 +222,7 @@ export class ReplicaStarter {
   /** Marks the replica FAILED; true unless it had ended meanwhile (stopped by a sleep, a terminate). */
   private async fail(failure: StartFailure): Promise<boolean> {
     this.followed.delete(failure.replicaId);
-    return markReplica(this.options.sql, failure.replicaId, { state: 'FAILED', lastError: startErrorMessage(failure.error) });
+    return this.options.batches.markReplica(failure.replicaId, { state: 'FAILED', lastError: startErrorMessage(failure.error) });
   }
 
   /** A step in the background failed: the replica is marked, and the failure kept for the endpoint's next pass. */
@@ -251,7 +254,7 @@ export class ReplicaStarter {
    * warm-up; a dead one's start failed; one that waits for a machine is named (a rollout makes room for it).
    */
   async advance(endpoint: EndpointRecord, starting: readonly ReplicaRecord[], serving: number): Promise<StartsSeen> {
-    const { runtime, sql } = this.options;
+    const { runtime, batches } = this.options;
     const failed = this.failures.get(endpoint.id) ?? [];
     this.failures.delete(endpoint.id);
     // Marked FAILED before they are told (a step kept its failure before its own write of the row).
@@ -262,7 +265,7 @@ export class ReplicaStarter {
     const drop = async (replica: ReplicaRecord, ref: ReplicaRef, lastError?: string) => {
       await runtime.stop(ref, 0);
       this.followed.delete(replica.id);
-      if (lastError !== undefined) await markReplica(sql, replica.id, { state: 'STOPPED', lastError });
+      if (lastError !== undefined) await batches.markReplica(replica.id, { state: 'STOPPED', lastError });
       ended(replica.id);
     };
     let reported = false;
@@ -294,7 +297,7 @@ export class ReplicaStarter {
         // Its engine was spawned after its model step: the row records where.
         const placed = { locator: observed.locator, address: observed.address ?? replica.address };
         // Its row ended meanwhile (a sleep, a terminate): what was spawned goes too.
-        if (!(await markReplica(sql, replica.id, { state: 'STARTING', ...placed }))) {
+        if (!(await batches.markReplica(replica.id, { state: 'STARTING', ...placed }))) {
           await drop(replica, ref);
           continue;
         }
@@ -351,7 +354,7 @@ export class ReplicaStarter {
    * 'warming-up'), then RUNNING once it serves.
    */
   private async warm(endpoint: EndpointRecord, replica: ReplicaRecord, address: string, first: boolean): Promise<void> {
-    const { sql, writes } = this.options;
+    const { sql, batches, writes } = this.options;
     const ref = { ...refOf(replica), address };
     const id = endpoint.id;
     try {
@@ -362,7 +365,7 @@ export class ReplicaStarter {
       if (written.status === 'rejected') throw written.reason;
       if (warmed.status === 'rejected') throw warmed.reason;
       this.followed.delete(replica.id);
-      if (!(await markReplica(sql, replica.id, { state: 'READY', address, locator: replica.locator }))) return;
+      if (!(await batches.markReplica(replica.id, { state: 'READY', address, locator: replica.locator }))) return;
       this.warmed.set(replica.id, id);
       // The version is marked rolled out (with the model it resolved to) by its first replica; the others find it so.
       const version = endpoint.current.versionIndex === replica.versionIndex ? endpoint.current : undefined;

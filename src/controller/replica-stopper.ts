@@ -7,7 +7,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { ReplicaRef, Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
-import { liveReplicaIdsOnNode, markReplica } from '../storage/replicas-repository.js';
+import { liveReplicaIdsOnNode } from '../storage/replicas-repository.js';
+import type { StatementBatches } from '../storage/statement-batches.js';
 
 /** How the runtime finds the replica a row records. */
 export const refOf = (r: ReplicaRecord): ReplicaRef => ({
@@ -21,6 +22,8 @@ export const refOf = (r: ReplicaRecord): ReplicaRef => ({
 export class ReplicaStopper {
   constructor(
     private readonly sql: Sql,
+    /** The replicas' moves go through it (with the other moves of the same turn). */
+    private readonly batches: StatementBatches,
     private readonly runtime: Runtime,
     /** SIGTERM to SIGKILL. */
     private readonly stopGraceMs: number,
@@ -33,7 +36,7 @@ export class ReplicaStopper {
    */
   async stopAll(replicas: readonly ReplicaRecord[], drainMs: number, draining?: () => Promise<void>): Promise<void> {
     const drained = new Set(drainMs > 0 ? replicas.filter((r) => r.state === 'READY').map((r) => r.id) : []);
-    await Promise.all([...drained].map((id) => markReplica(this.sql, id, { state: 'DRAINING' })));
+    await Promise.all([...drained].map((id) => this.batches.markReplica(id, { state: 'DRAINING' })));
     await draining?.();
     await Promise.all(replicas.map((r) => this.finish(r, drained.has(r.id) ? drainMs : 0)));
   }
@@ -52,7 +55,7 @@ export class ReplicaStopper {
       await sleep(100);
     }
     await this.runtime.stop(handle, this.stopGraceMs);
-    await markReplica(this.sql, replica.id, { state: 'STOPPED' });
+    await this.batches.markReplica(replica.id, { state: 'STOPPED' });
   }
 
   /** Stops the replicas of the runtime's pool that no live replica row owns (the runtime finds them by its own records). */

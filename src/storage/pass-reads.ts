@@ -49,20 +49,29 @@ type ReplicaJson = Omit<ReplicaRow, 'created_at' | 'ready_at'> & { created_at: s
 
 /** The endpoint's pass state, or undefined when it does not exist. `staleMs`: queue counts older than this are a dead process's. */
 export async function readPassState(db: Queryable, endpointId: string, staleMs: number): Promise<PassState | undefined> {
-  const [row] = await db<(EndpointRow & { pass_replicas: ReplicaJson[]; queued_demand: number; pass_stamp: string })[]>`
+  return (await readPassStates(db, [endpointId], staleMs)).get(endpointId);
+}
+
+/** The pass states of several endpoints in one statement, by id (an id that does not exist has none). */
+export async function readPassStates(db: Queryable, endpointIds: readonly string[], staleMs: number): Promise<Map<string, PassState>> {
+  const rows = await db<(EndpointRow & { pass_replicas: ReplicaJson[]; queued_demand: number; pass_stamp: string })[]>`
     SELECT ${db.unsafe(ENDPOINT_COLUMNS)}, ${db.unsafe(REPLICAS_JSON)} AS pass_replicas,
       ${queuedSql(db, staleMs)} AS queued_demand, ${db.unsafe(STAMP)} AS pass_stamp
     FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
-    WHERE e.id = ${endpointId}`;
-  if (!row) return undefined;
-  return {
-    endpoint: toEndpoint(row),
-    replicas: row.pass_replicas.map((r) =>
-      toReplica({ ...r, created_at: new Date(r.created_at), ready_at: r.ready_at === null ? null : new Date(r.ready_at) }),
-    ),
-    queued: row.queued_demand,
-    stamp: row.pass_stamp,
-  };
+    WHERE e.id = ANY(${endpointIds as string[]})`;
+  return new Map(
+    rows.map((row) => [
+      row.id,
+      {
+        endpoint: toEndpoint(row),
+        replicas: row.pass_replicas.map((r) =>
+          toReplica({ ...r, created_at: new Date(r.created_at), ready_at: r.ready_at === null ? null : new Date(r.ready_at) }),
+        ),
+        queued: row.queued_demand,
+        stamp: row.pass_stamp,
+      },
+    ]),
+  );
 }
 
 /** An endpoint the controller looks after, as the interval's listing shows it. */

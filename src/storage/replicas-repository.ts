@@ -109,29 +109,53 @@ export async function insertReplica(
             ${replica.gpuType}, ${replica.numGpu}, 'STARTING')`;
 }
 
+/** A move of a replica's row: to `state`, with what else the row records (a value left out keeps the row's). */
+export interface ReplicaMove {
+  state: ReplicaState;
+  address?: string | null;
+  locator?: string | null;
+  token?: string;
+  lastError?: string;
+}
+
 /**
  * Moves a replica to `change.state`, only from the states replica-transitions.ts allows: of two writers acting on
  * the same snapshot the first applies and the second changes nothing (a STOPPED or FAILED replica stays so). True
  * when the move applied.
  */
-export async function markReplica(
-  db: Queryable,
-  id: string,
-  change: { state: ReplicaState; address?: string | null; locator?: string | null; token?: string; lastError?: string },
-): Promise<boolean> {
-  const from = replicaStatesBefore(change.state);
-  const rows = await db`
-    UPDATE replicas SET
-      state = ${change.state},
-      address = coalesce(${change.address ?? null}, address),
-      locator = coalesce(${change.locator ?? null}, locator),
-      engine_token = coalesce(${change.token ?? null}, engine_token),
-      last_error = coalesce(${change.lastError ?? null}, last_error),
-      ready_at = CASE WHEN ${change.state} = 'READY' THEN now() ELSE ready_at END,
-      stopped_at = CASE WHEN ${change.state} IN ('STOPPED', 'FAILED') THEN now() ELSE stopped_at END
-    WHERE id = ${id} AND (state = ANY(${from}) OR (state = ${change.state} AND ${change.state} IN ('STARTING', 'DRAINING')))
-    RETURNING 1`;
-  return rows.length === 1;
+export async function markReplica(db: Queryable, id: string, change: ReplicaMove): Promise<boolean> {
+  return (await markReplicas(db, [{ id, ...change }])).has(id);
+}
+
+/** PostgreSQL's type id of `text`: the moves' columns are sent as text arrays, nulls included. */
+const TEXT = 25;
+
+/**
+ * Moves several replicas, each as `markReplica` does, in one statement; answers the ids whose move applied. Each
+ * replica appears once (the caller splits repeated ones into successive calls); the rows are locked in id order.
+ */
+export async function markReplicas(db: Queryable, moves: readonly (ReplicaMove & { id: string })[]): Promise<Set<string>> {
+  if (moves.length === 0) return new Set();
+  const sorted = [...moves].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const column = (value: (m: ReplicaMove & { id: string }) => string | null | undefined) =>
+    db.array(sorted.map((m) => value(m) ?? null) as string[], TEXT);
+  const rows = await db<{ id: string }[]>`
+    UPDATE replicas r SET
+      state = m.state,
+      address = coalesce(m.address, r.address),
+      locator = coalesce(m.locator, r.locator),
+      engine_token = coalesce(m.token, r.engine_token),
+      last_error = coalesce(m.last_error, r.last_error),
+      ready_at = CASE WHEN m.state = 'READY' THEN now() ELSE r.ready_at END,
+      stopped_at = CASE WHEN m.state IN ('STOPPED', 'FAILED') THEN now() ELSE r.stopped_at END
+    FROM unnest(${column((m) => m.id)}::text[], ${column((m) => m.state)}::text[], ${column((m) => m.address)}::text[],
+      ${column((m) => m.locator)}::text[], ${column((m) => m.token)}::text[], ${column((m) => m.lastError)}::text[],
+      ${column((m) => replicaStatesBefore(m.state).join(','))}::text[])
+      AS m(id, state, address, locator, token, last_error, from_states)
+    WHERE r.id = m.id
+      AND (r.state = ANY(string_to_array(m.from_states, ',')) OR (r.state = m.state AND m.state IN ('STARTING', 'DRAINING')))
+    RETURNING r.id`;
+  return new Set(rows.map((r) => r.id));
 }
 
 /** The replica's state now (undefined when it has no row). */

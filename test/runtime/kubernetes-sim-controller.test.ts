@@ -259,6 +259,8 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge from nothing t
     callsPerReplica: Number((calls(requests) / totalReplicas).toFixed(2)),
     convergeStatements: statements,
     statementsPerReplica: Number((statements / totalReplicas).toFixed(1)),
+    convergeHealthChecks:
+      Object.values(engineCounts.health).reduce((a, b) => a + b, 0) - Object.values(engineBefore.health).reduce((a, b) => a + b, 0),
   });
   console.log(`controller simulation, convergence: ${JSON.stringify({ ...figures, requests })}`);
   if (statementKinds) {

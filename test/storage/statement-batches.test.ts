@@ -1,0 +1,149 @@
+/**
+ * The controller's coalesced statements (src/storage/statement-batches.ts), on a real database: the pass reads and the
+ * replicas' moves asked for in one turn go out as one statement per kind, and each caller gets what its own statement
+ * would have answered: the same read, a move refused by the replica's lifecycle refused alone, two moves of one
+ * replica applied in the order asked, and a batch that deadlocks with another transaction sent again move by move.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { createServices, type Services } from '../../src/services/index.js';
+import type { Principal } from '../../src/services/principal.js';
+import { readPassState } from '../../src/storage/pass-reads.js';
+import { insertReplica, markReplica, replicaState } from '../../src/storage/replicas-repository.js';
+import { StatementBatches } from '../../src/storage/statement-batches.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { createBody, seedPrincipal } from '../support/gateway.js';
+
+let db: TestDatabase;
+let services: Services;
+let principal: Principal;
+let projectId: string;
+/** Statements sent through db.sql, by their first words. */
+const sent: string[] = [];
+const sentLike = (prefix: string) => sent.filter((q) => q.startsWith(prefix)).length;
+
+beforeAll(async () => {
+  db = await createTestDatabase({ onQuery: (query) => sent.push(query.replace(/\s+/g, ' ').trim()) });
+  services = createServices(db.sql);
+  ({ principal, projectId } = await seedPrincipal(db.sql, services, 'batches'));
+});
+
+afterAll(() => db?.close());
+
+async function newEndpoint(name: string): Promise<string> {
+  const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none', name }));
+  if (created.type === 'error') throw new Error(created.error.message);
+  return created.value.id;
+}
+
+async function newReplicas(endpointId: string, n: number): Promise<string[]> {
+  const ids = Array.from({ length: n }, (_, i) => `rep_${endpointId}_${i}`);
+  for (const id of ids)
+    await insertReplica(db.sql, { id, endpointId, versionIndex: 1, runtime: 'kubernetes', node: 'n', gpuType: 'H100', numGpu: 1 });
+  return ids;
+}
+
+test('pass reads asked for in one turn are one statement, each answer the single read', async () => {
+  const ids = [];
+  for (let i = 0; i < 12; i++) ids.push(await newEndpoint(`read-${i}`));
+  const [withReplicas] = ids;
+  const [replica] = await newReplicas(withReplicas!, 2);
+  await markReplica(db.sql, replica!, { state: 'READY', address: 'http://127.0.0.1:9', locator: 'pod-9' });
+  const batches = new StatementBatches(db.sql, 3000);
+  sent.length = 0;
+  // An id asked twice, and one that does not exist.
+  const asked = [...ids, withReplicas!, 'ep_missing'];
+  const states = await Promise.all(asked.map((id) => batches.readPassState(id)));
+  expect(sentLike('SELECT e.id')).toBe(1);
+  const single = await Promise.all(asked.map((id) => readPassState(db.sql, id, 3000)));
+  expect(states).toEqual(single);
+  expect(states[0]!.replicas.map((r) => r.state)).toEqual(['READY', 'STARTING']);
+  expect(states.at(-1)).toBeUndefined();
+});
+
+test('moves of different replicas in one turn are one statement; a move the lifecycle refuses is refused alone', async () => {
+  const endpointId = await newEndpoint('moves');
+  const ids = await newReplicas(endpointId, 10);
+  await markReplica(db.sql, ids[9]!, { state: 'STOPPED', lastError: 'scaled in' });
+  const batches = new StatementBatches(db.sql, 3000);
+  sent.length = 0;
+  const applied = await Promise.all(
+    ids.map((id, i) => batches.markReplica(id, { state: 'READY', address: `http://127.0.0.1:${i}`, locator: `pod-${i}` })),
+  );
+  expect(sentLike('UPDATE replicas r ')).toBe(1);
+  // The stopped one stays stopped; the others serve, each at its own address, the rest of its row kept.
+  expect(applied).toEqual([...Array(9).fill(true), false]);
+  const rows = await db.sql<
+    { id: string; state: string; address: string | null; locator: string | null; ready: boolean; last_error: string | null }[]
+  >`
+    SELECT id, state, address, locator, ready_at IS NOT NULL AS ready, last_error FROM replicas WHERE endpoint_id = ${endpointId} ORDER BY id`;
+  expect(rows.slice(0, 9)).toEqual(
+    ids
+      .slice(0, 9)
+      .map((id, i) => ({ id, state: 'READY', address: `http://127.0.0.1:${i}`, locator: `pod-${i}`, ready: true, last_error: null })),
+  );
+  expect(rows[9]).toMatchObject({ state: 'STOPPED', address: null, last_error: 'scaled in', ready: false });
+});
+
+test('two moves of one replica in one turn apply in the order asked, as two statements would', async () => {
+  const endpointId = await newEndpoint('order');
+  const [a, b] = await newReplicas(endpointId, 2);
+  const batches = new StatementBatches(db.sql, 3000);
+  sent.length = 0;
+  // a: READY then DRAINING (both apply); b: STOPPED then READY (the second is refused: a stopped replica stays so).
+  const answers = await Promise.all([
+    batches.markReplica(a!, { state: 'READY', address: 'http://127.0.0.1:1' }),
+    batches.markReplica(b!, { state: 'STOPPED', lastError: 'gone' }),
+    batches.markReplica(a!, { state: 'DRAINING' }),
+    batches.markReplica(b!, { state: 'READY', address: 'http://127.0.0.1:2' }),
+  ]);
+  expect(answers).toEqual([true, true, true, false]);
+  expect(sentLike('UPDATE replicas r ')).toBe(2);
+  expect(await replicaState(db.sql, a!)).toBe('DRAINING');
+  expect(await replicaState(db.sql, b!)).toBe('STOPPED');
+});
+
+test('a batch that deadlocks with another transaction is sent again move by move, and every move applies', async () => {
+  const endpointId = await newEndpoint('deadlock');
+  const [first, second] = (await newReplicas(endpointId, 2)).sort();
+  const batches = new StatementBatches(db.sql, 3000);
+  // Another transaction holds the second row; the batch locks the first (id order) and waits for the second; the
+  // other then asks for the first: a cycle, which PostgreSQL breaks by failing one of the two.
+  const other = db.sql.begin(async (tx) => {
+    await tx`UPDATE replicas SET last_error = 'held' WHERE id = ${second!}`;
+    await waitForLockWaits(1);
+    await tx`UPDATE replicas SET last_error = 'held' WHERE id = ${first!}`;
+  });
+  await waitForRowLock();
+  const moves = Promise.all([first!, second!].map((id) => batches.markReplica(id, { state: 'READY', address: `http://127.0.0.1:5` })));
+  sent.length = 0;
+  const [otherResult, applied] = await Promise.allSettled([other, moves]);
+  // The batch waited first, so its session found the cycle and failed: the other committed, then each move went alone.
+  expect(otherResult.status).toBe('fulfilled');
+  expect(applied).toEqual({ status: 'fulfilled', value: [true, true] });
+  expect(sentLike('UPDATE replicas r ')).toBe(3);
+  expect(await replicaState(db.sql, first!)).toBe('READY');
+  expect(await replicaState(db.sql, second!)).toBe('READY');
+}, 30_000);
+
+/** Waits until a session of this database holds a row lock of a transaction in progress (the other's first update). */
+async function waitForRowLock(): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const [row] = await db.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`;
+    if (row!.n > 0) return;
+    await sleep(20);
+  }
+  throw new Error('the other transaction never began');
+}
+
+/** Waits until `n` sessions of this database wait for a lock. */
+async function waitForLockWaits(n: number): Promise<void> {
+  for (let i = 0; i < 250; i++) {
+    const [row] = await db.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`;
+    if (row!.n >= n) return;
+    await sleep(20);
+  }
+  throw new Error('nobody waited for a lock');
+}
