@@ -12,9 +12,9 @@ import type { EndpointRecord } from '../domain/endpoint.js';
 import { controllerTransition, stillApplies, type ControllerEvent, type LifecycleState } from '../domain/lifecycle.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import { writeStatus } from '../services/endpoint-state.js';
-import type { Sql } from '../storage/database.js';
+import type { Queryable, Sql } from '../storage/database.js';
 import { findEndpoints, refreshReplicaCounts, setProgress } from '../storage/endpoints-repository.js';
-import { lockLeasedEndpoint } from '../storage/replicas-repository.js';
+import { lockAndReadLeasedEndpoint, lockLeasedEndpoint } from '../storage/replicas-repository.js';
 
 /** Thrown inside a step when the endpoint changed under it; the step is abandoned quietly. */
 export class StaleError extends Error {}
@@ -52,11 +52,22 @@ export class EndpointWrites {
    */
   async guarded<T>(id: string, applies: (e: EndpointRecord) => boolean, write: (tx: Sql, e: EndpointRecord) => Promise<T>): Promise<T> {
     return this.sql.begin(async (tx) => {
-      if (!(await lockLeasedEndpoint(tx, id, this.owner))) throw new StaleError(`lease on ${id} lost, or ${id} gone`);
-      const [endpoint] = await findEndpoints(tx, [id], WITH_DELETED);
+      const endpoint = await this.lockLeased(tx, id);
       if (!endpoint || !applies(endpoint)) throw new StaleError(`${id} changed`);
       return write(tx as unknown as Sql, endpoint);
     }) as Promise<T>;
+  }
+
+  /**
+   * Locks the endpoint under this process's lease and reads it, most often in one statement; when that finds nothing
+   * (the lease lost, or the row changed while the lock was awaited: its re-check cannot see a version written since
+   * the statement began), the lock alone, then a fresh read. Throws StaleError when the lease is lost.
+   */
+  private async lockLeased(tx: Queryable, id: string): Promise<EndpointRecord | undefined> {
+    const endpoint = await lockAndReadLeasedEndpoint(tx, id, this.owner);
+    if (endpoint) return endpoint;
+    if (!(await lockLeasedEndpoint(tx, id, this.owner))) throw new StaleError(`lease on ${id} lost, or ${id} gone`);
+    return (await findEndpoints(tx, [id], WITH_DELETED))[0];
   }
 
   /**

@@ -32,7 +32,7 @@ import type { EngineClient } from '../engine-client/engine-client.js';
 import type { ModelStore } from '../models/model-store.js';
 import { ReplicaStartError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
-import { insertReplica, retagReplica } from '../storage/replicas-repository.js';
+import { insertReplicas, retagReplica } from '../storage/replicas-repository.js';
 import type { StatementBatches } from '../storage/statement-batches.js';
 import { findVersion, setVersionRollout } from '../storage/versions-repository.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
@@ -126,22 +126,17 @@ export class ReplicaStarter {
     const { runtime, writes } = this.options;
     const option = findInstanceOption(version.spec.instanceId)!;
     // The runtime's placement decides, in the transaction that writes the rows (a machine's slots are counted there,
-    // each row counted by the next admission).
+    // under its lock: the next admission counts these rows).
     const { begun, refusal } = await writes.guarded(
       endpoint.id,
       (e) => e.desiredState === 'RUNNING',
       async (tx) => {
-        const ids: string[] = [];
-        for (let i = 0; i < count; i++) {
-          const admitted = await runtime.admit(tx, option);
-          if (!admitted.admitted) return { begun: ids, refusal: admitted.reason };
-          const id = newId('rep');
-          const { gpuType, numGpu } = option;
-          const row = { id, endpointId: endpoint.id, versionIndex: version.versionIndex, runtime: runtime.name };
-          await insertReplica(tx, { ...row, node: admitted.node, gpuType, numGpu });
-          ids.push(id);
-        }
-        return { begun: ids, refusal: undefined };
+        const { admitted, node, reason } = await runtime.admit(tx, option, count);
+        const { gpuType, numGpu } = option;
+        const row = { endpointId: endpoint.id, versionIndex: version.versionIndex, runtime: runtime.name, node, gpuType, numGpu };
+        const rows = Array.from({ length: admitted }, () => ({ id: newId('rep'), ...row }));
+        await insertReplicas(tx, rows);
+        return { begun: rows.map((r) => r.id), refusal: reason };
       },
     );
     if (begun.length === 0 && refusal !== undefined && first) {

@@ -104,8 +104,8 @@ export class LocalRuntime implements Runtime {
     return this.options.inventory;
   }
 
-  admit(tx: Queryable, option: InstanceOption): Promise<Admission> {
-    return admitOnMachine(tx, this.node, this.options.inventory, option);
+  admit(tx: Queryable, option: InstanceOption, count: number): Promise<Admission> {
+    return admitOnMachine(tx, this.node, this.options.inventory, option, count);
   }
 
   private statePath(replicaId: string): string {

@@ -19,15 +19,17 @@ export function capacityWait(option: InstanceOption, used: number, capacity: num
   return `${wanted}: ${used} of ${capacity} in use`;
 }
 
-/** Room on `node` (offering `offered`) for one replica of `option`, in the transaction that writes its row. */
+/** Room on `node` (offering `offered`) for up to `count` replicas of `option`, in the transaction that writes their rows. */
 export async function admitOnMachine(
   tx: Queryable,
   node: string,
   offered: Partial<Record<GpuType, number>>,
   option: InstanceOption,
+  count: number,
 ): Promise<Admission> {
   const capacity = offered[option.gpuType] ?? 0;
   const used = await lockedUse(tx, node, option.gpuType);
-  if (used + option.numGpu > capacity) return { admitted: false, reason: capacityWait(option, used, capacity) };
-  return { admitted: true, node };
+  const admitted = Math.min(count, Math.max(0, Math.floor((capacity - used) / option.numGpu)));
+  if (admitted === count) return { admitted, node };
+  return { admitted, node, reason: capacityWait(option, used + admitted * option.numGpu, capacity) };
 }

@@ -188,8 +188,16 @@ export class RuntimeUnavailableError extends Error {
   }
 }
 
-/** Whether one more replica may be placed now: the pool it goes to, or why it waits (in words a user can act on). */
-export type Admission = { admitted: true; node: string } | { admitted: false; reason: string };
+/**
+ * How many of the replicas asked for may be placed now, and the pool they go to; when fewer than asked, why the others
+ * wait (in words a user can act on).
+ */
+export interface Admission {
+  admitted: number;
+  node: string;
+  /** Set when fewer were admitted than asked. */
+  reason?: string;
+}
 
 export interface Runtime {
   readonly name: string;
@@ -198,13 +206,13 @@ export interface Runtime {
   /** GPUs (or CPU-backed slots) of each kind this runtime offers in its pool now. */
   capacity(): Partial<Record<GpuType, number>>;
   /**
-   * Room for one more replica of `option`, asked inside the transaction that then writes the replica's row (`tx`).
+   * Room for up to `count` more replicas of `option`, asked inside the transaction that then writes their rows (`tx`).
    * The local runtime counts this machine's GPUs (or CPU slots) against the live replicas on it, for every gateway
    * that shares the machine; without room the start waits, with the reason. The Kubernetes runtime admits every
    * replica: the cluster's scheduler places its Pod, and a Pod no node can take yet is observed waiting for one
    * (REQUESTING_VIRTUAL_MACHINE, with the scheduler's reason) while a cluster autoscaler adds a node.
    */
-  admit(tx: Queryable, option: InstanceOption): Promise<Admission>;
+  admit(tx: Queryable, option: InstanceOption, count: number): Promise<Admission>;
   /**
    * Places the replica (a process spawned, a pod created) and answers as soon as it is placed: it never waits for
    * a download or for the engine to load; `observe` follows it from there. A pending launch's model step runs as

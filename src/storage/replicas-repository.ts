@@ -2,7 +2,9 @@
 import type { GpuType } from '../domain/instance-catalog.js';
 import type { ReplicaRecord, ReplicaState } from '../domain/replica.js';
 import { replicaStatesBefore } from '../domain/replica-transitions.js';
+import type { EndpointRecord } from '../domain/endpoint.js';
 import type { Queryable } from './database.js';
+import { CURRENT_VERSION_JOIN, ENDPOINT_COLUMNS, toEndpoint, type EndpointRow } from './endpoint-rows.js';
 
 export interface ReplicaRow {
   id: string;
@@ -98,15 +100,38 @@ export async function requestedGpus(db: Queryable, node: string, gpuType?: GpuTy
   return Object.fromEntries(rows.map((r) => [r.gpu_type, r.n]));
 }
 
+/** A new replica, as its row records it: where its runtime admitted it, and what it holds there. */
+export interface NewReplica {
+  id: string;
+  endpointId: string;
+  versionIndex: number;
+  runtime: string;
+  node: string;
+  gpuType: GpuType;
+  numGpu: number;
+}
+
 /** A new replica's row, STARTING, in the pool its runtime admitted it to. */
-export async function insertReplica(
-  db: Queryable,
-  replica: { id: string; endpointId: string; versionIndex: number; runtime: string; node: string; gpuType: GpuType; numGpu: number },
-): Promise<void> {
+export async function insertReplica(db: Queryable, replica: NewReplica): Promise<void> {
+  await insertReplicas(db, [replica]);
+}
+
+/** New replicas' rows, STARTING, in one statement. */
+export async function insertReplicas(db: Queryable, replicas: readonly NewReplica[]): Promise<void> {
+  if (replicas.length === 0) return;
   await db`
-    INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state)
-    VALUES (${replica.id}, ${replica.endpointId}, ${replica.versionIndex}, ${replica.runtime}, ${replica.node},
-            ${replica.gpuType}, ${replica.numGpu}, 'STARTING')`;
+    INSERT INTO replicas ${db(
+      replicas.map((r) => ({
+        id: r.id,
+        endpoint_id: r.endpointId,
+        version_index: r.versionIndex,
+        runtime: r.runtime,
+        node: r.node,
+        gpu_type: r.gpuType,
+        num_gpu: r.numGpu,
+        state: 'STARTING',
+      })),
+    )}`;
 }
 
 /** A move of a replica's row: to `state`, with what else the row records (a value left out keeps the row's). */
@@ -213,6 +238,21 @@ export async function releaseLeases(db: Queryable, owner: string): Promise<void>
  * with it (no other process takes the lease meanwhile); false when the lease is lost or the endpoint gone. One
  * statement: the endpoint is read afresh after it (a row locked here may have changed while this waited).
  */
+/**
+ * Locks the endpoint's row as lockLeasedEndpoint does and reads it with its current version, in one statement;
+ * undefined when the lease is lost, the endpoint gone, or the row changed to another version while the lock was
+ * awaited (the statement's re-check of the locked row joins the version its snapshot saw): the caller then locks,
+ * and reads afresh.
+ */
+export async function lockAndReadLeasedEndpoint(db: Queryable, endpointId: string, owner: string): Promise<EndpointRecord | undefined> {
+  const [row] = await db<EndpointRow[]>`
+    SELECT ${db.unsafe(ENDPOINT_COLUMNS)} FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
+    JOIN endpoint_leases l ON l.endpoint_id = e.id
+    WHERE e.id = ${endpointId} AND l.owner = ${owner} AND l.expires_at > now()
+    FOR UPDATE OF e FOR SHARE OF l`;
+  return row ? toEndpoint(row) : undefined;
+}
+
 export async function lockLeasedEndpoint(db: Queryable, endpointId: string, owner: string): Promise<boolean> {
   const rows = await db`
     SELECT 1 FROM endpoints e JOIN endpoint_leases l ON l.endpoint_id = e.id

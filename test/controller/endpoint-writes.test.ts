@@ -167,3 +167,57 @@ function eventOf(endpoint: { id: string; projectId: string; teamId: string }) {
     detail: null,
   };
 }
+
+test("a guarded step locks and reads its endpoint in one statement; one that waited for an update's lock reads the update's version", async () => {
+  const id = await endpointWithReady(0);
+  expect(await acquireLeases(db.sql, [id], 'gateway-e', 60_000)).toEqual(new Set([id]));
+  const writes = new EndpointWrites(db.sql, 'gateway-e');
+  const readVersion = () =>
+    writes.guarded(
+      id,
+      () => true,
+      async (_tx, e) => e.current.versionIndex,
+    );
+  const [{ current_version: first }] = await db.sql<[{ current_version: number }]>`SELECT current_version FROM endpoints WHERE id = ${id}`;
+  sent.length = 0;
+  expect(await readVersion()).toBe(first);
+  // begin, the lock with the read, commit.
+  expect(sent.map((q) => q.trim().split(/\s+/)[0]!.toLowerCase())).toEqual(['begin', 'select', 'commit']);
+
+  // An update holds the row while it appends the next version and points the endpoint at it; the step waits for the lock.
+  let commitUpdate!: () => void;
+  const updated = new Promise<void>((resolve) => (commitUpdate = resolve));
+  const update = db.sql.begin(async (tx) => {
+    await tx`SELECT 1 FROM endpoints WHERE id = ${id} FOR UPDATE`;
+    await tx`INSERT INTO endpoint_versions
+      SELECT (jsonb_populate_record(v, jsonb_build_object('version_index', ${first + 1}::int))).* FROM endpoint_versions v
+      WHERE endpoint_id = ${id} AND version_index = ${first}`;
+    await tx`UPDATE endpoints SET current_version = ${first + 1}, updated_at = now() WHERE id = ${id}`;
+    await updated;
+  });
+  const step = readVersion();
+  for (let i = 0; ; i++) {
+    const [row] =
+      await db.sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`;
+    if (row!.n > 0) break;
+    if (i > 250) throw new Error('the step never waited for the lock');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  commitUpdate();
+  await update;
+  // Not stale, not the version before: the read after the lock sees what the update committed.
+  expect(await step).toBe(first + 1);
+});
+
+test('a guarded step of a process whose lease is gone is stale', async () => {
+  const id = await endpointWithReady(0);
+  expect(await acquireLeases(db.sql, [id], 'gateway-f', 60_000)).toEqual(new Set([id]));
+  const writes = new EndpointWrites(db.sql, 'gateway-g');
+  await expect(
+    writes.guarded(
+      id,
+      () => true,
+      async () => 'written',
+    ),
+  ).rejects.toThrow(/lease on .* lost/);
+});

@@ -152,8 +152,8 @@ export class KubernetesRuntime implements Runtime {
   }
 
   /** Every replica: the scheduler places its pod, or says why no node can take it yet (observed as a wait). */
-  admit(): Promise<Admission> {
-    return Promise.resolve({ admitted: true, node: this.node });
+  admit(_tx: unknown, _option: unknown, count: number): Promise<Admission> {
+    return Promise.resolve({ admitted: count, node: this.node });
   }
 
   onChange(listener: (endpointId: string) => void): void {
