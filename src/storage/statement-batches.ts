@@ -6,19 +6,18 @@
  * the statements grow with the turns, not with the endpoints.
  *
  * Each answer is what the single statement would have answered: a read is the same read; moves of one replica asked
- * in the same turn go out in successive statements, in the order asked. Only pool statements are coalesced, never a
- * transaction's (each caller passes the pool).
+ * in the same turn go out in successive statements, in the order asked; a batch of moves that fails for another cause
+ * than an outage (a deadlock with another batch, a value the database refuses) goes again move by move, so that a
+ * move's failure is its own. Only pool statements are coalesced, never a transaction's (each caller passes the pool).
  */
 import DataLoader from 'dataloader';
 import type { Sql } from './database.js';
+import { isDatabaseUnavailable } from './database-errors.js';
 import { readPassStates, type PassState } from './pass-reads.js';
 import { markReplicas, type ReplicaMove } from './replicas-repository.js';
 
 /** The most asked for in one statement; more wait for the next. */
 const MAX_BATCH = 500;
-
-/** SQLSTATE deadlock_detected: two batches met on the same rows in different orders (a move is then sent alone). */
-const DEADLOCK = '40P01';
 
 type Move = ReplicaMove & { id: string };
 
@@ -55,7 +54,7 @@ export class StatementBatches {
   }
 
   /** The moves in rounds of distinct replicas (a replica's second move in the second round, and so on), in order. */
-  private async applyMoves(moves: readonly Move[]): Promise<boolean[]> {
+  private async applyMoves(moves: readonly Move[]): Promise<(boolean | Error)[]> {
     const rounds: Move[][] = [];
     const seen = new Map<string, number>();
     for (const move of moves) {
@@ -63,22 +62,31 @@ export class StatementBatches {
       seen.set(move.id, round + 1);
       (rounds[round] ??= []).push(move);
     }
-    const applied: Map<Move, boolean> = new Map();
-    for (const round of rounds) {
-      const ids = await this.applyRound(round);
-      for (const move of round) applied.set(move, ids.has(move.id));
-    }
-    return moves.map((move) => applied.get(move)!);
+    const answers = new Map<Move, boolean | Error>();
+    for (const round of rounds) for (const [move, answer] of await this.applyRound(round)) answers.set(move, answer);
+    return moves.map((move) => answers.get(move)!);
   }
 
-  private async applyRound(round: Move[]): Promise<Set<string>> {
+  /**
+   * One statement for the round; when it fails for another cause than an outage (a deadlock with another batch, a
+   * value one move carries that the database refuses), each move alone, as the single statements would have gone:
+   * a move's failure is its own, never its neighbours'.
+   */
+  private async applyRound(round: Move[]): Promise<Map<Move, boolean | Error>> {
     try {
-      return await markReplicas(this.sql, round);
+      const applied = await markReplicas(this.sql, round);
+      return new Map(round.map((move) => [move, applied.has(move.id)]));
     } catch (error) {
-      if ((error as { code?: string }).code !== DEADLOCK || round.length === 1) throw error;
-      // Met another batch on the same rows: each alone, as the single statements would have gone.
-      const each = await Promise.all(round.map(async (move) => ((await markReplicas(this.sql, [move])).has(move.id) ? [move.id] : [])));
-      return new Set(each.flat());
+      if (round.length === 1 || isDatabaseUnavailable(error)) throw error;
+      const alone = await Promise.allSettled(round.map(async (move) => (await markReplicas(this.sql, [move])).has(move.id)));
+      return new Map(
+        round.map((move, i) => {
+          const answer = alone[i]!;
+          return [move, answer.status === 'fulfilled' ? answer.value : toError(answer.reason)];
+        }),
+      );
     }
   }
 }
+
+const toError = (reason: unknown) => (reason instanceof Error ? reason : new Error(String(reason)));

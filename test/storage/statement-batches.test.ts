@@ -2,7 +2,8 @@
  * The controller's coalesced statements (src/storage/statement-batches.ts), on a real database: the pass reads and the
  * replicas' moves asked for in one turn go out as one statement per kind, and each caller gets what its own statement
  * would have answered: the same read, a move refused by the replica's lifecycle refused alone, two moves of one
- * replica applied in the order asked, and a batch that deadlocks with another transaction sent again move by move.
+ * replica applied in the order asked, a batch that deadlocks with another transaction sent again move by move, and a
+ * move the database refuses fails alone.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, test } from 'vitest';
@@ -109,12 +110,15 @@ test('a batch that deadlocks with another transaction is sent again move by move
   const batches = new StatementBatches(db.sql, 3000);
   // Another transaction holds the second row; the batch locks the first (id order) and waits for the second; the
   // other then asks for the first: a cycle, which PostgreSQL breaks by failing one of the two.
+  let holdsSecond!: () => void;
+  const secondHeld = new Promise<void>((resolve) => (holdsSecond = resolve));
   const other = db.sql.begin(async (tx) => {
     await tx`UPDATE replicas SET last_error = 'held' WHERE id = ${second!}`;
+    holdsSecond();
     await waitForLockWaits(1);
     await tx`UPDATE replicas SET last_error = 'held' WHERE id = ${first!}`;
   });
-  await waitForRowLock();
+  await secondHeld;
   const moves = Promise.all([first!, second!].map((id) => batches.markReplica(id, { state: 'READY', address: `http://127.0.0.1:5` })));
   sent.length = 0;
   const [otherResult, applied] = await Promise.allSettled([other, moves]);
@@ -126,17 +130,6 @@ test('a batch that deadlocks with another transaction is sent again move by move
   expect(await replicaState(db.sql, second!)).toBe('READY');
 }, 30_000);
 
-/** Waits until a session of this database holds a row lock of a transaction in progress (the other's first update). */
-async function waitForRowLock(): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    const [row] = await db.sql<{ n: number }[]>`
-      SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`;
-    if (row!.n > 0) return;
-    await sleep(20);
-  }
-  throw new Error('the other transaction never began');
-}
-
 /** Waits until `n` sessions of this database wait for a lock. */
 async function waitForLockWaits(n: number): Promise<void> {
   for (let i = 0; i < 250; i++) {
@@ -147,3 +140,20 @@ async function waitForLockWaits(n: number): Promise<void> {
   }
   throw new Error('nobody waited for a lock');
 }
+
+test('a move carrying a value the database refuses fails alone: the others of its turn apply', async () => {
+  const endpointId = await newEndpoint('refused');
+  const ids = await newReplicas(endpointId, 4);
+  const batches = new StatementBatches(db.sql, 3000);
+  sent.length = 0;
+  const answers = await Promise.allSettled(
+    // A NUL character: PostgreSQL's text refuses it (SQLSTATE 22021).
+    ids.map((id, i) => batches.markReplica(id, { state: 'FAILED', lastError: i === 2 ? 'engine said \u0000' : 'engine exited' })),
+  );
+  expect(answers.map((a) => a.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+  expect(((answers[2] as PromiseRejectedResult).reason as { code?: string }).code).toBe('22021');
+  // The batch, then each move alone.
+  expect(sentLike('UPDATE replicas r ')).toBe(5);
+  const states = await Promise.all(ids.map((id) => replicaState(db.sql, id)));
+  expect(states).toEqual(['FAILED', 'FAILED', 'STARTING', 'FAILED']);
+});
