@@ -3,7 +3,9 @@
  * `ENGINE_ERROR {"code","message"}` line in its output, which the local
  * runtime finds in the replica's log and the Kubernetes runtime in the pod's
  * termination message. A code that is not an endpoint error code is reported
- * as INFERENCE_ENGINE_UNKNOWN_ERROR.
+ * as INFERENCE_ENGINE_UNKNOWN_ERROR. The message is the engine's words (it
+ * may echo a model's own text): its control characters go (the database
+ * refuses a NUL in text, and the failure would never be recorded).
  */
 import { ENDPOINT_ERROR_CODES, type EndpointErrorCode } from '../domain/lifecycle.js';
 
@@ -18,8 +20,12 @@ export function reportedError(text: string | undefined): { code: EndpointErrorCo
     const code = ENDPOINT_ERROR_CODES.includes(reported.code as EndpointErrorCode)
       ? (reported.code as EndpointErrorCode)
       : 'INFERENCE_ENGINE_UNKNOWN_ERROR';
-    return { code, message: typeof reported.message === 'string' ? reported.message : undefined };
+    return { code, message: typeof reported.message === 'string' ? printable(reported.message) : undefined };
   } catch {
     return undefined;
   }
 }
+
+/** `text` without its control characters (line breaks and tabs kept). */
+// eslint-disable-next-line no-control-regex
+const printable = (text: string) => text.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g, '');
