@@ -157,7 +157,8 @@ const TEXT = 25;
 
 /**
  * Moves several replicas, each as `markReplica` does, in one statement; answers the ids whose move applied. Each
- * replica appears once (the caller splits repeated ones into successive calls); the rows are locked in id order.
+ * replica appears once (the caller splits repeated ones into successive calls); the rows are locked in id order. The
+ * ids are also given as a list the primary key's index can look up (a generic plan of the join alone scans the table).
  */
 export async function markReplicas(db: Queryable, moves: readonly (ReplicaMove & { id: string })[]): Promise<Set<string>> {
   if (moves.length === 0) return new Set();
@@ -177,7 +178,7 @@ export async function markReplicas(db: Queryable, moves: readonly (ReplicaMove &
       ${column((m) => m.locator)}::text[], ${column((m) => m.token)}::text[], ${column((m) => m.lastError)}::text[],
       ${column((m) => replicaStatesBefore(m.state).join(','))}::text[])
       AS m(id, state, address, locator, token, last_error, from_states)
-    WHERE r.id = m.id
+    WHERE r.id = m.id AND r.id = ANY(${column((m) => m.id)}::text[])
       AND (r.state = ANY(string_to_array(m.from_states, ',')) OR (r.state = m.state AND m.state IN ('STARTING', 'DRAINING')))
     RETURNING r.id`;
   return new Set(rows.map((r) => r.id));
