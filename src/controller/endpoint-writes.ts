@@ -11,9 +11,10 @@
 import type { EndpointRecord } from '../domain/endpoint.js';
 import { controllerTransition, stillApplies, type ControllerEvent, type LifecycleState } from '../domain/lifecycle.js';
 import type { ReplicaRecord } from '../domain/replica.js';
-import { writeStatus } from '../services/endpoint-state.js';
+import { writeStatusRow } from '../services/endpoint-state.js';
 import type { Queryable, Sql } from '../storage/database.js';
 import { findEndpoints, refreshReplicaCounts, setProgress } from '../storage/endpoints-repository.js';
+import { insertEvent } from '../storage/events-repository.js';
 import { lockAndReadLeasedEndpoint, lockLeasedEndpoint } from '../storage/replicas-repository.js';
 
 /** Thrown inside a step when the endpoint changed under it; the step is abandoned quietly. */
@@ -96,19 +97,31 @@ export class EndpointWrites {
     if (!next) return null;
     const { status, phase, errorCode, desiredState } = next;
     const { errorMessage, ofVersion, desiredReplicas, ...logged } = log;
-    await this.guarded(
+    const { appended } = await this.guarded(
       id,
       (e) => stillApplies(next, e) && (ofVersion === undefined || e.current.versionIndex === ofVersion),
       async (tx, e) => {
-        if (desiredReplicas !== undefined) await refreshReplicaCounts(tx, id, desiredReplicas, log.cause);
-        await writeStatus(tx, e, { status, phase, errorCode, ...(desiredState ? { desiredState } : {}), ...logged, actorId: null });
+        const change = { status, phase, errorCode, ...(desiredState ? { desiredState } : {}), ...logged, actorId: null };
+        const event = await writeStatusRow(tx, e, change);
         // The user's message goes with the error code it explains, and away with it.
         const message = errorCode ? (errorMessage ?? null) : null;
         if (message !== (e.errorMessage ?? null)) await tx`UPDATE endpoints SET error_message = ${message} WHERE id = ${id}`;
         if (phase !== 'DOWNLOADING_MODEL' && e.progress) await setProgress(tx, id, null);
         if (phase !== 'REQUESTING_VIRTUAL_MACHINE' && e.waitReason) await tx`UPDATE endpoints SET wait_reason = NULL WHERE id = ${id}`;
+        // The events last (the counts', then the status'), sent with the commit, their answers not awaited here: the
+        // event order lock the first takes, held to the commit by every appender of every endpoint, is then held by
+        // the database alone, never across a round trip to this process (which, busy, can take milliseconds).
+        const appended = [
+          desiredReplicas !== undefined ? refreshReplicaCounts(tx, id, desiredReplicas, log.cause) : undefined,
+          event ? insertEvent(tx, event) : undefined,
+        ].filter((p) => p !== undefined);
+        // Awaited after the commit; never, when the commit failed (the transaction is gone with its error).
+        for (const p of appended) p.catch(() => undefined);
+        return { appended };
       },
     );
+    // A failed append failed the transaction: its commit rolled back, and its error is thrown here.
+    await Promise.all(appended);
     return { status, phase, errorCode };
   }
 

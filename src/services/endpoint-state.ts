@@ -4,7 +4,7 @@
  * transaction. The API actions and the controller both come through here.
  */
 import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
-import type { EndpointRecord, ReplicaCounts } from '../domain/endpoint.js';
+import type { EndpointEventInput, EndpointRecord, ReplicaCounts } from '../domain/endpoint.js';
 import type { Queryable } from '../storage/database.js';
 import { updateEndpointState } from '../storage/endpoints-repository.js';
 import { insertEvent } from '../storage/events-repository.js';
@@ -23,6 +23,20 @@ export interface StatusChange {
 
 /** Writes the change; appends an event when status, phase or error code changed. Returns whether it did. */
 export async function writeStatus(db: Queryable, endpoint: EndpointRecord, change: StatusChange): Promise<boolean> {
+  const event = await writeStatusRow(db, endpoint, change);
+  if (event) await insertEvent(db, event);
+  return event !== undefined;
+}
+
+/**
+ * writeStatus in two parts: writes the row now, and answers its event (when status, phase or error code changed) for
+ * the caller to append later in the same transaction (last, so that the event order lock is held the shortest).
+ */
+export async function writeStatusRow(
+  db: Queryable,
+  endpoint: EndpointRecord,
+  change: StatusChange,
+): Promise<EndpointEventInput | undefined> {
   await updateEndpointState(db, endpoint.id, {
     status: change.status,
     phase: change.phase,
@@ -31,22 +45,20 @@ export async function writeStatus(db: Queryable, endpoint: EndpointRecord, chang
     ...(change.currentVersion !== undefined ? { currentVersion: change.currentVersion } : {}),
   });
   const changed = change.status !== endpoint.status || change.phase !== endpoint.phase || change.errorCode !== endpoint.errorCode;
-  if (changed) {
-    await insertEvent(db, {
-      endpointId: endpoint.id,
-      projectId: endpoint.projectId,
-      teamId: endpoint.teamId,
-      type: 'STATUS_CHANGED',
-      status: change.status,
-      phase: change.phase,
-      errorCode: change.errorCode,
-      versionIndex: change.currentVersion ?? null,
-      cause: change.cause,
-      actorId: change.actorId,
-      detail: change.detail ?? null,
-    });
-  }
-  return changed;
+  if (!changed) return undefined;
+  return {
+    endpointId: endpoint.id,
+    projectId: endpoint.projectId,
+    teamId: endpoint.teamId,
+    type: 'STATUS_CHANGED',
+    status: change.status,
+    phase: change.phase,
+    errorCode: change.errorCode,
+    versionIndex: change.currentVersion ?? null,
+    cause: change.cause,
+    actorId: change.actorId,
+    detail: change.detail ?? null,
+  };
 }
 
 /** Whether the endpoint already shows these counts. */

@@ -221,3 +221,29 @@ test('a guarded step of a process whose lease is gone is stale', async () => {
     ),
   ).rejects.toThrow(/lease on .* lost/);
 });
+
+test('a transition whose event the database refuses fails whole: its error is thrown, nothing of it is written', async () => {
+  const id = await endpointWithReady(1);
+  await db.sql`UPDATE endpoints SET status = 'READY', phase = NULL, curr_replica_cnt = 0, desired_replica_cnt = 0, updated_replica_cnt = 0 WHERE id = ${id}`;
+  expect(await acquireLeases(db.sql, [id], 'gateway-h', 60_000)).toEqual(new Set([id]));
+  const [endpoint] = await findEndpoints(db.sql, [id]);
+  const writes = new EndpointWrites(db.sql, 'gateway-h');
+  const events = async () => (await db.sql`SELECT count(*)::int AS n FROM endpoint_events WHERE endpoint_id = ${id}`)[0]!.n as number;
+  const before = await events();
+  // A NUL in the event's detail: jsonb refuses it (the status event is appended after the counts', with the commit).
+  await expect(
+    writes.transition(
+      id,
+      endpoint!,
+      { type: 'all-replicas-current' },
+      { cause: 'controller:serving', desiredReplicas: 1, detail: { message: 'nul \u0000 here' } },
+    ),
+  ).rejects.toMatchObject({ code: '22P05' });
+  expect(await events()).toBe(before);
+  expect(await counts(id)).toEqual({ curr_replica_cnt: 0, desired_replica_cnt: 0, updated_replica_cnt: 0 });
+  expect((await findEndpoints(db.sql, [id]))[0]).toMatchObject({ status: 'READY' });
+  // The same transition, writable, then commits both events and the row.
+  await writes.transition(id, endpoint!, { type: 'all-replicas-current' }, { cause: 'controller:serving', desiredReplicas: 1 });
+  expect(await events()).toBe(before + 2);
+  expect((await findEndpoints(db.sql, [id]))[0]).toMatchObject({ status: 'RUNNING', currReplicaCnt: 1 });
+});
