@@ -101,15 +101,7 @@ export async function requestedGpus(db: Queryable, node: string, gpuType?: GpuTy
 }
 
 /** A new replica, as its row records it: where its runtime admitted it, and what it holds there. */
-export interface NewReplica {
-  id: string;
-  endpointId: string;
-  versionIndex: number;
-  runtime: string;
-  node: string;
-  gpuType: GpuType;
-  numGpu: number;
-}
+export type NewReplica = Pick<ReplicaRecord, 'id' | 'endpointId' | 'versionIndex' | 'runtime' | 'node' | 'gpuType' | 'numGpu'>;
 
 /** A new replica's row, STARTING, in the pool its runtime admitted it to. */
 export async function insertReplica(db: Queryable, replica: NewReplica): Promise<void> {
