@@ -2,9 +2,10 @@
  * The reconcile loop and its leases: a lease row per endpoint makes exactly
  * one process act on an endpoint at a time; a process that dies loses its
  * leases when they expire, and another adopts its endpoints. Every interval
- * the loop renews this process's leases and runs a pass over every endpoint
- * to reconcile that had none within the interval; a poke runs a pass at once,
- * over the endpoints poked alone when it names them.
+ * the loop runs a pass over every endpoint to reconcile that had none within
+ * the interval (and renews this process's leases, a third of their TTL
+ * apart); a poke runs a pass at once, over the endpoints poked alone when it
+ * names them.
  *
  * An endpoint whose last pass found it at rest (nothing to do until
  * something changes: see the controller's `reconcile`) is passed over every
@@ -57,6 +58,8 @@ export class ReconcileLoop {
   private readonly atRest = new Map<string, { stamp: string; at: number }>();
   private readonly queue: PassQueue;
   private readonly restIntervalMs: number;
+  /** When the leases were last renewed (a tick's performance.now()). */
+  private renewedAt = -Infinity;
 
   constructor(private readonly options: ReconcileLoopOptions) {
     this.queue = new PassQueue(options.concurrency ?? 16);
@@ -122,7 +125,12 @@ export class ReconcileLoop {
     let recent = (_id: string) => false;
     const stamps = new Map<string, string>();
     if (which !== 'poked') {
-      await renewLeases(sql, owner, leaseTtlMs);
+      // A third of the TTL apart, not every interval: each renewal rewrites every lease row this process holds (a
+      // thousand endpoints' rows twice a second, else); a pass renews its own endpoint's lease as it takes it.
+      if (at - this.renewedAt >= leaseTtlMs / 3) {
+        await renewLeases(sql, owner, leaseTtlMs);
+        this.renewedAt = at;
+      }
       const listed = await endpointsToReconcile(sql, QUEUE_DEPTH_STALE_MS);
       ids = listed.map((e) => e.id);
       for (const e of listed) stamps.set(e.id, e.stamp);
