@@ -187,23 +187,31 @@ test("a guarded step locks and reads its endpoint in one statement; one that wai
   // An update holds the row while it appends the next version and points the endpoint at it; the step waits for the lock.
   let commitUpdate!: () => void;
   const updated = new Promise<void>((resolve) => (commitUpdate = resolve));
+  let holdsRow!: () => void;
+  const rowHeld = new Promise<void>((resolve) => (holdsRow = resolve));
   const update = db.sql.begin(async (tx) => {
     await tx`SELECT 1 FROM endpoints WHERE id = ${id} FOR UPDATE`;
     await tx`INSERT INTO endpoint_versions
       SELECT (jsonb_populate_record(v, jsonb_build_object('version_index', ${first + 1}::int))).* FROM endpoint_versions v
       WHERE endpoint_id = ${id} AND version_index = ${first}`;
     await tx`UPDATE endpoints SET current_version = ${first + 1}, updated_at = now() WHERE id = ${id}`;
+    holdsRow();
     await updated;
   });
+  // The step begins once the update holds the row (begun together, the step could read before the update locks).
+  await rowHeld;
   const step = readVersion();
-  for (let i = 0; ; i++) {
-    const [row] =
-      await db.sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`;
-    if (row!.n > 0) break;
-    if (i > 250) throw new Error('the step never waited for the lock');
-    await new Promise((r) => setTimeout(r, 20));
+  try {
+    for (let i = 0; ; i++) {
+      const [row] =
+        await db.sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`;
+      if (row!.n > 0) break;
+      if (i > 250) throw new Error('the step never waited for the lock');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  } finally {
+    commitUpdate();
   }
-  commitUpdate();
   await update;
   // Not stale, not the version before: the read after the lock sees what the update committed.
   expect(await step).toBe(first + 1);
