@@ -157,6 +157,7 @@ export async function markReplicas(db: Queryable, moves: readonly (ReplicaMove &
   const sorted = [...moves].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const column = (value: (m: ReplicaMove & { id: string }) => string | null | undefined) =>
     db.array(sorted.map((m) => value(m) ?? null) as string[], TEXT);
+  const ids = column((m) => m.id);
   const rows = await db<{ id: string }[]>`
     UPDATE replicas r SET
       state = m.state,
@@ -166,11 +167,11 @@ export async function markReplicas(db: Queryable, moves: readonly (ReplicaMove &
       last_error = coalesce(m.last_error, r.last_error),
       ready_at = CASE WHEN m.state = 'READY' THEN now() ELSE r.ready_at END,
       stopped_at = CASE WHEN m.state IN ('STOPPED', 'FAILED') THEN now() ELSE r.stopped_at END
-    FROM unnest(${column((m) => m.id)}::text[], ${column((m) => m.state)}::text[], ${column((m) => m.address)}::text[],
+    FROM unnest(${ids}::text[], ${column((m) => m.state)}::text[], ${column((m) => m.address)}::text[],
       ${column((m) => m.locator)}::text[], ${column((m) => m.token)}::text[], ${column((m) => m.lastError)}::text[],
       ${column((m) => replicaStatesBefore(m.state).join(','))}::text[])
       AS m(id, state, address, locator, token, last_error, from_states)
-    WHERE r.id = m.id AND r.id = ANY(${column((m) => m.id)}::text[])
+    WHERE r.id = m.id AND r.id = ANY(${ids}::text[])
       AND (r.state = ANY(string_to_array(m.from_states, ',')) OR (r.state = m.state AND m.state IN ('STARTING', 'DRAINING')))
     RETURNING r.id`;
   return new Set(rows.map((r) => r.id));
@@ -226,11 +227,22 @@ export async function releaseLeases(db: Queryable, owner: string): Promise<void>
   await db`DELETE FROM endpoint_leases WHERE owner = ${owner}`;
 }
 
+/** The endpoint `e` under `owner`'s live lease, its row locked for a write and the lease's row share-locked, in SQL. */
+const leasedAndLocked = (db: Queryable, endpointId: string, owner: string) => db`
+  JOIN endpoint_leases l ON l.endpoint_id = e.id
+  WHERE e.id = ${endpointId} AND l.owner = ${owner} AND l.expires_at > now()
+  FOR UPDATE OF e FOR SHARE OF l`;
+
 /**
  * Locks the endpoint's row for a write (FOR UPDATE) when `owner` still holds its lease, whose row is share-locked
  * with it (no other process takes the lease meanwhile); false when the lease is lost or the endpoint gone. One
  * statement: the endpoint is read afresh after it (a row locked here may have changed while this waited).
  */
+export async function lockLeasedEndpoint(db: Queryable, endpointId: string, owner: string): Promise<boolean> {
+  const rows = await db`SELECT 1 FROM endpoints e ${leasedAndLocked(db, endpointId, owner)}`;
+  return rows.length > 0;
+}
+
 /**
  * Locks the endpoint's row as lockLeasedEndpoint does and reads it with its current version, in one statement;
  * undefined when the lease is lost, the endpoint gone, or the row changed to another version while the lock was
@@ -240,16 +252,6 @@ export async function releaseLeases(db: Queryable, owner: string): Promise<void>
 export async function lockAndReadLeasedEndpoint(db: Queryable, endpointId: string, owner: string): Promise<EndpointRecord | undefined> {
   const [row] = await db<EndpointRow[]>`
     SELECT ${db.unsafe(ENDPOINT_COLUMNS)} FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
-    JOIN endpoint_leases l ON l.endpoint_id = e.id
-    WHERE e.id = ${endpointId} AND l.owner = ${owner} AND l.expires_at > now()
-    FOR UPDATE OF e FOR SHARE OF l`;
+    ${leasedAndLocked(db, endpointId, owner)}`;
   return row ? toEndpoint(row) : undefined;
-}
-
-export async function lockLeasedEndpoint(db: Queryable, endpointId: string, owner: string): Promise<boolean> {
-  const rows = await db`
-    SELECT 1 FROM endpoints e JOIN endpoint_leases l ON l.endpoint_id = e.id
-    WHERE e.id = ${endpointId} AND l.owner = ${owner} AND l.expires_at > now()
-    FOR UPDATE OF e FOR SHARE OF l`;
-  return rows.length > 0;
 }
