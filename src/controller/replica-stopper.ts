@@ -48,14 +48,31 @@ export class ReplicaStopper {
 
   private async finish(replica: ReplicaRecord, drainMs: number): Promise<void> {
     const handle = refOf(replica);
-    const deadline = Date.now() + drainMs;
-    while (Date.now() < deadline && this.runtime.liveness(handle).kind === 'alive') {
-      const health = await this.runtime.health(handle, 1000);
-      if (!health || health.active + health.queued === 0) break;
-      await sleep(100);
+    const left = drainMs > 0 ? await this.drain(handle, drainMs) : null;
+    if (left !== null) {
+      const what = left === undefined ? 'answered no health check' : `still had ${left} request(s)`;
+      this.log(`replica ${replica.id} ${what} at the end of its drain (${drainMs} ms): stopping it`);
     }
     await this.runtime.stop(handle, this.stopGraceMs);
     await this.batches.markReplica(replica.id, { state: 'STOPPED' });
+  }
+
+  /**
+   * Waits until the engine reports no request in flight or queued, or its process is gone (or this runtime cannot
+   * tell), and returns null; or until `drainMs` has passed, and returns the requests it last reported (undefined if
+   * it answered none). A health check it does not answer (a busy machine, a paused process) does not end the wait.
+   */
+  private async drain(handle: ReplicaRef, drainMs: number): Promise<number | undefined | null> {
+    const deadline = Date.now() + drainMs;
+    let busy: number | undefined;
+    while (this.runtime.liveness(handle).kind === 'alive') {
+      if (Date.now() >= deadline) return busy;
+      const health = await this.runtime.health(handle, Math.min(1000, Math.max(1, deadline - Date.now())));
+      if (health) busy = health.active + health.queued;
+      if (busy === 0) return null;
+      await sleep(Math.min(100, Math.max(0, deadline - Date.now())));
+    }
+    return null;
   }
 
   /** Stops the replicas of the runtime's pool that no live replica row owns (the runtime finds them by its own records). */

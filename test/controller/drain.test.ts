@@ -1,0 +1,89 @@
+/**
+ * A stopping replica drains: the controller waits for its engine to report nothing in flight, and only a drain
+ * timeout (DRAIN_TIMEOUT_MS, 5 s in tests) ends a wait for an engine that is still busy. A health check the engine
+ * fails to answer (a busy machine; here a paused process) neither ends the drain nor stops the engine.
+ */
+import { beforeAll, expect, test } from 'vitest';
+import {
+  engineFetch,
+  liveReplicaRows,
+  startTestApp,
+  statusTrail,
+  TINY_REPO,
+  waitFor,
+  waitForStatus,
+  type TestApp,
+} from '../support/app.js';
+
+let t: TestApp;
+const logs: string[] = [];
+
+beforeAll(async () => {
+  t = await startTestApp({ log: (message) => logs.push(message) });
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test('a draining engine that misses health checks keeps its request until it answers again; a busy one is stopped at the drain timeout, and the log says so', async () => {
+  const alice = await t.seed.user();
+  const project = await alice.project('drain');
+  const id = await project.endpoint({
+    hfModelRepo: TINY_REPO,
+    autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+    advanced: { max_batch_size: 1, max_token_count: 4096, max_input_length: 64 },
+  });
+  await waitForStatus(t.sql, id, 'RUNNING');
+  const [replica] = await liveReplicaRows(t.sql, id);
+  // A generation far longer than the test, straight to the engine.
+  const client = new AbortController();
+  const request = engineFetch(replica!, '/v1/chat/completions', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'go' }], max_tokens: 4000, temperature: 0 }),
+    signal: client.signal,
+  }).then(
+    (r) => r.status,
+    () => 'aborted',
+  );
+  try {
+    await waitFor('the request to be generating', async () => {
+      const health = (await (await engineFetch(replica!, '/health')).json()) as { active: number };
+      return health.active === 1;
+    });
+
+    const slept = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`);
+    expect(slept.status).toBe(200);
+    await waitFor('the replica to drain', async () => (await liveReplicaRows(t.sql, id))[0]?.state === 'DRAINING');
+    const drainingAt = Date.now();
+
+    // Paused for over two of the drain's 1 s health checks: none is answered.
+    process.kill(replica!.pid, 'SIGSTOP');
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    process.kill(replica!.pid, 'SIGCONT');
+    // Not told to stop (a SIGTERM sent while paused is handled now, and the engine would answer "draining" with 503):
+    // it serves its request on.
+    const health = await engineFetch(replica!, '/health');
+    expect(health.status).toBe(200);
+    expect(await health.json()).toMatchObject({ status: 'ok', active: 1 });
+    expect((await liveReplicaRows(t.sql, id)).map((r) => r.state)).toEqual(['DRAINING']);
+
+    // Still generating at the drain timeout: stopped then, and the log says why.
+    await waitForStatus(t.sql, id, 'SLEEPING', 30_000);
+    expect(Date.now() - drainingAt).toBeGreaterThanOrEqual(4500);
+    expect(await liveReplicaRows(t.sql, id)).toEqual([]);
+    await waitFor('the engine to be gone', async () => !alive(replica!.pid), 15_000);
+    expect(logs).toContainEqual(`replica ${replica!.id} still had 1 request(s) at the end of its drain (5000 ms): stopping it`);
+    expect((await statusTrail(t.sql, id)).slice(-2)).toEqual(['STOPPING', 'SLEEPING']);
+  } finally {
+    if (alive(replica!.pid)) process.kill(replica!.pid, 'SIGCONT');
+    client.abort();
+    await request;
+  }
+}, 120_000);
