@@ -10,7 +10,6 @@
  */
 import type { EndpointRecord } from '../domain/endpoint.js';
 import { controllerTransition, stillApplies, type ControllerEvent, type LifecycleState } from '../domain/lifecycle.js';
-import type { ReplicaRecord } from '../domain/replica.js';
 import { writeStatusRow } from '../services/endpoint-state.js';
 import type { Queryable, Sql } from '../storage/database.js';
 import { findEndpoints, refreshReplicaCounts, setProgress } from '../storage/endpoints-repository.js';
@@ -22,15 +21,6 @@ export class StaleError extends Error {}
 
 /** The controller also sees deleted endpoints: it stops their replicas. */
 export const WITH_DELETED = { includeDeleted: true } as const;
-
-/** The counts an endpoint shows for its ready replicas. */
-export function countsOf(endpoint: EndpointRecord, ready: readonly ReplicaRecord[], desiredReplicas: number) {
-  return {
-    currReplicaCnt: ready.length,
-    desiredReplicaCnt: desiredReplicas,
-    updatedReplicaCnt: ready.filter((r) => r.versionIndex === endpoint.current.versionIndex).length,
-  };
-}
 
 /** An endpoint's refresh of its counts running in this process, and the one asked for meanwhile. */
 interface Refreshing {

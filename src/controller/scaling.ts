@@ -10,10 +10,11 @@ import type { ReplicaRecord } from '../domain/replica.js';
 import type { EngineHealth, Runtime } from '../runtime/runtime.js';
 import { showsCounts } from '../services/endpoint-state.js';
 import type { Sql } from '../storage/database.js';
+import { countsOf } from '../storage/endpoints-repository.js';
 import { findVersion } from '../storage/versions-repository.js';
 import { decideScale, replicaCapacity } from './autoscaler.js';
 import type { CrashWatch } from './crash-watch.js';
-import { countsOf, type EndpointWrites } from './endpoint-writes.js';
+import type { EndpointWrites } from './endpoint-writes.js';
 import type { ReplicaStarter } from './replica-starter.js';
 import { refOf, type ReplicaStopper } from './replica-stopper.js';
 

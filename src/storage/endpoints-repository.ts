@@ -6,6 +6,7 @@
  */
 import type { DownloadProgress, EndpointRecord } from '../domain/endpoint.js';
 import type { ProjectRecord, TeamRecord } from '../domain/identity.js';
+import type { ReplicaRecord } from '../domain/replica.js';
 import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
 import type { Queryable } from './database.js';
 import { CURRENT_VERSION_JOIN, ENDPOINT_COLUMNS, toEndpoint, type EndpointRow } from './endpoint-rows.js';
@@ -131,10 +132,22 @@ export async function updateEndpointState(
 }
 
 /**
- * Makes the endpoint show the counts of its replicas now (its READY ones, those of its current version) and
+ * The counts an endpoint shows, from its READY replicas (`ready`): how many, how many of its current version, and
+ * `desiredReplicas`. refreshReplicaCounts below writes the same counts in SQL: the one rule, in both forms.
+ */
+export function countsOf(endpoint: EndpointRecord, ready: readonly ReplicaRecord[], desiredReplicas: number) {
+  return {
+    currReplicaCnt: ready.length,
+    desiredReplicaCnt: desiredReplicas,
+    updatedReplicaCnt: ready.filter((r) => r.versionIndex === endpoint.current.versionIndex).length,
+  };
+}
+
+/**
+ * Makes the endpoint show the counts of its replicas now (countsOf above, counted here by the database) and
  * `desired`, with a REPLICAS_CHANGED event (`cause`), in one statement: when they are shown already, it writes
- * nothing and locks nothing. The counts as the controller's countsOf makes them. The endpoint's row is locked
- * before the event's order lock is taken, as every writer of the row does. True when they changed.
+ * nothing and locks nothing. The endpoint's row is locked before the event's order lock is taken, as every writer
+ * of the row does. True when they changed.
  */
 export async function refreshReplicaCounts(db: Queryable, id: string, desired: number, cause: string): Promise<boolean> {
   const rows = await db`
