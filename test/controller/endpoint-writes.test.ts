@@ -8,9 +8,9 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { EndpointWrites } from '../../src/controller/endpoint-writes.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
-import { findEndpoints, refreshReplicaCounts } from '../../src/storage/endpoints-repository.js';
+import { countsOf, findEndpoints, refreshReplicaCounts } from '../../src/storage/endpoints-repository.js';
 import { insertEvent } from '../../src/storage/events-repository.js';
-import { acquireLeases, insertReplica, markReplica } from '../../src/storage/replicas-repository.js';
+import { acquireLeases, insertReplica, liveReplicas, markReplica } from '../../src/storage/replicas-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createBody, seedPrincipal } from '../support/gateway.js';
 
@@ -60,6 +60,49 @@ async function counts(id: string) {
   const [row] = await db.sql`SELECT curr_replica_cnt, desired_replica_cnt, updated_replica_cnt FROM endpoints WHERE id = ${id}`;
   return row;
 }
+
+test("the counts the controller checks (countsOf) are the ones the database writes, whatever the replicas' states and versions", async () => {
+  const id = await endpointWithReady(2); // two READY of version 0
+  const updated = await services.endpoints.update(principal, id, { advanced: { max_batch_size: 3 }, newVersionComment: 'v1' });
+  if (updated.type === 'error') throw new Error(updated.error.message);
+  const moves = [
+    { state: 'READY', version: 1 },
+    { state: 'READY', version: 1 },
+    { state: 'STARTING', version: 1 },
+    { state: 'DRAINING', version: 0 },
+    { state: 'STOPPED', version: 1 },
+    { state: 'FAILED', version: 1 },
+  ] as const;
+  for (const [i, move] of moves.entries()) {
+    const replicaId = `rep_${id}_mixed_${i}`;
+    await insertReplica(db.sql, {
+      id: replicaId,
+      endpointId: id,
+      versionIndex: move.version,
+      runtime: 'local',
+      node: 'n',
+      gpuType: 'H100',
+      numGpu: 1,
+    });
+    if (move.state !== 'STARTING')
+      await markReplica(db.sql, replicaId, {
+        state: move.state === 'DRAINING' ? 'READY' : move.state,
+        address: 'http://127.0.0.1:1',
+        locator: '1',
+      });
+    if (move.state === 'DRAINING') await markReplica(db.sql, replicaId, { state: 'DRAINING' });
+  }
+  expect(await refreshReplicaCounts(db.sql, id, 7, 'test')).toBe(true);
+  const [endpoint] = await findEndpoints(db.sql, [id]);
+  const ready = (await liveReplicas(db.sql, id)).filter((r) => r.state === 'READY');
+  const shown = {
+    currReplicaCnt: endpoint!.currReplicaCnt,
+    desiredReplicaCnt: endpoint!.desiredReplicaCnt,
+    updatedReplicaCnt: endpoint!.updatedReplicaCnt,
+  };
+  expect(shown).toEqual({ currReplicaCnt: 4, desiredReplicaCnt: 7, updatedReplicaCnt: 2 });
+  expect(countsOf(endpoint!, ready, 7)).toEqual(shown);
+});
 
 test('ten asks at once: the counts end right, refreshed once or twice, not ten times', async () => {
   const id = await endpointWithReady(5);
