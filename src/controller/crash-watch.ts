@@ -12,6 +12,7 @@ import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { EngineHealth, Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
+import { KEEP_DESIRED } from '../storage/endpoints-repository.js';
 import { failuresSince } from '../storage/replicas-repository.js';
 import type { StatementBatches } from '../storage/statement-batches.js';
 import { decideAfterDeaths, type CrashPolicy, type RecentDeaths } from './crash-policy.js';
@@ -136,7 +137,7 @@ export class CrashWatch {
     if (placementUnknown) await this.stopper.reapOrphans();
     if (died === 0) return live;
 
-    await this.writes.refreshCounts(endpoint.id, endpoint.desiredReplicaCnt, 'controller:replica-died');
+    await this.writes.refreshCounts(endpoint.id, KEEP_DESIRED, 'controller:replica-died');
     if (
       endpoint.desiredState === 'RUNNING' &&
       decideAfterDeaths(this.policy, await this.recentDeaths(endpoint.id), Date.now()).kind === 'fail'

@@ -12,7 +12,7 @@ import type { EndpointRecord } from '../domain/endpoint.js';
 import { controllerTransition, stillApplies, type ControllerEvent, type LifecycleState } from '../domain/lifecycle.js';
 import { writeStatusRow } from '../services/endpoint-state.js';
 import type { Queryable, Sql } from '../storage/database.js';
-import { findEndpoints, refreshReplicaCounts, setProgress } from '../storage/endpoints-repository.js';
+import { findEndpoints, mergeDesired, refreshReplicaCounts, setProgress, type DesiredCount } from '../storage/endpoints-repository.js';
 import { insertEvent } from '../storage/events-repository.js';
 import { lockAndReadLeasedEndpoint, lockLeasedEndpoint } from '../storage/replicas-repository.js';
 
@@ -25,7 +25,7 @@ export const WITH_DELETED = { includeDeleted: true } as const;
 /** An endpoint's refresh of its counts running in this process, and the one asked for meanwhile. */
 interface Refreshing {
   done: Promise<void>;
-  next?: { args: { desiredReplicas: number; cause: string }; done: Promise<void> };
+  next?: { args: { desiredReplicas: DesiredCount; cause: string }; done: Promise<void> };
 }
 
 export class EndpointWrites {
@@ -131,22 +131,23 @@ export class EndpointWrites {
   /**
    * Recomputes the replica counts from the replicas table. Asked again for an endpoint while its refresh runs (its
    * replicas became ready together), the asks that came meanwhile share one more refresh, with the last one's
-   * arguments, which begins after the running one: each caller's counts are refreshed after it asked.
+   * cause and their desired counts merged (mergeDesired), which begins after the running one: each caller's counts are refreshed after it asked.
    */
-  async refreshCounts(id: string, desiredReplicas: number, cause: string): Promise<void> {
+  async refreshCounts(id: string, desiredReplicas: DesiredCount, cause: string): Promise<void> {
     const running = this.refreshing.get(id);
     if (!running) return this.runRefresh(id, { desiredReplicas, cause });
     // It runs after the one running, whether that one succeeded or not.
+    const pending = running.next?.args.desiredReplicas;
     running.next ??= {
       args: { desiredReplicas, cause },
       done: running.done.catch(() => undefined).then(() => this.runRefresh(id, running.next!.args)),
     };
-    running.next.args = { desiredReplicas, cause };
+    running.next.args = { desiredReplicas: pending === undefined ? desiredReplicas : mergeDesired(pending, desiredReplicas), cause };
     return running.next.done;
   }
 
   /** Runs one refresh as the endpoint's running one; it is forgotten when it ends, unless another was asked meanwhile. */
-  private async runRefresh(id: string, args: { desiredReplicas: number; cause: string }): Promise<void> {
+  private async runRefresh(id: string, args: { desiredReplicas: DesiredCount; cause: string }): Promise<void> {
     const entry: Refreshing = { done: this.refreshOnce(id, args.desiredReplicas, args.cause) };
     this.refreshing.set(id, entry);
     await entry.done.finally(() => {
@@ -154,7 +155,7 @@ export class EndpointWrites {
     });
   }
 
-  private async refreshOnce(id: string, desiredReplicas: number, cause: string): Promise<void> {
+  private async refreshOnce(id: string, desiredReplicas: DesiredCount, cause: string): Promise<void> {
     // One statement: most often the counts are as shown already, and it writes nothing.
     await refreshReplicaCounts(this.sql, id, desiredReplicas, cause);
   }

@@ -32,6 +32,7 @@ import type { EngineClient } from '../engine-client/engine-client.js';
 import type { ModelStore } from '../models/model-store.js';
 import { ReplicaStartError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
+import { KEEP_DESIRED } from '../storage/endpoints-repository.js';
 import { insertReplicas, retagReplica } from '../storage/replicas-repository.js';
 import type { StatementBatches } from '../storage/statement-batches.js';
 import { findVersion, setVersionRollout } from '../storage/versions-repository.js';
@@ -368,9 +369,9 @@ export class ReplicaStarter {
         const model = this.preparer.known({ endpointId: id, versionIndex: replica.versionIndex, model: version?.model ?? null });
         await setVersionRollout(sql, id, replica.versionIndex, { rolloutState: 'ROLLED_OUT', ...(model ? { model } : {}) });
       }
-      if (!first) return void (await writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:replica-ready'));
+      if (!first) return void (await writes.refreshCounts(id, KEEP_DESIRED, 'controller:replica-ready'));
       // Counted first: whoever sees RUNNING also sees the replica that serves.
-      await writes.refreshCounts(id, Math.max(endpoint.current.spec.autoscaling.minReplica, 1), 'controller:started');
+      await writes.refreshCounts(id, { atLeast: Math.max(endpoint.current.spec.autoscaling.minReplica, 1) }, 'controller:started');
       await writes.transition(id, endpoint, { type: 'replica-ready' }, { cause: 'controller:serving' });
     } catch (error) {
       // Stale: another wrote first. An outage of ours: the next pass warms it up again. Neither is the replica's failure.

@@ -11,6 +11,7 @@
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { Sql } from '../storage/database.js';
+import { KEEP_DESIRED } from '../storage/endpoints-repository.js';
 import { findVersion, setVersionRollout } from '../storage/versions-repository.js';
 import { retagReplica } from '../storage/replicas-repository.js';
 import { servesAlike } from '../domain/endpoint-spec.js';
@@ -74,7 +75,7 @@ export class Rollout {
       const from = await versions.get(old.versionIndex);
       if (from && servesAlike(from.spec, target.spec) && (await retagReplica(this.sql, old.id, old.versionIndex, target.versionIndex))) {
         await setVersionRollout(this.sql, id, target.versionIndex, { rolloutState: 'ROLLED_OUT', model: target.model ?? from.model });
-        await this.writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout');
+        await this.writes.refreshCounts(id, KEEP_DESIRED, 'controller:rollout');
       } else outdated.push(old);
     }
     const [old] = outdated;
@@ -108,7 +109,7 @@ export class Rollout {
 
   private async retire(endpoint: EndpointRecord, old: ReplicaRecord): Promise<void> {
     await this.stopper.stop(old, this.drainTimeoutMs);
-    await this.writes.refreshCounts(endpoint.id, endpoint.desiredReplicaCnt, 'controller:rollout');
+    await this.writes.refreshCounts(endpoint.id, KEEP_DESIRED, 'controller:rollout');
   }
 
   /** A replica of the version being rolled out failed to start: the version is marked FAILED, the old ones serve on. */
@@ -117,7 +118,7 @@ export class Rollout {
     const target = endpoint.current;
     const errorCode = startErrorCode(error);
     await setVersionRollout(this.sql, id, target.versionIndex, { rolloutState: 'FAILED' });
-    await this.writes.refreshCounts(id, endpoint.desiredReplicaCnt, 'controller:rollout-failed');
+    await this.writes.refreshCounts(id, KEEP_DESIRED, 'controller:rollout-failed');
     await this.writes.transition(
       id,
       endpoint,

@@ -144,32 +144,55 @@ export function countsOf(endpoint: EndpointRecord, ready: readonly ReplicaRecord
 }
 
 /**
+ * The desired count a refresh writes: a number, or at least a number (`{ atLeast: 0 }`: the count shown, kept). A
+ * step that runs beside the passes (a warm-up) asks for at least what it needs: the passes' scaling decides the rest,
+ * and a count read before a scale-out is not written back over it.
+ */
+export type DesiredCount = number | { atLeast: number };
+
+/** The count shown, kept (a step that does not decide how many replicas are wanted). */
+export const KEEP_DESIRED: DesiredCount = { atLeast: 0 };
+
+/**
  * Makes the endpoint show the counts of its replicas now (countsOf above, counted here by the database) and
  * `desired`, with a REPLICAS_CHANGED event (`cause`), in one statement: when they are shown already, it writes
  * nothing and locks nothing. The endpoint's row is locked before the event's order lock is taken, as every writer
  * of the row does. True when they changed.
  */
-export async function refreshReplicaCounts(db: Queryable, id: string, desired: number, cause: string): Promise<boolean> {
+export async function refreshReplicaCounts(db: Queryable, id: string, desired: DesiredCount, cause: string): Promise<boolean> {
+  const exact = typeof desired === 'number' ? desired : null;
+  const floor = typeof desired === 'number' ? 0 : desired.atLeast;
   const rows = await db`
     WITH counts AS (
       SELECT count(*) FILTER (WHERE r.state = 'READY')::int AS curr,
-        count(*) FILTER (WHERE r.state = 'READY' AND r.version_index = e.current_version)::int AS updated
+        count(*) FILTER (WHERE r.state = 'READY' AND r.version_index = e.current_version)::int AS updated,
+        coalesce(${exact}::int, greatest(e.desired_replica_cnt, ${floor}::int)) AS desired
       FROM endpoints e LEFT JOIN replicas r ON r.endpoint_id = e.id AND r.state = 'READY'
       WHERE e.id = ${id} GROUP BY e.id
     ), changed AS (
-      UPDATE endpoints e SET curr_replica_cnt = c.curr, desired_replica_cnt = ${desired}, updated_replica_cnt = c.updated,
+      UPDATE endpoints e SET curr_replica_cnt = c.curr, desired_replica_cnt = c.desired, updated_replica_cnt = c.updated,
         updated_at = now()
       FROM counts c
       WHERE e.id = ${id}
-        AND (e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt) IS DISTINCT FROM (c.curr, ${desired}::int, c.updated)
-      RETURNING e.id, e.project_id, e.team_id, c.curr, c.updated
+        AND (e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt) IS DISTINCT FROM (c.curr, c.desired, c.updated)
+      RETURNING e.id, e.project_id, e.team_id, c.curr, c.desired, c.updated
     ), ordered AS MATERIALIZED (SELECT changed.*, pg_advisory_xact_lock(${EVENT_ORDER_LOCK}::bigint) FROM changed)
     INSERT INTO endpoint_events (endpoint_id, project_id, team_id, type, cause, detail)
     SELECT id, project_id, team_id, 'REPLICAS_CHANGED', ${cause},
-      jsonb_build_object('currReplicaCnt', curr, 'desiredReplicaCnt', ${desired}::int, 'updatedReplicaCnt', updated)
+      jsonb_build_object('currReplicaCnt', curr, 'desiredReplicaCnt', desired, 'updatedReplicaCnt', updated)
     FROM ordered
     RETURNING 1`;
   return rows.length > 0;
+}
+
+/**
+ * Two asks for one refresh, the later one `next`: a number decides, and a floor raises what the other asked
+ * (a scale-out's 3, then a warm-up's "at least 1": 3).
+ */
+export function mergeDesired(earlier: DesiredCount, next: DesiredCount): DesiredCount {
+  if (typeof next === 'number') return next;
+  if (typeof earlier === 'number') return Math.max(earlier, next.atLeast);
+  return { atLeast: Math.max(earlier.atLeast, next.atLeast) };
 }
 
 export async function setProgress(db: Queryable, id: string, progress: DownloadProgress | null): Promise<void> {

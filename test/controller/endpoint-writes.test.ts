@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { EndpointWrites } from '../../src/controller/endpoint-writes.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
-import { countsOf, findEndpoints, refreshReplicaCounts } from '../../src/storage/endpoints-repository.js';
+import { countsOf, findEndpoints, KEEP_DESIRED, refreshReplicaCounts } from '../../src/storage/endpoints-repository.js';
 import { insertEvent } from '../../src/storage/events-repository.js';
 import { acquireLeases, insertReplica, liveReplicas, markReplica } from '../../src/storage/replicas-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -133,6 +133,30 @@ test('ten asks at once: the counts end right, refreshed once or twice, not ten t
   await markReplica(db.sql, `rep_${id}_0`, { state: 'DRAINING' });
   await Promise.all([first, writes.refreshCounts(id, 6, 'test')]);
   expect(await counts(id)).toEqual({ curr_replica_cnt: 4, desired_replica_cnt: 6, updated_replica_cnt: 4 });
+});
+
+test('a desired count asked as a floor: kept when it is shown already, raised to the floor, merged with a number asked meanwhile', async () => {
+  const id = await endpointWithReady(2);
+  const writes = new EndpointWrites(db.sql, 'gateway-floor');
+  await writes.refreshCounts(id, 5, 'scale-up');
+  // A warm-up's refresh, its snapshot of the endpoint read before the scale-out: the 5 stays.
+  await markReplica(db.sql, `rep_${id}_1`, { state: 'DRAINING' });
+  await writes.refreshCounts(id, KEEP_DESIRED, 'replica-ready');
+  expect(await counts(id)).toEqual({ curr_replica_cnt: 1, desired_replica_cnt: 5, updated_replica_cnt: 1 });
+  await writes.refreshCounts(id, { atLeast: 1 }, 'started');
+  expect((await counts(id))!.desired_replica_cnt).toBe(5);
+  await writes.refreshCounts(id, 0, 'sleep');
+  await writes.refreshCounts(id, { atLeast: 1 }, 'started');
+  expect((await counts(id))!.desired_replica_cnt).toBe(1);
+  const [event] = await db.sql`
+    SELECT cause, detail FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED' ORDER BY id DESC LIMIT 1`;
+  expect(event).toEqual({ cause: 'started', detail: { currReplicaCnt: 1, desiredReplicaCnt: 1, updatedReplicaCnt: 1 } });
+
+  // Asked while one runs: a scale-out's 4, then a warm-up's floor of 1, share one refresh, which writes 4.
+  const running = writes.refreshCounts(id, 1, 'steady');
+  const merged = [writes.refreshCounts(id, 4, 'scale-up'), writes.refreshCounts(id, { atLeast: 1 }, 'replica-ready')];
+  await Promise.all([running, ...merged]);
+  expect((await counts(id))!.desired_replica_cnt).toBe(4);
 });
 
 test('a refresh that fails fails its own asks only: the next ones run', async () => {
