@@ -1,7 +1,7 @@
 /** Gateway processes for tests: `src/main.ts` run as a child process, exactly as `npm start` runs it. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { afterAll } from 'vitest';
+import { onCleanup } from './cleanup.js';
 
 export interface GatewayProcess {
   url: string;
@@ -9,11 +9,6 @@ export interface GatewayProcess {
   output(): string;
   stop(): Promise<void>;
 }
-
-const started: GatewayProcess[] = [];
-afterAll(async () => {
-  await Promise.all(started.map((p) => p.stop()));
-});
 
 export function startGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
   return new Promise((resolve, reject) => {
@@ -35,7 +30,7 @@ export function startGatewayProcess(env: Record<string, string>): Promise<Gatewa
         child.stdout!.off('data', onData);
         child.stdout!.on('data', (more: Buffer) => (output += more.toString()));
         const handle: GatewayProcess = { url: match[1]!, child, output: () => output, stop };
-        started.push(handle);
+        onCleanup(stop);
         resolve(handle);
       }
     };

@@ -4,7 +4,7 @@
  * own (process.ts), as a real API server runs beside its clients, so that its work does not share their event loop.
  * Either is closed when the test file ends.
  */
-import { onCleanup } from '../cleanup.js';
+import { onCleanup, onEveryCleanup } from '../cleanup.js';
 import { killAllContainers } from './containers.js';
 import { startKubeStandInChild, type KubeStandInChildOptions, type KubeStandInProcess } from './process.js';
 import { createKubeStandIn, type KubeStandIn, type KubeStandInOptions } from './stand-in.js';
@@ -17,7 +17,7 @@ export type { KubeStandIn, KubeStandInOptions } from './stand-in.js';
 export type { KubeStandInChildOptions, KubeStandInProcess } from './process.js';
 
 // Container processes left running are killed when the test file ends.
-onCleanup(killAllContainers);
+onEveryCleanup(killAllContainers);
 
 export async function startKubeStandIn(options: KubeStandInOptions = {}): Promise<KubeStandIn> {
   const standIn = await createKubeStandIn(options);
