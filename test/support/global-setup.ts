@@ -13,6 +13,8 @@ declare module 'vitest' {
     engineBundle: string;
     /** The endpoint CLI bundled the same way, run as bin/dedicated.mjs runs the source: see bundles below. */
     cliBundle: string;
+    /** The model fetcher (src/models/fetch-main.ts, a pod's init container) bundled the same way. */
+    fetchBundle: string;
   }
 }
 
@@ -26,6 +28,7 @@ export default async function setup(project: TestProject) {
   const bundleDir = await bundles();
   project.provide('engineBundle', path.join(bundleDir, 'main.mjs'));
   project.provide('cliBundle', path.join(bundleDir, 'dedicated.mjs'));
+  project.provide('fetchBundle', path.join(bundleDir, 'fetch-main.mjs'));
   return async () => {
     await pg.stop();
     await rm(dir, { recursive: true, force: true });
@@ -36,7 +39,7 @@ export default async function setup(project: TestProject) {
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 /**
- * The engine and the endpoint CLI as ES modules (their packages left as imports), built once per run. Started with
+ * The engine, the endpoint CLI and the model fetcher as ES modules (their packages left as imports), built once per run. Started with
  * plain Node.js, the engine is ready in about half the time that `node --import tsx src/engine/main.ts` takes (tsx's
  * loader in the engine and in node-llama-cpp's binary check, which forks the engine's Node.js with its flags), and a
  * CLI call takes 0.9 s instead of 1.6. The same code: tsx compiles each file with this same esbuild. Under the
@@ -56,6 +59,7 @@ async function bundles(): Promise<string> {
   } as const;
   await build({ ...common, entryPoints: [path.join(ROOT, 'src/engine/main.ts')], outfile: path.join(dir, 'main.mjs') });
   await build({ ...common, entryPoints: [path.join(ROOT, 'src/cli/dedicated/main.ts')], outfile: path.join(dir, 'dedicated-main.mjs') });
+  await build({ ...common, entryPoints: [path.join(ROOT, 'src/models/fetch-main.ts')], outfile: path.join(dir, 'fetch-main.mjs') });
   // What bin/dedicated.mjs does, on the bundle instead of the source through tsx.
   await writeFile(
     path.join(dir, 'dedicated.mjs'),

@@ -23,6 +23,8 @@ export interface KubeletOptions {
   retryMs: number;
   imagePullFails: (image: string) => boolean;
   entrypoint: (image: string) => string[] | undefined;
+  /** Scripts a container's command runs, by absolute path, and the local builds of them run instead (stand-in.ts). */
+  programs: Readonly<Record<string, string>>;
   apiServer: () => { host: string; port: number };
 }
 
@@ -236,7 +238,10 @@ export class Kubelet {
       c.exit = Promise.resolve();
       return;
     }
-    const argv = [...(c.spec.command ?? this.options.entrypoint(c.image) ?? []), ...(c.spec.args ?? [])].map((a: string) => expand(a, env));
+    const argv = withPrograms(
+      [...(c.spec.command ?? this.options.entrypoint(c.image) ?? []), ...(c.spec.args ?? [])].map((a: string) => expand(a, env)),
+      this.options.programs,
+    );
     if (argv.length === 0) {
       c.terminated = {
         exitCode: 128,
@@ -391,4 +396,13 @@ export class Kubelet {
     this.closed = true;
     for (const run of [...this.runs.values()]) this.kill(run.uid);
   }
+}
+
+/**
+ * The command with the interpreter and script (`node --import tsx /repo/src/engine/main.ts`) replaced by plain Node.js
+ * running the script's local build, when `programs` has one; its arguments as they were.
+ */
+export function withPrograms(argv: string[], programs: Readonly<Record<string, string>>): string[] {
+  const at = argv.findIndex((arg) => Object.hasOwn(programs, arg));
+  return at < 0 ? argv : [process.execPath, '--enable-source-maps', programs[argv[at]!]!, ...argv.slice(at + 1)];
 }
