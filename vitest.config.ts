@@ -20,6 +20,10 @@ export default defineConfig({
     isolate: false,
     setupFiles: ['test/support/per-file.ts'],
     testTimeout: 30_000,
+    // expect.poll waits for a condition (a page rendered, a row written): 1 s, Vitest's default, is too short a wait on a
+    // loaded 2-core machine (a console test once saw 10 of 13 versions rendered after 1 s of a full run). A poll ends
+    // as soon as its condition holds; none measures how fast.
+    expect: { poll: { timeout: 10_000 } },
     hookTimeout: 60_000,
     pool: 'forks',
     // Most test time is waiting (engines starting, cooldowns, timers), not CPU: two files at a time even on two
