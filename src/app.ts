@@ -15,6 +15,7 @@ import { EngineClient } from './engine-client/engine-client.js';
 import { ModelCache } from './models/model-cache.js';
 import { ModelStore } from './models/model-store.js';
 import { WandbArtifactSource } from './models/wandb/artifact-source.js';
+import { builtInEngineEntry } from './runtime/engine-bundle.js';
 import { detectInventory, type DetectedInventory } from './runtime/gpu-inventory.js';
 import type { KubernetesRuntime } from './runtime/kubernetes/kubernetes-runtime.js';
 import { LocalRuntime } from './runtime/local-runtime.js';
@@ -43,7 +44,7 @@ export interface AppOptions {
   logger?: Logger;
   /** Replicas' environment additions (tests point engines at test settings). */
   engineEnv?: Record<string, string>;
-  /** How the local runtime runs the built-in engine: the program and its first arguments (tests run a prebuilt bundle). @default Node.js with tsx on src/engine/main.ts */
+  /** How the local runtime runs the built-in engine: the program and its first arguments. @default a bundle built at start (engine-bundle.ts) */
   engineEntry?: readonly string[];
   /** Controller overrides for tests (crash-loop window, stop grace). */
   controller?: { crashLoop?: Partial<CrashPolicy>; stopGraceMs?: number };
@@ -62,6 +63,10 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
   // One client of the engines for the whole process: the router's requests, health checks and warm-ups share its pools.
   const engines = new EngineClient();
   const inventory = detectInventory({ ...(config.gpuInventory ? { configured: config.gpuInventory } : {}), cpuSlots: config.cpuSlots });
+  // The built-in engine from a bundle built now (engine-bundle.ts), unless the caller says how to run it.
+  const engineEntry =
+    options.engineEntry ??
+    (config.runtime === 'local' && !config.engineCommand ? await builtInEngineEntry(controllerLog ? { log: controllerLog } : {}) : undefined);
   const local =
     config.runtime === 'local'
       ? new LocalRuntime({
@@ -70,7 +75,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
           cpuOnly: inventory.source === 'cpu',
           ...(config.engineCommand ? { engineTemplate: config.engineCommand } : {}),
           threads: config.engineThreads,
-          ...(options.engineEntry ? { engineEntry: options.engineEntry } : {}),
+          ...(engineEntry ? { engineEntry } : {}),
           engineIdleExitMs: config.engineIdleExitMs,
           startTimeoutMs: config.replicaStartTimeoutMs,
           engines,

@@ -4,13 +4,10 @@
  * server, e.g. `vllm serve {model} --port {port} --tensor-parallel-size {numGpu}`
  * or `llama-server -m {model} --port {port} -np {maxBatchSize}`.
  */
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { SOURCE_ENTRY } from './engine-bundle.js';
 import type { ReplicaLaunch } from './runtime.js';
 
 export const PLACEHOLDERS = ['model', 'port', 'numGpu', 'maxBatchSize', 'contextSize', 'modelRepo', 'revision'] as const;
-
-const ENGINE_MAIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../engine/main.ts');
 
 export class EngineCommandError extends Error {}
 
@@ -69,7 +66,7 @@ export function engineCommand(
     cpuOnly: boolean;
     /** The address the built-in engine listens on. @default 127.0.0.1 */
     host?: string;
-    /** How the built-in engine is run: the program and its first arguments. @default this Node.js with tsx, on this checkout */
+    /** How the built-in engine is run: the program and its first arguments (engine-bundle.ts). @default its source through tsx */
     entry?: readonly string[];
   },
 ): EngineCommand {
@@ -89,7 +86,7 @@ export function engineCommand(
     return { file: file!, args };
   }
   if (!launch.modelPath) throw new EngineCommandError('the built-in engine needs a local GGUF file');
-  const [file, ...entry] = options.entry ?? [process.execPath, '--import', 'tsx', ENGINE_MAIN];
+  const [file, ...entry] = options.entry ?? SOURCE_ENTRY;
   return {
     file: file!,
     args: [

@@ -7,9 +7,9 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { inject } from 'vitest';
 import { startApp, type App, type AppOptions } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
+import { SOURCE_ENTRY } from '../../src/runtime/engine-bundle.js';
 import type { EndpointStatus } from '../../src/domain/lifecycle.js';
 import type { Sql } from '../../src/storage/database.js';
 import { onCleanup } from './cleanup.js';
@@ -76,12 +76,11 @@ export interface TestAppOptions {
 }
 
 /**
- * How the tests' local runtimes run the built-in engine: the run's bundle of src/engine/main.ts (built by
- * global-setup.ts) with plain Node.js, which starts in about half the time of `node --import tsx` (engine starts are
- * most of the suite's time). TEST_ENGINE=tsx runs the source through tsx instead, as production does.
+ * How the tests' local runtimes run the built-in engine: as the gateway does (a bundle it builds at start,
+ * src/runtime/engine-bundle.ts, run with plain Node.js), or, with TEST_ENGINE=tsx, from its source through tsx.
  */
 export function testEngineEntry(): readonly string[] | undefined {
-  return process.env.TEST_ENGINE === 'tsx' ? undefined : [process.execPath, '--enable-source-maps', inject('engineBundle')];
+  return process.env.TEST_ENGINE === 'tsx' ? SOURCE_ENTRY : undefined;
 }
 
 /** The test environment: fast controller passes, short leases, one engine thread. */
