@@ -66,7 +66,9 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
   // The built-in engine from a bundle built now (engine-bundle.ts), unless the caller says how to run it.
   const engineEntry =
     options.engineEntry ??
-    (config.runtime === 'local' && !config.engineCommand ? await builtInEngineEntry(controllerLog ? { log: controllerLog } : {}) : undefined);
+    (config.runtime === 'local' && !config.engineCommand
+      ? await builtInEngineEntry(controllerLog ? { log: controllerLog } : {})
+      : undefined);
   const local =
     config.runtime === 'local'
       ? new LocalRuntime({
