@@ -7,7 +7,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.data/', 'dist/', 'src/sdk/generated/', 'src/console/api/generated.ts', '**/*.d.ts'] },
+  { ignores: ['node_modules/', '.data/', '.tmp/', 'dist/', 'src/sdk/generated/', 'src/console/api/generated.ts', '**/*.d.ts'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
