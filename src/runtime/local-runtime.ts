@@ -48,7 +48,7 @@ export interface LocalRuntimeOptions {
   cpuOnly: boolean;
   /** ENGINE_COMMAND, when set. */
   engineTemplate?: string;
-  /** How the built-in engine is run: the program and its first arguments. @default Node.js with tsx on src/engine/main.ts */
+  /** How the built-in engine is run: the program and its first arguments. @default its source through tsx (engine-bundle.ts SOURCE_ENTRY; the app passes a bundle) */
   engineEntry?: readonly string[];
   threads?: number;
   /** How long a starting engine may take to answer its health check. @default 300000 */
