@@ -4,7 +4,8 @@
  * SLEEPING endpoint (wake on request, model cached) to its first token,
  * against the baseline of node-llama-cpp called directly in a fresh process
  * (spawn to first token) — and the built-in engine started on its own (spawn
- * to first answered token over HTTP).
+ * to first answered token over HTTP). The baseline and the engine alone run
+ * as the gateway runs its engines: bundled, with plain Node.js (not tsx).
  *
  * Each wake-on-request is split into the engine's own part and the gateway's
  * share: the engine's load is the woken replica's spawn → ENGINE_READY, read
@@ -14,6 +15,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { builtInEngineEntry } from '../src/runtime/engine-bundle.js';
 import { SPAWN_LINE_PREFIX } from '../src/runtime/local-runtime.js';
 import { writeTinyGguf } from '../test/support/tiny-gguf.js';
 import {
@@ -143,14 +145,15 @@ async function directColdStart(modelPath: string): Promise<{ totalMs: number; ch
     maxTokens: 1,
     durationMs: 0,
   };
-  const child = await runChild<LlamaDirectResult>('load/llama-direct.ts', config, { timeoutMs: 120_000 }).result;
+  const child = await runChild<LlamaDirectResult>('load/llama-direct.ts', config, { timeoutMs: 120_000, bundled: true }).result;
   return { totalMs: performance.now() - t0, child };
 }
 
-/** `npm run engine` on its own: spawn → ENGINE_READY → one answered token over HTTP. */
+/** The engine on its own, run as the gateway runs it (its bundle, plain Node.js): spawn → ENGINE_READY → one answered token over HTTP. */
 async function engineColdStart(modelPath: string): Promise<{ totalMs: number; readyMs: number }> {
+  const entry = await builtInEngineEntry();
   const t0 = performance.now();
-  const engine = await startStandaloneEngine(modelPath, { maxBatchSize: BATCH, contextSize: CONTEXT, threads: THREADS });
+  const engine = await startStandaloneEngine(modelPath, { maxBatchSize: BATCH, contextSize: CONTEXT, threads: THREADS, entry });
   const response = await fetch(`${engine.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

@@ -22,16 +22,22 @@ export async function startStandaloneEngine(
     main?: string;
     /** More engine flags (e.g. --prefix-reuse). */
     extraArgs?: string[];
+    /** How to run it instead, the program and its first arguments: the gateway's (src/runtime/engine-bundle.ts). */
+    entry?: readonly string[];
   },
 ): Promise<StandaloneEngine> {
   const t0 = performance.now();
-  const child = spawn(
+  const [program, ...first] = options.entry ?? [
     process.execPath,
+    ...(options.nodeArgs ?? []),
+    '--import',
+    'tsx',
+    options.main ?? path.join(REPO_ROOT, 'src/engine/main.ts'),
+  ];
+  const child = spawn(
+    program!,
     [
-      ...(options.nodeArgs ?? []),
-      '--import',
-      'tsx',
-      options.main ?? path.join(REPO_ROOT, 'src/engine/main.ts'),
+      ...first,
       '--model',
       modelPath,
       '--host',

@@ -4,6 +4,7 @@
  * `npm start` runs them, and child processes (load generators) spoken to over
  * IPC. Everything started is registered for clean-up, also on Ctrl-C.
  */
+import { buildSync } from 'esbuild';
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import type http from 'node:http';
@@ -281,16 +282,19 @@ export interface ChildHandle<R> {
  * Forks `bench/<file>` under tsx with an IPC channel (advanced serialization:
  * typed arrays travel as such), sends it `{ type: 'run', config }`, and waits
  * for `{ type: 'result', ... }`. A child that exits first, or outlives
- * `timeoutMs`, rejects.
+ * `timeoutMs`, rejects. `bundled`: the file is bundled with esbuild first and
+ * run with plain Node.js, as the gateway runs its engines
+ * (src/runtime/engine-bundle.ts): a baseline's start then pays no more than
+ * the gateway's engines do.
  */
 export function runChild<R>(
   file: string,
   config: unknown,
-  options: { timeoutMs: number; nodeArgs?: string[]; env?: Record<string, string> },
+  options: { timeoutMs: number; nodeArgs?: string[]; env?: Record<string, string>; bundled?: boolean },
 ): ChildHandle<R> {
-  const child = fork(path.join(BENCH_DIR, file), [], {
+  const child = fork(options.bundled ? bundle(file) : path.join(BENCH_DIR, file), [], {
     cwd: REPO_ROOT,
-    execArgv: ['--import', 'tsx', ...(options.nodeArgs ?? [])],
+    execArgv: [...(options.bundled ? ['--enable-source-maps'] : ['--import', 'tsx']), ...(options.nodeArgs ?? [])],
     serialization: 'advanced',
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     env: { ...process.env, ...options.env },
@@ -449,4 +453,21 @@ export async function serveUntilStopped(
   await new Promise<void>((resolve) => receive((message) => message.type === 'stop' && resolve()));
   server.closeAllConnections();
   server.close();
+}
+
+/** `bench/<file>` bundled (its packages left as imports) under node_modules/.cache, where its imports resolve. */
+function bundle(file: string): string {
+  const outfile = path.join(REPO_ROOT, 'node_modules/.cache/dedicated-endpoints/bench', file.replace(/\.ts$/, '.mjs'));
+  buildSync({
+    entryPoints: [path.join(BENCH_DIR, file)],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    packages: 'external',
+    sourcemap: 'inline',
+    logLevel: 'warning',
+    outfile,
+  });
+  return outfile;
 }
