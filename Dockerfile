@@ -33,8 +33,10 @@ COPY bin ./bin
 COPY db ./db
 COPY scripts ./scripts
 COPY src ./src
-# DATA_DIR is the only place the gateway writes (and tsx its cache under /tmp); a Pod mounts emptyDirs on both.
-RUN mkdir -p /data && chown 1000:1000 /data
+# The gateway writes to DATA_DIR (and tsx its cache under /tmp; a Pod mounts emptyDirs on both) and, with the local
+# runtime, the engine's bundle under node_modules/.cache (src/runtime/engine-bundle.ts), so that replicas start from
+# it, not through tsx: both directories are the runtime user's.
+RUN mkdir -p /data node_modules/.cache/dedicated-endpoints && chown 1000:1000 /data node_modules/.cache/dedicated-endpoints
 USER 1000:1000
 EXPOSE 8080
 CMD ["node", "--import", "tsx", "src/main.ts"]
