@@ -148,7 +148,10 @@ describe('Dockerfile', () => {
     // The user owns its data directory and the directory where the gateway writes the engine's bundle (engine-bundle.ts).
     const owned = runtime.filter((i) => i.keyword === 'RUN' && i.args.includes(`chown ${user}`)).map((i) => i.args);
     for (const dir of ['/data', 'node_modules/.cache/dedicated-endpoints'])
-      expect(owned.some((args) => args.split(/\s+/).includes(dir)), dir).toBe(true);
+      expect(
+        owned.some((args) => args.split(/\s+/).includes(dir)),
+        dir,
+      ).toBe(true);
   });
 
   it('sets only variables that src/config.ts reads, and exposes the port it listens on', () => {
