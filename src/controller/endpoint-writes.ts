@@ -137,12 +137,17 @@ export class EndpointWrites {
     const running = this.refreshing.get(id);
     if (!running) return this.runRefresh(id, { desiredReplicas, cause });
     // It runs after the one running, whether that one succeeded or not.
-    const pending = running.next?.args.desiredReplicas;
+    const pending = running.next?.args;
     running.next ??= {
       args: { desiredReplicas, cause },
       done: running.done.catch(() => undefined).then(() => this.runRefresh(id, running.next!.args)),
     };
-    running.next.args = { desiredReplicas: pending === undefined ? desiredReplicas : mergeDesired(pending, desiredReplicas), cause };
+    if (pending) {
+      const merged = mergeDesired(pending.desiredReplicas, desiredReplicas);
+      // The event names the ask whose count is written: a scale-out's 3 merged with a later floor is the scale-out's.
+      const kept = typeof pending.desiredReplicas === 'number' && merged === pending.desiredReplicas;
+      running.next.args = { desiredReplicas: merged, cause: kept ? pending.cause : cause };
+    }
     return running.next.done;
   }
 

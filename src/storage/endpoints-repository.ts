@@ -148,10 +148,10 @@ export function countsOf(endpoint: EndpointRecord, ready: readonly ReplicaRecord
  * step that runs beside the passes (a warm-up) asks for at least what it needs: the passes' scaling decides the rest,
  * and a count read before a scale-out is not written back over it.
  */
-export type DesiredCount = number | { atLeast: number };
+export type DesiredCount = number | { readonly atLeast: number };
 
 /** The count shown, kept (a step that does not decide how many replicas are wanted). */
-export const KEEP_DESIRED: DesiredCount = { atLeast: 0 };
+export const KEEP_DESIRED: DesiredCount = Object.freeze({ atLeast: 0 });
 
 /**
  * Makes the endpoint show the counts of its replicas now (countsOf above, counted here by the database) and
@@ -165,17 +165,18 @@ export async function refreshReplicaCounts(db: Queryable, id: string, desired: D
   const rows = await db`
     WITH counts AS (
       SELECT count(*) FILTER (WHERE r.state = 'READY')::int AS curr,
-        count(*) FILTER (WHERE r.state = 'READY' AND r.version_index = e.current_version)::int AS updated,
-        coalesce(${exact}::int, greatest(e.desired_replica_cnt, ${floor}::int)) AS desired
+        count(*) FILTER (WHERE r.state = 'READY' AND r.version_index = e.current_version)::int AS updated
       FROM endpoints e LEFT JOIN replicas r ON r.endpoint_id = e.id AND r.state = 'READY'
       WHERE e.id = ${id} GROUP BY e.id
     ), changed AS (
-      UPDATE endpoints e SET curr_replica_cnt = c.curr, desired_replica_cnt = c.desired, updated_replica_cnt = c.updated,
-        updated_at = now()
+      -- A floor is taken from the row as locked (the latest desired count, not the statement's snapshot of it).
+      UPDATE endpoints e SET curr_replica_cnt = c.curr, updated_replica_cnt = c.updated, updated_at = now(),
+        desired_replica_cnt = coalesce(${exact}::int, greatest(e.desired_replica_cnt, ${floor}::int))
       FROM counts c
       WHERE e.id = ${id}
-        AND (e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt) IS DISTINCT FROM (c.curr, c.desired, c.updated)
-      RETURNING e.id, e.project_id, e.team_id, c.curr, c.desired, c.updated
+        AND (e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt)
+          IS DISTINCT FROM (c.curr, coalesce(${exact}::int, greatest(e.desired_replica_cnt, ${floor}::int)), c.updated)
+      RETURNING e.id, e.project_id, e.team_id, c.curr, e.desired_replica_cnt AS desired, c.updated
     ), ordered AS MATERIALIZED (SELECT changed.*, pg_advisory_xact_lock(${EVENT_ORDER_LOCK}::bigint) FROM changed)
     INSERT INTO endpoint_events (endpoint_id, project_id, team_id, type, cause, detail)
     SELECT id, project_id, team_id, 'REPLICAS_CHANGED', ${cause},

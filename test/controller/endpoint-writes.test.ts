@@ -157,6 +157,43 @@ test('a desired count asked as a floor: kept when it is shown already, raised to
   const merged = [writes.refreshCounts(id, 4, 'scale-up'), writes.refreshCounts(id, { atLeast: 1 }, 'replica-ready')];
   await Promise.all([running, ...merged]);
   expect((await counts(id))!.desired_replica_cnt).toBe(4);
+  // Its event is the scale-out's, whose count it wrote.
+  const [last] = await db.sql`
+    SELECT cause, detail FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED' ORDER BY id DESC LIMIT 1`;
+  expect(last).toEqual({ cause: 'scale-up', detail: { currReplicaCnt: 1, desiredReplicaCnt: 4, updatedReplicaCnt: 1 } });
+});
+
+test("a floor is taken from the row as locked: a desired count written meanwhile by another transaction is kept, not the statement's snapshot of it", async () => {
+  const id = await endpointWithReady(2);
+  await refreshReplicaCounts(db.sql, id, 2, 'test');
+  await markReplica(db.sql, `rep_${id}_1`, { state: 'DRAINING' }); // the counts to refresh: 1 READY, not 2
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let locked!: () => void;
+  const holding = new Promise<void>((resolve) => (locked = resolve));
+  // Another writer (a transition of the controller, a scale-out) has set 5 and holds the row until its commit.
+  const other = db.sql.begin(async (tx) => {
+    await tx`UPDATE endpoints SET desired_replica_cnt = 5 WHERE id = ${id}`;
+    locked();
+    await released;
+  });
+  await holding;
+  const refresh = refreshReplicaCounts(db.sql, id, KEEP_DESIRED, 'replica-ready');
+  // The refresh has begun (its snapshot taken: desired 2) and waits for the row.
+  for (;;) {
+    const [waiting] = await db.sql`
+      SELECT count(*)::int AS n FROM pg_stat_activity
+      WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%WITH counts AS%'`;
+    if (waiting!.n > 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  release();
+  await other;
+  expect(await refresh).toBe(true);
+  expect(await counts(id)).toEqual({ curr_replica_cnt: 1, desired_replica_cnt: 5, updated_replica_cnt: 1 });
+  const [event] = await db.sql`
+    SELECT detail FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED' ORDER BY id DESC LIMIT 1`;
+  expect(event!.detail).toEqual({ currReplicaCnt: 1, desiredReplicaCnt: 5, updatedReplicaCnt: 1 });
 });
 
 test('a refresh that fails fails its own asks only: the next ones run', async () => {
