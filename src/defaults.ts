@@ -16,6 +16,8 @@ export const DEFAULTS = {
   drainTimeoutMs: 30_000,
   /** SIGTERM to SIGKILL of a stopped engine. */
   stopGraceMs: 10_000,
+  /** A draining engine that has answered no health check for this long is stopped (hung, it serves nothing). */
+  drainSilenceMs: 10_000,
   /** WAKE_TIMEOUT_MS: how long a request may wait for a sleeping or starting endpoint to serve. */
   wakeTimeoutMs: 120_000,
   /** QUEUE_TIMEOUT_MS: how long a request may wait for a free slot. */

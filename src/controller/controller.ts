@@ -65,6 +65,8 @@ export interface ControllerOptions {
   drainTimeoutMs?: number;
   /** SIGTERM to SIGKILL. @default 10000 */
   stopGraceMs?: number;
+  /** A draining engine that answers no health check for this long is stopped. @default 10000 */
+  drainSilenceMs?: number;
   /** Replacement back-off and the deaths within a window that mark the endpoint FAILED. @default DEFAULT_CRASH_POLICY */
   crashLoop?: Partial<CrashPolicy>;
   log?: (message: string, error?: unknown) => void;
@@ -95,7 +97,14 @@ export class Controller {
     const writes = new EndpointWrites(sql, this.owner);
     // The passes' reads and the replicas' moves, each kind coalesced over the passes and steps of one turn.
     const batches = new StatementBatches(sql, QUEUE_DEPTH_STALE_MS);
-    const stopper = new ReplicaStopper(sql, batches, runtime, options.stopGraceMs ?? DEFAULTS.stopGraceMs, log);
+    const stopper = new ReplicaStopper(
+      sql,
+      batches,
+      runtime,
+      options.stopGraceMs ?? DEFAULTS.stopGraceMs,
+      log,
+      options.drainSilenceMs ?? DEFAULTS.drainSilenceMs,
+    );
     const starter = new ReplicaStarter({
       sql,
       batches,

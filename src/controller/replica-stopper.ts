@@ -4,6 +4,7 @@
  * engines on this node that no live replica owns are reaped.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { DEFAULTS } from '../defaults.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { ReplicaRef, Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
@@ -28,6 +29,8 @@ export class ReplicaStopper {
     /** SIGTERM to SIGKILL. */
     private readonly stopGraceMs: number,
     private readonly log: (message: string, error?: unknown) => void,
+    /** A draining engine silent this long (no health check answered) is stopped; shorter silences are waited out. */
+    private readonly silenceMs: number = DEFAULTS.drainSilenceMs,
   ) {}
 
   /**
@@ -48,31 +51,37 @@ export class ReplicaStopper {
 
   private async finish(replica: ReplicaRecord, drainMs: number): Promise<void> {
     const handle = refOf(replica);
-    const left = drainMs > 0 ? await this.drain(handle, drainMs) : null;
-    if (left !== null) {
-      const what = left === undefined ? 'answered no health check' : `still had ${left} request(s)`;
-      this.log(`replica ${replica.id} ${what} at the end of its drain (${drainMs} ms): stopping it`);
-    }
+    const cut = drainMs > 0 ? await this.drain(handle, drainMs) : undefined;
+    if (cut) this.log(`replica ${replica.id} ${cut}: stopping it`);
     await this.runtime.stop(handle, this.stopGraceMs);
     await this.batches.markReplica(replica.id, { state: 'STOPPED' });
   }
 
   /**
    * Waits until the engine reports no request in flight or queued, or its process is gone (or this runtime cannot
-   * tell), and returns null; or until `drainMs` has passed, and returns the requests it last reported (undefined if
-   * it answered none). A health check it does not answer (a busy machine, a paused process) does not end the wait.
+   * tell): undefined. A health check it does not answer (a busy machine, a paused process) does not end the wait;
+   * `drainMs` passing, or `silenceMs` without an answer (a hung engine serves nothing), does: then why.
    */
-  private async drain(handle: ReplicaRef, drainMs: number): Promise<number | undefined | null> {
-    const deadline = Date.now() + drainMs;
+  private async drain(handle: ReplicaRef, drainMs: number): Promise<string | undefined> {
+    const started = performance.now();
+    let answered = started;
     let busy: number | undefined;
     while (this.runtime.liveness(handle).kind === 'alive') {
-      if (Date.now() >= deadline) return busy;
-      const health = await this.runtime.health(handle, Math.min(1000, Math.max(1, deadline - Date.now())));
-      if (health) busy = health.active + health.queued;
-      if (busy === 0) return null;
-      await sleep(Math.min(100, Math.max(0, deadline - Date.now())));
+      const now = performance.now();
+      if (now - started >= drainMs) {
+        const last = busy === undefined ? 'answered no health check' : `last reported ${busy} request(s) in flight or queued`;
+        return `${last} at the end of its drain (${drainMs} ms)`;
+      }
+      if (now - answered >= this.silenceMs) return `answered no health check for ${this.silenceMs} ms while it drained`;
+      const health = await this.runtime.health(handle, Math.max(1, Math.min(1000, started + drainMs - now)));
+      if (health) {
+        answered = performance.now();
+        busy = health.active + health.queued;
+        if (busy === 0) return undefined;
+      }
+      await sleep(100);
     }
-    return null;
+    return undefined;
   }
 
   /** Stops the replicas of the runtime's pool that no live replica row owns (the runtime finds them by its own records). */

@@ -1,7 +1,8 @@
 /**
  * A stopping replica drains: the controller waits for its engine to report nothing in flight, and only a drain
  * timeout (DRAIN_TIMEOUT_MS, 5 s in tests) ends a wait for an engine that is still busy. A health check the engine
- * fails to answer (a busy machine; here a paused process) neither ends the drain nor stops the engine.
+ * fails to answer (a busy machine; here a paused process) neither ends the drain nor stops the engine; a silence
+ * longer than the drain's bound (drainSilenceMs, 4 s here) does: the engine is hung.
  */
 import { beforeAll, expect, test } from 'vitest';
 import {
@@ -19,7 +20,7 @@ let t: TestApp;
 const logs: string[] = [];
 
 beforeAll(async () => {
-  t = await startTestApp({ log: (message) => logs.push(message) });
+  t = await startTestApp({ log: (message) => logs.push(message), controller: { drainSilenceMs: 4000, stopGraceMs: 1000 } });
 });
 
 function alive(pid: number): boolean {
@@ -31,9 +32,13 @@ function alive(pid: number): boolean {
   }
 }
 
-test('a draining engine that misses health checks keeps its request until it answers again; a busy one is stopped at the drain timeout, and the log says so', async () => {
+/**
+ * An endpoint whose one replica generates a long answer (straight to its engine), put to sleep: its replica drains.
+ * `end` aborts the request and resumes the engine if it is paused.
+ */
+async function drainingBusyReplica(name: string) {
   const alice = await t.seed.user();
-  const project = await alice.project('drain');
+  const project = await alice.project(name);
   const id = await project.endpoint({
     hfModelRepo: TINY_REPO,
     autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
@@ -41,7 +46,6 @@ test('a draining engine that misses health checks keeps its request until it ans
   });
   await waitForStatus(t.sql, id, 'RUNNING');
   const [replica] = await liveReplicaRows(t.sql, id);
-  // A generation far longer than the test, straight to the engine.
   const client = new AbortController();
   const request = engineFetch(replica!, '/v1/chat/completions', {
     method: 'POST',
@@ -52,24 +56,36 @@ test('a draining engine that misses health checks keeps its request until it ans
     (r) => r.status,
     () => 'aborted',
   );
+  const end = async () => {
+    if (alive(replica!.pid)) process.kill(replica!.pid, 'SIGCONT');
+    client.abort();
+    await request;
+  };
   try {
     await waitFor('the request to be generating', async () => {
       const health = (await (await engineFetch(replica!, '/health')).json()) as { active: number };
       return health.active === 1;
     });
-
     const slept = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`);
     expect(slept.status).toBe(200);
     await waitFor('the replica to drain', async () => (await liveReplicaRows(t.sql, id))[0]?.state === 'DRAINING');
-    const drainingAt = Date.now();
+  } catch (error) {
+    await end();
+    throw error;
+  }
+  return { id, replica: replica!, drainingAt: Date.now(), end };
+}
 
+test('a draining engine that misses health checks keeps its request until it answers again; a busy one is stopped at the drain timeout, and the log says so', async () => {
+  const { id, replica, drainingAt, end } = await drainingBusyReplica('drain');
+  try {
     // Paused for over two of the drain's 1 s health checks: none is answered.
-    process.kill(replica!.pid, 'SIGSTOP');
+    process.kill(replica.pid, 'SIGSTOP');
     await new Promise((resolve) => setTimeout(resolve, 2500));
-    process.kill(replica!.pid, 'SIGCONT');
+    process.kill(replica.pid, 'SIGCONT');
     // Not told to stop (a SIGTERM sent while paused is handled now, and the engine would answer "draining" with 503):
     // it serves its request on.
-    const health = await engineFetch(replica!, '/health');
+    const health = await engineFetch(replica, '/health');
     expect(health.status).toBe(200);
     expect(await health.json()).toMatchObject({ status: 'ok', active: 1 });
     expect((await liveReplicaRows(t.sql, id)).map((r) => r.state)).toEqual(['DRAINING']);
@@ -78,12 +94,28 @@ test('a draining engine that misses health checks keeps its request until it ans
     await waitForStatus(t.sql, id, 'SLEEPING', 30_000);
     expect(Date.now() - drainingAt).toBeGreaterThanOrEqual(4500);
     expect(await liveReplicaRows(t.sql, id)).toEqual([]);
-    await waitFor('the engine to be gone', async () => !alive(replica!.pid), 15_000);
-    expect(logs).toContainEqual(`replica ${replica!.id} still had 1 request(s) at the end of its drain (5000 ms): stopping it`);
+    await waitFor('the engine to be gone', async () => !alive(replica.pid), 15_000);
+    expect(logs).toContainEqual(
+      `replica ${replica.id} last reported 1 request(s) in flight or queued at the end of its drain (5000 ms): stopping it`,
+    );
     expect((await statusTrail(t.sql, id)).slice(-2)).toEqual(['STOPPING', 'SLEEPING']);
   } finally {
-    if (alive(replica!.pid)) process.kill(replica!.pid, 'SIGCONT');
-    client.abort();
-    await request;
+    await end();
+  }
+}, 120_000);
+
+test('a draining engine silent for longer than the bound is hung: stopped then, long before the drain timeout', async () => {
+  await t.restart({ DRAIN_TIMEOUT_MS: '60000' });
+  const { id, replica, drainingAt, end } = await drainingBusyReplica('drain-hung');
+  try {
+    process.kill(replica.pid, 'SIGSTOP'); // for good: it never answers again
+    await waitForStatus(t.sql, id, 'SLEEPING', 30_000);
+    expect(Date.now() - drainingAt).toBeLessThan(30_000);
+    expect(logs).toContainEqual(`replica ${replica.id} answered no health check for 4000 ms while it drained: stopping it`);
+    // Paused, it ignores SIGTERM: the stop's SIGKILL (after stopGraceMs) ends it.
+    await waitFor('the engine to be gone', async () => !alive(replica.pid), 15_000);
+    expect(await liveReplicaRows(t.sql, id)).toEqual([]);
+  } finally {
+    await end();
   }
 }, 120_000);

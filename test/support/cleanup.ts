@@ -17,7 +17,22 @@ export function onEveryCleanup(fn: () => Promise<void> | void): void {
   standing.add(fn);
 }
 
+/**
+ * Runs the clean-ups queued until now (newest first), then the standing ones. Each runs whatever the others do, and
+ * their failures are thrown together at the end. The queue is taken whole first: a run that outlives its hook's
+ * timeout (Vitest then starts the next file) never takes the next file's clean-ups.
+ */
 export async function runCleanups(): Promise<void> {
-  while (cleanups.length > 0) await cleanups.pop()!();
-  for (const fn of standing) await fn();
+  const mine = cleanups.splice(0);
+  const errors: unknown[] = [];
+  const run = async (fn: () => Promise<void> | void) => {
+    try {
+      await fn();
+    } catch (error) {
+      errors.push(error);
+    }
+  };
+  while (mine.length > 0) await run(mine.pop()!);
+  for (const fn of standing) await run(fn);
+  if (errors.length > 0) throw new AggregateError(errors, `${errors.length} clean-up(s) failed`);
 }

@@ -10,6 +10,15 @@ export interface GatewayProcess {
   stop(): Promise<void>;
 }
 
+/** The gateways this test file started and has not stopped: stopped together (each drains) when it ends. */
+const running = new Set<() => Promise<void>>();
+
+async function stopAll(): Promise<void> {
+  const stops = [...running];
+  running.clear();
+  await Promise.all(stops.map((stop) => stop()));
+}
+
 export function startGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
@@ -30,7 +39,8 @@ export function startGatewayProcess(env: Record<string, string>): Promise<Gatewa
         child.stdout!.off('data', onData);
         child.stdout!.on('data', (more: Buffer) => (output += more.toString()));
         const handle: GatewayProcess = { url: match[1]!, child, output: () => output, stop };
-        onCleanup(stop);
+        if (running.size === 0) onCleanup(stopAll);
+        running.add(stop);
         resolve(handle);
       }
     };
