@@ -10,7 +10,7 @@
  * checkout) leaves the engine run from its source through tsx, as `npm run engine` does, and says why.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { access, mkdir, rename, writeFile } from 'node:fs/promises';
+import { access, mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -30,8 +30,9 @@ export async function builtInEngineEntry(
 ): Promise<readonly string[]> {
   const dir = options.dir ?? DEFAULT_DIR;
   try {
-    const { build } = await import('esbuild');
-    const result = await build({
+    // Synchronous (a one-off esbuild process, about 0.1 s, once at start): no esbuild service is left running.
+    const { buildSync } = await import('esbuild');
+    const result = buildSync({
       entryPoints: [ENGINE_SOURCE],
       bundle: true,
       platform: 'node',
@@ -49,8 +50,13 @@ export async function builtInEngineEntry(
     if (!(await exists(file))) {
       await mkdir(dir, { recursive: true });
       const partial = `${file}.${randomUUID()}.partial`;
-      await writeFile(partial, code);
-      await rename(partial, file);
+      try {
+        await writeFile(partial, code);
+        await rename(partial, file);
+      } catch (error) {
+        await rm(partial, { force: true });
+        throw error;
+      }
     }
     return [process.execPath, '--enable-source-maps', file];
   } catch (error) {
