@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { NODE_BUNDLE } from '../../src/runtime/engine-bundle.js';
 import { signalGroup } from '../../src/runtime/local-processes.js';
 import { connectDatabase, migrate, type ConnectOptions, type Sql } from '../../src/storage/database.js';
 import { ensureDatabase, startEmbeddedPostgres } from '../../src/storage/embedded-postgres.js';
@@ -459,12 +460,8 @@ export async function serveUntilStopped(
 function bundle(file: string): string {
   const outfile = path.join(REPO_ROOT, 'node_modules/.cache/dedicated-endpoints/bench', file.replace(/\.ts$/, '.mjs'));
   buildSync({
+    ...NODE_BUNDLE,
     entryPoints: [path.join(BENCH_DIR, file)],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
     sourcemap: 'inline',
     logLevel: 'warning',
     outfile,

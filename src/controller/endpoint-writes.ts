@@ -130,8 +130,9 @@ export class EndpointWrites {
 
   /**
    * Recomputes the replica counts from the replicas table. Asked again for an endpoint while its refresh runs (its
-   * replicas became ready together), the asks that came meanwhile share one more refresh, with the last one's
-   * cause and their desired counts merged (mergeDesired), which begins after the running one: each caller's counts are refreshed after it asked.
+   * replicas became ready together), the asks that came meanwhile share one more refresh, which begins after the
+   * running one: their desired counts merged (mergeDesired), with the cause of the ask whose count is written. Each
+   * caller's counts are refreshed after it asked.
    */
   async refreshCounts(id: string, desiredReplicas: DesiredCount, cause: string): Promise<void> {
     const running = this.refreshing.get(id);

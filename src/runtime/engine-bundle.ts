@@ -18,6 +18,13 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 export const ENGINE_SOURCE = path.join(ROOT, 'src/engine/main.ts');
 const DEFAULT_DIR = path.join(ROOT, 'node_modules/.cache/dedicated-endpoints');
 
+/**
+ * How our entry points are bundled (esbuild's options): one ES module for Node.js 20, its packages left as imports
+ * (they resolve from where the bundle is written, so it goes under the checkout). The tests' and the benchmarks'
+ * bundles are built the same way.
+ */
+export const NODE_BUNDLE = { bundle: true, platform: 'node', format: 'esm', target: 'node20', packages: 'external' } as const;
+
 /** The engine run from its source through tsx (no bundle): the command, before the engine's own arguments. */
 export const SOURCE_ENTRY: readonly string[] = [process.execPath, '--import', 'tsx', ENGINE_SOURCE];
 
@@ -33,12 +40,8 @@ export async function builtInEngineEntry(
     // Synchronous (a one-off esbuild process, about 0.1 s, once at start): no esbuild service is left running.
     const { buildSync } = await import('esbuild');
     const result = buildSync({
+      ...NODE_BUNDLE,
       entryPoints: [ENGINE_SOURCE],
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node20',
-      packages: 'external',
       sourcemap: 'inline',
       write: false,
       logLevel: 'silent',

@@ -162,6 +162,8 @@ export const KEEP_DESIRED: DesiredCount = Object.freeze({ atLeast: 0 });
 export async function refreshReplicaCounts(db: Queryable, id: string, desired: DesiredCount, cause: string): Promise<boolean> {
   const exact = typeof desired === 'number' ? desired : null;
   const floor = typeof desired === 'number' ? 0 : desired.atLeast;
+  // The desired count to show, from the row as locked (the latest count, not the statement's snapshot of it).
+  const wanted = db`coalesce(${exact}::int, greatest(e.desired_replica_cnt, ${floor}::int))`;
   const rows = await db`
     WITH counts AS (
       SELECT count(*) FILTER (WHERE r.state = 'READY')::int AS curr,
@@ -169,13 +171,11 @@ export async function refreshReplicaCounts(db: Queryable, id: string, desired: D
       FROM endpoints e LEFT JOIN replicas r ON r.endpoint_id = e.id AND r.state = 'READY'
       WHERE e.id = ${id} GROUP BY e.id
     ), changed AS (
-      -- A floor is taken from the row as locked (the latest desired count, not the statement's snapshot of it).
       UPDATE endpoints e SET curr_replica_cnt = c.curr, updated_replica_cnt = c.updated, updated_at = now(),
-        desired_replica_cnt = coalesce(${exact}::int, greatest(e.desired_replica_cnt, ${floor}::int))
+        desired_replica_cnt = ${wanted}
       FROM counts c
       WHERE e.id = ${id}
-        AND (e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt)
-          IS DISTINCT FROM (c.curr, coalesce(${exact}::int, greatest(e.desired_replica_cnt, ${floor}::int)), c.updated)
+        AND (e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt) IS DISTINCT FROM (c.curr, ${wanted}, c.updated)
       RETURNING e.id, e.project_id, e.team_id, c.curr, e.desired_replica_cnt AS desired, c.updated
     ), ordered AS MATERIALIZED (SELECT changed.*, pg_advisory_xact_lock(${EVENT_ORDER_LOCK}::bigint) FROM changed)
     INSERT INTO endpoint_events (endpoint_id, project_id, team_id, type, cause, detail)

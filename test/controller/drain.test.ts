@@ -5,9 +5,11 @@
  * longer than the drain's bound (drainSilenceMs, 4 s here) does: the engine is hung.
  */
 import { beforeAll, expect, test } from 'vitest';
+import { isRunning } from '../support/processes.js';
 import {
   engineFetch,
   liveReplicaRows,
+  longRequest,
   startTestApp,
   statusTrail,
   TINY_REPO,
@@ -22,15 +24,6 @@ const logs: string[] = [];
 beforeAll(async () => {
   t = await startTestApp({ log: (message) => logs.push(message), controller: { drainSilenceMs: 4000, stopGraceMs: 1000 } });
 });
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /**
  * An endpoint whose one replica generates a long answer (straight to its engine), put to sleep: its replica drains.
@@ -47,17 +40,9 @@ async function drainingBusyReplica(name: string) {
   await waitForStatus(t.sql, id, 'RUNNING');
   const [replica] = await liveReplicaRows(t.sql, id);
   const client = new AbortController();
-  const request = engineFetch(replica!, '/v1/chat/completions', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ messages: [{ role: 'user', content: 'go' }], max_tokens: 4000, temperature: 0 }),
-    signal: client.signal,
-  }).then(
-    (r) => r.status,
-    () => 'aborted',
-  );
+  const request = longRequest(replica!, 4000, client.signal);
   const end = async () => {
-    if (alive(replica!.pid)) process.kill(replica!.pid, 'SIGCONT');
+    if (await isRunning(replica!.pid)) process.kill(replica!.pid, 'SIGCONT');
     client.abort();
     await request;
   };
@@ -94,7 +79,7 @@ test('a draining engine that misses health checks keeps its request until it ans
     await waitForStatus(t.sql, id, 'SLEEPING', 30_000);
     expect(Date.now() - drainingAt).toBeGreaterThanOrEqual(4500);
     expect(await liveReplicaRows(t.sql, id)).toEqual([]);
-    await waitFor('the engine to be gone', async () => !alive(replica.pid), 15_000);
+    await waitFor('the engine to be gone', async () => !(await isRunning(replica.pid)), 15_000);
     expect(logs).toContainEqual(
       `replica ${replica.id} last reported 1 request(s) in flight or queued at the end of its drain (5000 ms): stopping it`,
     );
@@ -113,7 +98,7 @@ test('a draining engine silent for longer than the bound is hung: stopped then, 
     expect(Date.now() - drainingAt).toBeLessThan(30_000);
     expect(logs).toContainEqual(`replica ${replica.id} answered no health check for 4000 ms while it drained: stopping it`);
     // Paused, it ignores SIGTERM: the stop's SIGKILL (after stopGraceMs) ends it.
-    await waitFor('the engine to be gone', async () => !alive(replica.pid), 15_000);
+    await waitFor('the engine to be gone', async () => !(await isRunning(replica.pid)), 15_000);
     expect(await liveReplicaRows(t.sql, id)).toEqual([]);
   } finally {
     await end();

@@ -3,8 +3,8 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { beforeAll, describe, expect, test } from 'vitest';
 import {
-  engineFetch,
   liveReplicaRows,
+  longRequest,
   startTestApp,
   statusOf,
   statusTrail,
@@ -33,18 +33,6 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-/** A long generation straight to a replica (the gateway's router comes with chat completions); aborting it cancels it. */
-function longRequest(replica: { address: string; engine_token: string | null }, maxTokens: number, signal: AbortSignal) {
-  return engineFetch(replica, '/v1/chat/completions', {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ messages: [{ role: 'user', content: 'go' }], max_tokens: maxTokens, temperature: 0 }),
-    signal,
-  })
-    .then((r) => r.arrayBuffer())
-    .catch(() => undefined);
 }
 
 describe('autoscaler', () => {

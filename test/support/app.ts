@@ -234,4 +234,19 @@ export function engineFetch(replica: { address: string; engine_token: string | n
   });
 }
 
+/**
+ * A long generation straight to a replica (the gateway's router comes with chat completions): its body read whole;
+ * aborting it cancels it. Never rejects.
+ */
+export function longRequest(replica: { address: string; engine_token: string | null }, maxTokens: number, signal: AbortSignal) {
+  return engineFetch(replica, '/v1/chat/completions', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'go' }], max_tokens: maxTokens, temperature: 0 }),
+    signal,
+  })
+    .then((r) => r.arrayBuffer())
+    .catch(() => undefined);
+}
+
 export type { SeededUser };

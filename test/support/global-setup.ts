@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
+import { NODE_BUNDLE } from '../../src/runtime/engine-bundle.js';
 import { startEmbeddedPostgres } from '../../src/storage/embedded-postgres.js';
 
 declare module 'vitest' {
@@ -48,15 +49,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 async function bundles(): Promise<string> {
   await mkdir(path.join(ROOT, '.tmp'), { recursive: true });
   const dir = await mkdtemp(path.join(ROOT, '.tmp', 'test-engine-'));
-  const common = {
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    sourcemap: true,
-    logLevel: 'warning',
-  } as const;
+  const common = { ...NODE_BUNDLE, sourcemap: true, logLevel: 'warning' } as const;
   await build({ ...common, entryPoints: [path.join(ROOT, 'src/engine/main.ts')], outfile: path.join(dir, 'main.mjs') });
   await build({ ...common, entryPoints: [path.join(ROOT, 'src/cli/dedicated/main.ts')], outfile: path.join(dir, 'dedicated-main.mjs') });
   await build({ ...common, entryPoints: [path.join(ROOT, 'src/models/fetch-main.ts')], outfile: path.join(dir, 'fetch-main.mjs') });
