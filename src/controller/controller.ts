@@ -145,6 +145,7 @@ export class Controller {
     this.loop = new ReconcileLoop({
       sql,
       owner: this.owner,
+      pool: `${runtime.name}:${runtime.node}`,
       intervalMs,
       leaseTtlMs: options.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
       reconcile: (id) => this.reconcile(id),

@@ -13,13 +13,18 @@
  * unchanged (its row, its replicas' counts) and no request queued for it: an
  * idle endpoint's engines are asked for their health, and its idle timers
  * read, at that pace.
+ *
+ * Several gateways share the endpoints (lease-share.ts): each renews its
+ * membership with its leases, takes no more than its share, and hands the
+ * excess back when the others can adopt it.
  */
 import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
 import { endpointsToReconcile } from '../storage/pass-reads.js';
 import { QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
-import { acquireLeases, releaseLeases, renewLeases } from '../storage/replicas-repository.js';
+import { acquireLeases, heartbeat, releaseLeases, releaseSomeLeases } from '../storage/leases-repository.js';
 import { Nudge } from '../util/nudge.js';
+import { leaseShare } from './lease-share.js';
 import { PassQueue } from './pass-queue.js';
 import { StaleError } from './endpoint-writes.js';
 
@@ -27,6 +32,8 @@ export interface ReconcileLoopOptions {
   sql: Sql;
   /** This process, as lease holder. */
   owner: string;
+  /** Where this process's runtime places replicas (see lease-share.ts). @default 'default' */
+  pool?: string;
   intervalMs: number;
   leaseTtlMs: number;
   /** One pass over one endpoint whose lease this process holds; the endpoint's stamp as read when it found it at rest. */
@@ -60,6 +67,13 @@ export class ReconcileLoop {
   private readonly restIntervalMs: number;
   /** When the leases were last renewed (a tick's performance.now()). */
   private renewedAt = -Infinity;
+  /** The leases this process holds (as of the last renewal, plus those taken since, less those handed back). */
+  private held = new Set<string>();
+  /** The other live members at the last renewal, and those of them placing replicas elsewhere. */
+  private others = 0;
+  private elsewhere = 0;
+  /** The endpoints to reconcile at the last listing. */
+  private endpoints = 0;
 
   constructor(private readonly options: ReconcileLoopOptions) {
     this.queue = new PassQueue(options.concurrency ?? 16);
@@ -127,11 +141,14 @@ export class ReconcileLoop {
     if (which !== 'poked') {
       // A third of the TTL apart, not every interval: each renewal rewrites every lease row this process holds (a
       // thousand endpoints' rows twice a second, else); a pass renews its own endpoint's lease as it takes it.
-      if (at - this.renewedAt >= leaseTtlMs / 3) {
-        await renewLeases(sql, owner, leaseTtlMs);
+      const renewing = at - this.renewedAt >= leaseTtlMs / 3;
+      if (renewing) {
+        const beat = await heartbeat(sql, owner, this.options.pool ?? 'default', leaseTtlMs);
+        ({ held: this.held, others: this.others, elsewhere: this.elsewhere } = beat);
         this.renewedAt = at;
       }
       const listed = await endpointsToReconcile(sql, QUEUE_DEPTH_STALE_MS);
+      this.endpoints = listed.length;
       ids = listed.map((e) => e.id);
       for (const e of listed) stamps.set(e.id, e.stamp);
       const idle = new Set(listed.filter((e) => e.queued === 0).map((e) => e.id));
@@ -145,6 +162,7 @@ export class ReconcileLoop {
       // What is no longer listed (deleted, cleaned up) is forgotten.
       for (const id of this.lastPassAt.keys()) if (!stamps.has(id)) this.lastPassAt.delete(id);
       for (const id of this.atRest.keys()) if (!stamps.has(id)) this.atRest.delete(id);
+      if (renewing) await this.handBack((id) => stamps.get(id));
     }
     const free: string[] = [];
     for (const id of ids) {
@@ -156,8 +174,10 @@ export class ReconcileLoop {
       else if (poked.has(id) && !this.queue.hurry(id)) this.poked.add(id);
     }
     if (this.stopped) return;
-    // One statement takes every lease to be had (not one round trip per endpoint).
-    for (const id of await acquireLeases(sql, free, owner, leaseTtlMs)) {
+    // One statement takes every lease to be had (not one round trip per endpoint), up to this process's share.
+    const { take } = this.share();
+    for (const id of await acquireLeases(sql, free, owner, leaseTtlMs, take)) {
+      this.held.add(id);
       if (this.stopped || this.running.has(id)) continue;
       this.lastPassAt.set(id, at);
       // A change's pass goes before the interval's.
@@ -176,5 +196,31 @@ export class ReconcileLoop {
         });
       this.running.set(id, pass);
     }
+  }
+
+  private share() {
+    return leaseShare({ endpoints: this.endpoints, others: this.others, elsewhere: this.elsewhere, held: this.held.size });
+  }
+
+  /**
+   * Hands back the leases this process holds past its share (lease-share.ts), endpoints at rest and unchanged since
+   * (`stamp`: the listing's) only, with no pass of theirs running: another member takes them on its next pass.
+   */
+  private async handBack(stamp: (id: string) => string | undefined): Promise<void> {
+    const { release } = this.share();
+    if (release === 0) return;
+    const ids: string[] = [];
+    for (const [id, rest] of this.atRest) {
+      if (ids.length === release) break;
+      if (this.held.has(id) && !this.running.has(id) && rest.stamp === stamp(id)) ids.push(id);
+    }
+    if (ids.length === 0) return;
+    await releaseSomeLeases(this.options.sql, this.options.owner, ids);
+    for (const id of ids) {
+      this.held.delete(id);
+      this.atRest.delete(id);
+      this.lastPassAt.delete(id);
+    }
+    this.options.log(`handed ${ids.length} endpoint(s) over to the ${this.others} other gateway(s) (this one's share: ${this.share().share})`);
   }
 }

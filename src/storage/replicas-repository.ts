@@ -1,4 +1,4 @@
-/** SQL for replicas, the controller's leases on endpoints, and the local runtime's count of a machine's capacity. */
+/** SQL for replicas, the guarded lock of a leased endpoint, and the local runtime's count of a machine's capacity. */
 import type { GpuType } from '../domain/instance-catalog.js';
 import type { ReplicaRecord, ReplicaState } from '../domain/replica.js';
 import { replicaStatesBefore } from '../domain/replica-transitions.js';
@@ -199,32 +199,6 @@ export async function retagReplica(
     WHERE id = ${id} AND version_index = ${from} AND state = ${state}
     RETURNING id`;
   return rows.length === 1;
-}
-
-/**
- * Takes or renews the leases on several endpoints in one statement (in id order, so that two gateways taking the
- * same ones never wait on each other in a cycle); answers those this owner holds afterwards.
- */
-export async function acquireLeases(db: Queryable, endpointIds: readonly string[], owner: string, ttlMs: number): Promise<Set<string>> {
-  if (endpointIds.length === 0) return new Set();
-  const rows = await db<{ endpoint_id: string }[]>`
-    INSERT INTO endpoint_leases (endpoint_id, owner, expires_at)
-    SELECT id, ${owner}, now() + ${ttlMs} * interval '1 millisecond' FROM unnest(${endpointIds as string[]}::text[]) AS id ORDER BY id
-    ON CONFLICT (endpoint_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-      WHERE endpoint_leases.owner = excluded.owner OR endpoint_leases.expires_at < now()
-    RETURNING endpoint_id`;
-  return new Set(rows.map((r) => r.endpoint_id));
-}
-
-export async function renewLeases(db: Queryable, owner: string, ttlMs: number): Promise<Set<string>> {
-  const rows = await db<{ endpoint_id: string }[]>`
-    UPDATE endpoint_leases SET expires_at = now() + ${ttlMs} * interval '1 millisecond'
-    WHERE owner = ${owner} RETURNING endpoint_id`;
-  return new Set(rows.map((r) => r.endpoint_id));
-}
-
-export async function releaseLeases(db: Queryable, owner: string): Promise<void> {
-  await db`DELETE FROM endpoint_leases WHERE owner = ${owner}`;
 }
 
 /** The endpoint `e` under `owner`'s live lease, its row locked for a write and the lease's row share-locked, in SQL. */

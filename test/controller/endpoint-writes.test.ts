@@ -10,7 +10,8 @@ import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
 import { countsOf, findEndpoints, KEEP_DESIRED, refreshReplicaCounts } from '../../src/storage/endpoints-repository.js';
 import { insertEvent } from '../../src/storage/events-repository.js';
-import { acquireLeases, insertReplica, liveReplicas, markReplica } from '../../src/storage/replicas-repository.js';
+import { acquireLeases } from '../../src/storage/leases-repository.js';
+import { insertReplica, liveReplicas, markReplica } from '../../src/storage/replicas-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createBody, seedPrincipal } from '../support/gateway.js';
 

@@ -1,0 +1,36 @@
+/**
+ * How the gateways share the endpoints: each live gateway (a member, see leases-repository.ts) takes no more than its
+ * share, the endpoints to reconcile divided by the live members, rounded up. A gateway alone takes every endpoint. A
+ * gateway that holds more than its share by more than a tenth (a gateway joined, or came back after a restart) hands
+ * the excess back, endpoints at rest first, but only when every member places replicas where it does (the
+ * Kubernetes runtime's cluster, the local runtime's machine): the member that takes one adopts its replicas where
+ * they run. Gateways on different machines with the local runtime keep what they hold: an engine cannot move.
+ */
+
+export interface ShareInputs {
+  /** Endpoints to reconcile, all gateways together (the interval's listing). */
+  endpoints: number;
+  /** Other live members. */
+  others: number;
+  /** Of them, those that place replicas in another pool than this gateway. */
+  elsewhere: number;
+  /** Leases this gateway holds. */
+  held: number;
+}
+
+export interface Share {
+  /** The endpoints this gateway may hold. */
+  share: number;
+  /** How many more leases it may take now (null: no bound, it is alone). */
+  take: number | null;
+  /** How many it should hand back. */
+  release: number;
+}
+
+export function leaseShare({ endpoints, others, elsewhere, held }: ShareInputs): Share {
+  if (others === 0) return { share: endpoints, take: null, release: 0 };
+  const share = Math.ceil(endpoints / (others + 1));
+  const slack = Math.max(1, Math.floor(share / 10));
+  const release = elsewhere === 0 && held > share + slack ? held - share : 0;
+  return { share, take: Math.max(0, share - held), release };
+}

@@ -1,0 +1,83 @@
+/**
+ * SQL for the controllers' leases on endpoints (exactly one gateway process acts on an endpoint at a time: the
+ * holder of its lease) and for the membership that shares the endpoints among the gateways (controller_members:
+ * each live gateway's row, renewed with its leases).
+ */
+import type { Queryable } from './database.js';
+
+const ttl = (db: Queryable, ttlMs: number) => db`now() + ${ttlMs} * interval '1 millisecond'`;
+
+/**
+ * Takes or renews the leases on several endpoints in one statement, and answers those this owner holds afterwards.
+ * Every lease it holds already is renewed; of the others, free or expired, it takes `limit` at most (null: all).
+ * Which ones: each owner's own order (a hash of the endpoint id and the owner), so that gateways taking at once
+ * mostly want different endpoints. The rows are written in id order, so that two gateways taking the same ones never
+ * wait on each other in a cycle.
+ */
+export async function acquireLeases(
+  db: Queryable,
+  endpointIds: readonly string[],
+  owner: string,
+  ttlMs: number,
+  limit: number | null = null,
+): Promise<Set<string>> {
+  if (endpointIds.length === 0) return new Set();
+  const ids = endpointIds as string[];
+  const rows = await db<{ endpoint_id: string }[]>`
+    INSERT INTO endpoint_leases (endpoint_id, owner, expires_at)
+    SELECT id, ${owner}, ${ttl(db, ttlMs)} FROM (
+      SELECT c.id FROM unnest(${ids}::text[]) AS c (id) JOIN endpoint_leases l ON l.endpoint_id = c.id
+      WHERE l.owner = ${owner}
+      UNION ALL
+      (SELECT c.id FROM unnest(${ids}::text[]) AS c (id) LEFT JOIN endpoint_leases l ON l.endpoint_id = c.id
+       WHERE l.endpoint_id IS NULL OR (l.owner <> ${owner} AND l.expires_at < now())
+       ORDER BY md5(c.id || ${owner}) LIMIT ${limit}::int)
+    ) AS wanted ORDER BY id
+    ON CONFLICT (endpoint_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+      WHERE endpoint_leases.owner = excluded.owner OR endpoint_leases.expires_at < now()
+    RETURNING endpoint_id`;
+  return new Set(rows.map((r) => r.endpoint_id));
+}
+
+/** What a heartbeat answers: the leases this owner holds (renewed), and the other live members. */
+export interface Heartbeat {
+  held: Set<string>;
+  /** Other live gateways sharing the endpoints. */
+  others: number;
+  /** Of them, those whose runtime places replicas in another pool than this owner's. */
+  elsewhere: number;
+}
+
+/**
+ * One statement: renews this owner's membership (in `pool`) and every lease it holds, by `ttlMs`, forgets members
+ * gone for an hour, and counts the other live members.
+ */
+export async function heartbeat(db: Queryable, owner: string, pool: string, ttlMs: number): Promise<Heartbeat> {
+  const [row] = await db<{ held: string[]; others: number; elsewhere: number }[]>`
+    WITH member AS (
+      INSERT INTO controller_members (owner, pool, expires_at) VALUES (${owner}, ${pool}, ${ttl(db, ttlMs)})
+      ON CONFLICT (owner) DO UPDATE SET pool = excluded.pool, expires_at = excluded.expires_at
+    ), gone AS (
+      DELETE FROM controller_members WHERE owner <> ${owner} AND expires_at < now() - interval '1 hour'
+    ), renewed AS (
+      UPDATE endpoint_leases SET expires_at = ${ttl(db, ttlMs)} WHERE owner = ${owner} RETURNING endpoint_id
+    )
+    SELECT
+      (SELECT coalesce(array_agg(endpoint_id), '{}') FROM renewed) AS held,
+      count(*)::int AS others,
+      (count(*) FILTER (WHERE pool <> ${pool}))::int AS elsewhere
+    FROM controller_members WHERE owner <> ${owner} AND expires_at > now()`;
+  return { held: new Set(row!.held), others: row!.others, elsewhere: row!.elsewhere };
+}
+
+/** Hands these endpoints' leases back (another member takes them on its next pass). */
+export async function releaseSomeLeases(db: Queryable, owner: string, endpointIds: readonly string[]): Promise<void> {
+  if (endpointIds.length === 0) return;
+  await db`DELETE FROM endpoint_leases WHERE owner = ${owner} AND endpoint_id = ANY(${endpointIds as string[]}::text[])`;
+}
+
+/** Hands back every lease of this owner, and its membership: a gateway that stops. */
+export async function releaseLeases(db: Queryable, owner: string): Promise<void> {
+  await db`DELETE FROM endpoint_leases WHERE owner = ${owner}`;
+  await db`DELETE FROM controller_members WHERE owner = ${owner}`;
+}

@@ -1,0 +1,172 @@
+/**
+ * Several gateways share the endpoints (src/controller/lease-share.ts): each takes no more than its share, and one
+ * that holds too many hands the excess back when the others place replicas where it does. The rule alone, the capped
+ * take in SQL, then real reconcile loops on a real database (their passes recorded: the loop is what is tested here).
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { leaseShare } from '../../src/controller/lease-share.js';
+import { ReconcileLoop } from '../../src/controller/reconcile-loop.js';
+import { createServices, type Services } from '../../src/services/index.js';
+import type { Principal } from '../../src/services/principal.js';
+import { acquireLeases, heartbeat } from '../../src/storage/leases-repository.js';
+import { readPassState } from '../../src/storage/pass-reads.js';
+import { QUEUE_DEPTH_STALE_MS } from '../../src/storage/queue-depth-repository.js';
+import { onCleanup } from '../support/cleanup.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { createBody, seedPrincipal } from '../support/gateway.js';
+
+let db: TestDatabase;
+let services: Services;
+let principal: Principal;
+let projectId: string;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  services = createServices(db.sql);
+  ({ principal, projectId } = await seedPrincipal(db.sql, services, 'share'));
+});
+
+afterAll(() => db?.close());
+
+async function createEndpoints(n: number, prefix: string): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const created = await services.endpoints.create(principal, createBody(projectId, { name: `${prefix}-${i}`, hfModelRepo: 'test-org/none' }));
+    if (created.type === 'error') throw new Error(created.error.message);
+    ids.push(created.value.id);
+  }
+  return ids;
+}
+
+test('the rule: alone, a gateway takes every endpoint; with others, its share; the excess goes back only within one pool', () => {
+  expect(leaseShare({ endpoints: 10, others: 0, elsewhere: 0, held: 3 })).toEqual({ share: 10, take: null, release: 0 });
+  expect(leaseShare({ endpoints: 10, others: 1, elsewhere: 0, held: 3 })).toEqual({ share: 5, take: 2, release: 0 });
+  expect(leaseShare({ endpoints: 11, others: 2, elsewhere: 0, held: 0 })).toEqual({ share: 4, take: 4, release: 0 });
+  // A tenth over its share (one at least) is kept: no handing back and forth as endpoints come and go.
+  expect(leaseShare({ endpoints: 10, others: 1, elsewhere: 0, held: 6 })).toEqual({ share: 5, take: 0, release: 0 });
+  expect(leaseShare({ endpoints: 10, others: 1, elsewhere: 0, held: 10 })).toEqual({ share: 5, take: 0, release: 5 });
+  expect(leaseShare({ endpoints: 1000, others: 1, elsewhere: 0, held: 550 })).toEqual({ share: 500, take: 0, release: 0 });
+  expect(leaseShare({ endpoints: 1000, others: 1, elsewhere: 0, held: 551 })).toEqual({ share: 500, take: 0, release: 51 });
+  // Another machine's local gateway cannot adopt an engine here: nothing is handed back.
+  expect(leaseShare({ endpoints: 10, others: 1, elsewhere: 1, held: 10 })).toEqual({ share: 5, take: 0, release: 0 });
+});
+
+test('a capped take renews every lease the owner holds and takes at most the limit of the others, each owner in its own order', async () => {
+  const ids = await createEndpoints(12, 'cap');
+  const a = await acquireLeases(db.sql, ids, 'cap-a', 60_000, 4);
+  expect(a.size).toBe(4);
+  // Its own are renewed whatever the limit; none is taken past it.
+  expect(await acquireLeases(db.sql, ids, 'cap-a', 60_000, 0)).toEqual(a);
+  const again = await acquireLeases(db.sql, ids, 'cap-a', 60_000, 2);
+  expect(again.size).toBe(6);
+  for (const id of a) expect(again.has(id)).toBe(true);
+  // Another owner takes only what is free: never a live lease of another.
+  const b = await acquireLeases(db.sql, ids, 'cap-b', 60_000, null);
+  expect(b.size).toBe(6);
+  for (const id of b) expect(again.has(id)).toBe(false);
+  // Two owners prefer different endpoints (a hash of the id and the owner): the first picks of each differ.
+  const more = await createEndpoints(12, 'order');
+  const c = await acquireLeases(db.sql, more, 'cap-c', 60_000, 6);
+  const d = await acquireLeases(db.sql, more, 'cap-d', 60_000, 6);
+  expect(c.size + d.size).toBe(12);
+  expect([...c].filter((id) => d.has(id))).toEqual([]);
+  // The heartbeat renews the leases it holds, and counts the other live members.
+  const beat = await heartbeat(db.sql, 'cap-c', 'pool-1', 60_000);
+  expect(beat.held).toEqual(c);
+  expect(await heartbeat(db.sql, 'cap-d', 'pool-2', 60_000)).toMatchObject({ held: d, others: 1, elsewhere: 1 });
+  expect(await heartbeat(db.sql, 'cap-c', 'pool-2', 60_000)).toMatchObject({ others: 1, elsewhere: 0 });
+  await db.sql`DELETE FROM endpoint_leases WHERE owner LIKE 'cap-%'`;
+  await db.sql`DELETE FROM controller_members WHERE owner LIKE 'cap-%'`;
+});
+
+/** Each endpoint's holder (a live lease), by owner. */
+async function holders(ids: readonly string[]): Promise<Map<string, string[]>> {
+  const rows = await db.sql<{ endpoint_id: string; owner: string }[]>`
+    SELECT endpoint_id, owner FROM endpoint_leases WHERE endpoint_id = ANY(${ids as string[]}) AND expires_at > now()`;
+  const by = new Map<string, string[]>();
+  for (const r of rows) by.set(r.owner, [...(by.get(r.owner) ?? []), r.endpoint_id]);
+  return by;
+}
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const ends = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > ends) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+test('gateways share the endpoints: one alone takes all, one that joins gets half handed over, one in another pool gets only new ones, one that stops hands its own back', async () => {
+  await db.sql`DELETE FROM endpoint_leases`;
+  await db.sql`DELETE FROM controller_members`;
+  await db.sql`UPDATE endpoints SET cleaned_at = now()`;
+  const ids = await createEndpoints(12, 'loop');
+  /** Passes running now, by endpoint: two at once on one endpoint would be two controllers acting on it. */
+  const inPass = new Map<string, string>();
+  const overlaps: string[] = [];
+  const passesBy = new Map<string, Set<string>>();
+  const logged: string[] = [];
+  const loop = (owner: string, pool: string) => {
+    const l = new ReconcileLoop({
+      sql: db.sql,
+      owner,
+      pool,
+      intervalMs: 50,
+      // At rest after its first pass: the endpoint is passed again only when handed over, or after 10 minutes.
+      restIntervalMs: 600_000,
+      leaseTtlMs: 1500,
+      reconcile: async (id) => {
+        if (inPass.has(id)) overlaps.push(`${id}: ${inPass.get(id)} and ${owner}`);
+        inPass.set(id, owner);
+        passesBy.set(owner, (passesBy.get(owner) ?? new Set()).add(id));
+        try {
+          await sleep(5);
+          return (await readPassState(db.sql, id, QUEUE_DEPTH_STALE_MS))?.stamp;
+        } finally {
+          inPass.delete(id);
+        }
+      },
+      log: (message) => logged.push(`${owner}: ${message}`),
+    });
+    l.start();
+    onCleanup(() => l.stop());
+    return l;
+  };
+  const count = async (owner: string) => (await holders(ids)).get(owner)?.length ?? 0;
+
+  const a = loop('gw-a', 'cluster');
+  await until('gw-a holds all 12', async () => (await count('gw-a')) === 12);
+  expect(passesBy.get('gw-a')?.size).toBe(12);
+
+  // B joins, placing replicas where A does: A hands half over at its next renewal; B passes each endpoint it took.
+  const b = loop('gw-b', 'cluster');
+  await until('6 each', async () => (await count('gw-a')) === 6 && (await count('gw-b')) === 6);
+  const ofB = (await holders(ids)).get('gw-b')!;
+  for (const id of ofB) expect(passesBy.get('gw-b')?.has(id)).toBe(true);
+  expect(logged.some((line) => /^gw-a: handed 6 endpoint\(s\) over to the 1 other gateway\(s\)/.test(line))).toBe(true);
+  // It stays so: no endpoint goes back and forth.
+  await sleep(1200);
+  expect(await count('gw-a')).toBe(6);
+  expect(await count('gw-b')).toBe(6);
+
+  // C places replicas elsewhere (another machine's local runtime): nothing is handed to it, but it takes its share of
+  // new endpoints (16 endpoints, 3 members: 6 each at most; A and B hold 6 already).
+  const c = loop('gw-c', 'machine-2');
+  await sleep(1200);
+  expect(await count('gw-c')).toBe(0);
+  const fresh = await createEndpoints(4, 'new');
+  ids.push(...fresh);
+  await until('C takes the new ones', async () => (await count('gw-c')) === 4);
+  expect((await count('gw-a')) + (await count('gw-b'))).toBe(12);
+
+  // B stops: it hands its leases back, and its membership; A and C take them (each up to its share of two members).
+  await b.stop();
+  await until('A and C hold all 16', async () => (await count('gw-a')) + (await count('gw-c')) === 16);
+  expect(await count('gw-a')).toBeLessThanOrEqual(8);
+  expect(await count('gw-c')).toBeLessThanOrEqual(8);
+  await a.stop();
+  await c.stop();
+  expect(overlaps).toEqual([]);
+  expect(await db.sql`SELECT owner FROM controller_members`).toEqual([]);
+}, 60_000);
