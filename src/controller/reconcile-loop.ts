@@ -221,6 +221,8 @@ export class ReconcileLoop {
       this.atRest.delete(id);
       this.lastPassAt.delete(id);
     }
-    this.options.log(`handed ${ids.length} endpoint(s) over to the ${this.others} other gateway(s) (this one's share: ${this.share().share})`);
+    this.options.log(
+      `handed ${ids.length} endpoint(s) over to the ${this.others} other gateway(s) (this one's share: ${this.share().share})`,
+    );
   }
 }

@@ -32,7 +32,10 @@ afterAll(() => db?.close());
 async function createEndpoints(n: number, prefix: string): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < n; i++) {
-    const created = await services.endpoints.create(principal, createBody(projectId, { name: `${prefix}-${i}`, hfModelRepo: 'test-org/none' }));
+    const created = await services.endpoints.create(
+      principal,
+      createBody(projectId, { name: `${prefix}-${i}`, hfModelRepo: 'test-org/none' }),
+    );
     if (created.type === 'error') throw new Error(created.error.message);
     ids.push(created.value.id);
   }
