@@ -151,6 +151,8 @@ export class ReconcileLoop {
       this.endpoints = listed.length;
       ids = listed.map((e) => e.id);
       for (const e of listed) stamps.set(e.id, e.stamp);
+      // A lease kept on an endpoint no longer listed (deleted and cleaned up) is no share of the work.
+      for (const id of this.held) if (!stamps.has(id)) this.held.delete(id);
       const idle = new Set(listed.filter((e) => e.queued === 0).map((e) => e.id));
       // Full ticks are an interval apart at least: the last one's passes are never "recent" for this one.
       const since = at - this.options.intervalMs;

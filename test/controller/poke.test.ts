@@ -104,7 +104,7 @@ test('a poke during a pass is not lost: another pass follows at once', async () 
   controller = await setUp(true);
   const blocker = await endpoint();
   const first = await endpoint();
-  // Another gateway holds the first endpoint's lease: each pass tries to take it, and the test decides when that try ends.
+  // Another gateway holds the blocker's lease: no pass takes it.
   await db.sql`INSERT INTO endpoint_leases (endpoint_id, owner, expires_at) VALUES (${blocker}, 'another-gateway', now() + interval '1 hour')`;
   await controller.start();
   await waitFor('the first pass', () => leasedBy(first, controller!.owner), 10_000);
@@ -112,7 +112,8 @@ test('a poke during a pass is not lost: another pass follows at once', async () 
   const held = await db.sql.reserve();
   try {
     await held`BEGIN`;
-    await held`SELECT 1 FROM endpoint_leases WHERE endpoint_id = ${blocker} FOR UPDATE`;
+    // Each pass renews the lease it holds on the first endpoint: the test decides when that renewal ends.
+    await held`SELECT 1 FROM endpoint_leases WHERE endpoint_id = ${first} FOR UPDATE`;
     controller.poke();
     // The second pass has listed the endpoints and waits on the lease row the test holds.
     await waitFor(
