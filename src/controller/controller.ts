@@ -152,8 +152,9 @@ export class Controller {
       ...(options.restIntervalMs !== undefined ? { restIntervalMs: options.restIntervalMs } : {}),
       log,
     });
-    // What the runtime sees change in a replica (a pod scheduled, an engine ready) is read by the endpoint's next pass, now.
-    runtime.onChange((endpointId) => this.loop.poke(endpointId));
+    // What the runtime sees change in a replica (a pod scheduled, an engine ready) is read by the endpoint's next pass,
+    // now, when this process holds the endpoint (every gateway's informer sees every Pod: the holder's pass reads it).
+    runtime.onChange((endpointId) => this.loop.poke(endpointId, { heldOnly: true }));
   }
 
   /** Reaps replicas no endpoint owns, then reconciles every interval (and at once on `poke`). */

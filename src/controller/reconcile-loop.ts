@@ -20,7 +20,7 @@
  */
 import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
-import { endpointsToReconcile } from '../storage/pass-reads.js';
+import { endpointsToReconcile, settled } from '../storage/pass-reads.js';
 import { QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
 import { acquireLeases, heartbeat, releaseLeases, releaseSomeLeases } from '../storage/leases-repository.js';
 import { Nudge } from '../util/nudge.js';
@@ -84,8 +84,12 @@ export class ReconcileLoop {
     void this.loop();
   }
 
-  /** Asks for a pass now: of that endpoint alone when one is named, else of all. */
-  poke(endpointId?: string): void {
+  /**
+   * Asks for a pass now: of that endpoint alone when one is named, else of all. `heldOnly`: only when this process
+   * holds the endpoint's lease (a change another gateway's pass reads, or the next interval's when nobody holds it).
+   */
+  poke(endpointId?: string, { heldOnly = false } = {}): void {
+    if (heldOnly && endpointId !== undefined && !this.held.has(endpointId)) return;
     if (endpointId === undefined) this.fullPassAsked = true;
     else this.poked.add(endpointId);
     this.nudge.poke();
@@ -205,8 +209,9 @@ export class ReconcileLoop {
   }
 
   /**
-   * Hands back the leases this process holds past its share (lease-share.ts), endpoints at rest and unchanged since
-   * (`stamp`: the listing's) only, with no pass of theirs running: another member takes them on its next pass.
+   * Hands back the leases this process holds past its share (lease-share.ts): endpoints at rest, unchanged since
+   * (`stamp`: the listing's), with no pass of theirs running and no replica starting or draining (`settled`): another
+   * member takes them on its next pass.
    */
   private async handBack(stamp: (id: string) => string | undefined): Promise<void> {
     const { release } = this.share();
@@ -214,7 +219,7 @@ export class ReconcileLoop {
     const ids: string[] = [];
     for (const [id, rest] of this.atRest) {
       if (ids.length === release) break;
-      if (this.held.has(id) && !this.running.has(id) && rest.stamp === stamp(id)) ids.push(id);
+      if (this.held.has(id) && !this.running.has(id) && rest.stamp === stamp(id) && settled(rest.stamp)) ids.push(id);
     }
     if (ids.length === 0) return;
     await releaseSomeLeases(this.options.sql, this.options.owner, ids);

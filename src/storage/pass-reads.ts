@@ -20,6 +20,12 @@ import { REPLICA_COLUMNS, toReplica, type ReplicaRow } from './replicas-reposito
 const STAMP = `e.updated_at::text || (SELECT '/' || count(*) || '/' || count(*) FILTER (WHERE r.state = 'READY')
   FROM replicas r WHERE r.endpoint_id = e.id AND r.state IN ('STARTING', 'READY', 'DRAINING'))`;
 
+/** Whether the endpoint a stamp was read from had every live replica READY (none starting or draining). */
+export function settled(stamp: string): boolean {
+  const [, live, ready] = /\/(\d+)\/(\d+)$/.exec(stamp) ?? [];
+  return live !== undefined && live === ready;
+}
+
 /** The requests queued for the endpoint `e` in every gateway process that published within `$staleMs`, in SQL. */
 const queuedSql = (db: Queryable, staleMs: number) => db`(SELECT coalesce(sum(q.queued), 0) FROM gateway_queue_depth q
   WHERE q.endpoint_id = e.id AND q.updated_at > now() - ${staleMs} * interval '1 millisecond')::int`;

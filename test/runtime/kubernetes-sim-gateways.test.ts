@@ -1,13 +1,15 @@
 /**
  * Several gateways share the endpoints (src/controller/lease-share.ts), through the Kubernetes runtime, as the gateway
  * runs in a cluster: a Deployment of several replicas on one PostgreSQL. SIM_GATEWAYS gateway processes (src/main.ts,
- * RUNTIME=kubernetes, as `npm start` runs it) start together against the stand-in API server in its simulated mode
- * (its kubelet marks pods ready without processes), every pod IP's engine one small server in another process.
+ * RUNTIME=kubernetes, as `npm start` runs it) run against the stand-in API server in its simulated mode (its kubelet
+ * marks pods ready without processes), every pod IP's engine one small server in another process.
  *
- * Asserted, counted: from nothing, every endpoint reaches RUNNING with its wanted replicas READY, one pod each; each
- * gateway ends up holding its share of the endpoints (whoever started first hands the excess over at its next
- * renewal), and the handing over restarts nothing: no pod created twice, none deleted. Then one gateway is killed
- * (SIGKILL): the others adopt its endpoints once its leases expire, again without touching a pod.
+ * Asserted, counted: the endpoints, created through the services once the gateways run, reach RUNNING with their
+ * wanted replicas READY, one pod each, and each gateway holds its share of them. Then the gateways are stopped and
+ * started again at once, the pods running: whoever starts first takes more than its share (the others are not
+ * members yet) and hands the excess over at its next renewal; the handing over restarts nothing (no pod created, none
+ * deleted). Then one gateway is killed (SIGKILL): the others adopt its endpoints once its leases expire, again
+ * without touching a pod.
  *
  * Times and each process's CPU are printed, and written to SIM_OUT when set (`npm run bench -- kubernetes-sim` runs
  * this file with 1,000 endpoints, one gateway then two).
@@ -18,7 +20,8 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { cpuTimeMs } from '../../bench/lib/proc.js';
-import { createServices } from '../../src/services/index.js';
+import { createServices, type Services } from '../../src/services/index.js';
+import type { Principal } from '../../src/services/principal.js';
 import { testEnv, TINY_REPO } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
@@ -44,6 +47,9 @@ let engine: SimEngine;
 let hub: FakeHub;
 let db: TestDatabase;
 let dataDir: string;
+let services: Services;
+let principal: Principal;
+let projectId: string;
 const wanted = new Map<string, number>();
 const gateways: GatewayProcess[] = [];
 const figures: Record<string, unknown> = { endpoints: ENDPOINTS, replicas: totalReplicas, gateways: GATEWAYS };
@@ -60,9 +66,19 @@ beforeAll(async () => {
     createTestDatabase(),
   ]);
   dataDir = await mkdtemp(path.join(os.tmpdir(), 'kube-sim-gateways-'));
-  // The endpoints, as the API creates them, before any gateway runs.
-  const services = createServices(db.sql);
-  const { principal, projectId } = await seedPrincipal(db.sql, services, 'sim-gw');
+  services = createServices(db.sql);
+  ({ principal, projectId } = await seedPrincipal(db.sql, services, 'sim-gw'));
+}, 300_000);
+
+afterAll(async () => {
+  if (process.env.SIM_OUT) await writeFile(process.env.SIM_OUT, JSON.stringify(figures));
+  await Promise.all(gateways.map((g) => g.stop()));
+  await db?.close();
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
+});
+
+/** The endpoints, as the API creates them (eight at a time; no gateway is poked: each finds them at its next pass). */
+async function createEndpoints(): Promise<void> {
   let next = 0;
   const create = async () => {
     for (let i = next++; i < ENDPOINTS; i = next++) {
@@ -74,14 +90,24 @@ beforeAll(async () => {
     }
   };
   await Promise.all(Array.from({ length: 8 }, create));
-}, 300_000);
+}
 
-afterAll(async () => {
-  if (process.env.SIM_OUT) await writeFile(process.env.SIM_OUT, JSON.stringify(figures));
-  await Promise.all(gateways.map((g) => g.stop()));
-  await db?.close();
-  if (dataDir) await rm(dataDir, { recursive: true, force: true });
-});
+const gatewayEnv = () =>
+  testEnv(dataDir, hub.url, {
+    DATABASE_URL: db.dbUrl,
+    RUNTIME: 'kubernetes',
+    KUBECONFIG: kube.writeKubeconfig(NS),
+    ENGINE_IMAGE: 'sim:1',
+    KUBERNETES_NAMESPACE: NS,
+    KUBERNETES_ENGINE_PORT: String(engine.port),
+    // Production's pace of passes; a short lease, so that the renewals (a third of it apart) hand endpoints over soon.
+    CONTROLLER_INTERVAL_MS: '500',
+    LEASE_TTL_MS: String(LEASE_TTL_MS),
+  });
+
+const startGateways = async () => {
+  gateways.push(...(await Promise.all(Array.from({ length: GATEWAYS }, () => startGatewayProcess(gatewayEnv())))));
+};
 
 async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -96,12 +122,30 @@ async function until<T>(what: string, probe: () => Promise<T | undefined | false
   }
 }
 
+/** The gateways' live membership rows. */
+const members = async () =>
+  (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM controller_members WHERE expires_at > now()`)[0]!.n;
+
 /** Live leases by gateway (its process id, from the lease's owner: gw-<pid>-<uuid>). */
 async function leasesByGateway(): Promise<Map<number, number>> {
   const rows = await db.sql<{ owner: string; n: number }[]>`
     SELECT owner, count(*)::int AS n FROM endpoint_leases WHERE expires_at > now() GROUP BY owner`;
   return new Map(rows.map((r) => [Number(/^gw-(\d+)-/.exec(r.owner)?.[1]), r.n]));
 }
+
+/** Waits until the gateways hold every endpoint, none more than its share and a tenth (one at least); each one's count. */
+const sharing = (what: string) =>
+  until(
+    what,
+    async () => {
+      const by = await leasesByGateway();
+      const counts = gateways.map((g) => by.get(g.child.pid!) ?? 0);
+      const share = Math.ceil(ENDPOINTS / gateways.length);
+      const bound = share + Math.max(1, Math.floor(share / 10));
+      return counts.reduce((a, b) => a + b, 0) === ENDPOINTS && counts.every((n) => n <= bound) ? counts : undefined;
+    },
+    60_000,
+  );
 
 const converged = () => convergedReplicas(db.sql, wanted);
 
@@ -112,100 +156,91 @@ async function expectOnePodEach(ready: ReplicaRow[]): Promise<void> {
   for (const r of ready) expect(pods.get(r.id)?.length, r.id).toBe(1);
 }
 
-/** No gateway holds more than its share (the endpoints over the gateways, rounded up) and a tenth (one at least). */
-const shareBound = (members: number) => {
-  const share = Math.ceil(ENDPOINTS / members);
-  return share + Math.max(1, Math.floor(share / 10));
-};
+/** After a handing over: every endpoint still serves from the same pods, none created or deleted, no replica ended. */
+async function expectNothingRestarted(): Promise<void> {
+  expect(await converged()).toHaveLength(totalReplicas);
+  await expectOnePodEach(ready);
+  const requests = await kube.requests();
+  expect(requests['POST /api/v1/namespaces/{ns}/pods'] ?? 0).toBe(0);
+  expect(requests['DELETE /api/v1/namespaces/{ns}/pods/{name}'] ?? 0).toBe(0);
+  expect(await endedReplicas(db.sql)).toEqual([]);
+}
+
+/** CPU milliseconds so far of each gateway, the stand-in, the engine and this database's PostgreSQL backends. */
+async function cpuNow() {
+  const ms = (usage: NodeJS.CpuUsage) => (usage.user + usage.system) / 1000;
+  const backends = await db.sql<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`;
+  return {
+    gateways: gateways.map((g) => cpuTimeMs(g.child.pid!) ?? 0),
+    standIn: ms(await kube.cpuUsage()),
+    engine: ms(await engine.cpuUsage()),
+    postgres: backends.reduce((sum, { pid }) => sum + (cpuTimeMs(pid) ?? 0), 0),
+  };
+}
+type Cpu = Awaited<ReturnType<typeof cpuNow>>;
+const cpuSince = (before: Cpu, after: Cpu) => ({
+  gateways: after.gateways.map((ms, i) => Math.round(ms - (before.gateways[i] ?? 0))),
+  standIn: Math.round(after.standIn - before.standIn),
+  engine: Math.round(after.engine - before.engine),
+  postgres: Math.round(after.postgres - before.postgres),
+});
 
 let ready: ReplicaRow[] = [];
 
-test(`${GATEWAYS} gateway processes converge ${ENDPOINTS} endpoints (${totalReplicas} replicas) together, each holding its share`, async () => {
+test(`${GATEWAYS} gateway processes converge ${ENDPOINTS} endpoints (${totalReplicas} replicas) created while they run, each holding its share`, async () => {
+  await startGateways();
+  await until('every gateway a member', async () => (await members()) === GATEWAYS, 30_000);
   await kube.resetCounts();
+  const cpuBefore = await cpuNow();
   const started = performance.now();
-  const env = testEnv(dataDir, hub.url, {
-    DATABASE_URL: db.dbUrl,
-    RUNTIME: 'kubernetes',
-    KUBECONFIG: kube.writeKubeconfig(NS),
-    ENGINE_IMAGE: 'sim:1',
-    KUBERNETES_NAMESPACE: NS,
-    KUBERNETES_ENGINE_PORT: String(engine.port),
-    // Production's pace of passes; a short lease, so that the renewals (a third of it apart) hand endpoints over soon.
-    CONTROLLER_INTERVAL_MS: '500',
-    LEASE_TTL_MS: String(LEASE_TTL_MS),
-  });
-  gateways.push(...(await Promise.all(Array.from({ length: GATEWAYS }, () => startGatewayProcess(env)))));
-  const servingMs = performance.now() - started;
+  await createEndpoints();
+  const createdMs = performance.now() - started;
   ready = await until('every endpoint RUNNING with its replicas READY', converged, Math.max(120_000, ENDPOINTS * 400));
   const convergeMs = performance.now() - started;
-  const cpu = gateways.map((g) => Math.round(cpuTimeMs(g.child.pid!) ?? 0));
+  const cpu = cpuSince(cpuBefore, await cpuNow());
   expect(ready).toHaveLength(totalReplicas);
   expect(await endedReplicas(db.sql)).toEqual([]);
-  await expectOnePodEach(ready);
-  const converging = await kube.requests();
-  expect(converging['POST /api/v1/namespaces/{ns}/pods']).toBe(totalReplicas);
-
-  // Whoever started first took more than its share (the others were not members yet): it hands the excess over.
-  const bound = shareBound(GATEWAYS);
-  const shares = await until(
-    'each gateway to hold its share',
-    async () => {
-      const by = await leasesByGateway();
-      const counts = gateways.map((g) => by.get(g.child.pid!) ?? 0);
-      return counts.reduce((a, b) => a + b, 0) === ENDPOINTS && counts.every((n) => n <= bound) ? counts : undefined;
-    },
-    60_000,
-  );
-  const sharedMs = performance.now() - started;
-  // Handed over, adopted where they run: still one pod each, none created again, none deleted.
-  expect(await converged()).toHaveLength(totalReplicas);
   await expectOnePodEach(ready);
   const requests = await kube.requests();
   expect(requests['POST /api/v1/namespaces/{ns}/pods']).toBe(totalReplicas);
   expect(requests['DELETE /api/v1/namespaces/{ns}/pods/{name}'] ?? 0).toBe(0);
-  expect(await endedReplicas(db.sql)).toEqual([]);
-
-  Object.assign(figures, {
-    servingMs: Math.round(servingMs),
-    convergeMs: Math.round(convergeMs),
-    sharedMs: Math.round(sharedMs),
-    gatewayCpuMs: cpu,
-    leases: shares,
-    requests,
-  });
+  const leases = await sharing('each gateway to hold its share');
+  Object.assign(figures, { createdMs: Math.round(createdMs), convergeMs: Math.round(convergeMs), convergeCpuMs: cpu, leases, requests });
   console.log(`gateways simulation, convergence: ${JSON.stringify(figures)}`);
 }, 900_000);
 
 test.skipIf(GATEWAYS < 2)(
+  'gateways restarted together, the pods running: the first up hands the excess over, and no pod changes',
+  async () => {
+    await Promise.all(gateways.splice(0).map((g) => g.stop()));
+    await kube.resetCounts();
+    const started = performance.now();
+    await startGateways();
+    const leases = await sharing('each gateway to hold its share again');
+    const sharedMs = performance.now() - started;
+    // The passes over the endpoints handed over have run (a lease is taken by its pass): a few intervals more.
+    await sleep(1500);
+    await expectNothingRestarted();
+    Object.assign(figures, { restartSharedMs: Math.round(sharedMs), leasesAfterRestart: leases });
+    console.log(`gateways simulation, restarted: ${JSON.stringify({ sharedMs: figures.restartSharedMs, leases })}`);
+  },
+  300_000,
+);
+
+test.skipIf(GATEWAYS < 2)(
   'a gateway killed: the others adopt its endpoints once its leases expire, and no pod changes',
   async () => {
-    expect(ready).toHaveLength(totalReplicas);
     await kube.resetCounts();
     const victim = gateways.pop()!;
     victim.child.kill('SIGKILL');
     await new Promise((resolve) => victim.child.once('exit', resolve));
     const started = performance.now();
-    const bound = shareBound(gateways.length);
-    const shares = await until(
-      'the other gateways to hold every endpoint',
-      async () => {
-        const by = await leasesByGateway();
-        const counts = gateways.map((g) => by.get(g.child.pid!) ?? 0);
-        return counts.reduce((a, b) => a + b, 0) === ENDPOINTS && counts.every((n) => n <= bound) ? counts : undefined;
-      },
-      60_000,
-    );
+    const leases = await sharing('the other gateways to hold every endpoint');
     const adoptedMs = performance.now() - started;
-    // A pass over each adopted endpoint has run (a lease is taken by its pass): give them a few intervals.
     await sleep(1500);
-    expect(await converged()).toHaveLength(totalReplicas);
-    await expectOnePodEach(ready);
-    const requests = await kube.requests();
-    expect(requests['POST /api/v1/namespaces/{ns}/pods'] ?? 0).toBe(0);
-    expect(requests['DELETE /api/v1/namespaces/{ns}/pods/{name}'] ?? 0).toBe(0);
-    expect(await endedReplicas(db.sql)).toEqual([]);
-    Object.assign(figures, { adoptedMs: Math.round(adoptedMs), leasesAfterKill: shares });
-    console.log(`gateways simulation, a gateway killed: ${JSON.stringify({ adoptedMs: figures.adoptedMs, leases: shares })}`);
+    await expectNothingRestarted();
+    Object.assign(figures, { adoptedMs: Math.round(adoptedMs), leasesAfterKill: leases });
+    console.log(`gateways simulation, a gateway killed: ${JSON.stringify({ adoptedMs: figures.adoptedMs, leases })}`);
   },
   300_000,
 );

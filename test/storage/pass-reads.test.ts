@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
 import { findEndpoints } from '../../src/storage/endpoints-repository.js';
-import { endpointsToReconcile, readPassState } from '../../src/storage/pass-reads.js';
+import { endpointsToReconcile, settled, readPassState } from '../../src/storage/pass-reads.js';
 import { publishQueueDepths } from '../../src/storage/queue-depth-repository.js';
 import { insertReplica, liveReplicas, markReplica } from '../../src/storage/replicas-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
@@ -67,6 +67,8 @@ test("the stamp changes with every write to the endpoint's row and with its live
   seen.push(await stamp());
   // Each change shows (a replica that came and went between two reads leaves the stamp as it was: the state is).
   for (let i = 1; i < seen.length; i++) expect(seen[i]).not.toBe(seen[i - 1]);
+  // Settled (every live replica READY: a gateway may hand the endpoint over) with none, not with one starting.
+  expect(seen.map(settled)).toEqual([true, true, false, true, true]);
   expect((await listed()).stamp).toBe(seen.at(-1));
   await publishQueueDepths(db.sql, 'gw-stamp', new Map([[id, 4]]), 60_000);
   expect(await listed()).toMatchObject({ queued: 4, stamp: seen.at(-1) });
