@@ -1,12 +1,14 @@
 /**
  * The Kubernetes runtime at scale, against the stand-in API server in its simulated mode (its kubelet marks pods
- * ready without processes), the stand-in in a child process of its own, twice:
+ * ready without processes), the stand-in in a child process of its own, four times:
  *
  * - test/runtime/kubernetes-sim.test.ts: the runtime alone, 1,000 endpoints (5,500 replicas) started by calling it
  *   directly; the test asserts the counts (no API call per pass, one call per change);
  * - test/runtime/kubernetes-sim-controller.test.ts: the same endpoints created through the services and reconciled by
  *   the real controller on PostgreSQL, every pod's engine a small HTTP server in another process (warm-ups, health
- *   checks); the test asserts the counts (no call while idle, a few per change).
+ *   checks); the test asserts the counts (no call while idle, a few per change);
+ * - test/runtime/kubernetes-sim-gateways.test.ts, with one gateway process then two (src/main.ts, RUNTIME=kubernetes):
+ *   the same endpoints created while the gateways run and share them.
  *
  * This reports the figures: time to converge from nothing, the CPU time each process spent on it, API calls per
  * replica, per idle pass and per change. With --cpu-prof, the test processes and the stand-ins are profiled
@@ -73,10 +75,22 @@ interface ControllerFigures {
   callsPerChange: { scaleOut: number; scaleIn: number; podDeleted: number };
 }
 
-/** Runs one simulation file with SIM_ENDPOINTS; its figures, or undefined with the exit code when it failed. */
+/** test/runtime/kubernetes-sim-gateways.test.ts's figures. */
+interface GatewaysFigures {
+  endpoints: number;
+  replicas: number;
+  gateways: number;
+  createdMs: number;
+  convergeMs: number;
+  convergeCpuMs: { gateways: number[]; standIn: number; engine: number; postgres: number };
+  leases: number[];
+}
+
+/** Runs one simulation file with SIM_ENDPOINTS (and `env`); its figures, or undefined with the exit code when it failed. */
 async function simulate<T>(
   file: string,
   profile: string | undefined,
+  env: Record<string, string> = {},
 ): Promise<{ figures: T; code: number } | { figures: undefined; code: number }> {
   const out = path.join(await tempDir('kubernetes-sim'), 'figures.json');
   // Vitest's own --execArgv reaches the test's worker; the stand-in's child takes SIM_STAND_IN_EXEC_ARGV.
@@ -92,6 +106,7 @@ async function simulate<T>(
         SIM_STAND_IN_EXEC_ARGV: standInProf,
         // Production's rest interval (the controller's interval is production's too).
         SIM_REST_INTERVAL_MS: String(DEFAULTS.restIntervals * DEFAULTS.controllerIntervalMs),
+        ...env,
       },
       stdio: 'inherit',
     });
@@ -114,12 +129,18 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     'test/runtime/kubernetes-sim-controller.test.ts',
     context.cpuProf ? 'kubernetes-sim-controller' : undefined,
   );
+  // Gateway processes sharing the endpoints: one, then two (the endpoints created while they run).
+  const shared = [];
+  for (const n of [1, 2])
+    shared.push(await simulate<GatewaysFigures>('test/runtime/kubernetes-sim-gateways.test.ts', undefined, { SIM_GATEWAYS: String(n) }));
   const r = runtime.figures;
   const c = controlled.figures;
   const problems = [
     ...(r ? [] : [`the runtime's simulation failed (exit code ${runtime.code})`]),
     ...(c ? [] : [`the controller's simulation failed (exit code ${controlled.code})`]),
+    ...shared.flatMap((g, i) => (g.figures ? [] : [`the simulation of ${i + 1} gateway process(es) failed (exit code ${g.code})`])),
   ];
+  const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
   const coreShare = (cpuMs: number) => (c ? `${((cpuMs / c.idleWindowMs) * 100).toFixed(0)}%` : '–');
   return {
     method:
@@ -131,7 +152,8 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       'answered by one small engine server in a third process (warm-up, health checks); then an idle window in which every ' +
       'replica is health-checked 6 times; then one endpoint scaled out by one, back in, and one pod deleted behind the ' +
       "controller's back. API calls counted by the stand-in; CPU time of each process from process.cpuUsage(), PostgreSQL's " +
-      'from /proc (the database’s backends).',
+      'from /proc (the database’s backends). "N gateway processes": the same endpoints created while N gateways ' +
+      '(src/main.ts, RUNTIME=kubernetes) run and share them, each taking its share (src/controller/lease-share.ts).',
     valid: problems.length === 0,
     problems,
     table: {
@@ -186,6 +208,26 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
               ],
             ]
           : []),
+        ...shared.flatMap(({ figures: g }) =>
+          g
+            ? [
+                [
+                  `${g.gateways} gateway process${g.gateways > 1 ? 'es' : ''}`,
+                  g.endpoints,
+                  g.replicas,
+                  seconds(g.convergeMs),
+                  seconds(sum(g.convergeCpuMs.gateways)),
+                  seconds(g.convergeCpuMs.standIn),
+                  seconds(g.convergeCpuMs.engine),
+                  seconds(g.convergeCpuMs.postgres),
+                  '–',
+                  '–',
+                  '–',
+                  '–',
+                ],
+              ]
+            : [],
+        ),
       ],
     },
     targets: [],
@@ -211,10 +253,20 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
               'scheduling deadline): the test fails on any replica row that ends.',
           ]
         : []),
+      ...shared.flatMap(({ figures: g }) =>
+        g
+          ? [
+              `${g.gateways} gateway process(es) (test/runtime/kubernetes-sim-gateways.test.ts): the endpoints created through the ` +
+                `services while the gateways run (in ${seconds(g.createdMs)} s, counted in the convergence), then reconciled by ` +
+                `src/main.ts processes with RUNTIME=kubernetes; "test process CPU" is the gateways' together ` +
+                `(${g.convergeCpuMs.gateways.map(seconds).join(' + ')} s); leases held at the end: ${g.leases.join(' / ')}.`,
+            ]
+          : [],
+      ),
       'The test processes and the stand-in each use one core at most; on a machine shared with other work the convergence time ' +
         'follows the load, the CPU times much less. BENCHMARKS.md, "Kubernetes simulation (session 16)", has the profiles.',
     ],
-    data: { ...r, controller: c },
+    data: { ...r, controller: c, gateways: shared.map((g) => g.figures) },
   };
 }
 
