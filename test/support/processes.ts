@@ -21,7 +21,9 @@ async function stopAll(): Promise<void> {
 
 export function startGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    // TEST_GATEWAY_EXEC_ARGV: Node.js flags for every gateway a test starts (e.g. `--cpu-prof --cpu-prof-dir=DIR`).
+    const flags = (process.env.TEST_GATEWAY_EXEC_ARGV ?? '').split(' ').filter(Boolean);
+    const child = spawn(process.execPath, [...flags, '--import', 'tsx', 'src/main.ts'], {
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
