@@ -145,7 +145,8 @@ export class Controller {
     this.loop = new ReconcileLoop({
       sql,
       owner: this.owner,
-      pool: `${runtime.name}:${runtime.node}`,
+      // A runtime whose replicas no other gateway can adopt makes this process a pool of its own: it hands nothing over.
+      pool: runtime.adoptablePool ?? `${runtime.name}:${runtime.node}:${this.owner}`,
       intervalMs,
       leaseTtlMs: options.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
       reconcile: (id) => this.reconcile(id),
@@ -173,8 +174,9 @@ export class Controller {
 
   /**
    * Stops the loop and waits for passes in flight. Replicas keep running, and
-   * the leases are released, so another gateway (or this one, restarted)
-   * adopts the endpoints at once.
+   * the leases are released, with this process's membership, so another
+   * gateway (or this one, restarted) adopts the endpoints at its next
+   * interval's pass.
    */
   async stop(): Promise<void> {
     await this.loop.stop();

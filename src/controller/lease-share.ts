@@ -1,10 +1,11 @@
 /**
  * How the gateways share the endpoints: each live gateway (a member, see leases-repository.ts) takes no more than its
  * share, the endpoints to reconcile divided by the live members, rounded up. A gateway alone takes every endpoint. A
- * gateway that holds more than its share by more than a tenth (a gateway joined, or came back after a restart) hands
- * the excess back, endpoints at rest first, but only when every member places replicas where it does (the
- * Kubernetes runtime's cluster, the local runtime's machine): the member that takes one adopts its replicas where
- * they run. Gateways on different machines with the local runtime keep what they hold: an engine cannot move.
+ * gateway that holds more than its share by more than a tenth (another one joined: it held more while alone) hands
+ * the excess back (settled endpoints only: see reconcile-loop.ts), but only when every member can adopt its
+ * replicas where they run (the same pool: the Kubernetes runtime's cluster and namespace). With the local runtime each
+ * gateway is a pool of its own (an engine is a child of the gateway that started it): gateways share the new
+ * endpoints, and keep what they hold.
  */
 
 export interface ShareInputs {

@@ -22,7 +22,7 @@ import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
 import { endpointsToReconcile, settled } from '../storage/pass-reads.js';
 import { QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
-import { acquireLeases, heartbeat, releaseLeases, releaseSomeLeases } from '../storage/leases-repository.js';
+import { acquireLeases, countMembers, heartbeat, releaseLeases, releaseSomeLeases } from '../storage/leases-repository.js';
 import { Nudge } from '../util/nudge.js';
 import { leaseShare } from './lease-share.js';
 import { PassQueue } from './pass-queue.js';
@@ -145,18 +145,22 @@ export class ReconcileLoop {
     if (which !== 'poked') {
       // A third of the TTL apart, not every interval: each renewal rewrites every lease row this process holds (a
       // thousand endpoints' rows twice a second, else); a pass renews its own endpoint's lease as it takes it.
+      // The other gateways are counted each interval: one that stops or dies no longer bounds this one's share.
+      const pool = this.options.pool ?? 'default';
       const renewing = at - this.renewedAt >= leaseTtlMs / 3;
       if (renewing) {
-        const beat = await heartbeat(sql, owner, this.options.pool ?? 'default', leaseTtlMs);
+        const beat = await heartbeat(sql, owner, pool, leaseTtlMs);
         ({ held: this.held, others: this.others, elsewhere: this.elsewhere } = beat);
         this.renewedAt = at;
-      }
+      } else ({ others: this.others, elsewhere: this.elsewhere } = await countMembers(sql, owner, pool, leaseTtlMs));
       const listed = await endpointsToReconcile(sql, QUEUE_DEPTH_STALE_MS);
       this.endpoints = listed.length;
       ids = listed.map((e) => e.id);
       for (const e of listed) stamps.set(e.id, e.stamp);
-      // A lease kept on an endpoint no longer listed (deleted and cleaned up) is no share of the work.
-      for (const id of this.held) if (!stamps.has(id)) this.held.delete(id);
+      // A lease kept on an endpoint no longer listed (deleted and cleaned up) is no share of the work: it goes.
+      const unlisted = [...this.held].filter((id) => !stamps.has(id));
+      for (const id of unlisted) this.held.delete(id);
+      if (renewing) await releaseSomeLeases(sql, owner, unlisted);
       const idle = new Set(listed.filter((e) => e.queued === 0).map((e) => e.id));
       // Full ticks are an interval apart at least: the last one's passes are never "recent" for this one.
       const since = at - this.options.intervalMs;
@@ -168,7 +172,7 @@ export class ReconcileLoop {
       // What is no longer listed (deleted, cleaned up) is forgotten.
       for (const id of this.lastPassAt.keys()) if (!stamps.has(id)) this.lastPassAt.delete(id);
       for (const id of this.atRest.keys()) if (!stamps.has(id)) this.atRest.delete(id);
-      if (renewing) await this.handBack((id) => stamps.get(id));
+      if (renewing) await this.handBack(stamps, idle, poked);
     }
     const free: string[] = [];
     for (const id of ids) {
@@ -209,18 +213,20 @@ export class ReconcileLoop {
   }
 
   /**
-   * Hands back the leases this process holds past its share (lease-share.ts): endpoints at rest, unchanged since
-   * (`stamp`: the listing's), with no pass of theirs running and no replica starting or draining (`settled`): another
-   * member takes them on its next pass.
+   * Hands back the leases this process holds past its share (lease-share.ts), of settled endpoints only (by the
+   * listing's `stamps`: no replica starting or draining), with no request queued (`idle`), no pass running and none
+   * asked for (`poked`), those at rest first: another member takes them on its next pass.
    */
-  private async handBack(stamp: (id: string) => string | undefined): Promise<void> {
+  private async handBack(stamps: ReadonlyMap<string, string>, idle: ReadonlySet<string>, poked: ReadonlySet<string>): Promise<void> {
     const { release } = this.share();
     if (release === 0) return;
-    const ids: string[] = [];
-    for (const [id, rest] of this.atRest) {
-      if (ids.length === release) break;
-      if (this.held.has(id) && !this.running.has(id) && rest.stamp === stamp(id) && settled(rest.stamp)) ids.push(id);
-    }
+    const candidates = [...this.held].filter((id) => {
+      const stamp = stamps.get(id);
+      return stamp !== undefined && settled(stamp) && idle.has(id) && !this.running.has(id) && !poked.has(id) && !this.poked.has(id);
+    });
+    const resting = (id: string) => this.atRest.get(id)?.stamp === stamps.get(id);
+    candidates.sort((a, b) => Number(resting(b)) - Number(resting(a)));
+    const ids = candidates.slice(0, release);
     if (ids.length === 0) return;
     await releaseSomeLeases(this.options.sql, this.options.owner, ids);
     for (const id of ids) {

@@ -203,6 +203,13 @@ export interface Runtime {
   readonly name: string;
   /** The pool this runtime places replicas in (the local runtime: this machine's hostname). */
   readonly node: string;
+  /**
+   * Where another gateway can adopt this runtime's replicas, when one can: gateways of the same value can (the
+   * Kubernetes runtime: its cluster's API server and namespace), and hand endpoints over to each other (see
+   * src/controller/lease-share.ts). Absent: none can while this process runs (the local runtime: an engine is a child
+   * of the gateway that started it, which alone sees it exit).
+   */
+  readonly adoptablePool?: string;
   /** GPUs (or CPU-backed slots) of each kind this runtime offers in its pool now. */
   capacity(): Partial<Record<GpuType, number>>;
   /**

@@ -39,18 +39,28 @@ export async function acquireLeases(
   return new Set(rows.map((r) => r.endpoint_id));
 }
 
-/** What a heartbeat answers: the leases this owner holds (renewed), and the other live members. */
-export interface Heartbeat {
-  held: Set<string>;
-  /** Other live gateways sharing the endpoints. */
+/** The other live members, as a gateway counts them (see lease-share.ts). */
+export interface Members {
+  /** Other live gateways sharing the endpoints, each counted once it has run for a lease's TTL. */
   others: number;
-  /** Of them, those whose runtime places replicas in another pool than this owner's. */
+  /** Of them, those whose replicas cannot be adopted where this owner's can (another pool). */
   elsewhere: number;
 }
 
+/** What a heartbeat answers: the leases this owner holds (renewed), and the other members. */
+export interface Heartbeat extends Members {
+  held: Set<string>;
+}
+
+/** The counts of `Members` over `controller_members`, in SQL: the other owners live now and joined a TTL ago. */
+const counted = (db: Queryable, owner: string, pool: string, ttlMs: number) => db`
+  SELECT count(*)::int AS others, (count(*) FILTER (WHERE pool <> ${pool}))::int AS elsewhere
+  FROM controller_members
+  WHERE owner <> ${owner} AND expires_at > now() AND joined_at <= now() - ${ttlMs} * interval '1 millisecond'`;
+
 /**
  * One statement: renews this owner's membership (in `pool`) and every lease it holds, by `ttlMs`, forgets members
- * gone for an hour, and counts the other live members.
+ * gone for an hour, and counts the other members.
  */
 export async function heartbeat(db: Queryable, owner: string, pool: string, ttlMs: number): Promise<Heartbeat> {
   const [row] = await db<{ held: string[]; others: number; elsewhere: number }[]>`
@@ -61,13 +71,15 @@ export async function heartbeat(db: Queryable, owner: string, pool: string, ttlM
       DELETE FROM controller_members WHERE owner <> ${owner} AND expires_at < now() - interval '1 hour'
     ), renewed AS (
       UPDATE endpoint_leases SET expires_at = ${ttl(db, ttlMs)} WHERE owner = ${owner} RETURNING endpoint_id
-    )
-    SELECT
-      (SELECT coalesce(array_agg(endpoint_id), '{}') FROM renewed) AS held,
-      count(*)::int AS others,
-      (count(*) FILTER (WHERE pool <> ${pool}))::int AS elsewhere
-    FROM controller_members WHERE owner <> ${owner} AND expires_at > now()`;
+    ), members AS (${counted(db, owner, pool, ttlMs)})
+    SELECT (SELECT coalesce(array_agg(endpoint_id), '{}') FROM renewed) AS held, others, elsewhere FROM members`;
   return { held: new Set(row!.held), others: row!.others, elsewhere: row!.elsewhere };
+}
+
+/** The other members now (each interval's pass reads them: a gateway that stopped or died stops counting at once). */
+export async function countMembers(db: Queryable, owner: string, pool: string, ttlMs: number): Promise<Members> {
+  const [row] = await db<Members[]>`${counted(db, owner, pool, ttlMs)}`;
+  return row!;
 }
 
 /** Hands these endpoints' leases back (another member takes them on its next pass). */
@@ -76,8 +88,9 @@ export async function releaseSomeLeases(db: Queryable, owner: string, endpointId
   await db`DELETE FROM endpoint_leases WHERE owner = ${owner} AND endpoint_id = ANY(${endpointIds as string[]}::text[])`;
 }
 
-/** Hands back every lease of this owner, and its membership: a gateway that stops. */
+/** Hands back every lease of this owner, and its membership, at once: a gateway that stops. */
 export async function releaseLeases(db: Queryable, owner: string): Promise<void> {
-  await db`DELETE FROM endpoint_leases WHERE owner = ${owner}`;
-  await db`DELETE FROM controller_members WHERE owner = ${owner}`;
+  await db`
+    WITH member AS (DELETE FROM controller_members WHERE owner = ${owner})
+    DELETE FROM endpoint_leases WHERE owner = ${owner}`;
 }

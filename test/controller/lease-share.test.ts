@@ -9,7 +9,7 @@ import { leaseShare } from '../../src/controller/lease-share.js';
 import { ReconcileLoop } from '../../src/controller/reconcile-loop.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
-import { acquireLeases, heartbeat } from '../../src/storage/leases-repository.js';
+import { acquireLeases, countMembers, heartbeat, releaseLeases } from '../../src/storage/leases-repository.js';
 import { readPassState } from '../../src/storage/pass-reads.js';
 import { QUEUE_DEPTH_STALE_MS } from '../../src/storage/queue-depth-repository.js';
 import { onCleanup } from '../support/cleanup.js';
@@ -68,17 +68,28 @@ test('a capped take renews every lease the owner holds and takes at most the lim
   const b = await acquireLeases(db.sql, ids, 'cap-b', 60_000, null);
   expect(b.size).toBe(6);
   for (const id of b) expect(again.has(id)).toBe(false);
-  // Two owners prefer different endpoints (a hash of the id and the owner): the first picks of each differ.
-  const more = await createEndpoints(12, 'order');
-  const c = await acquireLeases(db.sql, more, 'cap-c', 60_000, 6);
-  const d = await acquireLeases(db.sql, more, 'cap-d', 60_000, 6);
-  expect(c.size + d.size).toBe(12);
-  expect([...c].filter((id) => d.has(id))).toEqual([]);
-  // The heartbeat renews the leases it holds, and counts the other live members.
+  // Two owners prefer different endpoints (a hash of the id and the owner): of the same 24 free endpoints, the 12
+  // each would take first are not the same ones (the same twelve would come once in 2.7 million).
+  const more = await createEndpoints(24, 'order');
+  const firstPicks = await acquireLeases(db.sql, more, 'cap-c', 60_000, 12);
+  await db.sql`DELETE FROM endpoint_leases WHERE owner = 'cap-c'`;
+  const d = await acquireLeases(db.sql, more, 'cap-d', 60_000, 12);
+  expect(firstPicks.size).toBe(12);
+  expect(d.size).toBe(12);
+  expect([...d].every((id) => firstPicks.has(id))).toBe(false);
+  const c = await acquireLeases(db.sql, more, 'cap-c', 60_000, null);
+  expect(c.size).toBe(12);
+  // The heartbeat renews the leases it holds, and counts the other members: each once it has run for a TTL.
   const beat = await heartbeat(db.sql, 'cap-c', 'pool-1', 60_000);
-  expect(beat.held).toEqual(c);
+  expect(beat).toEqual({ held: c, others: 0, elsewhere: 0 });
+  expect(await heartbeat(db.sql, 'cap-d', 'pool-2', 60_000)).toEqual({ held: d, others: 0, elsewhere: 0 });
+  await db.sql`UPDATE controller_members SET joined_at = now() - interval '61 seconds' WHERE owner LIKE 'cap-%'`;
   expect(await heartbeat(db.sql, 'cap-d', 'pool-2', 60_000)).toMatchObject({ held: d, others: 1, elsewhere: 1 });
-  expect(await heartbeat(db.sql, 'cap-c', 'pool-2', 60_000)).toMatchObject({ others: 1, elsewhere: 0 });
+  expect(await countMembers(db.sql, 'cap-c', 'pool-2', 60_000)).toEqual({ others: 1, elsewhere: 0 });
+  // A stopping gateway's leases and membership go together.
+  await releaseLeases(db.sql, 'cap-d');
+  expect(await countMembers(db.sql, 'cap-c', 'pool-2', 60_000)).toEqual({ others: 0, elsewhere: 0 });
+  expect(await db.sql`SELECT 1 FROM endpoint_leases WHERE owner = 'cap-d'`).toEqual([]);
   await db.sql`DELETE FROM endpoint_leases WHERE owner LIKE 'cap-%'`;
   await db.sql`DELETE FROM controller_members WHERE owner LIKE 'cap-%'`;
 });
@@ -156,7 +167,8 @@ test('gateways share the endpoints: one alone takes all, one that joins gets hal
   // C places replicas elsewhere (another machine's local runtime): nothing is handed to it, but it takes its share of
   // new endpoints (16 endpoints, 3 members: 6 each at most; A and B hold 6 already).
   const c = loop('gw-c', 'machine-2');
-  await sleep(1200);
+  // Counted by the others once it has run for a lease's TTL (1.5 s).
+  await sleep(2200);
   expect(await count('gw-c')).toBe(0);
   const fresh = await createEndpoints(4, 'new');
   ids.push(...fresh);

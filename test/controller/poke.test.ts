@@ -61,7 +61,16 @@ afterEach(async () => {
 
 /** A controller on a fresh project (its own endpoints), and the services; `pokeOnChange`: API changes poke it, as in the gateway. */
 async function setUp(pokeOnChange = false): Promise<Controller> {
-  const made = new Controller({ sql: db.sql, runtime, models, builtInEngine: true, intervalMs: 600_000, log: () => {} });
+  // A long lease: no renewal after the first tick's (a test below holds this controller's lease row, which it would wait on).
+  const made = new Controller({
+    sql: db.sql,
+    runtime,
+    models,
+    builtInEngine: true,
+    intervalMs: 600_000,
+    leaseTtlMs: 600_000,
+    log: () => {},
+  });
   services = createServices(db.sql, pokeOnChange ? { onEndpointChange: (id) => made.poke(id) } : {});
   const n = ++userCount;
   ({ principal, projectId } = await seedPrincipal(db.sql, services, `poke ${n}`));

@@ -70,6 +70,7 @@ export class KubernetesRuntime implements Runtime {
   readonly name = 'kubernetes';
   readonly node: string;
   readonly namespace: string;
+  readonly adoptablePool: string;
   private readonly api: CoreV1Api;
   private readonly closeApi: () => void;
   private readonly pods: Watched<V1Pod>;
@@ -91,6 +92,7 @@ export class KubernetesRuntime implements Runtime {
     const kc = options.kubeConfig ?? defaultKubeConfig();
     this.namespace = options.settings.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
     this.node = `kubernetes/${this.namespace}`;
+    this.adoptablePool = `kubernetes:${kc.getCurrentCluster()?.server ?? ''}/${this.namespace}`;
     // One keep-alive connection pool for every call (makeApiClient's clients open a connection per call).
     const pooled = pooledCoreApi(kc);
     this.api = pooled.api;
