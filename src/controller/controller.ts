@@ -150,6 +150,9 @@ export class Controller {
       intervalMs,
       leaseTtlMs: options.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
       reconcile: (id) => this.reconcile(id),
+      forget: (ids) => {
+        for (const id of ids) for (const part of [this.crashes, this.scaling, this.starter]) part.forget(id);
+      },
       ...(options.restIntervalMs !== undefined ? { restIntervalMs: options.restIntervalMs } : {}),
       log,
     });

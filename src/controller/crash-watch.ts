@@ -206,6 +206,14 @@ export class CrashWatch {
     return { health };
   }
 
+  /** This process no longer holds the endpoint (handed over, lost, deleted): what it kept for it goes. */
+  forget(endpointId: string): void {
+    this.answers.delete(endpointId);
+    this.lastHealth.delete(endpointId);
+    for (const map of [this.unanswered, this.unknownSince])
+      for (const [id, entry] of map) if (entry.endpointId === endpointId) map.delete(id);
+  }
+
   /**
    * Whether a replacement for an engine that died must wait out its back-off
    * (the next pass after it starts it). Only a serving endpoint's replacements

@@ -36,6 +36,11 @@ export interface ReconcileLoopOptions {
   pool?: string;
   intervalMs: number;
   leaseTtlMs: number;
+  /**
+   * Endpoints this process no longer holds (handed over, its lease lost to another, deleted and cleaned up), none with
+   * a pass running: what the controller keeps in memory for them goes.
+   */
+  forget?: (endpointIds: string[]) => void;
   /** One pass over one endpoint whose lease this process holds; the endpoint's stamp as read when it found it at rest. */
   reconcile: (endpointId: string) => Promise<string | undefined | void>;
   /** How often an endpoint at rest, unchanged and with no request queued, is passed over. @default 10 x intervalMs */
@@ -150,6 +155,8 @@ export class ReconcileLoop {
       const renewing = at - this.renewedAt >= leaseTtlMs / 3;
       if (renewing) {
         const beat = await heartbeat(sql, owner, pool, leaseTtlMs);
+        // Leases lost meanwhile (expired, taken by another gateway): forgotten once no pass of theirs runs.
+        this.forget([...this.held].filter((id) => !beat.held.has(id)));
         ({ held: this.held, others: this.others, elsewhere: this.elsewhere } = beat);
         this.renewedAt = at;
       } else ({ others: this.others, elsewhere: this.elsewhere } = await countMembers(sql, owner, pool, leaseTtlMs));
@@ -160,6 +167,7 @@ export class ReconcileLoop {
       // A lease kept on an endpoint no longer listed (deleted and cleaned up) is no share of the work: it goes.
       const unlisted = [...this.held].filter((id) => !stamps.has(id));
       for (const id of unlisted) this.held.delete(id);
+      this.forget(unlisted);
       if (renewing) await releaseSomeLeases(sql, owner, unlisted);
       const idle = new Set(listed.filter((e) => e.queued === 0).map((e) => e.id));
       // Full ticks are an interval apart at least: the last one's passes are never "recent" for this one.
@@ -208,6 +216,11 @@ export class ReconcileLoop {
     }
   }
 
+  private forget(ids: string[]): void {
+    const idle = ids.filter((id) => !this.running.has(id));
+    if (idle.length > 0) this.options.forget?.(idle);
+  }
+
   private share() {
     return leaseShare({ endpoints: this.endpoints, others: this.others, elsewhere: this.elsewhere, held: this.held.size });
   }
@@ -234,6 +247,7 @@ export class ReconcileLoop {
       this.atRest.delete(id);
       this.lastPassAt.delete(id);
     }
+    this.forget(ids);
     this.options.log(
       `handed ${ids.length} endpoint(s) over to the ${this.others} other gateway(s) (this one's share: ${this.share().share})`,
     );

@@ -1,24 +1,20 @@
 /**
- * Starting replicas, driven by the passes: no pass waits for a download or
- * an engine's load. A start goes through three steps:
+ * Starting replicas, driven by the passes: no pass waits for a download or an engine's load. A start goes through
+ * three steps:
  *
- * 1. `begin` (in a pass): the runtime admits the replica (the local runtime
- *    counts this machine's slots; on Kubernetes the scheduler decides later)
- *    and its row is written, STARTING; without room, the first replica of an
+ * 1. `begin` (in a pass): the runtime admits the replica (the local runtime counts this machine's slots; on
+ *    Kubernetes the scheduler decides later) and its row is written, STARTING; without room, the first replica of an
  *    endpoint shows why it waits.
- * 2. Placing (in the background, in this process): the runtime places the
- *    replica (`ensure`) with its model step (`ModelSteps`), which it runs as
- *    it provisions models: resolved before a pod is created, or downloaded
- *    and checked before the local engine is spawned (in the runtime's own
- *    background: the row records the engine's locator once it is known).
- * 3. `advance` (in each pass): what the runtime observes of each placed,
- *    starting replica. Its step is the endpoint's phase while no replica
- *    serves; ready, it warms up (one short generation, in the background) and
- *    is marked READY; dead, its start failed.
+ * 2. Placing (in the background, in this process): the runtime places the replica (`ensure`) with its model step
+ *    (`ModelSteps`), which it runs as it provisions models: resolved before a pod is created, or downloaded and
+ *    checked before the local engine is spawned (in the runtime's own background: the row records the engine's
+ *    locator once it is known).
+ * 3. `advance` (in each pass): what the runtime observes of each placed, starting replica. Its step is the endpoint's
+ *    phase while no replica serves; ready, it warms up (one short generation, in the background) and is marked READY;
+ *    dead, its start failed.
  *
- * A step that ends pokes the endpoint, so that its next pass comes at once.
- * Failures are handed to the next pass (`advance` answers them), which tells
- * the endpoint in the way its state calls for (a failed start, a failed
+ * A step that ends pokes the endpoint, so that its next pass comes at once. Failures are handed to the next pass
+ * (`advance` answers them), which tells the endpoint in the way its state calls for (a failed start, a failed
  * rollout, a scale-out that did not happen).
  */
 import pLimit from 'p-limit';
@@ -110,6 +106,12 @@ export class ReplicaStarter {
   /** Whether this process drives the replica's start (any other STARTING replica was abandoned by a gateway that stopped). */
   isStarting(replicaId: string): boolean {
     return this.jobs.has(replicaId) || this.followed.has(replicaId);
+  }
+
+  /** This process no longer holds the endpoint: the starts it followed and the failures it kept for it go (not its jobs). */
+  forget(endpointId: string): void {
+    this.failures.delete(endpointId);
+    for (const map of [this.followed, this.warmed]) for (const [id, of] of map) if (of === endpointId && !this.jobs.has(id)) map.delete(id);
   }
 
   /** Ends this process's steps (the gateway stops): replicas are left as they are, for the next gateway to follow. */

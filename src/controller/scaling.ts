@@ -59,6 +59,12 @@ export class Scaling {
     },
   ) {}
 
+  /** This process no longer holds the endpoint: its timers go (a process that takes it again counts it busy, as new). */
+  forget(endpointId: string): void {
+    this.lastScaleUp.delete(endpointId);
+    this.lastBusy.delete(endpointId);
+  }
+
   /**
    * The version a scale-out starts: the current one, unless its rollout failed (the endpoint serves on with the
    * version before it): then the newest version that serves, rather than a version known to fail, on every pass.

@@ -121,6 +121,8 @@ test('gateways share the endpoints: one alone takes all, one that joins gets hal
   const overlaps: string[] = [];
   const passesBy = new Map<string, Set<string>>();
   const logged: string[] = [];
+  /** The endpoints each loop told its controller to forget (it no longer holds them). */
+  const forgotten = new Map<string, string[]>();
   const loop = (owner: string, pool: string) => {
     const l = new ReconcileLoop({
       sql: db.sql,
@@ -142,6 +144,7 @@ test('gateways share the endpoints: one alone takes all, one that joins gets hal
         }
       },
       log: (message) => logged.push(`${owner}: ${message}`),
+      forget: (ids) => forgotten.set(owner, [...(forgotten.get(owner) ?? []), ...ids]),
     });
     l.start();
     onCleanup(() => l.stop());
@@ -158,6 +161,9 @@ test('gateways share the endpoints: one alone takes all, one that joins gets hal
   await until('6 each', async () => (await count('gw-a')) === 6 && (await count('gw-b')) === 6);
   const ofB = (await holders(ids)).get('gw-b')!;
   for (const id of ofB) expect(passesBy.get('gw-b')?.has(id)).toBe(true);
+  // A forgot what it handed over (its controller's memory of them goes), and nothing it still holds.
+  for (const id of ofB) expect(forgotten.get('gw-a')).toContain(id);
+  for (const id of (await holders(ids)).get('gw-a')!) expect(forgotten.get('gw-a') ?? []).not.toContain(id);
   expect(logged.some((line) => /^gw-a: handed 6 endpoint\(s\) over to the 1 other gateway\(s\)/.test(line))).toBe(true);
   // It stays so: no endpoint goes back and forth.
   await sleep(1200);
