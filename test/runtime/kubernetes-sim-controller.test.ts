@@ -36,12 +36,12 @@ import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
 import { connectDatabase, type Sql } from '../../src/storage/database.js';
-import { TINY_REPO } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
-import { createBody, seedPrincipal } from '../support/gateway.js';
-import { startKubeStandInProcess, type KubeStandInProcess } from '../support/kube/index.js';
-import { startSimEngine, type SimEngine } from '../support/kube/sim-engine.js';
+import type { FakeHub } from '../support/fake-hub.js';
+import { seedPrincipal } from '../support/gateway.js';
+import type { KubeStandInProcess } from '../support/kube/index.js';
+import type { SimEngine } from '../support/kube/sim-engine.js';
+import { createSimEndpoints, replicasOf, startSimCluster } from '../support/kube/sim-fleet.js';
 import {
   allReplicas,
   apiCalls as calls,
@@ -51,7 +51,6 @@ import {
   livePods,
   type ReplicaRow,
 } from '../support/kube/sim-observe.js';
-import { buildTinyGguf } from '../support/tiny-gguf.js';
 
 const ENDPOINTS = Number(process.env.SIM_ENDPOINTS ?? 100);
 /** The controller's interval (a full pass over every endpoint): production's default. */
@@ -66,11 +65,7 @@ const REST_INTERVAL_MS = Number(process.env.SIM_REST_INTERVAL_MS ?? 2 * INTERVAL
 const IDLE_CHECKS = 6;
 const CONVERGE_TIMEOUT_MS = Number(process.env.SIM_CONVERGE_TIMEOUT_MS ?? Math.max(60_000, ENDPOINTS * 400));
 const NS = 'default';
-const H100 = 'NVIDIA-H100-80GB-HBM3';
-
-/** Endpoint i wants 1 + (i mod 10) replicas. */
-const wantedOf = (i: number) => 1 + (i % 10);
-const totalReplicas = Array.from({ length: ENDPOINTS }, (_, i) => wantedOf(i)).reduce((a, b) => a + b, 0);
+const totalReplicas = replicasOf(ENDPOINTS);
 
 let kube: KubeStandInProcess;
 let engine: SimEngine;
@@ -144,15 +139,7 @@ const cpuSince = (before: Record<string, number>, after: Record<string, number>)
   Object.fromEntries(Object.entries(after).map(([key, value]) => [key, Math.round(value - (before[key] ?? 0))]));
 
 beforeAll(async () => {
-  const nodes = Math.ceil(totalReplicas / 8) + 2;
-  [kube, engine, hub] = await Promise.all([
-    startKubeStandInProcess({
-      processes: false,
-      nodes: Array.from({ length: nodes }, (_, i) => ({ name: `gpu-${i}`, gpus: 8, labels: { 'nvidia.com/gpu.product': H100 } })),
-    }),
-    startSimEngine(),
-    startFakeHub({ repos: [{ id: TINY_REPO, files: { 'tiny-llama-Q8_0.gguf': buildTinyGguf() } }] }),
-  ]);
+  ({ kube, engine, hub } = await startSimCluster(totalReplicas));
   db = await createTestDatabase({
     onQuery: (query) => {
       statements++;
@@ -180,21 +167,7 @@ beforeAll(async () => {
   services = createServices(db.sql, { onEndpointChange: (id) => controller?.poke(id) });
   const seeded = await seedPrincipal(db.sql, services, 'sim');
   principal = seeded.principal;
-  let next = 0;
-  const create = async () => {
-    for (let i = next++; i < ENDPOINTS; i = next++) {
-      const n = wantedOf(i);
-      const body = createBody(seeded.projectId, {
-        name: `sim-${i}`,
-        hfModelRepo: TINY_REPO,
-        autoscalingPolicy: { minReplica: n, maxReplica: n },
-      });
-      const created = await services.endpoints.create(principal, body);
-      if (created.type === 'error') throw new Error(created.error.message);
-      wanted.set(created.value.id, n);
-    }
-  };
-  await Promise.all(Array.from({ length: 8 }, create));
+  await createSimEndpoints(services, principal, seeded.projectId, ENDPOINTS, wanted);
 }, 300_000);
 
 afterAll(async () => {

@@ -22,25 +22,21 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { cpuTimeMs } from '../../bench/lib/proc.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
-import { testEnv, TINY_REPO } from '../support/app.js';
+import { testEnv } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
-import { createBody, seedPrincipal } from '../support/gateway.js';
-import { startKubeStandInProcess, type KubeStandInProcess } from '../support/kube/index.js';
-import { startSimEngine, type SimEngine } from '../support/kube/sim-engine.js';
+import type { FakeHub } from '../support/fake-hub.js';
+import { seedPrincipal } from '../support/gateway.js';
+import type { KubeStandInProcess } from '../support/kube/index.js';
+import type { SimEngine } from '../support/kube/sim-engine.js';
+import { createSimEndpoints, replicasOf, startSimCluster, type SimCluster } from '../support/kube/sim-fleet.js';
 import { convergedReplicas, endedReplicas, livePods, type ReplicaRow } from '../support/kube/sim-observe.js';
 import { startGatewayProcess, type GatewayProcess } from '../support/processes.js';
-import { buildTinyGguf } from '../support/tiny-gguf.js';
 
 const ENDPOINTS = Number(process.env.SIM_ENDPOINTS ?? 40);
 const GATEWAYS = Number(process.env.SIM_GATEWAYS ?? 2);
 const LEASE_TTL_MS = 3000;
 const NS = 'default';
-const H100 = 'NVIDIA-H100-80GB-HBM3';
-
-/** Endpoint i wants 1 + (i mod 10) replicas. */
-const wantedOf = (i: number) => 1 + (i % 10);
-const totalReplicas = Array.from({ length: ENDPOINTS }, (_, i) => wantedOf(i)).reduce((a, b) => a + b, 0);
+const totalReplicas = replicasOf(ENDPOINTS);
 
 let kube: KubeStandInProcess;
 let engine: SimEngine;
@@ -55,16 +51,9 @@ const gateways: GatewayProcess[] = [];
 const figures: Record<string, unknown> = { endpoints: ENDPOINTS, replicas: totalReplicas, gateways: GATEWAYS };
 
 beforeAll(async () => {
-  const nodes = Math.ceil(totalReplicas / 8) + 2;
-  [kube, engine, hub, db] = await Promise.all([
-    startKubeStandInProcess({
-      processes: false,
-      nodes: Array.from({ length: nodes }, (_, i) => ({ name: `gpu-${i}`, gpus: 8, labels: { 'nvidia.com/gpu.product': H100 } })),
-    }),
-    startSimEngine(),
-    startFakeHub({ repos: [{ id: TINY_REPO, files: { 'tiny-llama-Q8_0.gguf': buildTinyGguf() } }] }),
-    createTestDatabase(),
-  ]);
+  let cluster: SimCluster;
+  [cluster, db] = await Promise.all([startSimCluster(totalReplicas), createTestDatabase()]);
+  ({ kube, engine, hub } = cluster);
   dataDir = await mkdtemp(path.join(os.tmpdir(), 'kube-sim-gateways-'));
   services = createServices(db.sql);
   ({ principal, projectId } = await seedPrincipal(db.sql, services, 'sim-gw'));
@@ -77,20 +66,8 @@ afterAll(async () => {
   if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
-/** The endpoints, as the API creates them (eight at a time; no gateway is poked: each finds them at its next pass). */
-async function createEndpoints(): Promise<void> {
-  let next = 0;
-  const create = async () => {
-    for (let i = next++; i < ENDPOINTS; i = next++) {
-      const n = wantedOf(i);
-      const body = createBody(projectId, { name: `sim-${i}`, hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: n, maxReplica: n } });
-      const created = await services.endpoints.create(principal, body);
-      if (created.type === 'error') throw new Error(created.error.message);
-      wanted.set(created.value.id, n);
-    }
-  };
-  await Promise.all(Array.from({ length: 8 }, create));
-}
+/** The endpoints, as the API creates them (no gateway is poked: each finds them at its next pass). */
+const createEndpoints = () => createSimEndpoints(services, principal, projectId, ENDPOINTS, wanted);
 
 const gatewayEnv = () =>
   testEnv(dataDir, hub.url, {
