@@ -18,6 +18,13 @@ export const DEFAULTS = {
   stopGraceMs: 10_000,
   /** A draining engine that has answered no health check for this long is stopped (hung, it serves nothing). */
   drainSilenceMs: 10_000,
+  /**
+   * How long the built-in engine keeps an idle connection (its Keep-Alive hint): longer than an endpoint at rest
+   * waits between health checks (CONTROLLER_REST_INTERVAL_MS), so that the gateway's checks and requests reuse it.
+   */
+  engineKeepAliveMs: 65_000,
+  /** The longest an engine's Keep-Alive hint is followed by the gateway (an engine that gives none: 4 s). */
+  engineClientKeepAliveMaxMs: 60_000,
   /** WAKE_TIMEOUT_MS: how long a request may wait for a sleeping or starting endpoint to serve. */
   wakeTimeoutMs: 120_000,
   /** QUEUE_TIMEOUT_MS: how long a request may wait for a free slot. */

@@ -11,6 +11,7 @@
  */
 import type { Readable } from 'node:stream';
 import { Agent } from 'undici';
+import { DEFAULTS } from '../defaults.js';
 
 /** Where an engine listens, and the token it wants (null: none). */
 export interface EngineTarget {
@@ -53,8 +54,13 @@ export class EngineUnreachableError extends Error {}
 export interface EngineClientOptions {
   /** How long opening a connection may take. @default 10000 */
   connectTimeoutMs?: number;
-  /** How long an idle connection is kept (below the engine's own keep-alive timeout, 5 s in Node). @default 4000 */
+  /**
+   * How long an idle connection is kept when the engine gives no Keep-Alive hint. @default 4000 (Node.js servers,
+   * vLLM's uvicorn and llama.cpp's server keep one 5 s)
+   */
   keepAliveMs?: number;
+  /** The longest an engine's Keep-Alive hint is followed (less undici's 2 s margin). @default DEFAULTS.engineClientKeepAliveMaxMs */
+  keepAliveMaxMs?: number;
   /** The default deadline of a health check. @default 2000 */
   healthTimeoutMs?: number;
   /** The deadline of the warm-up generation. @default 120000 */
@@ -79,7 +85,9 @@ export class EngineClient {
       connections: null,
       pipelining: 1,
       keepAliveTimeout: options.keepAliveMs ?? 4000,
-      keepAliveMaxTimeout: options.keepAliveMs ?? 4000,
+      // An engine that says how long it keeps a connection (`Keep-Alive: timeout=N`; ours: 65 s) is taken at its word,
+      // less 2 s, up to this: an endpoint at rest is checked every 5 s, on the same connection.
+      keepAliveMaxTimeout: options.keepAliveMaxMs ?? DEFAULTS.engineClientKeepAliveMaxMs,
       connect: { timeout: options.connectTimeoutMs ?? 10_000, noDelay: true },
       // A generation's head comes after its prefill, and its tokens may pause as long as the engine is busy:
       // the callers' signals bound them, not a transport timer.

@@ -14,6 +14,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { basename } from 'node:path';
 import type { Llama } from 'node-llama-cpp';
+import { DEFAULTS } from '../defaults.js';
 import { LIMITS } from '../domain/endpoint-spec.js';
 import { EngineStartError } from './errors.js';
 import { disposeEngine, invalidArgument, loadEngine, placementWarnings, type EnginePlacement, type EngineWarning } from './load.js';
@@ -156,6 +157,9 @@ export async function startEngineServer(options: EngineServerOptions): Promise<E
   });
   const { inflight } = routes;
   const server: Server = createServer(routes.handle);
+  // Idle connections are kept (and the gateway told so): its health checks and requests reuse them.
+  server.keepAliveTimeout = DEFAULTS.engineKeepAliveMs;
+  server.headersTimeout = DEFAULTS.engineKeepAliveMs + 1000;
   const idleExitMs = options.idleExitMs;
   const idleWatch =
     idleExitMs === undefined

@@ -121,3 +121,39 @@ describe('post', () => {
     await expect(client.warmUp({ address, token: null })).rejects.toBeInstanceOf(EngineStatusError);
   });
 });
+
+describe('keep-alive', () => {
+  /** A server that keeps idle connections `keepAliveMs` (and says so); `connections()`: how many it accepted. */
+  async function keepingServer(keepAliveMs: number) {
+    let accepted = 0;
+    const s = http.createServer((_req, res) => void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}'));
+    s.keepAliveTimeout = keepAliveMs;
+    s.on('connection', () => accepted++);
+    await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+    return {
+      address: `http://127.0.0.1:${(s.address() as AddressInfo).port}`,
+      connections: () => accepted,
+      close: async () => {
+        s.closeAllConnections();
+        await new Promise((resolve) => s.close(resolve));
+      },
+    };
+  }
+
+  test("an engine's Keep-Alive hint is followed: checks 4.5 s apart share one connection to an engine that keeps it 65 s, not to one that keeps it 5 s", async () => {
+    const long = await keepingServer(65_000);
+    const short = await keepingServer(5_000);
+    const own = new EngineClient();
+    try {
+      for (const s of [long, short]) expect(await own.health({ address: s.address })).toEqual({ status: 'ok' });
+      await new Promise((resolve) => setTimeout(resolve, 4500));
+      for (const s of [long, short]) expect(await own.health({ address: s.address })).toEqual({ status: 'ok' });
+      // Kept up to the hint less undici's 2 s margin: 63 s (60 s at most) for the one, 3 s for the other.
+      expect(long.connections()).toBe(1);
+      expect(short.connections()).toBe(2);
+    } finally {
+      await own.close();
+      await Promise.all([long.close(), short.close()]);
+    }
+  });
+});

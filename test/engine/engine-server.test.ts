@@ -153,6 +153,8 @@ async function waitFor(predicate: () => Promise<boolean>, timeoutMs: number): Pr
 test('GET /health and GET /v1/models', async () => {
   const res = await fetch(`${server.url}/health`);
   expect(res.status).toBe(200);
+  // Idle connections are kept 65 s, and the gateway told so: its checks of an endpoint at rest (every 5 s) reuse one.
+  expect(res.headers.get('keep-alive')).toBe('timeout=65');
   const body = (await res.json()) as Json;
   expect(body).toMatchObject({
     status: 'ok',

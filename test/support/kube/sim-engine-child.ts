@@ -5,6 +5,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { DEFAULTS } from '../../../src/defaults.js';
 import type { SimEngineAnswer, SimEngineCounts, SimEngineRequest } from './sim-engine.js';
 
 const counts: SimEngineCounts = { health: {}, warmUps: {}, unauthenticated: 0, other: 0 };
@@ -51,6 +52,9 @@ const server = createServer((req, res) => {
   json(res, 404, { error: { message: `no route ${req.method} ${req.url}`, type: 'not_found' } });
 });
 
+// As the built-in engine keeps its idle connections (src/engine/server.ts).
+server.keepAliveTimeout = DEFAULTS.engineKeepAliveMs;
+server.headersTimeout = DEFAULTS.engineKeepAliveMs + 1000;
 server.listen(0, '0.0.0.0', () => process.send!({ ready: (server.address() as AddressInfo).port } satisfies SimEngineAnswer));
 process.on('message', (message: SimEngineRequest) => {
   process.send!({ id: message.id, result: message.method === 'counts' ? counts : process.cpuUsage() } satisfies SimEngineAnswer);
