@@ -115,6 +115,7 @@ export class Controller {
       engines: options.engines ?? sharedEngineClient(),
       ...(options.hostMemoryPerSlotBytes !== undefined ? { hostMemoryPerSlotBytes: options.hostMemoryPerSlotBytes } : {}),
       poke: (endpointId) => this.loop.poke(endpointId),
+      holds: (endpointId) => this.loop.holds(endpointId),
       log,
     });
     const policy = { ...DEFAULT_CRASH_POLICY, ...options.crashLoop };
@@ -150,6 +151,7 @@ export class Controller {
       intervalMs,
       leaseTtlMs: options.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
       reconcile: (id) => this.reconcile(id),
+      busy: (id) => this.starter.busy(id),
       forget: (ids) => {
         for (const id of ids) for (const part of [this.crashes, this.scaling, this.starter]) part.forget(id);
       },

@@ -41,6 +41,8 @@ export interface ReconcileLoopOptions {
    * a pass running: what the controller keeps in memory for them goes.
    */
   forget?: (endpointIds: string[]) => void;
+  /** Whether a step of the endpoint's starts runs in this process (a warm-up): it is not handed over meanwhile. */
+  busy?: (endpointId: string) => boolean;
   /** One pass over one endpoint whose lease this process holds; the endpoint's stamp as read when it found it at rest. */
   reconcile: (endpointId: string) => Promise<string | undefined | void>;
   /** How often an endpoint at rest, unchanged and with no request queued, is passed over. @default 10 x intervalMs */
@@ -100,6 +102,11 @@ export class ReconcileLoop {
     this.nudge.poke();
   }
 
+  /** Whether this process holds the endpoint's lease (as of its last renewal, and the leases taken since). */
+  holds(endpointId: string): boolean {
+    return this.held.has(endpointId);
+  }
+
   /** Stops the loop, waits for passes in flight, and releases the leases. */
   async stop(): Promise<void> {
     this.stopped = true;
@@ -155,7 +162,7 @@ export class ReconcileLoop {
       const renewing = at - this.renewedAt >= leaseTtlMs / 3;
       if (renewing) {
         const beat = await heartbeat(sql, owner, pool, leaseTtlMs);
-        // Leases lost meanwhile (expired, taken by another gateway): forgotten once no pass of theirs runs.
+        // Leases lost meanwhile (expired, taken by another gateway) are forgotten (those with a pass running, after it).
         this.forget([...this.held].filter((id) => !beat.held.has(id)));
         ({ held: this.held, others: this.others, elsewhere: this.elsewhere } = beat);
         this.renewedAt = at;
@@ -210,6 +217,8 @@ export class ReconcileLoop {
         )
         .finally(() => {
           this.running.delete(id);
+          // No longer held (lost, handed over, cleaned up while the pass ran): forgotten now that it ended.
+          if (!this.held.has(id)) this.options.forget?.([id]);
           if (this.poked.has(id)) this.nudge.poke();
         });
       this.running.set(id, pass);
@@ -227,15 +236,17 @@ export class ReconcileLoop {
 
   /**
    * Hands back the leases this process holds past its share (lease-share.ts), of settled endpoints only (by the
-   * listing's `stamps`: no replica starting or draining), with no request queued (`idle`), no pass running and none
-   * asked for (`poked`), those at rest first: another member takes them on its next pass.
+   * listing's `stamps`: no replica starting or draining), with no request queued (`idle`), no pass running or asked
+   * for (`poked`) and no start step running (`busy`: a warm-up's last writes), those at rest first: another member
+   * takes them on its next pass.
    */
   private async handBack(stamps: ReadonlyMap<string, string>, idle: ReadonlySet<string>, poked: ReadonlySet<string>): Promise<void> {
     const { release } = this.share();
     if (release === 0) return;
     const candidates = [...this.held].filter((id) => {
       const stamp = stamps.get(id);
-      return stamp !== undefined && settled(stamp) && idle.has(id) && !this.running.has(id) && !poked.has(id) && !this.poked.has(id);
+      const quiet = !this.running.has(id) && !poked.has(id) && !this.poked.has(id) && !this.options.busy?.(id);
+      return stamp !== undefined && settled(stamp) && idle.has(id) && quiet;
     });
     const resting = (id: string) => this.atRest.get(id)?.stamp === stamps.get(id);
     candidates.sort((a, b) => Number(resting(b)) - Number(resting(a)));

@@ -1,21 +1,17 @@
 /**
- * Starting replicas, driven by the passes: no pass waits for a download or an engine's load. A start goes through
- * three steps:
+ * Starting replicas, driven by the passes: no pass waits for a download or an engine's load. A start goes through three steps:
  *
- * 1. `begin` (in a pass): the runtime admits the replica (the local runtime counts this machine's slots; on
- *    Kubernetes the scheduler decides later) and its row is written, STARTING; without room, the first replica of an
- *    endpoint shows why it waits.
- * 2. Placing (in the background, in this process): the runtime places the replica (`ensure`) with its model step
- *    (`ModelSteps`), which it runs as it provisions models: resolved before a pod is created, or downloaded and
- *    checked before the local engine is spawned (in the runtime's own background: the row records the engine's
- *    locator once it is known).
- * 3. `advance` (in each pass): what the runtime observes of each placed, starting replica. Its step is the endpoint's
- *    phase while no replica serves; ready, it warms up (one short generation, in the background) and is marked READY;
- *    dead, its start failed.
+ * 1. `begin` (in a pass): the runtime admits the replica (the local runtime counts this machine's slots; on Kubernetes the
+ *    scheduler decides later) and its row is written, STARTING; without room, the first replica of an endpoint shows why it waits.
+ * 2. Placing (in the background, in this process): the runtime places the replica (`ensure`) with its model step (`ModelSteps`),
+ *    which it runs as it provisions models: resolved before a pod is created, or downloaded and checked before the local engine
+ *    is spawned (in the runtime's own background: the row records the engine's locator once it is known).
+ * 3. `advance` (in each pass): what the runtime observes of each placed, starting replica. Its step is the endpoint's phase while
+ *    no replica serves; ready, it warms up (one short generation, in the background) and is marked READY; dead, its start failed.
  *
- * A step that ends pokes the endpoint, so that its next pass comes at once. Failures are handed to the next pass
- * (`advance` answers them), which tells the endpoint in the way its state calls for (a failed start, a failed
- * rollout, a scale-out that did not happen).
+ * A step that ends pokes the endpoint, so that its next pass comes at once. Failures are handed to the next pass (`advance`
+ * answers them), which tells the endpoint in the way its state calls for (a failed start, a failed rollout, a scale-out that did
+ * not happen).
  */
 import pLimit from 'p-limit';
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
@@ -53,6 +49,8 @@ export interface ReplicaStarterOptions {
   hostMemoryPerSlotBytes?: number;
   /** Asks for the endpoint's next pass now (a step ended). */
   poke: (endpointId: string) => void;
+  /** Whether this process holds the endpoint (a step that ends for one it no longer holds leaves nothing kept). */
+  holds?: (endpointId: string) => boolean;
   log: (message: string, error?: unknown) => void;
 }
 
@@ -80,6 +78,7 @@ export interface StartsSeen {
 
 /** A step of a start running in this process: the placement, or the warm-up. */
 interface Job {
+  endpointId: string;
   abort: AbortController;
   done: Promise<void>;
 }
@@ -113,6 +112,9 @@ export class ReplicaStarter {
     this.failures.delete(endpointId);
     for (const map of [this.followed, this.warmed]) for (const [id, of] of map) if (of === endpointId && !this.jobs.has(id)) map.delete(id);
   }
+
+  /** Whether a step of one of the endpoint's starts (a placement, a warm-up) runs in this process. */
+  busy = (endpointId: string) => [...this.jobs.values()].some((job) => job.endpointId === endpointId);
 
   /** Ends this process's steps (the gateway stops): replicas are left as they are, for the next gateway to follow. */
   async stop(): Promise<void> {
@@ -156,12 +158,13 @@ export class ReplicaStarter {
   /** Runs a step in the background; when it ends, the endpoint's next pass comes at once. */
   private run(replicaId: string, endpointId: string, work: (signal: AbortSignal) => Promise<void>) {
     const abort = new AbortController();
-    const job = { abort } as Job;
+    const job = { abort, endpointId } as Job;
     this.jobs.set(replicaId, job);
     job.done = this.limit(() => work(abort.signal))
       .catch((error: unknown) => this.options.log(`a start step of ${replicaId} failed`, error))
       .finally(() => {
         this.jobs.delete(replicaId);
+        if (this.options.holds?.(endpointId) === false) this.forget(endpointId);
         this.options.poke(endpointId);
       });
   }
@@ -200,9 +203,7 @@ export class ReplicaStarter {
       this.followed.set(replicaId, endpoint.id);
       // Its step as the runtime sees it now; a step shown late (the endpoint changed) leaves the replica to the passes.
       const seen = runtime.observe(ref);
-      if (first && seen.state === 'starting') {
-        await this.report(endpoint, shown, seen).catch(ignoreStale);
-      }
+      if (first && seen.state === 'starting') await this.report(endpoint, shown, seen).catch(ignoreStale);
     } catch (error) {
       const reason: unknown = signal.aborted ? signal.reason : error;
       // The gateway stops, or lost its database or the runtime after placing: the next pass (anyone's) follows it.

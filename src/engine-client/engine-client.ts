@@ -88,6 +88,7 @@ export class EngineClient {
       // An engine that says how long it keeps a connection (`Keep-Alive: timeout=N`; ours: 65 s) is taken at its word,
       // less 2 s, up to this: an endpoint at rest is checked every 5 s, on the same connection.
       keepAliveMaxTimeout: options.keepAliveMaxMs ?? DEFAULTS.engineClientKeepAliveMaxMs,
+      keepAliveTimeoutThreshold: 2000,
       connect: { timeout: options.connectTimeoutMs ?? 10_000, noDelay: true },
       // A generation's head comes after its prefill, and its tokens may pause as long as the engine is busy:
       // the callers' signals bound them, not a transport timer.

@@ -191,3 +191,36 @@ test('gateways share the endpoints: one alone takes all, one that joins gets hal
   expect(overlaps).toEqual([]);
   expect(await db.sql`SELECT owner FROM controller_members`).toEqual([]);
 }, 60_000);
+
+test('a gateway forgets what it no longer holds: a lease another gateway took, an endpoint cleaned up (its lease released too)', async () => {
+  await db.sql`DELETE FROM endpoint_leases`;
+  await db.sql`DELETE FROM controller_members`;
+  await db.sql`UPDATE endpoints SET cleaned_at = now()`;
+  const [kept, stolen, cleaned] = await createEndpoints(3, 'forget');
+  const forgotten: string[] = [];
+  const loop = new ReconcileLoop({
+    sql: db.sql,
+    owner: 'gw-forget',
+    intervalMs: 50,
+    restIntervalMs: 600_000,
+    leaseTtlMs: 1500,
+    reconcile: async (id) => (await readPassState(db.sql, id, QUEUE_DEPTH_STALE_MS))?.stamp,
+    forget: (ids) => forgotten.push(...ids),
+    log: () => {},
+  });
+  loop.start();
+  onCleanup(() => loop.stop());
+  await until('it holds all three', async () => (await holders([kept!, stolen!, cleaned!])).get('gw-forget')?.length === 3);
+  await db.sql`UPDATE endpoint_leases SET owner = 'thief', expires_at = now() + interval '1 hour' WHERE endpoint_id = ${stolen!}`;
+  await db.sql`UPDATE endpoints SET cleaned_at = now() WHERE id = ${cleaned!}`;
+  await until('both forgotten', async () => forgotten.includes(stolen!) && forgotten.includes(cleaned!));
+  expect(loop.holds(kept!)).toBe(true);
+  expect(loop.holds(stolen!)).toBe(false);
+  expect(forgotten).not.toContain(kept);
+  await until(
+    'the cleaned-up endpoint’s lease released',
+    async () => (await db.sql`SELECT 1 FROM endpoint_leases WHERE endpoint_id = ${cleaned!}`).length === 0,
+  );
+  expect((await holders([stolen!])).get('thief')).toEqual([stolen]);
+  await loop.stop();
+});

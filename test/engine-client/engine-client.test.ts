@@ -140,20 +140,27 @@ describe('keep-alive', () => {
     };
   }
 
-  test("an engine's Keep-Alive hint is followed: checks 4.5 s apart share one connection to an engine that keeps it 65 s, not to one that keeps it 5 s", async () => {
+  test("an engine's Keep-Alive hint is followed, up to a bound: checks 4.5 s apart share one connection to an engine that keeps it 65 s, not to one that keeps it 5 s, nor past the bound", async () => {
     const long = await keepingServer(65_000);
     const short = await keepingServer(5_000);
+    const bounded = await keepingServer(65_000);
     const own = new EngineClient();
+    const capped = new EngineClient({ keepAliveMaxMs: 1000 });
+    const checkAll = async () => {
+      for (const s of [long, short]) expect(await own.health({ address: s.address })).toEqual({ status: 'ok' });
+      expect(await capped.health({ address: bounded.address })).toEqual({ status: 'ok' });
+    };
     try {
-      for (const s of [long, short]) expect(await own.health({ address: s.address })).toEqual({ status: 'ok' });
+      await checkAll();
       await new Promise((resolve) => setTimeout(resolve, 4500));
-      for (const s of [long, short]) expect(await own.health({ address: s.address })).toEqual({ status: 'ok' });
-      // Kept up to the hint less undici's 2 s margin: 63 s (60 s at most) for the one, 3 s for the other.
+      await checkAll();
+      // Kept up to the hint less 2 s: 63 s (60 s at most) for the one, 3 s for the other; 1 s where that is the bound.
       expect(long.connections()).toBe(1);
       expect(short.connections()).toBe(2);
+      expect(bounded.connections()).toBe(2);
     } finally {
-      await own.close();
-      await Promise.all([long.close(), short.close()]);
+      await Promise.all([own.close(), capped.close()]);
+      await Promise.all([long.close(), short.close(), bounded.close()]);
     }
   });
 });
