@@ -27,6 +27,7 @@ import { GraphQLError, parse, validate, getOperationAST } from 'graphql';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import WebSocket from 'ws';
 import { startTestApp, type TestApp } from '../support/app.js';
+import { onCleanup } from '../support/cleanup.js';
 import { createBody, type SeededProject, type SeededUser } from '../support/gateway.js';
 import {
   anyJson,
@@ -314,6 +315,13 @@ console.log(`fuzz seed ${RUN_SEED} (replay with FUZZ_SEED=${RUN_SEED})`);
 const seedOf = (offset: number): number => (RUN_SEED + offset) | 0;
 const serverLog: string[] = [];
 if (SURVEY) {
+  // Put back when this file ends: the suite's files share their worker's globals (isolate: false).
+  const before = { error: console.error, debug: process.env.DEBUG_CONTROLLER };
+  onCleanup(() => {
+    console.error = before.error;
+    if (before.debug === undefined) delete process.env.DEBUG_CONTROLLER;
+    else process.env.DEBUG_CONTROLLER = before.debug;
+  });
   process.env.DEBUG_CONTROLLER = '1';
   console.error = (...args: unknown[]) => {
     serverLog.push(
