@@ -171,11 +171,12 @@ export class ReconcileLoop {
       this.endpoints = listed.length;
       ids = listed.map((e) => e.id);
       for (const e of listed) stamps.set(e.id, e.stamp);
-      // A lease kept on an endpoint no longer listed (deleted and cleaned up) is no share of the work: it goes.
+      // A lease kept on an endpoint no longer listed (deleted and cleaned up) is no share of the work: it goes now (a
+      // renewal would otherwise bring it back, to be dropped and forgotten again).
       const unlisted = [...this.held].filter((id) => !stamps.has(id));
       for (const id of unlisted) this.held.delete(id);
       this.forget(unlisted);
-      if (renewing) await releaseSomeLeases(sql, owner, unlisted);
+      await releaseSomeLeases(sql, owner, unlisted);
       const idle = new Set(listed.filter((e) => e.queued === 0).map((e) => e.id));
       // Full ticks are an interval apart at least: the last one's passes are never "recent" for this one.
       const since = at - this.options.intervalMs;
