@@ -94,9 +94,9 @@ export class Controller {
     const { sql, runtime, models, builtInEngine } = options;
     const log = options.log ?? ((message, error) => console.error(`[controller] ${message}`, error ?? ''));
     const drainTimeoutMs = options.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs;
-    const writes = new EndpointWrites(sql, this.owner);
-    // The passes' reads and the replicas' moves, each kind coalesced over the passes and steps of one turn.
+    // The passes' reads, the replicas' moves and the counts' refreshes, each kind coalesced over the passes and steps of one turn.
     const batches = new StatementBatches(sql, QUEUE_DEPTH_STALE_MS);
+    const writes = new EndpointWrites(sql, this.owner, (id, desired, cause) => batches.refreshCounts(id, desired, cause));
     const stopper = new ReplicaStopper(
       sql,
       batches,

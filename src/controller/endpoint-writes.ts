@@ -9,11 +9,10 @@
  * answers for a controller event.
  */
 import type { EndpointRecord } from '../domain/endpoint.js';
-import { controllerTransition, stillApplies, type ControllerEvent, type LifecycleState } from '../domain/lifecycle.js';
-import { writeStatusRow } from '../services/endpoint-state.js';
+import { controllerTransition, type ControllerEvent, type LifecycleState } from '../domain/lifecycle.js';
 import type { Queryable, Sql } from '../storage/database.js';
-import { findEndpoints, mergeDesired, refreshReplicaCounts, setProgress, type DesiredCount } from '../storage/endpoints-repository.js';
-import { insertEvent } from '../storage/events-repository.js';
+import { writeTransition } from '../storage/endpoint-transitions.js';
+import { findEndpoints, mergeDesired, refreshReplicaCounts, type DesiredCount } from '../storage/endpoints-repository.js';
 import { lockAndReadLeasedEndpoint, lockLeasedEndpoint } from '../storage/replicas-repository.js';
 
 /** Thrown inside a step when the endpoint changed under it; the step is abandoned quietly. */
@@ -35,6 +34,9 @@ export class EndpointWrites {
     private readonly sql: Sql,
     /** The lease holder that this process is. */
     private readonly owner: string,
+    /** Refreshes an endpoint's counts as refreshReplicaCounts does (the controller's coalesces them: StatementBatches). */
+    private readonly refresh: (id: string, desired: DesiredCount, cause: string) => Promise<boolean> = (id, desired, cause) =>
+      refreshReplicaCounts(sql, id, desired, cause),
   ) {}
 
   /**
@@ -63,8 +65,9 @@ export class EndpointWrites {
 
   /**
    * Asks the lifecycle what `event` changes for an endpoint last seen as
-   * `current`, and writes it. Returns the state written, or null when the
-   * event changes nothing.
+   * `current`, and writes it (one statement: src/storage/endpoint-transitions.ts). Returns the state written, or null
+   * when the event changes nothing; throws StaleError when the endpoint, as locked, no longer allows it (or the lease
+   * is lost).
    */
   async transition(
     id: string,
@@ -77,41 +80,29 @@ export class EndpointWrites {
       /** Written only while this is still the endpoint's newest version (a rollout's end: an update since starts another). */
       ofVersion?: number;
       /**
-       * The replica counts, wanting this many, are written with the status, in its transaction, before it: whoever
-       * sees the status sees the replicas it describes.
+       * The replica counts, wanting this many, are written with the status, in its statement, their event before its
+       * event: whoever sees the status sees the replicas it describes.
        */
       desiredReplicas?: number;
     },
   ): Promise<LifecycleState | null> {
     const next = controllerTransition(event, current);
     if (!next) return null;
-    const { status, phase, errorCode, desiredState } = next;
-    const { errorMessage, ofVersion, desiredReplicas, ...logged } = log;
-    const { appended } = await this.guarded(
+    const { status, phase, errorCode, requires } = next;
+    const written = await writeTransition(this.sql, {
       id,
-      (e) => stillApplies(next, e) && (ofVersion === undefined || e.current.versionIndex === ofVersion),
-      async (tx, e) => {
-        const change = { status, phase, errorCode, ...(desiredState ? { desiredState } : {}), ...logged, actorId: null };
-        const event = await writeStatusRow(tx, e, change);
-        // The user's message goes with the error code it explains, and away with it.
-        const message = errorCode ? (errorMessage ?? null) : null;
-        if (message !== (e.errorMessage ?? null)) await tx`UPDATE endpoints SET error_message = ${message} WHERE id = ${id}`;
-        if (phase !== 'DOWNLOADING_MODEL' && e.progress) await setProgress(tx, id, null);
-        if (phase !== 'REQUESTING_VIRTUAL_MACHINE' && e.waitReason) await tx`UPDATE endpoints SET wait_reason = NULL WHERE id = ${id}`;
-        // The events last (the counts', then the status'), sent with the commit, their answers not awaited here: the
-        // event order lock the first takes, held to the commit by every appender of every endpoint, is then held by
-        // the database alone, never across a round trip to this process (which, busy, can take milliseconds).
-        const appended = [
-          desiredReplicas !== undefined ? refreshReplicaCounts(tx, id, desiredReplicas, log.cause) : undefined,
-          event ? insertEvent(tx, event) : undefined,
-        ].filter((p) => p !== undefined);
-        // Awaited after the commit; never, when the commit failed (the transaction is gone with its error).
-        for (const p of appended) p.catch(() => undefined);
-        return { appended };
-      },
-    );
-    // A failed append failed the transaction: its commit rolled back, and its error is thrown here.
-    await Promise.all(appended);
+      owner: this.owner,
+      requires: { ...requires, ...(log.ofVersion !== undefined ? { currentVersion: log.ofVersion } : {}) },
+      status,
+      phase,
+      errorCode,
+      desiredState: next.desiredState ?? requires.desiredState,
+      errorMessage: log.errorMessage ?? null,
+      ...(log.desiredReplicas !== undefined ? { desiredReplicas: log.desiredReplicas } : {}),
+      cause: log.cause,
+      ...(log.detail ? { detail: log.detail } : {}),
+    });
+    if (!written) throw new StaleError(`${id} changed, or its lease was lost`);
     return { status, phase, errorCode };
   }
 
@@ -162,7 +153,7 @@ export class EndpointWrites {
   }
 
   private async refreshOnce(id: string, desiredReplicas: DesiredCount, cause: string): Promise<void> {
-    // One statement: most often the counts are as shown already, and it writes nothing.
-    await refreshReplicaCounts(this.sql, id, desiredReplicas, cause);
+    // One statement (shared with other endpoints' refreshes): most often the counts are as shown already, and it writes nothing.
+    await this.refresh(id, desiredReplicas, cause);
   }
 }

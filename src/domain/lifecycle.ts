@@ -248,9 +248,11 @@ export interface ControllerTransition extends LifecycleState {
   /** Set when the transition changes the desired state too. */
   desiredState?: DesiredState;
   /**
-   * What the endpoint must still be, re-read under its row lock, when the
-   * change is written; otherwise the step acted on a stale snapshot and is
-   * abandoned (an API action came in between).
+   * What the endpoint must still be, under its row lock, when the change is
+   * written: this desired state, and one of `statuses` when given (checked by
+   * the statement that writes it: src/storage/endpoint-transitions.ts);
+   * otherwise the step acted on a stale snapshot and is abandoned (an API
+   * action came in between).
    */
   requires: { desiredState: DesiredState; statuses?: readonly EndpointStatus[] };
 }
@@ -317,10 +319,4 @@ export function controllerTransition(event: ControllerEvent, current: LifecycleS
     default:
       return assertNever(event);
   }
-}
-
-/** Whether the endpoint, re-read under its row lock, still allows the transition (see `requires`). */
-export function stillApplies(transition: ControllerTransition, endpoint: { status: EndpointStatus; desiredState: DesiredState }): boolean {
-  const { desiredState, statuses } = transition.requires;
-  return endpoint.desiredState === desiredState && (!statuses || statuses.includes(endpoint.status));
 }

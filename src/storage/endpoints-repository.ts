@@ -153,6 +153,15 @@ export type DesiredCount = number | { readonly atLeast: number };
 /** The count shown, kept (a step that does not decide how many replicas are wanted). */
 export const KEEP_DESIRED: DesiredCount = Object.freeze({ atLeast: 0 });
 
+/** A refresh of one endpoint's counts: the desired count it writes, and the cause its event names. */
+export interface CountsRefresh {
+  id: string;
+  desired: DesiredCount;
+  cause: string;
+}
+
+const [TEXT, INT4] = [25, 23];
+
 /**
  * Makes the endpoint show the counts of its replicas now (countsOf above, counted here by the database) and
  * `desired`, with a REPLICAS_CHANGED event (`cause`), in one statement: when they are shown already, it writes
@@ -160,30 +169,55 @@ export const KEEP_DESIRED: DesiredCount = Object.freeze({ atLeast: 0 });
  * of the row does. True when they changed.
  */
 export async function refreshReplicaCounts(db: Queryable, id: string, desired: DesiredCount, cause: string): Promise<boolean> {
-  const exact = typeof desired === 'number' ? desired : null;
-  const floor = typeof desired === 'number' ? 0 : desired.atLeast;
+  return (await refreshReplicaCountsOf(db, [{ id, desired, cause }])).has(id);
+}
+
+/**
+ * refreshReplicaCounts for several endpoints (each once) in one statement; answers the ids whose counts changed.
+ * Their events are appended in the order of the ids.
+ */
+export async function refreshReplicaCountsOf(db: Queryable, refreshes: readonly CountsRefresh[]): Promise<Set<string>> {
+  if (refreshes.length === 0) return new Set();
+  const sorted = [...refreshes].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const ids = db.array(
+    sorted.map((r) => r.id),
+    TEXT,
+  );
+  const exact = db.array(sorted.map((r) => (typeof r.desired === 'number' ? r.desired : null)) as number[], INT4);
+  const floor = db.array(
+    sorted.map((r) => (typeof r.desired === 'number' ? 0 : r.desired.atLeast)),
+    INT4,
+  );
+  const causes = db.array(
+    sorted.map((r) => r.cause),
+    TEXT,
+  );
   // The desired count to show, from the row as locked (the latest count, not the statement's snapshot of it).
-  const wanted = db`coalesce(${exact}::int, greatest(e.desired_replica_cnt, ${floor}::int))`;
-  const rows = await db`
-    WITH counts AS (
-      SELECT count(*) FILTER (WHERE r.state = 'READY')::int AS curr,
+  const rows = await db<{ endpoint_id: string }[]>`
+    WITH asked AS (
+      SELECT * FROM unnest(${ids}::text[], ${exact}::int[], ${floor}::int[], ${causes}::text[]) AS a(id, exact, floor, cause)
+    ), counts AS (
+      SELECT a.id, a.exact, a.floor, a.cause,
+        count(*) FILTER (WHERE r.state = 'READY')::int AS curr,
         count(*) FILTER (WHERE r.state = 'READY' AND r.version_index = e.current_version)::int AS updated
-      FROM endpoints e LEFT JOIN replicas r ON r.endpoint_id = e.id AND r.state = 'READY'
-      WHERE e.id = ${id} GROUP BY e.id
+      FROM asked a JOIN endpoints e ON e.id = a.id LEFT JOIN replicas r ON r.endpoint_id = e.id AND r.state = 'READY'
+      WHERE e.id = ANY(${ids}::text[])
+      GROUP BY a.id, a.exact, a.floor, a.cause
     ), changed AS (
       UPDATE endpoints e SET curr_replica_cnt = c.curr, updated_replica_cnt = c.updated, updated_at = now(),
-        desired_replica_cnt = ${wanted}
+        desired_replica_cnt = coalesce(c.exact, greatest(e.desired_replica_cnt, c.floor))
       FROM counts c
-      WHERE e.id = ${id}
-        AND (e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt) IS DISTINCT FROM (c.curr, ${wanted}, c.updated)
-      RETURNING e.id, e.project_id, e.team_id, c.curr, e.desired_replica_cnt AS desired, c.updated
+      WHERE e.id = c.id AND e.id = ANY(${ids}::text[])
+        AND (e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt)
+          IS DISTINCT FROM (c.curr, coalesce(c.exact, greatest(e.desired_replica_cnt, c.floor)), c.updated)
+      RETURNING e.id, e.project_id, e.team_id, c.curr, e.desired_replica_cnt AS desired, c.updated, c.cause
     ), ordered AS MATERIALIZED (SELECT changed.*, pg_advisory_xact_lock(${EVENT_ORDER_LOCK}::bigint) FROM changed)
     INSERT INTO endpoint_events (endpoint_id, project_id, team_id, type, cause, detail)
-    SELECT id, project_id, team_id, 'REPLICAS_CHANGED', ${cause},
+    SELECT id, project_id, team_id, 'REPLICAS_CHANGED', cause,
       jsonb_build_object('currReplicaCnt', curr, 'desiredReplicaCnt', desired, 'updatedReplicaCnt', updated)
-    FROM ordered
-    RETURNING 1`;
-  return rows.length > 0;
+    FROM ordered ORDER BY id
+    RETURNING endpoint_id`;
+  return new Set(rows.map((r) => r.endpoint_id));
 }
 
 /**

@@ -1,18 +1,19 @@
 /**
- * The controller's most frequent statements, coalesced: a pass's read of its endpoint and a move of a replica's row,
- * asked for through the pool by many passes and start steps at once, go out as one statement per kind for all those
+ * The controller's most frequent statements, coalesced: a pass's read of its endpoint, a move of a replica's row and a
+ * refresh of an endpoint's replica counts, asked for through the pool by many passes and start steps at once, go out as one statement per kind for all those
  * asked within the same turn of the event loop (DataLoader's batching, scheduled after the turn's I/O callbacks, so
  * that the answers read in one turn share the next statement). The busier the controller, the larger the batches:
  * the statements grow with the turns, not with the endpoints.
  *
- * Each answer is what the single statement would have answered: a read is the same read; moves of one replica asked
- * in the same turn go out in successive statements, in the order asked; a batch of moves that fails for another cause
- * than an outage (a deadlock with another batch, a value the database refuses) goes again move by move, so that a
- * move's failure is its own. Only pool statements are coalesced, never a transaction's (each caller passes the pool).
+ * Each answer is what the single statement would have answered: a read is the same read; moves of one replica (or
+ * refreshes of one endpoint) asked in the same turn go out in successive statements, in the order asked; a batch of
+ * writes that fails for another cause than an outage (a deadlock with another batch, a value the database refuses)
+ * goes again write by write, so that a write's failure is its own. Only pool statements are coalesced, never a transaction's (each caller passes the pool).
  */
 import DataLoader from 'dataloader';
 import type { Sql } from './database.js';
 import { isDatabaseUnavailable } from './database-errors.js';
+import { refreshReplicaCountsOf, type CountsRefresh, type DesiredCount } from './endpoints-repository.js';
 import { readPassStates, type PassState } from './pass-reads.js';
 import { markReplicas, type ReplicaMove } from './replicas-repository.js';
 
@@ -27,9 +28,10 @@ const afterTurn = (dispatch: () => void) => void setImmediate(dispatch);
 export class StatementBatches {
   private readonly passReads: DataLoader<string, PassState | undefined>;
   private readonly moves: DataLoader<Move, boolean>;
+  private readonly refreshes: DataLoader<CountsRefresh, boolean>;
 
   constructor(
-    private readonly sql: Sql,
+    sql: Sql,
     /** Queue counts older than this are a dead process's (see readPassState). */
     queueStaleMs: number,
   ) {
@@ -40,7 +42,9 @@ export class StatementBatches {
       },
       { cache: false, maxBatchSize: MAX_BATCH, batchScheduleFn: afterTurn },
     );
-    this.moves = new DataLoader((moves) => this.applyMoves(moves), { cache: false, maxBatchSize: MAX_BATCH, batchScheduleFn: afterTurn });
+    const batched = { cache: false, maxBatchSize: MAX_BATCH, batchScheduleFn: afterTurn } as const;
+    this.moves = new DataLoader((moves) => inRounds(moves, async (round) => markReplicas(sql, round)), batched);
+    this.refreshes = new DataLoader((asked) => inRounds(asked, async (round) => refreshReplicaCountsOf(sql, round)), batched);
   }
 
   /** The endpoint's pass state (readPassState), read with the others asked for in this turn. */
@@ -53,39 +57,53 @@ export class StatementBatches {
     return this.moves.load({ id, ...move });
   }
 
-  /** The moves in rounds of distinct replicas (a replica's second move in the second round, and so on), in order. */
-  private async applyMoves(moves: readonly Move[]): Promise<(boolean | Error)[]> {
-    const rounds: Move[][] = [];
-    const seen = new Map<string, number>();
-    for (const move of moves) {
-      const round = seen.get(move.id) ?? 0;
-      seen.set(move.id, round + 1);
-      (rounds[round] ??= []).push(move);
-    }
-    const answers = new Map<Move, boolean | Error>();
-    for (const round of rounds) for (const [move, answer] of await this.applyRound(round)) answers.set(move, answer);
-    return moves.map((move) => answers.get(move)!);
+  /** Refreshes the endpoint's replica counts as refreshReplicaCounts does, with the others asked for in this turn; true when they changed. */
+  refreshCounts(id: string, desired: DesiredCount, cause: string): Promise<boolean> {
+    return this.refreshes.load({ id, desired, cause });
   }
+}
 
-  /**
-   * One statement for the round; when it fails for another cause than an outage (a deadlock with another batch, a
-   * value one move carries that the database refuses), each move alone, as the single statements would have gone:
-   * a move's failure is its own, never its neighbours'.
-   */
-  private async applyRound(round: Move[]): Promise<Map<Move, boolean | Error>> {
-    try {
-      const applied = await markReplicas(this.sql, round);
-      return new Map(round.map((move) => [move, applied.has(move.id)]));
-    } catch (error) {
-      if (round.length === 1 || isDatabaseUnavailable(error)) throw error;
-      const alone = await Promise.allSettled(round.map(async (move) => (await markReplicas(this.sql, [move])).has(move.id)));
-      return new Map(
-        round.map((move, i) => {
-          const answer = alone[i]!;
-          return [move, answer.status === 'fulfilled' ? answer.value : toError(answer.reason)];
-        }),
-      );
-    }
+/**
+ * Writes in rounds of distinct ids (an id's second write in the second round, and so on), each round one statement
+ * (`write` answers the ids it applied to); the answers in the order asked.
+ */
+async function inRounds<T extends { id: string }>(
+  items: readonly T[],
+  write: (round: T[]) => Promise<Set<string>>,
+): Promise<(boolean | Error)[]> {
+  const rounds: T[][] = [];
+  const seen = new Map<string, number>();
+  for (const item of items) {
+    const round = seen.get(item.id) ?? 0;
+    seen.set(item.id, round + 1);
+    (rounds[round] ??= []).push(item);
+  }
+  const answers = new Map<T, boolean | Error>();
+  for (const round of rounds) for (const [item, answer] of await applyRound(round, write)) answers.set(item, answer);
+  return items.map((item) => answers.get(item)!);
+}
+
+/**
+ * One statement for the round; when it fails for another cause than an outage (a deadlock with another batch, a
+ * value one write carries that the database refuses), each write alone, as the single statements would have gone:
+ * a write's failure is its own, never its neighbours'.
+ */
+async function applyRound<T extends { id: string }>(
+  round: T[],
+  write: (round: T[]) => Promise<Set<string>>,
+): Promise<Map<T, boolean | Error>> {
+  try {
+    const applied = await write(round);
+    return new Map(round.map((item) => [item, applied.has(item.id)]));
+  } catch (error) {
+    if (round.length === 1 || isDatabaseUnavailable(error)) throw error;
+    const alone = await Promise.allSettled(round.map(async (item) => (await write([item])).has(item.id)));
+    return new Map(
+      round.map((item, i) => {
+        const answer = alone[i]!;
+        return [item, answer.status === 'fulfilled' ? answer.value : toError(answer.reason)];
+      }),
+    );
   }
 }
 

@@ -5,7 +5,7 @@
  * that fails does not keep the next ones from running.
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { EndpointWrites } from '../../src/controller/endpoint-writes.js';
+import { EndpointWrites, StaleError } from '../../src/controller/endpoint-writes.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
 import { countsOf, findEndpoints, KEEP_DESIRED, refreshReplicaCounts } from '../../src/storage/endpoints-repository.js';
@@ -184,7 +184,7 @@ test("a floor is taken from the row as locked: a desired count written meanwhile
   for (;;) {
     const [waiting] = await db.sql`
       SELECT count(*)::int AS n FROM pg_stat_activity
-      WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%WITH counts AS%'`;
+      WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%WITH asked AS%'`;
     if (waiting!.n > 0) break;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
@@ -359,4 +359,87 @@ test('a transition whose event the database refuses fails whole: its error is th
   await writes.transition(id, endpoint!, { type: 'all-replicas-current' }, { cause: 'controller:serving', desiredReplicas: 1 });
   expect(await events()).toBe(before + 2);
   expect((await findEndpoints(db.sql, [id]))[0]).toMatchObject({ status: 'RUNNING', currReplicaCnt: 1 });
+});
+
+test('a transition is one statement: what it requires is checked on the row as locked; a stale or unleased one writes nothing', async () => {
+  const id = await endpointWithReady(0);
+  await db.sql`UPDATE endpoints SET status = 'INITIALIZING', phase = 'REQUESTING_VIRTUAL_MACHINE', wait_reason = 'no H100 free',
+    progress = '{"downloadedBytes": 1}' WHERE id = ${id}`;
+  expect(await acquireLeases(db.sql, [id], 'gateway-i', 60_000)).toEqual(new Set([id]));
+  const writes = new EndpointWrites(db.sql, 'gateway-i');
+  const [endpoint] = await findEndpoints(db.sql, [id]);
+  const row = async () =>
+    (
+      await db.sql<{ status: string; phase: string | null; wait_reason: string | null; progress: unknown; error_message: string | null }[]>`
+        SELECT status, phase, wait_reason, progress, error_message FROM endpoints WHERE id = ${id}`
+    )[0]!;
+  const statusEvents = async () =>
+    (
+      await db.sql<{ phase: string | null; cause: string }[]>`
+      SELECT phase, cause FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'STATUS_CHANGED' AND cause LIKE 'step%' ORDER BY id`
+    ).map((e) => `${e.phase}:${e.cause}`);
+
+  // Another gateway's process (no lease here) writes nothing.
+  await expect(
+    new EndpointWrites(db.sql, 'gateway-other').transition(id, endpoint!, { type: 'downloading-model' }, { cause: 'step-0' }),
+  ).rejects.toBeInstanceOf(StaleError);
+  sent.length = 0;
+  // The download's phase: the wait's reason cleared, the progress kept; one statement, no transaction around it.
+  expect(await writes.transition(id, endpoint!, { type: 'downloading-model' }, { cause: 'step-1' })).toMatchObject({
+    phase: 'DOWNLOADING_MODEL',
+  });
+  expect(sent).toHaveLength(1);
+  expect(await row()).toMatchObject({ phase: 'DOWNLOADING_MODEL', wait_reason: null, progress: { downloadedBytes: 1 } });
+
+  // The API terminates the endpoint while holding its row; the transition waits for the lock, then finds it stale.
+  let commit!: () => void;
+  const committed = new Promise<void>((resolve) => (commit = resolve));
+  let holds!: () => void;
+  const held = new Promise<void>((resolve) => (holds = resolve));
+  const terminate = db.sql.begin(async (tx) => {
+    await tx`UPDATE endpoints SET desired_state = 'TERMINATED', status = 'TERMINATING', updated_at = now() WHERE id = ${id}`;
+    holds();
+    await committed;
+  });
+  await held;
+  const step = writes.transition(id, { ...endpoint!, phase: 'DOWNLOADING_MODEL' }, { type: 'starting-engine' }, { cause: 'step-2' });
+  const settled = step.then(
+    () => 'written',
+    (error: unknown) => error,
+  );
+  try {
+    for (let i = 0; ; i++) {
+      const [waiting] = await db.sql`
+        SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`;
+      if (waiting!.n > 0) break;
+      if (i > 250) throw new Error('the transition never waited for the lock');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  } finally {
+    commit();
+  }
+  await terminate;
+  expect(await settled).toBeInstanceOf(StaleError);
+  expect(await row()).toMatchObject({ status: 'TERMINATING', phase: 'DOWNLOADING_MODEL', progress: { downloadedBytes: 1 } });
+
+  // The progress goes once the download's phase is left (and no error code, no message).
+  await db.sql`UPDATE endpoints SET desired_state = 'RUNNING', status = 'INITIALIZING' WHERE id = ${id}`;
+  await writes.transition(id, { ...endpoint!, phase: 'DOWNLOADING_MODEL' }, { type: 'starting-engine' }, { cause: 'step-3' });
+  expect(await row()).toMatchObject({ phase: 'ENGINE_INITIALIZING', progress: null, error_message: null });
+  expect(await statusEvents()).toEqual(['DOWNLOADING_MODEL:step-1', 'ENGINE_INITIALIZING:step-3']);
+});
+
+test("a transition asked for a version no longer the endpoint's newest is stale", async () => {
+  const id = await endpointWithReady(1);
+  await db.sql`UPDATE endpoints SET status = 'UPDATING', phase = NULL WHERE id = ${id}`;
+  expect(await acquireLeases(db.sql, [id], 'gateway-j', 60_000)).toEqual(new Set([id]));
+  const writes = new EndpointWrites(db.sql, 'gateway-j');
+  const [endpoint] = await findEndpoints(db.sql, [id]);
+  const version = endpoint!.current.versionIndex;
+  await expect(
+    writes.transition(id, endpoint!, { type: 'all-replicas-current' }, { cause: 'controller:rollout', ofVersion: version + 1 }),
+  ).rejects.toBeInstanceOf(StaleError);
+  expect((await findEndpoints(db.sql, [id]))[0]).toMatchObject({ status: 'UPDATING' });
+  await writes.transition(id, endpoint!, { type: 'all-replicas-current' }, { cause: 'controller:rollout', ofVersion: version });
+  expect((await findEndpoints(db.sql, [id]))[0]).toMatchObject({ status: 'RUNNING' });
 });

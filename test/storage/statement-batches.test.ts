@@ -1,14 +1,16 @@
 /**
- * The controller's coalesced statements (src/storage/statement-batches.ts), on a real database: the pass reads and the
- * replicas' moves asked for in one turn go out as one statement per kind, and each caller gets what its own statement
- * would have answered: the same read, a move refused by the replica's lifecycle refused alone, two moves of one
- * replica applied in the order asked, a batch that deadlocks with another transaction sent again move by move, and a
- * move the database refuses fails alone.
+ * The controller's coalesced statements (src/storage/statement-batches.ts), on a real database: the pass reads, the
+ * replicas' moves and the counts' refreshes asked for in one turn go out as one statement per kind, and each caller
+ * gets what its own statement would have answered: the same read, a move refused by the replica's lifecycle refused
+ * alone, two moves of one replica applied in the order asked, a batch that deadlocks with another transaction sent
+ * again move by move, and a move the database refuses fails alone; refreshes write each endpoint's own counts and
+ * event (its cause), none when nothing changed, and one refused by the database fails alone.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
+import { KEEP_DESIRED } from '../../src/storage/endpoints-repository.js';
 import { readPassState } from '../../src/storage/pass-reads.js';
 import { insertReplica, markReplica, replicaState } from '../../src/storage/replicas-repository.js';
 import { StatementBatches } from '../../src/storage/statement-batches.js';
@@ -156,4 +158,64 @@ test('a move carrying a value the database refuses fails alone: the others of it
   expect(sentLike('UPDATE replicas r ')).toBe(5);
   const states = await Promise.all(ids.map((id) => replicaState(db.sql, id)));
   expect(states).toEqual(['FAILED', 'FAILED', 'STARTING', 'FAILED']);
+});
+
+test("refreshes of several endpoints' counts in one turn are one statement: each writes its own counts and event, or nothing", async () => {
+  const ids = [];
+  for (let i = 0; i < 4; i++) ids.push(await newEndpoint(`counts-${i}`));
+  // Endpoint i has i READY replicas.
+  for (const [i, id] of ids.entries())
+    for (const replica of await newReplicas(id, i)) await markReplica(db.sql, replica, { state: 'READY', address: 'http://127.0.0.1:9' });
+  const batches = new StatementBatches(db.sql, 3000);
+  await batches.refreshCounts(ids[0]!, 0, 'settle');
+  sent.length = 0;
+  // The first shows its counts already (0 of 0): nothing written; a number, a floor, and the count kept.
+  const changed = await Promise.all([
+    batches.refreshCounts(ids[0]!, 0, 'none'),
+    batches.refreshCounts(ids[1]!, 3, 'scale-up'),
+    batches.refreshCounts(ids[2]!, { atLeast: 1 }, 'started'),
+    batches.refreshCounts(ids[3]!, KEEP_DESIRED, 'replica-ready'),
+  ]);
+  expect(sentLike('WITH asked AS')).toBe(1);
+  expect(changed).toEqual([false, true, true, true]);
+  const shown = await db.sql<{ id: string; curr: number; desired: number; updated: number }[]>`
+    SELECT id, curr_replica_cnt AS curr, desired_replica_cnt AS desired, updated_replica_cnt AS updated
+    FROM endpoints WHERE id = ANY(${ids}) ORDER BY array_position(${ids}::text[], id)`;
+  // The desired count of the endpoint that kept its own: the one it was created with (none).
+  expect(shown.map(({ curr, desired }) => [curr, desired])).toEqual([
+    [0, 0],
+    [1, 3],
+    [2, 1],
+    [3, 0],
+  ]);
+  const events = await db.sql<{ endpoint_id: string; cause: string; detail: unknown }[]>`
+    SELECT endpoint_id, cause, detail FROM endpoint_events
+    WHERE endpoint_id = ANY(${ids}) AND type = 'REPLICAS_CHANGED' AND cause <> 'settle' ORDER BY id`;
+  // Each event says what its endpoint shows now; they are appended in the order of the ids.
+  const detail = ({ curr, desired, updated }: (typeof shown)[number]) => ({
+    currReplicaCnt: curr,
+    desiredReplicaCnt: desired,
+    updatedReplicaCnt: updated,
+  });
+  expect(events.map((e) => [e.endpoint_id, e.cause, e.detail])).toEqual(
+    [
+      [ids[1], 'scale-up', detail(shown[1]!)],
+      [ids[2], 'started', detail(shown[2]!)],
+      [ids[3], 'replica-ready', detail(shown[3]!)],
+    ].sort((a, b) => ((a[0] as string) < (b[0] as string) ? -1 : 1)),
+  );
+});
+
+test('a refresh carrying a value the database refuses fails alone: the others of its turn write', async () => {
+  const ids = [];
+  for (let i = 0; i < 3; i++) ids.push(await newEndpoint(`counts-refused-${i}`));
+  const batches = new StatementBatches(db.sql, 3000);
+  sent.length = 0;
+  const answers = await Promise.allSettled(ids.map((id, i) => batches.refreshCounts(id, 2, i === 1 ? 'cause \u0000' : 'scale-up')));
+  expect(answers.map((a) => a.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+  expect(((answers[1] as PromiseRejectedResult).reason as { code?: string }).code).toBe('22021');
+  expect(sentLike('WITH asked AS')).toBe(4);
+  const desired = await db.sql<{ d: number }[]>`
+    SELECT desired_replica_cnt AS d FROM endpoints WHERE id = ANY(${ids}) ORDER BY array_position(${ids}::text[], id)`;
+  expect(desired.map((r) => r.d)).toEqual([2, 0, 2]);
 });
