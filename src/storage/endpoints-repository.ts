@@ -133,7 +133,7 @@ export async function updateEndpointState(
 
 /**
  * The counts an endpoint shows, from its READY replicas (`ready`): how many, how many of its current version, and
- * `desiredReplicas`. refreshReplicaCounts below writes the same counts in SQL: the one rule, in both forms.
+ * `desiredReplicas`. SHOWN_COUNTS below is the same rule in SQL (refreshReplicaCounts and a transition's statement write it).
  */
 export function countsOf(endpoint: EndpointRecord, ready: readonly ReplicaRecord[], desiredReplicas: number) {
   return {
@@ -173,51 +173,76 @@ export async function refreshReplicaCounts(db: Queryable, id: string, desired: D
 }
 
 /**
+ * The counts endpoint `e` should show (countsOf's rule, in SQL), as columns `curr`, `updated` and `desired`: its READY
+ * replicas, those of its current version, and the desired count asked, `a.exact`, else at least `a.floor` (the count
+ * shown kept otherwise).
+ */
+export const SHOWN_COUNTS = `
+  (SELECT count(*) FROM replicas r WHERE r.endpoint_id = e.id AND r.state = 'READY')::int AS curr,
+  (SELECT count(*) FROM replicas r WHERE r.endpoint_id = e.id AND r.state = 'READY' AND r.version_index = e.current_version)::int
+    AS updated,
+  coalesce(a.exact, greatest(e.desired_replica_cnt, a.floor)) AS desired`;
+
+/** Times a refresh is sent again when the row changed while it waited for the lock. */
+const RACES = 5;
+
+/**
  * refreshReplicaCounts for several endpoints (each once) in one statement; answers the ids whose counts changed.
  * Their events are appended in the order of the ids.
+ *
+ * The counts and the desired count are read in the statement's snapshot, taken before a row lock was awaited. A row
+ * that changed while this waited (a transition wrote newer counts, an update another desired count) is not written
+ * with values from the older snapshot: its refresh is sent again (a new snapshot), up to RACES times; past those, the
+ * next pass finds the counts drifted and refreshes them.
  */
 export async function refreshReplicaCountsOf(db: Queryable, refreshes: readonly CountsRefresh[]): Promise<Set<string>> {
-  if (refreshes.length === 0) return new Set();
-  const sorted = [...refreshes].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  const ids = db.array(
-    sorted.map((r) => r.id),
-    TEXT,
-  );
-  const exact = db.array(sorted.map((r) => (typeof r.desired === 'number' ? r.desired : null)) as number[], INT4);
-  const floor = db.array(
-    sorted.map((r) => (typeof r.desired === 'number' ? 0 : r.desired.atLeast)),
-    INT4,
-  );
-  const causes = db.array(
-    sorted.map((r) => r.cause),
-    TEXT,
-  );
-  // The desired count to show, from the row as locked (the latest count, not the statement's snapshot of it).
-  const rows = await db<{ endpoint_id: string }[]>`
+  const changed = new Set<string>();
+  let left = [...refreshes].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  for (let i = 0; i < RACES && left.length > 0; i++) {
+    const { written, raced } = await sendRefreshes(db, left);
+    for (const id of written) changed.add(id);
+    left = left.filter((r) => raced.has(r.id));
+  }
+  return changed;
+}
+
+/** One statement of refreshes (sorted by id): the ids written, and those whose row changed while it waited. */
+async function sendRefreshes(db: Queryable, sorted: readonly CountsRefresh[]): Promise<{ written: Set<string>; raced: Set<string> }> {
+  const column = <T>(of: (r: CountsRefresh) => T, type: number) => db.array(sorted.map(of) as never[], type);
+  const ids = column((r) => r.id, TEXT);
+  const exact = column((r) => (typeof r.desired === 'number' ? r.desired : null), INT4);
+  const floor = column((r) => (typeof r.desired === 'number' ? 0 : r.desired.atLeast), INT4);
+  const rows = await db<{ id: string; written: boolean }[]>`
     WITH asked AS (
-      SELECT * FROM unnest(${ids}::text[], ${exact}::int[], ${floor}::int[], ${causes}::text[]) AS a(id, exact, floor, cause)
+      SELECT * FROM unnest(${ids}::text[], ${exact}::int[], ${floor}::int[], ${column((r) => r.cause, TEXT)}::text[])
+        AS a(id, exact, floor, cause)
     ), counts AS (
-      SELECT a.id, a.exact, a.floor, a.cause,
-        count(*) FILTER (WHERE r.state = 'READY')::int AS curr,
-        count(*) FILTER (WHERE r.state = 'READY' AND r.version_index = e.current_version)::int AS updated
-      FROM asked a JOIN endpoints e ON e.id = a.id LEFT JOIN replicas r ON r.endpoint_id = e.id AND r.state = 'READY'
+      SELECT a.id, a.cause, e.xmin::text AS seen, ${db.unsafe(SHOWN_COUNTS)},
+        e.curr_replica_cnt AS shown_curr, e.desired_replica_cnt AS shown_desired, e.updated_replica_cnt AS shown_updated
+      FROM asked a JOIN endpoints e ON e.id = a.id
       WHERE e.id = ANY(${ids}::text[])
-      GROUP BY a.id, a.exact, a.floor, a.cause
+    ), wanted AS (
+      SELECT * FROM counts WHERE (shown_curr, shown_desired, shown_updated) IS DISTINCT FROM (curr, desired, updated)
     ), changed AS (
-      UPDATE endpoints e SET curr_replica_cnt = c.curr, updated_replica_cnt = c.updated, updated_at = now(),
-        desired_replica_cnt = coalesce(c.exact, greatest(e.desired_replica_cnt, c.floor))
-      FROM counts c
-      WHERE e.id = c.id AND e.id = ANY(${ids}::text[])
-        AND (e.curr_replica_cnt, e.desired_replica_cnt, e.updated_replica_cnt)
-          IS DISTINCT FROM (c.curr, coalesce(c.exact, greatest(e.desired_replica_cnt, c.floor)), c.updated)
-      RETURNING e.id, e.project_id, e.team_id, c.curr, e.desired_replica_cnt AS desired, c.updated, c.cause
-    ), ordered AS MATERIALIZED (SELECT changed.*, pg_advisory_xact_lock(${EVENT_ORDER_LOCK}::bigint) FROM changed)
-    INSERT INTO endpoint_events (endpoint_id, project_id, team_id, type, cause, detail)
-    SELECT id, project_id, team_id, 'REPLICAS_CHANGED', cause,
-      jsonb_build_object('currReplicaCnt', curr, 'desiredReplicaCnt', desired, 'updatedReplicaCnt', updated)
-    FROM ordered ORDER BY id
-    RETURNING endpoint_id`;
-  return new Set(rows.map((r) => r.endpoint_id));
+      UPDATE endpoints e SET curr_replica_cnt = w.curr, updated_replica_cnt = w.updated, desired_replica_cnt = w.desired,
+        updated_at = now()
+      FROM wanted w
+      -- Re-checked on the row as locked: unchanged since this statement's snapshot.
+      WHERE e.id = w.id AND e.id = ANY(${ids}::text[]) AND e.xmin::text = w.seen
+      RETURNING e.id, e.project_id, e.team_id, w.curr, w.desired, w.updated, w.cause
+    ), ordered AS MATERIALIZED (SELECT changed.*, pg_advisory_xact_lock(${EVENT_ORDER_LOCK}::bigint) FROM changed),
+    appended AS (
+      INSERT INTO endpoint_events (endpoint_id, project_id, team_id, type, cause, detail)
+      SELECT id, project_id, team_id, 'REPLICAS_CHANGED', cause,
+        jsonb_build_object('currReplicaCnt', curr, 'desiredReplicaCnt', desired, 'updatedReplicaCnt', updated)
+      FROM ordered ORDER BY id
+      RETURNING endpoint_id
+    )
+    SELECT w.id, EXISTS (SELECT 1 FROM appended x WHERE x.endpoint_id = w.id) AS written FROM wanted w`;
+  return {
+    written: new Set(rows.filter((r) => r.written).map((r) => r.id)),
+    raced: new Set(rows.filter((r) => !r.written).map((r) => r.id)),
+  };
 }
 
 /**

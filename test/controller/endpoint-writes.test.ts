@@ -443,3 +443,57 @@ test("a transition asked for a version no longer the endpoint's newest is stale"
   await writes.transition(id, endpoint!, { type: 'all-replicas-current' }, { cause: 'controller:rollout', ofVersion: version });
   expect((await findEndpoints(db.sql, [id]))[0]).toMatchObject({ status: 'RUNNING' });
 });
+
+test('a transition with counts whose row changed while it waited for the lock is sent again: counts never go back', async () => {
+  const id = await endpointWithReady(1);
+  await db.sql`UPDATE endpoints SET status = 'READY', phase = NULL WHERE id = ${id}`;
+  await refreshReplicaCounts(db.sql, id, 1, 'test');
+  expect(await acquireLeases(db.sql, [id], 'gateway-k', 60_000)).toEqual(new Set([id]));
+  const writes = new EndpointWrites(db.sql, 'gateway-k');
+  const [endpoint] = await findEndpoints(db.sql, [id]);
+  // A second replica becomes READY in a transaction that also writes the counts (as a refresh would) and holds the row.
+  const second = `rep_${id}_1`;
+  await insertReplica(db.sql, {
+    id: second,
+    endpointId: id,
+    versionIndex: endpoint!.current.versionIndex,
+    runtime: 'local',
+    node: 'n',
+    gpuType: 'H100',
+    numGpu: 1,
+  });
+  let commit!: () => void;
+  const committed = new Promise<void>((resolve) => (commit = resolve));
+  let holds!: () => void;
+  const held = new Promise<void>((resolve) => (holds = resolve));
+  const other = db.sql.begin(async (tx) => {
+    await tx`UPDATE replicas SET state = 'READY', ready_at = now() WHERE id = ${second}`;
+    await tx`UPDATE endpoints SET curr_replica_cnt = 2, updated_replica_cnt = 2, updated_at = now() WHERE id = ${id}`;
+    holds();
+    await committed;
+  });
+  await held;
+  sent.length = 0;
+  // Its snapshot sees one READY replica; it waits for the row.
+  const step = writes.transition(id, endpoint!, { type: 'replica-ready' }, { cause: 'controller:serving', desiredReplicas: 2 });
+  try {
+    for (let i = 0; ; i++) {
+      const [waiting] = await db.sql`
+        SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%WITH target AS%'`;
+      if (waiting!.n > 0) break;
+      if (i > 250) throw new Error('the transition never waited for the lock');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  } finally {
+    commit();
+  }
+  await other;
+  expect(await step).toMatchObject({ status: 'RUNNING' });
+  // Sent twice: the first found the row changed and wrote nothing; the second counted both replicas.
+  expect(sent.filter((q) => q.trim().startsWith('WITH target AS')).length).toBe(2);
+  expect(await counts(id)).toEqual({ curr_replica_cnt: 2, desired_replica_cnt: 2, updated_replica_cnt: 2 });
+  const [last] = await db.sql`
+    SELECT detail FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED' ORDER BY id DESC LIMIT 1`;
+  expect(last!.detail).toEqual({ currReplicaCnt: 2, desiredReplicaCnt: 2, updatedReplicaCnt: 2 });
+});
