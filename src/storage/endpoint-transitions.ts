@@ -9,10 +9,11 @@
  *
  * The counts are read in the statement's snapshot, taken before the row lock was awaited. When the row changed while
  * this waited (a refresh with a newer snapshot wrote its counts), counts from the older snapshot could take them
- * back: then the statement writes nothing, and is sent again (a new snapshot).
+ * back: then the statement writes nothing, and is sent again in a transaction that locks the row first (its
+ * snapshot is then taken once the row can no longer change).
  */
 import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
-import type { Queryable } from './database.js';
+import type { Queryable, Sql } from './database.js';
 import { SHOWN_COUNTS, type DesiredCount } from './endpoints-repository.js';
 import { EVENT_ORDER_LOCK } from './events-repository.js';
 
@@ -34,19 +35,19 @@ export interface TransitionWrite {
   detail?: Record<string, unknown>;
 }
 
-/** Times a transition with counts is sent again when the row changed while it waited for the lock. */
-const RACES = 5;
-
-/**
- * Writes the transition; false when the row did not show what it requires (or the lease was lost, or the endpoint is
- * gone), or changed under it each time it was sent.
- */
-export async function writeTransition(db: Queryable, t: TransitionWrite): Promise<boolean> {
-  for (let i = 0; i < RACES; i++) {
-    const { found, applied } = await sendTransition(db, t);
-    if (applied || !found) return applied;
-  }
-  return false;
+/** Writes the transition; false when the row did not show what it requires (or the lease was lost, or the endpoint is gone). */
+export async function writeTransition(db: Sql, t: TransitionWrite): Promise<boolean> {
+  const first = await sendTransition(db, t);
+  if (first.applied || !first.found) return first.applied;
+  const { sent } = await db.begin(async (tx) => {
+    await tx`SELECT 1 FROM endpoints WHERE id = ${t.id} FOR UPDATE`;
+    // Not awaited here: the commit goes with it (the event order lock it takes is not held across a round trip). A
+    // failed statement fails the transaction, whose commit then rolls back; its error is thrown below.
+    const sent = sendTransition(tx, t);
+    sent.catch(() => undefined);
+    return { sent };
+  });
+  return (await sent).applied;
 }
 
 async function sendTransition(db: Queryable, t: TransitionWrite): Promise<{ found: boolean; applied: boolean }> {

@@ -8,7 +8,7 @@ import type { DownloadProgress, EndpointRecord } from '../domain/endpoint.js';
 import type { ProjectRecord, TeamRecord } from '../domain/identity.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
-import type { Queryable } from './database.js';
+import type { Queryable, Sql } from './database.js';
 import { CURRENT_VERSION_JOIN, ENDPOINT_COLUMNS, toEndpoint, type EndpointRow } from './endpoint-rows.js';
 import { EVENT_ORDER_LOCK } from './events-repository.js';
 
@@ -168,7 +168,7 @@ const [TEXT, INT4] = [25, 23];
  * nothing and locks nothing. The endpoint's row is locked before the event's order lock is taken, as every writer
  * of the row does. True when they changed.
  */
-export async function refreshReplicaCounts(db: Queryable, id: string, desired: DesiredCount, cause: string): Promise<boolean> {
+export async function refreshReplicaCounts(db: Sql, id: string, desired: DesiredCount, cause: string): Promise<boolean> {
   return (await refreshReplicaCountsOf(db, [{ id, desired, cause }])).has(id);
 }
 
@@ -183,27 +183,31 @@ export const SHOWN_COUNTS = `
     AS updated,
   coalesce(a.exact, greatest(e.desired_replica_cnt, a.floor)) AS desired`;
 
-/** Times a refresh is sent again when the row changed while it waited for the lock. */
-const RACES = 5;
-
 /**
  * refreshReplicaCounts for several endpoints (each once) in one statement; answers the ids whose counts changed.
- * Their events are appended in the order of the ids.
+ * The rows to write are locked in id order; the event order lock is taken once every one is locked and written (as
+ * every writer takes it: after its row locks); the events are appended in the order of the ids.
  *
  * The counts and the desired count are read in the statement's snapshot, taken before a row lock was awaited. A row
  * that changed while this waited (a transition wrote newer counts, an update another desired count) is not written
- * with values from the older snapshot: its refresh is sent again (a new snapshot), up to RACES times; past those, the
- * next pass finds the counts drifted and refreshes them.
+ * with values from the older snapshot: its refresh is sent again in a transaction that locks the row first (the
+ * statement's snapshot is then taken once the row can no longer change).
  */
-export async function refreshReplicaCountsOf(db: Queryable, refreshes: readonly CountsRefresh[]): Promise<Set<string>> {
-  const changed = new Set<string>();
-  let left = [...refreshes].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  for (let i = 0; i < RACES && left.length > 0; i++) {
-    const { written, raced } = await sendRefreshes(db, left);
-    for (const id of written) changed.add(id);
-    left = left.filter((r) => raced.has(r.id));
-  }
-  return changed;
+export async function refreshReplicaCountsOf(db: Sql, refreshes: readonly CountsRefresh[]): Promise<Set<string>> {
+  const sorted = [...refreshes].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const { written, raced } = await sendRefreshes(db, sorted);
+  if (raced.size === 0) return written;
+  const again = sorted.filter((r) => raced.has(r.id));
+  const ids = again.map((r) => r.id);
+  const { sent } = await db.begin(async (tx) => {
+    await tx`SELECT 1 FROM endpoints WHERE id = ANY(${ids}) ORDER BY id FOR UPDATE`;
+    // Not awaited here: the commit goes with it (the event order lock it takes is not held across a round trip). A
+    // failed statement fails the transaction, whose commit then rolls back; its error is thrown below.
+    const sent = sendRefreshes(tx, again);
+    sent.catch(() => undefined);
+    return { sent };
+  });
+  return new Set([...written, ...(await sent).written]);
 }
 
 /** One statement of refreshes (sorted by id): the ids written, and those whose row changed while it waited. */
@@ -223,19 +227,24 @@ async function sendRefreshes(db: Queryable, sorted: readonly CountsRefresh[]): P
       WHERE e.id = ANY(${ids}::text[])
     ), wanted AS (
       SELECT * FROM counts WHERE (shown_curr, shown_desired, shown_updated) IS DISTINCT FROM (curr, desired, updated)
+    ), locked AS (
+      -- In id order; re-checked on the row as locked: unchanged since this statement's snapshot.
+      SELECT e.id FROM endpoints e JOIN wanted w ON w.id = e.id
+      WHERE e.id = ANY(${ids}::text[]) AND e.xmin::text = w.seen
+      ORDER BY e.id FOR UPDATE OF e
     ), changed AS (
       UPDATE endpoints e SET curr_replica_cnt = w.curr, updated_replica_cnt = w.updated, desired_replica_cnt = w.desired,
         updated_at = now()
-      FROM wanted w
-      -- Re-checked on the row as locked: unchanged since this statement's snapshot.
-      WHERE e.id = w.id AND e.id = ANY(${ids}::text[]) AND e.xmin::text = w.seen
+      FROM wanted w JOIN locked k ON k.id = w.id
+      WHERE e.id = w.id AND e.id = ANY(${ids}::text[])
       RETURNING e.id, e.project_id, e.team_id, w.curr, w.desired, w.updated, w.cause
-    ), ordered AS MATERIALIZED (SELECT changed.*, pg_advisory_xact_lock(${EVENT_ORDER_LOCK}::bigint) FROM changed),
+    ), done AS MATERIALIZED (SELECT count(*) AS n FROM changed),
+    ordered AS MATERIALIZED (SELECT pg_advisory_xact_lock(${EVENT_ORDER_LOCK}::bigint) FROM done WHERE n > 0),
     appended AS (
       INSERT INTO endpoint_events (endpoint_id, project_id, team_id, type, cause, detail)
-      SELECT id, project_id, team_id, 'REPLICAS_CHANGED', cause,
-        jsonb_build_object('currReplicaCnt', curr, 'desiredReplicaCnt', desired, 'updatedReplicaCnt', updated)
-      FROM ordered ORDER BY id
+      SELECT c.id, c.project_id, c.team_id, 'REPLICAS_CHANGED', c.cause,
+        jsonb_build_object('currReplicaCnt', c.curr, 'desiredReplicaCnt', c.desired, 'updatedReplicaCnt', c.updated)
+      FROM changed c, ordered ORDER BY c.id
       RETURNING endpoint_id
     )
     SELECT w.id, EXISTS (SELECT 1 FROM appended x WHERE x.endpoint_id = w.id) AS written FROM wanted w`;

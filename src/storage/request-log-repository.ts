@@ -50,14 +50,22 @@ export async function insertRequestLog(db: Queryable, entries: readonly RequestL
   return rows.map((r) => String(r.id));
 }
 
-/** Moves the endpoints' last-request times forward (never back). */
+/**
+ * Moves the endpoints' last-request times forward (never back). Only the rows that move are written, locked in id
+ * order (as every statement that locks several endpoints locks them: two never wait for each other in a cycle).
+ */
 export async function touchEndpoints(db: Queryable, lastRequest: ReadonlyMap<string, Date>): Promise<void> {
   if (lastRequest.size === 0) return;
   const ids = [...lastRequest.keys()];
   const times = ids.map((id) => lastRequest.get(id)!.toISOString());
   await db`
-    UPDATE endpoints e SET last_request_at = greatest(e.last_request_at, t.at::timestamptz)
-    FROM unnest(${ids}::text[], ${times}::text[]) AS t(id, at)
+    WITH touched AS (
+      SELECT e.id, t.at FROM endpoints e JOIN unnest(${ids}::text[], ${times}::timestamptz[]) AS t(id, at) ON t.id = e.id
+      WHERE e.id = ANY(${ids}::text[]) AND (e.last_request_at IS NULL OR e.last_request_at < t.at)
+      ORDER BY e.id FOR UPDATE OF e
+    )
+    UPDATE endpoints e SET last_request_at = greatest(e.last_request_at, t.at)
+    FROM touched t
     WHERE e.id = t.id`;
 }
 

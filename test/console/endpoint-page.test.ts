@@ -188,6 +188,19 @@ describeBrowser('web console: endpoint page', () => {
     await version(page, 13).waitFor();
     await expect.poll(() => page.locator('li.version').count()).toBe(14);
     expect(await page.getByRole('button', { name: 'Show older versions' }).count()).toBe(0);
+    // Older versions asked for while a new version comes in (its reload from the top races the older page's read):
+    // what was asked stays shown, each version once.
+    await page.reload();
+    await version(page, 13).waitFor();
+    await expect.poll(() => page.locator('li.version').count()).toBe(10);
+    const [, put] = await Promise.all([
+      page.getByRole('button', { name: 'Show older versions' }).click(),
+      h.user.rest('PUT', `/dedicated/beta/endpoint/${many}`, { advanced: { max_batch_size: 15 } }),
+    ]);
+    expect(put.status).toBe(200);
+    await version(page, 14).waitFor();
+    await expect.poll(() => page.locator('li.version').count()).toBe(15);
+    await version(page, 0).waitFor();
   }, 60_000);
 
   it('fits 380 px without horizontal scrolling', async () => {

@@ -164,7 +164,7 @@ test('a desired count asked as a floor: kept when it is shown already, raised to
   expect(last).toEqual({ cause: 'scale-up', detail: { currReplicaCnt: 1, desiredReplicaCnt: 4, updatedReplicaCnt: 1 } });
 });
 
-test("a floor is taken from the row as locked: a desired count written meanwhile by another transaction is kept, not the statement's snapshot of it", async () => {
+test("a floor is taken from the row as it is once locked: a desired count written meanwhile by another transaction is kept (the refresh is sent again), not the statement's snapshot of it", async () => {
   const id = await endpointWithReady(2);
   await refreshReplicaCounts(db.sql, id, 2, 'test');
   await markReplica(db.sql, `rep_${id}_1`, { state: 'DRAINING' }); // the counts to refresh: 1 READY, not 2
@@ -496,4 +496,21 @@ test('a transition with counts whose row changed while it waited for the lock is
   const [last] = await db.sql`
     SELECT detail FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED' ORDER BY id DESC LIMIT 1`;
   expect(last!.detail).toEqual({ currReplicaCnt: 2, desiredReplicaCnt: 2, updatedReplicaCnt: 2 });
+});
+
+test('a transition whose endpoint moved to a status it does not allow (the desired state unchanged) is stale and writes nothing', async () => {
+  const id = await endpointWithReady(0);
+  await db.sql`UPDATE endpoints SET status = 'INITIALIZING', phase = 'DOWNLOADING_MODEL' WHERE id = ${id}`;
+  expect(await acquireLeases(db.sql, [id], 'gateway-l', 60_000)).toEqual(new Set([id]));
+  const writes = new EndpointWrites(db.sql, 'gateway-l');
+  const [endpoint] = await findEndpoints(db.sql, [id]);
+  // Read as INITIALIZING; it is READY by the time the phase is written (still desired RUNNING).
+  await db.sql`UPDATE endpoints SET status = 'READY', phase = NULL WHERE id = ${id}`;
+  const events = async () => (await db.sql`SELECT count(*)::int AS n FROM endpoint_events WHERE endpoint_id = ${id}`)[0]!.n as number;
+  const before = await events();
+  await expect(writes.transition(id, endpoint!, { type: 'starting-engine' }, { cause: 'controller:engine' })).rejects.toBeInstanceOf(
+    StaleError,
+  );
+  expect((await findEndpoints(db.sql, [id]))[0]).toMatchObject({ status: 'READY', phase: null });
+  expect(await events()).toBe(before);
 });

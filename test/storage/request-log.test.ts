@@ -1,7 +1,12 @@
-/** The request log's batch insert: every column round-trips, nulls included, and one statement serves every batch size. */
+/**
+ * The request log's batch insert: every column round-trips, nulls included, and one statement serves every batch size.
+ * The endpoints' last-request times move forward only, and a row they would not move is not written.
+ */
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { insertRequestLog, type RequestLogEntry } from '../../src/storage/request-log-repository.js';
+import { createServices } from '../../src/services/index.js';
+import { insertRequestLog, touchEndpoints, type RequestLogEntry } from '../../src/storage/request-log-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { createBody, seedPrincipal } from '../support/gateway.js';
 
 let db: TestDatabase;
 const statements: string[] = [];
@@ -124,4 +129,45 @@ test('each activity filter has an index that yields its page in id order (no sca
   };
   expect(await plan(`AND r.user_id = 'usr_x'`)).toContain('request_log_endpoint_user_idx');
   expect(await plan('AND (r.http_status >= 400 OR r.error_code IS NOT NULL)')).toContain('request_log_endpoint_errors_idx');
+});
+
+test('last-request times move forward only; a row they would not move is not written', async () => {
+  const services = createServices(db.sql);
+  const { principal, projectId } = await seedPrincipal(db.sql, services, 'touch');
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none', name: `touch-${i}` }));
+    if (created.type === 'error') throw new Error(created.error.message);
+    ids.push(created.value.id);
+  }
+  const [a, b, c] = ids as [string, string, string];
+  const t = (s: number) => new Date(Date.UTC(2026, 11, 5, 12, 0, s));
+  await touchEndpoints(
+    db.sql,
+    new Map([
+      [a, t(10)],
+      [b, t(10)],
+    ]),
+  );
+  const rows = async () =>
+    new Map(
+      (
+        await db.sql<{ id: string; at: Date | null; xmin: string }[]>`
+        SELECT id, last_request_at AS at, xmin::text FROM endpoints WHERE id = ANY(${ids})`
+      ).map((r) => [r.id, r]),
+    );
+  const before = await rows();
+  // a: back (kept, not written); b: forward; c: first time.
+  await touchEndpoints(
+    db.sql,
+    new Map([
+      [c, t(5)],
+      [b, t(20)],
+      [a, t(1)],
+    ]),
+  );
+  const after = await rows();
+  expect(after.get(a)).toEqual(before.get(a));
+  expect(after.get(b)!.at).toEqual(t(20));
+  expect(after.get(c)!.at).toEqual(t(5));
 });

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
 import { KEEP_DESIRED } from '../../src/storage/endpoints-repository.js';
+import { insertEvent } from '../../src/storage/events-repository.js';
 import { readPassState } from '../../src/storage/pass-reads.js';
 import { insertReplica, markReplica, replicaState } from '../../src/storage/replicas-repository.js';
 import { StatementBatches } from '../../src/storage/statement-batches.js';
@@ -219,3 +220,47 @@ test('a refresh carrying a value the database refuses fails alone: the others of
     SELECT desired_replica_cnt AS d FROM endpoints WHERE id = ANY(${ids}) ORDER BY array_position(${ids}::text[], id)`;
   expect(desired.map((r) => r.d)).toEqual([2, 0, 2]);
 });
+
+test('a batch of refreshes takes the event order lock only once every row it writes is locked: a writer holding one of them, then appending an event, is not deadlocked', async () => {
+  const ids = [await newEndpoint('order-lock-a'), await newEndpoint('order-lock-b')].sort();
+  const batches = new StatementBatches(db.sql, 3000);
+  const [endpoint] = await db.sql<
+    { project_id: string; team_id: string }[]
+  >`SELECT project_id, team_id FROM endpoints WHERE id = ${ids[1]!}`;
+  // An API action on the second (in id order): its row locked, then, a round trip later, its event appended.
+  let holds!: () => void;
+  const held = new Promise<void>((resolve) => (holds = resolve));
+  let appendNow!: () => void;
+  const append = new Promise<void>((resolve) => (appendNow = resolve));
+  const action = db.sql.begin(async (tx) => {
+    await tx`SELECT 1 FROM endpoints WHERE id = ${ids[1]!} FOR UPDATE`;
+    holds();
+    await append;
+    await insertEvent(tx, {
+      endpointId: ids[1]!,
+      projectId: endpoint!.project_id,
+      teamId: endpoint!.team_id,
+      type: 'STATUS_CHANGED',
+      status: null,
+      phase: null,
+      errorCode: null,
+      versionIndex: null,
+      cause: 'api',
+      actorId: null,
+      detail: null,
+    });
+  });
+  await held;
+  // Both refreshes change their counts: the batch locks the first, and waits for the second.
+  sent.length = 0;
+  const refreshes = Promise.all(ids.map((id) => batches.refreshCounts(id, 4, 'scale-up')));
+  await waitForLockWaits(1);
+  appendNow();
+  const [acted, refreshed] = await Promise.allSettled([action, refreshes]);
+  expect(acted.status).toBe('fulfilled');
+  expect(refreshed).toEqual({ status: 'fulfilled', value: [true, true] });
+  // One statement: no deadlock was broken by failing it (then each refresh would have gone again alone).
+  expect(sentLike('WITH asked AS')).toBe(1);
+  const desired = await db.sql<{ d: number }[]>`SELECT desired_replica_cnt AS d FROM endpoints WHERE id = ANY(${ids})`;
+  expect(desired.map((r) => r.d)).toEqual([4, 4]);
+}, 30_000);

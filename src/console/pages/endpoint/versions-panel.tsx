@@ -88,29 +88,43 @@ export function VersionsPanel({
     }
   }, []);
 
-  // From the top again whenever a version is added or rolled out, keeping as many shown as were (older versions the
-  // user opened stay open), up to what one page may hold; one more is read to diff the oldest shown.
-  const shownNow = useRef(shown);
-  shownNow.current = shown;
-  useEffect(() => {
+  // How many versions the user asked to see, and which read of the list is the latest (only the latest is shown: a
+  // read from the top that a new version started while an older page was read keeps what was asked, and wins).
+  const wanted = useRef(PAGE_SIZE);
+  const reads = useRef(0);
+
+  // From the top, as many as asked for (older versions the user opened stay open), up to what one page may hold; one
+  // more is read to diff the oldest shown.
+  const reload = useCallback(() => {
+    const read = ++reads.current;
     void run(async () => {
-      const keep = Math.min(shownNow.current, PAGE_LIMIT.max - 1);
+      const keep = Math.min(wanted.current, PAGE_LIMIT.max - 1);
       const page = await fetchPage(null, keep + 1);
+      if (read !== reads.current) return;
       setVersions(page.nodes);
       setCursor(page.next);
       setShown(keep);
     });
-  }, [fetchPage, run, generation]);
+  }, [fetchPage, run]);
 
-  const showOlder = () =>
+  // Again whenever a version is added or rolled out.
+  useEffect(() => reload(), [reload, generation]);
+
+  const showOlder = () => {
+    wanted.current = shown + PAGE_SIZE;
+    // Within one page: read again from the top (one read, nothing to join); past it, the next page is added.
+    if (wanted.current < PAGE_LIMIT.max) return reload();
+    const read = ++reads.current;
     void run(async () => {
       if (cursor && versions.length < shown + PAGE_SIZE + 1) {
         const page = await fetchPage(cursor, PAGE_SIZE);
+        if (read !== reads.current) return;
         setVersions((current) => [...current, ...page.nodes]);
         setCursor(page.next);
       }
-      setShown((n) => n + PAGE_SIZE);
+      if (read === reads.current) setShown((n) => n + PAGE_SIZE);
     });
+  };
 
   const rollBack = async (versionIndex: number) => {
     setRollbackFailure(undefined);
