@@ -181,8 +181,10 @@ export function VersionsPanel({
           </li>
         ))}
       </ol>
+      {/* Not disabled while a read runs: a new version's reload from the top comes any time, and a click then is
+          not lost (each read reads what was asked; the latest wins). */}
       {(versions.length > shown || cursor !== null) && (
-        <button type="button" className="secondary" disabled={loading} onClick={showOlder}>
+        <button type="button" className="secondary" onClick={showOlder}>
           Show older versions
         </button>
       )}
