@@ -49,9 +49,7 @@ export interface ReconcileLoopOptions {
   restIntervalMs?: number;
   /**
    * Passes that run at once; the others wait their turn (their leases held), so that a thousand endpoints' passes
-   * do not queue a thousand statements before the lease renewal on the database's connections. More at once make
-   * larger coalesced statements (statement-batches.ts): at 1,000 endpoints, 48 converged in 0.9 of the time 16 took
-   * with 0.85 of the statements; 128 took longer again (BENCHMARKS.md, session 26). @default 48
+   * do not queue a thousand statements before the lease renewal on the database's connections. @default 16
    */
   concurrency?: number;
   log: (message: string, error?: unknown) => void;
@@ -85,7 +83,7 @@ export class ReconcileLoop {
   private endpoints = 0;
 
   constructor(private readonly options: ReconcileLoopOptions) {
-    this.queue = new PassQueue(options.concurrency ?? 48);
+    this.queue = new PassQueue(options.concurrency ?? 16);
     this.restIntervalMs = options.restIntervalMs ?? DEFAULTS.restIntervals * options.intervalMs;
   }
 

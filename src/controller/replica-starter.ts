@@ -95,8 +95,8 @@ export class ReplicaStarter {
   /** Replicas whose warm-up ended here (marked READY), by id: their endpoints. A pass that read one STARTING before does not warm it again. */
   private readonly warmed = new Map<string, string>();
   private readonly preparer: ModelPreparer;
-  /** Steps that run at once (downloads, placements, warm-ups); the others wait their turn, already counted as starting (twice the passes at once). */
-  private readonly limit = pLimit(96);
+  /** Steps that run at once (downloads, placements, warm-ups); the others wait their turn, already counted as starting. */
+  private readonly limit = pLimit(32);
 
   constructor(private readonly options: ReplicaStarterOptions) {
     this.preparer = new ModelPreparer(options);

@@ -76,53 +76,63 @@ export function VersionsPanel({
     [api, id],
   );
 
-  const run = useCallback(async (work: () => Promise<void>) => {
-    setLoading(true);
-    try {
-      await work();
-      setError(undefined);
-    } catch (failure) {
-      setError(failure instanceof ApiError ? failure : new ApiError(String(failure)));
-    } finally {
-      setLoading(false);
-    }
-  }, []);
-
-  // How many versions the user asked to see, and which read of the list is the latest (only the latest is shown: a
-  // read from the top that a new version started while an older page was read keeps what was asked, and wins).
+  // How many versions the user asked to see; which read of the list is the latest (only the latest is shown, and
+  // only its failure: a read from the top that a new version started while an older page was read keeps what was
+  // asked, and wins); and whether a read from the top is under way.
   const wanted = useRef(PAGE_SIZE);
   const reads = useRef(0);
+  const reloading = useRef(0);
+
+  /** Runs a read of the list as the latest: what it shows, its failure and the end of loading count only while it is. */
+  const latest = useCallback((work: (isLatest: () => boolean) => Promise<void>) => {
+    const read = ++reads.current;
+    const isLatest = () => read === reads.current;
+    setLoading(true);
+    void work(isLatest)
+      .then(
+        () => isLatest() && setError(undefined),
+        (failure: unknown) => isLatest() && setError(failure instanceof ApiError ? failure : new ApiError(String(failure))),
+      )
+      .finally(() => isLatest() && setLoading(false));
+  }, []);
 
   // From the top, as many as asked for (older versions the user opened stay open), up to what one page may hold; one
   // more is read to diff the oldest shown.
   const reload = useCallback(() => {
-    const read = ++reads.current;
-    void run(async () => {
-      const keep = Math.min(wanted.current, PAGE_LIMIT.max - 1);
-      const page = await fetchPage(null, keep + 1);
-      if (read !== reads.current) return;
-      setVersions(page.nodes);
-      setCursor(page.next);
-      setShown(keep);
+    reloading.current++;
+    latest(async (isLatest) => {
+      try {
+        const keep = Math.min(wanted.current, PAGE_LIMIT.max - 1);
+        const page = await fetchPage(null, keep + 1);
+        if (!isLatest()) return;
+        setVersions(page.nodes);
+        setCursor(page.next);
+        setShown(keep);
+      } finally {
+        reloading.current--;
+      }
     });
-  }, [fetchPage, run]);
+  }, [fetchPage, latest]);
 
   // Again whenever a version is added or rolled out.
   useEffect(() => reload(), [reload, generation]);
 
   const showOlder = () => {
-    wanted.current = shown + PAGE_SIZE;
-    // Within one page: read again from the top (one read, nothing to join); past it, the next page is added.
+    // Two clicks before the list shows the first ask for two pages more.
+    wanted.current = Math.max(wanted.current, shown) + PAGE_SIZE;
+    // Within one page: read again from the top (one read, nothing to join).
     if (wanted.current < PAGE_LIMIT.max) return reload();
-    const read = ++reads.current;
-    void run(async () => {
+    // Past it, the next page is added to the list as shown; not while a read from the top replaces that list (its
+    // cursor is the one to follow: a click then asks again once it shows).
+    if (reloading.current > 0) return;
+    latest(async (isLatest) => {
       if (cursor && versions.length < shown + PAGE_SIZE + 1) {
         const page = await fetchPage(cursor, PAGE_SIZE);
-        if (read !== reads.current) return;
+        if (!isLatest()) return;
         setVersions((current) => [...current, ...page.nodes]);
         setCursor(page.next);
       }
-      if (read === reads.current) setShown((n) => n + PAGE_SIZE);
+      if (isLatest()) setShown((n) => n + PAGE_SIZE);
     });
   };
 
@@ -184,7 +194,7 @@ export function VersionsPanel({
       {/* Not disabled while a read runs: a new version's reload from the top comes any time, and a click then is
           not lost (each read reads what was asked; the latest wins). */}
       {(versions.length > shown || cursor !== null) && (
-        <button type="button" className="secondary" onClick={showOlder}>
+        <button type="button" className="secondary" aria-busy={loading} onClick={showOlder}>
           Show older versions
         </button>
       )}
