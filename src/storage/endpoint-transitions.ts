@@ -50,6 +50,7 @@ export async function writeTransition(db: Sql, t: TransitionWrite): Promise<bool
   return (await sent).applied;
 }
 
+/** Sends its statement at once, before any await: writeTransition's transaction relies on it going before the commit. */
 async function sendTransition(db: Queryable, t: TransitionWrite): Promise<{ found: boolean; applied: boolean }> {
   const statuses = t.requires.statuses ? db.array([...t.requires.statuses] as string[], 25) : null;
   const counted = t.desiredReplicas !== undefined;

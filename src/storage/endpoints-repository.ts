@@ -210,7 +210,10 @@ export async function refreshReplicaCountsOf(db: Sql, refreshes: readonly Counts
   return new Set([...written, ...(await sent).written]);
 }
 
-/** One statement of refreshes (sorted by id): the ids written, and those whose row changed while it waited. */
+/**
+ * One statement of refreshes (sorted by id): the ids written, and those whose row changed while it waited. It is
+ * sent at once, before any await: refreshReplicaCountsOf's transaction relies on it going before the commit.
+ */
 async function sendRefreshes(db: Queryable, sorted: readonly CountsRefresh[]): Promise<{ written: Set<string>; raced: Set<string> }> {
   const column = <T>(of: (r: CountsRefresh) => T, type: number) => db.array(sorted.map(of) as never[], type);
   const ids = column((r) => r.id, TEXT);

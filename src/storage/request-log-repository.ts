@@ -52,7 +52,8 @@ export async function insertRequestLog(db: Queryable, entries: readonly RequestL
 
 /**
  * Moves the endpoints' last-request times forward (never back). Only the rows that move are written, locked in id
- * order (as every statement that locks several endpoints locks them: two never wait for each other in a cycle).
+ * order, as the other statements that lock several endpoints lock them (insertContent below, the counts' batched
+ * refresh): two never wait for each other in a cycle.
  */
 export async function touchEndpoints(db: Queryable, lastRequest: ReadonlyMap<string, Date>): Promise<void> {
   if (lastRequest.size === 0) return;
@@ -106,6 +107,7 @@ export async function insertContent(db: Queryable, rows: readonly ContentRow[]):
       ${rows.map((r) => storableJson(r.response))}::text[]) AS c(id, endpoint_id, version_index, messages, response)
     JOIN endpoints e ON e.id = c.endpoint_id AND e.deleted_at IS NULL
     JOIN endpoint_versions v ON v.endpoint_id = e.id AND v.version_index = e.current_version AND v.enable_content_logging
+    ORDER BY e.id
     FOR SHARE OF e
     ON CONFLICT (request_log_id) DO NOTHING`;
   return inserted.count;
