@@ -194,15 +194,26 @@ export async function statusOf(
   };
 }
 
-export function waitForStatus(sql: Sql, id: string, status: EndpointStatus, timeoutMs = 60_000) {
-  return waitFor(
-    `${id} to be ${status}`,
-    async () => {
-      const current = await statusOf(sql, id);
-      return current.status === status ? current : undefined;
-    },
-    timeoutMs,
-  );
+export async function waitForStatus(sql: Sql, id: string, status: EndpointStatus, timeoutMs = 60_000) {
+  let last: Awaited<ReturnType<typeof statusOf>> | undefined;
+  try {
+    return await waitFor(
+      `${id} to be ${status}`,
+      async () => {
+        last = await statusOf(sql, id);
+        return last.status === status ? last : undefined;
+      },
+      timeoutMs,
+    );
+  } catch (error) {
+    // What the endpoint showed last, its replicas and its events: a timeout says where the endpoint stopped.
+    const replicas = await sql`SELECT id, state, last_error FROM replicas WHERE endpoint_id = ${id} ORDER BY created_at`.catch(() => []);
+    const trail = await statusTrail(sql, id).catch(() => []);
+    throw new Error(
+      `${(error as Error).message}; last seen ${JSON.stringify(last)}, replicas ${JSON.stringify(replicas)}, events ${JSON.stringify(trail)}`,
+      { cause: error },
+    );
+  }
 }
 
 /** The status/phase/error sequence of an endpoint's events, as compact strings. */
