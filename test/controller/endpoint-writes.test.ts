@@ -34,6 +34,18 @@ beforeAll(async () => {
 
 afterAll(() => db?.close());
 
+/** Waits until a session of this database waits for a lock, running a statement `like` the pattern. */
+async function lockWaited(what: string, like = '%'): Promise<void> {
+  for (let i = 0; ; i++) {
+    const [waiting] = await db.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM pg_stat_activity
+      WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE ${like}`;
+    if (waiting!.n > 0) return;
+    if (i > 250) throw new Error(`${what} never waited for the lock`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /** An endpoint with `ready` READY replicas of its first version. */
 async function endpointWithReady(ready: number): Promise<string> {
   const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none' }));
@@ -181,14 +193,11 @@ test("a floor is taken from the row as it is once locked: a desired count writte
   await holding;
   const refresh = refreshReplicaCounts(db.sql, id, KEEP_DESIRED, 'replica-ready');
   // The refresh has begun (its snapshot taken: desired 2) and waits for the row.
-  for (;;) {
-    const [waiting] = await db.sql`
-      SELECT count(*)::int AS n FROM pg_stat_activity
-      WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%WITH asked AS%'`;
-    if (waiting!.n > 0) break;
-    await new Promise((resolve) => setTimeout(resolve, 10));
+  try {
+    await lockWaited('the refresh', '%WITH asked AS%');
+  } finally {
+    release();
   }
-  release();
   await other;
   expect(await refresh).toBe(true);
   expect(await counts(id)).toEqual({ curr_replica_cnt: 1, desired_replica_cnt: 5, updated_replica_cnt: 1 });
@@ -307,13 +316,7 @@ test("a guarded step locks and reads its endpoint in one statement; one that wai
   await rowHeld;
   const step = readVersion();
   try {
-    for (let i = 0; ; i++) {
-      const [row] =
-        await db.sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`;
-      if (row!.n > 0) break;
-      if (i > 250) throw new Error('the step never waited for the lock');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await lockWaited('the step');
   } finally {
     commitUpdate();
   }
@@ -408,13 +411,7 @@ test('a transition is one statement: what it requires is checked on the row as l
     (error: unknown) => error,
   );
   try {
-    for (let i = 0; ; i++) {
-      const [waiting] = await db.sql`
-        SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`;
-      if (waiting!.n > 0) break;
-      if (i > 250) throw new Error('the transition never waited for the lock');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await lockWaited('the transition', '%WITH target AS%');
   } finally {
     commit();
   }
@@ -477,14 +474,7 @@ test('a transition with counts whose row changed while it waited for the lock is
   // Its snapshot sees one READY replica; it waits for the row.
   const step = writes.transition(id, endpoint!, { type: 'replica-ready' }, { cause: 'controller:serving', desiredReplicas: 2 });
   try {
-    for (let i = 0; ; i++) {
-      const [waiting] = await db.sql`
-        SELECT count(*)::int AS n FROM pg_stat_activity
-        WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%WITH target AS%'`;
-      if (waiting!.n > 0) break;
-      if (i > 250) throw new Error('the transition never waited for the lock');
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await lockWaited('the transition', '%WITH target AS%');
   } finally {
     commit();
   }
