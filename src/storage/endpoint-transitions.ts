@@ -14,7 +14,7 @@
  */
 import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
 import type { Queryable, Sql } from './database.js';
-import { SHOWN_COUNTS, type DesiredCount } from './endpoints-repository.js';
+import { sendLocked, SHOWN_COUNTS, type DesiredCount } from './endpoints-repository.js';
 import { EVENT_ORDER_LOCK } from './events-repository.js';
 
 export interface TransitionWrite {
@@ -39,18 +39,10 @@ export interface TransitionWrite {
 export async function writeTransition(db: Sql, t: TransitionWrite): Promise<boolean> {
   const first = await sendTransition(db, t);
   if (first.applied || !first.found) return first.applied;
-  const { sent } = await db.begin(async (tx) => {
-    await tx`SELECT 1 FROM endpoints WHERE id = ${t.id} FOR UPDATE`;
-    // Not awaited here: the commit goes with it (the event order lock it takes is not held across a round trip). A
-    // failed statement fails the transaction, whose commit then rolls back; its error is thrown below.
-    const sent = sendTransition(tx, t);
-    sent.catch(() => undefined);
-    return { sent };
-  });
-  return (await sent).applied;
+  return (await sendLocked(db, [t.id], (tx) => sendTransition(tx, t))).applied;
 }
 
-/** Sends its statement at once, before any await: writeTransition's transaction relies on it going before the commit. */
+/** Sends its statement at once, before any await (sendLocked relies on it). */
 async function sendTransition(db: Queryable, t: TransitionWrite): Promise<{ found: boolean; applied: boolean }> {
   const statuses = t.requires.statuses ? db.array([...t.requires.statuses] as string[], 25) : null;
   const counted = t.desiredReplicas !== undefined;

@@ -198,21 +198,34 @@ export async function refreshReplicaCountsOf(db: Sql, refreshes: readonly Counts
   const { written, raced } = await sendRefreshes(db, sorted);
   if (raced.size === 0) return written;
   const again = sorted.filter((r) => raced.has(r.id));
-  const ids = again.map((r) => r.id);
+  const retried = await sendLocked(
+    db,
+    again.map((r) => r.id),
+    (tx) => sendRefreshes(tx, again),
+  );
+  return new Set([...written, ...retried.written]);
+}
+
+/**
+ * Sends a statement (`send`) in a transaction that first locks the endpoints' rows, in id order: its snapshot is taken
+ * once they can no longer change (a refresh or transition whose row changed while it waited, sent again). The
+ * statement is not awaited inside: the commit goes with it (the event order lock it takes is not held across a round
+ * trip). A failed statement fails the transaction, whose commit then rolls back; its error is thrown here. `send`
+ * must send its statement before any await.
+ */
+export async function sendLocked<T>(db: Sql, ids: readonly string[], send: (tx: Queryable) => Promise<T>): Promise<T> {
   const { sent } = await db.begin(async (tx) => {
-    await tx`SELECT 1 FROM endpoints WHERE id = ANY(${ids}) ORDER BY id FOR UPDATE`;
-    // Not awaited here: the commit goes with it (the event order lock it takes is not held across a round trip). A
-    // failed statement fails the transaction, whose commit then rolls back; its error is thrown below.
-    const sent = sendRefreshes(tx, again);
+    await tx`SELECT 1 FROM endpoints WHERE id = ANY(${ids as string[]}) ORDER BY id FOR UPDATE`;
+    const sent = send(tx);
     sent.catch(() => undefined);
     return { sent };
   });
-  return new Set([...written, ...(await sent).written]);
+  return sent;
 }
 
 /**
  * One statement of refreshes (sorted by id): the ids written, and those whose row changed while it waited. It is
- * sent at once, before any await: refreshReplicaCountsOf's transaction relies on it going before the commit.
+ * sent at once, before any await (sendLocked relies on it).
  */
 async function sendRefreshes(db: Queryable, sorted: readonly CountsRefresh[]): Promise<{ written: Set<string>; raced: Set<string> }> {
   const column = <T>(of: (r: CountsRefresh) => T, type: number) => db.array(sorted.map(of) as never[], type);

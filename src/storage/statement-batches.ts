@@ -1,14 +1,15 @@
 /**
- * The controller's most frequent statements, coalesced: a pass's read of its endpoint, a move of a replica's row and a
- * refresh of an endpoint's replica counts, asked for through the pool by many passes and start steps at once, go out as one statement per kind for all those
- * asked within the same turn of the event loop (DataLoader's batching, scheduled after the turn's I/O callbacks, so
- * that the answers read in one turn share the next statement). The busier the controller, the larger the batches:
- * the statements grow with the turns, not with the endpoints.
+ * The controller's most frequent statements, coalesced: a pass's read of its endpoint, a move of a replica's row and
+ * a refresh of an endpoint's replica counts, asked for through the pool by many passes and start steps at once, go
+ * out as one statement per kind for all those asked within the same turn of the event loop (DataLoader's batching,
+ * scheduled after the turn's I/O callbacks, so that the answers read in one turn share the next statement). The
+ * busier the controller, the larger the batches: the statements grow with the turns, not with the endpoints.
  *
  * Each answer is what the single statement would have answered: a read is the same read; moves of one replica (or
  * refreshes of one endpoint) asked in the same turn go out in successive statements, in the order asked; a batch of
  * writes that fails for another cause than an outage (a deadlock with another batch, a value the database refuses)
- * goes again write by write, so that a write's failure is its own. Only pool statements are coalesced, never a transaction's (each caller passes the pool).
+ * goes again write by write, so that a write's failure is its own. Only pool statements are coalesced, never a
+ * transaction's (each caller passes the pool).
  */
 import DataLoader from 'dataloader';
 import type { Sql } from './database.js';

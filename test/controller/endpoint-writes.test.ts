@@ -34,6 +34,13 @@ beforeAll(async () => {
 
 afterAll(() => db?.close());
 
+/** The endpoint's last REPLICAS_CHANGED event: its cause and detail. */
+async function lastCountsEvent(id: string) {
+  const [event] = await db.sql<{ cause: string; detail: unknown }[]>`
+    SELECT cause, detail FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED' ORDER BY id DESC LIMIT 1`;
+  return event!;
+}
+
 /** Waits until a session of this database waits for a lock, running a statement `like` the pattern. */
 async function lockWaited(what: string, like = '%'): Promise<void> {
   for (let i = 0; ; i++) {
@@ -128,8 +135,7 @@ test('ten asks at once: the counts end right, refreshed once or twice, not ten t
   expect(sent).toHaveLength(refreshes());
   // The last ask's desired count is the one written: the asks that came while the first ran shared one more refresh.
   expect(await counts(id)).toEqual({ curr_replica_cnt: 5, desired_replica_cnt: 6, updated_replica_cnt: 5 });
-  const [event] = await db.sql`
-    SELECT cause, detail FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED' ORDER BY id DESC LIMIT 1`;
+  const event = await lastCountsEvent(id);
   expect(event).toEqual({ cause: 'test', detail: { currReplicaCnt: 5, desiredReplicaCnt: 6, updatedReplicaCnt: 5 } });
 
   // As shown now: one statement, which writes nothing (no event, the row untouched).
@@ -161,8 +167,7 @@ test('a desired count asked as a floor: kept when it is shown already, raised to
   await writes.refreshCounts(id, 0, 'sleep');
   await writes.refreshCounts(id, { atLeast: 1 }, 'started');
   expect((await counts(id))!.desired_replica_cnt).toBe(1);
-  const [event] = await db.sql`
-    SELECT cause, detail FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED' ORDER BY id DESC LIMIT 1`;
+  const event = await lastCountsEvent(id);
   expect(event).toEqual({ cause: 'started', detail: { currReplicaCnt: 1, desiredReplicaCnt: 1, updatedReplicaCnt: 1 } });
 
   // Asked while one runs: a scale-out's 4, then a warm-up's floor of 1, share one refresh, which writes 4.
@@ -171,8 +176,7 @@ test('a desired count asked as a floor: kept when it is shown already, raised to
   await Promise.all([running, ...merged]);
   expect((await counts(id))!.desired_replica_cnt).toBe(4);
   // Its event is the scale-out's, whose count it wrote.
-  const [last] = await db.sql`
-    SELECT cause, detail FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED' ORDER BY id DESC LIMIT 1`;
+  const last = await lastCountsEvent(id);
   expect(last).toEqual({ cause: 'scale-up', detail: { currReplicaCnt: 1, desiredReplicaCnt: 4, updatedReplicaCnt: 1 } });
 });
 
@@ -201,9 +205,8 @@ test("a floor is taken from the row as it is once locked: a desired count writte
   await other;
   expect(await refresh).toBe(true);
   expect(await counts(id)).toEqual({ curr_replica_cnt: 1, desired_replica_cnt: 5, updated_replica_cnt: 1 });
-  const [event] = await db.sql`
-    SELECT detail FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED' ORDER BY id DESC LIMIT 1`;
-  expect(event!.detail).toEqual({ currReplicaCnt: 1, desiredReplicaCnt: 5, updatedReplicaCnt: 1 });
+  const event = await lastCountsEvent(id);
+  expect(event.detail).toEqual({ currReplicaCnt: 1, desiredReplicaCnt: 5, updatedReplicaCnt: 1 });
 });
 
 test('a refresh that fails fails its own asks only: the next ones run', async () => {
@@ -483,9 +486,8 @@ test('a transition with counts whose row changed while it waited for the lock is
   // Sent twice: the first found the row changed and wrote nothing; the second counted both replicas.
   expect(sent.filter((q) => q.trim().startsWith('WITH target AS')).length).toBe(2);
   expect(await counts(id)).toEqual({ curr_replica_cnt: 2, desired_replica_cnt: 2, updated_replica_cnt: 2 });
-  const [last] = await db.sql`
-    SELECT detail FROM endpoint_events WHERE endpoint_id = ${id} AND type = 'REPLICAS_CHANGED' ORDER BY id DESC LIMIT 1`;
-  expect(last!.detail).toEqual({ currReplicaCnt: 2, desiredReplicaCnt: 2, updatedReplicaCnt: 2 });
+  const last = await lastCountsEvent(id);
+  expect(last.detail).toEqual({ currReplicaCnt: 2, desiredReplicaCnt: 2, updatedReplicaCnt: 2 });
 });
 
 test('a transition whose endpoint moved to a status it does not allow (the desired state unchanged) is stale and writes nothing', async () => {
