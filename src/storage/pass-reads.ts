@@ -13,12 +13,14 @@ import type { Queryable } from './database.js';
 import { CURRENT_VERSION_JOIN, ENDPOINT_COLUMNS, toEndpoint, type EndpointRow } from './endpoint-rows.js';
 import { REPLICA_COLUMNS, toReplica, type ReplicaRow } from './replicas-repository.js';
 
+/** The live replicas' states, in SQL. */
+const LIVE = `('STARTING', 'READY', 'DRAINING')`;
+
 /**
- * An endpoint's stamp, in SQL over its row `e`: changes with every write to the row (each sets updated_at) and with
- * the counts of its live and of its ready replicas.
+ * An endpoint's stamp, in SQL over its row `e` and the counts of its live replicas (`live`) and of its ready ones
+ * (`ready`): changes with every write to the row (each sets updated_at) and with either count.
  */
-const STAMP = `e.updated_at::text || (SELECT '/' || count(*) || '/' || count(*) FILTER (WHERE r.state = 'READY')
-  FROM replicas r WHERE r.endpoint_id = e.id AND r.state IN ('STARTING', 'READY', 'DRAINING'))`;
+const stampSql = (live: string, ready: string) => `e.updated_at::text || '/' || ${live} || '/' || ${ready}`;
 
 /** Whether the endpoint a stamp was read from had every live replica READY (none starting or draining). */
 export function settled(stamp: string): boolean {
@@ -42,13 +44,15 @@ export interface PassState {
 }
 
 /**
- * The endpoint's live replicas, oldest first, as one JSON array (one row per pass, not one per replica: the endpoint's
- * columns, its version's spec among them, are sent and parsed once).
+ * The endpoint's live replicas in one scan, over the endpoint `e` (a lateral subquery): oldest first as one JSON array
+ * (`replicas`: one row per pass, not one per replica, so the endpoint's columns, its version's spec among them, are
+ * sent and parsed once), and how many there are and are ready (`live`, `ready`: its stamp's counts).
  */
-const REPLICAS_JSON = `(SELECT coalesce(json_agg(json_build_object(${REPLICA_COLUMNS.split(',')
+const LIVE_REPLICAS = `LATERAL (SELECT coalesce(json_agg(json_build_object(${REPLICA_COLUMNS.split(',')
   .map((column) => `'${column.trim()}', r.${column.trim()}`)
-  .join(', ')}) ORDER BY r.created_at, r.id), '[]'::json)
-  FROM replicas r WHERE r.endpoint_id = e.id AND r.state IN ('STARTING', 'READY', 'DRAINING'))`;
+  .join(', ')}) ORDER BY r.created_at, r.id), '[]'::json) AS replicas,
+    count(*) AS live, count(*) FILTER (WHERE r.state = 'READY') AS ready
+  FROM replicas r WHERE r.endpoint_id = e.id AND r.state IN ${LIVE})`;
 
 /** A replica as JSON gives it: its times as text. */
 type ReplicaJson = Omit<ReplicaRow, 'created_at' | 'ready_at'> & { created_at: string; ready_at: string | null };
@@ -61,9 +65,9 @@ export async function readPassState(db: Queryable, endpointId: string, staleMs: 
 /** The pass states of several endpoints in one statement, by id (an id that does not exist has none). */
 export async function readPassStates(db: Queryable, endpointIds: readonly string[], staleMs: number): Promise<Map<string, PassState>> {
   const rows = await db<(EndpointRow & { pass_replicas: ReplicaJson[]; queued_demand: number; pass_stamp: string })[]>`
-    SELECT ${db.unsafe(ENDPOINT_COLUMNS)}, ${db.unsafe(REPLICAS_JSON)} AS pass_replicas,
-      ${queuedSql(db, staleMs)} AS queued_demand, ${db.unsafe(STAMP)} AS pass_stamp
-    FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)}
+    SELECT ${db.unsafe(ENDPOINT_COLUMNS)}, c.replicas AS pass_replicas,
+      ${queuedSql(db, staleMs)} AS queued_demand, ${db.unsafe(stampSql('c.live', 'c.ready'))} AS pass_stamp
+    FROM endpoints e ${db.unsafe(CURRENT_VERSION_JOIN)} CROSS JOIN ${db.unsafe(LIVE_REPLICAS)} c
     WHERE e.id = ANY(${endpointIds as string[]})`;
   return new Map(
     rows.map((row) => [
@@ -88,9 +92,18 @@ export interface EndpointToReconcile {
   queued: number;
 }
 
-/** Endpoints the controller still has to look after: all but deleted ones already cleaned up, the oldest first. */
+/**
+ * Endpoints the controller still has to look after: all but deleted ones already cleaned up, the oldest first. Every
+ * gateway lists them every interval: the replicas' counts and the queued requests are each grouped once (hash joins),
+ * not counted by a subquery per endpoint.
+ */
 export async function endpointsToReconcile(db: Queryable, queueStaleMs: number): Promise<EndpointToReconcile[]> {
   return db<EndpointToReconcile[]>`
-    SELECT e.id, ${db.unsafe(STAMP)} AS stamp, ${queuedSql(db, queueStaleMs)} AS queued
-    FROM endpoints e WHERE e.cleaned_at IS NULL ORDER BY e.seq`;
+    SELECT e.id, ${db.unsafe(stampSql('coalesce(c.live, 0)', 'coalesce(c.ready, 0)'))} AS stamp, coalesce(q.queued, 0)::int AS queued
+    FROM endpoints e
+    LEFT JOIN (SELECT endpoint_id, count(*) AS live, count(*) FILTER (WHERE state = 'READY') AS ready
+      FROM replicas WHERE state IN ${db.unsafe(LIVE)} GROUP BY endpoint_id) c ON c.endpoint_id = e.id
+    LEFT JOIN (SELECT endpoint_id, sum(queued) AS queued FROM gateway_queue_depth
+      WHERE updated_at > now() - ${queueStaleMs} * interval '1 millisecond' GROUP BY endpoint_id) q ON q.endpoint_id = e.id
+    WHERE e.cleaned_at IS NULL ORDER BY e.seq`;
 }

@@ -82,13 +82,20 @@ export async function endpointReplica(db: Queryable, endpointId: string, replica
   return rows[0] && toView(rows[0]);
 }
 
-/** The newest replica of the endpoint: a live one first (READY before the others), else the last that ended. */
+/**
+ * The newest replica of the endpoint: a live one first (READY before the others), else the last that ended. Two reads
+ * of one row each, one per index (the live replicas', the ended ones'), not a sort of the endpoint's whole history.
+ */
 export async function newestReplica(db: Queryable, endpointId: string): Promise<ReplicaView | undefined> {
   const rows = await db<ReplicaViewRow[]>`
-    SELECT ${db.unsafe(COLUMNS)} FROM replicas WHERE endpoint_id = ${endpointId}
-    ORDER BY CASE state WHEN 'READY' THEN 0 WHEN 'STARTING' THEN 1 WHEN 'DRAINING' THEN 2 ELSE 3 END,
-      coalesce(stopped_at, created_at) DESC, id DESC
-    LIMIT 1`;
+    SELECT ${db.unsafe(COLUMNS)} FROM (
+      (SELECT *, 0 AS rank FROM replicas WHERE endpoint_id = ${endpointId} AND state IN ('STARTING', 'READY', 'DRAINING')
+        ORDER BY CASE state WHEN 'READY' THEN 0 WHEN 'STARTING' THEN 1 ELSE 2 END, coalesce(stopped_at, created_at) DESC, id DESC
+        LIMIT 1)
+      UNION ALL
+      (SELECT *, 1 AS rank FROM replicas WHERE endpoint_id = ${endpointId} AND state IN ('STOPPED', 'FAILED')
+        ORDER BY coalesce(stopped_at, created_at) DESC, id DESC LIMIT 1)
+    ) newest ORDER BY rank LIMIT 1`;
   return rows[0] && toView(rows[0]);
 }
 
