@@ -13,7 +13,10 @@ import { controllerTransition, type ControllerEvent, type LifecycleState } from 
 import type { Queryable, Sql } from '../storage/database.js';
 import { writeTransition } from '../storage/endpoint-transitions.js';
 import { findEndpoints, mergeDesired, refreshReplicaCounts, type DesiredCount } from '../storage/endpoints-repository.js';
-import { lockAndReadLeasedEndpoint, lockLeasedEndpoint } from '../storage/replicas-repository.js';
+import { newId } from '../domain/ids.js';
+import type { InstanceOption } from '../domain/instance-catalog.js';
+import type { Runtime } from '../runtime/runtime.js';
+import { claimReplicas, insertReplicas, lockAndReadLeasedEndpoint, lockLeasedEndpoint } from '../storage/replicas-repository.js';
 
 /** Thrown inside a step when the endpoint changed under it; the step is abandoned quietly. */
 export class StaleError extends Error {}
@@ -49,6 +52,44 @@ export class EndpointWrites {
       if (!endpoint || !applies(endpoint)) throw new StaleError(`${id} changed`);
       return write(tx as unknown as Sql, endpoint);
     }) as Promise<T>;
+  }
+
+  /**
+   * Asks the runtime for room for `count` replicas of `option` (of version `versionIndex`) and writes the rows of those
+   * admitted, STARTING, while this process holds the endpoint's lease and the endpoint wants to run; otherwise the step
+   * is stale. A runtime that counts its room in the database (`admit`: a machine's slots, under its lock) is asked in
+   * the transaction that writes the rows, so that the next admission counts them; one without admits every replica,
+   * and their rows are written in one statement. `refusal`: why fewer were admitted than asked.
+   */
+  async admitReplicas(
+    id: string,
+    runtime: Pick<Runtime, 'name' | 'node' | 'admit'>,
+    option: InstanceOption,
+    versionIndex: number,
+    count: number,
+  ): Promise<{ begun: string[]; refusal?: string | undefined }> {
+    const row = { endpointId: id, versionIndex, runtime: runtime.name, gpuType: option.gpuType, numGpu: option.numGpu };
+    const newIds = (n: number) => Array.from({ length: n }, () => newId('rep'));
+    const { admit } = runtime;
+    if (!admit) {
+      const begun = newIds(count);
+      if ((await claimReplicas(this.sql, this.owner, { node: runtime.node, ...row }, begun)).length === 0)
+        throw new StaleError(`${id} changed, or its lease is lost`);
+      return { begun };
+    }
+    return this.guarded(
+      id,
+      (e) => e.desiredState === 'RUNNING',
+      async (tx) => {
+        const { admitted, node, reason } = await admit.call(runtime, tx, option, count);
+        const begun = newIds(admitted);
+        await insertReplicas(
+          tx,
+          begun.map((replicaId) => ({ id: replicaId, node, ...row })),
+        );
+        return { begun, refusal: reason };
+      },
+    );
   }
 
   /**

@@ -15,7 +15,6 @@
  */
 import pLimit from 'p-limit';
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
-import { newId } from '../domain/ids.js';
 import { servesAlike } from '../domain/endpoint-spec.js';
 import { findInstanceOption } from '../domain/instance-catalog.js';
 import type { ControllerEvent, LifecycleState } from '../domain/lifecycle.js';
@@ -25,7 +24,7 @@ import type { ModelStore } from '../models/model-store.js';
 import { ReplicaStartError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { KEEP_DESIRED } from '../storage/endpoints-repository.js';
-import { insertReplicas, retagReplica } from '../storage/replicas-repository.js';
+import { retagReplica } from '../storage/replicas-repository.js';
 import type { StatementBatches } from '../storage/statement-batches.js';
 import { findVersion, setVersionRollout } from '../storage/versions-repository.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
@@ -123,27 +122,14 @@ export class ReplicaStarter {
   }
 
   /**
-   * Asks the runtime for room for `count` replicas of `version` (their rows are written with the answers, in one
-   * transaction) and begins placing those admitted, in the background. Answers how many began: fewer when the
+   * Asks the runtime for room for `count` replicas of `version` (their rows are written with the answers:
+   * EndpointWrites.admitReplicas) and begins placing those admitted, in the background. Answers how many began: fewer when the
    * runtime has no room now; then the first replica of an endpoint (`first`) shows why it waits.
    */
   async begin(endpoint: EndpointRecord, version: VersionRecord, first: boolean, count = 1): Promise<number> {
     const { runtime, writes } = this.options;
     const option = findInstanceOption(version.spec.instanceId)!;
-    // The runtime's placement decides, in the transaction that writes the rows (a machine's slots are counted there,
-    // under its lock: the next admission counts these rows).
-    const { begun, refusal } = await writes.guarded(
-      endpoint.id,
-      (e) => e.desiredState === 'RUNNING',
-      async (tx) => {
-        const { admitted, node, reason } = await runtime.admit(tx, option, count);
-        const { gpuType, numGpu } = option;
-        const row = { endpointId: endpoint.id, versionIndex: version.versionIndex, runtime: runtime.name, node, gpuType, numGpu };
-        const rows = Array.from({ length: admitted }, () => ({ id: newId('rep'), ...row }));
-        await insertReplicas(tx, rows);
-        return { begun: rows.map((r) => r.id), refusal: reason };
-      },
-    );
+    const { begun, refusal } = await writes.admitReplicas(endpoint.id, runtime, option, version.versionIndex, count);
     if (begun.length === 0 && refusal !== undefined && first) {
       // A repository that does not exist (or holds nothing to run) is reported before any wait for capacity.
       await this.preparer.resolveEarly(version);

@@ -215,11 +215,12 @@ export interface Runtime {
   /**
    * Room for up to `count` more replicas of `option`, asked inside the transaction that then writes their rows (`tx`).
    * The local runtime counts this machine's GPUs (or CPU slots) against the live replicas on it, for every gateway
-   * that shares the machine; without room the start waits, with the reason. The Kubernetes runtime admits every
-   * replica: the cluster's scheduler places its Pod, and a Pod no node can take yet is observed waiting for one
-   * (REQUESTING_VIRTUAL_MACHINE, with the scheduler's reason) while a cluster autoscaler adds a node.
+   * that shares the machine; without room the start waits, with the reason. A runtime without `admit` admits every
+   * replica, in its pool (`node`), and their rows are written in one statement: the Kubernetes runtime, whose
+   * cluster's scheduler places each Pod (a Pod no node can take yet is observed waiting for one,
+   * REQUESTING_VIRTUAL_MACHINE with the scheduler's reason, while a cluster autoscaler adds a node).
    */
-  admit(tx: Queryable, option: InstanceOption, count: number): Promise<Admission>;
+  admit?(tx: Queryable, option: InstanceOption, count: number): Promise<Admission>;
   /**
    * Places the replica (a process spawned, a pod created) and answers as soon as it is placed: it never waits for
    * a download or for the engine to load; `observe` follows it from there. A pending launch's model step runs as

@@ -201,11 +201,37 @@ export async function retagReplica(
   return rows.length === 1;
 }
 
-/** The endpoint `e` under `owner`'s live lease, its row locked for a write and the lease's row share-locked, in SQL. */
-const leasedAndLocked = (db: Queryable, endpointId: string, owner: string) => db`
+/**
+ * The endpoint `e` under `owner`'s live lease, its row locked for a write and the lease's row share-locked, in SQL;
+ * `running`: only while the endpoint wants to run (checked on the row as locked).
+ */
+const leasedAndLocked = (db: Queryable, endpointId: string, owner: string, running = false) => db`
   JOIN endpoint_leases l ON l.endpoint_id = e.id
   WHERE e.id = ${endpointId} AND l.owner = ${owner} AND l.expires_at > now()
+    ${running ? db`AND e.desired_state = 'RUNNING'` : db``}
   FOR UPDATE OF e FOR SHARE OF l`;
+
+/**
+ * New replicas of one endpoint (`ids`, each as `replica`), STARTING, written in one statement while `owner` holds the
+ * endpoint's lease and the endpoint wants to run, both checked on its row as locked (as lockLeasedEndpoint locks it):
+ * for a runtime that admits every replica. The ids written: all of them, or none when the lease is lost, the endpoint
+ * gone or no longer wanted running.
+ */
+export async function claimReplicas(
+  db: Queryable,
+  owner: string,
+  replica: Omit<NewReplica, 'id'>,
+  ids: readonly string[],
+): Promise<string[]> {
+  const { endpointId, versionIndex, runtime, node, gpuType, numGpu } = replica;
+  const rows = await db<{ id: string }[]>`
+    WITH target AS (SELECT e.id FROM endpoints e ${leasedAndLocked(db, endpointId, owner, true)})
+    INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state)
+    SELECT n.id, target.id, ${versionIndex}::int, ${runtime}, ${node}, ${gpuType}, ${numGpu}::int, 'STARTING'
+    FROM target CROSS JOIN unnest(${ids as string[]}::text[]) AS n(id)
+    RETURNING id`;
+  return rows.map((r) => r.id);
+}
 
 /**
  * Locks the endpoint's row for a write (FOR UPDATE) when `owner` still holds its lease, whose row is share-locked

@@ -12,7 +12,7 @@ import { countsOf, findEndpoints, KEEP_DESIRED, refreshReplicaCounts } from '../
 import { insertEvent } from '../../src/storage/events-repository.js';
 import { acquireLeases } from '../../src/storage/leases-repository.js';
 import { insertReplica, liveReplicas, markReplica } from '../../src/storage/replicas-repository.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { createTestDatabase, waitForLockWait, type TestDatabase } from '../support/database.js';
 import { createBody, seedPrincipal } from '../support/gateway.js';
 
 let db: TestDatabase;
@@ -42,16 +42,7 @@ async function lastCountsEvent(id: string) {
 }
 
 /** Waits until a session of this database waits for a lock, running a statement `like` the pattern. */
-async function lockWaited(what: string, like = '%'): Promise<void> {
-  for (let i = 0; ; i++) {
-    const [waiting] = await db.sql<{ n: number }[]>`
-      SELECT count(*)::int AS n FROM pg_stat_activity
-      WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE ${like}`;
-    if (waiting!.n > 0) return;
-    if (i > 250) throw new Error(`${what} never waited for the lock`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+const lockWaited = (what: string, like = '%') => waitForLockWait(db.sql, what, like);
 
 /** An endpoint with `ready` READY replicas of its first version. */
 async function endpointWithReady(ready: number): Promise<string> {

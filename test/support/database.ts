@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
-import { connectDatabase, migrate, type ConnectOptions, type Sql } from '../../src/storage/database.js';
+import { connectDatabase, migrate, type ConnectOptions, type Queryable, type Sql } from '../../src/storage/database.js';
 import { ensureDatabase } from '../../src/storage/embedded-postgres.js';
 
 export interface TestDatabase {
@@ -55,4 +55,16 @@ export async function createTestDatabase(options: ConnectOptions = {}): Promise<
   const sql = connectDatabase(url, options);
   await migrate(sql);
   return { dbUrl: url, sql, close: () => sql.end({ timeout: 5 }) };
+}
+
+/** Waits until a session of the database `db` reads waits for a lock, running a statement `like` the pattern. */
+export async function waitForLockWait(db: Queryable, what: string, like = '%'): Promise<void> {
+  for (let i = 0; ; i++) {
+    const [waiting] = await db<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM pg_stat_activity
+      WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE ${like}`;
+    if (waiting!.n > 0) return;
+    if (i > 250) throw new Error(`${what} never waited for the lock`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }

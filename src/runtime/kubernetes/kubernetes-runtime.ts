@@ -24,7 +24,6 @@ import { sharedEngineClient, type EngineClient } from '../../engine-client/engin
 import { PassThrough } from 'node:stream';
 import {
   EngineLogUnavailable,
-  type Admission,
   ReplicaStartError,
   RuntimeUnavailableError,
   type EngineHealth,
@@ -154,10 +153,6 @@ export class KubernetesRuntime implements Runtime {
   }
 
   /** Every replica: the scheduler places its pod, or says why no node can take it yet (observed as a wait). */
-  admit(_tx: unknown, _option: unknown, count: number): Promise<Admission> {
-    return Promise.resolve({ admitted: count, node: this.node });
-  }
-
   onChange(listener: (endpointId: string) => void): void {
     this.listener = listener;
   }
