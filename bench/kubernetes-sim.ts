@@ -60,6 +60,8 @@ interface ControllerFigures {
   callsPerReplica: number;
   convergeStatements: number;
   statementsPerReplica: number;
+  /** an endpoint's read through the services while converging, one every 20 ms (since session 27) */
+  convergeApiReadMs?: { reads: number; p50: number; p99: number; max: number };
   idleWindowMs: number;
   idleHealthChecksPerReplica: { min: number; max: number };
   idleCallsPerPass: number;
@@ -248,7 +250,12 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
               `over every ${seconds(c.restIntervalMs)} s here; the test process spent ${c.idleCpuPerRoundMs} ms per round ` +
               `over all of them, ${((c.idleCpuPerRoundMs / (DEFAULTS.restIntervals * c.intervalMs)) * 100).toFixed(0)}% of a ` +
               `core at production's rest interval (${seconds(DEFAULTS.restIntervals * c.intervalMs)} s).`,
-            `Controller, convergence: ${c.convergeStatements} SQL statements (${c.statementsPerReplica} per replica).`,
+            `Controller, convergence: ${c.convergeStatements} SQL statements (${c.statementsPerReplica} per replica).` +
+              (c.convergeApiReadMs
+                ? ` An endpoint read through the services meanwhile (one every 20 ms, ${c.convergeApiReadMs.reads} reads), in the ` +
+                  `process whose event loop the controller keeps busy: p50 ${c.convergeApiReadMs.p50} ms, p99 ` +
+                  `${c.convergeApiReadMs.p99} ms, slowest ${c.convergeApiReadMs.max} ms.`
+                : ''),
             'No start is given up (since session 19 a pod waits for its node, however long the scheduler takes, up to the ' +
               'scheduling deadline): the test fails on any replica row that ends.',
           ]

@@ -27,6 +27,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { cpuTimeMs } from '../../bench/lib/proc.js';
+import { quantiles } from '../../bench/lib/stats.js';
 import { Controller } from '../../src/controller/controller.js';
 import { EngineClient } from '../../src/engine-client/engine-client.js';
 import { ModelCache } from '../../src/models/model-cache.js';
@@ -180,6 +181,37 @@ afterAll(async () => {
   if (cacheDir) await rm(cacheDir, { recursive: true, force: true });
 });
 
+/**
+ * Reads endpoints through the services, as the API does, one every 20 ms (one at a time), until `stop`: how long
+ * each took (median, 99th percentile, slowest) in this process, whose event loop the controller keeps busy. On a pool
+ * of their own, so that the controller's statements are counted alone (sharing the controller's pool changed nothing
+ * measurable: BENCHMARKS.md, session 27).
+ */
+function apiLatency() {
+  const ids = [...wanted.keys()];
+  const pool = connectDatabase(db.dbUrl, { max: 2 });
+  const api = createServices(pool);
+  const times: number[] = [];
+  let stopped = false;
+  const reading = (async () => {
+    for (let i = 0; !stopped; i++) {
+      const t0 = performance.now();
+      const read = await api.endpoints.get(principal, ids[i % ids.length]!);
+      times.push(performance.now() - t0);
+      if (read.type === 'error') throw new Error(read.error.message);
+      await sleep(20);
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await reading.finally(() => pool.end({ timeout: 5 }));
+      const [p50, p99] = quantiles(times, [0.5, 0.99]).map((t) => Math.round(t));
+      return { reads: times.length, p50, p99, max: Math.round(Math.max(...times)) };
+    },
+  };
+}
+
 let ready: ReplicaRow[] = [];
 /** The rows no longer live ("STATE: last error"), once the endpoints converged. */
 let ended: string[] = [];
@@ -202,8 +234,10 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge from nothing t
     log: (message, error) => logged.push(`[controller] ${message} ${error ?? ''}`),
   });
   await controller.start();
+  const api = apiLatency();
   ready = await until('every endpoint RUNNING with its replicas READY', converged, CONVERGE_TIMEOUT_MS);
   const convergeMs = performance.now() - started;
+  const apiMs = await api.stop();
   const cpu = cpuSince(cpuBefore, await cpuNow());
   const requests = await kube.requests();
 
@@ -232,6 +266,8 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge from nothing t
     callsPerReplica: Number((calls(requests) / totalReplicas).toFixed(2)),
     convergeStatements: statements,
     statementsPerReplica: Number((statements / totalReplicas).toFixed(1)),
+    /** An endpoint's read through the services while converging, one every 20 ms: how long it took. */
+    convergeApiReadMs: apiMs,
     convergeHealthChecks:
       Object.values(engineCounts.health).reduce((a, b) => a + b, 0) - Object.values(engineBefore.health).reduce((a, b) => a + b, 0),
   });
