@@ -9,13 +9,13 @@
  * answers for a controller event.
  */
 import type { EndpointRecord } from '../domain/endpoint.js';
+import { newId } from '../domain/ids.js';
+import type { InstanceOption } from '../domain/instance-catalog.js';
 import { controllerTransition, type ControllerEvent, type LifecycleState } from '../domain/lifecycle.js';
+import type { Runtime } from '../runtime/runtime.js';
 import type { Queryable, Sql } from '../storage/database.js';
 import { writeTransition } from '../storage/endpoint-transitions.js';
 import { findEndpoints, mergeDesired, refreshReplicaCounts, type DesiredCount } from '../storage/endpoints-repository.js';
-import { newId } from '../domain/ids.js';
-import type { InstanceOption } from '../domain/instance-catalog.js';
-import type { Runtime } from '../runtime/runtime.js';
 import { claimReplicas, insertReplicas, lockAndReadLeasedEndpoint, lockLeasedEndpoint } from '../storage/replicas-repository.js';
 
 /** Thrown inside a step when the endpoint changed under it; the step is abandoned quietly. */
@@ -71,6 +71,7 @@ export class EndpointWrites {
     const row = { endpointId: id, versionIndex, runtime: runtime.name, gpuType: option.gpuType, numGpu: option.numGpu };
     const newIds = (n: number) => Array.from({ length: n }, () => newId('rep'));
     const { admit } = runtime;
+    if (count <= 0) return { begun: [] };
     if (!admit) {
       const begun = newIds(count);
       if ((await claimReplicas(this.sql, this.owner, { node: runtime.node, ...row }, begun)).length === 0)

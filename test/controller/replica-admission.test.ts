@@ -9,6 +9,7 @@ import { EndpointWrites, StaleError } from '../../src/controller/endpoint-writes
 import { findInstanceOption } from '../../src/domain/instance-catalog.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
+import type { Sql } from '../../src/storage/database.js';
 import { acquireLeases } from '../../src/storage/leases-repository.js';
 import { createTestDatabase, waitForLockWait, type TestDatabase } from '../support/database.js';
 import { createBody, seedPrincipal } from '../support/gateway.js';
@@ -76,33 +77,58 @@ test("without the endpoint's lease (another gateway's, or expired), or once the 
   expect(await rowsOf(asleep)).toHaveLength(0);
 });
 
-test("a sleep committed while the rows waited for the endpoint's lock is seen: nothing written", async () => {
-  const id = await leasedEndpoint();
+/**
+ * Runs `change` in another transaction that holds its locks until the admission of `endpointId`'s rows waits for them,
+ * then commits: what the admission answered ('written', 'stale') and the rows it left.
+ */
+async function admitWhileHeld(endpointId: string, change: (tx: Sql) => Promise<unknown>) {
   const writes = new EndpointWrites(db.sql, OWNER);
   let release!: () => void;
   const held = new Promise<void>((resolve) => (release = resolve));
   let locked!: () => void;
-  const updated = new Promise<void>((resolve) => (locked = resolve));
-  // Another transaction (a user's sleep) holds the row, then commits.
-  const sleep = db.sql.begin(async (tx) => {
-    await tx`UPDATE endpoints SET desired_state = 'SLEEPING' WHERE id = ${id}`;
+  const changed = new Promise<void>((resolve) => (locked = resolve));
+  const other = db.sql.begin(async (tx) => {
+    await change(tx as unknown as Sql);
     locked();
     await held;
   });
   try {
-    await updated;
-    const claim = writes.admitReplicas(id, cluster, option, 1, 2);
-    const outcome = claim.then(
+    await changed;
+    const outcome = writes.admitReplicas(endpointId, cluster, option, 1, 2).then(
       () => 'written',
       (error: unknown) => (error instanceof StaleError ? 'stale' : error),
     );
     await waitForLockWait(db.sql, 'the rows', '%INSERT INTO replicas%');
     release();
-    await sleep;
-    expect(await outcome).toBe('stale');
-    expect(await rowsOf(id)).toHaveLength(0);
+    await other;
+    return { outcome: await outcome, rows: await rowsOf(endpointId) };
   } finally {
     release();
-    await sleep.catch(() => {});
+    await other.catch(() => {});
   }
+}
+
+test("a sleep committed while the rows waited for the endpoint's lock is seen: nothing written", async () => {
+  const id = await leasedEndpoint();
+  const seen = await admitWhileHeld(id, (tx) => tx`UPDATE endpoints SET desired_state = 'SLEEPING' WHERE id = ${id}`);
+  expect(seen).toEqual({ outcome: 'stale', rows: [] });
+});
+
+test('a lease taken over while the rows waited for it is seen: nothing written', async () => {
+  const id = await leasedEndpoint();
+  const seen = await admitWhileHeld(
+    id,
+    (tx) => tx`UPDATE endpoint_leases SET owner = 'gw-other', expires_at = now() + interval '1 minute' WHERE endpoint_id = ${id}`,
+  );
+  expect(seen).toEqual({ outcome: 'stale', rows: [] });
+});
+
+test('a change that leaves the endpoint wanted and the lease ours (a renewal, a write to the row): the rows are written once it commits', async () => {
+  const id = await leasedEndpoint();
+  const seen = await admitWhileHeld(id, async (tx) => {
+    await tx`UPDATE endpoint_leases SET expires_at = now() + interval '1 minute' WHERE endpoint_id = ${id}`;
+    await tx`UPDATE endpoints SET updated_at = now() WHERE id = ${id}`;
+  });
+  expect(seen.outcome).toBe('written');
+  expect(seen.rows).toHaveLength(2);
 });

@@ -120,12 +120,18 @@ test('the newest replica: a READY one before a starting or draining one, any liv
   const lastEnded = await replica(endpoint, 'STOPPED', 'scaled in', 4_000);
   await replica(endpoint, 'FAILED', 'x', 6_000);
   expect((await newestReplica(db.sql, endpoint))?.id).toBe(lastEnded);
-  const draining = await replica(endpoint, 'DRAINING');
-  expect((await newestReplica(db.sql, endpoint))?.id).toBe(draining);
+  // Each rule below holds against a newer replica that a read by recency alone would answer.
   const starting = await replica(endpoint, 'STARTING');
-  expect((await newestReplica(db.sql, endpoint))?.id).toBe(starting);
+  await replica(endpoint, 'DRAINING');
+  expect((await newestReplica(db.sql, endpoint))?.id).toBe(starting); // starting before a newer draining one
+  await replica(endpoint, 'STOPPED', 'scaled in', 0);
+  expect((await newestReplica(db.sql, endpoint))?.id).toBe(starting); // live before one that ended since
   const ready = await replica(endpoint, 'READY');
   await replica(endpoint, 'STARTING');
-  expect((await newestReplica(db.sql, endpoint))?.id).toBe(ready);
+  expect((await newestReplica(db.sql, endpoint))?.id).toBe(ready); // ready before a newer starting one
+  await db.sql`UPDATE replicas SET state = 'STOPPED', stopped_at = now() WHERE id = ${ready}`;
+  await db.sql`UPDATE replicas SET state = 'STOPPED', stopped_at = now() WHERE endpoint_id = ${endpoint} AND state = 'STARTING'`;
+  const draining = (await db.sql<{ id: string }[]>`SELECT id FROM replicas WHERE endpoint_id = ${endpoint} AND state = 'DRAINING'`)[0]!.id;
+  expect((await newestReplica(db.sql, endpoint))?.id).toBe(draining); // the last live one before every ended one
   expect(await indexesRead((q) => newestReplica(q, endpoint))).toEqual(['replicas_ended_idx', 'replicas_live_idx']);
 });

@@ -152,7 +152,6 @@ export class KubernetesRuntime implements Runtime {
     return capacity;
   }
 
-  /** Every replica: the scheduler places its pod, or says why no node can take it yet (observed as a wait). */
   onChange(listener: (endpointId: string) => void): void {
     this.listener = listener;
   }
