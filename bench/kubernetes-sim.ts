@@ -60,6 +60,8 @@ interface ControllerFigures {
   callsPerReplica: number;
   convergeStatements: number;
   statementsPerReplica: number;
+  /** when every endpoint was RUNNING (one replica ready each), before all their replicas were (since session 27) */
+  servingMs?: number;
   /** an endpoint's read through the services while converging, one every 20 ms (since session 27) */
   convergeApiReadMs?: { reads: number; p50: number; p99: number; max: number };
   idleWindowMs: number;
@@ -251,6 +253,7 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
               `over all of them, ${((c.idleCpuPerRoundMs / (DEFAULTS.restIntervals * c.intervalMs)) * 100).toFixed(0)}% of a ` +
               `core at production's rest interval (${seconds(DEFAULTS.restIntervals * c.intervalMs)} s).`,
             `Controller, convergence: ${c.convergeStatements} SQL statements (${c.statementsPerReplica} per replica).` +
+              (c.servingMs !== undefined ? ` Every endpoint served (RUNNING) after ${seconds(c.servingMs)} s.` : '') +
               (c.convergeApiReadMs
                 ? ` An endpoint read through the services meanwhile (one every 20 ms, ${c.convergeApiReadMs.reads} reads), in the ` +
                   `process whose event loop the controller keeps busy: p50 ${c.convergeApiReadMs.p50} ms, p99 ` +

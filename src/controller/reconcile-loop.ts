@@ -25,7 +25,7 @@ import { QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
 import { acquireLeases, countMembers, heartbeat, releaseLeases, releaseSomeLeases } from '../storage/leases-repository.js';
 import { Nudge } from '../util/nudge.js';
 import { leaseShare } from './lease-share.js';
-import { PassQueue } from './pass-queue.js';
+import { LaneQueue } from './lane-queue.js';
 import { StaleError } from './endpoint-writes.js';
 
 export interface ReconcileLoopOptions {
@@ -70,7 +70,7 @@ export class ReconcileLoop {
   private readonly lastPassAt = new Map<string, number>();
   /** Endpoints whose last pass found them at rest: the stamp that pass read, and that pass's tick. */
   private readonly atRest = new Map<string, { stamp: string; at: number }>();
-  private readonly queue: PassQueue;
+  private readonly queue: LaneQueue;
   private readonly restIntervalMs: number;
   /** When the leases were last renewed (a tick's performance.now()). */
   private renewedAt = -Infinity;
@@ -83,7 +83,7 @@ export class ReconcileLoop {
   private endpoints = 0;
 
   constructor(private readonly options: ReconcileLoopOptions) {
-    this.queue = new PassQueue(options.concurrency ?? 16);
+    this.queue = new LaneQueue(options.concurrency ?? 16);
     this.restIntervalMs = options.restIntervalMs ?? DEFAULTS.restIntervals * options.intervalMs;
   }
 
@@ -205,10 +205,12 @@ export class ReconcileLoop {
     for (const id of await acquireLeases(sql, free, owner, leaseTtlMs, take)) {
       this.held.add(id);
       if (this.stopped || this.running.has(id)) continue;
+      // A change's pass goes before the interval's, and so does an endpoint's first since this process took it (it
+      // has not been looked at: at a start, or a takeover, each waits for one).
+      const urgent = poked.has(id) || !this.lastPassAt.has(id);
       this.lastPassAt.set(id, at);
-      // A change's pass goes before the interval's.
       const pass = this.queue
-        .add(id, poked.has(id), () => this.options.reconcile(id))
+        .add(id, urgent ? 0 : 1, () => this.options.reconcile(id))
         .then(
           (stamp) => void (typeof stamp === 'string' ? this.atRest.set(id, { stamp, at }) : this.atRest.delete(id)),
           (error: unknown) => {

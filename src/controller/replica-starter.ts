@@ -13,7 +13,6 @@
  * answers them), which tells the endpoint in the way its state calls for (a failed start, a failed rollout, a scale-out that did
  * not happen).
  */
-import pLimit from 'p-limit';
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
 import { servesAlike } from '../domain/endpoint-spec.js';
 import { findInstanceOption } from '../domain/instance-catalog.js';
@@ -32,6 +31,7 @@ import { ModelPreparer } from './model-preparer.js';
 import { refOf } from './replica-stopper.js';
 import { isGatewayOutage, startErrorMessage } from './start-errors.js';
 import { warmUp } from './start-steps.js';
+import { LaneQueue } from './lane-queue.js';
 
 export interface ReplicaStarterOptions {
   sql: Sql;
@@ -94,8 +94,12 @@ export class ReplicaStarter {
   /** Replicas whose warm-up ended here (marked READY), by id: their endpoints. A pass that read one STARTING before does not warm it again. */
   private readonly warmed = new Map<string, string>();
   private readonly preparer: ModelPreparer;
-  /** Steps that run at once (downloads, placements, warm-ups); the others wait their turn, already counted as starting. */
-  private readonly limit = pLimit(32);
+  /**
+   * Steps that run at once (downloads, placements, warm-ups); the others wait their turn, already counted as starting:
+   * the placements of endpoints' first replicas and the warm-ups first (an endpoint serves once one replica has been
+   * placed and warmed up), in the order queued, then the placements of the others (BENCHMARKS.md, session 27).
+   */
+  private readonly steps = new LaneQueue(32, 2);
 
   constructor(private readonly options: ReplicaStarterOptions) {
     this.preparer = new ModelPreparer(options);
@@ -123,8 +127,8 @@ export class ReplicaStarter {
 
   /**
    * Asks the runtime for room for `count` replicas of `version` (their rows are written with the answers:
-   * EndpointWrites.admitReplicas) and begins placing those admitted, in the background. Answers how many began: fewer when the
-   * runtime has no room now; then the first replica of an endpoint (`first`) shows why it waits.
+   * EndpointWrites.admitReplicas) and begins placing those admitted, in the background. Answers how many began:
+   * fewer when the runtime has no room now; then the first replica of an endpoint (`first`) shows why it waits.
    */
   async begin(endpoint: EndpointRecord, version: VersionRecord, first: boolean, count = 1): Promise<number> {
     const { runtime, writes } = this.options;
@@ -136,17 +140,18 @@ export class ReplicaStarter {
       await this.report(endpoint, endpoint, { phase: 'REQUESTING_VIRTUAL_MACHINE', reason: refusal });
     }
     for (const id of begun) {
-      this.run(id, endpoint.id, (signal) => this.place(id, endpoint, version, first, signal));
+      this.run(id, endpoint.id, first ? STEP.firstPlacement : STEP.placement, (signal) => this.place(id, endpoint, version, first, signal));
     }
     return begun.length;
   }
 
   /** Runs a step in the background; when it ends, the endpoint's next pass comes at once. */
-  private run(replicaId: string, endpointId: string, work: (signal: AbortSignal) => Promise<void>) {
+  private run(replicaId: string, endpointId: string, lane: number, work: (signal: AbortSignal) => Promise<void>) {
     const abort = new AbortController();
     const job = { abort, endpointId } as Job;
     this.jobs.set(replicaId, job);
-    job.done = this.limit(() => work(abort.signal))
+    job.done = this.steps
+      .add(replicaId, lane, () => work(abort.signal))
       .catch((error: unknown) => this.options.log(`a start step of ${replicaId} failed`, error))
       .finally(() => {
         this.jobs.delete(replicaId);
@@ -299,7 +304,7 @@ export class ReplicaStarter {
       } else if (observed.state === 'ready') {
         const warming: boolean = first && !reported;
         reported ||= warming;
-        this.run(replica.id, endpoint.id, () => this.warm(endpoint, replica, observed.address, warming));
+        this.run(replica.id, endpoint.id, STEP.warmUp, () => this.warm(endpoint, replica, observed.address, warming));
       } else if (isGatewayOutage(observed.cause)) {
         // Its model step lost our database: not the replica's failure (a later pass starts another).
         await drop(replica, ref, (observed.cause as Error).message);
@@ -370,6 +375,9 @@ export class ReplicaStarter {
     }
   }
 }
+
+/** The start steps' lanes (LaneQueue), the first served first. */
+const STEP = { warmUp: 0, firstPlacement: 0, placement: 1 } as const;
 
 /** The lifecycle's event for each step of a start the runtime reports. */
 const STEP_EVENTS = {
