@@ -39,6 +39,13 @@ export async function endedReplicas(sql: Sql): Promise<string[]> {
 
 /** The READY replicas, once every endpoint is RUNNING with exactly the replicas it wants READY and nothing else live. */
 export async function convergedReplicas(sql: Sql, wanted: ReadonlyMap<string, number>): Promise<ReplicaRow[] | undefined> {
+  // Counted first (the probe runs every 200 ms, beside the gateway it measures): the rows are read once they add up.
+  const [counts] = await sql<{ other: number; moving: number; ready: number }[]>`
+    SELECT (SELECT count(*) FROM endpoints WHERE status <> 'RUNNING')::int AS other,
+      count(*) FILTER (WHERE state IN ('STARTING', 'DRAINING'))::int AS moving, count(*) FILTER (WHERE state = 'READY')::int AS ready
+    FROM replicas`;
+  const total = [...wanted.values()].reduce((a, b) => a + b, 0);
+  if (counts!.other > 0 || counts!.moving > 0 || counts!.ready !== total) return undefined;
   const statuses = await sql<{ status: string }[]>`SELECT status FROM endpoints`;
   if (statuses.some((e) => e.status !== 'RUNNING')) return undefined;
   const rows = (await allReplicas(sql)).filter((r) => LIVE.includes(r.state));
