@@ -114,7 +114,7 @@ export class Controller {
       builtInEngine,
       engines: options.engines ?? sharedEngineClient(),
       ...(options.hostMemoryPerSlotBytes !== undefined ? { hostMemoryPerSlotBytes: options.hostMemoryPerSlotBytes } : {}),
-      poke: (endpointId) => this.loop.poke(endpointId),
+      poke: (endpointId) => this.loop.poke(endpointId, { internal: true }),
       holds: (endpointId) => this.loop.holds(endpointId),
       log,
     });
@@ -141,7 +141,9 @@ export class Controller {
     this.stopper = stopper;
     this.starter = starter;
     this.crashes = crashes;
-    this.rollout = new Rollout(sql, writes, starter, stopper, drainTimeoutMs, (endpointId) => this.loop.poke(endpointId));
+    this.rollout = new Rollout(sql, writes, starter, stopper, drainTimeoutMs, (endpointId) =>
+      this.loop.poke(endpointId, { internal: true }),
+    );
     this.scaling = new Scaling({ sql, runtime, writes, starter, stopper, crashes, drainTimeoutMs });
     this.loop = new ReconcileLoop({
       sql,
@@ -160,7 +162,7 @@ export class Controller {
     });
     // What the runtime sees change in a replica (a pod scheduled, an engine ready) is read by the endpoint's next pass,
     // now, when this process holds the endpoint (every gateway's informer sees every Pod: the holder's pass reads it).
-    runtime.onChange((endpointId) => this.loop.poke(endpointId, { heldOnly: true }));
+    runtime.onChange((endpointId) => this.loop.poke(endpointId, { heldOnly: true, internal: true }));
   }
 
   /** Reaps replicas no endpoint owns, then reconciles every interval (and at once on `poke`). */

@@ -64,6 +64,8 @@ export class ReconcileLoop {
   private readonly nudge = new Nudge();
   /** Endpoints poked since the last tick began: the next tick reconciles these alone, unless a full pass is due. */
   private readonly poked = new Set<string>();
+  /** Of those, the ones poked by a user's action (an API write), whose passes go first. */
+  private readonly asked = new Set<string>();
   /** A poke without an endpoint: the next tick is a full pass. */
   private fullPassAsked = false;
   /** When each endpoint's last pass was queued (its tick's performance.now()): a due full pass skips those within the interval. */
@@ -83,7 +85,7 @@ export class ReconcileLoop {
   private endpoints = 0;
 
   constructor(private readonly options: ReconcileLoopOptions) {
-    this.queue = new LaneQueue(options.concurrency ?? 16);
+    this.queue = new LaneQueue(options.concurrency ?? 16, 3);
     this.restIntervalMs = options.restIntervalMs ?? DEFAULTS.restIntervals * options.intervalMs;
   }
 
@@ -94,11 +96,16 @@ export class ReconcileLoop {
   /**
    * Asks for a pass now: of that endpoint alone when one is named, else of all. `heldOnly`: only when this process
    * holds the endpoint's lease (a change another gateway's pass reads, or the next interval's when nobody holds it).
+   * `internal`: a change of the controller's own (a start step that ended, a Pod that changed), whose pass waits for
+   * those a user's action asked for.
    */
-  poke(endpointId?: string, { heldOnly = false } = {}): void {
+  poke(endpointId?: string, { heldOnly = false, internal = false } = {}): void {
     if (heldOnly && endpointId !== undefined && !this.held.has(endpointId)) return;
     if (endpointId === undefined) this.fullPassAsked = true;
-    else this.poked.add(endpointId);
+    else {
+      this.poked.add(endpointId);
+      if (!internal) this.asked.add(endpointId);
+    }
     this.nudge.poke();
   }
 
@@ -150,7 +157,9 @@ export class ReconcileLoop {
   private async tick(which: 'poked' | 'due' | 'all', at: number): Promise<void> {
     const { sql, owner, leaseTtlMs } = this.options;
     const poked = new Set(this.poked);
+    const asked = new Set(this.asked);
     this.poked.clear();
+    this.asked.clear();
     let ids: Iterable<string> = poked;
     let recent = (_id: string) => false;
     const stamps = new Map<string, string>();
@@ -163,7 +172,10 @@ export class ReconcileLoop {
       if (renewing) {
         const beat = await heartbeat(sql, owner, pool, leaseTtlMs);
         // Leases lost meanwhile (expired, taken by another gateway) are forgotten (those with a pass running, after it).
-        this.forget([...this.held].filter((id) => !beat.held.has(id)));
+        const lost = [...this.held].filter((id) => !beat.held.has(id));
+        // Taken again later, such an endpoint's first pass is a first look again.
+        for (const id of lost) this.lastPassAt.delete(id);
+        this.forget(lost);
         ({ held: this.held, others: this.others, elsewhere: this.elsewhere } = beat);
         this.renewedAt = at;
       } else ({ others: this.others, elsewhere: this.elsewhere } = await countMembers(sql, owner, pool, leaseTtlMs));
@@ -197,7 +209,10 @@ export class ReconcileLoop {
       }
       // Its pass waits still (it is made urgent: it will read the change), or may have read the endpoint before the
       // change: then one more pass follows it.
-      else if (poked.has(id) && !this.queue.hurry(id)) this.poked.add(id);
+      else if (poked.has(id) && !this.queue.hurry(id, laneOf(asked.has(id), true))) {
+        this.poked.add(id);
+        if (asked.has(id)) this.asked.add(id);
+      }
     }
     if (this.stopped) return;
     // One statement takes every lease to be had (not one round trip per endpoint), up to this process's share.
@@ -205,12 +220,12 @@ export class ReconcileLoop {
     for (const id of await acquireLeases(sql, free, owner, leaseTtlMs, take)) {
       this.held.add(id);
       if (this.stopped || this.running.has(id)) continue;
-      // A change's pass goes before the interval's, and so does an endpoint's first since this process took it (it
-      // has not been looked at: at a start, or a takeover, each waits for one).
-      const urgent = poked.has(id) || !this.lastPassAt.has(id);
+      // A user's change goes first; then the controller's own changes and an endpoint's first pass since this process
+      // took it (it has not been looked at: at a start, or a takeover, each waits for one); then the interval's.
+      const lane = laneOf(asked.has(id), poked.has(id) || !this.lastPassAt.has(id));
       this.lastPassAt.set(id, at);
       const pass = this.queue
-        .add(id, urgent ? 0 : 1, () => this.options.reconcile(id))
+        .add(id, lane, () => this.options.reconcile(id))
         .then(
           (stamp) => void (typeof stamp === 'string' ? this.atRest.set(id, { stamp, at }) : this.atRest.delete(id)),
           (error: unknown) => {
@@ -266,4 +281,9 @@ export class ReconcileLoop {
       `handed ${ids.length} endpoint(s) over to the ${this.others} other gateway(s) (this one's share: ${this.share().share})`,
     );
   }
+}
+
+/** A pass's lane (LaneQueue): a user's change first, then the controller's changes and first looks, then the interval's. */
+function laneOf(asked: boolean, urgent: boolean): number {
+  return asked ? 0 : urgent ? 1 : 2;
 }

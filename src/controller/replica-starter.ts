@@ -150,8 +150,9 @@ export class ReplicaStarter {
     const abort = new AbortController();
     const job = { abort, endpointId } as Job;
     this.jobs.set(replicaId, job);
+    // A step still queued when the gateway stops is skipped: its replica is left as it is, for the next gateway.
     job.done = this.steps
-      .add(replicaId, lane, () => work(abort.signal))
+      .add(replicaId, lane, () => (abort.signal.aborted ? Promise.resolve() : work(abort.signal)))
       .catch((error: unknown) => this.options.log(`a start step of ${replicaId} failed`, error))
       .finally(() => {
         this.jobs.delete(replicaId);

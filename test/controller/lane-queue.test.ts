@@ -87,3 +87,31 @@ test('three lanes: each served in the order queued, the lower lanes first; an ou
   await Promise.all(done);
   expect(started).toEqual(['busy', 'w1', 'w2', 'f1', 'f2', 'p1', 'p2', 'late']);
 });
+
+test('work that throws before it returns a promise settles its own promise and frees its slot', async () => {
+  const queue = new LaneQueue(1);
+  const thrown = queue.add('x', 0, () => {
+    throw new Error('at once');
+  });
+  const next = queue.add('y', 0, async () => 'ran');
+  await expect(thrown).rejects.toThrow('at once');
+  await expect(next).resolves.toBe('ran');
+});
+
+test('hurried to a lane: moved up to it, never down; it still starts once', async () => {
+  const queue = new LaneQueue(1, 3);
+  const started: string[] = [];
+  const ids = ['busy', 'a', 'b', 'c'];
+  const passes = Object.fromEntries(ids.map((id) => [id, held(started, id)]));
+  const lanes: Record<string, number> = { busy: 0, a: 1, b: 2, c: 2 };
+  const done = ids.map((id) => queue.add(id, lanes[id]!, passes[id]!.work));
+  expect(queue.hurry('c', 1)).toBe(true); // up to lane 1, behind a
+  expect(queue.hurry('a', 2)).toBe(true); // already above: stays
+  for (const id of ['busy', 'a', 'c', 'b']) {
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(started.at(-1)).toBe(id);
+    passes[id]!.end();
+  }
+  await Promise.all(done);
+  expect(started).toEqual(['busy', 'a', 'c', 'b']);
+});

@@ -289,3 +289,66 @@ test('an endpoint at rest is passed over again once the rest interval has passed
     await loop.stop();
   }
 });
+
+test("passes in lanes: a user's poke before the first looks and the controller's own pokes, those before the interval's", async () => {
+  await setUp();
+  // The passes a tick queues go in the leases' order (by id).
+  const ids = [await endpoint(), await endpoint(), await endpoint(), await endpoint(), await endpoint()].sort();
+  const [s0, s1, s2, s3, s4] = ids as [string, string, string, string, string];
+  const order: string[] = [];
+  // While a gate is set, each pass waits for it: one slot, so every other pass queues meanwhile.
+  let gate: Promise<void> | undefined;
+  let open = () => {};
+  const shut = () => (gate = new Promise<void>((resolve) => (open = resolve)));
+  const release = () => {
+    gate = undefined;
+    open();
+  };
+  const intervalMs = 300;
+  const loop = new ReconcileLoop({
+    sql: db.sql,
+    owner: `loop-${userCount}`,
+    intervalMs,
+    leaseTtlMs: 30_000,
+    concurrency: 1,
+    reconcile: async (id) => {
+      if (!ids.includes(id)) return;
+      order.push(id);
+      await gate;
+    },
+    log: () => {},
+  });
+  const after = (n: number) => waitFor(`${n} passes`, async () => order.length >= n, 10_000);
+  shut();
+  loop.start();
+  try {
+    // The first tick takes every endpoint: five first looks; the first runs and waits at the gate.
+    await after(1);
+    expect(order).toEqual([s0]);
+    loop.poke(s3, { internal: true }); // the controller's own change to a first look: it keeps its place
+    loop.poke(s4); // a user's: goes first
+    await sleep(50);
+    release();
+    await after(5);
+    expect(order.slice(0, 5)).toEqual([s0, s4, s1, s2, s3]);
+
+    // A user's poke takes the slot, and the interval queues the others' routine passes behind it.
+    await sleep(2 * intervalMs);
+    order.length = 0;
+    shut();
+    loop.poke(s0);
+    await after(1);
+    await sleep(3 * intervalMs);
+    loop.poke(s4, { internal: true }); // the controller's own change: before the interval's passes
+    await sleep(50);
+    release();
+    await after(5);
+    // (An interval's pass may have taken the slot as the gate shut: the order of those that waited is what counts.)
+    expect(order.indexOf(s0)).toBeLessThan(order.indexOf(s4));
+    expect(order.indexOf(s4)).toBeLessThan(order.indexOf(s2));
+    expect(order.indexOf(s4)).toBeLessThan(order.indexOf(s3));
+  } finally {
+    release();
+    await loop.stop();
+  }
+});
