@@ -68,10 +68,10 @@ export class EndpointWrites {
     versionIndex: number,
     count: number,
   ): Promise<{ begun: string[]; refusal?: string | undefined }> {
+    if (count <= 0) return { begun: [] };
     const row = { endpointId: id, versionIndex, runtime: runtime.name, gpuType: option.gpuType, numGpu: option.numGpu };
     const newIds = (n: number) => Array.from({ length: n }, () => newId('rep'));
     const { admit } = runtime;
-    if (count <= 0) return { begun: [] };
     if (!admit) {
       const begun = newIds(count);
       if ((await claimReplicas(this.sql, this.owner, { node: runtime.node, ...row }, begun)).length === 0)

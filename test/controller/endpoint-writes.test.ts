@@ -13,7 +13,7 @@ import { insertEvent } from '../../src/storage/events-repository.js';
 import { acquireLeases } from '../../src/storage/leases-repository.js';
 import { insertReplica, liveReplicas, markReplica } from '../../src/storage/replicas-repository.js';
 import { createTestDatabase, waitForLockWait, type TestDatabase } from '../support/database.js';
-import { createBody, seedPrincipal } from '../support/gateway.js';
+import { createEndpointThrough, seedPrincipal } from '../support/gateway.js';
 
 let db: TestDatabase;
 let services: Services;
@@ -46,9 +46,7 @@ const lockWaited = (what: string, like = '%') => waitForLockWait(db.sql, what, l
 
 /** An endpoint with `ready` READY replicas of its first version. */
 async function endpointWithReady(ready: number): Promise<string> {
-  const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none' }));
-  if (created.type === 'error') throw new Error(created.error.message);
-  const id = created.value.id;
+  const id = await createEndpointThrough(services, principal, projectId);
   const [row] = await db.sql<{ current_version: number }[]>`SELECT current_version FROM endpoints WHERE id = ${id}`;
   const versionIndex = row!.current_version;
   for (let i = 0; i < ready; i++) {

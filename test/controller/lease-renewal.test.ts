@@ -10,7 +10,7 @@ import { createServices } from '../../src/services/index.js';
 import { readPassState } from '../../src/storage/pass-reads.js';
 import { QUEUE_DEPTH_STALE_MS } from '../../src/storage/queue-depth-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { createBody, seedPrincipal } from '../support/gateway.js';
+import { createEndpointThrough, seedPrincipal } from '../support/gateway.js';
 
 let db: TestDatabase;
 const sent: string[] = [];
@@ -25,9 +25,7 @@ afterAll(() => db?.close());
 test('renewed a third of the TTL apart, never lapsing, while the interval lists the endpoints every 50 ms', async () => {
   const services = createServices(db.sql);
   const { principal, projectId } = await seedPrincipal(db.sql, services, 'renewal');
-  const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none' }));
-  if (created.type === 'error') throw new Error(created.error.message);
-  const id = created.value.id;
+  const id = await createEndpointThrough(services, principal, projectId);
   const owner = 'gw-renewal';
   const leaseTtlMs = 1500;
   let passes = 0;

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, expect, test } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Controller } from '../../src/controller/controller.js';
-import { ReconcileLoop } from '../../src/controller/reconcile-loop.js';
+import { ReconcileLoop, type ReconcileLoopOptions } from '../../src/controller/reconcile-loop.js';
 import { ModelCache } from '../../src/models/model-cache.js';
 import { ModelStore } from '../../src/models/model-store.js';
 import type { Runtime } from '../../src/runtime/runtime.js';
@@ -85,6 +85,11 @@ async function endpoint(): Promise<string> {
   );
   if (created.type === 'error') throw new Error(created.error.message);
   return created.value.id;
+}
+
+/** A reconcile loop alone, on this test's database, as this test's user (`setUp`), passing over with `reconcile`. */
+function newLoop(options: Pick<ReconcileLoopOptions, 'intervalMs' | 'reconcile'> & Partial<ReconcileLoopOptions>): ReconcileLoop {
+  return new ReconcileLoop({ sql: db.sql, owner: `loop-${userCount}`, leaseTtlMs: 30_000, log: () => {}, ...options });
 }
 
 /** Who holds the endpoint's lease, and until when (undefined: nobody). */
@@ -175,13 +180,9 @@ test("the interval's pass skips an endpoint a poke reconciled within the interva
   const [busy, quiet] = [await endpoint(), await endpoint()];
   const passes = { [busy]: 0, [quiet]: 0 };
   const intervalMs = 250;
-  const loop = new ReconcileLoop({
-    sql: db.sql,
-    owner: `loop-${userCount}`,
+  const loop = newLoop({
     intervalMs,
-    leaseTtlMs: 30_000,
     reconcile: async (id) => void (id in passes && passes[id]!++),
-    log: () => {},
   });
   loop.start();
   try {
@@ -208,19 +209,15 @@ test('an endpoint at rest is passed over at the rest interval, and at the next t
   const [resting, busy] = [await endpoint(), await endpoint()];
   const passes = { [resting]: 0, [busy]: 0 };
   const intervalMs = 100;
-  const loop = new ReconcileLoop({
-    sql: db.sql,
-    owner: `loop-${userCount}`,
+  const loop = newLoop({
     intervalMs,
     // Longer than the test: a pass of the resting endpoint after its first comes from a change alone.
     restIntervalMs: 600_000,
-    leaseTtlMs: 30_000,
     // At rest: the stamp the pass read (as the controller's passes answer it).
     reconcile: async (id) => {
       if (id in passes) passes[id]!++;
       return id === resting ? (await readPassState(db.sql, id, QUEUE_DEPTH_STALE_MS))?.stamp : undefined;
     },
-    log: () => {},
   });
   const passOf = async (what: string, change: () => Promise<unknown>) => {
     const before = passes[resting]!;
@@ -266,17 +263,13 @@ test('an endpoint at rest is passed over again once the rest interval has passed
   await setUp();
   const resting = await endpoint();
   let passes = 0;
-  const loop = new ReconcileLoop({
-    sql: db.sql,
-    owner: `loop-${userCount}`,
+  const loop = newLoop({
     intervalMs: 100,
     restIntervalMs: 1000,
-    leaseTtlMs: 30_000,
     reconcile: async (id) => {
       if (id === resting) passes++;
       return (await readPassState(db.sql, id, QUEUE_DEPTH_STALE_MS))?.stamp;
     },
-    log: () => {},
   });
   loop.start();
   try {
@@ -305,18 +298,14 @@ test("passes in lanes: a user's poke before the first looks and the controller's
     open();
   };
   const intervalMs = 300;
-  const loop = new ReconcileLoop({
-    sql: db.sql,
-    owner: `loop-${userCount}`,
+  const loop = newLoop({
     intervalMs,
-    leaseTtlMs: 30_000,
     concurrency: 1,
     reconcile: async (id) => {
       if (!ids.includes(id)) return;
       order.push(id);
       await gate;
     },
-    log: () => {},
   });
   const after = (n: number) => waitFor(`${n} passes`, async () => order.length >= n, 10_000);
   shut();

@@ -12,7 +12,7 @@ import type { Principal } from '../../src/services/principal.js';
 import type { Sql } from '../../src/storage/database.js';
 import { acquireLeases } from '../../src/storage/leases-repository.js';
 import { createTestDatabase, waitForLockWait, type TestDatabase } from '../support/database.js';
-import { createBody, seedPrincipal } from '../support/gateway.js';
+import { createEndpointThrough, seedPrincipal } from '../support/gateway.js';
 
 let db: TestDatabase;
 let services: Services;
@@ -35,10 +35,9 @@ afterAll(() => db?.close());
 
 /** A new endpoint whose lease `owner` holds. */
 async function leasedEndpoint(owner = OWNER): Promise<string> {
-  const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none' }));
-  if (created.type === 'error') throw new Error(created.error.message);
-  expect([...(await acquireLeases(db.sql, [created.value.id], owner, 60_000))]).toEqual([created.value.id]);
-  return created.value.id;
+  const id = await createEndpointThrough(services, principal, projectId);
+  expect([...(await acquireLeases(db.sql, [id], owner, 60_000))]).toEqual([id]);
+  return id;
 }
 
 const rowsOf = (endpointId: string) =>

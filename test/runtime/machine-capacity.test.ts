@@ -9,7 +9,7 @@ import { admitOnMachine } from '../../src/runtime/machine-capacity.js';
 import { createServices } from '../../src/services/index.js';
 import { insertReplicas, markReplica } from '../../src/storage/replicas-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { createBody, seedPrincipal } from '../support/gateway.js';
+import { createEndpointThrough, seedPrincipal } from '../support/gateway.js';
 
 let db: TestDatabase;
 let endpointId: string;
@@ -20,9 +20,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   const services = createServices(db.sql);
   const { principal, projectId } = await seedPrincipal(db.sql, services, 'capacity');
-  const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none' }));
-  if (created.type === 'error') throw new Error(created.error.message);
-  endpointId = created.value.id;
+  endpointId = await createEndpointThrough(services, principal, projectId);
 });
 
 afterAll(() => db?.close());

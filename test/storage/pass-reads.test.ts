@@ -11,7 +11,7 @@ import { endpointsToReconcile, settled, readPassState } from '../../src/storage/
 import { publishQueueDepths } from '../../src/storage/queue-depth-repository.js';
 import { insertReplica, liveReplicas, markReplica } from '../../src/storage/replicas-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { createBody, seedPrincipal } from '../support/gateway.js';
+import { createEndpointThrough, seedPrincipal } from '../support/gateway.js';
 
 let db: TestDatabase;
 let services: Services;
@@ -26,11 +26,7 @@ beforeAll(async () => {
 
 afterAll(() => db?.close());
 
-async function newEndpoint(): Promise<string> {
-  const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none' }));
-  if (created.type === 'error') throw new Error(created.error.message);
-  return created.value.id;
-}
+const newEndpoint = () => createEndpointThrough(services, principal, projectId);
 
 async function addReplica(endpointId: string, n: number, state: 'STARTING' | 'READY' | 'STOPPED'): Promise<string> {
   const id = `rep_${endpointId}_${n}`;

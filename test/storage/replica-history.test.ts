@@ -11,7 +11,7 @@ import type { Queryable } from '../../src/storage/database.js';
 import { endpointReplicas, failedSince, newestReplica } from '../../src/storage/replica-reads.js';
 import { failuresSince, insertReplica, markReplica } from '../../src/storage/replicas-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { createBody, seedPrincipal } from '../support/gateway.js';
+import { createEndpointThrough, seedPrincipal } from '../support/gateway.js';
 
 let db: TestDatabase;
 let endpointId: string;
@@ -22,11 +22,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   const services = createServices(db.sql);
   const { principal, projectId } = await seedPrincipal(db.sql, services, 'history');
-  const create = async () => {
-    const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none' }));
-    if (created.type === 'error') throw new Error(created.error.message);
-    return created.value.id;
-  };
+  const create = () => createEndpointThrough(services, principal, projectId);
   endpointId = await create();
   other = await create();
 });
@@ -112,9 +108,7 @@ test("the replicas' view: the live ones, then those that ended lately, newest fi
 test('the newest replica: a READY one before a starting or draining one, any live one before those that ended, else the last that ended', async () => {
   const services = createServices(db.sql);
   const { principal, projectId } = await seedPrincipal(db.sql, services, 'history-newest');
-  const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none' }));
-  if (created.type === 'error') throw new Error(created.error.message);
-  const endpoint = created.value.id;
+  const endpoint = await createEndpointThrough(services, principal, projectId);
   expect(await newestReplica(db.sql, endpoint)).toBeUndefined();
   await replica(endpoint, 'FAILED', 'x', 9_000);
   const lastEnded = await replica(endpoint, 'STOPPED', 'scaled in', 4_000);

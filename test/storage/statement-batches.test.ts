@@ -16,7 +16,7 @@ import { readPassState } from '../../src/storage/pass-reads.js';
 import { insertReplica, markReplica, replicaState } from '../../src/storage/replicas-repository.js';
 import { StatementBatches } from '../../src/storage/statement-batches.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { createBody, seedPrincipal } from '../support/gateway.js';
+import { createEndpointThrough, seedPrincipal } from '../support/gateway.js';
 
 let db: TestDatabase;
 let services: Services;
@@ -34,11 +34,7 @@ beforeAll(async () => {
 
 afterAll(() => db?.close());
 
-async function newEndpoint(name: string): Promise<string> {
-  const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none', name }));
-  if (created.type === 'error') throw new Error(created.error.message);
-  return created.value.id;
-}
+const newEndpoint = (name: string) => createEndpointThrough(services, principal, projectId, { name });
 
 async function newReplicas(endpointId: string, n: number): Promise<string[]> {
   const ids = Array.from({ length: n }, (_, i) => `rep_${endpointId}_${i}`);

@@ -47,6 +47,21 @@ export function createBody(projectId: string, overrides: Record<string, unknown>
 }
 
 /**
+ * An endpoint created through the services by `principal` in `projectId` (a repository the tests' hub does not hold
+ * unless `overrides` names another): its id.
+ */
+export async function createEndpointThrough(
+  services: Services,
+  principal: Principal,
+  projectId: string,
+  overrides: Record<string, unknown> = {},
+): Promise<string> {
+  const created = await services.endpoints.create(principal, createBody(projectId, { hfModelRepo: 'test-org/none', ...overrides }));
+  if (created.type === 'error') throw new Error(created.error.message);
+  return created.value.id;
+}
+
+/**
  * A user seeded straight through the services (no gateway), authenticated by a fresh API key, and a project of
  * theirs: for tests that drive the services or the controller directly.
  */
