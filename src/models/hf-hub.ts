@@ -6,6 +6,7 @@
  * Failures are told apart by status plus the `X-Error-Code` / `X-Error-Message` headers, as `hf_raise_for_status` does
  * (see hub-errors.ts); the GGUF file to serve is chosen by gguf-choice.ts.
  */
+import { LRUCache } from 'lru-cache';
 import { BodyTimeoutError, readTextWithin } from './bounded-text.js';
 import { ModelSourceError } from './errors.js';
 import { DEFAULT_QUANT_PREFERENCE, pickGgufFile } from './gguf-choice.js';
@@ -53,6 +54,8 @@ export interface ResolveHubModelOptions extends HubAccessOptions {
   repo: string;
   revision?: string;
   quantPreference?: readonly string[];
+  /** Commits' file listings read before (treeListings()): a commit listed there is not listed again. */
+  listings?: TreeListings;
 }
 
 interface TreeEntry {
@@ -172,6 +175,17 @@ function isTreeEntry(value: unknown): value is TreeEntry {
   );
 }
 
+/**
+ * Commits' file listings, by hub, repository and commit. A commit's files never change, so a process that resolves
+ * many endpoints of one model (a fleet created at once, each replica's version) lists its commit once; the model info
+ * (which revision is the commit now, and whether this token may read the repository) and the file's HEAD (whether
+ * this token may download it) are still asked for every resolution. Bounded by the entries held, not the commits.
+ */
+export type TreeListings = LRUCache<string, readonly TreeEntry[]>;
+
+export const treeListings = (maxEntries = 200_000): TreeListings =>
+  new LRUCache<string, readonly TreeEntry[]>({ maxSize: maxEntries, sizeCalculation: (entries) => Math.max(1, entries.length) });
+
 async function listTree(endpoint: string, commitSha: string, ctx: HubContext, call: HubCall): Promise<TreeEntry[]> {
   const entries: TreeEntry[] = [];
   const seen = new Set<string>();
@@ -221,7 +235,12 @@ export async function resolveHubModel(options: ResolveHubModelOptions): Promise<
   if (typeof commitSha !== 'string' || !COMMIT_SHA.test(commitSha)) throw unparseable(ctx, 'model info');
 
   // Pin the listing and the download to the commit so a push in between cannot mix two revisions.
-  const tree = await listTree(endpoint, commitSha, ctx, call);
+  const listingKey = `${endpoint}\n${repo}\n${commitSha}`;
+  let tree = options.listings?.get(listingKey);
+  if (!tree) {
+    tree = await listTree(endpoint, commitSha, ctx, call);
+    options.listings?.set(listingKey, tree);
+  }
   const files = tree
     .filter((e) => e.type === 'file')
     .map((e): HubFile => ({ path: e.path, size: e.lfs?.size ?? e.size, ...(e.lfs?.oid ? { sha256: e.lfs.oid.toLowerCase() } : {}) }));

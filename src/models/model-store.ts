@@ -9,7 +9,7 @@ import type { EndpointSpec } from '../domain/endpoint-spec.js';
 import { ModelSourceError } from './errors.js';
 import { GgufFormatError, readGgufHeader, trainedContextLength, type GgufHeader } from './gguf-header.js';
 import { resolveTokenLimits, tokensThatFit, type TokenLimits } from './token-limits.js';
-import { resolveHubModel, type HubAccessOptions, type ResolvedHubModel } from './hf-hub.js';
+import { resolveHubModel, treeListings, type HubAccessOptions, type ResolvedHubModel } from './hf-hub.js';
 import type { DownloadProgress, ModelCache } from './model-cache.js';
 import type { RetryPolicy, RetryReporter } from './retry.js';
 
@@ -89,6 +89,9 @@ function toResolvedHub(resolved: Extract<ResolvedModel, { source: 'hf' }>): Reso
 }
 
 export class ModelStore {
+  /** The hub commits this store has listed (hf-hub.ts): endpoints of one model list its commit once. */
+  private readonly listings = treeListings();
+
   constructor(private readonly options: ModelStoreOptions) {}
 
   /** The cached file of an earlier resolution, without touching the network. */
@@ -127,6 +130,7 @@ export class ModelStore {
       hub = await resolveHubModel({
         ...this.hubAccess(hooks),
         repo,
+        listings: this.listings,
         ...(revision ? { revision } : {}),
         ...(this.options.quantPreference ? { quantPreference: this.options.quantPreference } : {}),
       });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ModelSourceError, type ModelSourceErrorCode } from '../../src/models/errors.js';
-import { resolveHubModel, type ResolveHubModelOptions } from '../../src/models/hf-hub.js';
+import { resolveHubModel, treeListings, type ResolveHubModelOptions } from '../../src/models/hf-hub.js';
 import { hubResponseError } from '../../src/models/hub-errors.js';
 import { backoffDelay, DEFAULT_RETRY_POLICY, retryAfterMs, type RetryNotice, type RetryPolicy } from '../../src/models/retry.js';
 import { ModelCache, type DownloadProgress } from '../../src/models/model-cache.js';
@@ -123,6 +123,33 @@ describe('resolveHubModel', () => {
   it('maps a 500 from the API to HF_WANDB_API_ERROR', async () => {
     hub.setFault({ type: 'server-error' });
     await expectCode(resolve('org/single'), 'WORKLOAD_INIT_HF_WANDB_API_ERROR');
+  });
+
+  it("lists a commit's files once per listings cache, and still asks which commit a revision is and whether the file may be read", async () => {
+    const listings = treeListings();
+    const asked = () => hub.requests.map((r) => `${r.method} ${r.path.replace(/[0-9a-f]{40}/, '{sha}')}`);
+    expect((await resolve('org/quants', { listings })).commitSha).toBe(MAIN_SHA);
+    const listed = asked().filter((r) => r.includes('/tree/')).length;
+    expect(listed).toBe(3); // 5 files, 2 per page
+    hub.requests.length = 0;
+    // Another quantization from the same commit: the model info and the HEAD are asked again, the tree is not.
+    expect((await resolve('org/quants', { listings, quantPreference: ['Q4_K_M'] })).file.path).toBe('model-Q4_K_M.gguf');
+    expect(asked()).toEqual(['GET /api/models/org/quants/revision/main', 'HEAD /org/quants/resolve/{sha}/model-Q4_K_M.gguf']);
+    // Another commit is listed again.
+    hub.requests.length = 0;
+    expect((await resolve('org/quants', { listings, revision: 'dev' })).commitSha).toBe(DEV_SHA);
+    expect(asked().filter((r) => r.includes('/tree/'))).toHaveLength(3);
+    // A token refused the file is refused though the listing is known.
+    hub.setFault({ type: 'gated' }, { repo: 'org/quants' });
+    await expectCode(resolve('org/quants', { listings }), 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR');
+    hub.setFault(null, { repo: 'org/quants' });
+    // A revision the repository no longer has is refused at the model info, before the listing is looked up.
+    await expectCode(resolve('org/quants', { listings, revision: 'nope' }), 'WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR');
+    await expectCode(resolve('org/quants', { listings, token: 'hf_wrong' }), 'WORKLOAD_INIT_INVALID_TOKEN_ERROR');
+    // Without a cache, every resolution lists.
+    hub.requests.length = 0;
+    await resolve('org/quants');
+    expect(asked().filter((r) => r.includes('/tree/'))).toHaveLength(3);
   });
 
   it('reports repos without GGUF files as MANIFEST_NOT_FOUND or MANIFEST_TYPE', async () => {
