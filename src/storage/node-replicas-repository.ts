@@ -1,6 +1,7 @@
 /** SQL for the replicas one machine runs: what a stopping gateway leaves running, and what `npm run stop-engines` stops. */
 import type { ReplicaState } from '../domain/replica.js';
 import type { Queryable } from './database.js';
+import { LIVE_STATES } from './replica-states-sql.js';
 
 /** A live replica (STARTING, READY or DRAINING) on a node, with what it takes to reach and stop its engine. */
 export interface NodeReplica {
@@ -25,7 +26,7 @@ interface NodeReplicaRow {
 export async function liveReplicasOnNode(db: Queryable, node: string): Promise<NodeReplica[]> {
   const rows = await db<NodeReplicaRow[]>`
     SELECT id, endpoint_id, state, address, locator, engine_token FROM replicas
-    WHERE node = ${node} AND state IN ('STARTING', 'READY', 'DRAINING') ORDER BY endpoint_id, created_at, id`;
+    WHERE node = ${node} AND state IN ${db.unsafe(LIVE_STATES)} ORDER BY endpoint_id, created_at, id`;
   return rows.map((r) => ({
     id: r.id,
     endpointId: r.endpoint_id,
@@ -39,7 +40,7 @@ export async function liveReplicasOnNode(db: Queryable, node: string): Promise<N
 /** Live replicas on other nodes: a gateway on this machine neither lists nor stops them. */
 export async function liveReplicasElsewhere(db: Queryable, node: string): Promise<number> {
   const [row] = await db<{ n: number }[]>`
-    SELECT count(*)::int AS n FROM replicas WHERE node <> ${node} AND state IN ('STARTING', 'READY', 'DRAINING')`;
+    SELECT count(*)::int AS n FROM replicas WHERE node <> ${node} AND state IN ${db.unsafe(LIVE_STATES)}`;
   return row!.n;
 }
 
@@ -61,5 +62,5 @@ export async function markNodeReplica(db: Queryable, id: string, state: 'DRAININ
       state = ${state},
       last_error = coalesce(${lastError ?? null}, last_error),
       stopped_at = CASE WHEN ${state} = 'STOPPED' THEN now() ELSE stopped_at END
-    WHERE id = ${id} AND state IN ('STARTING', 'READY', 'DRAINING')`;
+    WHERE id = ${id} AND state IN ${db.unsafe(LIVE_STATES)}`;
 }

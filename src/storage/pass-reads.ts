@@ -12,9 +12,7 @@ import type { ReplicaRecord } from '../domain/replica.js';
 import type { Queryable } from './database.js';
 import { CURRENT_VERSION_JOIN, ENDPOINT_COLUMNS, toEndpoint, type EndpointRow } from './endpoint-rows.js';
 import { REPLICA_COLUMNS, toReplica, type ReplicaRow } from './replicas-repository.js';
-
-/** The live replicas' states, in SQL. */
-const LIVE = `('STARTING', 'READY', 'DRAINING')`;
+import { LIVE_STATES } from './replica-states-sql.js';
 
 /**
  * An endpoint's stamp, in SQL over its row `e` and the counts of its live replicas (`live`) and of its ready ones
@@ -52,7 +50,7 @@ const LIVE_REPLICAS = `LATERAL (SELECT coalesce(json_agg(json_build_object(${REP
   .map((column) => `'${column.trim()}', r.${column.trim()}`)
   .join(', ')}) ORDER BY r.created_at, r.id), '[]'::json) AS replicas,
     count(*) AS live, count(*) FILTER (WHERE r.state = 'READY') AS ready
-  FROM replicas r WHERE r.endpoint_id = e.id AND r.state IN ${LIVE})`;
+  FROM replicas r WHERE r.endpoint_id = e.id AND r.state IN ${LIVE_STATES})`;
 
 /** A replica as JSON gives it: its times as text. */
 type ReplicaJson = Omit<ReplicaRow, 'created_at' | 'ready_at'> & { created_at: string; ready_at: string | null };
@@ -102,7 +100,7 @@ export async function endpointsToReconcile(db: Queryable, queueStaleMs: number):
     SELECT e.id, ${db.unsafe(stampSql('coalesce(c.live, 0)', 'coalesce(c.ready, 0)'))} AS stamp, coalesce(q.queued, 0)::int AS queued
     FROM endpoints e
     LEFT JOIN (SELECT endpoint_id, count(*) AS live, count(*) FILTER (WHERE state = 'READY') AS ready
-      FROM replicas WHERE state IN ${db.unsafe(LIVE)} GROUP BY endpoint_id) c ON c.endpoint_id = e.id
+      FROM replicas WHERE state IN ${db.unsafe(LIVE_STATES)} GROUP BY endpoint_id) c ON c.endpoint_id = e.id
     LEFT JOIN (SELECT endpoint_id, sum(queued) AS queued FROM gateway_queue_depth
       WHERE updated_at > now() - ${queueStaleMs} * interval '1 millisecond' GROUP BY endpoint_id) q ON q.endpoint_id = e.id
     WHERE e.cleaned_at IS NULL ORDER BY e.seq`;

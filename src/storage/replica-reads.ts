@@ -8,6 +8,7 @@ import type { GpuType } from '../domain/instance-catalog.js';
 import type { ReplicaState } from '../domain/replica.js';
 import type { Queryable } from './database.js';
 import { EVENT_COLUMNS, toEvent, type EventRow } from './endpoint-rows.js';
+import { ENDED_STATES, LIVE_STATES } from './replica-states-sql.js';
 
 /** A replica as its endpoint's users see it. */
 export interface ReplicaView {
@@ -66,10 +67,10 @@ export async function endpointReplicas(
 ): Promise<ReplicaView[]> {
   const rows = await db<ReplicaViewRow[]>`
     (SELECT ${db.unsafe(COLUMNS)} FROM replicas
-      WHERE endpoint_id = ${endpointId} AND state IN ('STARTING', 'READY', 'DRAINING') ORDER BY created_at, id)
+      WHERE endpoint_id = ${endpointId} AND state IN ${db.unsafe(LIVE_STATES)} ORDER BY created_at, id)
     UNION ALL
     (SELECT ${db.unsafe(COLUMNS)} FROM replicas
-      WHERE endpoint_id = ${endpointId} AND state IN ('STOPPED', 'FAILED')
+      WHERE endpoint_id = ${endpointId} AND state IN ${db.unsafe(ENDED_STATES)}
         AND coalesce(stopped_at, created_at) >= ${options.endedSince}
       ORDER BY coalesce(stopped_at, created_at) DESC, id DESC LIMIT ${options.maxEnded})`;
   return rows.map(toView);
@@ -89,11 +90,11 @@ export async function endpointReplica(db: Queryable, endpointId: string, replica
 export async function newestReplica(db: Queryable, endpointId: string): Promise<ReplicaView | undefined> {
   const rows = await db<ReplicaViewRow[]>`
     SELECT ${db.unsafe(COLUMNS)} FROM (
-      (SELECT *, 0 AS rank FROM replicas WHERE endpoint_id = ${endpointId} AND state IN ('STARTING', 'READY', 'DRAINING')
+      (SELECT *, 0 AS rank FROM replicas WHERE endpoint_id = ${endpointId} AND state IN ${db.unsafe(LIVE_STATES)}
         ORDER BY CASE state WHEN 'READY' THEN 0 WHEN 'STARTING' THEN 1 ELSE 2 END, coalesce(stopped_at, created_at) DESC, id DESC
         LIMIT 1)
       UNION ALL
-      (SELECT *, 1 AS rank FROM replicas WHERE endpoint_id = ${endpointId} AND state IN ('STOPPED', 'FAILED')
+      (SELECT *, 1 AS rank FROM replicas WHERE endpoint_id = ${endpointId} AND state IN ${db.unsafe(ENDED_STATES)}
         ORDER BY coalesce(stopped_at, created_at) DESC, id DESC LIMIT 1)
     ) newest ORDER BY rank LIMIT 1`;
   return rows[0] && toView(rows[0]);

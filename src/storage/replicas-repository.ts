@@ -5,6 +5,7 @@ import { replicaStatesBefore } from '../domain/replica-transitions.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { Queryable } from './database.js';
 import { CURRENT_VERSION_JOIN, ENDPOINT_COLUMNS, toEndpoint, type EndpointRow } from './endpoint-rows.js';
+import { ENDED_STATES, LIVE_STATES } from './replica-states-sql.js';
 
 export interface ReplicaRow {
   id: string;
@@ -46,7 +47,7 @@ export const toReplica = (r: ReplicaRow): ReplicaRecord => ({
 export async function liveReplicas(db: Queryable, endpointId: string): Promise<ReplicaRecord[]> {
   const rows = await db<ReplicaRow[]>`
     SELECT ${db.unsafe(REPLICA_COLUMNS)} FROM replicas
-    WHERE endpoint_id = ${endpointId} AND state IN ('STARTING', 'READY', 'DRAINING') ORDER BY created_at, id`;
+    WHERE endpoint_id = ${endpointId} AND state IN ${db.unsafe(LIVE_STATES)} ORDER BY created_at, id`;
   return rows.map(toReplica);
 }
 
@@ -60,7 +61,7 @@ export async function readyReplicas(db: Queryable, endpointIds: readonly string[
 
 export async function liveReplicaIdsOnNode(db: Queryable, node: string): Promise<string[]> {
   const rows = await db<{ id: string }[]>`
-    SELECT id FROM replicas WHERE node = ${node} AND state IN ('STARTING', 'READY', 'DRAINING')`;
+    SELECT id FROM replicas WHERE node = ${node} AND state IN ${db.unsafe(LIVE_STATES)}`;
   return rows.map((r) => r.id);
 }
 
@@ -95,7 +96,7 @@ export async function lockedUse(db: Queryable, node: string, gpuType: GpuType): 
 export async function requestedGpus(db: Queryable, node: string, gpuType?: GpuType): Promise<Partial<Record<GpuType, number>>> {
   const rows = await db<{ gpu_type: GpuType; n: number }[]>`
     SELECT gpu_type, sum(num_gpu)::int AS n FROM replicas
-    WHERE node = ${node} ${gpuType ? db`AND gpu_type = ${gpuType}` : db``} AND state IN ('STARTING', 'READY', 'DRAINING')
+    WHERE node = ${node} ${gpuType ? db`AND gpu_type = ${gpuType}` : db``} AND state IN ${db.unsafe(LIVE_STATES)}
     GROUP BY gpu_type`;
   return Object.fromEntries(rows.map((r) => [r.gpu_type, r.n]));
 }
@@ -166,7 +167,7 @@ export async function markReplicas(db: Queryable, moves: readonly (ReplicaMove &
       engine_token = coalesce(m.token, r.engine_token),
       last_error = coalesce(m.last_error, r.last_error),
       ready_at = CASE WHEN m.state = 'READY' THEN now() ELSE r.ready_at END,
-      stopped_at = CASE WHEN m.state IN ('STOPPED', 'FAILED') THEN now() ELSE r.stopped_at END
+      stopped_at = CASE WHEN m.state IN ${db.unsafe(ENDED_STATES)} THEN now() ELSE r.stopped_at END
     FROM unnest(${ids}::text[], ${column((m) => m.state)}::text[], ${column((m) => m.address)}::text[],
       ${column((m) => m.locator)}::text[], ${column((m) => m.token)}::text[], ${column((m) => m.lastError)}::text[],
       ${column((m) => replicaStatesBefore(m.state).join(','))}::text[])
