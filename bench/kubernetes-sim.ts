@@ -64,6 +64,8 @@ interface ControllerFigures {
   servingMs?: number;
   /** an endpoint's read through the services while converging, one every 20 ms (since session 27) */
   convergeApiReadMs?: { reads: number; p50: number; p99: number; max: number };
+  /** requests to the hub while converging (since session 28) */
+  convergeHubRequests?: number;
   idleWindowMs: number;
   idleHealthChecksPerReplica: { min: number; max: number };
   idleCallsPerPass: number;
@@ -253,6 +255,10 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
               `over all of them, ${((c.idleCpuPerRoundMs / (DEFAULTS.restIntervals * c.intervalMs)) * 100).toFixed(0)}% of a ` +
               `core at production's rest interval (${seconds(DEFAULTS.restIntervals * c.intervalMs)} s).`,
             `Controller, convergence: ${c.convergeStatements} SQL statements (${c.statementsPerReplica} per replica).` +
+              (c.convergeHubRequests !== undefined
+                ? ` ${c.convergeHubRequests} requests to the hub (${(c.convergeHubRequests / c.endpoints).toFixed(2)} per endpoint: ` +
+                  "each endpoint's revision and file HEAD, its commit's file list once per gateway)."
+                : '') +
               (c.servingMs !== undefined ? ` Every endpoint served (RUNNING) after ${seconds(c.servingMs)} s.` : '') +
               (c.convergeApiReadMs
                 ? ` An endpoint read through the services meanwhile (one every 20 ms, ${c.convergeApiReadMs.reads} reads), in the ` +

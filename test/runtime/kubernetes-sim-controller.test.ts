@@ -222,6 +222,7 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge from nothing t
   statementKinds?.clear();
   const engineBefore = await engine.counts();
   const cpuBefore = await cpuNow();
+  const hubBefore = hub.requests.length;
   const started = performance.now();
   controller = new Controller({
     sql: db.sql,
@@ -259,6 +260,7 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge from nothing t
   }
   const cpu = cpuSince(cpuBefore, await cpuNow());
   const requests = await kube.requests();
+  const hubRequests = hub.requests.length - hubBefore;
 
   // One live replica per wanted replica, one pod each; no replica failed or was given up.
   ended = await endedRows();
@@ -290,6 +292,8 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge from nothing t
     convergeApiReadMs: apiMs,
     convergeHealthChecks:
       Object.values(engineCounts.health).reduce((a, b) => a + b, 0) - Object.values(engineBefore.health).reduce((a, b) => a + b, 0),
+    /** Requests to the hub while converging: a commit's file list is read once per gateway (hf-hub.ts, treeListings). */
+    convergeHubRequests: hubRequests,
   });
   console.log(`controller simulation, convergence: ${JSON.stringify({ ...figures, requests })}`);
   if (statementKinds) {
