@@ -244,7 +244,8 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
         'the idle window divided by the health checks every replica got in it (one per pass since session 18: the ' +
         'autoscaler reads the crash watch’s answers; at most 16 passes run at once).',
       'API calls per change, controller: an endpoint scaled out by one (a pod create) / back in (a pod delete) / a pod ' +
-        'deleted behind its back (the crash watch reads its log tail and deletes it again, then a replacement is created).',
+        'deleted behind its back (since session 28 a disruption, not a death: the crash watch asks for its deletion, ' +
+        'answered 404 as it is gone, then a replacement is created; before, it read the log tail first and counted a death).',
       ...(c
         ? [
             `Controller, idle: ${c.idleStatements} SQL statements in ${seconds(c.idleWindowMs)} s ` +

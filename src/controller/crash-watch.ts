@@ -21,6 +21,8 @@ import { refOf, type ReplicaStopper } from './replica-stopper.js';
 
 /** The last error of a replica whose engine died while it ran (a death, as the crash policy counts them). */
 export const ENGINE_EXITED = 'the engine process exited';
+/** How the last error of a replica the cluster took away begins (no death: see Liveness). */
+export const DISRUPTED = 'disrupted';
 /**
  * Whether a replica left STARTING by a process that stopped is taken over where it is (its start resumed) rather
  * than stopped: it was placed (the runtime knows where), and it runs the version the endpoint wants, running.
@@ -78,6 +80,7 @@ export class CrashWatch {
   async observe(endpoint: EndpointRecord, replicas: readonly ReplicaRecord[]): Promise<ReplicaRecord[] | 'failed'> {
     const live: ReplicaRecord[] = [];
     let died = 0;
+    let disrupted = 0;
     let placementUnknown = false;
     const hung = await this.hungReplicas(endpoint.id, replicas);
     // Forget the endpoint's replicas whose liveness was unknown and that are no longer live (stopped meanwhile).
@@ -122,6 +125,15 @@ export class CrashWatch {
         this.unanswered.delete(replica.id);
       }
       const liveness = replica.state === 'READY' ? this.runtime.liveness(ref) : undefined;
+      if (liveness?.kind === 'dead' && liveness.disrupted) {
+        // Taken away by the cluster (a drain, an eviction, a preemption): out of routing now, replaced by the scaling
+        // that follows, and no death for the crash policy. A pod still terminating finishes its answers in its grace.
+        const reason = liveness.reason ?? 'the cluster took it away';
+        this.log(`replica ${replica.id} of ${endpoint.id} was disrupted (${reason}): it is replaced`);
+        if (await this.batches.markReplica(replica.id, { state: 'STOPPED', lastError: `${DISRUPTED}: ${reason}` })) disrupted++;
+        await this.runtime.stop(ref, 0);
+        continue;
+      }
       if (liveness?.kind === 'dead') {
         const tail = await this.runtime.logTail(ref);
         this.log(
@@ -135,7 +147,10 @@ export class CrashWatch {
       live.push(replica);
     }
     if (placementUnknown) await this.stopper.reapOrphans();
-    if (died === 0) return live;
+    if (died === 0) {
+      if (disrupted > 0) await this.writes.refreshCounts(endpoint.id, KEEP_DESIRED, 'controller:replica-disrupted');
+      return live;
+    }
 
     await this.writes.refreshCounts(endpoint.id, KEEP_DESIRED, 'controller:replica-died');
     if (

@@ -27,6 +27,7 @@ import { retagReplica } from '../storage/replicas-repository.js';
 import type { StatementBatches } from '../storage/statement-batches.js';
 import { findVersion, setVersionRollout } from '../storage/versions-repository.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
+import { DISRUPTED } from './crash-watch.js';
 import { ModelPreparer } from './model-preparer.js';
 import { refOf } from './replica-stopper.js';
 import { isGatewayOutage, startErrorMessage } from './start-errors.js';
@@ -309,6 +310,9 @@ export class ReplicaStarter {
       } else if (isGatewayOutage(observed.cause)) {
         // Its model step lost our database: not the replica's failure (a later pass starts another).
         await drop(replica, ref, (observed.cause as Error).message);
+      } else if (observed.disrupted) {
+        // The cluster took its pod away (evicted, preempted, its node drained): not the start's failure either.
+        await drop(replica, ref, `${DISRUPTED}: ${observed.reason ?? 'the cluster took it away'}`);
       } else {
         // What the runtime keeps of it goes (a failed pod's object; a process's state file).
         await runtime.stop(ref, 0);

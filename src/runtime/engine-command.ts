@@ -68,17 +68,24 @@ export function engineCommand(
     host?: string;
     /** How the built-in engine is run: the program and its first arguments (engine-bundle.ts). @default its source through tsx */
     entry?: readonly string[];
+    /**
+     * How a value the operator did not write (a model's path, repository or revision; the endpoint's id) is written
+     * into an argument, where the runtime reads arguments as more than text (Kubernetes expands `$(NAME)`: see
+     * pod-spec.ts, `literal`). The template's own words and `host` are kept as written. @default as it is
+     */
+    literal?: (value: string) => string;
   },
 ): EngineCommand {
+  const literal = options.literal ?? ((value: string) => value);
   if (options.template) {
     const values: Record<(typeof PLACEHOLDERS)[number], string> = {
-      model: launch.modelPath ?? launch.modelRepo,
+      model: literal(launch.modelPath ?? launch.modelRepo),
       port: String(port),
       numGpu: String(launch.numGpu),
       maxBatchSize: String(launch.maxBatchSize),
       contextSize: String(launch.contextSize),
-      modelRepo: launch.modelRepo,
-      revision: launch.modelRevision ?? 'main',
+      modelRepo: literal(launch.modelRepo),
+      revision: literal(launch.modelRevision ?? 'main'),
     };
     const [file, ...args] = splitWords(options.template).map((word) =>
       word.replace(/\{(\w+)\}/g, (_, name: string) => values[name as keyof typeof values] ?? `{${name}}`),
@@ -92,7 +99,7 @@ export function engineCommand(
     args: [
       ...entry,
       '--model',
-      launch.modelPath,
+      literal(launch.modelPath),
       '--host',
       options.host ?? '127.0.0.1',
       '--port',
@@ -104,7 +111,7 @@ export function engineCommand(
       '--max-input-length',
       String(launch.maxInputLength),
       '--model-name',
-      launch.endpointId,
+      literal(launch.endpointId),
       ...(launch.addSpecialTokens ? ['--add-special-tokens'] : []),
       ...(launch.skipSpecialTokens ? [] : ['--no-skip-special-tokens']),
       ...(options.threads ? ['--threads', String(options.threads)] : []),

@@ -135,9 +135,12 @@ export class EngineLogUnavailable extends Error {
  * ended ('dead', with why when the runtime knows: an OOM kill is reported
  * apart), or the runtime cannot tell yet ('unknown': its cache has not synced,
  * or the replica runs where this runtime cannot see). Nothing is done to a
- * replica whose liveness is unknown.
+ * replica whose liveness is unknown. `disrupted`: the replica did not fail, the
+ * cluster took it away (an eviction, a preemption, a node drained or lost, a
+ * delete the gateway did not ask for): it is replaced, and it is no death for
+ * the crash policy.
  */
-export type Liveness = { kind: 'alive' } | { kind: 'unknown' } | { kind: 'dead'; code?: EndpointErrorCode; reason?: string };
+export type Liveness = { kind: 'alive' } | { kind: 'unknown' } | { kind: 'dead'; code?: EndpointErrorCode; reason?: string; disrupted?: boolean };
 
 /**
  * A step of a start the runtime reports: the first replica's steps are the endpoint's phases. RESOLVING_MODEL (the
@@ -166,6 +169,8 @@ export type ReplicaObservation =
       reason?: string;
       /** The error that ended a start in the runtime's own step (a model that failed to download), as it was thrown. */
       cause?: unknown;
+      /** The cluster took it away (see Liveness): its start is not a failure, a later pass starts another. */
+      disrupted?: boolean;
     };
 
 /**

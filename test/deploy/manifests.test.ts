@@ -12,6 +12,7 @@ import { GPU_TYPES } from '../../src/domain/instance-catalog.js';
 import { ENDPOINT_ERROR_CODES, ENDPOINT_PHASES, ENDPOINT_STATUSES } from '../../src/domain/lifecycle.js';
 import { schemaProblems, tolerationProblems } from './k8s-schema.js';
 import { kustomize, type K8sObject } from './kustomize.js';
+import { REPLICA_STATES } from '../../src/domain/replica.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BASE = path.join(ROOT, 'deploy/base');
@@ -269,8 +270,8 @@ describe('the example configuration', () => {
     expect(configMap?.data.KUBERNETES_MODEL_CACHE).toMatch(/^(hostPath:\/\S+|pvc:[a-z0-9][a-z0-9.-]*)$/);
   });
 
-  it('docs/kubernetes.md names only statuses, phases and failure codes that exist', () => {
-    const known = new Set<string>([...ENDPOINT_STATUSES, ...ENDPOINT_PHASES, ...ENDPOINT_ERROR_CODES]);
+  it('docs/kubernetes.md names only statuses, phases, replica states and failure codes that exist', () => {
+    const known = new Set<string>([...ENDPOINT_STATUSES, ...ENDPOINT_PHASES, ...ENDPOINT_ERROR_CODES, ...REPLICA_STATES]);
     const section = read('docs/kubernetes.md').split('## Statuses and phases on Kubernetes')[1]!.split('\n## ')[0]!;
     const named = [...section.matchAll(/`([A-Z][A-Z_]+[A-Z])`/g)].map((m) => m[1]!);
     expect(named).toEqual(expect.arrayContaining(['REQUESTING_VIRTUAL_MACHINE', 'DOWNLOADING_MODEL', 'ENGINE_INITIALIZING']));

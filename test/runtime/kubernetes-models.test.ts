@@ -20,6 +20,7 @@ import { startTestApp, stopAllReplicas, statusTrail, waitFor, waitForStatus, typ
 import { kubernetesTestEnv } from '../support/kube-env.js';
 import { FAKE_WANDB_KEY, startFakeWandb, type FakeWandb } from '../support/fake-wandb.js';
 import { restClient, type SeededProject } from '../support/gateway.js';
+import { expand } from '../support/kube/containers.js';
 import { startKubeStandIn, type KubeStandIn } from '../support/kube/index.js';
 import { buildTinyGguf } from '../support/tiny-gguf.js';
 
@@ -241,7 +242,7 @@ describe('the pod of a W&B artifact, and the bound, as specified', () => {
     ]);
     expect(fetcher.env).toEqual([
       { name: 'WANDB_BASE_URL', value: 'https://api.wandb.ai' },
-      { name: 'WANDB_API_KEY', valueFrom: { secretKeyRef: { name: 'ep-xyz-engine', key: 'wandb-api-key' } } },
+      { name: 'WANDB_API_KEY', valueFrom: { secretKeyRef: { name: 'ep-xyz-engine', key: 'wandb-api-key', optional: true } } },
     ]);
     const engine = pod.spec!.containers[0]!;
     expect(engine.args).toContain(link);
@@ -261,6 +262,40 @@ describe('the pod of a W&B artifact, and the bound, as specified', () => {
     expect(fetcher.args).toContain('ml.rep-abc');
     expect(fetcher.env!.map((e) => e.name)).toEqual(['HF_ENDPOINT', 'HF_TOKEN']);
     expect(pod.spec!.volumes!.find((v) => v.name === 'models')!.hostPath).toBeDefined();
+    expect(pod.spec!.automountServiceAccountToken).toBe(false);
+  });
+
+  test("a model file named like a $(VAR) reference reaches the containers as named: the Secret's tokens are not expanded into it", () => {
+    const hostile = '$(WANDB_API_KEY)-$$-$(HF_TOKEN)-$.gguf';
+    const vars = new Map([
+      ['WANDB_API_KEY', 'SECRET-KEY'],
+      ['HF_TOKEN', 'SECRET-TOKEN'],
+      ['POD_IP', '10.0.0.7'],
+    ]);
+    const asRun = (words: readonly string[]) => words.map((word) => expand(word, vars));
+    const model = {
+      ...launch({ modelRepo: 'acme/llama-GGUF', modelRevision: 'c'.repeat(40) }),
+      modelFile: { path: hostile, sha256: null, size: 1 },
+    };
+    const pod = replicaPod(model, context({}));
+    const link = `/models/links/${'c'.repeat(40)}/${hostile}`;
+    const fetcher = asRun(pod.spec!.initContainers![0]!.args!);
+    expect(fetcher.slice(4, 6)).toEqual(['--file', hostile]);
+    expect(fetcher).toContain(link);
+    const engine = asRun(pod.spec!.containers[0]!.args!);
+    expect(engine[engine.indexOf('--model') + 1]).toBe(link);
+    expect(engine[engine.indexOf('--host') + 1]).toBe('10.0.0.7'); // the gateway's own reference is still expanded
+    expect(JSON.stringify(pod)).not.toMatch(/SECRET/);
+    // An operator's template keeps its own references; the values put into it do not expand.
+    const templated = replicaPod(model, { ...context({}), engineTemplate: 'serve {model} --host $(POD_IP) --port {port}' });
+    expect(asRun([templated.spec!.containers[0]!.command![0]!, ...templated.spec!.containers[0]!.args!])).toEqual([
+      'serve',
+      link,
+      '--host',
+      '10.0.0.7',
+      '--port',
+      '8000',
+    ]);
   });
 
   test("the endpoint's Secret carries the W&B key when the gateway has one", () => {

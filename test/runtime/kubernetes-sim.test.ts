@@ -164,9 +164,10 @@ test(`${ENDPOINTS} endpoints (${totalReplicas} replicas) converge; passes read t
   expect(changeRequests['DELETE /api/v1/namespaces/{ns}/pods/{name}']).toBe(10);
   expect(changeCalls).toBe(10);
   for (const ref of victims) expect(runtime.liveness(ref).kind).toBe('dead');
-  // Each deletion is told (stopped with no grace period: removed at once).
-  await until(() => told >= toldWhileConverging + 10);
-  expect(told).toBe(toldWhileConverging + 10);
+  // Each deletion is told twice: the pod marked for deletion (the shortest grace, a second: never a force delete), then
+  // removed once the kubelet ended it.
+  await until(() => told >= toldWhileConverging + 20);
+  expect(told).toBe(toldWhileConverging + 20);
 
   const figures = {
     endpoints: ENDPOINTS,

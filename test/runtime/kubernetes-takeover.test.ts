@@ -43,7 +43,7 @@ const gateways: GatewayProcess[] = [];
  * `outage` is set, answers pod creation as an overloaded API server does (503 ServiceUnavailable), and while
  * `podReadsDown` is set answers so to every read of pods (lists and watches).
  */
-const faults = { outage: false, podReadsDown: false, refused: 0 };
+const faults = { outage: false, podReadsDown: false, refused: 0, loseCreates: 0 };
 let apiProxy: ApiProxy | undefined;
 
 beforeAll(async () => {
@@ -89,6 +89,10 @@ async function startGateway(through: 'direct' | 'proxy' = 'direct'): Promise<Gat
   let kubeconfig: Record<string, string> = {};
   if (through === 'proxy') {
     apiProxy = await startApiProxy(kube.url, (req) => {
+      if (faults.loseCreates > 0 && isPodCreate(req)) {
+        faults.loseCreates--;
+        return 'lose';
+      }
       const refused = (faults.outage && isPodCreate(req)) || (faults.podReadsDown && isPodRead(req));
       if (refused) faults.refused++;
       return refused;
@@ -153,6 +157,27 @@ test('an API server that answers 503 to pod creation is an outage, not the endpo
     90_000,
   );
   expect(podsOf(id)).toHaveLength(1);
+  await gateway.stop();
+}, 180_000);
+
+test('a pod create whose answer is lost (the API server made the pod, answered 504) leaves no pod behind: one pod serves', async () => {
+  const gateway = await startGateway('proxy');
+  faults.loseCreates = 1;
+  const id = await createEndpoint(gateway);
+  const first = await servingOnOne(id, 'RUNNING after a lost create');
+  expect(first.errorCode).toBeNull();
+  expect(faults.loseCreates).toBe(0);
+  // The lost create's replica ended as an outage; the pod it made is deleted (it would hold its GPU with no replica).
+  const rows = await db.sql<{ id: string; state: string }[]>`SELECT id, state FROM replicas WHERE endpoint_id = ${id} ORDER BY created_at`;
+  expect(rows.map((r) => r.state)).toEqual(['STOPPED', 'READY']);
+  await waitFor('only the serving replica’s pod left', async () => podsOf(id).length === 1, 30_000);
+  const labels = (pod: object) => (pod as { metadata: { labels: Record<string, string> } }).metadata.labels;
+  expect(
+    kube
+      .pods(NS)
+      .filter((p) => labels(p)['dedicated-endpoints.io/endpoint'] === id)
+      .map((p) => labels(p)['dedicated-endpoints.io/replica']),
+  ).toEqual([rows[1]!.id]);
   await gateway.stop();
 }, 180_000);
 

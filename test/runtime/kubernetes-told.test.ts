@@ -43,7 +43,13 @@ test("a pod's update that changes nothing a pass reads asks for no pass; its rea
     core.listNamespacedPod({ namespace: 'default' }),
   );
   let events = 0;
-  for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, () => events++);
+  /** The graces the pod was marked for deletion with, as clients saw them. */
+  const graces: number[] = [];
+  for (const verb of ['add', 'update', 'delete'] as const)
+    informer.on(verb, (pod) => {
+      events++;
+      if (verb === 'update' && pod.metadata?.deletionTimestamp) graces.push(pod.metadata.deletionGracePeriodSeconds ?? -1);
+    });
   await informer.start();
   try {
     const ref = await startReplica(runtime, launch, { pollMs: 5 });
@@ -61,10 +67,14 @@ test("a pod's update that changes nothing a pass reads asks for no pass; its rea
       await waitFor('the sync seen by a client', async () => events > seen);
     }
     // The runtime's own informer has them too by now (the same server sends them in order): its next event is the removal.
+    // A stop without grace is still a graceful delete of one second: a grace of 0 is a force delete, which takes the
+    // pod out of the API before the kubelet has ended its processes (their GPUs would look free while still held).
     await runtime.stop(ref, 0);
-    await waitFor('the removal told', async () => told.length > before.told);
-    await waitFor('the removal seen by a client', async () => events >= before.events + 4);
-    expect(told.length).toBe(before.told + 1);
+    expect(graces).toEqual([1]);
+    // Told twice: the pod marked for deletion (no longer serving), then removed.
+    await waitFor('the removal told', async () => told.length >= before.told + 2);
+    await waitFor('the removal seen by a client', async () => events >= before.events + 5);
+    expect(told.length).toBe(before.told + 2);
     expect(runtime.liveness(ref).kind).toBe('dead');
   } finally {
     await informer.stop();

@@ -188,6 +188,28 @@ describe('objects', () => {
     expect(events.items.map((e) => e.message)).toEqual(['hi']);
   });
 
+  it('evicts a pod as a drain does: the DisruptionTarget condition, then a graceful delete; refuses a malformed eviction', async () => {
+    await core.createNamespacedPod({ namespace: 'default', body: sleepPod('ev-1') });
+    await standIn.waitForPod('default', 'ev-1', (p) => p?.status.phase === 'Running');
+    const eviction = (name: string) => ({ apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name, namespace: 'default' } });
+    expect((await failure(core.createNamespacedPodEviction({ name: 'ev-1', namespace: 'default', body: eviction('other') }))).code).toBe(
+      400,
+    );
+    expect((await failure(core.createNamespacedPodEviction({ name: 'gone', namespace: 'default', body: eviction('gone') }))).code).toBe(
+      404,
+    );
+    expect(standIn.pod('default', 'ev-1')!.metadata.deletionTimestamp).toBeUndefined();
+    // Marked first (every change is seen here as the store makes it), then gone once its processes (none here) ended.
+    const marked = standIn.waitForPod('default', 'ev-1', (p) => p?.metadata.deletionTimestamp !== undefined);
+    await core.createNamespacedPodEviction({ name: 'ev-1', namespace: 'default', body: eviction('ev-1') });
+    const seen = await marked;
+    expect(seen!.metadata.deletionGracePeriodSeconds).toBe(30);
+    expect(seen!.status.conditions).toContainEqual(
+      expect.objectContaining({ type: 'DisruptionTarget', status: 'True', reason: 'EvictionByEvictionAPI' }),
+    );
+    expect(await standIn.waitForPod('default', 'ev-1', (p) => p === undefined)).toBeUndefined();
+  });
+
   it('counts requests by method and path template', async () => {
     standIn.resetCounts();
     await core.listNamespacedPod({ namespace: 'default' });

@@ -16,7 +16,7 @@
  * gateway dials the pods' IPs.
  */
 import { DEFAULTS } from '../../defaults.js';
-import { ApiException, KubeConfig, Log, makeInformer, type CoreV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { KubeConfig, Log, makeInformer, type CoreV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import type { GpuType } from '../../domain/instance-catalog.js';
 import { GPU_TYPES } from '../../domain/instance-catalog.js';
 import { Nudge } from '../../util/nudge.js';
@@ -24,7 +24,6 @@ import { sharedEngineClient, type EngineClient } from '../../engine-client/engin
 import { PassThrough } from 'node:stream';
 import {
   EngineLogUnavailable,
-  ReplicaStartError,
   RuntimeUnavailableError,
   type EngineHealth,
   type Liveness,
@@ -38,6 +37,8 @@ import {
 import { viewPod } from './pod-status.js';
 import { ENGINE_CONTAINER, LABELS, MANAGED_SELECTOR, podName, replicaPod } from './pod-spec.js';
 import { pooledCoreApi } from './api-client.js';
+import { apiFailure } from './api-failure.js';
+import { UncertainCreates } from './uncertain-creates.js';
 import { EndpointSecrets, isStatus } from './endpoint-secrets.js';
 import type { KubernetesSettings } from './settings.js';
 import { Watched } from './watched.js';
@@ -75,6 +76,7 @@ export class KubernetesRuntime implements Runtime {
   private readonly pods: Watched<V1Pod>;
   private readonly nodes: Watched<V1Node>;
   private readonly secrets: EndpointSecrets;
+  private readonly uncertain: UncertainCreates;
   /** The client configuration the log follower uses (made at its first use). */
   private logConfig: KubeConfig | undefined;
   /** Stops waiting for a pod's removal, by pod name. */
@@ -105,6 +107,7 @@ export class KubernetesRuntime implements Runtime {
     );
     this.pods = new Watched(podInformer, 'pod', options.log, (pod, verb) => {
       const name = pod.metadata?.name ?? '';
+      this.uncertain.seen(pod, verb);
       this.waiting.get(name)?.poke();
       this.unseen.delete(name);
       // A change the controller cannot see (a condition's timestamp, an IP before readiness) asks for no pass.
@@ -118,6 +121,7 @@ export class KubernetesRuntime implements Runtime {
     const nodeInformer = makeInformer<V1Node>(kc, '/api/v1/nodes', () => this.api.listNode());
     this.nodes = new Watched(nodeInformer, 'node', options.log, () => {});
     this.secrets = new EndpointSecrets(this.api, this.namespace, { hubToken: options.hubToken, wandbApiKey: options.wandbApiKey });
+    this.uncertain = new UncertainCreates(this.api, this.namespace, options.log);
   }
 
   /** Starts the watches and waits (at most `timeoutMs`) for their first lists; until then liveness is unknown. */
@@ -165,6 +169,7 @@ export class KubernetesRuntime implements Runtime {
     // The model is resolved here (its pinned commit and file); the pod's init container downloads it where it runs.
     const launch = 'model' in pending ? { ...withoutModelSteps(pending), ...(await pending.model.resolve()) } : pending;
     const name = podName(launch.replicaId);
+    let asked = false;
     try {
       const owner = await this.secrets.ensure(launch.endpointId);
       const pod = replicaPod(launch, {
@@ -179,6 +184,7 @@ export class KubernetesRuntime implements Runtime {
         ...(this.options.threads ? { threads: this.options.threads } : {}),
       });
       try {
+        asked = true;
         await this.api.createNamespacedPod({ namespace: this.namespace, body: pod });
       } catch (error) {
         if (!isStatus(error, 409)) throw error;
@@ -195,7 +201,10 @@ export class KubernetesRuntime implements Runtime {
         token: owner.token,
       };
     } catch (error) {
-      throw apiFailure(error);
+      const failure = apiFailure(error);
+      // An outage once the create was sent: the pod may exist, with no replica to follow it.
+      if (asked && failure instanceof RuntimeUnavailableError) this.uncertain.add(name);
+      throw failure;
     }
   }
 
@@ -215,11 +224,12 @@ export class KubernetesRuntime implements Runtime {
       const created = this.unseen.get(name);
       if (created !== undefined && Date.now() - created < UNSEEN_MS) return { state: 'starting', phase: 'REQUESTING_VIRTUAL_MACHINE' };
       this.unseen.delete(name);
-      return { state: 'dead', reason: "the replica's pod is gone" };
+      return { state: 'dead', reason: "the replica's pod is gone", disrupted: true };
     }
     if (view.kind === 'ready') return { state: 'ready', address: `http://${view.podIP}:${this.options.settings.enginePort}` };
     if (view.kind === 'failed') return { state: 'dead', code: view.code, reason: view.reason };
-    if (view.kind === 'deleting') return { state: 'dead', reason: "the replica's pod was deleted" };
+    if (view.kind === 'deleting') return { state: 'dead', reason: "the replica's pod was deleted", disrupted: true };
+    if (view.kind === 'disrupted') return { state: 'dead', reason: view.reason, disrupted: true };
     const { phase, reason } = view.progress;
     const step = this.stepSince.get(name);
     if (step?.phase !== phase) this.stepSince.set(name, { phase, since: Date.now() });
@@ -247,8 +257,14 @@ export class KubernetesRuntime implements Runtime {
     const name = ref.locator ?? podName(ref.replicaId);
     this.stepSince.delete(name);
     this.unseen.delete(name);
+    // Already being deleted (a drain's eviction, another gateway's stop, this one's): its grace is not cut short, and
+    // it is not waited for (the scheduler counts its GPUs held until the kubelet has ended it).
+    if (this.pods.synced && this.pods.informer.get(name, this.namespace)?.metadata?.deletionTimestamp) return;
     try {
-      await this.api.deleteNamespacedPod({ name, namespace: this.namespace, gracePeriodSeconds: Math.ceil(graceMs / 1000) });
+      // At least a second: a grace of 0 is a force delete, which removes the pod from the API before the kubelet has
+      // ended its processes, so that the scheduler counts their GPUs free while they still hold them.
+      const gracePeriodSeconds = Math.max(1, Math.ceil(graceMs / 1000));
+      await this.api.deleteNamespacedPod({ name, namespace: this.namespace, gracePeriodSeconds });
     } catch (error) {
       if (isStatus(error, 404)) return;
       throw error;
@@ -269,10 +285,12 @@ export class KubernetesRuntime implements Runtime {
   liveness(ref: ReplicaRef): Liveness {
     if (!this.pods.synced) return { kind: 'unknown' };
     const pod = this.pods.informer.get(ref.locator ?? podName(ref.replicaId), this.namespace);
-    if (!pod) return { kind: 'dead', reason: 'its pod is gone' };
+    // A pod does not vanish when its engine fails (restartPolicy Never keeps the failed pod): only a delete does.
+    if (!pod) return { kind: 'dead', reason: 'its pod is gone', disrupted: true };
     const view = viewPod(pod);
     if (view.kind === 'failed') return { kind: 'dead', code: view.code, reason: view.reason };
-    if (view.kind === 'deleting') return { kind: 'dead', reason: 'its pod is being deleted' };
+    if (view.kind === 'deleting') return { kind: 'dead', reason: 'its pod is being deleted', disrupted: true };
+    if (view.kind === 'disrupted') return { kind: 'dead', reason: view.reason, disrupted: true };
     return { kind: 'alive' };
   }
 
@@ -369,24 +387,6 @@ export class KubernetesRuntime implements Runtime {
   async forgetEndpoint(endpointId: string): Promise<void> {
     await this.secrets.remove(endpointId);
   }
-}
-
-/**
- * What a failed call to the API server means for a start: unreachable, or answering 5xx or 429, it is an outage
- * (RuntimeUnavailableError: not the endpoint's failure, the next pass tries again); any other refusal (403 for
- * missing RBAC, 422 for a pod the cluster will not take) is the settings'. Anything else passes unchanged.
- */
-export function apiFailure(error: unknown): unknown {
-  if (error instanceof ApiException) {
-    if (error.code >= 500 || error.code === 429) {
-      return new RuntimeUnavailableError(`the Kubernetes API server answered HTTP ${error.code}`, { cause: error });
-    }
-    return new ReplicaStartError('WORKLOAD_INIT_SETTINGS_ERROR', `the cluster refused the replica's pod (HTTP ${error.code})`);
-  }
-  if (error instanceof Error && error.name === 'FetchError') {
-    return new RuntimeUnavailableError('the Kubernetes API server could not be reached', { cause: error });
-  }
-  return error;
 }
 
 function defaultKubeConfig(): KubeConfig {

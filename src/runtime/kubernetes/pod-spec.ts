@@ -100,6 +100,19 @@ export function modelLinkPath(mount: string, launch: ReplicaLaunch): string | nu
 /** The name of the pod's lease on the model it uses, in the cache volume's leases/ (src/models/cache-bound.ts). */
 export const leaseName = (namespace: string, replicaId: string) => `${namespace}.${podName(replicaId)}`;
 
+/**
+ * A value written into a container's command or arguments as it is: Kubernetes expands `$(NAME)` there from the
+ * container's environment, which holds the Secret's tokens, so a model file named `$(WANDB_API_KEY).gguf` would
+ * otherwise hand the key to the fetcher's error message. `$$` is Kubernetes' escape for a literal `$`.
+ */
+export const literal = (value: string): string => value.replace(/\$/g, () => '$$');
+
+/**
+ * An environment variable from the endpoint's Secret. The source tokens' are optional: a gateway that read the
+ * Secret before another rewrote it without a token (HF_TOKEN unset on the gateways, in a rolling update) would
+ * otherwise make pods that cannot start (CreateContainerConfigError); without it the fetcher asks the hub as
+ * anonymous, and a repository that needs a token says so with its own error.
+ */
 const fromSecret = (name: string, secret: string, key: string, optional = false): V1EnvVar => ({
   name,
   valueFrom: { secretKeyRef: { name: secret, key, ...(optional ? { optional: true } : {}) } },
@@ -137,6 +150,7 @@ function fetchContainer(launch: ReplicaLaunch, context: PodContext, link: string
     name: FETCH_CONTAINER,
     image: settings.engineImage,
     command: [...settings.nodeCommand, path.posix.join(settings.appDir, 'src/models/fetch-main.ts')],
+    // Every argument is a value the gateway or a model source chose, none an expansion.
     args: [
       ...(artifact ? ['--artifact', formatArtifactName(artifact)] : ['--repo', launch.modelRepo, '--commit', launch.modelRevision!]),
       '--file',
@@ -151,15 +165,15 @@ function fetchContainer(launch: ReplicaLaunch, context: PodContext, link: string
       '--lease',
       leaseName(context.namespace, launch.replicaId),
       ...(settings.modelCacheMaxBytes !== undefined ? ['--max-bytes', String(settings.modelCacheMaxBytes)] : []),
-    ],
+    ].map(literal),
     env: artifact
       ? [
           ...(context.wandbBaseUrl ? [{ name: 'WANDB_BASE_URL', value: context.wandbBaseUrl }] : []),
-          ...(context.hasWandbKey ? [fromSecret('WANDB_API_KEY', context.owner.name, SECRET_KEYS.wandbApiKey)] : []),
+          ...(context.hasWandbKey ? [fromSecret('WANDB_API_KEY', context.owner.name, SECRET_KEYS.wandbApiKey, true)] : []),
         ]
       : [
           { name: 'HF_ENDPOINT', value: context.hubEndpoint },
-          ...(context.hasHubToken ? [fromSecret('HF_TOKEN', context.owner.name, SECRET_KEYS.hubToken)] : []),
+          ...(context.hasHubToken ? [fromSecret('HF_TOKEN', context.owner.name, SECRET_KEYS.hubToken, true)] : []),
         ],
     volumeMounts: [{ name: 'models', mountPath: settings.modelCacheMount }],
     terminationMessagePolicy: 'FallbackToLogsOnError',
@@ -177,6 +191,7 @@ export function replicaPod(launch: ReplicaLaunch, context: PodContext): V1Pod {
     // Kubernetes expands $(POD_IP) from the container's environment.
     host: '$(POD_IP)',
     entry: [...settings.nodeCommand, path.posix.join(settings.appDir, 'src/engine/main.ts')],
+    literal,
   });
   const labels = {
     [LABELS.managedBy]: MANAGED_BY,
@@ -195,7 +210,7 @@ export function replicaPod(launch: ReplicaLaunch, context: PodContext): V1Pod {
       { name: 'REPLICA_ID', value: launch.replicaId },
       fromSecret('ENGINE_TOKEN', context.owner.name, SECRET_KEYS.engineToken),
       { name: 'HF_ENDPOINT', value: context.hubEndpoint },
-      ...(context.hasHubToken ? [fromSecret('HF_TOKEN', context.owner.name, SECRET_KEYS.hubToken)] : []),
+      ...(context.hasHubToken ? [fromSecret('HF_TOKEN', context.owner.name, SECRET_KEYS.hubToken, true)] : []),
     ],
     resources: launch.numGpu > 0 ? { limits: { 'nvidia.com/gpu': String(launch.numGpu) } } : {},
     readinessProbe: { httpGet: { path: '/ready', port: 'http' }, periodSeconds: 2, failureThreshold: 3 },
@@ -217,6 +232,8 @@ export function replicaPod(launch: ReplicaLaunch, context: PodContext): V1Pod {
     },
     spec: {
       restartPolicy: 'Never',
+      // The engine and the fetcher never call the API server: the namespace's service account token stays out.
+      automountServiceAccountToken: false,
       terminationGracePeriodSeconds: settings.terminationGraceSeconds,
       ...(Object.keys(placement.nodeSelector).length > 0 ? { nodeSelector: placement.nodeSelector } : {}),
       ...(placement.tolerations.length > 0 ? { tolerations: placement.tolerations } : {}),

@@ -15,6 +15,8 @@
  * | engine ready                                     | ready, at the pod's IP                        |
  * | OOMKilled                                        | INFERENCE_ENGINE_MEMORY_ERROR                 |
  * | engine exited                                    | its ENGINE_ERROR code, else WORKLOAD_INIT_GRPC_ERROR |
+ * | evicted, preempted, its node drained or lost     | disrupted: replaced, not a failure            |
+ * | being deleted                                    | deleting (by the gateway, or a disruption)    |
  */
 import type { V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
 import type { EndpointErrorCode } from '../../domain/lifecycle.js';
@@ -25,7 +27,30 @@ export type PodView =
   | { kind: 'progress'; progress: StartProgress }
   | { kind: 'ready'; podIP: string }
   | { kind: 'failed'; code: EndpointErrorCode; reason: string; oom: boolean }
-  | { kind: 'deleting' };
+  | { kind: 'deleting' }
+  | { kind: 'disrupted'; reason: string };
+
+/**
+ * How the cluster marks a pod it took away, rather than one whose engine failed: the `DisruptionTarget` condition
+ * (Kubernetes 1.26 on: an eviction through the API, as a drain does; a preemption; a taint's eviction; the kubelet's
+ * own eviction or a node shutdown), and the failed pod's `reason` where the condition is not written (older clusters).
+ */
+const DISRUPTED_REASONS = new Set([
+  'Evicted',
+  'Preempting',
+  'NodeLost',
+  'Terminated',
+  'Shutdown',
+  'NodeShutdown',
+  'UnexpectedAdmissionError',
+]);
+
+function disruption(pod: V1Pod): string | undefined {
+  const target = pod.status?.conditions?.find((c) => c.type === 'DisruptionTarget' && c.status === 'True');
+  if (target) return target.reason ?? 'DisruptionTarget';
+  const reason = pod.status?.phase === 'Failed' ? pod.status.reason : undefined;
+  return reason && DISRUPTED_REASONS.has(reason) ? reason : undefined;
+}
 
 /** Waiting reasons that no retry fixes: the image or the pod's configuration is wrong. */
 const SETTINGS_WAITING = new Set([
@@ -68,6 +93,8 @@ function containerFailure(status: V1ContainerStatus, init: boolean): PodView | u
 /** Reads a replica's pod. */
 export function viewPod(pod: V1Pod): PodView {
   if (pod.metadata?.deletionTimestamp) return { kind: 'deleting' };
+  const disrupted = disruption(pod);
+  if (disrupted) return { kind: 'disrupted', reason: `the cluster took its pod away (${disrupted})` };
   const status = pod.status ?? {};
   const conditions = status.conditions ?? [];
   const scheduled = conditions.find((c) => c.type === 'PodScheduled');

@@ -2,7 +2,9 @@
  * A proxy in front of the stand-in's API server, for clients that must meet an API server in trouble: it passes
  * every request on (watches included, their headers flushed at once as the API server does: Node.js would hold them
  * until the first body bytes, and a quiet watch has none), except those `refuse` picks, which it answers as an
- * overloaded API server does (503 ServiceUnavailable). `cutPodWatches` ends the pod watches open through it.
+ * overloaded API server does (503 ServiceUnavailable), and those it answers 'lose' for: passed on (the API server
+ * does what they ask) while the client gets a 504 Timeout, as when etcd commits after the request's deadline.
+ * `cutPodWatches` ends the pod watches open through it.
  * Closed when the test file ends.
  */
 import http from 'node:http';
@@ -17,11 +19,12 @@ export interface ApiProxy {
 const isPodWatch = (req: http.IncomingMessage) =>
   req.method === 'GET' && /\/pods\?/.test(req.url ?? '') && /[?&]watch=(true|1)/.test(req.url ?? '');
 
-export async function startApiProxy(upstreamUrl: string, refuse: (req: http.IncomingMessage) => boolean): Promise<ApiProxy> {
+export async function startApiProxy(upstreamUrl: string, refuse: (req: http.IncomingMessage) => boolean | 'lose'): Promise<ApiProxy> {
   const upstream = new URL(upstreamUrl);
   const podWatches = new Set<http.ServerResponse>();
   const server = http.createServer((req, res) => {
-    if (refuse(req)) {
+    const fault = refuse(req);
+    if (fault === true) {
       req.resume();
       res.writeHead(503, { 'content-type': 'application/json' });
       const status = { kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'etcdserver: request timed out' };
@@ -34,6 +37,13 @@ export async function startApiProxy(upstreamUrl: string, refuse: (req: http.Inco
     }
     const options = { host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers };
     const forward = http.request(options, (answer) => {
+      if (fault === 'lose') {
+        answer.resume();
+        res.writeHead(504, { 'content-type': 'application/json' });
+        const message = 'Timeout: request did not complete within requested timeout - context deadline exceeded';
+        res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', message, reason: 'Timeout', code: 504 }));
+        return;
+      }
       res.writeHead(answer.statusCode ?? 502, answer.headers);
       res.flushHeaders();
       answer.pipe(res);

@@ -1,6 +1,7 @@
 /**
  * The resource handlers of the stand-in's API server (core/v1): create, get, list (selectors, limit/continue) and
- * delete of pods, secrets, configmaps, events and namespaces, replace (PUT) of secrets and configmaps, reads of nodes, with the server's defaulting,
+ * delete of pods, secrets, configmaps, events and namespaces, replace (PUT) of secrets and configmaps, reads of nodes, pod
+ * eviction (policy/v1), with the server's defaulting,
  * validation, conflict and not-found answers, graceful pod deletion, and background garbage collection of objects
  * whose ownerReferences name a deleted object.
  */
@@ -267,6 +268,38 @@ export class ResourceApi {
     this.hooks.podTerminating(updated, grace);
     this.collect(pod.metadata.uid, propagation);
     return updated;
+  }
+
+  /**
+   * `POST pods/{name}/eviction` (policy/v1 Eviction: what `kubectl drain` and a node pool's upgrade send): the pod gets
+   * the DisruptionTarget condition, then is deleted with the eviction's grace, else its own. No PodDisruptionBudget
+   * is served here, so none refuses it (429).
+   */
+  evict(namespace: string, name: string, body: any): KubeObject {
+    const pod = this.get('pods', namespace, name);
+    if (body?.kind !== 'Eviction' || body.apiVersion !== 'policy/v1')
+      throw badRequest(`the body of the request is not a policy/v1 Eviction (kind ${body?.kind}, apiVersion ${body?.apiVersion})`);
+    if (body.metadata?.name !== name) throw badRequest('name in URL does not match name in Eviction object');
+    const grace = body.deleteOptions?.gracePeriodSeconds;
+    if (grace !== undefined && !(Number.isInteger(grace) && grace >= 0))
+      throw badRequest(`gracePeriodSeconds: Invalid value: ${grace}: must be >= 0`);
+    if (!pod.metadata.deletionTimestamp) {
+      const marked = this.store.update('pods', namespace, name, (draft) => {
+        draft.status ??= {};
+        draft.status.conditions = [
+          ...(draft.status.conditions ?? []).filter((c: any) => c.type !== 'DisruptionTarget'),
+          {
+            type: 'DisruptionTarget',
+            status: 'True',
+            reason: 'EvictionByEvictionAPI',
+            message: 'Eviction API: evicting',
+            lastTransitionTime: timestamp(Date.now()),
+          },
+        ];
+      })!;
+      this.deletePod(marked, grace);
+    }
+    return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', code: 201 };
   }
 
   /** Background garbage collection: every object naming `uid` as an owner is deleted (Orphan: the reference is dropped). */

@@ -33,7 +33,7 @@ function route(path: string): Route | undefined {
   if (rest[0] === 'namespaces' && rest.length >= 3) {
     const [, namespace, resource, name, sub] = rest;
     if (!NAMESPACED.has(resource!) || rest.length > 5) return undefined;
-    if (sub && !(resource === 'pods' && (sub === 'log' || sub === 'status'))) return undefined;
+    if (sub && !(resource === 'pods' && (sub === 'log' || sub === 'status' || sub === 'eviction'))) return undefined;
     const template = `/api/v1/namespaces/{ns}/${resource}${name ? '/{name}' : ''}${sub ? `/${sub}` : ''}`;
     return { template, resource: resource!, namespace, name, sub };
   }
@@ -151,6 +151,7 @@ export class ApiHttpServer {
       serveLogs(res, pod, query, this.options.container);
       return;
     }
+    if (sub === 'eviction') return method === 'POST' ? this.send(res, 201, api.evict(namespace!, name, body)) : notAllowed();
     if (method === 'GET') return this.send(res, 200, api.get(resource, namespace, name));
     if (method === 'PUT' && !sub && namespace !== undefined && (resource === 'secrets' || resource === 'configmaps'))
       return this.send(res, 200, api.replace(resource, namespace, name, body));

@@ -1,0 +1,71 @@
+/**
+ * What a replica's pod says (src/runtime/kubernetes/pod-status.ts), on pods shaped as a real kubelet and API server
+ * write them: a pod the cluster took away (the kubelet's eviction under node pressure, a preemption, a drain's
+ * eviction, a node shut down) is a disruption, to be replaced; a pod whose engine failed is a failure with its code.
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import { describe, expect, test } from 'vitest';
+import { viewPod } from '../../src/runtime/kubernetes/pod-status.js';
+
+const killed = { terminated: { exitCode: 137, reason: 'Error', startedAt: new Date(), finishedAt: new Date() } };
+
+/** A scheduled pod whose fetcher finished, with the given engine state, phase and conditions. */
+function pod(status: Partial<NonNullable<V1Pod['status']>>, engine: object = killed): V1Pod {
+  return {
+    metadata: { name: 'rep-1', namespace: 'default' },
+    spec: { nodeName: 'gpu-0', containers: [{ name: 'engine', image: 'img:1' }] },
+    status: {
+      initContainerStatuses: [
+        { name: 'fetch', image: 'img:1', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: 0 } } },
+      ],
+      containerStatuses: [{ name: 'engine', image: 'img:1', imageID: '', ready: false, restartCount: 0, state: engine }],
+      ...status,
+    },
+  } as V1Pod;
+}
+
+const condition = (reason: string) => ({ type: 'DisruptionTarget', status: 'True', reason, message: '', lastTransitionTime: new Date() });
+
+describe('a pod the cluster took away is a disruption, not a failure', () => {
+  test.each([
+    [
+      'evicted by the kubelet under node pressure (older clusters: the reason alone)',
+      pod({ phase: 'Failed', reason: 'Evicted' }),
+      'Evicted',
+    ],
+    [
+      'evicted by the kubelet, with the condition',
+      pod({ phase: 'Failed', reason: 'Evicted', conditions: [condition('TerminationByKubelet')] }),
+      'TerminationByKubelet',
+    ],
+    ['preempted by the scheduler', pod({ phase: 'Failed', conditions: [condition('PreemptionByScheduler')] }), 'PreemptionByScheduler'],
+    ['its node shut down', pod({ phase: 'Failed', reason: 'Terminated' }), 'Terminated'],
+    ['its node lost', pod({ phase: 'Failed', reason: 'NodeLost' }), 'NodeLost'],
+    [
+      'marked by a drain, its engine still running',
+      pod({ phase: 'Running', conditions: [condition('EvictionByEvictionAPI')] }, { running: { startedAt: new Date() } }),
+      'EvictionByEvictionAPI',
+    ],
+  ])('%s', (_what, p, reason) => {
+    expect(viewPod(p)).toEqual({ kind: 'disrupted', reason: `the cluster took its pod away (${reason})` });
+  });
+
+  test('being deleted, whoever asked: deleting', () => {
+    const deleting = pod({ phase: 'Running' }, { running: {} });
+    deleting.metadata!.deletionTimestamp = new Date();
+    expect(viewPod(deleting)).toEqual({ kind: 'deleting' });
+  });
+});
+
+describe('a pod whose engine failed is a failure, with its code', () => {
+  test('OOMKilled', () => {
+    const oom = pod({ phase: 'Failed' }, { terminated: { exitCode: 137, reason: 'OOMKilled' } });
+    expect(viewPod(oom)).toMatchObject({ kind: 'failed', code: 'INFERENCE_ENGINE_MEMORY_ERROR', oom: true });
+  });
+  test('an engine that exited', () => {
+    expect(viewPod(pod({ phase: 'Failed' }))).toMatchObject({ kind: 'failed', code: 'WORKLOAD_INIT_GRPC_ERROR' });
+  });
+  test('a failed pod whose reason is not a disruption', () => {
+    expect(viewPod(pod({ phase: 'Failed', reason: 'DeadlineExceeded' }))).toMatchObject({ kind: 'failed' });
+  });
+});
