@@ -140,7 +140,8 @@ export class EngineLogUnavailable extends Error {
  * delete the gateway did not ask for): it is replaced, and it is no death for
  * the crash policy.
  */
-export type Liveness = { kind: 'alive' } | { kind: 'unknown' } | { kind: 'dead'; code?: EndpointErrorCode; reason?: string; disrupted?: boolean };
+export type Liveness =
+  { kind: 'alive' } | { kind: 'unknown' } | { kind: 'dead'; code?: EndpointErrorCode; reason?: string; disrupted?: boolean };
 
 /**
  * A step of a start the runtime reports: the first replica's steps are the endpoint's phases. RESOLVING_MODEL (the
