@@ -371,7 +371,11 @@ export class LocalRuntime implements Runtime {
     return readLogFile(localLogFile(this.options.dir, ref, this.node), options);
   }
 
-  followLog(ref: Pick<ReplicaRef, 'replicaId' | 'node'>, signal: AbortSignal, options?: { tailLines?: number }): AsyncIterable<string> {
+  async followLog(
+    ref: Pick<ReplicaRef, 'replicaId' | 'node'>,
+    signal: AbortSignal,
+    options?: { tailLines?: number },
+  ): Promise<AsyncIterable<string>> {
     return followLogFile(localLogFile(this.options.dir, ref, this.node), signal, options);
   }
 

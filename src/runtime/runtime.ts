@@ -259,12 +259,13 @@ export interface Runtime {
   /**
    * The log's last `tailLines` lines (none by default), then what the engine writes from then on, in chunks of
    * whole lines, with no gap between the two, until `signal` aborts (or the log ends: a pod's, with its container).
+   * Throws EngineLogUnavailable when it answers, never from the iterable, where the log cannot be followed.
    */
   followLog(
     ref: Pick<ReplicaRef, 'replicaId' | 'locator' | 'node'>,
     signal: AbortSignal,
     options?: { tailLines?: number },
-  ): AsyncIterable<string>;
+  ): Promise<AsyncIterable<string>>;
   /** Stops replicas of this runtime's pool that no live replica row owns (not in `keep`); answers their ids. */
   reapOrphans(keep: ReadonlySet<string>): Promise<string[]>;
   /** The endpoint was deleted: what the runtime keeps for it (a Kubernetes Secret) goes, and anything of it left behind. */

@@ -138,7 +138,7 @@ export class ReplicaService {
     const { replica, tail, ref, runtime } = target.value;
     let source: AsyncIterable<string>;
     try {
-      source = runtime.followLog(ref, signal, { tailLines: tail });
+      source = await runtime.followLog(ref, signal, { tailLines: tail });
     } catch (error) {
       if (error instanceof EngineLogUnavailable) return fail(unavailable(error.message));
       throw error;

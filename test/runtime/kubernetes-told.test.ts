@@ -7,6 +7,7 @@
 import { CoreV1Api, KubeConfig, makeInformer, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { podName } from '../../src/runtime/kubernetes/pod-spec.js';
+import { EngineLogUnavailable } from '../../src/runtime/runtime.js';
 import type { KubernetesRuntime } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
 import { waitFor } from '../support/app.js';
 import { startKubeStandIn, type KubeStandIn } from '../support/kube/index.js';
@@ -76,6 +77,10 @@ test("a pod's update that changes nothing a pass reads asks for no pass; its rea
     await waitFor('the removal seen by a client', async () => events >= before.events + 5);
     expect(told.length).toBe(before.told + 2);
     expect(runtime.liveness(ref).kind).toBe('dead');
+    // Its log is gone with it: following it fails as it is asked for (a 503 naming why), not once a client reads.
+    const following = runtime.followLog(ref, new AbortController().signal);
+    await expect(following).rejects.toBeInstanceOf(EngineLogUnavailable);
+    await expect(following).rejects.toThrow("the replica's pod is gone, and its log with it");
   } finally {
     await informer.stop();
   }

@@ -16,14 +16,12 @@
  * gateway dials the pods' IPs.
  */
 import { DEFAULTS } from '../../defaults.js';
-import { KubeConfig, Log, makeInformer, type CoreV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { KubeConfig, makeInformer, type CoreV1Api, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import type { GpuType } from '../../domain/instance-catalog.js';
 import { GPU_TYPES } from '../../domain/instance-catalog.js';
 import { Nudge } from '../../util/nudge.js';
 import { sharedEngineClient, type EngineClient } from '../../engine-client/engine-client.js';
-import { PassThrough } from 'node:stream';
 import {
-  EngineLogUnavailable,
   RuntimeUnavailableError,
   type EngineHealth,
   type Liveness,
@@ -35,10 +33,11 @@ import {
   type Runtime,
 } from '../runtime.js';
 import { viewPod } from './pod-status.js';
-import { ENGINE_CONTAINER, LABELS, MANAGED_SELECTOR, podName, replicaPod } from './pod-spec.js';
+import { LABELS, MANAGED_SELECTOR, podName, replicaPod } from './pod-spec.js';
 import { pooledCoreApi } from './api-client.js';
 import { apiFailure } from './api-failure.js';
 import { UncertainCreates } from './uncertain-creates.js';
+import { PodLogs } from './pod-logs.js';
 import { EndpointSecrets, isStatus } from './endpoint-secrets.js';
 import type { KubernetesSettings } from './settings.js';
 import { Watched } from './watched.js';
@@ -77,8 +76,7 @@ export class KubernetesRuntime implements Runtime {
   private readonly nodes: Watched<V1Node>;
   private readonly secrets: EndpointSecrets;
   private readonly uncertain: UncertainCreates;
-  /** The client configuration the log follower uses (made at its first use). */
-  private logConfig: KubeConfig | undefined;
+  private readonly logs: PodLogs;
   /** Stops waiting for a pod's removal, by pod name. */
   private readonly waiting = new Map<string, Nudge>();
   /** When this runtime first saw each starting pod at its step, by pod name (a step's deadline counts from it). */
@@ -122,6 +120,7 @@ export class KubernetesRuntime implements Runtime {
     this.nodes = new Watched(nodeInformer, 'node', options.log, () => {});
     this.secrets = new EndpointSecrets(this.api, this.namespace, { hubToken: options.hubToken, wandbApiKey: options.wandbApiKey });
     this.uncertain = new UncertainCreates(this.api, this.namespace, options.log);
+    this.logs = new PodLogs(this.api, this.namespace, () => options.kubeConfig ?? defaultKubeConfig());
   }
 
   /** Starts the watches and waits (at most `timeoutMs`) for their first lists; until then liveness is unknown. */
@@ -298,74 +297,21 @@ export class KubernetesRuntime implements Runtime {
     return (this.options.engines ?? sharedEngineClient()).health<EngineHealth>(ref, timeoutMs);
   }
 
-  async logTail(ref: Pick<ReplicaRef, 'replicaId' | 'locator'>): Promise<string> {
-    try {
-      return await this.api.readNamespacedPodLog({
-        name: ref.locator ?? podName(ref.replicaId),
-        namespace: this.namespace,
-        container: ENGINE_CONTAINER,
-        tailLines: 200,
-        limitBytes: 8192,
-      });
-    } catch {
-      return '';
-    }
+  logTail(ref: Pick<ReplicaRef, 'replicaId' | 'locator'>): Promise<string> {
+    return this.logs.tail(ref);
   }
 
   /** The engine container's log, as the kubelet keeps it (gone with the pod). */
-  async readLog(ref: Pick<ReplicaRef, 'replicaId' | 'locator'>, options: { tailLines: number }): Promise<string> {
-    try {
-      const text = await this.api.readNamespacedPodLog({
-        name: ref.locator ?? podName(ref.replicaId),
-        namespace: this.namespace,
-        container: ENGINE_CONTAINER,
-        tailLines: options.tailLines,
-        limitBytes: 4 << 20,
-      });
-      return text.endsWith('\n') ? text.slice(0, -1) : text;
-    } catch (error) {
-      if (isStatus(error, 404)) throw new EngineLogUnavailable("the replica's pod is gone, and its log with it");
-      if (isStatus(error, 400)) throw new EngineLogUnavailable("the replica's engine has not started yet: no log so far");
-      throw error;
-    }
+  readLog(ref: Pick<ReplicaRef, 'replicaId' | 'locator'>, options: { tailLines: number }): Promise<string> {
+    return this.logs.read(ref, options);
   }
 
-  /** Follows the engine container's log (the client's Log: `follow=true`), from now on, in chunks of whole lines. */
-  async *followLog(
+  followLog(
     ref: Pick<ReplicaRef, 'replicaId' | 'locator'>,
     signal: AbortSignal,
-    options: { tailLines?: number } = {},
-  ): AsyncGenerator<string> {
-    const kc = (this.logConfig ??= this.options.kubeConfig ?? defaultKubeConfig());
-    const stream = new PassThrough();
-    const name = ref.locator ?? podName(ref.replicaId);
-    // The client leaves out a tailLines of 0 (the whole log would come first): as text, it is sent.
-    const tailLines = options.tailLines ? options.tailLines : ('0' as unknown as number);
-    let request: AbortController;
-    try {
-      request = await new Log(kc).log(this.namespace, name, ENGINE_CONTAINER, stream, { follow: true, tailLines });
-    } catch (error) {
-      if (isStatus(error, 404)) throw new EngineLogUnavailable("the replica's pod is gone, and its log with it");
-      if (isStatus(error, 400)) throw new EngineLogUnavailable("the replica's engine has not started yet: no log so far");
-      throw error;
-    }
-    const stop = () => {
-      request.abort();
-      stream.end();
-    };
-    signal.addEventListener('abort', stop, { once: true });
-    let partial = '';
-    try {
-      for await (const chunk of stream) {
-        const text = partial + (chunk as Buffer).toString('utf8');
-        const end = text.lastIndexOf('\n');
-        partial = text.slice(end + 1);
-        if (end >= 0) yield text.slice(0, end);
-      }
-    } finally {
-      signal.removeEventListener('abort', stop);
-      stop();
-    }
+    options?: { tailLines?: number },
+  ): Promise<AsyncIterable<string>> {
+    return this.logs.follow(ref, signal, options);
   }
 
   async reapOrphans(keep: ReadonlySet<string>): Promise<string[]> {
