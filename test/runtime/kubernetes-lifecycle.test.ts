@@ -194,6 +194,27 @@ describe('updates, scale and failures on Kubernetes', () => {
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
   }, 180_000);
 
+  test('an image pull that fails for a while (a registry’s outage) is retried: the endpoint waits in its phase, then serves', async () => {
+    kube.setImagePullFailure('dedicated-endpoints:test', true);
+    let id: string;
+    try {
+      id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+      await waitFor('the pull failing', async () =>
+        livePodsOf(id).some((p) =>
+          JSON.stringify((p as { status?: unknown }).status ?? {}).match(/"reason":"(ErrImagePull|ImagePullBackOff)"/),
+        ),
+      );
+      // Before, the first ErrImagePull failed the endpoint; now the kubelet's retries get the deadline (8 s here).
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect((await statusOf(t.sql, id)).status).toBe('INITIALIZING');
+    } finally {
+      kube.setImagePullFailure('dedicated-endpoints:test', false);
+    }
+    const running = await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    expect(running.errorCode).toBeNull();
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+  }, 120_000);
+
   test('an image that cannot be pulled fails the endpoint with WORKLOAD_INIT_SETTINGS_ERROR and the kubelet’s reason', async () => {
     kube.setImagePullFailure('dedicated-endpoints:test', true);
     try {

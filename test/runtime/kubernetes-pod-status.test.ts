@@ -69,3 +69,25 @@ describe('a pod whose engine failed is a failure, with its code', () => {
     expect(viewPod(pod({ phase: 'Failed', reason: 'DeadlineExceeded' }))).toMatchObject({ kind: 'failed' });
   });
 });
+
+describe('a waiting container: retried by the kubelet, or wrong for good', () => {
+  const waitingInit = (reason: string): V1Pod => {
+    const p = pod({ phase: 'Pending' });
+    p.status!.initContainerStatuses![0]!.state = { waiting: { reason, message: 'pull access denied' } };
+    p.status!.containerStatuses![0]!.state = { waiting: { reason: 'PodInitializing' } };
+    return p;
+  };
+  test.each(['ErrImagePull', 'ImagePullBackOff', 'CreateContainerError'])(
+    '%s: its step, with the failure it becomes past the deadline',
+    (reason) => {
+      expect(viewPod(waitingInit(reason))).toEqual({
+        kind: 'progress',
+        progress: { phase: 'DOWNLOADING_MODEL', reason: `the kubelet retries: ${reason}: pull access denied` },
+        retrying: { code: 'WORKLOAD_INIT_SETTINGS_ERROR', reason: `${reason}: pull access denied` },
+      });
+    },
+  );
+  test.each(['InvalidImageName', 'ErrImageNeverPull', 'CreateContainerConfigError'])('%s: a settings error at once', (reason) => {
+    expect(viewPod(waitingInit(reason))).toMatchObject({ kind: 'failed', code: 'WORKLOAD_INIT_SETTINGS_ERROR' });
+  });
+});

@@ -16,6 +16,8 @@ export function kubernetesTestEnv(namespace: string, cacheDir: string, env: Reco
     KUBERNETES_MODEL_CACHE_MOUNT: cacheDir,
     KUBERNETES_ENGINE_CPU_ONLY: 'true',
     KUBERNETES_TERMINATION_GRACE_SECONDS: '5',
+    // The kubelet's retries of a failing image pull end a start after this long (production: 3 minutes).
+    KUBERNETES_IMAGE_PULL_DEADLINE_MS: '8000',
     ...env,
   };
 }

@@ -81,6 +81,8 @@ export class KubernetesRuntime implements Runtime {
   private readonly waiting = new Map<string, Nudge>();
   /** When this runtime first saw each starting pod at its step, by pod name (a step's deadline counts from it). */
   private readonly stepSince = new Map<string, { phase: string; since: number }>();
+  /** Since when the kubelet has been retrying each starting pod's failing step (an image pull), by pod name. */
+  private readonly retryingSince = new Map<string, number>();
   /** Pods this runtime created that its informer has not shown yet, since when (by pod name): not gone, just not seen. */
   private readonly unseen = new Map<string, number>();
   private listener: ((endpointId: string) => void) | undefined;
@@ -217,7 +219,10 @@ export class KubernetesRuntime implements Runtime {
     const name = ref.locator ?? podName(ref.replicaId);
     const pod = this.pods.informer.get(name, this.namespace);
     const view = pod ? viewPod(pod) : undefined;
-    if (view?.kind !== 'progress') this.stepSince.delete(name);
+    if (view?.kind !== 'progress') {
+      this.stepSince.delete(name);
+      this.retryingSince.delete(name);
+    }
     if (!view) {
       // Created here a moment ago, its watch event not in yet: it waits for the scheduler (for a minute at most).
       const created = this.unseen.get(name);
@@ -230,6 +235,12 @@ export class KubernetesRuntime implements Runtime {
     if (view.kind === 'deleting') return { state: 'dead', reason: "the replica's pod was deleted", disrupted: true };
     if (view.kind === 'disrupted') return { state: 'dead', reason: view.reason, disrupted: true };
     const { phase, reason } = view.progress;
+    if (view.retrying) {
+      const since = this.retryingSince.get(name) ?? Date.now();
+      this.retryingSince.set(name, since);
+      const { imagePullDeadlineMs } = this.options.settings;
+      if (Date.now() - since > imagePullDeadlineMs) return { state: 'dead', code: view.retrying.code, reason: view.retrying.reason };
+    } else this.retryingSince.delete(name);
     const step = this.stepSince.get(name);
     if (step?.phase !== phase) this.stepSince.set(name, { phase, since: Date.now() });
     const waited = step?.phase === phase ? Date.now() - step.since : 0;
@@ -255,6 +266,7 @@ export class KubernetesRuntime implements Runtime {
   async stop(ref: ReplicaRef, graceMs: number): Promise<void> {
     const name = ref.locator ?? podName(ref.replicaId);
     this.stepSince.delete(name);
+    this.retryingSince.delete(name);
     this.unseen.delete(name);
     // Already being deleted (a drain's eviction, another gateway's stop, this one's): its grace is not cut short, and
     // it is not waited for (the scheduler counts its GPUs held until the kubelet has ended it).

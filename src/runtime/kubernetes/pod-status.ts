@@ -10,7 +10,8 @@
  * | unschedulable (PodScheduled False)               | REQUESTING_VIRTUAL_MACHINE, scheduler's words |
  * | init container (the model's download) running    | DOWNLOADING_MODEL                             |
  * | init container failed                            | its ENGINE_ERROR code, else WORKLOAD_INIT_DOWNLOAD_ERROR |
- * | image pull or configuration error                | WORKLOAD_INIT_SETTINGS_ERROR                  |
+ * | image pull failing (retried by the kubelet)      | its step, with the kubelet's reason, until the runtime's deadline |
+ * | image or configuration error no retry fixes      | WORKLOAD_INIT_SETTINGS_ERROR                  |
  * | engine running, not ready                        | ENGINE_INITIALIZING                           |
  * | engine ready                                     | ready, at the pod's IP                        |
  * | OOMKilled                                        | INFERENCE_ENGINE_MEMORY_ERROR                 |
@@ -24,7 +25,8 @@ import { reportedError } from '../engine-report.js';
 import type { StartProgress } from '../runtime.js';
 
 export type PodView =
-  | { kind: 'progress'; progress: StartProgress }
+  /** `retrying`: the kubelet retries a step that fails (an image pull); past the runtime's deadline, this failure. */
+  | { kind: 'progress'; progress: StartProgress; retrying?: { code: EndpointErrorCode; reason: string } }
   | { kind: 'ready'; podIP: string }
   | { kind: 'failed'; code: EndpointErrorCode; reason: string; oom: boolean }
   | { kind: 'deleting' }
@@ -53,15 +55,25 @@ function disruption(pod: V1Pod): string | undefined {
 }
 
 /** Waiting reasons that no retry fixes: the image or the pod's configuration is wrong. */
-const SETTINGS_WAITING = new Set([
-  'ErrImagePull',
-  'ImagePullBackOff',
-  'InvalidImageName',
-  'ErrImageNeverPull',
-  'CreateContainerConfigError',
-  'CreateContainerError',
-  'RunContainerError',
-]);
+const SETTINGS_WAITING = new Set(['InvalidImageName', 'ErrImageNeverPull', 'CreateContainerConfigError', 'RunContainerError']);
+/**
+ * Waiting reasons the kubelet retries by itself, which may pass: a registry that answers 429 or is down, a node just
+ * added whose first pulls time out, containerd's "failed to reserve container name". A failure only once they have
+ * lasted the runtime's deadline (KUBERNETES_IMAGE_PULL_DEADLINE_MS); a wrong image name fails then too.
+ */
+const RETRIED_WAITING = new Set(['ErrImagePull', 'ImagePullBackOff', 'CreateContainerError']);
+
+/** A container the kubelet retries: its step, with why, and the failure it becomes. */
+function retried(status: V1ContainerStatus, phase: StartProgress['phase']): PodView | undefined {
+  const waiting = status.state?.waiting;
+  if (!waiting?.reason || !RETRIED_WAITING.has(waiting.reason)) return undefined;
+  const reason = `${waiting.reason}${waiting.message ? `: ${waiting.message.slice(0, 300)}` : ''}`;
+  return {
+    kind: 'progress',
+    progress: { phase, reason: `the kubelet retries: ${reason}` },
+    retrying: { code: 'WORKLOAD_INIT_SETTINGS_ERROR', reason },
+  };
+}
 
 /** A failed container's account: OOM, the ENGINE_ERROR it reported, or its exit code. */
 function containerFailure(status: V1ContainerStatus, init: boolean): PodView | undefined {
@@ -105,13 +117,13 @@ export function viewPod(pod: V1Pod): PodView {
   // Not tried by the scheduler yet: no reason (a reason means that no node could take it).
   if (!pod.spec?.nodeName) return { kind: 'progress', progress: { phase: 'REQUESTING_VIRTUAL_MACHINE' } };
   for (const init of status.initContainerStatuses ?? []) {
-    const failed = containerFailure(init, true);
+    const failed = containerFailure(init, true) ?? retried(init, 'DOWNLOADING_MODEL');
     if (failed) return failed;
   }
   const initsDone = (status.initContainerStatuses ?? []).every((s) => s.state?.terminated?.exitCode === 0);
   if (!initsDone) return { kind: 'progress', progress: { phase: 'DOWNLOADING_MODEL' } };
   for (const container of status.containerStatuses ?? []) {
-    const failed = containerFailure(container, false);
+    const failed = containerFailure(container, false) ?? retried(container, 'ENGINE_INITIALIZING');
     if (failed) return failed;
     if (container.state?.terminated) {
       return { kind: 'failed', code: 'WORKLOAD_INIT_GRPC_ERROR', reason: 'the engine exited', oom: false };

@@ -41,6 +41,12 @@ export interface KubernetesSettings {
   modelCacheMaxBytes: number | undefined;
   /** KUBERNETES_SCHEDULING_DEADLINE_MS: how long a replica may wait for a node (a cluster autoscaler adding one). @default 900000 */
   schedulingDeadlineMs: number;
+  /**
+   * KUBERNETES_IMAGE_PULL_DEADLINE_MS: how long the kubelet may retry pulling the image or creating a container
+   * (ErrImagePull, ImagePullBackOff, CreateContainerError: a registry's 429 or outage passes) before the start fails
+   * with WORKLOAD_INIT_SETTINGS_ERROR. @default 180000
+   */
+  imagePullDeadlineMs: number;
   /** KUBERNETES_TERMINATION_GRACE_SECONDS: how long a stopping engine may take to finish its answers. @default 300 */
   terminationGraceSeconds: number;
   /** KUBERNETES_ENGINE_CPU_ONLY: run the built-in engine without GPU offload (clusters without GPUs, tests). @default false */
@@ -149,6 +155,7 @@ export function readKubernetesSettings(env: Env): KubernetesSettings {
     modelCacheMount: mount,
     modelCacheMaxBytes: maxBytes,
     schedulingDeadlineMs: readInteger(env, 'KUBERNETES_SCHEDULING_DEADLINE_MS', 900_000, 0, 7 * 86_400_000),
+    imagePullDeadlineMs: readInteger(env, 'KUBERNETES_IMAGE_PULL_DEADLINE_MS', 180_000, 0, 86_400_000),
     terminationGraceSeconds: readInteger(env, 'KUBERNETES_TERMINATION_GRACE_SECONDS', 300, 0, 86_400),
     engineCpuOnly: cpuOnly === 'true',
   };
