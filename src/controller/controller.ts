@@ -39,11 +39,11 @@ import { DEFAULT_CRASH_POLICY, type CrashPolicy } from './crash-policy.js';
 import { CrashWatch } from './crash-watch.js';
 import { EndpointWrites, StaleError } from './endpoint-writes.js';
 import { ReconcileLoop } from './reconcile-loop.js';
-import { ReplicaStarter, type StartFailure } from './replica-starter.js';
+import { ReplicaStarter } from './replica-starter.js';
 import { ReplicaStopper } from './replica-stopper.js';
 import { needsRollout, Rollout } from './rollout.js';
 import { Scaling } from './scaling.js';
-import { failureMessage, isGatewayOutage, startErrorCode, startErrorMessage } from './start-errors.js';
+import { failureMessage, isGatewayOutage, startErrorCode, startErrorMessage, type StartFailure } from './start-errors.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 

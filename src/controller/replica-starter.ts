@@ -30,7 +30,8 @@ import { StaleError, type EndpointWrites } from './endpoint-writes.js';
 import { DISRUPTED } from './crash-watch.js';
 import { ModelPreparer } from './model-preparer.js';
 import { refOf } from './replica-stopper.js';
-import { isGatewayOutage, startErrorMessage } from './start-errors.js';
+import { PlacementBackoff } from './placement-backoff.js';
+import { isGatewayOutage, startErrorMessage, type StartFailure, type StartsSeen } from './start-errors.js';
 import { warmUp } from './start-steps.js';
 import { LaneQueue } from './lane-queue.js';
 
@@ -54,28 +55,6 @@ export interface ReplicaStarterOptions {
   log: (message: string, error?: unknown) => void;
 }
 
-/** A start that failed, for the next pass to tell the endpoint. */
-export interface StartFailure {
-  replicaId: string;
-  versionIndex: number;
-  error: unknown;
-}
-
-/** What a pass learns of the endpoint's starting replicas. */
-export interface StartsSeen {
-  /** A starting replica whose state the runtime cannot tell: the endpoint waits for a pass that can. */
-  unknown: boolean;
-  /** Starts that failed since the last pass. */
-  failed: StartFailure[];
-  /**
-   * Placed replicas that wait for a machine (a Pod no node can take yet: the cluster is full, or an autoscaler adds
-   * a node). They wait as the first one does, up to the runtime's deadline, and count as starting.
-   */
-  waitingForNode: string[];
-  /** The starting replicas still on their way after this pass (not failed, not given up). */
-  starting: ReplicaRecord[];
-}
-
 /** A step of a start running in this process: the placement, or the warm-up. */
 interface Job {
   endpointId: string;
@@ -94,6 +73,8 @@ export class ReplicaStarter {
   private readonly failures = new Map<string, StartFailure[]>();
   /** Replicas whose warm-up ended here (marked READY), by id: their endpoints. A pass that read one STARTING before does not warm it again. */
   private readonly warmed = new Map<string, string>();
+  /** Endpoints whose last placements met an outage wait before the next. */
+  private readonly outages = new PlacementBackoff();
   private readonly preparer: ModelPreparer;
   /**
    * Steps that run at once (downloads, placements, warm-ups); the others wait their turn, already counted as starting:
@@ -114,6 +95,7 @@ export class ReplicaStarter {
   /** This process no longer holds the endpoint: the starts it followed and the failures it kept for it go (not its jobs). */
   forget(endpointId: string): void {
     this.failures.delete(endpointId);
+    this.outages.clear(endpointId);
     for (const map of [this.followed, this.warmed]) for (const [id, of] of map) if (of === endpointId && !this.jobs.has(id)) map.delete(id);
   }
 
@@ -133,6 +115,8 @@ export class ReplicaStarter {
    */
   async begin(endpoint: EndpointRecord, version: VersionRecord, first: boolean, count = 1): Promise<number> {
     const { runtime, writes } = this.options;
+    // The runtime was out (its API server down, a quota full) at the last placement: the next waits its back-off.
+    if (this.outages.waiting(endpoint.id)) return 0;
     const option = findInstanceOption(version.spec.instanceId)!;
     const { begun, refusal } = await writes.admitReplicas(endpoint.id, runtime, option, version.versionIndex, count);
     if (begun.length === 0 && refusal !== undefined && first) {
@@ -191,6 +175,7 @@ export class ReplicaStarter {
         model: this.preparer.steps(endpoint, version, replicaId, signal),
       });
       const placed = { state: 'STARTING' as const, address: ref.address, locator: ref.locator, ...(ref.token ? { token: ref.token } : {}) };
+      this.outages.clear(endpoint.id);
       // Stopped meanwhile (a sleep, a terminate): what was placed goes too.
       if (!(await batches.markReplica(replicaId, placed))) return void (await runtime.stop(ref, 0));
       this.followed.set(replicaId, endpoint.id);
@@ -203,6 +188,7 @@ export class ReplicaStarter {
       if (reason instanceof GatewayStopping || (ref && isGatewayOutage(reason))) return;
       if (ref) await runtime.stop(ref, 0);
       // Abandoned (its endpoint changed meanwhile), or an outage before it was placed: not a failure of the replica.
+      if (isGatewayOutage(reason)) this.outages.met(endpoint.id);
       if (reason instanceof StaleError || isGatewayOutage(reason)) {
         await batches.markReplica(replicaId, { state: 'STOPPED', lastError: (reason as Error).message });
         return;

@@ -6,6 +6,7 @@
  */
 import { failureAdvice, ROLLOUT_FAILURE_ADVICE } from '../domain/failure-advice.js';
 import type { EndpointErrorCode } from '../domain/lifecycle.js';
+import type { ReplicaRecord } from '../domain/replica.js';
 import { ModelSourceError } from '../models/errors.js';
 import { SettingsError } from '../models/model-store.js';
 import { EngineCommandError } from '../runtime/engine-command.js';
@@ -62,4 +63,26 @@ export function failureMessage(error: unknown, during: 'start' | 'rollout' = 'st
   if (during === 'rollout') return `${what}: ${ROLLOUT_FAILURE_ADVICE}.`;
   const advice = error instanceof SettingsError && error.advice ? error.advice : failureAdvice(startErrorCode(error));
   return `${what}: ${advice}.`;
+}
+
+/** A start that failed, for the next pass to tell the endpoint. */
+export interface StartFailure {
+  replicaId: string;
+  versionIndex: number;
+  error: unknown;
+}
+
+/** What a pass learns of the endpoint's starting replicas. */
+export interface StartsSeen {
+  /** A starting replica whose state the runtime cannot tell: the endpoint waits for a pass that can. */
+  unknown: boolean;
+  /** Starts that failed since the last pass. */
+  failed: StartFailure[];
+  /**
+   * Placed replicas that wait for a machine (a Pod no node can take yet: the cluster is full, or an autoscaler adds
+   * a node). They wait as the first one does, up to the runtime's deadline, and count as starting.
+   */
+  waitingForNode: string[];
+  /** The starting replicas still on their way after this pass (not failed, not given up). */
+  starting: ReplicaRecord[];
 }

@@ -1,13 +1,16 @@
 /**
  * The Kubernetes runtime's pooled API client (src/runtime/kubernetes/api-client.ts): calls share keep-alive
  * connections, and the pool closes an idle one before the server's keep-alive timeout would, so that no call goes
- * out on a connection the server is closing (an ECONNRESET, which the runtime reads as an API server outage).
+ * out on a connection the server is closing (an ECONNRESET, which the runtime reads as an API server outage). And what
+ * a refusal means for a start (api-failure.ts), on the client's own exceptions.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, expect, test } from 'vitest';
 import { pooledCoreApi } from '../../src/runtime/kubernetes/api-client.js';
+import { apiFailure } from '../../src/runtime/kubernetes/api-failure.js';
+import { ReplicaStartError, RuntimeUnavailableError } from '../../src/runtime/runtime.js';
 
 const servers: http.Server[] = [];
 afterEach(async () => {
@@ -59,4 +62,49 @@ test('calls share a connection; an idle one is closed by the pool before the ser
   } finally {
     pooled.close();
   }
+});
+
+test("a refused pod create: a namespace's full ResourceQuota is an outage (retried with back-off), missing RBAC the settings'", async () => {
+  const refusal = (message: string) => ({
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason: 'Forbidden',
+    code: 403,
+  });
+  const answers = [
+    refusal(
+      'pods "rep-1" is forbidden: exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=8',
+    ),
+    refusal(
+      'pods is forbidden: User "system:serviceaccount:ml:gateway" cannot create resource "pods" in API group "" in the namespace "ml"',
+    ),
+  ];
+  const server = http.createServer((req, res) => {
+    req.resume();
+    res.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify(answers.shift()));
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  const { api, close } = pooledCoreApi(kc);
+  const create = () =>
+    api
+      .createNamespacedPod({ namespace: 'ml', body: { metadata: { name: 'rep-1' }, spec: { containers: [{ name: 'e', image: 'i' }] } } })
+      .then(() => undefined, apiFailure);
+  const quota = await create();
+  expect(quota).toBeInstanceOf(RuntimeUnavailableError);
+  expect((quota as Error).message).toBe("the namespace's ResourceQuota has no room for the replica's pod");
+  const rbac = await create();
+  expect(rbac).toBeInstanceOf(ReplicaStartError);
+  expect(rbac).toMatchObject({ code: 'WORKLOAD_INIT_SETTINGS_ERROR' });
+  close();
 });

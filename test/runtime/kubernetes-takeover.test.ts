@@ -142,6 +142,11 @@ test('an API server that answers 503 to pod creation is an outage, not the endpo
   const id = await createEndpoint(gateway);
   // Several passes meet the outage; none fails the endpoint (before, the first made it FAILED with WORKLOAD_INIT_SETTINGS_ERROR).
   await waitFor('pod creation refused on several passes', async () => faults.refused >= 3, 30_000);
+  // Each refused placement ends with a pass that could place again at once: the placements back off instead (1 s,
+  // doubling), so that a server in trouble is not asked again at the controller's full speed.
+  const refusedThen = faults.refused;
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  expect(faults.refused - refusedThen).toBeLessThanOrEqual(2);
   const during = await statusOf(db.sql, id);
   expect(during.status).toBe('INITIALIZING');
   expect(during.errorCode).toBeNull();

@@ -1,0 +1,28 @@
+/**
+ * The back-off of an endpoint's placements after outages. A placement that meets an outage (the runtime's API server
+ * down or overloaded, a namespace's quota full, the database gone) ends, and its end brings the endpoint's next pass
+ * at once: without a wait, each pass would write a replica row, resolve the model and call the runtime again, at the
+ * controller's full speed, against a server already in trouble. The next placement waits 1 s, doubling with each
+ * outage in a row up to a minute; one that is placed ends the series.
+ */
+const BACKOFF = { baseMs: 1000, maxMs: 60_000 } as const;
+
+export class PlacementBackoff {
+  private readonly outages = new Map<string, { attempts: number; until: number }>();
+
+  /** Whether the endpoint's next placement still waits. */
+  waiting(endpointId: string): boolean {
+    return (this.outages.get(endpointId)?.until ?? 0) > Date.now();
+  }
+
+  /** A placement of the endpoint met an outage. */
+  met(endpointId: string): void {
+    const attempts = (this.outages.get(endpointId)?.attempts ?? 0) + 1;
+    this.outages.set(endpointId, { attempts, until: Date.now() + Math.min(BACKOFF.maxMs, BACKOFF.baseMs * 2 ** (attempts - 1)) });
+  }
+
+  /** A placement of the endpoint was made (or the endpoint is no longer this process's). */
+  clear(endpointId: string): void {
+    this.outages.delete(endpointId);
+  }
+}
