@@ -91,3 +91,17 @@ describe('a waiting container: retried by the kubelet, or wrong for good', () =>
     expect(viewPod(waitingInit(reason))).toMatchObject({ kind: 'failed', code: 'WORKLOAD_INIT_SETTINGS_ERROR' });
   });
 });
+
+test("a scheduled pod the kubelet has not reported yet is at its model's download, not past it", () => {
+  const fresh: V1Pod = {
+    metadata: { name: 'rep-1' },
+    spec: { nodeName: 'gpu-0', initContainers: [{ name: 'fetch', image: 'img:1' }], containers: [{ name: 'engine', image: 'img:1' }] },
+    status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'True' }] },
+  };
+  expect(viewPod(fresh)).toEqual({ kind: 'progress', progress: { phase: 'DOWNLOADING_MODEL' } });
+  // Without a fetcher (an engine that fetches its model itself), it is at the engine's start.
+  expect(viewPod({ ...fresh, spec: { ...fresh.spec!, initContainers: [] } })).toEqual({
+    kind: 'progress',
+    progress: { phase: 'ENGINE_INITIALIZING' },
+  });
+});

@@ -120,7 +120,9 @@ export function viewPod(pod: V1Pod): PodView {
     const failed = containerFailure(init, true) ?? retried(init, 'DOWNLOADING_MODEL');
     if (failed) return failed;
   }
-  const initsDone = (status.initContainerStatuses ?? []).every((s) => s.state?.terminated?.exitCode === 0);
+  // Scheduled, before the kubelet's first status: its init containers are not listed yet, and have not run.
+  const inits = status.initContainerStatuses ?? [];
+  const initsDone = inits.length >= (pod.spec.initContainers?.length ?? 0) && inits.every((s) => s.state?.terminated?.exitCode === 0);
   if (!initsDone) return { kind: 'progress', progress: { phase: 'DOWNLOADING_MODEL' } };
   for (const container of status.containerStatuses ?? []) {
     const failed = containerFailure(container, false) ?? retried(container, 'ENGINE_INITIALIZING');
