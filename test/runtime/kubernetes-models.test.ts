@@ -298,6 +298,20 @@ describe('the pod of a W&B artifact, and the bound, as specified', () => {
     ]);
   });
 
+  test("the GPU map's requestsPerGpu: the engine requests that CPU and memory per GPU; a malformed one is refused by name", () => {
+    const map = (h100: object) => JSON.stringify({ H100: { nodeSelector: { 'nvidia.com/gpu.product': 'H' }, ...h100 } });
+    const twoGpus = { ...launch({ modelRepo: 'acme/llama-GGUF', modelRevision: 'c'.repeat(40) }), numGpu: 2 };
+    const pod = replicaPod(twoGpus, context({ KUBERNETES_GPU_NODE_MAP: map({ requestsPerGpu: { cpu: '7.5', memory: '64Gi' } }) }));
+    expect(() => new PodModel(pod as never).validate()).not.toThrow();
+    expect(pod.spec!.containers[0]!.resources).toEqual({ limits: { 'nvidia.com/gpu': '2' }, requests: { cpu: '15', memory: '128Gi' } });
+    // Without it, the GPUs alone (a BestEffort pod, as before).
+    expect(replicaPod(twoGpus, context({})).spec!.containers[0]!.resources).toEqual({ limits: { 'nvidia.com/gpu': '2' } });
+    for (const bad of [{ cpu: '8 cores' }, { memory: '64 GB' }, { gpu: '1' }, { cpu: 8 }, 'lots'])
+      expect(() => context({ KUBERNETES_GPU_NODE_MAP: map({ requestsPerGpu: bad }) }), JSON.stringify(bad)).toThrow(
+        /KUBERNETES_GPU_NODE_MAP.*requestsPerGpu/,
+      );
+  });
+
   test("the endpoint's Secret carries the W&B key when the gateway has one", () => {
     expect(endpointSecret('ep_1', 'tok', { wandbApiKey: 'k' }).stringData).toEqual({ 'engine-token': 'tok', 'wandb-api-key': 'k' });
   });

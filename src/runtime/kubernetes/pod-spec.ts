@@ -15,14 +15,14 @@
  * policy decides restarts); a termination grace that lets answers finish;
  * `FallbackToLogsOnError` so that a failure's last words reach the status.
  */
-import type { V1Container, V1EnvVar, V1Pod, V1Probe, V1Secret, V1Volume } from '@kubernetes/client-node';
+import type { V1Container, V1EnvVar, V1Pod, V1Probe, V1ResourceRequirements, V1Secret, V1Volume } from '@kubernetes/client-node';
 import path from 'node:path';
 import { formatArtifactName, parseArtifactName, type ArtifactName } from '../../domain/artifact-name.js';
 import { LEASE_REFRESH_SECONDS } from '../../models/cache-bound.js';
 import { engineCommand } from '../engine-command.js';
 import type { ReplicaLaunch } from '../runtime.js';
 import type { SourceTokens } from './endpoint-secrets.js';
-import type { KubernetesSettings } from './settings.js';
+import { scaleQuantity, type GpuPlacement, type KubernetesSettings } from './settings.js';
 
 export const MANAGED_BY = 'dedicated-endpoints';
 export const LABELS = {
@@ -180,6 +180,13 @@ function fetchContainer(launch: ReplicaLaunch, context: PodContext, link: string
   };
 }
 
+/** The engine's GPUs (a limit, which is also its request) and, per GPU, the CPU and memory the GPU map asks for. */
+function engineResources(numGpu: number, perGpu: GpuPlacement['requestsPerGpu']): V1ResourceRequirements {
+  if (numGpu === 0) return {};
+  const requests = Object.fromEntries(Object.entries(perGpu ?? {}).map(([name, quantity]) => [name, scaleQuantity(quantity, numGpu)]));
+  return { limits: { 'nvidia.com/gpu': String(numGpu) }, ...(Object.keys(requests).length > 0 ? { requests } : {}) };
+}
+
 export function replicaPod(launch: ReplicaLaunch, context: PodContext): V1Pod {
   const { settings } = context;
   const placement = settings.gpuPlacement[launch.gpuType];
@@ -212,7 +219,7 @@ export function replicaPod(launch: ReplicaLaunch, context: PodContext): V1Pod {
       { name: 'HF_ENDPOINT', value: context.hubEndpoint },
       ...(context.hasHubToken ? [fromSecret('HF_TOKEN', context.owner.name, SECRET_KEYS.hubToken, true)] : []),
     ],
-    resources: launch.numGpu > 0 ? { limits: { 'nvidia.com/gpu': String(launch.numGpu) } } : {},
+    resources: engineResources(launch.numGpu, placement.requestsPerGpu),
     readinessProbe: { httpGet: { path: '/ready', port: 'http' }, periodSeconds: 2, failureThreshold: 3 },
     ...(link ? { livenessProbe: leaseHeartbeat(settings.modelCacheMount, leaseName(context.namespace, launch.replicaId)) } : {}),
     volumeMounts: [

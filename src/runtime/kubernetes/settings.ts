@@ -11,6 +11,21 @@ import { GPU_TYPES, type GpuType } from '../../domain/instance-catalog.js';
 export interface GpuPlacement {
   nodeSelector: Record<string, string>;
   tolerations: { key: string; operator?: 'Exists' | 'Equal'; value?: string; effect?: string }[];
+  /**
+   * The CPU and memory the engine container requests per GPU (times the option's GPUs): its pod is then Burstable,
+   * not BestEffort (the first a node under pressure evicts), and a namespace whose ResourceQuota limits requests
+   * admits it. Unset: no request.
+   */
+  requestsPerGpu?: { cpu?: string; memory?: string };
+}
+
+/** A Kubernetes quantity as this map takes it: a decimal number and an optional suffix (`8`, `500m`, `64Gi`). */
+const QUANTITY = /^(\d+(?:\.\d+)?)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$/;
+
+/** `quantity` times `n` (`32Gi` × 2 = `64Gi`). */
+export function scaleQuantity(quantity: string, n: number): string {
+  const [, number, suffix = ''] = quantity.match(QUANTITY)!;
+  return `${Number((Number(number) * n).toFixed(3))}${suffix}`;
 }
 
 /** The volume that holds downloaded models: a directory of the node, a claim, or a pod's own scratch space. */
@@ -82,7 +97,8 @@ function readGpuPlacement(env: Env): Record<GpuType, GpuPlacement> {
   const invalid = () =>
     new ConfigError(
       'KUBERNETES_GPU_NODE_MAP',
-      `must be JSON mapping GPU kinds (${GPU_TYPES.join(', ')}) to { "nodeSelector": {label: value}, "tolerations": [...] }`,
+      `must be JSON mapping GPU kinds (${GPU_TYPES.join(', ')}) to { "nodeSelector": {label: value}, "tolerations": [...], ` +
+        `"requestsPerGpu": { "cpu": quantity, "memory": quantity } } (requestsPerGpu optional; quantities such as "8", "500m", "64Gi")`,
       raw,
     );
   let parsed: unknown;
@@ -94,13 +110,20 @@ function readGpuPlacement(env: Env): Record<GpuType, GpuPlacement> {
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw invalid();
   for (const [kind, value] of Object.entries(parsed)) {
     if (!(GPU_TYPES as readonly string[]).includes(kind)) throw invalid();
-    const entry = value as { nodeSelector?: unknown; tolerations?: unknown };
+    const entry = value as { nodeSelector?: unknown; tolerations?: unknown; requestsPerGpu?: unknown };
     if (typeof entry !== 'object' || entry === null) throw invalid();
     if (entry.nodeSelector !== undefined && !isStringMap(entry.nodeSelector)) throw invalid();
     if (entry.tolerations !== undefined && !Array.isArray(entry.tolerations)) throw invalid();
+    const requests = entry.requestsPerGpu;
+    if (
+      requests !== undefined &&
+      !(isStringMap(requests) && Object.entries(requests).every(([name, q]) => (name === 'cpu' || name === 'memory') && QUANTITY.test(q)))
+    )
+      throw invalid();
     placement[kind as GpuType] = {
       nodeSelector: (entry.nodeSelector as Record<string, string> | undefined) ?? {},
       tolerations: (entry.tolerations as GpuPlacement['tolerations'] | undefined) ?? [],
+      ...(requests ? { requestsPerGpu: requests as GpuPlacement['requestsPerGpu'] } : {}),
     };
   }
   return placement;
