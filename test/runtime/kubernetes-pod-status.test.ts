@@ -105,3 +105,16 @@ test("a scheduled pod the kubelet has not reported yet is at its model's downloa
     progress: { phase: 'ENGINE_INITIALIZING' },
   });
 });
+
+test('a step waited for counts from when the cluster says it began: the pod created, its engine started', () => {
+  const created = new Date('2026-12-05T08:00:00Z');
+  const pending: V1Pod = {
+    metadata: { name: 'rep-1', creationTimestamp: created },
+    spec: { containers: [] },
+    status: { phase: 'Pending' },
+  };
+  expect(viewPod(pending)).toEqual({ kind: 'progress', progress: { phase: 'REQUESTING_VIRTUAL_MACHINE' }, since: created });
+  const startedAt = new Date('2026-12-05T08:05:00Z');
+  const loading = pod({ phase: 'Running' }, { running: { startedAt } });
+  expect(viewPod(loading)).toEqual({ kind: 'progress', progress: { phase: 'ENGINE_INITIALIZING' }, since: startedAt });
+});

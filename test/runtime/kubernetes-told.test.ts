@@ -85,3 +85,24 @@ test("a pod's update that changes nothing a pass reads asks for no pass; its rea
     await informer.stop();
   }
 });
+
+test("a pod's scheduling deadline counts from its creation: a gateway that takes it over does not start the count again", async () => {
+  const settings = { KUBERNETES_SCHEDULING_DEADLINE_MS: '1500' };
+  // No node has a B200: the pod waits for one.
+  const waiting = { ...simLaunch('rep_told2', 'ep_told2'), gpuType: 'B200' as const };
+  const first = simKubernetesRuntime(kubeConfig, settings);
+  const taker = simKubernetesRuntime(kubeConfig, settings);
+  try {
+    await first.open();
+    const ref = await first.ensure(waiting);
+    await waitFor('the pod seen waiting', async () => first.observe(ref).state === 'starting');
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    // Another gateway's runtime, seeing the pod for the first time, past the deadline since its creation.
+    await taker.open();
+    expect(taker.observe(ref)).toMatchObject({ state: 'dead', code: 'WORKLOAD_INIT_UNKNOWN_ERROR' });
+    await taker.stop(ref, 0);
+  } finally {
+    await first.close();
+    await taker.close();
+  }
+});

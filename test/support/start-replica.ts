@@ -48,10 +48,10 @@ export function simLaunch(replicaId: string, endpointId: string): ReplicaLaunch 
   };
 }
 
-/** A Kubernetes runtime on a stand-in's kubeconfig: namespace `default`, engine image `sim:1`, no hub. */
-export function simKubernetesRuntime(kubeConfig: KubeConfig): KubernetesRuntime {
+/** A Kubernetes runtime on a stand-in's kubeconfig: namespace `default`, engine image `sim:1`, no hub; `env`: more settings. */
+export function simKubernetesRuntime(kubeConfig: KubeConfig, env: Record<string, string> = {}): KubernetesRuntime {
   return new KubernetesRuntime({
-    settings: readKubernetesSettings({ ENGINE_IMAGE: 'sim:1', KUBERNETES_NAMESPACE: 'default' }),
+    settings: readKubernetesSettings({ ENGINE_IMAGE: 'sim:1', KUBERNETES_NAMESPACE: 'default', ...env }),
     kubeConfig,
     hubEndpoint: 'http://hub.invalid',
     log: () => {},

@@ -79,7 +79,7 @@ export class KubernetesRuntime implements Runtime {
   private readonly logs: PodLogs;
   /** Stops waiting for a pod's removal, by pod name. */
   private readonly waiting = new Map<string, Nudge>();
-  /** When this runtime first saw each starting pod at its step, by pod name (a step's deadline counts from it). */
+  /** When each starting pod began its step, by pod name (a step's deadline counts from it): see `observe`. */
   private readonly stepSince = new Map<string, { phase: string; since: number }>();
   /** Since when the kubelet has been retrying each starting pod's failing step (an image pull), by pod name. */
   private readonly retryingSince = new Map<string, number>();
@@ -210,8 +210,9 @@ export class KubernetesRuntime implements Runtime {
   }
 
   /**
-   * The replica's pod as the informer last saw it (pod-status.ts), with two deadlines counted from when this
-   * runtime first saw the pod at that step: unschedulable past the scheduling deadline, or an engine not ready
+   * The replica's pod as the informer last saw it (pod-status.ts), with two deadlines counted from when the pod
+   * began its step (its creation; its engine's start), or else when this runtime first saw it there: unschedulable
+   * past the scheduling deadline, or an engine not ready
    * within the start timeout, it is reported dead.
    */
   observe(ref: ReplicaRef): ReplicaObservation {
@@ -241,9 +242,11 @@ export class KubernetesRuntime implements Runtime {
       const { imagePullDeadlineMs } = this.options.settings;
       if (Date.now() - since > imagePullDeadlineMs) return { state: 'dead', code: view.retrying.code, reason: view.retrying.reason };
     } else this.retryingSince.delete(name);
-    const step = this.stepSince.get(name);
-    if (step?.phase !== phase) this.stepSince.set(name, { phase, since: Date.now() });
-    const waited = step?.phase === phase ? Date.now() - step.since : 0;
+    // Counted from when the cluster says the step began, when it says (a takeover does not start the count again);
+    // else from when this runtime first saw the pod at it.
+    let step = this.stepSince.get(name);
+    if (step?.phase !== phase) this.stepSince.set(name, (step = { phase, since: Math.min(Date.now(), view.since?.getTime() ?? Infinity) }));
+    const waited = Date.now() - step.since;
     const { schedulingDeadlineMs } = this.options.settings;
     if (phase === 'REQUESTING_VIRTUAL_MACHINE' && waited > schedulingDeadlineMs) {
       return {

@@ -25,8 +25,12 @@ import { reportedError } from '../engine-report.js';
 import type { StartProgress } from '../runtime.js';
 
 export type PodView =
-  /** `retrying`: the kubelet retries a step that fails (an image pull); past the runtime's deadline, this failure. */
-  | { kind: 'progress'; progress: StartProgress; retrying?: { code: EndpointErrorCode; reason: string } }
+  /**
+   * `retrying`: the kubelet retries a step that fails (an image pull); past the runtime's deadline, this failure.
+   * `since`: when the pod began its step, as the cluster recorded it (its creation, while it waits for a node; its
+   * engine's start, while the engine loads): a step's deadline counts from it, whichever gateway reads it.
+   */
+  | { kind: 'progress'; progress: StartProgress; retrying?: { code: EndpointErrorCode; reason: string }; since?: Date }
   | { kind: 'ready'; podIP: string }
   | { kind: 'failed'; code: EndpointErrorCode; reason: string; oom: boolean }
   | { kind: 'deleting' }
@@ -102,6 +106,8 @@ function containerFailure(status: V1ContainerStatus, init: boolean): PodView | u
   };
 }
 
+const created = (pod: V1Pod) => (pod.metadata?.creationTimestamp ? { since: new Date(pod.metadata.creationTimestamp) } : {});
+
 /** Reads a replica's pod. */
 export function viewPod(pod: V1Pod): PodView {
   if (pod.metadata?.deletionTimestamp) return { kind: 'deleting' };
@@ -112,10 +118,10 @@ export function viewPod(pod: V1Pod): PodView {
   const scheduled = conditions.find((c) => c.type === 'PodScheduled');
   if (!pod.spec?.nodeName && scheduled?.status === 'False') {
     const reason = scheduled.message ? `no node can take the replica yet: ${scheduled.message}` : 'waiting for a node';
-    return { kind: 'progress', progress: { phase: 'REQUESTING_VIRTUAL_MACHINE', reason } };
+    return { kind: 'progress', progress: { phase: 'REQUESTING_VIRTUAL_MACHINE', reason }, ...created(pod) };
   }
   // Not tried by the scheduler yet: no reason (a reason means that no node could take it).
-  if (!pod.spec?.nodeName) return { kind: 'progress', progress: { phase: 'REQUESTING_VIRTUAL_MACHINE' } };
+  if (!pod.spec?.nodeName) return { kind: 'progress', progress: { phase: 'REQUESTING_VIRTUAL_MACHINE' }, ...created(pod) };
   for (const init of status.initContainerStatuses ?? []) {
     const failed = containerFailure(init, true) ?? retried(init, 'DOWNLOADING_MODEL');
     if (failed) return failed;
@@ -141,5 +147,6 @@ export function viewPod(pod: V1Pod): PodView {
   }
   const ready = conditions.find((c) => c.type === 'Ready')?.status === 'True';
   if (ready && status.podIP) return { kind: 'ready', podIP: status.podIP };
-  return { kind: 'progress', progress: { phase: 'ENGINE_INITIALIZING' } };
+  const started = status.containerStatuses?.find((c) => c.state?.running?.startedAt)?.state?.running?.startedAt;
+  return { kind: 'progress', progress: { phase: 'ENGINE_INITIALIZING' }, ...(started ? { since: new Date(started) } : {}) };
 }
