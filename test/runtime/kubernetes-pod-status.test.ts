@@ -65,8 +65,20 @@ describe('a pod whose engine failed is a failure, with its code', () => {
   test('an engine that exited', () => {
     expect(viewPod(pod({ phase: 'Failed' }))).toMatchObject({ kind: 'failed', code: 'WORKLOAD_INIT_GRPC_ERROR' });
   });
-  test('a failed pod whose reason is not a disruption', () => {
-    expect(viewPod(pod({ phase: 'Failed', reason: 'DeadlineExceeded' }))).toMatchObject({ kind: 'failed' });
+  test('a failed pod whose reason is not a disruption: its reason shown, its message (node names) for the log only', () => {
+    const failed = pod({
+      phase: 'Failed',
+      reason: 'DeadlineExceeded',
+      message: 'Pod was active on the node gpu-7.internal longer than allowed',
+    });
+    failed.status!.containerStatuses = [];
+    expect(viewPod(failed)).toEqual({
+      kind: 'failed',
+      code: 'WORKLOAD_INIT_GRPC_ERROR',
+      reason: 'the pod failed (DeadlineExceeded)',
+      oom: false,
+      detail: 'Pod was active on the node gpu-7.internal longer than allowed',
+    });
   });
 });
 
@@ -80,15 +92,26 @@ describe('a waiting container: retried by the kubelet, or wrong for good', () =>
   test.each(['ErrImagePull', 'ImagePullBackOff', 'CreateContainerError'])(
     '%s: its step, with the failure it becomes past the deadline',
     (reason) => {
+      // The cluster's words (here "pull access denied"; often a registry's host or an image's name) are kept apart.
       expect(viewPod(waitingInit(reason))).toEqual({
         kind: 'progress',
-        progress: { phase: 'DOWNLOADING_MODEL', reason: `the kubelet retries: ${reason}: pull access denied` },
-        retrying: { code: 'WORKLOAD_INIT_SETTINGS_ERROR', reason: `${reason}: pull access denied` },
+        progress: { phase: 'DOWNLOADING_MODEL', reason: `the kubelet retries (${reason})` },
+        retrying: {
+          code: 'WORKLOAD_INIT_SETTINGS_ERROR',
+          reason: `${reason}: the cluster could not start the model's fetcher container`,
+          detail: 'pull access denied',
+        },
       });
     },
   );
   test.each(['InvalidImageName', 'ErrImageNeverPull', 'CreateContainerConfigError'])('%s: a settings error at once', (reason) => {
-    expect(viewPod(waitingInit(reason))).toMatchObject({ kind: 'failed', code: 'WORKLOAD_INIT_SETTINGS_ERROR' });
+    expect(viewPod(waitingInit(reason))).toEqual({
+      kind: 'failed',
+      code: 'WORKLOAD_INIT_SETTINGS_ERROR',
+      reason: `${reason}: the cluster could not start the model's fetcher container`,
+      oom: false,
+      detail: 'pull access denied',
+    });
   });
 });
 

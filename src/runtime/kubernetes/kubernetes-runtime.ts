@@ -232,7 +232,11 @@ export class KubernetesRuntime implements Runtime {
       return { state: 'dead', reason: "the replica's pod is gone", disrupted: true };
     }
     if (view.kind === 'ready') return { state: 'ready', address: `http://${view.podIP}:${this.options.settings.enginePort}` };
-    if (view.kind === 'failed') return { state: 'dead', code: view.code, reason: view.reason };
+    if (view.kind === 'failed') {
+      // The cluster's own words are the operator's to read: the user sees the reason alone.
+      if (view.detail) this.options.log(`pod ${name}: ${view.reason}: ${view.detail}`);
+      return { state: 'dead', code: view.code, reason: view.reason };
+    }
     if (view.kind === 'deleting') return { state: 'dead', reason: "the replica's pod was deleted", disrupted: true };
     if (view.kind === 'disrupted') return { state: 'dead', reason: view.reason, disrupted: true };
     const { phase, reason } = view.progress;
@@ -240,7 +244,10 @@ export class KubernetesRuntime implements Runtime {
       const since = this.retryingSince.get(name) ?? Date.now();
       this.retryingSince.set(name, since);
       const { imagePullDeadlineMs } = this.options.settings;
-      if (Date.now() - since > imagePullDeadlineMs) return { state: 'dead', code: view.retrying.code, reason: view.retrying.reason };
+      if (Date.now() - since > imagePullDeadlineMs) {
+        if (view.retrying.detail) this.options.log(`pod ${name}: ${view.retrying.reason}: ${view.retrying.detail}`);
+        return { state: 'dead', code: view.retrying.code, reason: view.retrying.reason };
+      }
     } else this.retryingSince.delete(name);
     // Counted from when the cluster says the step began, when it says (a takeover does not start the count again);
     // else from when this runtime first saw the pod at it.

@@ -30,9 +30,10 @@ export type PodView =
    * `since`: when the pod began its step, as the cluster recorded it (its creation, while it waits for a node; its
    * engine's start, while the engine loads): a step's deadline counts from it, whichever gateway reads it.
    */
-  | { kind: 'progress'; progress: StartProgress; retrying?: { code: EndpointErrorCode; reason: string }; since?: Date }
+  | { kind: 'progress'; progress: StartProgress; retrying?: { code: EndpointErrorCode; reason: string; detail?: string }; since?: Date }
   | { kind: 'ready'; podIP: string }
-  | { kind: 'failed'; code: EndpointErrorCode; reason: string; oom: boolean }
+  /** `detail`: the cluster's own words (image names, registry hosts, node names), for the gateway's log only. */
+  | { kind: 'failed'; code: EndpointErrorCode; reason: string; oom: boolean; detail?: string }
   | { kind: 'deleting' }
   | { kind: 'disrupted'; reason: string };
 
@@ -71,11 +72,11 @@ const RETRIED_WAITING = new Set(['ErrImagePull', 'ImagePullBackOff', 'CreateCont
 function retried(status: V1ContainerStatus, phase: StartProgress['phase']): PodView | undefined {
   const waiting = status.state?.waiting;
   if (!waiting?.reason || !RETRIED_WAITING.has(waiting.reason)) return undefined;
-  const reason = `${waiting.reason}${waiting.message ? `: ${waiting.message.slice(0, 300)}` : ''}`;
+  const reason = `${waiting.reason}: the cluster could not start the ${phase === 'DOWNLOADING_MODEL' ? "model's fetcher" : 'engine'} container`;
   return {
     kind: 'progress',
-    progress: { phase, reason: `the kubelet retries: ${reason}` },
-    retrying: { code: 'WORKLOAD_INIT_SETTINGS_ERROR', reason },
+    progress: { phase, reason: `the kubelet retries (${waiting.reason})` },
+    retrying: { code: 'WORKLOAD_INIT_SETTINGS_ERROR', reason, ...detail(waiting.message) },
   };
 }
 
@@ -83,8 +84,13 @@ function retried(status: V1ContainerStatus, phase: StartProgress['phase']): PodV
 function containerFailure(status: V1ContainerStatus, init: boolean): PodView | undefined {
   const waiting = status.state?.waiting;
   if (waiting?.reason && SETTINGS_WAITING.has(waiting.reason)) {
-    const message = waiting.message ? `: ${waiting.message.slice(0, 300)}` : '';
-    return { kind: 'failed', code: 'WORKLOAD_INIT_SETTINGS_ERROR', reason: `${waiting.reason}${message}`, oom: false };
+    return {
+      kind: 'failed',
+      code: 'WORKLOAD_INIT_SETTINGS_ERROR',
+      reason: `${waiting.reason}: the cluster could not start the ${init ? "model's fetcher" : 'engine'} container`,
+      oom: false,
+      ...detail(waiting.message),
+    };
   }
   const ended = status.state?.terminated;
   if (!ended || ended.exitCode === 0) return undefined;
@@ -107,6 +113,9 @@ function containerFailure(status: V1ContainerStatus, init: boolean): PodView | u
 }
 
 const created = (pod: V1Pod) => (pod.metadata?.creationTimestamp ? { since: new Date(pod.metadata.creationTimestamp) } : {});
+
+/** The cluster's own message, kept apart from what the user is shown (it names images, registries and nodes). */
+const detail = (message: string | undefined) => (message ? { detail: message.slice(0, 500) } : {});
 
 /** Reads a replica's pod. */
 export function viewPod(pod: V1Pod): PodView {
@@ -141,8 +150,9 @@ export function viewPod(pod: V1Pod): PodView {
     return {
       kind: 'failed',
       code: 'WORKLOAD_INIT_GRPC_ERROR',
-      reason: status.message ?? `the pod ${status.phase.toLowerCase()}`,
+      reason: `the pod ${status.phase.toLowerCase()}${status.reason ? ` (${status.reason})` : ''}`,
       oom: false,
+      ...detail(status.message),
     };
   }
   const ready = conditions.find((c) => c.type === 'Ready')?.status === 'True';
