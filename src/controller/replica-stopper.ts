@@ -86,8 +86,7 @@ export class ReplicaStopper {
 
   /** Stops the replicas of the runtime's pool that no live replica row owns (the runtime finds them by its own records). */
   async reapOrphans(): Promise<void> {
-    const keep = new Set(await liveReplicaIdsOnNode(this.sql, this.runtime.node));
-    const reaped = await this.runtime.reapOrphans(keep);
+    const reaped = await this.runtime.reapOrphans(async () => new Set(await liveReplicaIdsOnNode(this.sql, this.runtime.node)));
     if (reaped.length > 0) this.log(`stopped ${reaped.length} orphaned replica(s): ${reaped.join(', ')}`);
   }
 }

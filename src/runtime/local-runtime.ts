@@ -384,9 +384,11 @@ export class LocalRuntime implements Runtime {
     return readStateFiles(this.options.dir);
   }
 
-  async reapOrphans(keep: ReadonlySet<string>): Promise<string[]> {
+  async reapOrphans(live: () => Promise<ReadonlySet<string>>): Promise<string[]> {
     const reaped: string[] = [];
-    for (const state of await this.recorded()) {
+    const recorded = await this.recorded();
+    const keep = await live();
+    for (const state of recorded) {
       if (keep.has(state.replicaId)) continue;
       await this.stop({ replicaId: state.replicaId, address: state.address, locator: String(state.pid), node: this.node }, 2000);
       reaped.push(state.replicaId);

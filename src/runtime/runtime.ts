@@ -266,8 +266,12 @@ export interface Runtime {
     signal: AbortSignal,
     options?: { tailLines?: number },
   ): Promise<AsyncIterable<string>>;
-  /** Stops replicas of this runtime's pool that no live replica row owns (not in `keep`); answers their ids. */
-  reapOrphans(keep: ReadonlySet<string>): Promise<string[]>;
+  /**
+   * Stops replicas of this runtime's pool that no live replica row owns (not in what `live` answers); answers their
+   * ids. What runs is read before `live` is asked: a replica's row is written before it is placed, so one placed by
+   * another gateway meanwhile has its row in the answer and is not taken for an orphan.
+   */
+  reapOrphans(live: () => Promise<ReadonlySet<string>>): Promise<string[]>;
   /** The endpoint was deleted: what the runtime keeps for it (a Kubernetes Secret) goes, and anything of it left behind. */
   forgetEndpoint?(endpointId: string): Promise<void>;
   /** Releases what the runtime holds (watches, timers); replicas keep running. */

@@ -7,7 +7,7 @@
 import { CoreV1Api, KubeConfig, makeInformer, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { podName } from '../../src/runtime/kubernetes/pod-spec.js';
-import { EngineLogUnavailable } from '../../src/runtime/runtime.js';
+import { EngineLogUnavailable, type ReplicaRef } from '../../src/runtime/runtime.js';
 import type { KubernetesRuntime } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
 import { waitFor } from '../support/app.js';
 import { startKubeStandIn, type KubeStandIn } from '../support/kube/index.js';
@@ -105,4 +105,17 @@ test("a pod's scheduling deadline counts from its creation: a gateway that takes
     await first.close();
     await taker.close();
   }
+});
+
+test('orphans are read before the live rows: a pod placed meanwhile (its row written first, by another gateway) is not reaped', async () => {
+  let placed: ReplicaRef | undefined;
+  const reaped = await runtime.reapOrphans(async () => {
+    // Another gateway writes its replica's row (after this read of the rows, here) and creates its pod.
+    placed = await runtime.ensure(simLaunch('rep_told3', 'ep_told3'));
+    await waitFor('the new pod in the cache', async () => runtime.liveness(placed!).kind === 'alive');
+    return new Set<string>();
+  });
+  expect(reaped).not.toContain('rep_told3');
+  expect(runtime.liveness(placed!).kind).toBe('alive');
+  await runtime.stop(placed!, 0);
 });

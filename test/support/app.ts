@@ -156,7 +156,7 @@ export async function stopAllReplicas(sql: Sql, app: App): Promise<void> {
   await Promise.all(
     rows.map((r) => app.runtime.stop({ replicaId: r.id, address: r.address, locator: r.locator, node: r.node }, 1000).catch(() => {})),
   );
-  await app.runtime.reapOrphans(new Set()).catch(() => {});
+  await app.runtime.reapOrphans(async () => new Set()).catch(() => {});
 }
 
 export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {

@@ -336,11 +336,11 @@ export class KubernetesRuntime implements Runtime {
     return this.logs.follow(ref, signal, options);
   }
 
-  async reapOrphans(keep: ReadonlySet<string>): Promise<string[]> {
+  async reapOrphans(live: () => Promise<ReadonlySet<string>>): Promise<string[]> {
     if (!this.pods.synced) return [];
-    const orphans = this.pods.informer
-      .list(this.namespace)
-      .filter((pod) => !pod.metadata?.deletionTimestamp && !keep.has(pod.metadata?.labels?.[LABELS.replica] ?? ''));
+    const running = this.pods.informer.list(this.namespace).filter((pod) => !pod.metadata?.deletionTimestamp);
+    const keep = await live();
+    const orphans = running.filter((pod) => !keep.has(pod.metadata?.labels?.[LABELS.replica] ?? ''));
     await Promise.all(
       orphans.map((pod) =>
         this.api.deleteNamespacedPod({ name: pod.metadata!.name!, namespace: this.namespace, gracePeriodSeconds: 2 }).catch((error) => {
