@@ -116,6 +116,7 @@ export class Controller {
       ...(options.hostMemoryPerSlotBytes !== undefined ? { hostMemoryPerSlotBytes: options.hostMemoryPerSlotBytes } : {}),
       poke: (endpointId) => this.loop.poke(endpointId, { internal: true }),
       holds: (endpointId) => this.loop.holds(endpointId),
+      evictedByNode: (endpointId) => this.crashes.evictedByNode(endpointId),
       log,
     });
     const policy = { ...DEFAULT_CRASH_POLICY, ...options.crashLoop };

@@ -15,7 +15,7 @@ import type { Sql } from '../storage/database.js';
 import { KEEP_DESIRED } from '../storage/endpoints-repository.js';
 import { failuresSince } from '../storage/replicas-repository.js';
 import type { StatementBatches } from '../storage/statement-batches.js';
-import { decideAfterDeaths, type CrashPolicy, type RecentDeaths } from './crash-policy.js';
+import { decideAfterDeaths, restartDelayMs, type CrashPolicy, type RecentDeaths } from './crash-policy.js';
 import type { EndpointWrites } from './endpoint-writes.js';
 import { refOf, type ReplicaStopper } from './replica-stopper.js';
 
@@ -47,6 +47,8 @@ export class CrashWatch {
   private readonly answers = new Map<string, Map<string, EngineHealth | undefined>>();
   /** Abandoned replicas whose liveness this runtime has not been able to tell, since when (policy.unknownMs). */
   private readonly unknownSince = new Map<string, { endpointId: string; since: number }>();
+  /** When each endpoint's replicas were evicted by their nodes, within the crash window (`evictedByNode`). */
+  private readonly evictions = new Map<string, number[]>();
   /**
    * Each serving replica's last health answer and when it was asked, by endpoint then replica id: a pass that comes
    * sooner than `healthFreshMs` reads it.
@@ -119,10 +121,16 @@ export class CrashWatch {
         continue;
       }
       if (replica.state === 'READY' && hung.has(replica.id)) {
-        // Alive but not answering (stopped, deadlocked): its requests would wait forever. Killed, it is a death.
-        this.log(`replica ${replica.id} of ${endpoint.id} answered no health check for ${this.policy.hangMs} ms: killing it`);
+        // Alive but not answering (stopped, deadlocked): its requests would wait forever. Killed, it is a death (counted
+        // here: once killed, a pod is gone as a disrupted one is). Its last output is read before it goes with its pod.
+        const tail = await this.runtime.logTail(ref);
+        this.log(
+          `replica ${replica.id} of ${endpoint.id} answered no health check for ${this.policy.hangMs} ms: killing it; last output:\n${tail.slice(-2000)}`,
+        );
         await this.runtime.stop(ref, 0);
         this.unanswered.delete(replica.id);
+        if (await this.batches.markReplica(replica.id, { state: 'FAILED', lastError: ENGINE_EXITED })) died++;
+        continue;
       }
       const liveness = replica.state === 'READY' ? this.runtime.liveness(ref) : undefined;
       if (liveness?.kind === 'dead' && liveness.disrupted) {
@@ -131,6 +139,7 @@ export class CrashWatch {
         const reason = liveness.reason ?? 'the cluster took it away';
         this.log(`replica ${replica.id} of ${endpoint.id} was disrupted (${reason}): it is replaced`);
         if (await this.batches.markReplica(replica.id, { state: 'STOPPED', lastError: `${DISRUPTED}: ${reason}` })) disrupted++;
+        if (liveness.evictedByNode) this.evictedByNode(endpoint.id);
         await this.runtime.stop(ref, 0);
         continue;
       }
@@ -225,6 +234,7 @@ export class CrashWatch {
   forget(endpointId: string): void {
     this.answers.delete(endpointId);
     this.lastHealth.delete(endpointId);
+    this.evictions.delete(endpointId);
     for (const map of [this.unanswered, this.unknownSince])
       for (const [id, entry] of map) if (entry.endpointId === endpointId) map.delete(id);
   }
@@ -235,9 +245,32 @@ export class CrashWatch {
    * wait: a start, wake or restart asked for by a user goes at once.
    */
   async backingOff(endpoint: EndpointRecord): Promise<boolean> {
+    if (this.evictionWait(endpoint.id)) return true;
     if (endpoint.status !== 'RUNNING' && endpoint.status !== 'UPDATING') return false;
     const decision = decideAfterDeaths(this.policy, await this.recentDeaths(endpoint.id), Date.now());
     return decision.kind === 'wait';
+  }
+
+  /**
+   * A replica of the endpoint was evicted by its node under the node's own pressure (memory, disk), which it may have
+   * brought on: the next start waits the crash policy's back-off for the evictions within its window (1 s, 2 s, …
+   * up to its maximum), though none counts as a death, so one that fills its node is not started again at once,
+   * forever. Kept by this process (a takeover starts the count again).
+   */
+  evictedByNode(endpointId: string): void {
+    const since = Date.now() - this.policy.windowMs;
+    const times = (this.evictions.get(endpointId) ?? []).filter((at) => at > since);
+    times.push(Date.now());
+    this.evictions.set(endpointId, times);
+  }
+
+  private evictionWait(endpointId: string): boolean {
+    const times = this.evictions.get(endpointId);
+    if (!times?.length) return false;
+    const last = times.at(-1)!;
+    if (Date.now() < last + restartDelayMs(this.policy, times.length)) return true;
+    if (last < Date.now() - this.policy.windowMs) this.evictions.delete(endpointId);
+    return false;
   }
 
   /** Deaths of the endpoint's engines within the crash window. */

@@ -52,6 +52,8 @@ export interface ReplicaStarterOptions {
   poke: (endpointId: string) => void;
   /** Whether this process holds the endpoint (a step that ends for one it no longer holds leaves nothing kept). */
   holds?: (endpointId: string) => boolean;
+  /** A starting replica's node evicted it under its own pressure: the crash watch's back-off (CrashWatch.evictedByNode). */
+  evictedByNode?: (endpointId: string) => void;
   log: (message: string, error?: unknown) => void;
 }
 
@@ -85,6 +87,11 @@ export class ReplicaStarter {
 
   constructor(private readonly options: ReplicaStarterOptions) {
     this.preparer = new ModelPreparer(options);
+  }
+
+  /** Whether the endpoint's next placement waits out the back-off of an outage (placement-backoff.ts): `begin` places none. */
+  placementsWait(endpointId: string): boolean {
+    return this.outages.waiting(endpointId);
   }
 
   /** Whether this process drives the replica's start (any other STARTING replica was abandoned by a gateway that stopped). */
@@ -299,6 +306,7 @@ export class ReplicaStarter {
       } else if (observed.disrupted) {
         // The cluster took its pod away (evicted, preempted, its node drained): not the start's failure either.
         await drop(replica, ref, `${DISRUPTED}: ${observed.reason ?? 'the cluster took it away'}`);
+        if (observed.evictedByNode) this.options.evictedByNode?.(endpoint.id);
       } else {
         // What the runtime keeps of it goes (a failed pod's object; a process's state file).
         await runtime.stop(ref, 0);

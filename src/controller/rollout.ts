@@ -100,6 +100,8 @@ export class Rollout {
       await this.retire(endpoint, old);
       return this.poke(id);
     }
+    // The last placement met an outage: no start now, and no old replica retired for one (it would find none).
+    if (this.starter.placementsWait(id)) return;
     // No room for one more: retire an old replica first, then start in its place.
     if (!(await this.starter.begin(endpoint, target, false))) {
       await this.retire(endpoint, old);

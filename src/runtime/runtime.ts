@@ -138,10 +138,15 @@ export class EngineLogUnavailable extends Error {
  * replica whose liveness is unknown. `disrupted`: the replica did not fail, the
  * cluster took it away (an eviction, a preemption, a node drained or lost, a
  * delete the gateway did not ask for): it is replaced, and it is no death for
- * the crash policy.
+ * the crash policy. `evictedByNode`: its node evicted it under its own pressure
+ * (memory, disk), which the replica may have caused: its replacement waits a
+ * back-off, as a death's does, so that a replica that fills its node is not
+ * started again at once, forever.
  */
 export type Liveness =
-  { kind: 'alive' } | { kind: 'unknown' } | { kind: 'dead'; code?: EndpointErrorCode; reason?: string; disrupted?: boolean };
+  | { kind: 'alive' }
+  | { kind: 'unknown' }
+  | { kind: 'dead'; code?: EndpointErrorCode; reason?: string; disrupted?: boolean; evictedByNode?: boolean };
 
 /**
  * A step of a start the runtime reports: the first replica's steps are the endpoint's phases. RESOLVING_MODEL (the
@@ -172,6 +177,7 @@ export type ReplicaObservation =
       cause?: unknown;
       /** The cluster took it away (see Liveness): its start is not a failure, a later pass starts another. */
       disrupted?: boolean;
+      evictedByNode?: boolean;
     };
 
 /**

@@ -233,6 +233,28 @@ describe('updates, scale and failures on Kubernetes', () => {
     }
   }, 120_000);
 
+  test('an engine that stops answering is killed as a death (counted by the crash policy), not taken for a disruption', async () => {
+    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+    await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    const [hung] = await t.sql<{ id: string }[]>`SELECT id FROM replicas WHERE endpoint_id = ${id} AND state = 'READY'`;
+    const podName = (livePodsOf(id)[0]!.metadata as { name: string }).name;
+    process.kill(kube.pid(NS, podName, 'engine')!, 'SIGSTOP');
+    // No health answer for hangMs (10 s here): killed. Its pod is then gone, as a disrupted one is; it still counts.
+    const ended = await waitFor(
+      'the hung replica ended',
+      async () => {
+        const [row] = await t.sql<
+          { state: string; last_error: string | null }[]
+        >`SELECT state, last_error FROM replicas WHERE id = ${hung!.id}`;
+        return row!.state === 'FAILED' || row!.state === 'STOPPED' ? row : undefined;
+      },
+      60_000,
+    );
+    expect(ended).toEqual({ state: 'FAILED', last_error: 'the engine process exited' });
+    await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+  }, 150_000);
+
   test('an engine that cannot load the weights: its ENGINE_ERROR code reaches the endpoint through the pod’s termination message', async () => {
     const id = await project.endpoint({ hfModelRepo: 'test-org/truncated-GGUF', autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
     const failed = await waitForStatus(t.sql, id, 'FAILED', 90_000);

@@ -47,7 +47,13 @@ describe('a pod the cluster took away is a disruption, not a failure', () => {
       'EvictionByEvictionAPI',
     ],
   ])('%s', (_what, p, reason) => {
-    expect(viewPod(p)).toEqual({ kind: 'disrupted', reason: `the cluster took its pod away (${reason})` });
+    // The node's own evictions (it was short of memory or disk) are told apart: the replica may have caused them.
+    const byNode = reason === 'Evicted' || reason === 'TerminationByKubelet';
+    expect(viewPod(p)).toEqual({ kind: 'disrupted', reason: `the cluster took its pod away (${reason})`, byNode });
+  });
+
+  test("a kubelet's refusal to admit the pod (a broken device plugin) is a failure, not a disruption", () => {
+    expect(viewPod(pod({ phase: 'Failed', reason: 'UnexpectedAdmissionError' }))).toMatchObject({ kind: 'failed' });
   });
 
   test('being deleted, whoever asked: deleting', () => {

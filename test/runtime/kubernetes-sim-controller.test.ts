@@ -445,7 +445,34 @@ test('a change costs a few API calls, whatever the number of endpoints', async (
     SELECT count(*)::int AS n FROM endpoint_events WHERE endpoint_id = ${drained} AND status = 'FAILED'`;
   expect(failedEvents!.n).toBe(0);
 
+  // A replica its node evicts under the node's own pressure (which the replica may cause: a model filling the disk),
+  // three times in a row: replaced each time, no death counted, but each replacement waits the crash policy's back-off
+  // for the evictions so far (1 s, 2 s, 4 s), so that one that fills its node is not started again at once, forever.
+  const [pressed] = [...wanted].find(([, n]) => n === 1)!;
+  const readyOf = async () => (await replicaRows()).find((r) => r.endpoint_id === pressed && r.state === 'READY' && r.address !== null)?.id;
+  const waits: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const victim = await until('a ready replica to evict', readyOf, 60_000);
+    const pod = (await kube.pods(NS)).find(
+      (p) => (p.metadata as { labels?: Record<string, string> }).labels?.['dedicated-endpoints.io/replica'] === victim,
+    )!;
+    const evictedAt = Date.now();
+    expect(await kube.evictByNode(NS, pod.metadata.name as string)).toBeDefined();
+    const next = await until('its replacement', async () => (await readyOf()) !== victim && (await readyOf()), 60_000);
+    const [row] = await observer<{ created: Date }[]>`SELECT created_at AS created FROM replicas WHERE id = ${next}`;
+    waits.push(row!.created.getTime() - evictedAt);
+    const [ended] = await observer<{ state: string; last_error: string }[]>`SELECT state, last_error FROM replicas WHERE id = ${victim}`;
+    expect(ended).toEqual({ state: 'STOPPED', last_error: 'disrupted: the cluster took its pod away (TerminationByKubelet)' });
+  }
+  // The third waited the back-off of three evictions (4 s); measured from the eviction, so at least that, less a pass.
+  expect(waits[2]).toBeGreaterThanOrEqual(3500);
+  const [pressedNow] = await observer<{ status: string }[]>`SELECT status FROM endpoints WHERE id = ${pressed}`;
+  expect(pressedNow!.status).toBe('RUNNING');
+  ready = await until('every endpoint settled again', converged, 60_000);
+  ended = await endedRows();
+
   Object.assign(figures, {
+    evictionWaitsMs: waits,
     callsPerChange: { scaleOut: out.calls, scaleIn: scaleIn.calls, podDeleted: deleted.calls, drained: drain.calls },
     changeRequests: { scaleOut: out.requests, scaleIn: scaleIn.requests, podDeleted: deleted.requests },
   });

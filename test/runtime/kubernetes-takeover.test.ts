@@ -84,6 +84,13 @@ async function createEndpoint(gateway: GatewayProcess): Promise<string> {
   return created.body.endpointId as string;
 }
 
+/** Deletes the endpoint and waits for its pods to go (each holds one of the node's 4 GPUs), then stops the gateway. */
+async function removeEndpoint(gateway: GatewayProcess, id: string): Promise<void> {
+  expect((await restClient(gateway.url, ADMIN_KEY)('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
+  await waitFor('the endpoint’s pods gone', async () => podsOf(id).length === 0, 60_000);
+  await gateway.stop();
+}
+
 /** A gateway on the API server directly, or through the proxy that can play an outage. */
 async function startGateway(through: 'direct' | 'proxy' = 'direct'): Promise<GatewayProcess> {
   let kubeconfig: Record<string, string> = {};
@@ -165,6 +172,33 @@ test('an API server that answers 503 to pod creation is an outage, not the endpo
   await gateway.stop();
 }, 180_000);
 
+test('a rollout that meets an outage keeps the old replica serving until it can place the new one', async () => {
+  const gateway = await startGateway('proxy');
+  const id = await createEndpoint(gateway);
+  await servingOnOne(id, 'RUNNING before the update');
+  const [old] = await db.sql<{ id: string }[]>`SELECT id FROM replicas WHERE endpoint_id = ${id} AND state = 'READY'`;
+  faults.outage = true;
+  faults.refused = 0;
+  const updated = await restClient(gateway.url, ADMIN_KEY)('PUT', `/dedicated/beta/endpoint/${id}`, { advanced: { max_batch_size: 2 } });
+  expect(updated.status).toBe(200);
+  await waitFor('the new version’s pod refused twice', async () => faults.refused >= 2, 30_000);
+  // The placement backs off; no pass takes the back-off for "no room" and retires the old replica for a new one.
+  await new Promise((resolve) => setTimeout(resolve, 2000));
+  const [still] = await db.sql<{ state: string }[]>`SELECT state FROM replicas WHERE id = ${old!.id}`;
+  expect(still!.state).toBe('READY');
+  faults.outage = false;
+  await waitFor(
+    'the rollout done once the API server answers',
+    async () => {
+      const rows = await db.sql<{ id: string; state: string }[]>`
+        SELECT id, state FROM replicas WHERE endpoint_id = ${id} AND state IN ('STARTING', 'READY', 'DRAINING')`;
+      return rows.length === 1 && rows[0]!.id !== old!.id && rows[0]!.state === 'READY';
+    },
+    90_000,
+  );
+  await removeEndpoint(gateway, id);
+}, 180_000);
+
 test('a pod create whose answer is lost (the API server made the pod, answered 504) leaves no pod behind: one pod serves', async () => {
   const gateway = await startGateway('proxy');
   faults.loseCreates = 1;
@@ -183,7 +217,7 @@ test('a pod create whose answer is lost (the API server made the pod, answered 5
       .filter((p) => labels(p)['dedicated-endpoints.io/endpoint'] === id)
       .map((p) => labels(p)['dedicated-endpoints.io/replica']),
   ).toEqual([rows[1]!.id]);
-  await gateway.stop();
+  await removeEndpoint(gateway, id);
 }, 180_000);
 
 test('a gateway killed while its pod starts: the next gateway adopts that pod, serves from it, and starts no other', async () => {

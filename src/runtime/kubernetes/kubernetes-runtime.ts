@@ -238,7 +238,7 @@ export class KubernetesRuntime implements Runtime {
       return { state: 'dead', code: view.code, reason: view.reason };
     }
     if (view.kind === 'deleting') return { state: 'dead', reason: "the replica's pod was deleted", disrupted: true };
-    if (view.kind === 'disrupted') return { state: 'dead', reason: view.reason, disrupted: true };
+    if (view.kind === 'disrupted') return { state: 'dead', reason: view.reason, disrupted: true, evictedByNode: view.byNode };
     const { phase, reason } = view.progress;
     if (view.retrying) {
       const since = this.retryingSince.get(name) ?? Date.now();
@@ -311,7 +311,7 @@ export class KubernetesRuntime implements Runtime {
     const view = viewPod(pod);
     if (view.kind === 'failed') return { kind: 'dead', code: view.code, reason: view.reason };
     if (view.kind === 'deleting') return { kind: 'dead', reason: 'its pod is being deleted', disrupted: true };
-    if (view.kind === 'disrupted') return { kind: 'dead', reason: view.reason, disrupted: true };
+    if (view.kind === 'disrupted') return { kind: 'dead', reason: view.reason, disrupted: true, evictedByNode: view.byNode };
     return { kind: 'alive' };
   }
 

@@ -35,28 +35,23 @@ export type PodView =
   /** `detail`: the cluster's own words (image names, registry hosts, node names), for the gateway's log only. */
   | { kind: 'failed'; code: EndpointErrorCode; reason: string; oom: boolean; detail?: string }
   | { kind: 'deleting' }
-  | { kind: 'disrupted'; reason: string };
+  /** `byNode`: its node evicted it for its own pressure (memory, disk), which the replica may have brought on. */
+  | { kind: 'disrupted'; reason: string; byNode: boolean };
 
 /**
  * How the cluster marks a pod it took away, rather than one whose engine failed: the `DisruptionTarget` condition
  * (Kubernetes 1.26 on: an eviction through the API, as a drain does; a preemption; a taint's eviction; the kubelet's
  * own eviction or a node shutdown), and the failed pod's `reason` where the condition is not written (older clusters).
  */
-const DISRUPTED_REASONS = new Set([
-  'Evicted',
-  'Preempting',
-  'NodeLost',
-  'Terminated',
-  'Shutdown',
-  'NodeShutdown',
-  'UnexpectedAdmissionError',
-]);
+const DISRUPTED_REASONS = new Set(['Evicted', 'Preempting', 'NodeLost', 'Terminated', 'Shutdown', 'NodeShutdown']);
+/** The node's own evictions (under memory or disk pressure): what the replica may have brought on itself. */
+const BY_NODE = new Set(['Evicted', 'TerminationByKubelet']);
 
-function disruption(pod: V1Pod): string | undefined {
+function disruption(pod: V1Pod): { reason: string; byNode: boolean } | undefined {
   const target = pod.status?.conditions?.find((c) => c.type === 'DisruptionTarget' && c.status === 'True');
-  if (target) return target.reason ?? 'DisruptionTarget';
-  const reason = pod.status?.phase === 'Failed' ? pod.status.reason : undefined;
-  return reason && DISRUPTED_REASONS.has(reason) ? reason : undefined;
+  const failed = pod.status?.phase === 'Failed' ? pod.status.reason : undefined;
+  const reason = target ? (target.reason ?? 'DisruptionTarget') : failed && DISRUPTED_REASONS.has(failed) ? failed : undefined;
+  return reason === undefined ? undefined : { reason, byNode: BY_NODE.has(reason) || (failed !== undefined && BY_NODE.has(failed)) };
 }
 
 /** Waiting reasons that no retry fixes: the image or the pod's configuration is wrong. */
@@ -121,7 +116,7 @@ const detail = (message: string | undefined) => (message ? { detail: message.sli
 export function viewPod(pod: V1Pod): PodView {
   if (pod.metadata?.deletionTimestamp) return { kind: 'deleting' };
   const disrupted = disruption(pod);
-  if (disrupted) return { kind: 'disrupted', reason: `the cluster took its pod away (${disrupted})` };
+  if (disrupted) return { kind: 'disrupted', reason: `the cluster took its pod away (${disrupted.reason})`, byNode: disrupted.byNode };
   const status = pod.status ?? {};
   const conditions = status.conditions ?? [];
   const scheduled = conditions.find((c) => c.type === 'PodScheduled');

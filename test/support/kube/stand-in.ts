@@ -92,6 +92,11 @@ export interface KubeStandIn {
   setImagePullFailure(image: string, fails?: boolean): void;
   /** The kubelet's status sync that changes nothing a client acts on: the Ready condition's lastProbeTime is renewed. */
   touchPod(namespace: string, pod: string): KubeObject | undefined;
+  /**
+   * The kubelet evicts the pod under its node's pressure, as a real one does: its containers killed, the pod Failed
+   * with reason Evicted and the DisruptionTarget condition (TerminationByKubelet); the object stays until deleted.
+   */
+  evictByNode(namespace: string, pod: string): KubeObject | undefined;
   /** Destroys every open watch connection. */
   cutWatches(): void;
   /** Forgets the change history: a watch from an earlier resourceVersion gets 410 Expired, as an in-stream ERROR
@@ -270,6 +275,29 @@ export async function createKubeStandIn(options: KubeStandInOptions = {}): Promi
     crash(namespace, podName, exitCode, container) {
       const { uid, name } = running(namespace, podName, container);
       kubelet.fault(uid, name, { exitCode });
+    },
+    evictByNode(namespace, podName) {
+      const pod = store.get('pods', namespace, podName);
+      if (!pod) return undefined;
+      kubelet.kill(pod.metadata.uid);
+      const at = new Date().toISOString();
+      const message = 'The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi.';
+      return store.update('pods', namespace, podName, (draft) => {
+        const killed = (c: any) => ({ ...c, ready: false, state: { terminated: { exitCode: 137, reason: 'Error', finishedAt: at } } });
+        draft.status = {
+          ...draft.status,
+          phase: 'Failed',
+          reason: 'Evicted',
+          message,
+          conditions: [
+            ...(draft.status?.conditions ?? []).map((c: any) =>
+              c.type === 'Ready' || c.type === 'ContainersReady' ? { ...c, status: 'False' } : c,
+            ),
+            { type: 'DisruptionTarget', status: 'True', reason: 'TerminationByKubelet', message, lastTransitionTime: at },
+          ],
+          containerStatuses: (draft.status?.containerStatuses ?? []).map(killed),
+        };
+      });
     },
     touchPod(namespace, podName) {
       return store.update('pods', namespace, podName, (draft) => {
