@@ -81,6 +81,9 @@ test("a refused pod create: a namespace's full ResourceQuota is an outage (retri
     refusal(
       'pods is forbidden: User "system:serviceaccount:ml:gateway" cannot create resource "pods" in API group "" in the namespace "ml"',
     ),
+    refusal(
+      'pods "rep-1" is forbidden: exceeded quota: gpu-quota, requested: requests.cpu=16,requests.nvidia.com/gpu=8, used: requests.cpu=0,requests.nvidia.com/gpu=0, limited: requests.cpu=64,requests.nvidia.com/gpu=4',
+    ),
   ];
   const server = http.createServer((req, res) => {
     req.resume();
@@ -106,5 +109,12 @@ test("a refused pod create: a namespace's full ResourceQuota is an outage (retri
   const rbac = await create();
   expect(rbac).toBeInstanceOf(ReplicaStartError);
   expect(rbac).toMatchObject({ code: 'WORKLOAD_INIT_SETTINGS_ERROR' });
+  // More GPUs than the quota allows at all: no stop of another replica makes room, so it is the settings', not a wait.
+  const never = await create();
+  expect(never).toBeInstanceOf(ReplicaStartError);
+  expect(never).toMatchObject({
+    code: 'WORKLOAD_INIT_SETTINGS_ERROR',
+    message: "the replica's pod asks for more than the namespace's ResourceQuota allows",
+  });
   close();
 });

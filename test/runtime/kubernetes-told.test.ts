@@ -109,13 +109,28 @@ test("a pod's scheduling deadline counts from its creation: a gateway that takes
 
 test('orphans are read before the live rows: a pod placed meanwhile (its row written first, by another gateway) is not reaped', async () => {
   let placed: ReplicaRef | undefined;
+  // The other tests' pods have their rows (as far as this test goes): only the one placed inside the read has none.
+  const others = new Set(
+    kube.pods('default').map((p) => (p.metadata as { labels?: Record<string, string> }).labels?.['dedicated-endpoints.io/replica'] ?? ''),
+  );
   const reaped = await runtime.reapOrphans(async () => {
     // Another gateway writes its replica's row (after this read of the rows, here) and creates its pod.
     placed = await runtime.ensure(simLaunch('rep_told3', 'ep_told3'));
     await waitFor('the new pod in the cache', async () => runtime.liveness(placed!).kind === 'alive');
-    return new Set<string>();
+    return others;
   });
   expect(reaped).not.toContain('rep_told3');
   expect(runtime.liveness(placed!).kind).toBe('alive');
   await runtime.stop(placed!, 0);
+});
+
+test("a pod marked for disruption and still running (a node shutting down) is deleted with its own grace, its answers' time", async () => {
+  const ref = await startReplica(runtime, simLaunch('rep_told4', 'ep_told4'), { pollMs: 5 });
+  const name = ref.locator ?? podName(ref.replicaId);
+  expect(kube.markDisruption('default', name, 'TerminationByKubelet')).toBeDefined();
+  await waitFor('the mark seen', async () => runtime.liveness(ref).kind === 'dead');
+  const marked = kube.waitForPod('default', name, (p) => p?.metadata.deletionTimestamp !== undefined);
+  await runtime.stop(ref, 0);
+  // Its own terminationGracePeriodSeconds (the runtime's default, 300 s), not the 1 s of a stop without grace.
+  expect((await marked)!.metadata.deletionGracePeriodSeconds).toBe(300);
 });

@@ -27,7 +27,15 @@ export function apiFailure(error: unknown): unknown {
     if (error.code >= 500 || error.code === 429) {
       return new RuntimeUnavailableError(`the Kubernetes API server answered HTTP ${error.code}`, { cause: error });
     }
-    if (error.code === 403 && /exceeded quota/i.test(statusMessage(error))) {
+    const message = statusMessage(error);
+    if (error.code === 403 && /exceeded quota/i.test(message)) {
+      // A pod that asks more than the quota allows at all would wait forever: the settings' to change.
+      if (neverFits(message)) {
+        return new ReplicaStartError(
+          'WORKLOAD_INIT_SETTINGS_ERROR',
+          "the replica's pod asks for more than the namespace's ResourceQuota allows",
+        );
+      }
       return new RuntimeUnavailableError("the namespace's ResourceQuota has no room for the replica's pod", { cause: error });
     }
     return new ReplicaStartError('WORKLOAD_INIT_SETTINGS_ERROR', `the cluster refused the replica's pod (HTTP ${error.code})`);
@@ -36,4 +44,44 @@ export function apiFailure(error: unknown): unknown {
     return new RuntimeUnavailableError('the Kubernetes API server could not be reached', { cause: error });
   }
   return error;
+}
+
+const SUFFIXES: Record<string, number> = {
+  '': 1,
+  m: 1e-3,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+};
+
+/** A quantity as the API server writes it (`8`, `500m`, `64Gi`); undefined when unreadable. */
+function quantity(text: string): number | undefined {
+  const match = /^(\d+(?:\.\d+)?)([a-zA-Z]*)$/.exec(text.trim());
+  const unit = match ? SUFFIXES[match[2]!] : undefined;
+  return unit === undefined ? undefined : Number(match![1]) * unit;
+}
+
+/** `name=quantity` pairs after `label:` in a quota refusal (`requested: requests.nvidia.com/gpu=8, used: …`). */
+function amounts(message: string, label: string): Map<string, number> {
+  const list = new RegExp(`${label}: ((?:[\\w./-]+=[\\w.]+,?)+)`).exec(message)?.[1] ?? '';
+  const found = new Map<string, number>();
+  for (const pair of list.split(',')) {
+    const [name, value] = pair.split('=');
+    const amount = value === undefined ? undefined : quantity(value);
+    if (name && amount !== undefined) found.set(name, amount);
+  }
+  return found;
+}
+
+/** Whether the refusal's request alone exceeds the quota's limit for some resource (no other replica's stop frees it). */
+function neverFits(message: string): boolean {
+  const limited = amounts(message, 'limited');
+  return [...amounts(message, 'requested')].some(([name, amount]) => limited.has(name) && amount > limited.get(name)!);
 }

@@ -108,6 +108,10 @@ export class KubernetesRuntime implements Runtime {
     this.pods = new Watched(podInformer, 'pod', options.log, (pod, verb) => {
       const name = pod.metadata?.name ?? '';
       this.uncertain.seen(pod, verb);
+      if (verb === 'delete') {
+        this.stepSince.delete(name);
+        this.retryingSince.delete(name);
+      }
       this.waiting.get(name)?.poke();
       this.unseen.delete(name);
       // A change the controller cannot see (a condition's timestamp, an IP before readiness) asks for no pass.
@@ -280,12 +284,18 @@ export class KubernetesRuntime implements Runtime {
     this.unseen.delete(name);
     // Already being deleted (a drain's eviction, another gateway's stop, this one's): its grace is not cut short, and
     // it is not waited for (the scheduler counts its GPUs held until the kubelet has ended it).
-    if (this.pods.synced && this.pods.informer.get(name, this.namespace)?.metadata?.deletionTimestamp) return;
+    const cached = this.pods.synced ? this.pods.informer.get(name, this.namespace) : undefined;
+    if (cached?.metadata?.deletionTimestamp) return;
+    // Marked for disruption and still running (a node shutting down, an eviction about to delete it): deleted with its
+    // own grace, so its answers in flight may finish, and not waited for.
+    const disrupting =
+      cached !== undefined && viewPod(cached).kind === 'disrupted' && !['Failed', 'Succeeded'].includes(cached.status?.phase ?? '');
     try {
       // At least a second: a grace of 0 is a force delete, which removes the pod from the API before the kubelet has
       // ended its processes, so that the scheduler counts their GPUs free while they still hold them.
-      const gracePeriodSeconds = Math.max(1, Math.ceil(graceMs / 1000));
+      const gracePeriodSeconds = disrupting ? undefined : Math.max(1, Math.ceil(graceMs / 1000));
       await this.api.deleteNamespacedPod({ name, namespace: this.namespace, gracePeriodSeconds });
+      if (disrupting) return;
     } catch (error) {
       if (isStatus(error, 404)) return;
       throw error;

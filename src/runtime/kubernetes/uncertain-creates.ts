@@ -34,7 +34,9 @@ export class UncertainCreates {
   /** A pod the watch showed (`verb`): one of ours that should not exist is deleted; one gone is no longer looked out for. */
   seen(pod: V1Pod, verb: 'add' | 'update' | 'delete'): void {
     const name = pod.metadata?.name ?? '';
-    if (!this.names.has(name)) return;
+    const since = this.names.get(name);
+    if (since === undefined) return;
+    if (Date.now() - since > WATCH_FOR_MS) return void this.names.delete(name);
     if (verb === 'delete') this.names.delete(name);
     else if (!pod.metadata?.deletionTimestamp) this.delete(name);
   }

@@ -97,6 +97,8 @@ export interface KubeStandIn {
    * with reason Evicted and the DisruptionTarget condition (TerminationByKubelet); the object stays until deleted.
    */
   evictByNode(namespace: string, pod: string): KubeObject | undefined;
+  /** The DisruptionTarget condition alone, as a node's graceful shutdown writes it before it deletes the pod. */
+  markDisruption(namespace: string, pod: string, reason: string): KubeObject | undefined;
   /** Destroys every open watch connection. */
   cutWatches(): void;
   /** Forgets the change history: a watch from an earlier resourceVersion gets 410 Expired, as an in-stream ERROR
@@ -297,6 +299,12 @@ export async function createKubeStandIn(options: KubeStandInOptions = {}): Promi
           ],
           containerStatuses: (draft.status?.containerStatuses ?? []).map(killed),
         };
+      });
+    },
+    markDisruption(namespace, podName, reason) {
+      return store.update('pods', namespace, podName, (draft) => {
+        const condition = { type: 'DisruptionTarget', status: 'True', reason, lastTransitionTime: new Date().toISOString() };
+        draft.status.conditions = [...(draft.status.conditions ?? []).filter((c: any) => c.type !== 'DisruptionTarget'), condition];
       });
     },
     touchPod(namespace, podName) {
