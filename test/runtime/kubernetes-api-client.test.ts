@@ -34,6 +34,11 @@ async function apiServer(keepAliveMs: number) {
     connections.push(entry);
     socket.on('close', () => (entry.closed = Date.now()));
   });
+  return { kc: await listening(server), connections };
+}
+
+/** Listens on a free loopback port; a client configuration for it (a token user, namespace default). */
+async function listening(server: http.Server): Promise<KubeConfig> {
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const kc = new KubeConfig();
@@ -43,7 +48,7 @@ async function apiServer(keepAliveMs: number) {
     contexts: [{ name: 'x', cluster: 'c', user: 'u', namespace: 'default' }],
     currentContext: 'x',
   });
-  return { kc, connections };
+  return kc;
 }
 
 test('calls share a connection; an idle one is closed by the pool before the server would close it', async () => {
@@ -89,16 +94,7 @@ test("a refused pod create: a namespace's full ResourceQuota is an outage (retri
     req.resume();
     res.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify(answers.shift()));
   });
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  const { api, close } = pooledCoreApi(kc);
+  const { api, close } = pooledCoreApi(await listening(server));
   const create = () =>
     api
       .createNamespacedPod({ namespace: 'ml', body: { metadata: { name: 'rep-1' }, spec: { containers: [{ name: 'e', image: 'i' }] } } })

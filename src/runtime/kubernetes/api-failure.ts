@@ -1,5 +1,6 @@
 import { ApiException } from '@kubernetes/client-node';
 import { ReplicaStartError, RuntimeUnavailableError } from '../runtime.js';
+import { parseQuantity } from './quantity.js';
 
 /** The message of the API server's Status in a failed call's body (a string of JSON, or parsed), if any. */
 function statusMessage(error: ApiException<unknown>): string {
@@ -46,35 +47,13 @@ export function apiFailure(error: unknown): unknown {
   return error;
 }
 
-const SUFFIXES: Record<string, number> = {
-  '': 1,
-  m: 1e-3,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  P: 1e15,
-  Ki: 2 ** 10,
-  Mi: 2 ** 20,
-  Gi: 2 ** 30,
-  Ti: 2 ** 40,
-  Pi: 2 ** 50,
-};
-
-/** A quantity as the API server writes it (`8`, `500m`, `64Gi`); undefined when unreadable. */
-function quantity(text: string): number | undefined {
-  const match = /^(\d+(?:\.\d+)?)([a-zA-Z]*)$/.exec(text.trim());
-  const unit = match ? SUFFIXES[match[2]!] : undefined;
-  return unit === undefined ? undefined : Number(match![1]) * unit;
-}
-
 /** `name=quantity` pairs after `label:` in a quota refusal (`requested: requests.nvidia.com/gpu=8, used: …`). */
 function amounts(message: string, label: string): Map<string, number> {
   const list = new RegExp(`${label}: ((?:[\\w./-]+=[\\w.]+,?)+)`).exec(message)?.[1] ?? '';
   const found = new Map<string, number>();
   for (const pair of list.split(',')) {
     const [name, value] = pair.split('=');
-    const amount = value === undefined ? undefined : quantity(value);
+    const amount = value === undefined ? undefined : parseQuantity(value);
     if (name && amount !== undefined) found.set(name, amount);
   }
   return found;

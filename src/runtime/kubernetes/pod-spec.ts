@@ -22,7 +22,8 @@ import { LEASE_REFRESH_SECONDS } from '../../models/cache-bound.js';
 import { engineCommand } from '../engine-command.js';
 import type { ReplicaLaunch } from '../runtime.js';
 import type { SourceTokens } from './endpoint-secrets.js';
-import { scaleQuantity, type GpuPlacement, type KubernetesSettings } from './settings.js';
+import { scaleQuantity } from './quantity.js';
+import type { GpuPlacement, KubernetesSettings } from './settings.js';
 
 export const MANAGED_BY = 'dedicated-endpoints';
 export const LABELS = {

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError, optional, readInteger, readSize, type Env } from '../../config-env.js';
 import { GPU_TYPES, type GpuType } from '../../domain/instance-catalog.js';
+import { isQuantity } from './quantity.js';
 
 /** Where a GPU kind's pods go: the node labels to select, and the taints they tolerate. */
 export interface GpuPlacement {
@@ -17,15 +18,6 @@ export interface GpuPlacement {
    * admits it. Unset: no request.
    */
   requestsPerGpu?: { cpu?: string; memory?: string };
-}
-
-/** A Kubernetes quantity as this map takes it: a decimal number and an optional suffix (`8`, `500m`, `64Gi`). */
-const QUANTITY = /^(\d+(?:\.\d+)?)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$/;
-
-/** `quantity` times `n` (`32Gi` × 2 = `64Gi`). */
-export function scaleQuantity(quantity: string, n: number): string {
-  const [, number, suffix = ''] = quantity.match(QUANTITY)!;
-  return `${Number((Number(number) * n).toFixed(3))}${suffix}`;
 }
 
 /** The volume that holds downloaded models: a directory of the node, a claim, or a pod's own scratch space. */
@@ -117,7 +109,7 @@ function readGpuPlacement(env: Env): Record<GpuType, GpuPlacement> {
     const requests = entry.requestsPerGpu;
     if (
       requests !== undefined &&
-      !(isStringMap(requests) && Object.entries(requests).every(([name, q]) => (name === 'cpu' || name === 'memory') && QUANTITY.test(q)))
+      !(isStringMap(requests) && Object.entries(requests).every(([name, q]) => (name === 'cpu' || name === 'memory') && isQuantity(q)))
     )
       throw invalid();
     placement[kind as GpuType] = {
