@@ -245,7 +245,8 @@ export class KubernetesRuntime implements Runtime {
     if (view.kind === 'disrupted') return { state: 'dead', reason: view.reason, disrupted: true, evictedByNode: view.byNode };
     const { phase, reason } = view.progress;
     if (view.retrying) {
-      const since = this.retryingSince.get(name) ?? Date.now();
+      // From when the cluster says the container could first have started, when it says (as the step deadlines).
+      const since = this.retryingSince.get(name) ?? Math.min(Date.now(), view.retrying.since?.getTime() ?? Infinity);
       this.retryingSince.set(name, since);
       const { imagePullDeadlineMs } = this.options.settings;
       if (Date.now() - since > imagePullDeadlineMs) {

@@ -24,13 +24,25 @@ import type { EndpointErrorCode } from '../../domain/lifecycle.js';
 import { reportedError } from '../engine-report.js';
 import type { StartProgress } from '../runtime.js';
 
+/**
+ * A failing step the kubelet retries, and the failure it becomes past the runtime's deadline; `since`: when the
+ * cluster says the container could first have started (the pod scheduled, for the fetcher; its init containers done,
+ * for the engine), from which the deadline counts, whichever gateway reads it.
+ */
+export interface Retrying {
+  code: EndpointErrorCode;
+  reason: string;
+  detail?: string;
+  since?: Date;
+}
+
 export type PodView =
   /**
    * `retrying`: the kubelet retries a step that fails (an image pull); past the runtime's deadline, this failure.
    * `since`: when the pod began its step, as the cluster recorded it (its creation, while it waits for a node; its
    * engine's start, while the engine loads): a step's deadline counts from it, whichever gateway reads it.
    */
-  | { kind: 'progress'; progress: StartProgress; retrying?: { code: EndpointErrorCode; reason: string; detail?: string }; since?: Date }
+  | { kind: 'progress'; progress: StartProgress; retrying?: Retrying; since?: Date }
   | { kind: 'ready'; podIP: string }
   /** `detail`: the cluster's own words (image names, registry hosts, node names), for the gateway's log only. */
   | { kind: 'failed'; code: EndpointErrorCode; reason: string; oom: boolean; detail?: string }
@@ -64,14 +76,21 @@ const SETTINGS_WAITING = new Set(['InvalidImageName', 'ErrImageNeverPull', 'Crea
 const RETRIED_WAITING = new Set(['ErrImagePull', 'ImagePullBackOff', 'CreateContainerError']);
 
 /** A container the kubelet retries: its step, with why, and the failure it becomes. */
-function retried(status: V1ContainerStatus, phase: StartProgress['phase']): PodView | undefined {
+function retried(pod: V1Pod, status: V1ContainerStatus, phase: StartProgress['phase']): PodView | undefined {
   const waiting = status.state?.waiting;
   if (!waiting?.reason || !RETRIED_WAITING.has(waiting.reason)) return undefined;
-  const reason = `${waiting.reason}: the cluster could not start the ${phase === 'DOWNLOADING_MODEL' ? "model's fetcher" : 'engine'} container`;
+  const init = phase === 'DOWNLOADING_MODEL';
+  const reason = `${waiting.reason}: the cluster could not start the ${init ? "model's fetcher" : 'engine'} container`;
+  const began = pod.status?.conditions?.find((c) => c.type === (init ? 'PodScheduled' : 'Initialized') && c.status === 'True');
   return {
     kind: 'progress',
     progress: { phase, reason: `the kubelet retries (${waiting.reason})` },
-    retrying: { code: 'WORKLOAD_INIT_SETTINGS_ERROR', reason, ...detail(waiting.message) },
+    retrying: {
+      code: 'WORKLOAD_INIT_SETTINGS_ERROR',
+      reason,
+      ...detail(waiting.message),
+      ...(began?.lastTransitionTime ? { since: new Date(began.lastTransitionTime) } : {}),
+    },
   };
 }
 
@@ -127,7 +146,7 @@ export function viewPod(pod: V1Pod): PodView {
   // Not tried by the scheduler yet: no reason (a reason means that no node could take it).
   if (!pod.spec?.nodeName) return { kind: 'progress', progress: { phase: 'REQUESTING_VIRTUAL_MACHINE' }, ...created(pod) };
   for (const init of status.initContainerStatuses ?? []) {
-    const failed = containerFailure(init, true) ?? retried(init, 'DOWNLOADING_MODEL');
+    const failed = containerFailure(init, true) ?? retried(pod, init, 'DOWNLOADING_MODEL');
     if (failed) return failed;
   }
   // Scheduled, before the kubelet's first status: its init containers are not listed yet, and have not run.
@@ -135,7 +154,7 @@ export function viewPod(pod: V1Pod): PodView {
   const initsDone = inits.length >= (pod.spec.initContainers?.length ?? 0) && inits.every((s) => s.state?.terminated?.exitCode === 0);
   if (!initsDone) return { kind: 'progress', progress: { phase: 'DOWNLOADING_MODEL' } };
   for (const container of status.containerStatuses ?? []) {
-    const failed = containerFailure(container, false) ?? retried(container, 'ENGINE_INITIALIZING');
+    const failed = containerFailure(container, false) ?? retried(pod, container, 'ENGINE_INITIALIZING');
     if (failed) return failed;
     if (container.state?.terminated) {
       return { kind: 'failed', code: 'WORKLOAD_INIT_GRPC_ERROR', reason: 'the engine exited', oom: false };
