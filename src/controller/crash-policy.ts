@@ -40,8 +40,8 @@ export interface RecentDeaths {
 
 export type CrashDecision = { kind: 'fail' } | { kind: 'wait'; untilMs: number } | { kind: 'start' };
 
-/** The back-off before the next replacement after `count` deaths in the window (0 for none). */
-export function restartDelayMs(policy: CrashPolicy, count: number): number {
+/** The back-off before the next replacement after `count` deaths in the window (0 for none); placements after outages wait the same way. */
+export function restartDelayMs(policy: Pick<CrashPolicy, 'backoffBaseMs' | 'backoffMaxMs'>, count: number): number {
   if (count <= 0) return 0;
   return Math.min(policy.backoffMaxMs, policy.backoffBaseMs * 2 ** Math.min(count - 1, 30));
 }

@@ -5,7 +5,9 @@
  * controller's full speed, against a server already in trouble. The next placement waits 1 s, doubling with each
  * outage in a row up to a minute; one that is placed ends the series.
  */
-const BACKOFF = { baseMs: 1000, maxMs: 60_000 } as const;
+import { restartDelayMs } from './crash-policy.js';
+
+const BACKOFF = { backoffBaseMs: 1000, backoffMaxMs: 60_000 } as const;
 
 export class PlacementBackoff {
   private readonly outages = new Map<string, { attempts: number; until: number }>();
@@ -18,7 +20,7 @@ export class PlacementBackoff {
   /** A placement of the endpoint met an outage. */
   met(endpointId: string): void {
     const attempts = (this.outages.get(endpointId)?.attempts ?? 0) + 1;
-    this.outages.set(endpointId, { attempts, until: Date.now() + Math.min(BACKOFF.maxMs, BACKOFF.baseMs * 2 ** (attempts - 1)) });
+    this.outages.set(endpointId, { attempts, until: Date.now() + restartDelayMs(BACKOFF, attempts) });
   }
 
   /** A placement of the endpoint was made (or the endpoint is no longer this process's). */
