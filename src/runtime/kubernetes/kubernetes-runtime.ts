@@ -32,7 +32,7 @@ import {
   type ReplicaRef,
   type Runtime,
 } from '../runtime.js';
-import { viewPod } from './pod-status.js';
+import { disruption, viewPod } from './pod-status.js';
 import { LABELS, MANAGED_SELECTOR, podName, replicaPod } from './pod-spec.js';
 import { pooledCoreApi } from './api-client.js';
 import { apiFailure } from './api-failure.js';
@@ -290,7 +290,7 @@ export class KubernetesRuntime implements Runtime {
     // Marked for disruption and still running (a node shutting down, an eviction about to delete it): deleted with its
     // own grace, so its answers in flight may finish, and not waited for.
     const disrupting =
-      cached !== undefined && viewPod(cached).kind === 'disrupted' && !['Failed', 'Succeeded'].includes(cached.status?.phase ?? '');
+      cached !== undefined && disruption(cached) !== undefined && !['Failed', 'Succeeded'].includes(cached.status?.phase ?? '');
     try {
       // At least a second: a grace of 0 is a force delete, which removes the pod from the API before the kubelet has
       // ended its processes, so that the scheduler counts their GPUs free while they still hold them.

@@ -59,7 +59,8 @@ const DISRUPTED_REASONS = new Set(['Evicted', 'Preempting', 'NodeLost', 'Termina
 /** The node's own evictions (under memory or disk pressure): what the replica may have brought on itself. */
 const BY_NODE = new Set(['Evicted', 'TerminationByKubelet']);
 
-function disruption(pod: V1Pod): { reason: string; byNode: boolean } | undefined {
+/** Whether, and why, the cluster is taking the pod away (see above); undefined for a pod it leaves alone. */
+export function disruption(pod: V1Pod): { reason: string; byNode: boolean } | undefined {
   const target = pod.status?.conditions?.find((c) => c.type === 'DisruptionTarget' && c.status === 'True');
   const failed = pod.status?.phase === 'Failed' ? pod.status.reason : undefined;
   const reason = target ? (target.reason ?? 'DisruptionTarget') : failed && DISRUPTED_REASONS.has(failed) ? failed : undefined;
