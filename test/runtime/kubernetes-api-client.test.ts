@@ -1,15 +1,21 @@
 /**
  * The Kubernetes runtime's pooled API client (src/runtime/kubernetes/api-client.ts): calls share keep-alive
  * connections, and the pool closes an idle one before the server's keep-alive timeout would, so that no call goes
- * out on a connection the server is closing (an ECONNRESET, which the runtime reads as an API server outage). And what
- * a refusal means for a start (api-failure.ts), on the client's own exceptions.
+ * out on a connection the server is closing (an ECONNRESET, which the runtime reads as an API server outage). Pods are
+ * created as plain JSON, the same body the generated client's serializer would send. And what a refusal means for a
+ * start (api-failure.ts), on the client's own exceptions.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
+import { ApiException, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+// The generated client's serializer (not exported from the package's root): what its createNamespacedPod would send.
+import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import { afterEach, expect, test } from 'vitest';
 import { pooledCoreApi } from '../../src/runtime/kubernetes/api-client.js';
 import { apiFailure } from '../../src/runtime/kubernetes/api-failure.js';
+import { isStatus } from '../../src/runtime/kubernetes/endpoint-secrets.js';
+import { replicaPod } from '../../src/runtime/kubernetes/pod-spec.js';
+import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
 import { ReplicaStartError, RuntimeUnavailableError } from '../../src/runtime/runtime.js';
 
 const servers: http.Server[] = [];
@@ -94,11 +100,9 @@ test("a refused pod create: a namespace's full ResourceQuota is an outage (retri
     req.resume();
     res.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify(answers.shift()));
   });
-  const { api, close } = pooledCoreApi(await listening(server));
+  const { createPod, close } = pooledCoreApi(await listening(server));
   const create = () =>
-    api
-      .createNamespacedPod({ namespace: 'ml', body: { metadata: { name: 'rep-1' }, spec: { containers: [{ name: 'e', image: 'i' }] } } })
-      .then(() => undefined, apiFailure);
+    createPod('ml', { metadata: { name: 'rep-1' }, spec: { containers: [{ name: 'e', image: 'i' }] } }).then(() => undefined, apiFailure);
   const quota = await create();
   expect(quota).toBeInstanceOf(RuntimeUnavailableError);
   expect((quota as Error).message).toBe("the namespace's ResourceQuota has no room for the replica's pod");
@@ -113,4 +117,92 @@ test("a refused pod create: a namespace's full ResourceQuota is an outage (retri
     message: "the replica's pod asks for more than the namespace's ResourceQuota allows",
   });
   close();
+});
+
+/** A replica's pod with every part the runtime may set: GPUs and their placement, Secrets, the cache volume, probes. */
+function richPod(): V1Pod {
+  const gpuMap = {
+    H100: {
+      nodeSelector: { 'nvidia.com/gpu.product': 'NVIDIA-H100-80GB-HBM3' },
+      tolerations: [{ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' }],
+      requestsPerGpu: { cpu: '7.5', memory: '64Gi' },
+    },
+  };
+  return replicaPod(
+    {
+      replicaId: 'rep_abc',
+      endpointId: 'ep_xyz',
+      versionIndex: 2,
+      modelPath: null,
+      modelRepo: 'acme/llama-GGUF',
+      modelRevision: 'c'.repeat(40),
+      modelFile: { path: 'llama-Q4_K_M.gguf', sha256: 'f'.repeat(64), size: 4_000_000_000 },
+      gpuType: 'H100',
+      numGpu: 2,
+      maxBatchSize: 4,
+      contextSize: 2048,
+      maxInputLength: 1024,
+      addSpecialTokens: true,
+      skipSpecialTokens: false,
+    },
+    {
+      settings: readKubernetesSettings({
+        ENGINE_IMAGE: 'img:1',
+        KUBERNETES_GPU_NODE_MAP: JSON.stringify(gpuMap),
+        KUBERNETES_MODEL_CACHE: 'pvc:models',
+        KUBERNETES_MODEL_CACHE_MAX_BYTES: '100Gi',
+      }),
+      namespace: 'ml',
+      owner: { name: 'ep-xyz-engine', uid: 'u-1' },
+      hubEndpoint: 'https://huggingface.co',
+      hasHubToken: true,
+      wandbBaseUrl: 'https://api.wandb.ai',
+      hasWandbKey: true,
+    },
+  );
+}
+
+test("a pod is created as plain JSON: the generated serializer's body, with the credentials, on the pool's connection; a refusal is the client's ApiException", async () => {
+  const pod = richPod();
+  // The runtime's pods are their own wire form: the generated client's serializer would send the same document.
+  expect(JSON.parse(JSON.stringify(pod))).toEqual(ObjectSerializer.serialize(pod, 'V1Pod', ''));
+
+  const received: { method?: string; url?: string; type?: string; auth?: string; body: unknown }[] = [];
+  let connections = 0;
+  const server = http.createServer((req, res) => {
+    let text = '';
+    req.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    req.on('end', () => {
+      const body: unknown = JSON.parse(text);
+      received.push({ method: req.method, url: req.url, type: req.headers['content-type'], auth: req.headers.authorization, body });
+      if (received.length === 1) return res.writeHead(201, { 'content-type': 'application/json' }).end(text);
+      const status = {
+        kind: 'Status',
+        apiVersion: 'v1',
+        status: 'Failure',
+        message: 'pods "rep-abc" already exists',
+        reason: 'AlreadyExists',
+        code: 409,
+      };
+      res.writeHead(409, { 'content-type': 'application/json' }).end(JSON.stringify(status));
+    });
+  });
+  server.on('connection', () => connections++);
+  const { createPod, close } = pooledCoreApi(await listening(server));
+  try {
+    await expect(createPod('ml', pod)).resolves.toBeUndefined();
+    const conflict = await createPod('ml', pod).catch((error: unknown) => error);
+    expect(conflict).toBeInstanceOf(ApiException);
+    expect(isStatus(conflict, 409)).toBe(true);
+    // The body as the generated client leaves it: the Status's JSON text.
+    expect(JSON.parse((conflict as ApiException<string>).body)).toMatchObject({ reason: 'AlreadyExists', code: 409 });
+    expect(received).toHaveLength(2);
+    for (const request of received) {
+      expect(request).toMatchObject({ method: 'POST', url: '/api/v1/namespaces/ml/pods', type: 'application/json', auth: 'Bearer t' });
+      expect(request.body).toEqual(ObjectSerializer.serialize(pod, 'V1Pod', ''));
+    }
+    expect(connections).toBe(1);
+  } finally {
+    close();
+  }
 });

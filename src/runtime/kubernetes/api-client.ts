@@ -6,16 +6,23 @@
  * one keep-alive agent made from them, and a new one is made only when they change (a client certificate an exec
  * plugin renewed). Credentials sent as headers (bearer tokens) are applied to every call as before; a proxy's agent
  * is used as it is made.
+ *
+ * Pods are created through `createPod`, which sends the pod as JSON where the generated client walks its model
+ * (ObjectSerializer) both ways: a pod we build is already the wire form (the models' names are the JSON's), and
+ * nothing in the answer is read. The same request otherwise (URL, headers, credentials, pool, errors as ApiException).
  */
 import http from 'node:http';
 import https from 'node:https';
 import {
+  ApiException,
   CoreV1Api,
+  HttpMethod,
   createConfiguration,
   ServerConfiguration,
   type KubeConfig,
   type RequestContext,
   type SecurityAuthentication,
+  type V1Pod,
 } from '@kubernetes/client-node';
 
 const CONNECTION_OPTIONS = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'] as const;
@@ -25,6 +32,8 @@ const same = (a: unknown, b: unknown) => (Buffer.isBuffer(a) && Buffer.isBuffer(
 
 export interface PooledApi {
   api: CoreV1Api;
+  /** Creates the pod in the namespace (a refusal: ApiException with the server's status code and Status body). */
+  createPod(namespace: string, pod: V1Pod): Promise<void>;
   /** Closes the pool's idle connections. */
   close(): void;
 }
@@ -57,5 +66,19 @@ export function pooledCoreApi(kc: KubeConfig, options: { idleMs?: number } = {})
     },
   };
   const config = createConfiguration({ baseServer: new ServerConfiguration(cluster.server, {}), authMethods: { default: auth } });
-  return { api: new CoreV1Api(config), close: () => pool?.agent.destroy() };
+  async function createPod(namespace: string, pod: V1Pod): Promise<void> {
+    const request = config.baseServer.makeRequestContext(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`, HttpMethod.POST);
+    request.setHeaderParam('Accept', 'application/json');
+    request.setHeaderParam('Content-Type', 'application/json');
+    request.setBody(JSON.stringify(pod));
+    await auth.applySecurityAuthentication(request);
+    const response = await config.httpApi.send(request).toPromise();
+    if (response.httpStatusCode >= 200 && response.httpStatusCode <= 299) {
+      await response.body.binary(); // read to its end: the connection goes back to the pool
+      return;
+    }
+    const message = response.httpStatusCode === 401 ? 'Unauthorized' : 'Unknown API Status Code!';
+    throw new ApiException(response.httpStatusCode, message, await response.getBodyAsAny(), response.headers);
+  }
+  return { api: new CoreV1Api(config), createPod, close: () => pool?.agent.destroy() };
 }

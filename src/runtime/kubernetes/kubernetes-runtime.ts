@@ -71,6 +71,7 @@ export class KubernetesRuntime implements Runtime {
   readonly namespace: string;
   readonly adoptablePool: string;
   private readonly api: CoreV1Api;
+  private readonly createPod: (namespace: string, pod: V1Pod) => Promise<void>;
   private readonly closeApi: () => void;
   private readonly pods: Watched<V1Pod>;
   private readonly nodes: Watched<V1Node>;
@@ -97,6 +98,7 @@ export class KubernetesRuntime implements Runtime {
     // One keep-alive connection pool for every call (makeApiClient's clients open a connection per call).
     const pooled = pooledCoreApi(kc);
     this.api = pooled.api;
+    this.createPod = pooled.createPod;
     this.closeApi = pooled.close;
     const podPath = `/api/v1/namespaces/${this.namespace}/pods`;
     const podInformer = makeInformer<V1Pod>(
@@ -190,7 +192,7 @@ export class KubernetesRuntime implements Runtime {
       });
       try {
         asked = true;
-        await this.api.createNamespacedPod({ namespace: this.namespace, body: pod });
+        await this.createPod(this.namespace, pod);
       } catch (error) {
         if (!isStatus(error, 409)) throw error;
         const existing = await this.api.readNamespacedPod({ name, namespace: this.namespace });
