@@ -101,8 +101,8 @@ export async function serveHttp(
     log,
   );
   const cors = new CorsPolicy(options.corsOrigins ?? []);
-  const rest = endpointRoutes(services, access);
   const quota = new SubscriptionQuota(options.userMaxSubscriptions ?? DEFAULTS.userMaxSubscriptions);
+  const rest = endpointRoutes(services, access, quota);
   const graphqlHttp = createGraphQLHttp(yoga, services, log, { access, quota, graphiql: options.graphql?.introspection ?? true });
   const webConsole = consoleRoute(options.consoleDir);
 

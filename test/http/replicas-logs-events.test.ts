@@ -14,6 +14,10 @@ import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { liveReplicaRows, startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
 import { restClient } from '../support/gateway.js';
+import { openSse } from '../support/live-clients.js';
+
+/** USER_MAX_SUBSCRIPTIONS here: a followed log holds one of its user's places, as a subscription does. */
+const SUBSCRIPTIONS = 4;
 
 let t: TestApp;
 let alice: SeededUser;
@@ -23,7 +27,7 @@ let endpointId: string;
 let replica: { id: string; address: string; locator: string; engine_token: string | null };
 
 beforeAll(async () => {
-  t = await startTestApp();
+  t = await startTestApp({ env: { USER_MAX_SUBSCRIPTIONS: String(SUBSCRIPTIONS) } });
   alice = await t.seed.user();
   bob = await t.seed.user();
   const project = await alice.project('logs');
@@ -118,6 +122,49 @@ describe('REST', () => {
     expect(sse.headers.get('content-type')).toMatch(/^text\/event-stream/);
     const events = await whileWriting('sse-follow-marker', () => readUntil(sse, 'data: sse-follow-marker'));
     expect(events).toMatch(/^data: rest-follow-marker\n\n[^]*data: sse-follow-marker\n\n/);
+  });
+
+  test("a follow holds one of its user's subscription places: one past USER_MAX_SUBSCRIPTIONS is a 429, and a place freed is taken again", async () => {
+    const follow = () => fetch(new URL(`${base()}/logs?follow=true&tail=0`, t.url), { headers: { authorization: `Bearer ${alice.key}` } });
+    const held: Response[] = [];
+    try {
+      // The follows of the tests before give their places back as their connections close: taken again as they come.
+      const deadline = Date.now() + 10_000;
+      while (held.length < SUBSCRIPTIONS) {
+        const answer = await follow();
+        if (answer.status === 200) held.push(answer);
+        else if (Date.now() > deadline) throw new Error(`follow ${held.length + 1} answered ${answer.status}`);
+        else await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      const refused = await follow();
+      expect(refused.status).toBe(429);
+      expect((await refused.json()).error).toEqual({
+        code: 'RESOURCE_EXHAUSTED',
+        message: `too many subscriptions open for this user (all their API keys): at most ${SUBSCRIPTIONS} at once; end one first`,
+      });
+      // A subscription over SSE counts against the same places.
+      const project = await alice.project('logs-quota');
+      const sse = await openSse(t.url, alice.key, 'subscription($p: ID!) { endpointEvents(projectId: $p) { id } }', { p: project.id });
+      sse.close();
+      expect(sse.status).toBe(429);
+      // Another user is not held back by alice's follows: bob is refused for what he may read (404), not for her places.
+      const other = await bob.rest('GET', `${base()}/logs?follow=true`);
+      expect(other.status).toBe(404);
+      // A follow that ends gives its place back.
+      await held.shift()!.body!.cancel();
+      await waitFor(
+        'the place of the ended follow',
+        async () => {
+          const answer = await follow();
+          if (answer.status !== 200) return false;
+          held.push(answer);
+          return true;
+        },
+        5000,
+      );
+    } finally {
+      await Promise.all(held.map((answer) => answer.body?.cancel()));
+    }
   });
 
   test('events page with limit and cursor, oldest or newest first', async () => {

@@ -10,6 +10,7 @@ import type { Principal } from '../../services/principal.js';
 import { authenticateRequest } from '../authenticate.js';
 import { Router, unwrap, type RouteRequest, type RouteResponse } from './router.js';
 import type { AccessWatch } from '../../live/access-watch.js';
+import type { SubscriptionQuota } from '../../live/subscription-quota.js';
 import { addReplicaRoutes } from './replica-routes.js';
 import { specObject, statusObject } from './responses.js';
 
@@ -29,7 +30,8 @@ async function noBody(request: RouteRequest): Promise<void> {
 }
 
 /** The REST routes; `access` ends a followed log as soon as its reader loses access (without it, only its end or its client's does). */
-export function endpointRoutes(services: Services, access?: AccessWatch): Router {
+/** `access`: watches followed logs like subscriptions; `quota`: each followed log holds one of its user's places. */
+export function endpointRoutes(services: Services, access?: AccessWatch, quota?: SubscriptionQuota): Router {
   const authed =
     (handler: (principal: Principal, request: RouteRequest) => Promise<RouteResponse>) =>
     async (request: RouteRequest): Promise<RouteResponse> => {
@@ -139,6 +141,6 @@ export function endpointRoutes(services: Services, access?: AccessWatch): Router
       }),
     );
   }
-  addReplicaRoutes(router, services, access);
+  addReplicaRoutes(router, services, access, quota);
   return router;
 }

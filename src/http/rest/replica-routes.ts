@@ -5,12 +5,14 @@
  * client accepts `text/event-stream`) and `GET …/{id}/events`, paged like
  * `…/{id}/version`. Access is the endpoint's.
  */
+import { once } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { EndpointEventRecord } from '../../domain/endpoint.js';
-import { invalidInputError } from '../../domain/errors.js';
+import { FailureError, invalidInputError } from '../../domain/errors.js';
 import type { Services } from '../../services/index.js';
 import type { ReplicaList, ReplicaView } from '../../services/replica-service.js';
 import type { AccessWatch } from '../../live/access-watch.js';
+import type { SubscriptionQuota } from '../../live/subscription-quota.js';
 import { authenticateRequest, credentialsOfRequest } from '../authenticate.js';
 import { type Router, unwrap, type RouteRequest } from './router.js';
 
@@ -70,7 +72,7 @@ function booleanQuery(query: URLSearchParams, name: string): boolean {
   throw invalidInputError([{ field: name, message: 'must be true or false' }]);
 }
 
-export function addReplicaRoutes(router: Router, services: Services, access?: AccessWatch): void {
+export function addReplicaRoutes(router: Router, services: Services, access?: AccessWatch, quota?: SubscriptionQuota): void {
   const base = '/dedicated/beta/endpoint/:id';
   const principalOf = async (request: RouteRequest) => unwrap(await authenticateRequest(services, request.req));
   router
@@ -100,21 +102,25 @@ export function addReplicaRoutes(router: Router, services: Services, access?: Ac
         const { replica, lines } = unwrap(await services.replicas.log(principal, params.id!, logRequest));
         return { status: 200, body: { endpointId: params.id!, replicaId: replica.id, lines } };
       }
+      // A follow holds one of its user's subscription places (SSE and WebSocket subscriptions hold the others).
+      const release = quota?.take(principal.user.id);
+      if (quota && !release) throw new FailureError({ kind: 'overloaded', message: quota.refusal, retryAfter: 1 });
       const stop = new AbortController();
       // Watched like a subscription: a revoked key or a changed membership of the team it read ends it at once.
       const connection = access?.open(credentialsOfRequest(request.req), principal, epoch, () => stop.abort());
       const watched = connection?.subscription();
+      const done = () => {
+        connection?.close();
+        release?.();
+      };
       try {
         const { replica, chunks } = unwrap(
           await services.replicas.follow(watched?.principal ?? principal, params.id!, logRequest, stop.signal),
         );
         const lines = watched ? watched.watch(chunks) : chunks;
-        return {
-          status: 200,
-          stream: (res) => streamLog(request.req, res, replica.id, lines, stop).finally(() => connection?.close()),
-        };
+        return { status: 200, stream: (res) => streamLog(request.req, res, replica.id, lines, stop).finally(done) };
       } catch (error) {
-        connection?.close();
+        done();
         throw error;
       }
     });
@@ -122,9 +128,10 @@ export function addReplicaRoutes(router: Router, services: Services, access?: Ac
 
 /**
  * Writes the followed log as it comes, until the client goes, the log ends, or the caller loses access (`chunks`
- * is then revoked by the access watch, and ends with an error).
+ * is then revoked by the access watch, and ends with an error). A client that reads slower than the log grows holds
+ * the log's reading back (the next chunk is read once the socket has taken the last): nothing piles up here.
  */
-async function streamLog(
+export async function streamLog(
   req: IncomingMessage,
   res: ServerResponse,
   replicaId: string,
@@ -141,11 +148,15 @@ async function streamLog(
   res.flushHeaders();
   const end = () => stop.abort();
   res.once('close', end);
+  // Gone while the follow opened: its close has passed, and the log's next line may be far off.
+  if (res.destroyed) end();
   const keepAlive = sse ? setInterval(() => void (res.destroyed || res.write(': keep-alive\n\n')), KEEP_ALIVE_MS) : undefined;
   try {
     for await (const lines of chunks) {
       if (res.destroyed) break;
-      res.write(sse ? lines.map((line) => `data: ${line.replace(/\r/g, '')}\n\n`).join('') : `${lines.join('\n')}\n`);
+      const text = sse ? lines.map((line) => `data: ${line.replace(/\r/g, '')}\n\n`).join('') : `${lines.join('\n')}\n`;
+      // The client gone meanwhile aborts the wait (its close aborts `stop`).
+      if (!res.write(text)) await once(res, 'drain', { signal: stop.signal });
     }
   } catch {
     // the log could not be read further: the stream ends
