@@ -7,7 +7,10 @@
  * a consumer that drains its buffer soon reads the dropped events back from
  * the log (a burst costs nothing), while one that stays behind for longer
  * than `maxLagMs` is cut off with SubscriptionOverflowError, and can resume
- * from the last event it saw.
+ * from the last event it saw. What it reads back from the log (since `after`,
+ * or what was dropped) is held a page at a time: the next page is read once
+ * the last is delivered, so however far back `after` reaches, a subscriber
+ * holds one page.
  */
 import { DEFAULTS } from '../defaults.js';
 import type { EndpointEventRecord, EventScope } from '../domain/endpoint.js';
@@ -35,6 +38,9 @@ export interface LiveStreamOptions {
 
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
+/** Events read back from the log at once. */
+const BACKLOG_PAGE = 1000;
+
 /** Whether event id `a` comes after `b` (both decimal strings of a bigint, without leading zeros). */
 function isAfter(a: string, b: string): boolean {
   return a.length !== b.length ? a.length > b.length : a > b;
@@ -51,9 +57,11 @@ export class LiveEventStream implements AsyncIterableIterator<LiveItem> {
   private readonly bufferSize: number;
   private readonly maxLagMs: number;
   private readonly buffer: LiveSignal[] = [];
-  /** Events read back from the log, delivered before the buffer. */
+  /** Events read back from the log (a page), delivered before the buffer. */
   private backlog: EndpointEventRecord[] = [];
   private backlogAt = 0;
+  /** Whether the log may hold more to read back after the page held (it was full). */
+  private backlogMore = false;
   private behindSince: number | null = null;
   private wake: (() => void) | undefined;
   private last: string | null;
@@ -86,10 +94,11 @@ export class LiveEventStream implements AsyncIterableIterator<LiveItem> {
     this.wake?.();
   }
 
-  /** Reads the events after the position from the log; they come next. */
+  /** Reads a page of the events after the position from the log; they come next, and the following page after them. */
   private async readBack(): Promise<void> {
-    this.backlog = await readAll(this.sql, this.scope, this.last!);
+    this.backlog = await listEvents(this.sql, this.scope, this.last!, BACKLOG_PAGE);
     this.backlogAt = 0;
+    this.backlogMore = this.backlog.length === BACKLOG_PAGE;
   }
 
   async next(): Promise<IteratorResult<LiveItem>> {
@@ -109,6 +118,11 @@ export class LiveEventStream implements AsyncIterableIterator<LiveItem> {
         }
         this.last = event.id;
         return { done: false, value: { kind: 'event', event } };
+      }
+      if (this.backlogMore) {
+        // The page delivered was full: the next one, from the last event delivered.
+        await this.readBack();
+        continue;
       }
       if (this.behindSince !== null && performance.now() - this.behindSince > this.maxLagMs) {
         this.close();
@@ -148,16 +162,7 @@ export class LiveEventStream implements AsyncIterableIterator<LiveItem> {
     this.unsubscribe();
     this.buffer.length = 0;
     this.backlog = [];
+    this.backlogMore = false;
     this.wake?.();
-  }
-}
-
-async function readAll(sql: Sql, scope: EventScope, after: string): Promise<EndpointEventRecord[]> {
-  const all: EndpointEventRecord[] = [];
-  for (let cursor = after; ;) {
-    const page = await listEvents(sql, scope, cursor, 1000);
-    all.push(...page);
-    if (page.length < 1000) return all;
-    cursor = page[page.length - 1]!.id;
   }
 }

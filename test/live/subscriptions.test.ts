@@ -3,6 +3,7 @@ import { createClient, type Client } from 'graphql-ws';
 import WebSocket from 'ws';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { LiveEventStream, SubscriptionOverflowError } from '../../src/live/event-stream.js';
+import { connectDatabase } from '../../src/storage/database.js';
 import { startTestApp, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
 import type { SeededProject } from '../support/gateway.js';
 
@@ -185,6 +186,37 @@ describe('slow subscribers', () => {
     await expect(slow.next()).rejects.toBeInstanceOf(SubscriptionOverflowError);
     await fast.return();
   });
+});
+
+test('a subscription resumed from far back (`after`) reads the log a page at a time, as it delivers', async () => {
+  const id = await project.endpoint({ hfModelRepo: 'test-org/no-weights' });
+  await waitForStatus(t.sql, id, 'FAILED');
+  await burst(id, 2500, 16);
+  const ids = (
+    await t.sql<{ id: string }[]>`SELECT id::text FROM endpoint_events WHERE project_id = ${project.id} ORDER BY endpoint_events.id`
+  ).map((r) => r.id);
+  // The stream's own connection, its reads of the log counted.
+  let reads = 0;
+  const sql = connectDatabase(t.dbUrl, { max: 1, onQuery: (query) => void (/FROM endpoint_events/.test(query) && reads++) });
+  const stream = new LiveEventStream(t.app.gateway.hub, sql, { projectId: project.id }, { after: '0' });
+  try {
+    const seen: string[] = [];
+    const first = await stream.next();
+    if (first.done || first.value.kind !== 'event') throw new Error('no event first');
+    seen.push(first.value.event.id);
+    // One page read for the first event, not the whole history.
+    expect(reads).toBe(1);
+    while (seen.length < ids.length) {
+      const item = await stream.next();
+      if (!item.done && item.value.kind === 'event') seen.push(item.value.event.id);
+    }
+    expect(seen).toEqual(ids);
+    // Pages of 1,000, each read once the one before was delivered; the last is the first not full.
+    expect(reads).toBe(Math.floor(ids.length / 1000) + 1);
+  } finally {
+    await stream.return();
+    await sql.end({ timeout: 5 });
+  }
 });
 
 /** Appends events straight to the log (as many writers at once would), each with a message of `bytes`. */
