@@ -132,6 +132,7 @@ export class Controller {
       (replicaId) => starter.isStarting(replicaId),
       log,
       intervalMs / 2,
+      drainTimeoutMs,
     );
     this.sql = sql;
     this.batches = batches;

@@ -71,6 +71,8 @@ export class CrashWatch {
      * event, each step that ends pokes its endpoint) read it rather than asking every serving engine again.
      */
     private readonly healthFreshMs = 0,
+    /** How long a drain that a gateway which stopped had begun may take here (the controller's drain timeout). */
+    private readonly drainMs = 0,
   ) {}
 
   /**
@@ -111,6 +113,13 @@ export class CrashWatch {
         } else this.unknownSince.delete(replica.id);
         if (liveness.kind === 'alive' && resumable(endpoint, replica)) {
           live.push(replica); // placed and running: this pass follows its start rather than starting another
+          continue;
+        }
+        if (liveness.kind === 'alive' && replica.state === 'DRAINING') {
+          // Its drain was under way when the gateway that began it stopped: its answers in flight (other gateways'
+          // too) finish here, as they would have there, then it stops.
+          await this.stopper.stop(replica, this.drainMs);
+          this.unknownSince.delete(replica.id);
           continue;
         }
         // A replica abandoned before its engine was placed has no locator in its row, but it may run: it is reaped below.

@@ -35,11 +35,15 @@ export class ReplicaStopper {
 
   /**
    * Stops `replicas` together: the READY ones are all marked DRAINING first, then `draining` runs (the caller
-   * shows the counts without them), then each finishes its answers in flight and is stopped.
+   * shows the counts without them), then each (those already DRAINING too) finishes its answers in flight and is
+   * stopped.
    */
   async stopAll(replicas: readonly ReplicaRecord[], drainMs: number, draining?: () => Promise<void>): Promise<void> {
-    const drained = new Set(drainMs > 0 ? replicas.filter((r) => r.state === 'READY').map((r) => r.id) : []);
-    await Promise.all([...drained].map((id) => this.batches.markReplica(id, { state: 'DRAINING' })));
+    // A DRAINING one (its drain begun by a gateway that stopped) is drained again from here.
+    const drained = new Set(drainMs > 0 ? replicas.filter((r) => r.state === 'READY' || r.state === 'DRAINING').map((r) => r.id) : []);
+    await Promise.all(
+      replicas.filter((r) => r.state === 'READY' && drained.has(r.id)).map((r) => this.batches.markReplica(r.id, { state: 'DRAINING' })),
+    );
     await draining?.();
     await Promise.all(replicas.map((r) => this.finish(r, drained.has(r.id) ? drainMs : 0)));
   }

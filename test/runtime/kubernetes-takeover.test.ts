@@ -10,7 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { standardRepos, statusOf, testEnv, TINY_REPO, waitFor } from '../support/app.js';
+import { engineFetch, longRequest, standardRepos, statusOf, testEnv, TINY_REPO, waitFor } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
 import { createBody, restClient } from '../support/gateway.js';
@@ -92,7 +92,7 @@ async function removeEndpoint(gateway: GatewayProcess, id: string): Promise<void
 }
 
 /** A gateway on the API server directly, or through the proxy that can play an outage. */
-async function startGateway(through: 'direct' | 'proxy' = 'direct'): Promise<GatewayProcess> {
+async function startGateway(through: 'direct' | 'proxy' = 'direct', extra: Record<string, string> = {}): Promise<GatewayProcess> {
   let kubeconfig: Record<string, string> = {};
   if (through === 'proxy') {
     apiProxy = await startApiProxy(kube.url, (req) => {
@@ -106,7 +106,7 @@ async function startGateway(through: 'direct' | 'proxy' = 'direct'): Promise<Gat
     });
     kubeconfig = { KUBECONFIG: writeKubeconfig({ server: apiProxy.url, token: kube.token, namespace: NS }) };
   }
-  const gateway = await startGatewayProcess({ ...env, ...kubeconfig });
+  const gateway = await startGatewayProcess({ ...env, ...kubeconfig, ...extra });
   gateways.push(gateway);
   return gateway;
 }
@@ -297,4 +297,52 @@ test('a gateway that takes over while it cannot read pods neither adopts nor rep
   await servingOnOne(id, 'RUNNING under gateway B once it can read pods');
   expect(podsOf(id).map((p) => (p.metadata as { uid: string }).uid)).toEqual([uid]);
   await b.stop();
+}, 240_000);
+
+test('a gateway killed while its replica drains: the gateway that takes over lets the answer in flight finish, then stops the pod', async () => {
+  await Promise.all(gateways.splice(0).map((g) => g.stop()));
+  // Drains as long as the answer takes (the test default is 5 s).
+  const drainable = { DRAIN_TIMEOUT_MS: '120000' };
+  const a = await startGateway('direct', drainable);
+  const id = await createEndpoint(a);
+  await servingOnOne(id, 'RUNNING under gateway A');
+  // B runs beside A, holding nothing while A holds the endpoint: it takes over as soon as A's lease expires.
+  const b = await startGateway('direct', drainable);
+  const [replica] = await db.sql<{ id: string; address: string; engine_token: string | null; locator: string }[]>`
+    SELECT id, address, engine_token, locator FROM replicas WHERE endpoint_id = ${id} AND state = 'READY'`;
+  const [held] = await db.sql<{ owner: string }[]>`SELECT owner FROM endpoint_leases WHERE endpoint_id = ${id}`;
+
+  // An answer that another gateway routed to the replica: straight to its engine, as that gateway's router sends it.
+  let ended = false;
+  const answer = longRequest(replica!, 3500, new AbortController().signal).then((body) => ((ended = true), body));
+  await waitFor('the answer under way', async () => {
+    const health = (await (await engineFetch(replica!, '/health')).json()) as { active: number };
+    return health.active > 0;
+  });
+  // A puts the endpoint to sleep: the replica leaves routing and drains; then A dies.
+  expect((await restClient(a.url, ADMIN_KEY)('PUT', `/dedicated/beta/endpoint/${id}/sleep`)).status).toBe(200);
+  await waitFor('the replica draining', async () => {
+    const [row] = await db.sql<{ state: string }[]>`SELECT state FROM replicas WHERE id = ${replica!.id}`;
+    return row?.state === 'DRAINING';
+  });
+  const exited = new Promise((resolve) => a.child.once('exit', resolve));
+  a.child.kill('SIGKILL');
+  await exited;
+  await waitFor('B to hold the endpoint', async () => {
+    const [lease] = await db.sql<{ owner: string }[]>`SELECT owner FROM endpoint_leases WHERE endpoint_id = ${id}`;
+    return lease !== undefined && lease.owner !== held!.owner;
+  });
+  // B took over while the answer was still being generated (else this test shows nothing)...
+  expect(ended, 'the answer was still being generated when B took the endpoint over').toBe(false);
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  expect(kube.pod(NS, replica!.locator)?.metadata.deletionTimestamp, 'the pod is not deleted while it answers').toBeUndefined();
+  // ...and the answer ends whole; only then does the pod go, and the endpoint sleeps.
+  const body = await answer;
+  expect(body, 'the answer was cut').toBeDefined();
+  expect(JSON.parse(Buffer.from(body!).toString()).choices[0].finish_reason).toBe('length');
+  await waitFor('the drained pod gone', async () => kube.pod(NS, replica!.locator) === undefined, 60_000);
+  await waitFor('the endpoint asleep', async () => (await statusOf(db.sql, id)).status === 'SLEEPING', 60_000);
+  const [row] = await db.sql<{ state: string }[]>`SELECT state FROM replicas WHERE id = ${replica!.id}`;
+  expect(row!.state).toBe('STOPPED');
+  await removeEndpoint(b, id);
 }, 240_000);
