@@ -31,7 +31,7 @@ import { DISRUPTED } from './crash-watch.js';
 import { ModelPreparer } from './model-preparer.js';
 import { refOf } from './replica-stopper.js';
 import { PlacementBackoff } from './placement-backoff.js';
-import { isGatewayOutage, startErrorMessage, type StartFailure, type StartsSeen } from './start-errors.js';
+import { interruptionMessage, isGatewayOutage, startErrorMessage, type StartFailure, type StartsSeen } from './start-errors.js';
 import { warmUp } from './start-steps.js';
 import { LaneQueue } from './lane-queue.js';
 
@@ -197,7 +197,8 @@ export class ReplicaStarter {
       // Abandoned (its endpoint changed meanwhile), or an outage before it was placed: not a failure of the replica.
       if (isGatewayOutage(reason)) this.outages.met(endpoint.id);
       if (reason instanceof StaleError || isGatewayOutage(reason)) {
-        await batches.markReplica(replicaId, { state: 'STOPPED', lastError: (reason as Error).message });
+        if (!(reason instanceof StaleError)) this.options.log(`the start of ${replicaId} was interrupted`, reason);
+        await batches.markReplica(replicaId, { state: 'STOPPED', lastError: interruptionMessage(reason) });
         return;
       }
       await this.keepFailure(endpoint.id, { replicaId, versionIndex: version.versionIndex, error: reason });
@@ -302,7 +303,8 @@ export class ReplicaStarter {
         this.run(replica.id, endpoint.id, STEP.warmUp, () => this.warm(endpoint, replica, observed.address, warming));
       } else if (isGatewayOutage(observed.cause)) {
         // Its model step lost our database: not the replica's failure (a later pass starts another).
-        await drop(replica, ref, (observed.cause as Error).message);
+        this.options.log(`the model step of ${replica.id} lost the database`, observed.cause);
+        await drop(replica, ref, interruptionMessage(observed.cause));
       } else if (observed.disrupted) {
         // The cluster took its pod away (evicted, preempted, its node drained): not the start's failure either.
         await drop(replica, ref, `${DISRUPTED}: ${observed.reason ?? 'the cluster took it away'}`);

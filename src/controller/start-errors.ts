@@ -26,6 +26,16 @@ export function isGatewayOutage(error: unknown): boolean {
   return error instanceof RuntimeUnavailableError || isDatabaseUnavailable(error);
 }
 
+/**
+ * What a start ended by an interruption (its endpoint changed meanwhile: a StaleError; an outage before it was
+ * placed) records as the replica's last error, shown to the endpoint's team: our own errors' words, never a database
+ * driver's (which name the database's host and port).
+ */
+export function interruptionMessage(error: unknown): string {
+  if (isDatabaseUnavailable(error)) return 'interrupted: the gateway lost its database connection for a moment; another replica is started';
+  return error instanceof Error ? error.message : 'interrupted';
+}
+
 export function startErrorCode(error: unknown): EndpointErrorCode {
   if (error instanceof ModelSourceError) return error.code;
   if (error instanceof SettingsError) return 'WORKLOAD_INIT_SETTINGS_ERROR';

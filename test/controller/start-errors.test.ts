@@ -1,10 +1,13 @@
 /** What a failed start shows: each error a start can throw maps to an endpoint error code and a message safe to show. */
+import net from 'node:net';
 import { describe, expect, test } from 'vitest';
-import { startErrorCode, startErrorMessage, WarmupError } from '../../src/controller/start-errors.js';
+import { StaleError } from '../../src/controller/endpoint-writes.js';
+import { interruptionMessage, startErrorCode, startErrorMessage, WarmupError } from '../../src/controller/start-errors.js';
 import { ModelSourceError } from '../../src/models/errors.js';
 import { SettingsError } from '../../src/models/model-store.js';
 import { EngineCommandError } from '../../src/runtime/engine-command.js';
-import { ReplicaStartError } from '../../src/runtime/runtime.js';
+import { ReplicaStartError, RuntimeUnavailableError } from '../../src/runtime/runtime.js';
+import { connectDatabase } from '../../src/storage/database.js';
 
 describe('start error classification', () => {
   test('our own errors carry their code and their message', () => {
@@ -28,4 +31,27 @@ describe('start error classification', () => {
     expect(startErrorCode('thrown string')).toBe('WORKLOAD_INIT_UNKNOWN_ERROR');
     expect(startErrorMessage(undefined)).toBe('the replica could not be started');
   });
+});
+
+test("a start interrupted by the database's loss records our words as the replica's last error, never the driver's", async () => {
+  // A real driver error: a database that cannot be reached (a port nothing listens on).
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  const sql = connectDatabase(`postgres://u:p@127.0.0.1:${port}/db`, { max: 1, connectTimeoutSeconds: 2 });
+  const error = await sql`SELECT 1`.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  await sql.end({ timeout: 1 });
+  expect(String((error as Error).message)).toContain(String(port));
+  const shown = interruptionMessage(error);
+  expect(shown).toBe('interrupted: the gateway lost its database connection for a moment; another replica is started');
+  expect(shown).not.toContain(String(port));
+  // Our own interruptions keep their words.
+  expect(interruptionMessage(new StaleError('the endpoint changed meanwhile'))).toBe('the endpoint changed meanwhile');
+  expect(interruptionMessage(new RuntimeUnavailableError('the Kubernetes API server answered HTTP 503'))).toBe(
+    'the Kubernetes API server answered HTTP 503',
+  );
 });
