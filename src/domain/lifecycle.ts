@@ -144,7 +144,8 @@ export function transitionTarget(
     case 'restart':
       return { status: 'INITIALIZING', phase: 'REQUESTING_VIRTUAL_MACHINE', clearsError: true, desiredState: 'RUNNING' };
     case 'terminate':
-      return { status: 'TERMINATING', phase: null, clearsError: false, desiredState: 'TERMINATED' };
+      // A FAILED endpoint's code goes with its failure (errorCode is null unless FAILED or its last rollout failed).
+      return { status: 'TERMINATING', phase: null, clearsError: status === 'FAILED', desiredState: 'TERMINATED' };
     case 'update':
     case 'rollback':
       // A serving endpoint rolls the new version out; any other status keeps

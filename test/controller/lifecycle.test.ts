@@ -178,6 +178,18 @@ describe('one endpoint through its whole life', () => {
   });
 });
 
+test('a FAILED endpoint terminated goes TERMINATING, then TERMINATED, with no error code left', async () => {
+  const failed = await project.endpoint({ hfModelRepo: 'test-org/no-weights' });
+  await waitForStatus(t.sql, failed, 'FAILED');
+  expect((await alice.rest('GET', `/dedicated/beta/endpoint/${failed}/status`)).body.errorCode).not.toBeNull();
+  const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${failed}/terminate`);
+  expect(res.body).toMatchObject({ status: 'TERMINATING', errorCode: null });
+  await waitForStatus(t.sql, failed, 'TERMINATED');
+  const terminated = (await alice.rest('GET', `/dedicated/beta/endpoint/${failed}/status`)).body;
+  expect(terminated).toMatchObject({ status: 'TERMINATED', errorCode: null });
+  expect(terminated).not.toHaveProperty('errorMessage');
+});
+
 describe('an update during a rollout', () => {
   test('the endpoint stays UPDATING until the newest version serves: no RUNNING while an older one does', async () => {
     const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });

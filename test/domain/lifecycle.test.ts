@@ -40,6 +40,9 @@ describe('the transition table of the contract', () => {
       clearsError: true,
     });
     expect(transitionTarget('terminate', 'RUNNING')).toMatchObject({ status: 'TERMINATING', phase: null, desiredState: 'TERMINATED' });
+    // A failed rollout's code stays with a serving endpoint that terminates; a FAILED endpoint's goes with its failure.
+    expect(transitionTarget('terminate', 'RUNNING').clearsError).toBe(false);
+    expect(transitionTarget('terminate', 'FAILED').clearsError).toBe(true);
   });
 
   test('update rolls out only a serving endpoint; otherwise the status stays', () => {
