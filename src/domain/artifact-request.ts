@@ -5,6 +5,7 @@
  */
 import { formatArtifactName, parseArtifactName, type ArtifactName } from './artifact-name.js';
 import { FieldChecker, isObject } from './field-checker.js';
+import { IDENTITY_NAME_MAX_LENGTH } from './identity.js';
 import { GPU_COUNTS, GPU_TYPES, DEFAULT_INSTANCE_OPTION, instanceOptionFor, type GpuCount, type GpuType } from './instance-catalog.js';
 import {
   checkConsistency,
@@ -79,6 +80,11 @@ export function parseArtifactCreate(body: unknown): Result<ArtifactCreateInput> 
 /** A readable endpoint name for an artifact: `llama-3-8b-v3`. */
 export function generatedName(artifact: ArtifactName): string {
   return `${artifact.name}-${artifact.version}`.slice(0, LIMITS.nameLength);
+}
+
+/** The project a call without `projectId` creates for the artifact: `registry/name`, cut to a project name's length. */
+export function generatedProjectName(artifact: ArtifactName): string {
+  return `${artifact.registry}/${artifact.name}`.slice(0, IDENTITY_NAME_MAX_LENGTH);
 }
 
 /**

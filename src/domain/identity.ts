@@ -1,6 +1,9 @@
 /** Who may do what: users, their API keys, teams, membership and projects. */
 
 export const TEAM_ROLES = ['OWNER', 'MEMBER'] as const;
+
+/** The most characters a team's, a project's or an API key's name holds. */
+export const IDENTITY_NAME_MAX_LENGTH = 128;
 export type TeamRole = (typeof TEAM_ROLES)[number];
 
 export interface UserRecord {

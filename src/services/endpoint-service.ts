@@ -7,7 +7,7 @@
  */
 import { parseCreateEndpoint, parseUpdateEndpoint, type EndpointSpec } from '../domain/endpoint-spec.js';
 import { formatArtifactName } from '../domain/artifact-name.js';
-import { artifactSpec, parseArtifactCreate } from '../domain/artifact-request.js';
+import { artifactSpec, generatedProjectName, parseArtifactCreate } from '../domain/artifact-request.js';
 import { newId } from '../domain/ids.js';
 import { holdsNoReplicas, isAllowed, noReplicasMessage, transitionTarget, type LifecycleAction } from '../domain/lifecycle.js';
 import { parsePageRequest, toPage, type Page } from '../domain/pagination.js';
@@ -162,7 +162,7 @@ export class EndpointService {
       if (found.type === 'error') return found;
       project = found.value;
     } else {
-      const created = await this.identity.createProject(principal, { name: `${input.artifact.registry}/${input.artifact.name}` });
+      const created = await this.identity.createProject(principal, { name: generatedProjectName(input.artifact) });
       if (created.type === 'error') return created;
       project = created.value;
     }

@@ -7,6 +7,7 @@ import { FieldChecker } from '../domain/field-checker.js';
 import { hashApiKey, newApiKey, newId } from '../domain/ids.js';
 import { fail, forbidden, invalidArgument, notFound, ok, type DomainError, type Result } from '../domain/result.js';
 import {
+  IDENTITY_NAME_MAX_LENGTH,
   namesUser,
   normalizeEmail,
   type ApiKeyRecord,
@@ -90,7 +91,7 @@ function lastOwnerConflict(owners: readonly string[], userId: string): DomainErr
 
 function readName(field: string, value: unknown): Result<string> {
   const check = new FieldChecker();
-  const name = check.string({ [field]: value }, field, { required: true, maxLength: 128 });
+  const name = check.string({ [field]: value }, field, { required: true, maxLength: IDENTITY_NAME_MAX_LENGTH });
   return name === undefined ? fail(invalidArgument(check.violations)) : ok(name.trim());
 }
 

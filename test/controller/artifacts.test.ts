@@ -95,6 +95,16 @@ describe('creating from an artifact', () => {
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
   });
 
+  test('without projectId, names as long as an artifact name allows: the project and endpoint names are cut to fit', async () => {
+    const registryName = `r${'e'.repeat(99)}`;
+    const artifactName = `n${'a'.repeat(99)}`;
+    const res = await alice.rest('POST', ROUTE, { wandbArtifactVersionName: `acme/${registryName}/${artifactName}:v1` });
+    expect(res.status).toBe(200);
+    expect(res.body.projectName).toBe(`${registryName}/${artifactName}`.slice(0, 128));
+    expect(res.body.endpointName).toBe(`${artifactName}-v1`);
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${res.body.endpointId}`);
+  });
+
   test('GraphQL, by alias: the spec shows the artifact, its resolved version and digest', async () => {
     const { createEndpointFromArtifact: result } = await alice.graphql.request(CreateEndpointFromArtifactDocument, {
       input: {
