@@ -134,3 +134,20 @@ test("a pod marked for disruption and still running (a node shutting down) is de
   // Its own terminationGracePeriodSeconds (the runtime's default, 300 s), not the 1 s of a stop without grace.
   expect((await marked)!.metadata.deletionGracePeriodSeconds).toBe(300);
 });
+
+test("a replica of another pool (a gateway in another namespace placed it) is unknown here, not gone: its pod is not this cache's to miss", async () => {
+  const ours = runtime.node;
+  expect(ours).toBe('kubernetes/default');
+  const ref: ReplicaRef = {
+    replicaId: 'rep_elsewhere',
+    endpointId: 'ep_elsewhere',
+    address: null,
+    locator: podName('rep_elsewhere'),
+    node: 'kubernetes/other',
+  };
+  expect(runtime.liveness(ref)).toEqual({ kind: 'unknown' });
+  expect(runtime.observe(ref)).toEqual({ state: 'unknown' });
+  // The same replica recorded in this pool, with no pod: gone.
+  expect(runtime.liveness({ ...ref, node: ours })).toMatchObject({ kind: 'dead' });
+  expect(runtime.observe({ ...ref, node: ours })).toMatchObject({ state: 'dead' });
+});

@@ -222,7 +222,7 @@ export class KubernetesRuntime implements Runtime {
    * within the start timeout, it is reported dead.
    */
   observe(ref: ReplicaRef): ReplicaObservation {
-    if (!this.pods.synced) return { state: 'unknown' };
+    if (!this.pods.synced || this.elsewhere(ref)) return { state: 'unknown' };
     const name = ref.locator ?? podName(ref.replicaId);
     const pod = this.pods.informer.get(name, this.namespace);
     const view = pod ? viewPod(pod) : undefined;
@@ -317,7 +317,7 @@ export class KubernetesRuntime implements Runtime {
   }
 
   liveness(ref: ReplicaRef): Liveness {
-    if (!this.pods.synced) return { kind: 'unknown' };
+    if (!this.pods.synced || this.elsewhere(ref)) return { kind: 'unknown' };
     const pod = this.pods.informer.get(ref.locator ?? podName(ref.replicaId), this.namespace);
     // A pod does not vanish when its engine fails (restartPolicy Never keeps the failed pod): only a delete does.
     if (!pod) return { kind: 'dead', reason: 'its pod is gone', disrupted: true };
@@ -326,6 +326,14 @@ export class KubernetesRuntime implements Runtime {
     if (view.kind === 'deleting') return { kind: 'dead', reason: 'its pod is being deleted', disrupted: true };
     if (view.kind === 'disrupted') return { kind: 'dead', reason: view.reason, disrupted: true, evictedByNode: view.byNode };
     return { kind: 'alive' };
+  }
+
+  /**
+   * Whether the replica runs in another namespace than this runtime's (a gateway of another pool placed it): its pod
+   * is not in this runtime's cache, which tells nothing of it (as a local runtime knows nothing of another machine's).
+   */
+  private elsewhere(ref: Pick<ReplicaRef, 'node'>): boolean {
+    return ref.node !== null && ref.node !== undefined && ref.node !== this.node;
   }
 
   health(ref: ReplicaRef, timeoutMs?: number): Promise<EngineHealth | undefined> {
