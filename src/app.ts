@@ -47,7 +47,7 @@ export interface AppOptions {
   /** How the local runtime runs the built-in engine: the program and its first arguments. @default a bundle built at start (engine-bundle.ts) */
   engineEntry?: readonly string[];
   /** Controller overrides for tests (crash-loop window, stop grace, a drain's silence). */
-  controller?: { crashLoop?: Partial<CrashPolicy>; stopGraceMs?: number; drainSilenceMs?: number };
+  controller?: { crashLoop?: Partial<CrashPolicy>; stopGraceMs?: number; drainSilenceMs?: number; orphanReapIntervalMs?: number };
   /** Where the built web console is (tests build their own). @default dist/console */
   consoleDir?: string;
   /** The Kubernetes runtime's client configuration (tests point it at a stand-in API server). @default KUBECONFIG or in-cluster */

@@ -14,6 +14,8 @@ export const DEFAULTS = {
   replicaStartTimeoutMs: 300_000,
   /** DRAIN_TIMEOUT_MS: how long a sleeping or scaled-down replica may take to finish its requests. */
   drainTimeoutMs: 30_000,
+  /** How often a gateway looks for the replicas no endpoint owns (orphans) and stops them. */
+  orphanReapIntervalMs: 60_000,
   /** SIGTERM to SIGKILL of a stopped engine. */
   stopGraceMs: 10_000,
   /** A draining engine that has answered no health check for this long is stopped (hung, it serves nothing). */

@@ -63,6 +63,8 @@ export interface ControllerOptions {
   restIntervalMs?: number;
   /** How long a sleeping or scaled-down replica may take to finish its requests. @default 30000 */
   drainTimeoutMs?: number;
+  /** How often the replicas no endpoint owns are looked for and stopped, after the start's. @default 60000 */
+  orphanReapIntervalMs?: number;
   /** SIGTERM to SIGKILL. @default 10000 */
   stopGraceMs?: number;
   /** A draining engine that answers no health check for this long is stopped. @default 10000 */
@@ -89,6 +91,8 @@ export class Controller {
   private readonly rollout: Rollout;
   private readonly scaling: Scaling;
   private readonly log: (message: string, error?: unknown) => void;
+  private readonly orphanReapIntervalMs: number;
+  private reaper: NodeJS.Timeout | undefined;
 
   constructor(options: ControllerOptions) {
     const { sql, runtime, models, builtInEngine } = options;
@@ -139,6 +143,7 @@ export class Controller {
     this.runtime = runtime;
     this.log = log;
     this.drainTimeoutMs = drainTimeoutMs;
+    this.orphanReapIntervalMs = options.orphanReapIntervalMs ?? DEFAULTS.orphanReapIntervalMs;
     this.writes = writes;
     this.stopper = stopper;
     this.starter = starter;
@@ -167,10 +172,17 @@ export class Controller {
     runtime.onChange((endpointId) => this.loop.poke(endpointId, { heldOnly: true, internal: true }));
   }
 
-  /** Reaps replicas no endpoint owns, then reconciles every interval (and at once on `poke`). */
+  /**
+   * Reaps replicas no endpoint owns, then reconciles every interval (and at once on `poke`). Orphans are reaped every
+   * `orphanReapIntervalMs` too: one can appear later (a pod create that committed after its gateway died, or was
+   * answered as failed; a start-up whose pod cache could not sync yet, when the first reap sees nothing).
+   */
   async start(): Promise<void> {
     await this.stopper.reapOrphans();
     this.loop.start();
+    const reap = () => void this.stopper.reapOrphans().catch((error: unknown) => this.log('reaping orphaned replicas failed', error));
+    this.reaper = setInterval(reap, this.orphanReapIntervalMs);
+    this.reaper.unref();
   }
 
   /**
@@ -188,6 +200,7 @@ export class Controller {
    * interval's pass.
    */
   async stop(): Promise<void> {
+    clearInterval(this.reaper);
     await this.loop.stop();
     await this.starter.stop();
   }

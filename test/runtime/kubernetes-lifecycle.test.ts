@@ -58,7 +58,7 @@ beforeAll(async () => {
   t = await startTestApp({
     kubeConfig,
     env: kubernetesTestEnv(NS, cacheDir),
-    controller: { crashLoop: { failures: 3, windowMs: 60_000, backoffBaseMs: 500, hangMs: 10_000 } },
+    controller: { crashLoop: { failures: 3, windowMs: 60_000, backoffBaseMs: 500, hangMs: 10_000 }, orphanReapIntervalMs: 1000 },
   });
   alice = await t.seed.user();
   project = await alice.project('kube');
@@ -428,6 +428,29 @@ describe('a scale-out on a full cluster, wanted no more', () => {
     expect(state).toBe('STOPPED');
     await waitFor('one replica wanted', async () => (await statusOf(t.sql, id)).desired === 1);
     expect((await liveReplicaRows(t.sql, id)).map((r) => r.id)).toEqual([first!.id]);
+    expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
+    await waitFor('the deleted endpoint’s pods to be gone', async () => podsOf(id).length === 0, 60_000);
+  }, 180_000);
+});
+
+describe('orphans while the gateway runs', () => {
+  test("a pod labelled as ours that appears later with no replica row (a create that committed after its gateway died) is deleted; the others' pods stay", async () => {
+    const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+    await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    const podsBefore = livePodsOf(id).map((p) => (p.metadata as { uid: string }).uid);
+    await kubeConfig.makeApiClient(CoreV1Api).createNamespacedPod({
+      namespace: NS,
+      body: {
+        metadata: {
+          name: 'rep-late-orphan',
+          labels: { 'app.kubernetes.io/managed-by': 'dedicated-endpoints', 'dedicated-endpoints.io/replica': 'rep_late_orphan' },
+        },
+        spec: { restartPolicy: 'Never', containers: [{ name: 'engine', image: 'dedicated-endpoints:test', command: ['sleep', '600'] }] },
+      },
+    });
+    await waitFor('the late orphan to be deleted', async () => kube.pod(NS, 'rep-late-orphan') === undefined, 30_000);
+    expect(livePodsOf(id).map((p) => (p.metadata as { uid: string }).uid)).toEqual(podsBefore);
+    expect((await chat(id)).status).toBe(200);
     expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
     await waitFor('the deleted endpoint’s pods to be gone', async () => podsOf(id).length === 0, 60_000);
   }, 180_000);
