@@ -6,7 +6,7 @@
  */
 import { CoreV1Api, KubeConfig, makeInformer, type V1Pod } from '@kubernetes/client-node';
 import { beforeAll, expect, test } from 'vitest';
-import { Watched } from '../../src/runtime/kubernetes/watched.js';
+import { Watched, watchPath } from '../../src/runtime/kubernetes/watched.js';
 import { waitFor } from '../support/app.js';
 import { isPodRead, startApiProxy, startKubeStandIn, writeKubeconfig, type KubeStandIn } from '../support/kube/index.js';
 
@@ -29,7 +29,7 @@ beforeAll(async () => {
 
 test('a start whose list failed is not a synced cache; the retry after the back-off is', async () => {
   const core = kc.makeApiClient(CoreV1Api);
-  const informer = makeInformer<V1Pod>(kc, `/api/v1/namespaces/${NS}/pods`, () => core.listNamespacedPod({ namespace: NS }));
+  const informer = () => makeInformer<V1Pod>(kc, `/api/v1/namespaces/${NS}/pods`, () => core.listNamespacedPod({ namespace: NS }));
   const logged: string[] = [];
   const watched = new Watched(
     informer,
@@ -45,6 +45,49 @@ test('a start whose list failed is not a synced cache; the retry after the back-
     expect(logged.join('\n')).toMatch(/the pod watch failed; restarting in 500 ms/);
     podReadsDown = false;
     await waitFor('the retry to sync the cache', async () => watched.synced, 10_000);
+  } finally {
+    await watched.stop();
+  }
+});
+
+test('a watch that goes silent with its connection open is taken as dead once it has heard nothing for stuckMs: a new informer lists again and sees what changed', async () => {
+  const core = kc.makeApiClient(CoreV1Api);
+  const pod = (name: string): V1Pod => ({
+    metadata: { name },
+    spec: { containers: [{ name: 'c', image: 'i', command: ['sleep', '60'] }] },
+  });
+  await core.createNamespacedPod({ namespace: NS, body: pod('silent-1') });
+  // Watches the server ends every second (a healthy informer starts a new one each time); dead after 3 s of nothing.
+  const informer = () =>
+    makeInformer<V1Pod>(kc, watchPath(`/api/v1/namespaces/${NS}/pods`, 1), () => core.listNamespacedPod({ namespace: NS }));
+  const logged: string[] = [];
+  const seen: string[] = [];
+  const watched = new Watched(
+    informer,
+    'pod',
+    (message) => logged.push(message),
+    (object, verb) => seen.push(`${verb} ${object.metadata?.name}`),
+    3000,
+  );
+  try {
+    await watched.run();
+    expect(watched.synced).toBe(true);
+    // Quiet but alive: the server's ends of its watches are heard, so it is not taken as dead.
+    await new Promise((resolve) => setTimeout(resolve, 4000));
+    expect(logged.filter((m) => /heard nothing/.test(m))).toEqual([]);
+    const first = watched.informer;
+    // Now the connection dies without a word, and a pod is created meanwhile: the silent watch never shows it.
+    standIn.stallWatches();
+    await core.createNamespacedPod({ namespace: NS, body: pod('silent-2') });
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(watched.informer.get('silent-2', NS)).toBeUndefined();
+    await waitFor('a new informer to list again', async () => watched.synced && watched.informer !== first, 10_000);
+    expect(logged.join('\n')).toMatch(/the pod watch heard nothing for 3 s \(its connection is taken as dead\): listing again/);
+    expect(watched.informer.get('silent-2', NS)).toBeDefined();
+    expect(seen).toContain('add silent-2');
+    // And the new informer's watch follows what changes next.
+    await core.deleteNamespacedPod({ namespace: NS, name: 'silent-1', gracePeriodSeconds: 0 });
+    await waitFor('the delete seen', async () => watched.informer.get('silent-1', NS) === undefined, 10_000);
   } finally {
     await watched.stop();
   }

@@ -40,7 +40,7 @@ import { UncertainCreates } from './uncertain-creates.js';
 import { PodLogs } from './pod-logs.js';
 import { EndpointSecrets, isStatus } from './endpoint-secrets.js';
 import type { KubernetesSettings } from './settings.js';
-import { Watched } from './watched.js';
+import { Watched, watchPath } from './watched.js';
 
 export interface KubernetesRuntimeOptions {
   settings: KubernetesSettings;
@@ -101,12 +101,13 @@ export class KubernetesRuntime implements Runtime {
     this.createPod = pooled.createPod;
     this.closeApi = pooled.close;
     const podPath = `/api/v1/namespaces/${this.namespace}/pods`;
-    const podInformer = makeInformer<V1Pod>(
-      kc,
-      podPath,
-      () => this.api.listNamespacedPod({ namespace: this.namespace, labelSelector: MANAGED_SELECTOR }),
-      MANAGED_SELECTOR,
-    );
+    const podInformer = () =>
+      makeInformer<V1Pod>(
+        kc,
+        watchPath(podPath),
+        () => this.api.listNamespacedPod({ namespace: this.namespace, labelSelector: MANAGED_SELECTOR }),
+        MANAGED_SELECTOR,
+      );
     this.pods = new Watched(podInformer, 'pod', options.log, (pod, verb) => {
       const name = pod.metadata?.name ?? '';
       this.uncertain.seen(pod, verb);
@@ -124,7 +125,7 @@ export class KubernetesRuntime implements Runtime {
       const endpointId = pod.metadata?.labels?.[LABELS.endpoint];
       if (endpointId) this.listener?.(endpointId);
     });
-    const nodeInformer = makeInformer<V1Node>(kc, '/api/v1/nodes', () => this.api.listNode());
+    const nodeInformer = () => makeInformer<V1Node>(kc, watchPath('/api/v1/nodes'), () => this.api.listNode());
     this.nodes = new Watched(nodeInformer, 'node', options.log, () => {});
     this.secrets = new EndpointSecrets(this.api, this.namespace, { hubToken: options.hubToken, wandbApiKey: options.wandbApiKey });
     this.uncertain = new UncertainCreates(this.api, this.namespace, options.log);

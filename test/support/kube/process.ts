@@ -33,6 +33,7 @@ export const REMOTE_METHODS = [
   'setImagePullFailure',
   'evictByNode',
   'cutWatches',
+  'stallWatches',
   'expireHistory',
   'openWatches',
   'requests',

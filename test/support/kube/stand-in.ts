@@ -101,6 +101,8 @@ export interface KubeStandIn {
   markDisruption(namespace: string, pod: string, reason: string): KubeObject | undefined;
   /** Destroys every open watch connection. */
   cutWatches(): void;
+  /** Every open watch goes silent with its connection kept open (a connection that died without a word). */
+  stallWatches(): void;
   /** Forgets the change history: a watch from an earlier resourceVersion gets 410 Expired, as an in-stream ERROR
    *  event (default) or, with `answer: 'http'`, as the HTTP answer itself (kept for later watches until changed). */
   expireHistory(options?: { answer?: ExpiredAnswer }): void;
@@ -319,6 +321,7 @@ export async function createKubeStandIn(options: KubeStandInOptions = {}): Promi
       kubelet.wake();
     },
     cutWatches: () => watches.cut(),
+    stallWatches: () => watches.stall(),
     expireHistory(expireOptions = {}) {
       if (expireOptions.answer) watches.expiredAnswer = expireOptions.answer;
       store.expireHistory();

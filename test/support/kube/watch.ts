@@ -22,6 +22,8 @@ export type ExpiredAnswer = 'event' | 'http';
 
 export class WatchHub {
   private readonly open = new Set<ServerResponse>();
+  /** Each open watch's stop of its events and timers, its connection left open (`stall`). */
+  private readonly silencers = new Map<ServerResponse, () => void>();
   expiredAnswer: ExpiredAnswer = 'event';
 
   constructor(
@@ -103,10 +105,15 @@ export class WatchHub {
     }
     const timeoutSeconds = Number(query.get('timeoutSeconds') ?? '0');
     if (timeoutSeconds > 0) timers.push(setTimeout(() => res.end(), timeoutSeconds * 1000));
-    const cleanup = () => {
+    const silence = () => {
       unsubscribe();
       for (const timer of timers) clearTimeout(timer);
+    };
+    this.silencers.set(res, silence);
+    const cleanup = () => {
+      silence();
       this.open.delete(res);
+      this.silencers.delete(res);
     };
     res.once('close', cleanup);
     req.once('close', cleanup);
@@ -127,6 +134,15 @@ export class WatchHub {
   cut(): void {
     for (const res of this.open) res.socket?.destroy();
     this.open.clear();
+  }
+
+  /**
+   * Every open watch goes silent, its connection kept open: no more events, bookmarks or timeout, as a watch whose
+   * connection died without a word (a load balancer that dropped it, a half-open TCP connection) looks to its client.
+   * Later watches are served as usual.
+   */
+  stall(): void {
+    for (const res of this.open) this.silencers.get(res)?.();
   }
 
   /** Ends every watch stream cleanly. */
