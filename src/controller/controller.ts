@@ -223,8 +223,15 @@ export class Controller {
     const { writes, stopper } = this;
     const { endpoint } = state;
     const id = endpoint.id;
+    // A start's failure kept for a pass is told only while the endpoint wants to run: one from before a sleep, a
+    // terminate or a delete (its replica stopped by it), or from before the endpoint failed, must not fail the
+    // next wake or restart.
+    if (endpoint.deleted || endpoint.desiredState !== 'RUNNING' || endpoint.status === 'FAILED') this.starter.dropFailures(id);
     const replicas = await this.crashes.observe(endpoint, state.replicas);
-    if (replicas === 'failed') return false;
+    if (replicas === 'failed') {
+      this.starter.dropFailures(id);
+      return false;
+    }
 
     if (endpoint.deleted) {
       await stopper.stopAll(replicas, 0);
@@ -254,7 +261,13 @@ export class Controller {
       case 'RUNNING': {
         if (endpoint.status === 'FAILED') return replicas.length === 0;
         if (holdsNoReplicas(endpoint)) {
-          const changed = await writes.transition(id, endpoint, { type: 'held-at-zero' }, { cause: 'controller:max-replica-0' });
+          // Of the version read: an update since (a maxReplica raised again) is the next pass's.
+          const changed = await writes.transition(
+            id,
+            endpoint,
+            { type: 'held-at-zero' },
+            { cause: 'controller:max-replica-0', ofVersion: endpoint.current.versionIndex },
+          );
           return changed === null && replicas.length === 0;
         }
         const serving = replicas.filter((r) => r.state === 'READY');
@@ -286,7 +299,12 @@ export class Controller {
             id,
             endpoint,
             { type: 'all-replicas-current' },
-            { cause: 'controller:serving', desiredReplicas: Math.max(endpoint.desiredReplicaCnt, serving.length) },
+            {
+              cause: 'controller:serving',
+              desiredReplicas: Math.max(endpoint.desiredReplicaCnt, serving.length),
+              // Every replica is of the version read: an update since makes this no longer true.
+              ofVersion: endpoint.current.versionIndex,
+            },
           );
           const steady = await this.scaling.autoscale(endpoint, state.queued, serving, starting, seen.waitingForNode);
           return steady && changed === null && !replicas.some((r) => r.state === 'DRAINING');
@@ -310,6 +328,11 @@ export class Controller {
     const id = endpoint.id;
     for (const { replicaId, versionIndex, error } of failed) {
       const errorCode = startErrorCode(error);
+      if (serving.length === 0 && versionIndex !== endpoint.current.versionIndex) {
+        // A version the endpoint no longer wants (an update came during its start): the pass starts the current one.
+        this.log(`starting ${id}: replica ${replicaId} of a superseded version (${versionIndex}) did not start`, error);
+        continue;
+      }
       if (serving.length === 0) {
         this.log(`starting ${id} failed with ${errorCode}`, error);
         await this.writes.refreshCounts(id, 0, 'controller:start-failed');
@@ -317,7 +340,12 @@ export class Controller {
           id,
           endpoint,
           { type: 'start-failed', errorCode },
-          { cause: 'controller:start-failed', detail: { message: startErrorMessage(error) }, errorMessage: failureMessage(error) },
+          {
+            cause: 'controller:start-failed',
+            detail: { message: startErrorMessage(error) },
+            errorMessage: failureMessage(error),
+            ofVersion: versionIndex,
+          },
         );
         return true;
       }

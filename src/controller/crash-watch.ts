@@ -182,6 +182,8 @@ export class CrashWatch {
         endpoint,
         { type: 'crash-loop' },
         {
+          // Of the version read: an update since starts its own replicas.
+          ofVersion: endpoint.current.versionIndex,
           cause: 'controller:crash-loop',
           detail: { message: `the engine exited ${this.policy.failures} times within ${Math.round(this.policy.windowMs / 1000)} seconds` },
         },

@@ -106,6 +106,9 @@ export class ReplicaStarter {
     for (const map of [this.followed, this.warmed]) for (const [id, of] of map) if (of === endpointId && !this.jobs.has(id)) map.delete(id);
   }
 
+  /** The endpoint's failed starts not told yet are dropped: it no longer wants to run (asleep, terminated, failed). */
+  dropFailures = (endpointId: string) => void this.failures.delete(endpointId);
+
   /** Whether a step of one of the endpoint's starts (a placement, a warm-up) runs in this process. */
   busy = (endpointId: string) => [...this.jobs.values()].some((job) => job.endpointId === endpointId);
 
@@ -367,7 +370,8 @@ export class ReplicaStarter {
       if (!first) return void (await writes.refreshCounts(id, KEEP_DESIRED, 'controller:replica-ready'));
       // Counted first: whoever sees RUNNING also sees the replica that serves.
       await writes.refreshCounts(id, { atLeast: Math.max(endpoint.current.spec.autoscaling.minReplica, 1) }, 'controller:started');
-      await writes.transition(id, endpoint, { type: 'replica-ready' }, { cause: 'controller:serving' });
+      // RUNNING for the version it serves: an update since (UPDATING) is left to its rollout.
+      await writes.transition(id, endpoint, { type: 'replica-ready' }, { cause: 'controller:serving', ofVersion: replica.versionIndex });
     } catch (error) {
       // Stale: another wrote first. An outage of ours: the next pass warms it up again. Neither is the replica's failure.
       if (error instanceof StaleError || isGatewayOutage(error)) return;
