@@ -146,6 +146,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     subscriptionMaxLagMs: config.subscriptionMaxLagMs,
     wsMaxSubscriptions: config.wsMaxSubscriptions,
     userMaxSubscriptions: config.userMaxSubscriptions,
+    streamStallTimeoutMs: config.streamStallTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
     headersTimeoutMs: config.headersTimeoutMs,
     graphql: { limits: config.graphqlLimits, introspection: config.graphqlIntrospection },

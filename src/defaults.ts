@@ -43,6 +43,8 @@ export const DEFAULTS = {
   subscriptionMaxLagMs: 5000,
   /** WS_MAX_SUBSCRIPTIONS: operations in flight on one WebSocket. */
   wsMaxSubscriptions: 100,
+  /** STREAM_STALL_TIMEOUT_MS: how long a streamed answer or subscription may wait for its client to take what was sent. */
+  streamStallTimeoutMs: 30_000,
   /** USER_MAX_SUBSCRIPTIONS */
   userMaxSubscriptions: 500,
   /** REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS */

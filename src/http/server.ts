@@ -70,6 +70,8 @@ export interface HttpOptions {
   wsMaxSubscriptions?: number;
   /** Subscriptions one user holds open in this process at once, over all their keys (SSE streams and WebSocket operations). */
   userMaxSubscriptions?: number;
+  /** How long a streamed answer or SSE subscription waits for a client that takes nothing of it. @default DEFAULTS.streamStallTimeoutMs */
+  streamStallTimeoutMs?: number;
   /** How long a client may take to send a whole request, and its headers; then 408 and the connection closes. */
   requestTimeoutMs?: number;
   headersTimeoutMs?: number;
@@ -103,7 +105,13 @@ export async function serveHttp(
   const cors = new CorsPolicy(options.corsOrigins ?? []);
   const quota = new SubscriptionQuota(options.userMaxSubscriptions ?? DEFAULTS.userMaxSubscriptions);
   const rest = endpointRoutes(services, access, quota);
-  const graphqlHttp = createGraphQLHttp(yoga, services, log, { access, quota, graphiql: options.graphql?.introspection ?? true });
+  const stallMs = options.streamStallTimeoutMs ?? DEFAULTS.streamStallTimeoutMs;
+  const graphqlHttp = createGraphQLHttp(yoga, services, log, {
+    access,
+    quota,
+    graphiql: options.graphql?.introspection ?? true,
+    stallMs,
+  });
   const webConsole = consoleRoute(options.consoleDir);
 
   const dispatch = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
@@ -118,7 +126,7 @@ export async function serveHttp(
     if (url.pathname === GRAPHQL_PATH) {
       await graphqlHttp(req, res, url);
     } else if (url.pathname === CHAT_PATH || url.pathname === COMPLETIONS_PATH) {
-      await handleChatCompletion(req, res, services, chat, log, url.pathname);
+      await handleChatCompletion(req, res, services, chat, log, url.pathname, stallMs);
     } else if (url.pathname === TOKENIZE_PATH || url.pathname === DETOKENIZE_PATH) {
       await handleTokenRoute(req, res, url.pathname, services, chat, log);
     } else if (url.pathname.startsWith(OPENAI_PREFIX)) {

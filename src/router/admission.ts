@@ -155,6 +155,8 @@ export class EndpointGate {
    * QueueTimeoutError or QueueAbortedError when its wait ends unadmitted.
    */
   acquire(key: string, signal: AbortSignal): Promise<() => void> {
+    // Gone before it could wait (while its prompt was counted, its key looked up): it takes no place, and holds none.
+    if (signal.aborted) return Promise.reject(new QueueAbortedError('client left'));
     const decision = this.decide(key);
     if (decision.kind === 'refuse') return Promise.reject(new QueueRefusedError(decision));
     if (decision.kind === 'run') return Promise.resolve(this.take(key));

@@ -236,15 +236,22 @@ export class ChatRouter {
     // Requests are shared fairly between API keys (see admission.ts).
     const key = principal.keyId ?? `user:${principal.user.id}`;
     if (gate.busy) {
-      // A request that would wait has a prompt that might break the limits counted first, so a bad one is refused
-      // at once, not after the queue; any other that will not be queued learns it at once, with no round trip.
+      // A request that would wait has a prompt that might break the limits counted first, so a bad one is refused at
+      // once (its 400, not the queue's 429). The count runs on a busy replica's event loop: within the endpoint's
+      // places for token calls, so that a flood of long prompts cannot stall its streams (none free: it goes on
+      // unchecked, and the engine refuses it when it runs).
       const prompt = kind.prompt(request, endpoint.id);
       const counter = mayBreakTokenLimits(request, prompt, endpoint)
         ? this.upstream.pick(this.view.cachedReplicas(endpoint.id)?.replicas ?? [], new Set())
         : undefined;
-      if (counter) {
-        const overLimits = await checkPromptTokens(this.upstream.engines, counter, endpoint, request, prompt, signal);
-        if (overLimits) return fail(overLimits);
+      const leave = counter ? this.tokenCalls.enter(endpoint.id) : undefined;
+      if (leave) {
+        try {
+          const overLimits = await checkPromptTokens(this.upstream.engines, counter!, endpoint, request, prompt, signal);
+          if (overLimits) return fail(overLimits);
+        } finally {
+          leave();
+        }
       }
     }
     // A request that is not to be queued is answered here, without a rejected promise (a burst's refusals stay cheap).

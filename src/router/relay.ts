@@ -6,6 +6,8 @@
  * as an async stream and parses them.
  */
 import type { Writable } from 'node:stream';
+import { DEFAULTS } from '../defaults.js';
+import { stallGuard } from '../util/stall-guard.js';
 import type { RoutedRequest } from './dispatch.js';
 import { eventData, eventEnd, sseData } from './sse.js';
 
@@ -155,8 +157,15 @@ export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string
  * src/http/rest/chat-errors.ts). Resolves when the answer ended or either
  * side went away.
  */
-export function pipeStream(routed: RoutedRequest, out: Writable, cutEvents: string): Promise<void> {
+export function pipeStream(
+  routed: RoutedRequest,
+  out: Writable,
+  cutEvents: string,
+  stallMs: number = DEFAULTS.streamStallTimeoutMs,
+): Promise<void> {
   const meter = new StreamMeter(routed);
+  // A client that takes nothing of the answer for stallMs is cut: its slot goes back (the replica may have finished).
+  const stall = stallGuard(out, stallMs);
   const upstream = routed.upstream.body;
   let partial: Buffer | null = null;
   return new Promise<void>((resolve) => {
@@ -164,6 +173,7 @@ export function pipeStream(routed: RoutedRequest, out: Writable, cutEvents: stri
     const done = () => {
       if (settled) return;
       settled = true;
+      stall.stop();
       meter.finish();
       resolve();
     };
@@ -192,7 +202,9 @@ export function pipeStream(routed: RoutedRequest, out: Writable, cutEvents: stri
       partial = start < bytes.length ? bytes.subarray(start) : null;
       if (start > from) kept.push(bytes.subarray(from, start));
       if (kept.length === 0) return;
-      if (!out.write(kept.length === 1 ? kept[0]! : Buffer.concat(kept))) {
+      const accepted = out.write(kept.length === 1 ? kept[0]! : Buffer.concat(kept));
+      stall.wrote(accepted);
+      if (!accepted) {
         upstream.pause();
         out.once('drain', () => upstream.resume());
       }

@@ -87,7 +87,7 @@ export function createGraphQLHttp(
   yoga: GatewayYoga,
   services: Services,
   log: Log,
-  options: { access?: AccessWatch; quota?: SubscriptionQuota; graphiql: boolean },
+  options: { access?: AccessWatch; quota?: SubscriptionQuota; graphiql: boolean; stallMs?: number },
 ) {
   const { access, quota } = options;
   /** Hands the request to yoga, with the body this path already read. */
@@ -192,6 +192,6 @@ export function createGraphQLHttp(
     // Events that the watch can end (an access change); a single result (errors before the stream) is written as it is.
     const events = watched && Symbol.asyncIterator in stream ? watched.watch(stream) : stream;
     // Handed over: this frame (the body, the document, the context) is not kept for the stream's life.
-    return writeSseResponse(res, events, requestIdOf(req), log);
+    return writeSseResponse(res, events, requestIdOf(req), log, options.stallMs);
   };
 }

@@ -12,6 +12,8 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { ExecutionResult, GraphQLError } from 'graphql';
+import { DEFAULTS } from '../../defaults.js';
+import { stallGuard } from '../../util/stall-guard.js';
 import type { Log } from '../request-id.js';
 import { exposedGraphQLError, publicErrorJson, reportGraphQLErrors } from './errors.js';
 import { resultJson, type ResultSink } from './shared-execution.js';
@@ -63,6 +65,7 @@ export function writeSseResponse(
   stream: ExecutionResult | AsyncIterable<ExecutionResult>,
   requestId: string,
   log: Log,
+  stallMs: number = DEFAULTS.streamStallTimeoutMs,
 ): Promise<void> | undefined {
   // CORS headers, if any, are already set by the server (../cors.ts).
   res.writeHead(200, {
@@ -72,11 +75,17 @@ export function writeSseResponse(
     'content-encoding': 'none',
   });
   if (!(Symbol.asyncIterator in stream)) return void res.end(`${frameOf(stream)}event: complete\ndata:\n\n`);
-  return pump(res, stream[Symbol.asyncIterator](), requestId, log);
+  return pump(res, stream[Symbol.asyncIterator](), requestId, log, stallMs);
 }
 
 /** Writes what a started subscription yields (results its sink refused, and errors) until it completes or the client goes away. */
-async function pump(res: ServerResponse, events: AsyncIterator<ExecutionResult>, requestId: string, log: Log): Promise<void> {
+async function pump(
+  res: ServerResponse,
+  events: AsyncIterator<ExecutionResult>,
+  requestId: string,
+  log: Log,
+  stallMs: number,
+): Promise<void> {
   // Gone while the subscription started: its close has passed, so end the stream here.
   if (res.destroyed) return void events.return?.();
   res.write(':\n\n');
@@ -90,13 +99,17 @@ async function pump(res: ServerResponse, events: AsyncIterator<ExecutionResult>,
     void events.return?.();
   });
   res.on('drain', () => drained?.());
+  // A client that takes nothing for stallMs is cut (its 'close' ends the subscription, and what it holds goes back).
+  const stall = stallGuard(res, stallMs);
   try {
     for (;;) {
       const step = await events.next();
       if (closed) return;
       if (step.done) break;
       reportGraphQLErrors(step.value.errors, requestId, log, 'an SSE subscription');
-      if (!res.write(frameOf(step.value))) {
+      const accepted = res.write(frameOf(step.value));
+      stall.wrote(accepted);
+      if (!accepted) {
         await new Promise<void>((resolve) => (drained = resolve));
         drained = undefined;
       }
@@ -111,5 +124,6 @@ async function pump(res: ServerResponse, events: AsyncIterator<ExecutionResult>,
     res.end('event: complete\ndata:\n\n');
   } finally {
     clearInterval(ping);
+    stall.stop();
   }
 }

@@ -24,6 +24,8 @@ export function handleChatCompletion(
   router: ChatRouter,
   log: Log,
   path: typeof CHAT_PATH | typeof COMPLETIONS_PATH = CHAT_PATH,
+  /** How long the answer's stream waits for a client that takes nothing of it (then it is cut, its slot freed). */
+  stallMs?: number,
 ): Promise<void> {
   const kind = path === COMPLETIONS_PATH ? TEXT_KIND : CHAT_KIND;
   return handleOpenAIPost(req, res, services, log, path, async ({ principal, body, clientGone }) => {
@@ -47,7 +49,7 @@ export function handleChatCompletion(
       'x-accel-buffering': 'no',
     });
     res.flushHeaders();
-    await pipeStream(routed, res, CUT_EVENTS);
+    await pipeStream(routed, res, CUT_EVENTS, stallMs);
     if (!res.destroyed) res.end();
   });
 }

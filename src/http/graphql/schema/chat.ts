@@ -360,6 +360,9 @@ builder.subscriptionField('chatCompletion', (t) =>
           if (data === '[DONE]') return;
           const chunk = upstreamJson<Chunk>(data);
           if ('failure' in chunk) throw graphqlChatError(chunk.failure, JSON_FIELDS);
+          // The engine's error event inside the stream (it shuts down, its generation failed): the stream's error, with
+          // the engine's code, not a chunk (which has no id).
+          if ('error' in chunk) throw graphqlChatError(engineFailure({ status: 502, body: chunk }), JSON_FIELDS);
           yield chunk;
         }
       } finally {

@@ -1,0 +1,203 @@
+/**
+ * Clients that hold the chat path's resources without using them, against a real gateway whose engine is an
+ * OpenAI-compatible server run through ENGINE_COMMAND (a few lines below), one max_batch_size 1 replica per endpoint:
+ * a reader that stops reading a stream, a client that leaves while its prompt is counted, a flood of prompts over
+ * the limits at a busy endpoint (each counted on the busy replica, at most 4 at once), and an engine that ends a
+ * stream with its own error event.
+ *
+ * The engine: `HOLD` in a message holds its stream open; `SHUTDOWN` ends the stream with the engine's error event;
+ * `BIG` streams about 60 MB at once; /tokenize answers after 1.5 s. It appends what it does to `engine.log` (its
+ * port, then the line) and counts the /tokenize calls it runs at once.
+ */
+import { readFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import { openSse } from '../support/live-clients.js';
+
+const ENGINE = `
+import http from 'node:http';
+import { appendFileSync } from 'node:fs';
+const [port, dir] = [Number(process.argv[2]), process.argv[3]];
+const note = (line) => appendFileSync(dir + '/engine.log', port + ' ' + line + '\\n');
+const chunk = (content) => JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+let active = 0;
+let tokenizing = 0;
+http.createServer((req, res) => {
+  if (req.method === 'GET') return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', active, queued: 0 }));
+  let body = '';
+  req.on('data', (c) => (body += c));
+  req.on('end', () => {
+    const request = JSON.parse(body);
+    const text = JSON.stringify(request.messages ?? '');
+    if (req.url === '/tokenize') {
+      tokenizing++;
+      note('tokenize at once ' + tokenizing);
+      return setTimeout(() => {
+        tokenizing--;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count: 10, max_model_len: 4096, max_input_length: 64 }));
+      }, 1500);
+    }
+    active++;
+    res.on('close', () => active--);
+    if (request.stream) {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: ' + chunk('hi') + '\\n\\n');
+      if (text.includes('HOLD')) return note('holding');
+      if (text.includes('SHUTDOWN')) {
+        res.write('data: {"error":{"message":"The engine is shutting down","type":"server_error","param":null,"code":"engine_shutting_down"}}\\n\\n');
+        return res.end('data: [DONE]\\n\\n');
+      }
+      if (text.includes('BIG')) {
+        const piece = 'data: ' + chunk('y'.repeat(2000)) + '\\n\\n';
+        for (let i = 0; i < 30000; i++) res.write(piece);
+        res.end('data: [DONE]\\n\\n');
+        return note('BIG written');
+      }
+      return res.end('data: [DONE]\\n\\n');
+    }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ id: 'c', object: 'chat.completion', created: 1, model: 'm',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+  });
+}).listen(port, '127.0.0.1');
+process.on('SIGTERM', () => process.exit(0));
+`;
+
+const STALL_MS = 1500;
+let dir: string;
+let t: TestApp;
+let alice: SeededUser;
+/** Another key of alice's: admission shares slots fairly between keys. */
+let otherKey: string;
+let endpoints: string[] = [];
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'hostile-clients-'));
+  await writeFile(path.join(dir, 'engine.log'), '');
+  const script = path.join(dir, 'engine.mjs');
+  await writeFile(script, ENGINE);
+  t = await startTestApp({
+    env: {
+      ENGINE_COMMAND: `"${process.execPath}" "${script}" {port} "${dir}"`,
+      QUEUE_TIMEOUT_MS: '6000',
+      STREAM_STALL_TIMEOUT_MS: String(STALL_MS),
+    },
+  });
+  alice = await t.seed.user();
+  const key = await t.app.services.identity.createApiKey('system', { name: 'second', user: alice.user.id });
+  if (key.type === 'error') throw new Error(key.error.message);
+  otherKey = key.value.secret;
+  const project = await alice.project('hostile');
+  const spec = { hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } };
+  const advanced = { max_batch_size: 1, max_token_count: 4096, max_input_length: 64 };
+  endpoints = await Promise.all([0, 1, 2, 3].map(() => project.endpoint({ ...spec, advanced })));
+  for (const id of endpoints) await waitForStatus(t.sql, id, 'RUNNING', 60_000);
+}, 120_000);
+
+afterAll(async () => {
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const engineLog = async () => readFile(path.join(dir, 'engine.log'), 'utf8');
+
+const chat = (id: string, key: string, content: string, extra: Record<string, unknown> = {}, signal?: AbortSignal) =>
+  fetch(`${t.url}/dedicated/v1/chat/completions`, {
+    method: 'POST',
+    ...(signal ? { signal } : {}),
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: id, messages: [{ role: 'user', content }], ...extra }),
+  });
+
+/** Holds the endpoint's one slot with a stream the engine keeps open; `end` lets it go. */
+async function holdSlot(id: string) {
+  const abort = new AbortController();
+  const held = await chat(id, alice.key, 'HOLD', { stream: true }, abort.signal);
+  expect(held.status).toBe(200);
+  return { end: () => abort.abort() };
+}
+
+test('a client that stops reading a stream is cut after STREAM_STALL_TIMEOUT_MS: its slot goes back to the others', async () => {
+  const id = endpoints[0]!;
+  const body = JSON.stringify({ model: id, stream: true, messages: [{ role: 'user', content: 'BIG' }] });
+  const url = new URL(t.url);
+  const socket = net.connect(Number(url.port), url.hostname);
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.pause();
+  let closed = false;
+  socket.once('close', () => (closed = true));
+  socket.write(
+    `POST /dedicated/v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${alice.key}\r\n` +
+      `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+  // The engine has written the whole answer; the client reads none of it.
+  await waitFor('the engine to finish writing', async () => (await engineLog()).includes('BIG written'), 20_000);
+  // Another key's request gets the slot once the stalled stream is cut, well within its queue wait.
+  const started = performance.now();
+  const other = await chat(id, otherKey, 'hello');
+  expect(other.status).toBe(200);
+  expect(performance.now() - started).toBeLessThan(STALL_MS + 4000);
+  // The gateway ended the stalled stream: read now, it ends (cut) instead of going on.
+  socket.resume();
+  await waitFor('the stalled connection closed by the gateway', async () => closed, 10_000);
+});
+
+test('a client gone while its prompt was counted takes no queue place', async () => {
+  const id = endpoints[1]!;
+  const slot = await holdSlot(id);
+  try {
+    // A prompt the limits may refuse: counted on the replica (1.5 s) before it would queue; the client leaves meanwhile.
+    const gone = new AbortController();
+    const leaving = chat(id, alice.key, 'x'.repeat(500), {}, gone.signal).catch(() => 'left');
+    setTimeout(() => gone.abort(), 300);
+    expect(await leaving).toBe('left');
+    await new Promise((resolve) => setTimeout(resolve, 1800));
+    // Nobody waits: the queue this gateway publishes (the autoscaler's demand) is empty.
+    const [published] = await t.sql<{ queued: number }[]>`
+      SELECT coalesce(sum(queued), 0)::int AS queued FROM gateway_queue_depth WHERE endpoint_id = ${id}`;
+    expect(published!.queued).toBe(0);
+    // Another key's request is queued (not refused for a request ahead of it), and runs once the slot frees.
+    const other = chat(id, otherKey, 'hello');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    slot.end();
+    expect((await other).status).toBe(200);
+  } finally {
+    slot.end();
+  }
+});
+
+test('prompts over the limits flooding a busy endpoint: no more than 4 counted at once on its replica', async () => {
+  const id = endpoints[2]!;
+  const slot = await holdSlot(id);
+  try {
+    const before = (await engineLog()).split('\n').length;
+    const answers = await Promise.all(Array.from({ length: 20 }, () => chat(id, alice.key, 'z'.repeat(5000)).then((r) => r.status)));
+    const lines = (await engineLog()).split('\n').slice(before - 1);
+    const atOnce = lines
+      .map((line) => /tokenize at once (\d+)/.exec(line)?.[1])
+      .filter(Boolean)
+      .map(Number);
+    expect(Math.max(0, ...atOnce)).toBeLessThanOrEqual(4);
+    // The counted ones over max_input_length are refused with 400; the others queue or are refused for the queue.
+    expect(answers.every((s) => s === 400 || s === 429 || s === 200)).toBe(true);
+  } finally {
+    slot.end();
+  }
+}, 60_000);
+
+test("GraphQL: an engine's error event inside the stream is the subscription's error, with the engine's code", async () => {
+  const stream = await openSse(
+    t.url,
+    alice.key,
+    'subscription($input: ChatCompletionInput!) { chatCompletion(input: $input) { id choices { delta { content } } } }',
+    { input: { model: endpoints[3], messages: [{ role: 'user', content: 'SHUTDOWN' }] } },
+  );
+  await waitFor('the stream to end', async () => stream.ended !== undefined, 20_000);
+  const errors = stream.events.flatMap((e) => (e.data?.errors as { message: string; extensions?: { code?: string } }[] | undefined) ?? []);
+  expect(errors).toHaveLength(1);
+  expect(errors[0]!.message).not.toBe('Unexpected error.');
+  expect(JSON.stringify(errors[0])).toContain('engine_shutting_down');
+});
