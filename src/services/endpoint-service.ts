@@ -22,6 +22,7 @@ import {
   listEndpoints,
   lockEndpoint,
   markEndpointDeleted,
+  refreshCountsLocked,
 } from '../storage/endpoints-repository.js';
 import { insertEvent, latestEventId } from '../storage/events-repository.js';
 import { findVersion, insertVersion, listVersions } from '../storage/versions-repository.js';
@@ -297,6 +298,8 @@ export class EndpointService {
         cause: `api:${action}`,
         actorId: principal.user.id,
       });
+      // updatedReplicaCnt counts the newest version's ready replicas: none yet, unless handed over later.
+      await refreshCountsLocked(tx, id, `api:${action}`);
       return ok(await readLocked(tx, id));
     });
     return this.changed(id, outcome);

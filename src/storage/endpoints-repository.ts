@@ -207,6 +207,14 @@ export async function refreshReplicaCountsOf(db: Sql, refreshes: readonly Counts
 }
 
 /**
+ * Refreshes the counts the endpoint shows (its desired count kept) inside a transaction that holds its row (an
+ * update's: the newest version's count of ready replicas changes with the version), with its REPLICAS_CHANGED event.
+ */
+export async function refreshCountsLocked(tx: Queryable, id: string, cause: string): Promise<void> {
+  await sendRefreshes(tx, [{ id, desired: { atLeast: 0 }, cause }]);
+}
+
+/**
  * Sends a statement (`send`) in a transaction that first locks the endpoints' rows, in id order: its snapshot is taken
  * once they can no longer change (a refresh or transition whose row changed while it waited, sent again). The
  * statement is not awaited inside: the commit goes with it (the event order lock it takes is not held across a round

@@ -87,7 +87,9 @@ describe('one endpoint through its whole life', () => {
   test('an update rolls out: UPDATING, a new replica, then RUNNING on the new version', async () => {
     const [old] = await liveReplicaRows(t.sql, id);
     const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { advanced: { max_batch_size: 3 }, newVersionComment: 'wider' });
-    expect(res.body.versionIndex).toBe(1);
+    // The newest version has no replica ready yet: the one serving is the previous version's.
+    expect(res.body).toMatchObject({ versionIndex: 1, currReplicaCnt: 1, updatedReplicaCnt: 0 });
+    expect((await alice.rest('GET', `/dedicated/beta/endpoint/${id}`)).body).toMatchObject({ versionIndex: 1, updatedReplicaCnt: 0 });
     await waitFor('rollout', async () => {
       const s = await statusOf(t.sql, id);
       return s.status === 'RUNNING' && s.updated === 1 ? s : undefined;
