@@ -96,6 +96,12 @@ export class Dispatcher {
       const done = this.upstream.begin(replica.id);
       try {
         const upstream = await this.upstream.send(replica, kind.enginePath, kind.engineBody(request, model), signal);
+        if (upstream.status === 503) {
+          // The replica is stopping (its engine takes no new work, or gave up work its drain could not finish): nothing
+          // was sent to the client, so the next replica is tried, as after a refused connection.
+          upstream.body.destroy();
+          throw new Error('the replica answered 503');
+        }
         // Content is captured only when the version serving it (the endpoint's current one) has content logging on.
         const { current } = endpoint;
         const capture =

@@ -6,6 +6,7 @@
  * stream with its own error event.
  *
  * The engine: `HOLD` in a message holds its stream open; `SHUTDOWN` ends the stream with the engine's error event;
+ * `UNAVAILABLE` is answered 503 as a stopping engine answers;
  * `BIG` streams about 60 MB at once; /tokenize answers after 1.5 s. It appends what it does to `engine.log` (its
  * port, then the line) and counts the /tokenize calls it runs at once.
  */
@@ -39,6 +40,9 @@ http.createServer((req, res) => {
         tokenizing--;
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count: 10, max_model_len: 4096, max_input_length: 64 }));
       }, 1500);
+    }
+    if (text.includes('UNAVAILABLE')) {
+      return res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'The engine is shutting down', type: 'server_error', param: null, code: 'engine_shutting_down' } }));
     }
     active++;
     res.on('close', () => active--);
@@ -200,4 +204,12 @@ test("GraphQL: an engine's error event inside the stream is the subscription's e
   expect(errors).toHaveLength(1);
   expect(errors[0]!.message).not.toBe('Unexpected error.');
   expect(JSON.stringify(errors[0])).toContain('engine_shutting_down');
+});
+
+test("a replica that answers 503 (it is stopping) is not the client's answer: the next replica is tried, and with none left a 503 that says when to retry", async () => {
+  const answer = await chat(endpoints[3]!, alice.key, 'UNAVAILABLE');
+  expect(answer.status).toBe(503);
+  expect(Number(answer.headers.get('retry-after'))).toBeGreaterThan(0);
+  const body = (await answer.json()) as { error: { code: string } };
+  expect(body.error.code).not.toBe('engine_shutting_down');
 });

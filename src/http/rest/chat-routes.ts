@@ -35,9 +35,12 @@ export function handleChatCompletion(
     if (outcome.kind === 'whole') {
       // The answer, or the replica's own error answer: the engine speaks this route's shape, so its bytes go as they are.
       const payload = await collectBody(routed);
-      res.writeHead(routed.upstream.status, {
+      const { status } = routed.upstream;
+      res.writeHead(status, {
         'content-type': routed.upstream.contentType ?? 'application/json',
         'content-length': payload.length,
+        // The replica's own "not now" (its queue full): when to try again, as every 429 and 503 here says.
+        ...(status === 429 || status === 503 ? { 'retry-after': '1' } : {}),
       });
       res.end(payload);
       return;
