@@ -13,18 +13,14 @@ import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { liveReplicaRows, startTestApp, statusOf, statusTrail, TINY_REPO, waitFor, waitForStatus, type TestApp } from '../support/app.js';
 import type { SeededProject, SeededUser } from '../support/gateway.js';
+import { ANSWER_WHOLE_JS } from '../support/scripted-engine.js';
 
 const ENGINE = `
 import http from 'node:http';
 import { existsSync, readFileSync } from 'node:fs';
 const [port, dir, mbs] = [Number(process.argv[2]), process.argv[3], process.argv[4]];
 const held = new Set();
-const answer = (res, code) => {
-  res.writeHead(code, { 'content-type': 'application/json' });
-  res.end(JSON.stringify(code === 200 ? { id: 'c', object: 'chat.completion', created: 1, model: 'm',
-    choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
-    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } } : { error: { message: 'no' } }));
-};
+${ANSWER_WHOLE_JS}
 http.createServer((req, res) => {
   if (req.method === 'GET') {
     res.writeHead(200, { 'content-type': 'application/json' });
@@ -32,21 +28,21 @@ http.createServer((req, res) => {
   }
   req.resume();
   req.on('end', () => {
-    if (!existsSync(dir + '/hold-' + mbs)) return answer(res, 200);
+    if (!existsSync(dir + '/hold-' + mbs)) return answerWhole(res, 200);
     held.add(res);
     const t = setInterval(() => {
       if (!held.has(res)) return clearInterval(t);
       if (existsSync(dir + '/go-' + mbs)) {
         clearInterval(t);
         held.delete(res);
-        answer(res, Number(readFileSync(dir + '/go-' + mbs, 'utf8')));
+        answerWhole(res, Number(readFileSync(dir + '/go-' + mbs, 'utf8')));
       }
     }, 50);
   });
 }).listen(port, '127.0.0.1');
 process.on('SIGTERM', () => {
   if (existsSync(dir + '/sigterm-' + mbs)) {
-    for (const res of held) answer(res, 500);
+    for (const res of held) answerWhole(res, 500);
     held.clear();
     return; // keeps running
   }

@@ -17,13 +17,15 @@ import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
 import { openSse } from '../support/live-clients.js';
+import { ANSWER_WHOLE_JS, CHUNK_JS } from '../support/scripted-engine.js';
 
 const ENGINE = `
 import http from 'node:http';
 import { appendFileSync } from 'node:fs';
 const [port, dir] = [Number(process.argv[2]), process.argv[3]];
 const note = (line) => appendFileSync(dir + '/engine.log', port + ' ' + line + '\\n');
-const chunk = (content) => JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+${CHUNK_JS}
+${ANSWER_WHOLE_JS}
 let active = 0;
 let tokenizing = 0;
 http.createServer((req, res) => {
@@ -62,10 +64,7 @@ http.createServer((req, res) => {
       }
       return res.end('data: [DONE]\\n\\n');
     }
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ id: 'c', object: 'chat.completion', created: 1, model: 'm',
-      choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
-      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+    answerWhole(res);
   });
 }).listen(port, '127.0.0.1');
 process.on('SIGTERM', () => process.exit(0));

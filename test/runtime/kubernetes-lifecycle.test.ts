@@ -433,21 +433,26 @@ describe('a scale-out on a full cluster, wanted no more', () => {
   }, 180_000);
 });
 
+/** A pod labelled as ours for `replicaId` (its name from it), with no replica row: as a gateway that died between the two leaves. */
+async function createOrphanPod(replicaId: string): Promise<void> {
+  await kubeConfig.makeApiClient(CoreV1Api).createNamespacedPod({
+    namespace: NS,
+    body: {
+      metadata: {
+        name: replicaId.replace(/_/g, '-'),
+        labels: { 'app.kubernetes.io/managed-by': 'dedicated-endpoints', 'dedicated-endpoints.io/replica': replicaId },
+      },
+      spec: { restartPolicy: 'Never', containers: [{ name: 'engine', image: 'dedicated-endpoints:test', command: ['sleep', '600'] }] },
+    },
+  });
+}
+
 describe('orphans while the gateway runs', () => {
   test("a pod labelled as ours that appears later with no replica row (a create that committed after its gateway died) is deleted; the others' pods stay", async () => {
     const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
     await waitForStatus(t.sql, id, 'RUNNING', 90_000);
     const podsBefore = livePodsOf(id).map((p) => (p.metadata as { uid: string }).uid);
-    await kubeConfig.makeApiClient(CoreV1Api).createNamespacedPod({
-      namespace: NS,
-      body: {
-        metadata: {
-          name: 'rep-late-orphan',
-          labels: { 'app.kubernetes.io/managed-by': 'dedicated-endpoints', 'dedicated-endpoints.io/replica': 'rep_late_orphan' },
-        },
-        spec: { restartPolicy: 'Never', containers: [{ name: 'engine', image: 'dedicated-endpoints:test', command: ['sleep', '600'] }] },
-      },
-    });
+    await createOrphanPod('rep_late_orphan');
     await waitFor('the late orphan to be deleted', async () => kube.pod(NS, 'rep-late-orphan') === undefined, 30_000);
     expect(livePodsOf(id).map((p) => (p.metadata as { uid: string }).uid)).toEqual(podsBefore);
     expect((await chat(id)).status).toBe(200);
@@ -463,16 +468,7 @@ describe('a gateway restart on Kubernetes', () => {
     const [before] = await liveReplicaRows(t.sql, id);
     const podsBefore = livePodsOf(id).map((p) => (p.metadata as { uid: string }).uid);
     // A pod labelled as ours whose replica has no row (left by a gateway that died between the two).
-    await kubeConfig.makeApiClient(CoreV1Api).createNamespacedPod({
-      namespace: NS,
-      body: {
-        metadata: {
-          name: 'rep-orphan',
-          labels: { 'app.kubernetes.io/managed-by': 'dedicated-endpoints', 'dedicated-endpoints.io/replica': 'rep_orphan' },
-        },
-        spec: { restartPolicy: 'Never', containers: [{ name: 'engine', image: 'dedicated-endpoints:test', command: ['sleep', '600'] }] },
-      },
-    });
+    await createOrphanPod('rep_orphan');
     kube.cutWatches();
     kube.expireHistory();
     await t.restart();

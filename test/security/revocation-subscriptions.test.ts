@@ -23,6 +23,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { startTestApp, TINY_REPO, waitFor, waitForStatus, type TestApp } from '../support/app.js';
 import type { SeededUser } from '../support/gateway.js';
 import { openSocket, openSse, type RawSocket, type SseStream } from '../support/live-clients.js';
+import { ANSWER_WHOLE_JS, CHUNK_JS } from '../support/scripted-engine.js';
 
 /** Answers the warm-up; a chat whose prompt says FOREVER streams a chunk every 50 ms until its client leaves. */
 const ENGINE = `
@@ -31,7 +32,8 @@ import { appendFileSync } from 'node:fs';
 const port = Number(process.argv[2]);
 const journal = process.argv[4];
 console.log('stand-in engine listening on ' + port);
-const chunk = (content) => JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+${CHUNK_JS}
+${ANSWER_WHOLE_JS}
 http.createServer((req, res) => {
   if (req.method === 'GET') return res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok","active":0,"queued":0}');
   let body = '';
@@ -51,10 +53,7 @@ http.createServer((req, res) => {
       res.write('data: ' + chunk('hi') + '\\n\\n');
       return res.end('data: [DONE]\\n\\n');
     }
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ id: 'c', object: 'chat.completion', created: 1, model: 'm',
-      choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
-      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+    answerWhole(res);
   });
 }).listen(port, '127.0.0.1');
 process.on('SIGTERM', () => process.exit(0));
