@@ -27,6 +27,7 @@
 import { DEFAULTS } from '../defaults.js';
 import { sharedEngineClient, type EngineClient } from '../engine-client/engine-client.js';
 import { randomUUID } from 'node:crypto';
+import { servesAlike } from '../domain/endpoint-spec.js';
 import { holdsNoReplicas } from '../domain/lifecycle.js';
 import type { ModelStore } from '../models/model-store.js';
 import type { Runtime } from '../runtime/runtime.js';
@@ -35,6 +36,7 @@ import { markEndpointCleaned } from '../storage/endpoints-repository.js';
 import type { PassState } from '../storage/pass-reads.js';
 import { QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
 import { StatementBatches } from '../storage/statement-batches.js';
+import { findVersion } from '../storage/versions-repository.js';
 import { DEFAULT_CRASH_POLICY, type CrashPolicy } from './crash-policy.js';
 import { CrashWatch } from './crash-watch.js';
 import { EndpointWrites, StaleError } from './endpoint-writes.js';
@@ -320,6 +322,16 @@ export class Controller {
    * replicas serve on); a scale-out's, logged (the autoscaler tries again). True when the endpoint changed (the
    * pass ends: the next reads it anew).
    */
+  /**
+   * Whether a failed start of `versionIndex` is of a version the endpoint no longer wants: an older one that served
+   * otherwise (an update of its name or autoscaling alone changes nothing the start did: its failure is the current's).
+   */
+  private async superseded(endpoint: EndpointRecord, versionIndex: number): Promise<boolean> {
+    if (versionIndex === endpoint.current.versionIndex) return false;
+    const from = await findVersion(this.sql, endpoint.id, versionIndex);
+    return !from || !servesAlike(from.spec, endpoint.current.spec);
+  }
+
   private async tellFailures(
     endpoint: EndpointRecord,
     serving: readonly ReplicaRecord[],
@@ -328,7 +340,7 @@ export class Controller {
     const id = endpoint.id;
     for (const { replicaId, versionIndex, error } of failed) {
       const errorCode = startErrorCode(error);
-      if (serving.length === 0 && versionIndex !== endpoint.current.versionIndex) {
+      if (serving.length === 0 && (await this.superseded(endpoint, versionIndex))) {
         // A version the endpoint no longer wants (an update came during its start): the pass starts the current one.
         this.log(`starting ${id}: replica ${replicaId} of a superseded version (${versionIndex}) did not start`, error);
         continue;
@@ -344,7 +356,7 @@ export class Controller {
             cause: 'controller:start-failed',
             detail: { message: startErrorMessage(error) },
             errorMessage: failureMessage(error),
-            ofVersion: versionIndex,
+            ofVersion: endpoint.current.versionIndex,
           },
         );
         return true;

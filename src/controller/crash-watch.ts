@@ -87,6 +87,8 @@ export class CrashWatch {
     let disrupted = 0;
     let placementUnknown = false;
     const hung = await this.hungReplicas(endpoint.id, replicas);
+    /** Drains that a gateway which stopped had begun (a sleep's, a scale-in's, a rollout's). */
+    const drains: ReplicaRecord[] = [];
     // Forget the endpoint's replicas whose liveness was unknown and that are no longer live (stopped meanwhile).
     for (const [id, entry] of this.unknownSince)
       if (entry.endpointId === endpoint.id && !replicas.some((r) => r.id === id)) this.unknownSince.delete(id);
@@ -116,9 +118,8 @@ export class CrashWatch {
           continue;
         }
         if (liveness.kind === 'alive' && replica.state === 'DRAINING') {
-          // Its drain was under way when the gateway that began it stopped: its answers in flight (other gateways'
-          // too) finish here, as they would have there, then it stops.
-          await this.stopper.stop(replica, this.drainMs);
+          // Its drain was under way when the gateway that began it stopped: finished below, with the others'.
+          drains.push(replica);
           this.unknownSince.delete(replica.id);
           continue;
         }
@@ -163,6 +164,12 @@ export class CrashWatch {
         continue;
       }
       live.push(replica);
+    }
+    if (drains.length > 0) {
+      // Their answers in flight (other gateways' too) finish here, together, as they would have there; an endpoint
+      // being terminated or deleted wants them stopped at once.
+      const ending = endpoint.deleted || endpoint.desiredState === 'TERMINATED' || endpoint.desiredState === 'DELETED';
+      await this.stopper.stopAll(drains, ending ? 0 : this.drainMs);
     }
     if (placementUnknown) await this.stopper.reapOrphans();
     if (died === 0) {

@@ -88,6 +88,8 @@ export interface ServingReplica {
 export class ChatRouter {
   /** Tokenize and detokenize calls at once per endpoint (see token-calls.ts). */
   readonly tokenCalls = new TokenCallLimit();
+  /** The counts of long prompts at a busy endpoint before they wait (their own places: the token routes keep theirs). */
+  private readonly promptCounts = new TokenCallLimit();
   private readonly view: ServingView;
   private readonly gates: EndpointGates;
   private readonly lookup: EndpointLookup;
@@ -237,14 +239,14 @@ export class ChatRouter {
     const key = principal.keyId ?? `user:${principal.user.id}`;
     if (gate.busy) {
       // A request that would wait has a prompt that might break the limits counted first, so a bad one is refused at
-      // once (its 400, not the queue's 429). The count runs on a busy replica's event loop: within the endpoint's
-      // places for token calls, so that a flood of long prompts cannot stall its streams (none free: it goes on
-      // unchecked, and the engine refuses it when it runs).
+      // once (its 400, not the queue's 429). The count runs on a busy replica's event loop: at most 4 at once per
+      // endpoint, so that a flood of long prompts cannot stall its streams (none free: it goes on unchecked, and the
+      // engine refuses it when it runs).
       const prompt = kind.prompt(request, endpoint.id);
       const counter = mayBreakTokenLimits(request, prompt, endpoint)
         ? this.upstream.pick(this.view.cachedReplicas(endpoint.id)?.replicas ?? [], new Set())
         : undefined;
-      const leave = counter ? this.tokenCalls.enter(endpoint.id) : undefined;
+      const leave = counter ? this.promptCounts.enter(endpoint.id) : undefined;
       if (leave) {
         try {
           const overLimits = await checkPromptTokens(this.upstream.engines, counter!, endpoint, request, prompt, signal);

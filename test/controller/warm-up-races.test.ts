@@ -130,3 +130,14 @@ test("a sleep while the first replica warms up, whose stop fails the warm-up; th
   await waitFor('settled', async () => ['FAILED', 'RUNNING'].includes((await statusOf(app.sql, id)).status), 60_000);
   expect((await statusOf(app.sql, id)).status, JSON.stringify(await statusTrail(app.sql, id))).toBe('RUNNING');
 });
+
+test('an update of the name alone while the first replica warms up, whose warm-up then fails: the endpoint fails (the new version would start the same)', async () => {
+  await writeFile(path.join(dir, 'hold-10'), '');
+  const id = await create(10);
+  await waitForStatus(app.sql, id, 'READY', 60_000);
+  expect((await user.rest('PUT', `/dedicated/beta/endpoint/${id}`, { name: 'renamed' })).status).toBe(200);
+  await new Promise((r) => setTimeout(r, 1000));
+  await writeFile(path.join(dir, 'go-10'), '500');
+  await waitForStatus(app.sql, id, 'FAILED', 60_000);
+  expect((await statusOf(app.sql, id)).errorCode).toBe('INFERENCE_ENGINE_UNKNOWN_ERROR');
+});

@@ -76,15 +76,22 @@ test('a watch that goes silent with its connection open is taken as dead once it
     await new Promise((resolve) => setTimeout(resolve, 4000));
     expect(logged.filter((m) => /heard nothing/.test(m))).toEqual([]);
     const first = watched.informer;
-    // Now the connection dies without a word, and a pod is created meanwhile: the silent watch never shows it.
+    // Now the connection dies without a word, and a pod is created and another deleted meanwhile: the silent watch
+    // shows neither.
+    await core.createNamespacedPod({ namespace: NS, body: pod('silent-0') });
+    await waitFor('silent-0 seen', async () => watched.informer.get('silent-0', NS) !== undefined, 10_000);
     standIn.stallWatches();
     await core.createNamespacedPod({ namespace: NS, body: pod('silent-2') });
+    await core.deleteNamespacedPod({ namespace: NS, name: 'silent-0', gracePeriodSeconds: 0 });
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect(watched.informer.get('silent-2', NS)).toBeUndefined();
     await waitFor('a new informer to list again', async () => watched.synced && watched.informer !== first, 10_000);
     expect(logged.join('\n')).toMatch(/the pod watch heard nothing for 3 s \(its connection is taken as dead\): listing again/);
     expect(watched.informer.get('silent-2', NS)).toBeDefined();
     expect(seen).toContain('add silent-2');
+    // The pod deleted while the watch was silent is told as deleted, once the new informer has listed.
+    expect(watched.informer.get('silent-0', NS)).toBeUndefined();
+    expect(seen.filter((s) => s === 'delete silent-0')).toHaveLength(1);
     // And the new informer's watch follows what changes next.
     await core.deleteNamespacedPod({ namespace: NS, name: 'silent-1', gracePeriodSeconds: 0 });
     await waitFor('the delete seen', async () => watched.informer.get('silent-1', NS) === undefined, 10_000);

@@ -39,6 +39,8 @@ export class Watched<T extends V1Pod | V1Node> {
   /** When the informer last heard from the server: an event, or the start of a watch. */
   private heard = Date.now();
   private readonly watchdog: NodeJS.Timeout;
+  /** What a replaced (dead) informer held: those the new one's list no longer shows were deleted meanwhile. */
+  private before: readonly T[] | undefined;
 
   constructor(
     /** Makes the informer (again: a dead one is replaced). */
@@ -87,6 +89,13 @@ export class Watched<T extends V1Pod | V1Node> {
       this.synced = true;
       this.heard = Date.now();
       this.delay = BACKOFF_MS.first;
+      // Deleted while the dead informer heard nothing: told as the watch would have told them.
+      const before = this.before;
+      this.before = undefined;
+      for (const object of before ?? []) {
+        const { name, namespace } = object.metadata ?? {};
+        if (name && !informer.get(name, namespace)) this.onChange(object, 'delete');
+      }
     } catch (error) {
       this.log(`listing ${this.what} failed; retrying in ${this.delay} ms`, error);
       this.runLater();
@@ -100,6 +109,7 @@ export class Watched<T extends V1Pod | V1Node> {
       `the ${this.what} watch heard nothing for ${Math.round(this.stuckMs / 1000)} s (its connection is taken as dead): listing again`,
     );
     const dead = this.informer;
+    this.before = dead.list();
     this.synced = false;
     this.informer = this.attach(this.make());
     this.heard = Date.now();
