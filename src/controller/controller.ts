@@ -95,6 +95,8 @@ export class Controller {
   private readonly log: (message: string, error?: unknown) => void;
   private readonly orphanReapIntervalMs: number;
   private reaper: NodeJS.Timeout | undefined;
+  /** The reap under way, if any (one at a time; waited for by `stop`). */
+  private reaping: Promise<void> | undefined;
 
   constructor(options: ControllerOptions) {
     const { sql, runtime, models, builtInEngine } = options;
@@ -182,7 +184,12 @@ export class Controller {
   async start(): Promise<void> {
     await this.stopper.reapOrphans();
     this.loop.start();
-    const reap = () => void this.stopper.reapOrphans().catch((error: unknown) => this.log('reaping orphaned replicas failed', error));
+    const reap = () => {
+      this.reaping ??= this.stopper
+        .reapOrphans()
+        .catch((error: unknown) => this.log('reaping orphaned replicas failed', error))
+        .finally(() => (this.reaping = undefined));
+    };
     this.reaper = setInterval(reap, this.orphanReapIntervalMs);
     this.reaper.unref();
   }
@@ -203,6 +210,7 @@ export class Controller {
    */
   async stop(): Promise<void> {
     clearInterval(this.reaper);
+    await this.reaping;
     await this.loop.stop();
     await this.starter.stop();
   }
