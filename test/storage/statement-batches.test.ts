@@ -112,6 +112,9 @@ test('a batch that deadlocks with another transaction is sent again move by move
   let holdsSecond!: () => void;
   const secondHeld = new Promise<void>((resolve) => (holdsSecond = resolve));
   const other = db.sql.begin(async (tx) => {
+    // The batch's session, which waits first, looks for the cycle first (after deadlock_timeout, 1 s); this one only
+    // after 10 s, so that a machine too busy to run the first look on time cannot make this one the victim.
+    await tx`SET LOCAL deadlock_timeout = '10s'`;
     await tx`UPDATE replicas SET last_error = 'held' WHERE id = ${second!}`;
     holdsSecond();
     await waitForLockWaits(1);
