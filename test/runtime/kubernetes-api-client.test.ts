@@ -15,8 +15,8 @@ import { pooledCoreApi } from '../../src/runtime/kubernetes/api-client.js';
 import { apiFailure } from '../../src/runtime/kubernetes/api-failure.js';
 import { isStatus } from '../../src/runtime/kubernetes/endpoint-secrets.js';
 import { replicaPod } from '../../src/runtime/kubernetes/pod-spec.js';
-import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
 import { ReplicaStartError, RuntimeUnavailableError } from '../../src/runtime/runtime.js';
+import { podContext, podLaunch } from '../support/kube-env.js';
 
 const servers: http.Server[] = [];
 afterEach(async () => {
@@ -129,36 +129,17 @@ function richPod(): V1Pod {
     },
   };
   return replicaPod(
-    {
-      replicaId: 'rep_abc',
-      endpointId: 'ep_xyz',
+    podLaunch({
       versionIndex: 2,
-      modelPath: null,
-      modelRepo: 'acme/llama-GGUF',
-      modelRevision: 'c'.repeat(40),
-      modelFile: { path: 'llama-Q4_K_M.gguf', sha256: 'f'.repeat(64), size: 4_000_000_000 },
-      gpuType: 'H100',
       numGpu: 2,
-      maxBatchSize: 4,
-      contextSize: 2048,
-      maxInputLength: 1024,
-      addSpecialTokens: true,
       skipSpecialTokens: false,
-    },
-    {
-      settings: readKubernetesSettings({
-        ENGINE_IMAGE: 'img:1',
-        KUBERNETES_GPU_NODE_MAP: JSON.stringify(gpuMap),
-        KUBERNETES_MODEL_CACHE: 'pvc:models',
-        KUBERNETES_MODEL_CACHE_MAX_BYTES: '100Gi',
-      }),
-      namespace: 'ml',
-      owner: { name: 'ep-xyz-engine', uid: 'u-1' },
-      hubEndpoint: 'https://huggingface.co',
-      hasHubToken: true,
-      wandbBaseUrl: 'https://api.wandb.ai',
-      hasWandbKey: true,
-    },
+      modelFile: { path: 'llama-Q4_K_M.gguf', sha256: 'f'.repeat(64), size: 4_000_000_000 },
+    }),
+    podContext({
+      KUBERNETES_GPU_NODE_MAP: JSON.stringify(gpuMap),
+      KUBERNETES_MODEL_CACHE: 'pvc:models',
+      KUBERNETES_MODEL_CACHE_MAX_BYTES: '100Gi',
+    }),
   );
 }
 

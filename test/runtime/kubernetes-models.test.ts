@@ -14,10 +14,10 @@ import { Pod as PodModel } from 'kubernetes-models/v1/Pod';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { ConfigError } from '../../src/config-env.js';
 import type { ReplicaLaunch } from '../../src/runtime/runtime.js';
-import { EMPTY_DIR_HEADROOM_BYTES, endpointSecret, replicaPod, type PodContext } from '../../src/runtime/kubernetes/pod-spec.js';
+import { EMPTY_DIR_HEADROOM_BYTES, endpointSecret, replicaPod } from '../../src/runtime/kubernetes/pod-spec.js';
 import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
 import { startTestApp, stopAllReplicas, statusTrail, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
-import { kubernetesTestEnv } from '../support/kube-env.js';
+import { kubernetesTestEnv, podContext, podLaunch } from '../support/kube-env.js';
 import { FAKE_WANDB_KEY, startFakeWandb, type FakeWandb } from '../support/fake-wandb.js';
 import { restClient, type SeededProject } from '../support/gateway.js';
 import { expand } from '../support/kube/containers.js';
@@ -203,30 +203,8 @@ describe('a W&B registry artifact on Kubernetes', () => {
 });
 
 describe('the pod of a W&B artifact, and the bound, as specified', () => {
-  const launch = (model: Pick<ReplicaLaunch, 'modelRepo' | 'modelRevision'>): ReplicaLaunch => ({
-    replicaId: 'rep_abc',
-    endpointId: 'ep_xyz',
-    versionIndex: 0,
-    modelPath: null,
-    ...model,
-    modelFile: { path: 'llama-Q4_K_M.gguf', sha256: null, size: 4_000_000_000 },
-    gpuType: 'H100',
-    numGpu: 1,
-    maxBatchSize: 4,
-    contextSize: 2048,
-    maxInputLength: 1024,
-    addSpecialTokens: true,
-    skipSpecialTokens: true,
-  });
-  const context = (env: Record<string, string>): PodContext => ({
-    settings: readKubernetesSettings({ ENGINE_IMAGE: 'img:1', ...env }),
-    namespace: 'ml',
-    owner: { name: 'ep-xyz-engine', uid: 'u-1' },
-    hubEndpoint: 'https://huggingface.co',
-    hasHubToken: true,
-    wandbBaseUrl: 'https://api.wandb.ai',
-    hasWandbKey: true,
-  });
+  const launch = (model: Pick<ReplicaLaunch, 'modelRepo' | 'modelRevision'>) => podLaunch(model);
+  const context = podContext;
 
   test('an artifact: the fetcher reads the pinned version with the Secret key; an emptyDir gets the bound as its sizeLimit', () => {
     const pod = replicaPod(

@@ -87,7 +87,7 @@ export function createGraphQLHttp(
   yoga: GatewayYoga,
   services: Services,
   log: Log,
-  options: { access?: AccessWatch; quota?: SubscriptionQuota; graphiql: boolean; stallMs?: number },
+  options: { access?: AccessWatch; quota?: SubscriptionQuota; graphiql: boolean; stallMs: number },
 ) {
   const { access, quota } = options;
   /** Hands the request to yoga, with the body this path already read. */

@@ -12,7 +12,6 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { ExecutionResult, GraphQLError } from 'graphql';
-import { DEFAULTS } from '../../defaults.js';
 import { stallGuard } from '../../util/stall-guard.js';
 import type { Log } from '../request-id.js';
 import { exposedGraphQLError, publicErrorJson, reportGraphQLErrors } from './errors.js';
@@ -65,7 +64,8 @@ export function writeSseResponse(
   stream: ExecutionResult | AsyncIterable<ExecutionResult>,
   requestId: string,
   log: Log,
-  stallMs: number = DEFAULTS.streamStallTimeoutMs,
+  /** How long the stream waits for a client that takes nothing of it (then it is cut). */
+  stallMs: number,
 ): Promise<void> | undefined {
   // CORS headers, if any, are already set by the server (../cors.ts).
   res.writeHead(200, {

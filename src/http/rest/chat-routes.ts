@@ -25,7 +25,7 @@ export function handleChatCompletion(
   log: Log,
   path: typeof CHAT_PATH | typeof COMPLETIONS_PATH = CHAT_PATH,
   /** How long the answer's stream waits for a client that takes nothing of it (then it is cut, its slot freed). */
-  stallMs?: number,
+  stallMs: number,
 ): Promise<void> {
   const kind = path === COMPLETIONS_PATH ? TEXT_KIND : CHAT_KIND;
   return handleOpenAIPost(req, res, services, log, path, async ({ principal, body, clientGone }) => {

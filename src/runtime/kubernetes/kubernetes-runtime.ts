@@ -334,7 +334,7 @@ export class KubernetesRuntime implements Runtime {
    * is not in this runtime's cache, which tells nothing of it (as a local runtime knows nothing of another machine's).
    */
   private elsewhere(ref: Pick<ReplicaRef, 'node'>): boolean {
-    return ref.node !== null && ref.node !== undefined && ref.node !== this.node;
+    return ref.node !== this.node;
   }
 
   health(ref: ReplicaRef, timeoutMs?: number): Promise<EngineHealth | undefined> {
