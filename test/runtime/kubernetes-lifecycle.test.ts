@@ -26,7 +26,7 @@ import {
 } from '../support/app.js';
 import { restClient, type SeededProject } from '../support/gateway.js';
 import { endpointPods, kubernetesTestEnv } from '../support/kube-env.js';
-import { startKubeStandIn, type KubeStandIn } from '../support/kube/index.js';
+import { startKubeStandIn, type KubeObject, type KubeStandIn } from '../support/kube/index.js';
 
 const H100 = 'NVIDIA-H100-80GB-HBM3';
 const NS = 'default';
@@ -73,6 +73,8 @@ afterAll(async () => {
 
 const podsOf = (endpointId: string) => endpointPods(kube, NS, endpointId);
 const livePodsOf = (endpointId: string) => endpointPods(kube, NS, endpointId, true);
+const scheduledCondition = (pod: KubeObject) =>
+  (pod.status as { conditions?: { type: string; message?: string }[] } | undefined)?.conditions?.find((c) => c.type === 'PodScheduled');
 
 async function chat(endpointId: string) {
   // The gateway's address changes when it restarts.
@@ -334,12 +336,10 @@ describe('a scale-out on a full cluster', () => {
     const pending = await waitFor('the second pod to wait for a node', async () => {
       const pods = livePodsOf(id);
       const waiting = pods.filter((p) => !(p.spec as { nodeName?: string }).nodeName);
-      return pods.length === 2 && waiting.length === 1 ? waiting[0] : undefined;
+      // Seen once the scheduler has looked at it: a pod just created has no PodScheduled condition yet.
+      return pods.length === 2 && waiting.length === 1 && scheduledCondition(waiting[0]!) ? waiting[0] : undefined;
     });
-    const unschedulable = (pending.status as { conditions?: { type: string; message?: string }[] }).conditions?.find(
-      (c) => c.type === 'PodScheduled',
-    );
-    expect(unschedulable?.message).toContain('Insufficient nvidia.com/gpu');
+    expect(scheduledCondition(pending)?.message).toContain('Insufficient nvidia.com/gpu');
     await new Promise((r) => setTimeout(r, 1500));
     expect(
       livePodsOf(id)
