@@ -7,6 +7,7 @@
  * download's progress is written to the endpoint as it goes.
  */
 import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
+import type { ReplicaRecord } from '../domain/replica.js';
 import { findInstanceOption } from '../domain/instance-catalog.js';
 import { ModelSourceError } from '../models/errors.js';
 import {
@@ -61,7 +62,15 @@ export class ModelPreparer {
     if (this.carried.size > 10_000) this.carried.delete(this.carried.keys().next().value!);
   }
 
-  private remember(version: VersionRecord, model: ResolvedModel | null): void {
+  /**
+   * The model a replica's start resolved, as its row records it (written with its placement): a replica this process
+   * adopts mid-start (another gateway placed it) gives its version that model, recorded once it serves.
+   */
+  learn(replica: Pick<ReplicaRecord, 'endpointId' | 'versionIndex' | 'model'>): void {
+    if (replica.model && !this.resolved.has(versionKey(replica))) this.remember(replica, replica.model as ResolvedModel);
+  }
+
+  private remember(version: Pick<VersionRecord, 'endpointId' | 'versionIndex'>, model: ResolvedModel | null): void {
     if (!model) return;
     this.resolved.set(versionKey(version), model);
     if (this.resolved.size > 10_000) this.resolved.delete(this.resolved.keys().next().value!);

@@ -184,7 +184,13 @@ export class ReplicaStarter {
         skipSpecialTokens: spec.advanced.tokenizerSkipSpecialTokens,
         model: this.preparer.steps(endpoint, version, replicaId, signal),
       });
-      const placed = { state: 'STARTING' as const, address: ref.address, locator: ref.locator, ...(ref.token ? { token: ref.token } : {}) };
+      const placed = {
+        state: 'STARTING' as const,
+        address: ref.address,
+        locator: ref.locator,
+        model: this.preparer.known(version),
+        ...(ref.token ? { token: ref.token } : {}),
+      };
       this.outages.clear(endpoint.id);
       // Stopped meanwhile (a sleep, a terminate): what was placed goes too.
       if (!(await batches.markReplica(replicaId, placed))) return void (await runtime.stop(ref, 0));
@@ -282,9 +288,14 @@ export class ReplicaStarter {
         continue;
       }
       this.followed.set(replica.id, endpoint.id);
+      this.preparer.learn(replica);
       if (observed.state !== 'dead' && observed.locator && observed.locator !== replica.locator) {
         // Its engine was spawned after its model step: the row records where.
-        const placed = { locator: observed.locator, address: observed.address ?? replica.address };
+        const placed = {
+          locator: observed.locator,
+          address: observed.address ?? replica.address,
+          model: this.preparer.known({ ...replica, model: null }),
+        };
         // Its row ended meanwhile (a sleep, a terminate): what was spawned goes too.
         if (!(await batches.markReplica(replica.id, { state: 'STARTING', ...placed }))) {
           await drop(replica, ref);

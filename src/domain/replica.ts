@@ -24,4 +24,9 @@ export interface ReplicaRecord {
   lastError: string | null;
   createdAt: Date;
   readyAt: Date | null;
+  /**
+   * What its start resolved the version's model to (see ModelStore), written with its placement; read by the
+   * controller's passes while it starts (null elsewhere), so that a gateway that adopts it records that model.
+   */
+  model?: unknown;
 }

@@ -48,12 +48,12 @@ export interface PassState {
  */
 const LIVE_REPLICAS = `LATERAL (SELECT coalesce(json_agg(json_build_object(${REPLICA_COLUMNS.split(',')
   .map((column) => `'${column.trim()}', r.${column.trim()}`)
-  .join(', ')}) ORDER BY r.created_at, r.id), '[]'::json) AS replicas,
+  .join(', ')}, 'model', CASE WHEN r.state = 'STARTING' THEN r.model END) ORDER BY r.created_at, r.id), '[]'::json) AS replicas,
     count(*) AS live, count(*) FILTER (WHERE r.state = 'READY') AS ready
   FROM replicas r WHERE r.endpoint_id = e.id AND r.state IN ${LIVE_STATES})`;
 
 /** A replica as JSON gives it: its times as text. */
-type ReplicaJson = Omit<ReplicaRow, 'created_at' | 'ready_at'> & { created_at: string; ready_at: string | null };
+type ReplicaJson = Omit<ReplicaRow, 'created_at' | 'ready_at'> & { created_at: string; ready_at: string | null; model: unknown };
 
 /** The endpoint's pass state, or undefined when it does not exist. `staleMs`: queue counts older than this are a dead process's. */
 export async function readPassState(db: Queryable, endpointId: string, staleMs: number): Promise<PassState | undefined> {
@@ -72,9 +72,10 @@ export async function readPassStates(db: Queryable, endpointIds: readonly string
       row.id,
       {
         endpoint: toEndpoint(row),
-        replicas: row.pass_replicas.map((r) =>
-          toReplica({ ...r, created_at: new Date(r.created_at), ready_at: r.ready_at === null ? null : new Date(r.ready_at) }),
-        ),
+        replicas: row.pass_replicas.map(({ model, ...r }) => ({
+          ...toReplica({ ...r, created_at: new Date(r.created_at), ready_at: r.ready_at === null ? null : new Date(r.ready_at) }),
+          model,
+        })),
         queued: row.queued_demand,
         stamp: row.pass_stamp,
       },

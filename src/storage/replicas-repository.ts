@@ -134,6 +134,8 @@ export interface ReplicaMove {
   locator?: string | null;
   token?: string;
   lastError?: string;
+  /** What its start resolved the version's model to (JSON). */
+  model?: unknown;
 }
 
 /**
@@ -166,12 +168,13 @@ export async function markReplicas(db: Queryable, moves: readonly (ReplicaMove &
       locator = coalesce(m.locator, r.locator),
       engine_token = coalesce(m.token, r.engine_token),
       last_error = coalesce(m.last_error, r.last_error),
+      model = coalesce(m.model::jsonb, r.model),
       ready_at = CASE WHEN m.state = 'READY' THEN now() ELSE r.ready_at END,
       stopped_at = CASE WHEN m.state IN ${db.unsafe(ENDED_STATES)} THEN now() ELSE r.stopped_at END
     FROM unnest(${ids}::text[], ${column((m) => m.state)}::text[], ${column((m) => m.address)}::text[],
       ${column((m) => m.locator)}::text[], ${column((m) => m.token)}::text[], ${column((m) => m.lastError)}::text[],
-      ${column((m) => replicaStatesBefore(m.state).join(','))}::text[])
-      AS m(id, state, address, locator, token, last_error, from_states)
+      ${column((m) => (m.model == null ? null : JSON.stringify(m.model)))}::text[], ${column((m) => replicaStatesBefore(m.state).join(','))}::text[])
+      AS m(id, state, address, locator, token, last_error, model, from_states)
     WHERE r.id = m.id AND r.id = ANY(${ids}::text[])
       AND (r.state = ANY(string_to_array(m.from_states, ',')) OR (r.state = m.state AND m.state IN ('STARTING', 'DRAINING')))
     RETURNING r.id`;

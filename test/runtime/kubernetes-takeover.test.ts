@@ -33,6 +33,8 @@ const H100 = 'NVIDIA-H100-80GB-HBM3';
 let kube: KubeStandIn;
 let db: TestDatabase;
 let hub: FakeHub;
+/** The hub's repositories, as it serves them: a test moves a branch by changing one's `commits`. */
+const repos = standardRepos();
 let dataDir: string;
 let cacheDir: string;
 let env: Record<string, string>;
@@ -47,7 +49,7 @@ const faults = { outage: false, podReadsDown: false, refused: 0, loseCreates: 0 
 let apiProxy: ApiProxy | undefined;
 
 beforeAll(async () => {
-  [db, hub] = await Promise.all([createTestDatabase(), startFakeHub({ repos: standardRepos() })]);
+  [db, hub] = await Promise.all([createTestDatabase(), startFakeHub({ repos })]);
   dataDir = await mkdtemp(path.join(os.tmpdir(), 'kube-takeover-'));
   cacheDir = await mkdtemp(path.join(os.tmpdir(), 'kube-takeover-models-'));
   kube = await startKubeStandIn({
@@ -136,6 +138,12 @@ const servingOnOne = (endpointId: string, what: string) =>
     },
     90_000,
   );
+
+/** The commit a pod's init container fetches its model at. */
+const podCommit = (pod: object) => {
+  const args: string[] = (pod as { spec: { initContainers: { args: string[] }[] } }).spec.initContainers[0]!.args;
+  return args[args.indexOf('--commit') + 1];
+};
 
 const isReady = (pod: object) =>
   ((pod as { status?: { conditions?: { type: string; status: string }[] } }).status?.conditions ?? []).some(
@@ -237,6 +245,10 @@ test('a gateway killed while its pod starts: the next gateway adopts that pod, s
   expect(atKill).toMatchObject({ state: 'STARTING', locator: name });
   // Only the gateway died: the engine goes on loading.
   process.kill(-pid, 'SIGCONT');
+  // The repository's main branch moves on meanwhile: the version keeps the commit its first replica was started at.
+  const commit = podCommit(kube.pod(NS, name)!);
+  const tiny = repos.find((r) => r.id === TINY_REPO)!;
+  tiny.commits = { main: 'c0ffee'.padEnd(40, '0') };
 
   const b = await startGateway();
   await servingOnOne(id, 'RUNNING under gateway B').catch(async (error: Error) => {
@@ -252,6 +264,21 @@ test('a gateway killed while its pod starts: the next gateway adopts that pod, s
     max_tokens: 4,
   });
   expect(answer.status).toBe(200);
+
+  // B records the model A's start resolved (the replica's row has it): a replica B adds runs the same commit.
+  try {
+    const [version] = await db.sql<{ model: { commitSha: string } | null }[]>`
+      SELECT model FROM endpoint_versions WHERE endpoint_id = ${id} ORDER BY version_index DESC LIMIT 1`;
+    expect(version!.model?.commitSha).toBe(commit);
+    const scaled = await restClient(b.url, ADMIN_KEY)('PUT', `/dedicated/beta/endpoint/${id}`, {
+      autoscalingPolicy: { minReplica: 2, maxReplica: 2 },
+    });
+    expect(scaled.status).toBe(200);
+    const pods = await waitFor('a second pod', async () => (podsOf(id).length === 2 ? podsOf(id) : undefined), 60_000);
+    expect(pods.map(podCommit)).toEqual([commit, commit]);
+  } finally {
+    delete tiny.commits;
+  }
 }, 240_000);
 
 test('a gateway that takes over while it cannot read pods neither adopts nor replaces the starting pod until it can: then it serves from that pod', async () => {
