@@ -34,6 +34,7 @@ import {
   listTeamMembers,
   lockMemberNamed,
   lockMemberRole,
+  lockLiveApiKey,
   lockTeamOwners,
   revokeApiKey,
   setDefaultTeamIfNone,
@@ -50,7 +51,15 @@ import {
   takeInvitation,
   upsertInvitation,
 } from '../storage/team-invitations-repository.js';
-import { addsMembersDirectly, canAccessTeam, isTeamOwner, outlastCachedPrincipals, visibleTo, type Principal } from './principal.js';
+import {
+  addsMembersDirectly,
+  canAccessTeam,
+  INVALID_KEY,
+  isTeamOwner,
+  outlastCachedPrincipals,
+  visibleTo,
+  type Principal,
+} from './principal.js';
 
 export interface CreatedApiKey {
   record: ApiKeyRecord;
@@ -93,6 +102,11 @@ function readName(field: string, value: unknown): Result<string> {
   const check = new FieldChecker();
   const name = check.string({ [field]: value }, field, { required: true, maxLength: IDENTITY_NAME_MAX_LENGTH });
   return name === undefined ? fail(invalidArgument(check.violations)) : ok(name.trim());
+}
+
+/** Whether the caller is a team owner by the team's owner rows as locked now (the system and admins always are). */
+function ownsStill(principal: Principal | 'system', owners: readonly string[]): boolean {
+  return principal === 'system' || principal.user.isAdmin || owners.includes(principal.user.id);
 }
 
 async function createKey(db: Queryable, userId: string, name: string, secret = newApiKey()): Promise<CreatedApiKey> {
@@ -232,6 +246,8 @@ export class IdentityService {
     const outcome = await this.db.begin(async (tx): Promise<Result<{ addition: TeamAddition; before?: TeamRole }>> => {
       // The owners first, then the member: the lock order removeTeamMember keeps too.
       const owners = await lockTeamOwners(tx, team.id);
+      // Still an owner as the rows are locked (not only when the request was authenticated).
+      if (!ownsStill(principal, owners)) return fail(forbidden('only a team owner can add members'));
       const member = user
         ? await lockMemberRole(tx, team.id, user.id).then((r) => r && { userId: user.id, role: r })
         : await lockMemberNamed(tx, team.id, ref.value);
@@ -304,7 +320,11 @@ export class IdentityService {
       return fail(forbidden('only a team owner can remove other members'));
     }
     const removed = await this.db.begin(async (tx): Promise<Result<null>> => {
-      const refused = lastOwnerConflict(await lockTeamOwners(tx, input.teamId), input.userId);
+      const owners = await lockTeamOwners(tx, input.teamId);
+      if (principal.user.id !== input.userId && !ownsStill(principal, owners)) {
+        return fail(forbidden('only a team owner can remove other members'));
+      }
+      const refused = lastOwnerConflict(owners, input.userId);
       if (refused) return fail(refused);
       return (await deleteMember(tx, input.teamId, input.userId)) ? ok(null) : fail(notFound('member', input.userId));
     });
@@ -342,7 +362,13 @@ export class IdentityService {
     } else {
       userId = principal.user.id;
     }
-    return ok(await createKey(this.db, userId, name.value));
+    const keyId = principal === 'system' ? undefined : principal.keyId;
+    if (!keyId) return ok(await createKey(this.db, userId, name.value));
+    // Made by a key: only while that key is unrevoked (checked under its row's lock), so that a key revoked while
+    // the request was on its way cannot leave a new key behind.
+    return this.db.begin(async (tx) =>
+      (await lockLiveApiKey(tx, keyId)) ? ok(await createKey(tx, userId, name.value)) : fail(INVALID_KEY),
+    );
   }
 
   async listApiKeys(principal: Principal): Promise<ApiKeyRecord[]> {

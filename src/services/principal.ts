@@ -65,6 +65,9 @@ function echoed(value: string): string {
   return chars.length > MAX_ECHOED_CHARS ? `${chars.slice(0, MAX_ECHOED_CHARS).join('')}…` : value;
 }
 
+/** A key that is unknown, or revoked. */
+export const INVALID_KEY = { type: 'UNAUTHENTICATED', message: 'invalid or revoked API key' } as const;
+
 /**
  * Resolves the caller. A missing or unknown key is UNAUTHENTICATED; a team
  * header naming a team the caller does not belong to is FORBIDDEN.
@@ -79,7 +82,7 @@ export async function authenticate(
     return fail({ type: 'UNAUTHENTICATED', message: 'missing API key: send "Authorization: Bearer <API_KEY>"' });
   }
   const holder = await findKeyHolder(db, hashApiKey(token));
-  if (!holder) return fail({ type: 'UNAUTHENTICATED', message: 'invalid or revoked API key' });
+  if (!holder) return fail(INVALID_KEY);
   const { user } = holder;
   // `lastUsedAt` is kept to the minute, so that reads do not each cost a write.
   if (!holder.keyLastUsedAt || Date.now() - holder.keyLastUsedAt.getTime() > KEY_TOUCH_INTERVAL_MS) {

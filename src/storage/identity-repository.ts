@@ -131,6 +131,15 @@ export async function findApiKey(db: Queryable, id: string): Promise<ApiKeyRecor
   return rows[0] && toKey(rows[0]);
 }
 
+/**
+ * Whether the key is still unrevoked, its row locked until the transaction ends: a revocation waits for what the key
+ * does in that transaction, or that transaction sees it revoked.
+ */
+export async function lockLiveApiKey(db: Queryable, id: string): Promise<boolean> {
+  const rows = await db`SELECT 1 FROM api_keys WHERE id = ${id} AND revoked_at IS NULL FOR SHARE`;
+  return rows.length === 1;
+}
+
 export async function revokeApiKey(db: Queryable, id: string): Promise<ApiKeyRecord | undefined> {
   const rows = await db<KeyRow[]>`
     UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = ${id}

@@ -110,7 +110,6 @@ export function createGraphQLHttp(
       // The key before the body: a request without a valid one is answered unread, and its connection closed.
       const auth = await authenticate(services, credentials);
       if (auth.type === 'error') return sendGraphQLFailure(res, failureOfDomainError(auth.error), requestIdOf(req), CLOSE);
-      caller = auth.value;
       const encoded = unsupportedEncoding(req);
       if (encoded) return sendGraphQLFailure(res, encoded.failure, requestIdOf(req), CLOSE);
       const text = await readBodyText(req, res);
@@ -122,6 +121,11 @@ export function createGraphQLHttp(
           CLOSE,
         );
       body = text;
+      // The key again, now that the body has arrived (from the cache the revocations clear): a key revoked, or a
+      // member removed, while a slow client sent its body acts no more once that revocation has returned.
+      const again = await authenticate(services, credentials);
+      if (again.type === 'error') return sendGraphQLFailure(res, failureOfDomainError(again.error), requestIdOf(req), CLOSE);
+      caller = again.value;
       // No subscription in it (most requests): yoga reads it, unparsed here.
       if (!SUBSCRIPTION_KEYWORD.test(text)) return toYoga(req, res, body, caller);
       if (header(req, 'content-type')?.includes('json')) {

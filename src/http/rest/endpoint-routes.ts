@@ -35,8 +35,14 @@ export function endpointRoutes(services: Services, access?: AccessWatch, quota?:
   const authed =
     (handler: (principal: Principal, request: RouteRequest) => Promise<RouteResponse>) =>
     async (request: RouteRequest): Promise<RouteResponse> => {
-      const principal = unwrap(await authenticateRequest(services, request.req));
-      return handler(principal, request);
+      // The key before the body: a request without a valid one is refused unread.
+      let principal = unwrap(await authenticateRequest(services, request.req));
+      if (request.req.method === 'GET' || request.req.method === 'HEAD') return handler(principal, request);
+      // Then the body, and the key again (from the cache the revocations clear): a key revoked, or a member removed,
+      // while a slow client sent its body acts no more once that revocation has returned.
+      const body = await request.body();
+      principal = unwrap(await authenticateRequest(services, request.req));
+      return handler(principal, { ...request, body: () => Promise.resolve(body) });
     };
   const { endpoints } = services;
   const base = '/dedicated/beta/endpoint';

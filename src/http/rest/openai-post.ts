@@ -44,10 +44,14 @@ export async function handleOpenAIPost(
       (value) => ({ value }),
       (error: unknown) => ({ error }),
     );
-    const auth = await authenticateRequest(services, req);
-    if (auth.type === 'error') return sendFailure(res, failureOfDomainError(auth.error));
+    // The key before the body is awaited (a request without a valid one is refused unread), and again once it has
+    // arrived (from the cache the revocations clear): a key revoked while a slow client sent its body acts no more.
+    const early = await authenticateRequest(services, req);
+    if (early.type === 'error') return sendFailure(res, failureOfDomainError(early.error));
     const read = await body;
     if ('error' in read) throw read.error;
+    const auth = await authenticateRequest(services, req);
+    if (auth.type === 'error') return sendFailure(res, failureOfDomainError(auth.error));
     await work({ principal: auth.value, body: read.value, clientGone: clientGone.signal });
   } catch (error) {
     if (clientGone.signal.aborted) return;
