@@ -50,6 +50,15 @@ export type { RequestError };
 export type ParseResult = Result<ChatRequest, RequestError>;
 
 export const MAX_STOP_SEQUENCES = 4;
+/**
+ * The most messages a chat request may hold (OpenAI's own limit). The engine renders the chat
+ * template over every message, synchronously, before it can count the prompt's tokens: ~36,000
+ * empty messages fit a 1 MiB body and held its event loop for 2.4 s; 2,048 render in about 0.1 s
+ * (the tiny test model's template). Tool calls need no bound of their own here: each must be
+ * answered by a tool message (checkToolTurns), so they are fewer than the messages; content parts
+ * are joined into one text before the template sees them, so they add no rendering.
+ */
+export const MAX_MESSAGES = 2048;
 /** How deep a request body may nest JSON (a response_format schema's own limit is tighter). */
 const MAX_BODY_DEPTH = 128;
 /** The most tokens a request may ask for: the largest max_token_count an endpoint can have. */
@@ -162,6 +171,7 @@ function parseMessages(value: unknown): ChatMessage[] {
   if (value === undefined || value === null) fail('messages is required', 'messages', 'missing_required_parameter');
   if (!Array.isArray(value)) fail(`messages must be an array (got ${describe(value)})`, 'messages', 'invalid_type');
   if (value.length === 0) fail('messages must contain at least one message', 'messages');
+  if (value.length > MAX_MESSAGES) fail(`messages may contain at most ${MAX_MESSAGES} messages (got ${value.length})`, 'messages');
   const messages = value.map((message, i) => {
     const param = `messages[${i}]`;
     if (!isObject(message)) fail(`${param} must be an object (got ${describe(message)})`, param, 'invalid_type');

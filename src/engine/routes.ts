@@ -62,6 +62,22 @@ export class Inflight {
   }
 }
 
+/**
+ * `work`, or SHUTDOWN thrown as soon as `signal` is aborted with it. Another abort (the client
+ * went away) is left to `work`, which sees the closed connection itself.
+ */
+function unlessShutDown<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.reason === SHUTDOWN) return Promise.reject(SHUTDOWN);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => {
+      if (signal.reason === SHUTDOWN) reject(SHUTDOWN);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    // Settling after the SHUTDOWN rejection is a no-op, and a later failure of `work` is handled here.
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
 const methodNotAllowed = (use: string) => ({ ...invalidRequest(`Use ${use}`, null, 'method_not_allowed'), status: 405 });
 
 /** Who may call: the gateway's per-engine token (when set), and a note of each accepted request. */
@@ -97,12 +113,22 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
     };
   }
 
-  /** Reads a JSON body; answers the error itself and returns undefined when it is refused. */
-  async function readJson(req: IncomingMessage, res: ServerResponse): Promise<{ body: unknown } | undefined> {
+  /**
+   * Reads a JSON body; answers the error itself and returns undefined when it is refused. A
+   * shutdown (`signal` aborted with SHUTDOWN) stops the wait at once with a 503: close() waits for
+   * the requests in flight, and a client still sending its body (slowly, or never finishing it)
+   * would otherwise hold close() past its grace for as long as it likes.
+   */
+  async function readJson(req: IncomingMessage, res: ServerResponse, signal: AbortSignal): Promise<{ body: unknown } | undefined> {
     let raw: string;
     try {
-      raw = await readBody(req, res);
+      raw = await unlessShutDown(readBody(req, res), signal);
     } catch (error) {
+      if (error === SHUTDOWN) {
+        // Connection: close: the rest of the body is never read, so the connection cannot serve another request.
+        sendError(res, shuttingDown(), { Connection: 'close' });
+        return undefined;
+      }
       if (error instanceof BodyTooLargeError) {
         sendError(
           res,
@@ -130,11 +156,11 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
   }
 
   /** Runs a body-reading route as a request in flight (a stopping server waits for it). */
-  async function tracked(work: () => Promise<void>): Promise<void> {
+  async function tracked(work: (signal: AbortSignal) => Promise<void>): Promise<void> {
     const controller = new AbortController();
     inflight.add(controller);
     try {
-      await work();
+      await work(controller.signal);
     } finally {
       inflight.delete(controller);
     }
@@ -148,8 +174,8 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
    * text) also lists the tokens (`tokens`), unless `count_only` is true.
    */
   const handleTokenize = (req: IncomingMessage, res: ServerResponse) =>
-    tracked(async () => {
-      const read = await readJson(req, res);
+    tracked(async (signal) => {
+      const read = await readJson(req, res, signal);
       if (!read) return;
       const limits = { max_model_len: config.contextSize, max_input_length: config.maxInputLength };
       if (isObject(read.body) && !('messages' in read.body) && 'prompt' in read.body) {
@@ -168,8 +194,8 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
 
   /** POST /detokenize (vLLM's): `{ tokens }` to `{ prompt }`, the text. */
   const handleDetokenize = (req: IncomingMessage, res: ServerResponse) =>
-    tracked(async () => {
-      const read = await readJson(req, res);
+    tracked(async (signal) => {
+      const read = await readJson(req, res, signal);
       if (!read) return;
       const text = scheduler.detokenize(read.body);
       if (typeof text !== 'string') return sendError(res, text);
@@ -199,7 +225,7 @@ export function createRoutes(config: RouteConfig, scheduler: Scheduler, log: (li
     // Tracked from the first byte, so close() never frees the model under a request still reading its body.
     inflight.add(controller);
     try {
-      const read = await readJson(req, res);
+      const read = await readJson(req, res, controller.signal);
       if (!read) return;
       const request = parsedOrRefused(kind.parse, read.body, res);
       if (!request) return;

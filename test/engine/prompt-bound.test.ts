@@ -4,13 +4,16 @@
  * of them cannot fit. A 150,000-word prompt used to hold the engine's event loop while it was
  * tokenized (its health checks unanswered, the replica killed as hung); now it gets the usual
  * 400 at once, and a normal request beside it is served. An honest long prompt is tokenized in
- * turns, so that /health answers meanwhile.
+ * turns, so that /health answers meanwhile. A conversation of more messages than a request may
+ * hold (2,048) is refused before the chat template renders any of them: rendering runs over every
+ * message, at once, and 36,000 empty ones (well under 1 MiB) held the event loop for seconds.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { getLlama, LlamaLogLevel, LlamaModel, type Llama } from 'node-llama-cpp';
+import { getLlama, JinjaTemplateChatWrapper, LlamaLogLevel, LlamaModel, type Llama } from 'node-llama-cpp';
+import { MAX_MESSAGES } from '../../src/domain/chat-request.js';
 import { startEngineServer, type EngineServer } from '../../src/engine/server.js';
 import { textPieces } from '../../src/engine/prompt-tokens.js';
 import { writeTinyGguf, type TinyGgufFile } from '../support/tiny-gguf.js';
@@ -26,12 +29,19 @@ let wide: EngineServer;
 /** Native tokenize calls on text longer than 100,000 characters, by every model of this process. */
 let longTokenizations = 0;
 const tokenize = LlamaModel.prototype.tokenize;
+/** Chat template renderings, by every engine of this process. */
+let renderings = 0;
+const generateContextState = JinjaTemplateChatWrapper.prototype.generateContextState;
 
 beforeAll(async () => {
   LlamaModel.prototype.tokenize = function (this: LlamaModel, ...args: Parameters<LlamaModel['tokenize']>) {
     if (typeof args[0] === 'string' && args[0].length > 100_000) longTokenizations++;
     return (tokenize as (...a: unknown[]) => ReturnType<LlamaModel['tokenize']>).apply(this, args);
   } as LlamaModel['tokenize'];
+  JinjaTemplateChatWrapper.prototype.generateContextState = function (this: JinjaTemplateChatWrapper, ...args) {
+    renderings++;
+    return generateContextState.apply(this, args);
+  };
   dir = await mkdtemp(join(tmpdir(), 'prompt-bound-'));
   file = await writeTinyGguf(join(dir, 'tiny.gguf'), { contextLength: 65536 });
   llama = await getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.warn });
@@ -42,6 +52,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   LlamaModel.prototype.tokenize = tokenize;
+  JinjaTemplateChatWrapper.prototype.generateContextState = generateContextState;
   await Promise.all([server?.close(0), wide?.close(0)]);
   await llama?.dispose();
   if (dir) await rm(dir, { recursive: true, force: true });
@@ -109,6 +120,26 @@ test('the same bound on /tokenize (both forms) and /v1/completions; /detokenize 
   expect(tooMany.status).toBe(400);
   expect(tooMany.body.error).toMatchObject({ param: 'tokens' });
   expect(tooMany.body.error.message).toContain('more than this model');
+});
+
+test(`more than ${MAX_MESSAGES} messages: a 400 naming messages and the limit, before the template renders them`, async () => {
+  const messages = (n: number) => Array.from({ length: n }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: '' }));
+  const before = renderings;
+  const answers = await Promise.all([
+    post(server.url, '/v1/chat/completions', { messages: messages(MAX_MESSAGES + 1), max_tokens: 1 }),
+    post(server.url, '/tokenize', { messages: messages(MAX_MESSAGES + 1) }),
+  ]);
+  for (const [i, answer] of answers.entries()) {
+    expect(answer.status, `${i}: ${JSON.stringify(answer.body).slice(0, 300)}`).toBe(400);
+    expect(answer.body.error, String(i)).toMatchObject({ param: 'messages', type: 'invalid_request_error' });
+    expect(answer.body.error.message, String(i)).toBe(`messages may contain at most ${MAX_MESSAGES} messages (got ${MAX_MESSAGES + 1})`);
+  }
+  expect(renderings).toBe(before);
+  // At the limit the conversation is rendered and counted (by the engine whose max_input_length it fits).
+  const counted = await post(wide.url, '/tokenize', { messages: messages(MAX_MESSAGES) });
+  expect(counted.status, JSON.stringify(counted.body).slice(0, 300)).toBe(200);
+  expect(counted.body.count).toBeGreaterThan(MAX_MESSAGES);
+  expect(renderings).toBeGreaterThan(before);
 });
 
 test('an honest long prompt is tokenized in turns: /health answers meanwhile, and the tokens are those of one call', async () => {
