@@ -5,7 +5,6 @@
  */
 import { ClientError, type GraphQLClient } from 'graphql-request';
 import {
-  createClient,
   CreateEndpointDocument,
   DeleteEndpointDocument,
   EndpointDocument,
@@ -34,7 +33,8 @@ import {
   type GpuType,
 } from '../../domain/instance-catalog.js';
 import { CliError, unwrap } from './errors.js';
-import { describeStatus, printEndpoint, statusColor, table, type Print } from './render.js';
+import { graphqlClient } from './http.js';
+import { describeStatus, forHumans, printEndpoint, statusColor, table, type Print } from './render.js';
 import type { Settings } from './settings.js';
 
 export interface Output {
@@ -67,7 +67,7 @@ export class EndpointCommands {
     readonly settings: Settings,
     private readonly out: Output,
   ) {
-    this.client = createClient(settings.baseUrl, settings.apiKey);
+    this.client = graphqlClient(settings);
   }
 
   /** Runs one SDK call, turning transport and GraphQL errors into one-line CliErrors. */
@@ -84,9 +84,10 @@ export class EndpointCommands {
     }
   }
 
-  private emit(value: unknown, human: () => void): void {
+  /** `value` as JSON, or given to `human` with its text made printable (forHumans). */
+  private emit<T>(value: T, human: (shown: T) => void): void {
     if (this.out.json) this.out.print(JSON.stringify(value, null, 2));
-    else human();
+    else human(forHumans(value));
   }
 
   async whoami(): Promise<{ email: string; team: string }> {
@@ -103,11 +104,11 @@ export class EndpointCommands {
       nodes.push(...page.endpoints.edges.map((e) => e.node));
       after = page.endpoints.pageInfo.hasNextPage ? page.endpoints.pageInfo.endCursor : null;
     } while (after);
-    this.emit(nodes, () =>
+    this.emit(nodes, (shown) =>
       table(
         this.out.print,
         ['ID', 'NAME', 'STATUS', 'PROJECT'],
-        nodes.map((n) => [n.id, n.name, [statusColor(n.status.status), n.status.phase ?? ''].join(' ').trim(), n.project.name]),
+        shown.map((n) => [n.id, n.name, [statusColor(n.status.status), n.status.phase ?? ''].join(' ').trim(), n.project.name]),
       ),
     );
   }
@@ -115,7 +116,7 @@ export class EndpointCommands {
   async get(id: string): Promise<EndpointFieldsFragment> {
     const { endpoint } = await this.call((c) => c.request(EndpointDocument, { id }));
     if (!endpoint) throw new CliError(`endpoint '${id}' not found`);
-    this.emit(endpoint, () => printEndpoint(this.out.print, endpoint));
+    this.emit(endpoint, (shown) => printEndpoint(this.out.print, shown));
     return endpoint;
   }
 
@@ -141,7 +142,7 @@ export class EndpointCommands {
       }),
     );
     const { endpoint } = unwrap(result.createEndpoint, 'CreateEndpointSuccess');
-    this.emit(endpoint, () => printEndpoint(this.out.print, endpoint));
+    this.emit(endpoint, (shown) => printEndpoint(this.out.print, shown));
   }
 
   async update(id: string, given: SpecFlags): Promise<void> {
@@ -160,7 +161,7 @@ export class EndpointCommands {
     if (Object.keys(input).length === 0) throw new CliError('update needs at least one setting to change (see --help)');
     const result = await this.call((c) => c.request(UpdateEndpointDocument, { id, input }));
     const { endpoint } = unwrap(result.updateEndpoint, 'UpdateEndpointSuccess');
-    this.emit(endpoint, () => printEndpoint(this.out.print, endpoint));
+    this.emit(endpoint, (shown) => printEndpoint(this.out.print, shown));
   }
 
   async act(action: 'sleep' | 'wake' | 'restart' | 'terminate', id: string): Promise<void> {
@@ -182,13 +183,12 @@ export class EndpointCommands {
         );
         break;
     }
-    const shown = status.endpoint.status;
-    this.emit(shown, () => this.out.print(`${id}: ${describeStatus(shown)}`));
+    this.emit(status.endpoint.status, (shown) => this.out.print(`${id}: ${describeStatus(shown)}`));
   }
 
   async remove(id: string): Promise<void> {
     const result = unwrap((await this.call((c) => c.request(DeleteEndpointDocument, { id }))).deleteEndpoint, 'DeleteEndpointSuccess');
-    this.emit({ endpointId: result.endpointId, deleted: true }, () => this.out.print(`deleted ${result.endpointId}`));
+    this.emit({ endpointId: result.endpointId, deleted: true }, (shown) => this.out.print(`deleted ${shown.endpointId}`));
   }
 
   async versions(id: string): Promise<void> {
@@ -200,11 +200,11 @@ export class EndpointCommands {
       versions.push(...page.endpoint.versions.edges.map((e) => e.node));
       after = page.endpoint.versions.pageInfo.hasNextPage ? page.endpoint.versions.pageInfo.endCursor : null;
     } while (after);
-    this.emit(versions, () =>
+    this.emit(versions, (shown) =>
       table(
         this.out.print,
         ['VERSION', 'ROLLOUT', 'MODEL', 'BATCH', 'MAX_TOKENS', 'REPLICAS', 'CREATED', 'COMMENT'],
-        versions.map((v) => [
+        shown.map((v) => [
           String(v.versionIndex),
           v.rolloutState + (v.rolledBackFrom !== null ? ` (rollback of ${v.rolledBackFrom})` : ''),
           `${v.spec.hfModelRepo ?? ''}${v.spec.hfModelRepoRevision ? `@${v.spec.hfModelRepoRevision}` : ''}`,
@@ -221,7 +221,7 @@ export class EndpointCommands {
   async rollback(id: string, versionIndex: number): Promise<void> {
     const result = await this.call((c) => c.request(RollbackEndpointDocument, { id, versionIndex }));
     const { endpoint } = unwrap(result.rollbackEndpoint, 'RollbackEndpointSuccess');
-    this.emit(endpoint, () => printEndpoint(this.out.print, endpoint));
+    this.emit(endpoint, (shown) => printEndpoint(this.out.print, shown));
   }
 }
 

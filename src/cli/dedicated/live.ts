@@ -9,6 +9,7 @@ import { createParser } from 'eventsource-parser';
 import WebSocket from 'ws';
 import { EndpointStatusWatchDocument, type EndpointStatusWatchSubscription } from '../../sdk/client.js';
 import { CliError } from './errors.js';
+import { readBounded } from './http.js';
 import type { Settings } from './settings.js';
 
 type Update = EndpointStatusWatchSubscription['endpointStatus'];
@@ -84,10 +85,21 @@ export async function tokenize(settings: Settings, endpointId: string, text: str
   }).catch((error: unknown) => {
     throw new CliError(`cannot reach ${settings.baseUrl}: ${(error as Error).message}`);
   });
-  const body = (await response.json().catch(() => undefined)) as { tokens?: number[]; error?: { message?: string } } | undefined;
-  if (!response.ok || !Array.isArray(body?.tokens))
-    throw new CliError(`HTTP ${response.status}: ${body?.error?.message ?? response.statusText}`);
+  if (!response.ok) throw new CliError(await errorOf(response));
+  const body = (await response.json().catch(() => undefined)) as { tokens?: number[] } | undefined;
+  if (!Array.isArray(body?.tokens)) throw new CliError(`HTTP ${response.status}: the answer has no tokens`);
   return body.tokens;
+}
+
+/** "HTTP <status>: <the body's error.message>", the status text when the body (read bounded: http.ts) has none. */
+async function errorOf(response: Response): Promise<string> {
+  let message: unknown;
+  try {
+    message = (JSON.parse((await readBounded(response)) ?? '') as { error?: { message?: unknown } } | null)?.error?.message;
+  } catch {
+    message = undefined;
+  }
+  return `HTTP ${response.status}: ${typeof message === 'string' ? message : response.statusText}`;
 }
 
 /** Streams a chat completion; `onText` gets each piece of the answer (and of the reasoning, flagged). */
@@ -114,10 +126,7 @@ export async function streamChat(
   }).catch((error: unknown) => {
     throw new CliError(`cannot reach ${settings.baseUrl}: ${(error as Error).message}`);
   });
-  if (!response.ok || !response.body) {
-    const body = (await response.json().catch(() => undefined)) as { error?: { message?: string } } | undefined;
-    throw new CliError(`HTTP ${response.status}: ${body?.error?.message ?? response.statusText}`);
-  }
+  if (!response.ok || !response.body) throw new CliError(await errorOf(response));
   const outcome: ChatOutcome = { finishReason: null, usage: null };
   let failure: string | undefined;
   let done = false;
@@ -127,11 +136,17 @@ export async function streamChat(
         done = true;
         return;
       }
-      const chunk = JSON.parse(event.data) as {
+      let chunk: {
         error?: { message: string };
         choices?: { delta?: { content?: string | null; reasoning_content?: string | null }; finish_reason?: string | null }[];
         usage?: ChatOutcome['usage'];
       };
+      try {
+        chunk = JSON.parse(event.data) as typeof chunk;
+      } catch {
+        // A proxy's HTML page sent as an event, say: one line, not a stack trace.
+        throw new CliError('the server sent an event that is not JSON');
+      }
       if (chunk.error) failure = chunk.error.message;
       for (const choice of chunk.choices ?? []) {
         if (choice.delta?.reasoning_content) onText(choice.delta.reasoning_content, true);
@@ -143,7 +158,12 @@ export async function streamChat(
   });
   const decoder = new TextDecoder();
   const reader = response.body.getReader();
-  for (let read = await reader.read(); !read.done; read = await reader.read()) parser.feed(decoder.decode(read.value, { stream: true }));
+  try {
+    for (let read = await reader.read(); !read.done; read = await reader.read()) parser.feed(decoder.decode(read.value, { stream: true }));
+  } finally {
+    // A stream given up on (an event that is not JSON) would otherwise hold its connection open, and the CLI with it.
+    await reader.cancel().catch(() => undefined);
+  }
   if (failure) throw new CliError(`the answer was cut: ${failure}`);
   if (!done) throw new CliError('the answer ended without [DONE]');
   return outcome;

@@ -9,7 +9,7 @@ import { EndpointCommands, type SpecFlags } from './commands.js';
 import { CliError } from './errors.js';
 import { streamChat, tokenize, watchStatus } from './live.js';
 import { ReplicaCommands } from './replica-commands.js';
-import { describeStatus, stderrColors, type Print } from './render.js';
+import { describeStatus, forHumans, oneLine, stderrColors, textBody, type Print } from './render.js';
 import { checkBaseUrl, DEFAULT_BASE_URL, resolveSettings, saveSettings } from './settings.js';
 
 interface GlobalFlags {
@@ -87,7 +87,7 @@ export function buildProgram(print: Print, printError: Print): Command {
       const me = await new EndpointCommands({ baseUrl, apiKey }, { print, json: false }).whoami();
       const file = await saveSettings({ baseUrl, apiKey });
       if (globals().json) print(JSON.stringify({ baseUrl, email: me.email, config: file }));
-      else print(`logged in to ${baseUrl} as ${me.email}; saved to ${file}`);
+      else print(`logged in to ${baseUrl} as ${oneLine(me.email)}; saved to ${file}`);
     });
 
   const endpoints = program.command('endpoints').alias('ep').description('list, create and manage endpoints');
@@ -146,13 +146,13 @@ export function buildProgram(print: Print, printError: Print): Command {
         cli.settings,
         id,
         (update) => {
-          const line = json ? JSON.stringify(update) : `${new Date().toISOString().slice(11, 19)}  ${describeStatus(update.status)}`;
-          print(line);
-          if (json) return;
-          if (update.event?.message) print(`          ${update.event.message}`);
+          if (json) return print(JSON.stringify(update));
+          const shown = forHumans(update);
+          print(`${new Date().toISOString().slice(11, 19)}  ${describeStatus(shown.status)}`);
+          if (shown.event?.message) print(`          ${shown.event.message}`);
           // Why it failed, once per message: the first status of a FAILED endpoint carries no event.
-          const why = update.status.errorMessage;
-          if (why && why !== explained && why !== update.event?.message) print(`          ${why}`);
+          const why = shown.status.errorMessage;
+          if (why && why !== explained && why !== shown.event?.message) print(`          ${why}`);
           explained = why;
         },
         {
@@ -235,12 +235,12 @@ export function buildProgram(print: Print, printError: Print): Command {
             if (!showThinking) return;
             if (!thinking) process.stderr.write(stderrColors.dim('thinking: '));
             thinking = true;
-            process.stderr.write(stderrColors.dim(text));
+            process.stderr.write(stderrColors.dim(textBody(text)));
             return;
           }
           endThinking();
           answer += text;
-          if (!json) process.stdout.write(text);
+          if (!json) process.stdout.write(textBody(text));
         },
         stop.signal,
       );
@@ -261,7 +261,7 @@ export function buildProgram(print: Print, printError: Print): Command {
       if (!text) throw new CliError('tokenize needs a text (as arguments or on stdin)');
       const tokens = await tokenize(settings, id, text);
       if (globals().json) print(JSON.stringify({ count: tokens.length, tokens }));
-      else print(`${tokens.length} token${tokens.length === 1 ? '' : 's'}: ${tokens.join(' ')}`);
+      else print(`${tokens.length} token${tokens.length === 1 ? '' : 's'}: ${oneLine(tokens.join(' '))}`);
     });
 
   return program;
@@ -288,11 +288,12 @@ export async function main(argv: string[]): Promise<number> {
     if (typeof code === 'string' && code.startsWith('commander.')) {
       return code === 'commander.helpDisplayed' || code === 'commander.version' ? 0 : ((error as { exitCode?: number }).exitCode ?? 1);
     }
+    // An error's text may be the server's (a GraphQL error, an error body): drawn as render.ts draws it.
     if (error instanceof CliError) {
-      console.error(`error: ${error.message}`);
+      console.error(`error: ${oneLine(error.message)}`);
       return 1;
     }
-    console.error('error:', error);
+    console.error(`error: ${textBody(error instanceof Error ? (error.stack ?? error.message) : String(error))}`);
     return 1;
   }
 }

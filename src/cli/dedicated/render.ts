@@ -4,6 +4,42 @@ import type { EndpointFieldsFragment, StatusFieldsFragment } from '../../sdk/cli
 
 export type Print = (line: string) => void;
 
+/*
+ * Text from the server (a version's comment, an event's message, a log line, an error) is anyone's: a teammate's
+ * comment of "\x1b]0;…\x07\x1b[2J" would set the reader's terminal title and clear the screen, a newline would add a
+ * fake row to a table. Human output draws every C0 control, DEL and C1 control instead of sending it: C0 and DEL as
+ * their Unicode control pictures (ESC as ␛, a newline as ␊: one column each, so tables stay aligned), C1, which has
+ * none, as \x9b. --json prints the server's text exactly (JSON.stringify writes C0 controls as \u escapes).
+ */
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+
+function drawn(control: string): string {
+  const code = control.charCodeAt(0);
+  if (code < 0x20) return String.fromCharCode(0x2400 + code);
+  if (code === 0x7f) return '\u2421';
+  return `\\x${code.toString(16)}`;
+}
+
+/** Server text as one line of human output (a table cell, a field, a message): each control drawn, a tab a space. */
+export function oneLine(text: string): string {
+  return text.replace(CONTROL, (c) => (c === '\t' ? ' ' : drawn(c)));
+}
+
+/** Server text printed as a body of its own (a log line, a chat answer): newlines and tabs kept, other controls drawn. */
+export function textBody(text: string): string {
+  return text.replace(CONTROL, (c) => (c === '\n' || c === '\t' ? c : drawn(c)));
+}
+
+/** A value from the server with each of its strings as oneLine makes it: what the human printers render. */
+export function forHumans<T>(value: T): T {
+  if (typeof value === 'string') return oneLine(value) as T;
+  if (Array.isArray(value)) return value.map((item: unknown) => forHumans(item)) as T;
+  if (value !== null && typeof value === 'object')
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, forHumans(item as unknown)])) as T;
+  return value;
+}
+
 const colors = createColors(Boolean(process.stdout.isTTY) && !process.env.NO_COLOR);
 /** For what goes to stderr (a reasoning model's thinking), coloured when stderr is a terminal. */
 export const stderrColors = createColors(Boolean(process.stderr.isTTY) && !process.env.NO_COLOR);
@@ -15,7 +51,7 @@ export function statusColor(status: string): string {
   return colors.yellow(status);
 }
 
-/** Rows as columns padded to their widest cell (colour codes excluded from the width). */
+/** Rows as columns padded to their widest cell (colour codes excluded from the width); server text in them already through forHumans. */
 export function table(print: Print, header: string[], rows: string[][]): void {
   const visible = (s: string) => s.replace(/\x1b\[[0-9;]*m/g, ''); // eslint-disable-line no-control-regex
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => visible(r[i] ?? '').length)));
@@ -48,6 +84,7 @@ function megabytes(bytes: number): string {
   return `${(bytes / 1_000_000).toFixed(1)} MB`;
 }
 
+/** `endpoint` as forHumans gives it. */
 export function printEndpoint(print: Print, endpoint: EndpointFieldsFragment): void {
   const { spec, status } = endpoint;
   const rows: [string, string][] = [

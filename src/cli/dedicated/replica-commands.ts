@@ -8,7 +8,6 @@ import { createClient as createWsClient } from 'graphql-ws';
 import { ClientError } from 'graphql-request';
 import WebSocket from 'ws';
 import {
-  createClient,
   EndpointEventsDocument,
   EndpointLogsDocument,
   EndpointReplicasDocument,
@@ -17,7 +16,8 @@ import {
   type ReplicaLogsSubscription,
 } from '../../sdk/client.js';
 import { CliError } from './errors.js';
-import { statusColor, table } from './render.js';
+import { graphqlClient } from './http.js';
+import { forHumans, statusColor, table, textBody } from './render.js';
 import type { Output } from './commands.js';
 import type { Settings } from './settings.js';
 
@@ -43,14 +43,14 @@ export class ReplicaCommands {
   }
 
   private get client() {
-    return createClient(this.settings.baseUrl, this.settings.apiKey);
+    return graphqlClient(this.settings);
   }
 
   async replicas(id: string): Promise<void> {
     const { endpoint } = await this.call(() => this.client.request(EndpointReplicasDocument, { id }));
     if (!endpoint) throw new CliError(`endpoint '${id}' not found`);
-    const { nodes, failures } = endpoint.replicas;
     if (this.out.json) return this.out.print(JSON.stringify(endpoint.replicas, null, 2));
+    const { nodes, failures } = forHumans(endpoint.replicas);
     if (nodes.length === 0) this.out.print('no replicas');
     else {
       table(
@@ -80,7 +80,7 @@ export class ReplicaCommands {
       const { endpoint } = await this.call(() => this.client.request(EndpointLogsDocument, { id, replicaId, tail: flags.tail ?? null }));
       if (!endpoint) throw new CliError(`endpoint '${id}' not found`);
       if (this.out.json) return this.out.print(JSON.stringify(endpoint.logs));
-      for (const line of endpoint.logs.lines) this.out.print(line);
+      for (const line of endpoint.logs.lines) this.out.print(textBody(line));
       return;
     }
     await this.follow(id, replicaId, flags.tail ?? 100, signal);
@@ -109,7 +109,7 @@ export class ReplicaCommands {
           const chunk = result.data?.replicaLogs;
           if (!chunk) continue;
           if (this.out.json) this.out.print(JSON.stringify(chunk));
-          else for (const line of chunk.lines) this.out.print(line);
+          else for (const line of chunk.lines) this.out.print(textBody(line));
         }
       } finally {
         signal?.removeEventListener('abort', onAbort);
@@ -142,7 +142,7 @@ export class ReplicaCommands {
     table(
       this.out.print,
       ['ID', 'TIME', 'TYPE', 'STATUS', 'CAUSE', 'DETAIL'],
-      events.map((e) => [
+      forHumans(events).map((e) => [
         e.id,
         e.createdAt,
         e.type,
