@@ -8,7 +8,7 @@
  * Statuses are written only as `controllerTransition` (src/domain/lifecycle.ts)
  * answers for a controller event.
  */
-import type { EndpointRecord } from '../domain/endpoint.js';
+import type { EndpointRecord, RolloutState } from '../domain/endpoint.js';
 import { newId } from '../domain/ids.js';
 import type { InstanceOption } from '../domain/instance-catalog.js';
 import { controllerTransition, type ControllerEvent, type LifecycleState } from '../domain/lifecycle.js';
@@ -17,6 +17,7 @@ import type { Queryable, Sql } from '../storage/database.js';
 import { writeTransition } from '../storage/endpoint-transitions.js';
 import { findEndpoints, mergeDesired, refreshReplicaCounts, type DesiredCount } from '../storage/endpoints-repository.js';
 import { claimReplicas, insertReplicas, lockAndReadLeasedEndpoint, lockLeasedEndpoint } from '../storage/replicas-repository.js';
+import { setVersionRollout } from '../storage/versions-repository.js';
 
 /** Thrown inside a step when the endpoint changed under it; the step is abandoned quietly. */
 export class StaleError extends Error {}
@@ -41,6 +42,13 @@ export class EndpointWrites {
     private readonly refresh: (id: string, desired: DesiredCount, cause: string) => Promise<boolean> = (id, desired, cause) =>
       refreshReplicaCounts(sql, id, desired, cause),
   ) {}
+
+  /** Marks a version's rollout (setVersionRollout) while this process holds the endpoint's lease; StaleError otherwise. */
+  async setRollout(id: string, versionIndex: number, change: { rolloutState: RolloutState; model?: unknown }): Promise<void> {
+    if (!(await setVersionRollout(this.sql, this.owner, id, versionIndex, change))) {
+      throw new StaleError(`the rollout of ${id}'s version ${versionIndex} was not marked: its lease is lost, or it is gone`);
+    }
+  }
 
   /**
    * Runs `write` on the freshly locked endpoint when this process still holds

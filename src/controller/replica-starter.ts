@@ -25,7 +25,7 @@ import type { Sql } from '../storage/database.js';
 import { KEEP_DESIRED } from '../storage/endpoints-repository.js';
 import { retagReplica } from '../storage/replicas-repository.js';
 import type { StatementBatches } from '../storage/statement-batches.js';
-import { findVersion, setVersionRollout } from '../storage/versions-repository.js';
+import { findVersion } from '../storage/versions-repository.js';
 import { StaleError, type EndpointWrites } from './endpoint-writes.js';
 import { DISRUPTED } from './crash-watch.js';
 import { ModelPreparer } from './model-preparer.js';
@@ -376,7 +376,7 @@ export class ReplicaStarter {
       const version = endpoint.current.versionIndex === replica.versionIndex ? endpoint.current : undefined;
       if (version?.rolloutState !== 'ROLLED_OUT' || !version.model) {
         const model = this.preparer.known({ endpointId: id, versionIndex: replica.versionIndex, model: version?.model ?? null });
-        await setVersionRollout(sql, id, replica.versionIndex, { rolloutState: 'ROLLED_OUT', ...(model ? { model } : {}) });
+        await writes.setRollout(id, replica.versionIndex, { rolloutState: 'ROLLED_OUT', ...(model ? { model } : {}) });
       }
       if (!first) return void (await writes.refreshCounts(id, KEEP_DESIRED, 'controller:replica-ready'));
       // Counted first: whoever sees RUNNING also sees the replica that serves.

@@ -12,7 +12,7 @@ import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { Sql } from '../storage/database.js';
 import { KEEP_DESIRED } from '../storage/endpoints-repository.js';
-import { findVersion, setVersionRollout } from '../storage/versions-repository.js';
+import { findVersion } from '../storage/versions-repository.js';
 import { retagReplica } from '../storage/replicas-repository.js';
 import { servesAlike } from '../domain/endpoint-spec.js';
 import type { EndpointWrites } from './endpoint-writes.js';
@@ -74,7 +74,7 @@ export class Rollout {
       if (!versions.has(old.versionIndex)) versions.set(old.versionIndex, findVersion(this.sql, id, old.versionIndex));
       const from = await versions.get(old.versionIndex);
       if (from && servesAlike(from.spec, target.spec) && (await retagReplica(this.sql, old.id, old.versionIndex, target.versionIndex))) {
-        await setVersionRollout(this.sql, id, target.versionIndex, { rolloutState: 'ROLLED_OUT', model: target.model ?? from.model });
+        await this.writes.setRollout(id, target.versionIndex, { rolloutState: 'ROLLED_OUT', model: target.model ?? from.model });
         await this.writes.refreshCounts(id, KEEP_DESIRED, 'controller:rollout');
       } else outdated.push(old);
     }
@@ -119,7 +119,7 @@ export class Rollout {
     const id = endpoint.id;
     const target = endpoint.current;
     const errorCode = startErrorCode(error);
-    await setVersionRollout(this.sql, id, target.versionIndex, { rolloutState: 'FAILED' });
+    await this.writes.setRollout(id, target.versionIndex, { rolloutState: 'FAILED' });
     await this.writes.refreshCounts(id, KEEP_DESIRED, 'controller:rollout-failed');
     await this.writes.transition(
       id,

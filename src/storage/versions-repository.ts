@@ -67,14 +67,23 @@ export async function countVersions(db: Queryable, endpointIds: readonly string[
   return new Map(rows.map((r) => [r.endpoint_id, r.n]));
 }
 
+/**
+ * Marks a version's rollout (and the model it resolved to) while `owner` holds the endpoint's lease (its row
+ * share-locked): a controller that lost the lease while it decided writes nothing. False when nothing was written.
+ */
 export async function setVersionRollout(
   db: Queryable,
+  owner: string,
   endpointId: string,
   versionIndex: number,
   change: { rolloutState: RolloutState; model?: unknown },
-): Promise<void> {
-  await db`
+): Promise<boolean> {
+  const rows = await db`
     UPDATE endpoint_versions SET rollout_state = ${change.rolloutState},
       model = coalesce(${change.model === undefined ? null : db.json(change.model as never)}, model)
-    WHERE endpoint_id = ${endpointId} AND version_index = ${versionIndex}`;
+    WHERE endpoint_id = ${endpointId} AND version_index = ${versionIndex}
+      AND EXISTS (SELECT 1 FROM endpoint_leases l
+        WHERE l.endpoint_id = ${endpointId} AND l.owner = ${owner} AND l.expires_at > now() FOR SHARE)
+    RETURNING version_index`;
+  return rows.length === 1;
 }
