@@ -359,7 +359,7 @@ export class ReplicaStarter {
    * 'warming-up'), then RUNNING once it serves.
    */
   private async warm(endpoint: EndpointRecord, replica: ReplicaRecord, address: string, first: boolean): Promise<void> {
-    const { sql, batches, writes } = this.options;
+    const { batches, writes } = this.options;
     const ref = { ...refOf(replica), address };
     const id = endpoint.id;
     try {
