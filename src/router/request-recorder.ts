@@ -12,6 +12,14 @@
  * While a write is still running, outcomes keep collecting; past
  * `maxBuffered` of them, new ones are dropped and counted (`dropped`), never
  * waited for: a slow database costs samples, not request latency.
+ *
+ * A database that cannot be reached (an outage, a restart, a failover) loses
+ * nothing: what of the batch is not written yet (each outcome remembers which
+ * of its rows are) goes back to the front of the buffer, within the same
+ * bound, with the last-request times, and is written on a later tick, tried
+ * at a growing interval while the database stays away. A statement cut off
+ * by the outage may have committed before its answer was lost: its rows are
+ * then written twice, the lesser harm than losing them.
  */
 import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
@@ -45,13 +53,43 @@ export interface RecorderOptions {
   onWritten?: (endpointIds: ReadonlySet<string>) => void;
 }
 
+/** The longest wait between two writes while the database is unreachable: it is back in service within this. */
+const MAX_RETRY_DELAY_MS = 5_000;
+
+/** One outcome on its way to the database, and what of it is still to write. */
+interface Pending {
+  entry: RecordedRequest;
+  /** Its request-log row: to write, written (the id its content row refers to), or none (a refused request, a lost row). */
+  log: 'todo' | { id: string } | null;
+  /** Its captured content is still to write. */
+  content: boolean;
+  /** Its share of the per-minute roll-ups is still to add. */
+  minutes: boolean;
+}
+
+/** What became of one row of a batch: written (with what the statement returned for it), lost, or held back (outage). */
+type RowOutcome<T> = { written: T | undefined } | 'lost' | 'held';
+
+/** The rows' outcomes, and the outage that held some back, if one did. */
+interface BatchOutcome<T> {
+  rows: RowOutcome<T>[];
+  outage?: { error: unknown };
+}
+
 export class RequestRecorder {
+  /** Outcomes recorded since the last batch was taken (not yet observed). */
   private entries: RecordedRequest[] = [];
+  /** Outcomes observed, but held back by an outage: written before `entries`. */
+  private held: Pending[] = [];
   private lastRequest = new Map<string, Date>();
   private readonly timer: NodeJS.Timeout;
   private flushing: Promise<void> = Promise.resolve();
   private writing = false;
   private readonly maxBuffered: number;
+  private readonly intervalMs: number;
+  /** While the database is unreachable: the wait before the next try (doubled each time), and when that is. */
+  private retryDelayMs = 0;
+  private retryAt = 0;
   /** Outcomes dropped because writes fell behind, since start. */
   dropped = 0;
   private droppedUnlogged = 0;
@@ -63,16 +101,18 @@ export class RequestRecorder {
     private readonly options: RecorderOptions = {},
   ) {
     this.maxBuffered = options.maxBuffered ?? DEFAULTS.requestLogBuffer;
+    this.intervalMs = options.intervalMs ?? intervalMs;
     this.timer = setInterval(() => {
-      // A write still running keeps its place: the buffer (bounded) waits for the next tick.
-      if (!this.writing) void this.flush();
-    }, options.intervalMs ?? intervalMs);
+      // A write still running keeps its place: the buffer (bounded) waits for the next tick; so does a database
+      // that was unreachable at the last one, until its retry time.
+      if (!this.writing && Date.now() >= this.retryAt) void this.flush();
+    }, this.intervalMs);
     this.timer.unref();
   }
 
   /** Buffers a request's outcome; never waits. */
   record(entry: RecordedRequest): void {
-    if (this.entries.length >= this.maxBuffered) {
+    if (this.held.length + this.entries.length >= this.maxBuffered) {
       this.dropped++;
       this.droppedUnlogged++;
     } else {
@@ -86,30 +126,31 @@ export class RequestRecorder {
     this.lastRequest.set(endpointId, new Date());
   }
 
+  /** Writes what is buffered now (whatever the retry time); what an outage holds back stays buffered. */
   flush(): Promise<void> {
     this.flushing = this.flushing.then(async () => {
-      const entries = this.entries;
+      const fresh = this.entries;
+      const pending = [...this.held, ...fresh.map(toPending)];
       const lastRequest = this.lastRequest;
       this.entries = [];
+      this.held = [];
       this.lastRequest = new Map();
       if (this.droppedUnlogged > 0) {
         this.log(`request recording fell behind: ${this.droppedUnlogged} request outcomes dropped (${this.dropped} since start)`);
         this.droppedUnlogged = 0;
       }
-      if (entries.length === 0 && lastRequest.size === 0) return;
+      if (pending.length === 0 && lastRequest.size === 0) return;
       this.writing = true;
       try {
         try {
-          this.options.observe?.(entries);
+          // Observed once: outcomes held back by an outage were observed when they first came.
+          this.options.observe?.(fresh);
         } catch (error) {
           this.log('observing recorded requests failed', error);
         }
-        await this.write(entries);
-        try {
-          await touchEndpoints(this.sql, lastRequest);
-        } catch (error) {
-          this.log('recording requests failed', error);
-        }
+        const outage = (await this.write(pending)) ?? (await this.touch(lastRequest));
+        if (outage) this.holdBack(pending, lastRequest, outage.error);
+        else this.resumed();
       } finally {
         this.writing = false;
       }
@@ -117,28 +158,34 @@ export class RequestRecorder {
     return this.flushing;
   }
 
-  private async write(entries: readonly RecordedRequest[]): Promise<void> {
-    if (entries.length === 0) return;
-    const served = entries.filter((e) => !e.refused);
-    const ids = await this.rowByRowOnFailure(
-      served,
-      (batch) => insertRequestLog(this.sql, batch.map(withoutExtras)),
+  /**
+   * Writes what each outcome still lacks, stage by stage: its request-log row, then its content (which refers to that
+   * row), then the roll-ups. The first stage that finds the database unreachable ends the write (the next stages would
+   * only fail too) and is returned; a stage that fails otherwise loses its rows, logged.
+   */
+  private async write(pending: readonly Pending[]): Promise<{ error: unknown } | undefined> {
+    const toLog = pending.filter((p) => p.log === 'todo');
+    const logged = await this.rowByRowOnFailure(
+      toLog,
+      (batch) =>
+        insertRequestLog(
+          this.sql,
+          batch.map((p) => withoutExtras(p.entry)),
+        ),
       (failed, total, error) => this.log(`recording requests failed (${failed} of ${total})`, error),
     );
-    const content: ContentRow[] = [];
-    served.forEach((entry, i) => {
-      const id = ids[i];
-      if (!entry.content || id === undefined) return;
-      content.push({
-        requestLogId: id,
-        endpointId: entry.endpointId,
-        versionIndex: entry.content.versionIndex,
-        messages: entry.content.messages,
-        response: entry.content.response(),
-      });
+    toLog.forEach((p, i) => {
+      const outcome = logged.rows[i]!;
+      if (outcome === 'held') return;
+      const id = outcome === 'lost' ? undefined : outcome.written;
+      p.log = id === undefined ? null : { id };
+      if (p.log === null) p.content = false;
     });
-    await this.rowByRowOnFailure(
-      content,
+    if (logged.outage) return logged.outage;
+
+    const toStore = pending.filter((p) => p.content && typeof p.log === 'object' && p.log !== null);
+    const stored = await this.rowByRowOnFailure(
+      toStore.map(contentRow),
       async (batch) => (await insertContent(this.sql, batch), []),
       // The statement's parameters hold content: only the message, and the request-log ids of the rows lost, are logged.
       (failed, total, error, lost) => {
@@ -149,64 +196,156 @@ export class RequestRecorder {
         );
       },
     );
-    const minutes = rollUp(entries);
+    toStore.forEach((p, i) => {
+      if (stored.rows[i] !== 'held') p.content = false;
+    });
+    if (stored.outage) return stored.outage;
+
+    const toAdd = pending.filter((p) => p.minutes);
+    if (toAdd.length === 0) return undefined;
+    const minutes = rollUp(toAdd.map((p) => p.entry));
     try {
       await addMinutes(this.sql, minutes);
       this.options.onWritten?.(new Set(minutes.map((m) => m.endpointId)));
     } catch (error) {
+      if (databaseFailureOf(error)?.kind === 'unavailable') return { error };
       this.log('recording request metrics failed', error);
     }
+    for (const p of toAdd) p.minutes = false;
+    return undefined;
+  }
+
+  /** Moves the endpoints' last-request times forward; returns the outage that stopped it, if any. */
+  private async touch(lastRequest: ReadonlyMap<string, Date>): Promise<{ error: unknown } | undefined> {
+    try {
+      await touchEndpoints(this.sql, lastRequest);
+    } catch (error) {
+      if (databaseFailureOf(error)?.kind === 'unavailable') return { error };
+      this.log('recording requests failed', error);
+    }
+    return undefined;
   }
 
   /**
-   * Writes `rows` in one statement; if the database refuses the batch (not
-   * an outage), writes them again one by one, so that one bad row loses
-   * only itself. Returns what `insert` returned for each row (undefined for
-   * a row not written), and reports the rows that still failed once.
+   * Puts back, at the front of the buffer, the outcomes an outage left unwritten and the last-request times not
+   * written; outcomes recorded meanwhile past the bound are dropped and counted. The next try waits: twice as long as
+   * the last one, from the interval up to MAX_RETRY_DELAY_MS.
+   */
+  private holdBack(pending: readonly Pending[], lastRequest: ReadonlyMap<string, Date>, error: unknown): void {
+    this.held = pending.filter((p) => p.log === 'todo' || p.content || p.minutes);
+    const room = Math.max(0, this.maxBuffered - this.held.length);
+    if (this.entries.length > room) {
+      const over = this.entries.length - room;
+      this.entries.length = room;
+      this.dropped += over;
+      this.droppedUnlogged += over;
+    }
+    for (const [id, at] of lastRequest) {
+      const later = this.lastRequest.get(id);
+      if (later === undefined || later < at) this.lastRequest.set(id, at);
+    }
+    const first = this.retryDelayMs === 0;
+    this.retryDelayMs = Math.min(Math.max(this.intervalMs, this.retryDelayMs * 2), MAX_RETRY_DELAY_MS);
+    this.retryAt = Date.now() + this.retryDelayMs;
+    // One line per outage, not one per try.
+    if (first) {
+      this.log(`request recording waits for the database: ${this.held.length} request outcomes held, written once it is back`, error);
+    }
+  }
+
+  private resumed(): void {
+    if (this.retryDelayMs === 0) return;
+    this.retryDelayMs = 0;
+    this.retryAt = 0;
+    this.log('request recording resumed: the request outcomes held while the database was unreachable are written');
+  }
+
+  /**
+   * Writes `rows` in one statement; if the database refuses the batch (a bad
+   * value, not an outage), writes them again one by one, so that one bad row
+   * loses only itself. Returns what became of each row, and reports the rows
+   * lost, once. Rows an outage stops are held, not lost: not reported.
    */
   private async rowByRowOnFailure<R, T>(
     rows: readonly R[],
     insert: (batch: readonly R[]) => Promise<T[]>,
     report: (failed: number, total: number, error: unknown, lost: R[]) => void,
-  ): Promise<(T | undefined)[]> {
-    if (rows.length === 0) return [];
+  ): Promise<BatchOutcome<T>> {
+    if (rows.length === 0) return { rows: [] };
     let batchError: unknown;
     try {
-      return await insert(rows);
+      const results = await insert(rows);
+      return { rows: rows.map((_, i) => ({ written: results[i] })) };
     } catch (error) {
       batchError = error;
     }
-    // Only a value the database refuses (SQLSTATE class 22) is one row's fault; anything else (an outage, a timeout,
-    // a full disk) would fail every row too, so it is not retried one statement per row.
-    if (rows.length === 1 || databaseFailureOf(batchError)?.kind !== 'invalid-data') {
+    const failure = databaseFailureOf(batchError)?.kind;
+    if (failure === 'unavailable') return { rows: rows.map(() => 'held'), outage: { error: batchError } };
+    // Only a value the database refuses (SQLSTATE class 22) is one row's fault; anything else (a timeout, a full
+    // disk, a bug) would fail every row too, so it is not retried one statement per row.
+    if (rows.length === 1 || failure !== 'invalid-data') {
       report(rows.length, rows.length, batchError, [...rows]);
-      return [];
+      return { rows: rows.map(() => 'lost') };
     }
-    const results: (T | undefined)[] = [];
+    const outcomes: RowOutcome<T>[] = [];
     const lost: R[] = [];
-    let lastError: unknown;
+    let lostError: unknown;
+    let outage: { error: unknown } | undefined;
     for (const [i, row] of rows.entries()) {
+      let rowError: unknown;
       try {
-        results.push((await insert([row]))[0]);
+        outcomes.push({ written: (await insert([row]))[0] });
+        continue;
       } catch (error) {
-        results.push(undefined);
-        lost.push(row);
-        lastError = error;
-        // The database went away meanwhile: the rest are lost with it, not tried one by one.
-        if (databaseFailureOf(error)?.kind !== 'invalid-data') {
-          lost.push(...rows.slice(i + 1));
-          break;
-        }
+        rowError = error;
       }
+      const kind = databaseFailureOf(rowError)?.kind;
+      if (kind === 'invalid-data') {
+        outcomes.push('lost');
+        lost.push(row);
+        lostError = rowError;
+        continue;
+      }
+      // The database went away meanwhile: this row and the rest are held for the next try. Another failure loses
+      // them, not tried one by one.
+      const rest = rows.slice(i);
+      if (kind === 'unavailable') {
+        outage = { error: rowError };
+        outcomes.push(...rest.map(() => 'held' as const));
+      } else {
+        outcomes.push(...rest.map(() => 'lost' as const));
+        lost.push(...rest);
+        lostError = rowError;
+      }
+      break;
     }
-    if (lost.length > 0) report(lost.length, rows.length, lastError, lost);
-    return results;
+    if (lost.length > 0) report(lost.length, rows.length, lostError, lost);
+    return outage ? { rows: outcomes, outage } : { rows: outcomes };
   }
 
+  /** Stops the timer and writes what is buffered; what a database still unreachable holds back is lost, and logged. */
   async close(): Promise<void> {
     clearInterval(this.timer);
     await this.flush();
+    const unwritten = this.held.length + this.entries.length;
+    if (unwritten > 0) this.log(`request recording closed with ${unwritten} request outcomes unwritten: the database is unreachable`);
   }
+}
+
+function toPending(entry: RecordedRequest): Pending {
+  return { entry, log: entry.refused ? null : 'todo', content: !entry.refused && entry.content !== undefined, minutes: true };
+}
+
+/** The content row of an outcome whose request-log row is written. */
+function contentRow(p: Pending): ContentRow {
+  const content = p.entry.content!;
+  return {
+    requestLogId: (p.log as { id: string }).id,
+    endpointId: p.entry.endpointId,
+    versionIndex: content.versionIndex,
+    messages: content.messages,
+    response: content.response(),
+  };
 }
 
 /** The log entry alone (the content and flags stay in memory). */

