@@ -273,7 +273,13 @@ export class ChatRouter {
       return fail(clientClosed());
     }
     const queuedMs = performance.now() - queueStart;
-    return this.dispatcher.dispatch(principal, endpoint, { kind, request, model: typeof model === 'string' ? model : undefined }, signal, {
+    // Served as the caller is now: a key revoked, or a membership removed, while it waited in the queue acts no more.
+    const caller = await this.lookup.stillUsable(principal, endpoint);
+    if (caller.type === 'error') {
+      release();
+      return caller;
+    }
+    return this.dispatcher.dispatch(caller.value, endpoint, { kind, request, model: typeof model === 'string' ? model : undefined }, signal, {
       startedAt,
       queuedMs,
       release,

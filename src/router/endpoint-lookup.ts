@@ -4,10 +4,10 @@
  * serving-view.ts); the access check (ChatAccess.usableBy) applies to each.
  */
 import type { EndpointRecord } from '../domain/endpoint.js';
-import type { Failure } from '../domain/errors.js';
+import { failureOfDomainError, type Failure } from '../domain/errors.js';
 import { fail, type Result } from '../domain/result.js';
 import type { ChatAccess } from '../services/chat-access.js';
-import type { Principal } from '../services/principal.js';
+import { currentPrincipal, type Principal } from '../services/principal.js';
 import { ambiguousModel, modelNotFound, modelRequired } from './route-errors.js';
 import type { ServingView } from './serving-view.js';
 
@@ -24,6 +24,16 @@ export class EndpointLookup {
     if (named && typeof named !== 'string') return fail(named);
     const found = await this.usable(principal, named ?? model, false);
     return found ? { type: 'ok', value: found } : fail(modelNotFound(model));
+  }
+
+  /**
+   * The caller as of now, when it may still use the endpoint; otherwise why not (a key revoked: unauthenticated; a
+   * membership removed: not found, as for any endpoint outside the caller's teams). Asked by work that waited.
+   */
+  async stillUsable(principal: Principal, endpoint: EndpointRecord): Promise<Result<Principal, Failure>> {
+    const now = await currentPrincipal(principal);
+    if (now.type === 'error') return fail(failureOfDomainError(now.error));
+    return this.access.usableBy(now.value, endpoint) ? now : fail(modelNotFound(endpoint.id));
   }
 
   /** The endpoint, if the caller may use it (read afresh with `fresh`). */

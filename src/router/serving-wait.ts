@@ -8,10 +8,10 @@
  * otherwise at a poll interval (a fallback: announcements can be missed
  * while LISTEN reconnects).
  */
-import type { Failure } from '../domain/errors.js';
+import { failureOfDomainError, type Failure } from '../domain/errors.js';
 import { holdsNoReplicas, isServing, isUnavailable } from '../domain/lifecycle.js';
 import type { ChatAccess } from '../services/chat-access.js';
-import type { Principal } from '../services/principal.js';
+import { currentPrincipal, type Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import { Nudge } from '../util/nudge.js';
@@ -95,6 +95,10 @@ export class ServingWait {
         }
         if (waitMs > 0) await changes.wait(waitMs, signal);
         if (signal.aborted) return clientClosed();
+        // Looked at as the caller is now: a key revoked, or a membership removed, while it waited wakes nothing more.
+        const now = await currentPrincipal(principal);
+        if (now.type === 'error') return failureOfDomainError(now.error);
+        principal = now.value;
         const refreshed = await this.options.endpoint(principal, endpoint.id);
         if (!refreshed) return modelNotFound(endpoint.id);
         endpoint = refreshed;

@@ -20,6 +20,16 @@ export interface Principal {
   actingTeamId: string | null;
   /** The API key the request came with (absent for principals built without one, e.g. the admin CLI). */
   keyId?: string;
+  /**
+   * Authenticates the same credentials again (from the cache that revocations clear): work that waits (a queued
+   * chat request, a wake) asks before it acts, so that a key revoked or a membership removed meanwhile acts no more.
+   */
+  recheck?: () => Promise<Result<Principal>>;
+}
+
+/** The caller as of now (`recheck`), or as authenticated when it cannot be asked again. */
+export function currentPrincipal(principal: Principal): Promise<Result<Principal>> {
+  return principal.recheck ? principal.recheck() : Promise.resolve(ok(principal));
 }
 
 /** The team header of the API we are compatible with, and a neutral alias. */
@@ -139,7 +149,10 @@ export class Authenticator {
     const key = `${authorization ?? ''}\n${teamHeader ?? ''}`;
     const hit = this.cache.get(key);
     if (hit) return hit.result;
-    const entry: CacheEntry = { result: authenticate(this.db, authorization, teamHeader) };
+    const recheck = () => this.authenticate(authorization, teamHeader);
+    const entry: CacheEntry = {
+      result: authenticate(this.db, authorization, teamHeader).then((r) => (r.type === 'ok' ? ok({ ...r.value, recheck }) : r)),
+    };
     // Only successes are kept: a wrong key is checked again next time.
     const drop = () => this.cache.peek(key) === entry && this.cache.delete(key);
     entry.result.then((r) => {

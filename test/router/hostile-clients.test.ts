@@ -222,3 +222,46 @@ test("a replica that answers 503 (it is stopping) is not the client's answer: th
   const body = (await answer.json()) as { error: { code: string } };
   expect(body.error.code).not.toBe('engine_shutting_down');
 });
+
+test('a request queued when its key is revoked, or its user removed from the team, is refused once a slot frees: not served', async () => {
+  // Each request alone in the queue: admission expects it to start in time (no 429).
+  const id = endpoints[3]!;
+  const { identity, auth } = t.app.services;
+  const owner = await auth.authenticate(`Bearer ${alice.key}`, undefined);
+  if (owner.type !== 'ok') throw new Error('alice authenticates');
+  const member = async () => {
+    const user = await t.seed.user();
+    expect((await identity.addTeamMember('system', { teamId: alice.teamId, user: user.user.id })).type).toBe('ok');
+    const [key] = await t.sql<{ id: string }[]>`SELECT id FROM api_keys WHERE user_id = ${user.user.id}`;
+    return { ...user, keyId: key!.id };
+  };
+  /** Queues `key`'s request behind a held slot, takes access away, then frees the slot: the request's answer. */
+  const queuedThrough = async (key: string, takeAway: () => Promise<{ type: string }>) => {
+    const slot = await holdSlot(id);
+    try {
+      const waiting = chat(id, key, 'hello');
+      await waitFor('it to queue', async () => {
+        const [row] = await t.sql<{ queued: number }[]>`
+          SELECT coalesce(sum(queued), 0)::int AS queued FROM gateway_queue_depth WHERE endpoint_id = ${id}`;
+        return row!.queued === 1;
+      });
+      expect((await takeAway()).type).toBe('ok');
+      slot.end();
+      return await waiting;
+    } finally {
+      slot.end();
+    }
+  };
+  const revoked = await member();
+  const afterRevocation = await queuedThrough(revoked.key, () => identity.revokeApiKey('system', revoked.keyId));
+  expect(afterRevocation.status).toBe(401);
+  expect(((await afterRevocation.json()) as { error: { code: string } }).error.code).toBe('invalid_api_key');
+  const removed = await member();
+  const afterRemoval = await queuedThrough(removed.key, () =>
+    identity.removeTeamMember(owner.value, { teamId: alice.teamId, userId: removed.user.id }),
+  );
+  // Outside her teams now: as if it did not exist.
+  expect(afterRemoval.status).toBe(404);
+  // The slot they did not use is free: the owner is served.
+  expect((await chat(id, alice.key, 'hello')).status).toBe(200);
+}, 120_000);
