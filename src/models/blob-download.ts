@@ -6,9 +6,10 @@
  */
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { open, readFile, rm, stat, utimes } from 'node:fs/promises';
+import { open, readFile, rm, stat, utimes, type FileHandle } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { diskFullError, isDiskFull } from './disk-space.js';
 import { ModelSourceError } from './errors.js';
 
 /** The source's name at the start of a sentence. */
@@ -36,7 +37,10 @@ export interface BlobRequest {
   onProgress?: (progress: DownloadProgress) => void;
   signal?: AbortSignal;
   retry: RetryOptions;
-  /** The slowest the transfer may go (default MIN_PACE); below it, an attempt fails and the next resumes. */
+  /**
+   * The slowest the transfer may go (default MIN_PACE); below it, an attempt fails and the next resumes. An attempt that
+   * wrote at least its `bytes` renews the retry budget.
+   */
   minPace?: { bytes: number; ms: number };
 }
 
@@ -60,10 +64,7 @@ export const DOWNLOAD_ERROR = 'WORKLOAD_INIT_DOWNLOAD_ERROR';
  */
 export async function acquireLock(lockPath: string, signal?: AbortSignal): Promise<() => Promise<void>> {
   for (;;) {
-    try {
-      const handle = await open(lockPath, 'wx');
-      await handle.writeFile(`${process.pid} ${hostname()}`);
-      await handle.close();
+    if (await createLock(lockPath)) {
       const heartbeat = setInterval(() => {
         const now = new Date();
         utimes(lockPath, now, now).catch(() => {});
@@ -73,14 +74,53 @@ export async function acquireLock(lockPath: string, signal?: AbortSignal): Promi
         clearInterval(heartbeat);
         return rm(lockPath, { force: true });
       };
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
-    if (await isStaleLock(lockPath)) {
-      await rm(lockPath, { force: true });
-      continue;
-    }
-    await sleep(LOCK_POLL_MS, undefined, { signal });
+    const tookOver = (await isStaleLock(lockPath)) && (await takeOver(lockPath));
+    if (!tookOver) await sleep(LOCK_POLL_MS, undefined, { signal });
+  }
+}
+
+/**
+ * Creates `path` with O_EXCL and writes its holder into it; false when it exists. A lock whose holder could not be
+ * written (the disk is full) is removed rather than left nameless, which would hold every waiter for ORPHAN_LOCK_MS.
+ */
+async function createLock(path: string): Promise<boolean> {
+  let handle: FileHandle;
+  try {
+    handle = await open(path, 'wx');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw isDiskFull(err) ? diskFullError('taking the download lock', err) : err;
+  }
+  try {
+    await handle.writeFile(`${process.pid} ${hostname()}`);
+    await handle.close();
+    return true;
+  } catch (err) {
+    await handle.close().catch(() => {});
+    await rm(path, { force: true });
+    throw isDiskFull(err) ? diskFullError('taking the download lock', err) : err;
+  }
+}
+
+/**
+ * Removes the stale lock at `lockPath`, unless another waiter is taking it over (false: wait). Finding a lock stale and
+ * removing it are two steps: two waiters that both found it stale would otherwise both remove it, the second removing
+ * the lock the first had just created, and both would hold it (and append to one partial). So the removal is done by
+ * one waiter at a time, holding a guard created with O_EXCL, after finding the lock still stale. A guard is held for
+ * milliseconds; one left by a waiter that died then is stale by the same rules as a lock, and removed.
+ */
+async function takeOver(lockPath: string): Promise<boolean> {
+  const guard = `${lockPath}.takeover`;
+  if (!(await createLock(guard))) {
+    if (await isStaleLock(guard)) await rm(guard, { force: true });
+    return false;
+  }
+  try {
+    if (await isStaleLock(lockPath)) await rm(lockPath, { force: true });
+    return true;
+  } finally {
+    await rm(guard, { force: true });
   }
 }
 
@@ -190,36 +230,52 @@ export async function download(req: BlobRequest, partial: string): Promise<strin
   const progress = throttledProgress(size, req.onProgress);
 
   let current = digests;
+  // Bytes written by all attempts. An attempt that wrote at least the minimum pace's bytes starts a new retry budget
+  // (see retry.ts); one that wrote fewer does not: a server that cuts every connection after a byte or two would
+  // otherwise be retried for ever, at a pace far below the minimum.
+  let written = 0;
+  let renewals = 0;
+  const renewAfter = (req.minPace ?? MIN_PACE).bytes;
   if (offset < size) {
-    const request = (from: number) =>
-      fetch(url, {
-        headers: { ...req.headers, 'accept-encoding': 'identity', ...(from > 0 ? { range: `bytes=${from}-` } : {}) },
-        signal,
-      }).catch((err: unknown) => {
-        if (signal?.aborted) throw signal.reason;
-        throw new TransientError(DOWNLOAD_ERROR, `Could not download ${label}: the connection failed.`, undefined, { cause: err });
-      });
-
-    // Each attempt resumes from what the earlier ones wrote: `offset` and `current` follow the partial file.
     await withRetries(
       source,
       `downloading ${label}`,
       async () => {
-        let res = await request(offset);
-        const resumed = res.status === 206 && res.headers.get('content-range')?.startsWith(`bytes ${offset}-`);
-        if (offset > 0 && !resumed && (res.ok || res.status === 416)) {
-          // The server ignored or refused the range: start over rather than append misaligned bytes.
-          void res.body?.cancel().catch(() => {});
-          await rm(partial, { force: true });
-          [offset, current] = [0, new Digests(req.md5 !== undefined)];
-          res = await request(0);
+        const before = written;
+        try {
+          await attempt();
+        } finally {
+          if (written - before >= renewAfter) renewals++;
         }
-        await streamInto(res);
       },
-      req.retry,
+      { ...req.retry, progress: () => renewals },
     );
   }
   return finish(current);
+
+  /** One attempt: resumes from what the earlier ones wrote (`offset` and `current` follow the partial file). */
+  async function attempt(): Promise<void> {
+    let res = await request(offset);
+    const resumed = res.status === 206 && res.headers.get('content-range')?.startsWith(`bytes ${offset}-`);
+    if (offset > 0 && !resumed && (res.ok || res.status === 416)) {
+      // The server ignored or refused the range: start over rather than append misaligned bytes.
+      void res.body?.cancel().catch(() => {});
+      await rm(partial, { force: true });
+      [offset, current] = [0, new Digests(req.md5 !== undefined)];
+      res = await request(0);
+    }
+    await streamInto(res);
+  }
+
+  function request(from: number): Promise<Response> {
+    return fetch(url, {
+      headers: { ...req.headers, 'accept-encoding': 'identity', ...(from > 0 ? { range: `bytes=${from}-` } : {}) },
+      signal,
+    }).catch((err: unknown) => {
+      if (signal?.aborted) throw signal.reason;
+      throw new TransientError(DOWNLOAD_ERROR, `Could not download ${label}: the connection failed.`, undefined, { cause: err });
+    });
+  }
 
   /** Appends the answer's bytes to the partial, advancing `offset` and `current` with every chunk written. */
   async function streamInto(res: Response): Promise<void> {
@@ -227,7 +283,9 @@ export async function download(req: BlobRequest, partial: string): Promise<strin
     if (!res.body) throw new TransientError(DOWNLOAD_ERROR, `${capitalize(source)} sent no content for ${label}.`);
     let oversized = false;
     progress(offset, true);
-    const handle = await open(partial, 'a');
+    const handle = await open(partial, 'a').catch(async (err: unknown) => {
+      throw isDiskFull(err) ? await diskFull(err) : err;
+    });
     // A reader rather than `for await`: the body's declared type is not async-iterable under every lib setup.
     const reader = res.body.getReader();
     const pace = new PaceWatch(req.minPace);
@@ -241,11 +299,13 @@ export async function download(req: BlobRequest, partial: string): Promise<strin
         await handle.appendFile(chunk);
         current.update(chunk);
         offset += chunk.byteLength;
+        written += chunk.byteLength;
         progress(offset);
       }
       await handle.sync(); // the rename into blobs/ must not expose data still in the page cache only
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
+      if (isDiskFull(err)) throw await diskFull(err);
       const why = err instanceof StalledError ? err.message : 'was interrupted';
       throw new TransientError(
         DOWNLOAD_ERROR,
@@ -266,6 +326,15 @@ export async function download(req: BlobRequest, partial: string): Promise<strin
     if (offset !== size) {
       throw new TransientError(DOWNLOAD_ERROR, `Download of ${label} stopped after ${offset} of ${size} bytes; retrying resumes it.`);
     }
+  }
+
+  /**
+   * The disk filled up: no retry can help until room is made, so the download fails for good, and its partial, which
+   * holds space the disk needs back (and may end in half a chunk), is deleted.
+   */
+  async function diskFull(err: unknown): Promise<ModelSourceError> {
+    await rm(partial, { force: true });
+    return diskFullError(`downloading ${label} (after ${offset} of ${size} bytes)`, err);
   }
 
   async function finish(digest: Digests): Promise<string> {

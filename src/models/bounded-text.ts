@@ -10,6 +10,12 @@ export interface TextLimits {
   timeoutMs: number;
 }
 
+/**
+ * What one answer of a hub or registry may be (model info, a page of a file list, a W&B GraphQL answer or manifest):
+ * theirs are kilobytes to a few megabytes, sent at once.
+ */
+export const ANSWER_LIMITS: TextLimits = { maxBytes: 32 << 20, timeoutMs: 60_000 };
+
 /** The body arrived too slowly (TextLimits.timeoutMs). */
 export class BodyTimeoutError extends Error {}
 

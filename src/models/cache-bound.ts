@@ -24,6 +24,7 @@ import { lstat, mkdir, open, readdir, readFile, rename, rm, stat, statfs, utimes
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { acquireLock, isStaleLock, LOCK_HEARTBEAT_MS, LOCK_STALE_MS } from './blob-download.js';
+import { DISK_ERROR, gib } from './disk-space.js';
 import { ModelSourceError } from './errors.js';
 import type { CachedModelFile } from './model-cache.js';
 
@@ -36,9 +37,6 @@ export const RECENT_USE_MS = 10 * 60_000;
 const LEASE_GARBAGE_MS = 7 * 86_400_000;
 /** A lease's name: the pod's namespace and name. */
 export const LEASE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
-
-const DISK_ERROR = 'WORKLOAD_INIT_INSUFFICIENT_DISK_ERROR';
-const gib = (n: number) => `${(n / 2 ** 30).toFixed(2)} GiB`;
 
 export interface CacheBoundOptions {
   dir: string;

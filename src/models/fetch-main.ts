@@ -29,6 +29,7 @@ import { parseArgs } from 'node:util';
 import { parseArtifactName } from '../domain/artifact-name.js';
 import { CacheBound, LEASE_NAME } from './cache-bound.js';
 import { ModelSourceError } from './errors.js';
+import { leavesRepository } from './hf-hub.js';
 import { ModelCache, type CachedModelFile, type DownloadProgress } from './model-cache.js';
 import { resolveArtifact, wandbFileDownload } from './wandb/registry-client.js';
 
@@ -133,7 +134,7 @@ function readArgs() {
   if ((!fromHub && !fromWandb) || !file || !dir || !link || !Number.isSafeInteger(size) || size < 0) {
     fail(SETTINGS_ERROR, 'the model fetcher needs --repo and --commit (or --artifact), --file, --size, --cache-dir and --link');
   }
-  if (file.split('/').includes('..') || path.isAbsolute(file)) fail(SETTINGS_ERROR, 'the model file must be a path within its repository');
+  if (leavesRepository(file)) fail(SETTINGS_ERROR, 'the model file must be a path within its repository');
   if (artifact !== undefined) {
     const parsed = parseArtifactName(artifact);
     if (parsed.type === 'error') fail(SETTINGS_ERROR, parsed.error);

@@ -7,8 +7,8 @@
  * (see hub-errors.ts); the GGUF file to serve is chosen by gguf-choice.ts.
  */
 import { LRUCache } from 'lru-cache';
-import { BodyTimeoutError, readTextWithin } from './bounded-text.js';
-import { ModelSourceError } from './errors.js';
+import { ANSWER_LIMITS, BodyTimeoutError, readTextWithin } from './bounded-text.js';
+import { ModelSourceError, serverText } from './errors.js';
 import { DEFAULT_QUANT_PREFERENCE, pickGgufFile } from './gguf-choice.js';
 import { API_ERROR, hubResponseError, NO_ACCESS, unparseable, type HubContext } from './hub-errors.js';
 import { TransientError, withRetries, type RetryOptions, type RetryPolicy, type RetryReporter } from './retry.js';
@@ -56,6 +56,8 @@ export interface ResolveHubModelOptions extends HubAccessOptions {
   quantPreference?: readonly string[];
   /** Commits' file listings read before (treeListings()): a commit listed there is not listed again. */
   listings?: TreeListings;
+  /** How long the whole resolution may take, retries included. @default RESOLVE_DEADLINE_MS */
+  deadlineMs?: number;
 }
 
 interface TreeEntry {
@@ -68,10 +70,32 @@ interface TreeEntry {
 const REPO_ID = /^(?:[\w.-]+\/)?[\w.-]+$/;
 const SHA256 = /^[0-9a-f]{64}$/;
 const COMMIT_SHA = /^[0-9a-f]{40}$/;
-/** A JSON answer of the hub (model info, a page of a tree): at most this much text, within this time. */
-const HUB_JSON_LIMITS = { maxBytes: 32 << 20, timeoutMs: 60_000 } as const;
 /** Files a repository may list (a model repo has its weights and tens of files beside them). */
 const MAX_TREE_ENTRIES = 100_000;
+/**
+ * Pages a file listing may take, and their text all together: the hub lists a thousand files a page in a few hundred
+ * bytes each, so MAX_TREE_ENTRIES fit in a hundred pages and about 30 MiB. A hub that pages on (a new link each time)
+ * or sends entries padded with junk is stopped here rather than by the gateway's memory.
+ */
+const MAX_TREE_PAGES = 1_000;
+const MAX_TREE_BYTES = 64 << 20;
+/** The longest path a listing may name (a repository's paths are tens of characters); each is kept in memory. */
+const MAX_PATH_CHARS = 1_024;
+/** The longest LFS oid a listing may give (a sha256 is 64). */
+const MAX_OID_CHARS = 128;
+/**
+ * How long one resolution may take in all (model info, every page of the listing, the file's HEAD, and their retries):
+ * each answer is bounded, but a hub slow at each step would hold the endpoint's preparation for hours.
+ */
+export const RESOLVE_DEADLINE_MS = 5 * 60_000;
+
+/**
+ * Whether a file path leaves its repository (a `..` segment, or absolute): the hub's URLs and the model fetcher's
+ * arguments are built from listed paths, so such a path is refused wherever one is met.
+ */
+export function leavesRepository(path: string): boolean {
+  return path.startsWith('/') || path.split('/').includes('..');
+}
 
 export function hubEndpoint(endpoint?: string): string {
   return (endpoint ?? process.env.HF_ENDPOINT ?? DEFAULT_HUB_ENDPOINT).replace(/\/+$/, '');
@@ -130,13 +154,25 @@ function hubRequest<T>(
   );
 }
 
-function hubJson(url: string, ctx: HubContext, call: HubCall, operation: string): Promise<{ res: Response; body: unknown }> {
+/**
+ * A JSON answer, read within ANSWER_LIMITS, or within `maxBytes` when that is less (then `tooLarge` is the message
+ * for an answer past it); `bytes` is the size of its text.
+ */
+function hubJson(
+  url: string,
+  ctx: HubContext,
+  call: HubCall,
+  operation: string,
+  maxBytes: number = ANSWER_LIMITS.maxBytes,
+  tooLarge?: string,
+): Promise<{ res: Response; body: unknown; bytes: number }> {
   const signal = call.retry.signal;
+  const limits = { ...ANSWER_LIMITS, maxBytes: Math.min(maxBytes, ANSWER_LIMITS.maxBytes) };
   return hubRequest(url, { headers: hubHeaders(call.token, { accept: 'application/json' }) }, ctx, call, operation, async (res) => {
     if (!res.ok) throw hubResponseError(res, ctx);
     let text: string | undefined;
     try {
-      text = await readTextWithin(res, HUB_JSON_LIMITS);
+      text = await readTextWithin(res, limits);
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
       if (err instanceof BodyTimeoutError)
@@ -147,9 +183,14 @@ function hubJson(url: string, ctx: HubContext, call: HubCall, operation: string)
       throw new TransientError(API_ERROR, `The hub's answer for ${ctx.repo} was cut off.`, undefined, { cause: err });
     }
     if (text === undefined)
-      throw new ModelSourceError(API_ERROR, `The hub's answer for ${ctx.repo} is larger than ${HUB_JSON_LIMITS.maxBytes >> 20} MiB.`);
+      throw new ModelSourceError(
+        API_ERROR,
+        maxBytes < ANSWER_LIMITS.maxBytes && tooLarge
+          ? tooLarge
+          : `The hub's answer for ${ctx.repo} is larger than ${ANSWER_LIMITS.maxBytes >> 20} MiB.`,
+      );
     try {
-      return { res, body: JSON.parse(text) as unknown };
+      return { res, body: JSON.parse(text) as unknown, bytes: Buffer.byteLength(text) };
     } catch (err) {
       throw new ModelSourceError(API_ERROR, `The hub sent an unreadable answer for ${ctx.repo}.`, { cause: err });
     }
@@ -171,7 +212,9 @@ function isTreeEntry(value: unknown): value is TreeEntry {
     typeof entry.path === 'string' &&
     (entry.type === 'file' || entry.type === 'directory') &&
     isSize(entry.size) &&
-    (entry.lfs === undefined || entry.lfs === null || (typeof entry.lfs.oid === 'string' && isSize(entry.lfs.size)))
+    (entry.lfs === undefined ||
+      entry.lfs === null ||
+      (typeof entry.lfs.oid === 'string' && entry.lfs.oid.length <= MAX_OID_CHARS && isSize(entry.lfs.size)))
   );
 }
 
@@ -186,21 +229,48 @@ export type TreeListings = LRUCache<string, readonly TreeEntry[]>;
 export const treeListings = (maxEntries = 200_000): TreeListings =>
   new LRUCache<string, readonly TreeEntry[]>({ maxSize: maxEntries, sizeCalculation: (entries) => Math.max(1, entries.length) });
 
+/** The message for a file listing past its bounds. */
+const tooLong = (ctx: HubContext, what: string) =>
+  `The hub's file listing of ${ctx.repo} runs to ${what}; a model repository's takes a few.`;
+
+/** A listed path the resolution must not use, and why; undefined for a path within bounds and within the repository. */
+function pathProblem(path: string): string | undefined {
+  if (path.length > MAX_PATH_CHARS) return `longer than ${MAX_PATH_CHARS} characters`;
+  if (leavesRepository(path)) return 'outside the repository';
+  return undefined;
+}
+
 async function listTree(endpoint: string, commitSha: string, ctx: HubContext, call: HubCall): Promise<TreeEntry[]> {
   const entries: TreeEntry[] = [];
   const seen = new Set<string>();
+  let bytes = 0;
   let url: string | undefined = `${endpoint}/api/models/${ctx.repo}/tree/${commitSha}?recursive=true&expand=false`;
   while (url) {
+    if (seen.size === MAX_TREE_PAGES) throw new ModelSourceError(API_ERROR, tooLong(ctx, `more than ${MAX_TREE_PAGES} pages`));
     seen.add(url);
-    const { res, body } = await hubJson(url, ctx, call, `listing the files of ${ctx.repo}`);
+    const page = await hubJson(
+      url,
+      ctx,
+      call,
+      `listing the files of ${ctx.repo}`,
+      MAX_TREE_BYTES - bytes,
+      tooLong(ctx, `more than ${MAX_TREE_BYTES >> 20} MiB`),
+    );
+    bytes += page.bytes;
+    const body = page.body;
     if (!Array.isArray(body) || !body.every(isTreeEntry)) throw unparseable(ctx, 'file listing');
-    for (const entry of body) entries.push(entry);
+    for (const { type, path, size, lfs } of body) {
+      const problem = pathProblem(path);
+      if (problem) throw new ModelSourceError(API_ERROR, `The hub listed a path ${problem} in ${ctx.repo}: "${serverText(path)}".`);
+      // Only what is used is kept (the listing may be cached): not whatever else the hub sent with each entry.
+      entries.push({ type, path, size, ...(lfs ? { lfs: { oid: lfs.oid, size: lfs.size } } : {}) });
+    }
     if (entries.length > MAX_TREE_ENTRIES)
       throw new ModelSourceError(
         'WORKLOAD_INIT_MANIFEST_TYPE_ERROR',
         `${ctx.repo} lists more than ${MAX_TREE_ENTRIES} files: a model repository for an endpoint holds its weights and a few files beside them.`,
       );
-    url = nextPage(res);
+    url = nextPage(page.res);
     // A page that links back to one already read would page forever.
     if (url && seen.has(new URL(url, endpoint).href)) throw unparseable(ctx, 'pagination link');
     // The token goes with every page, so never follow a link off the hub.
@@ -213,17 +283,44 @@ async function listTree(endpoint: string, commitSha: string, ctx: HubContext, ca
 /**
  * Resolves `revision` to a commit, lists that commit's files, picks the GGUF to serve and checks with a HEAD on
  * `/resolve/` (as `get_hf_file_metadata` does) that it can actually be downloaded: gated repos expose their
- * metadata and tree to everyone and refuse only the file itself.
+ * metadata and tree to everyone and refuse only the file itself. All of it, retries included, ends by its deadline
+ * (`deadlineMs`, RESOLVE_DEADLINE_MS by default).
  */
 export async function resolveHubModel(options: ResolveHubModelOptions): Promise<ResolvedHubModel> {
+  const { repo, revision = 'main', deadlineMs = RESOLVE_DEADLINE_MS } = options;
+  if (!REPO_ID.test(repo) || repo.split('/').some((part) => part === '.' || part === '..')) {
+    throw new ModelSourceError(NO_ACCESS, `"${repo}" is not a valid repository id (expected "owner/name").`);
+  }
+  // Every call of the resolution runs under one signal: the caller's cancellation (its reason passes through), or the
+  // deadline's, whose reason is the error to report.
+  const within = new AbortController();
+  const cancel = () => within.abort(options.signal?.reason);
+  if (options.signal?.aborted) cancel();
+  options.signal?.addEventListener('abort', cancel, { once: true });
+  const deadline = setTimeout(
+    () =>
+      within.abort(
+        new ModelSourceError(
+          API_ERROR,
+          `Resolving ${repo}@${revision} on the hub took longer than ${deadlineMs / 1000} s; the hub is too slow.`,
+        ),
+      ),
+    deadlineMs,
+  );
+  try {
+    return await resolveWithin({ ...options, signal: within.signal });
+  } finally {
+    clearTimeout(deadline);
+    options.signal?.removeEventListener('abort', cancel);
+  }
+}
+
+async function resolveWithin(options: ResolveHubModelOptions): Promise<ResolvedHubModel> {
   const { repo, revision = 'main', quantPreference = DEFAULT_QUANT_PREFERENCE } = options;
   const endpoint = hubEndpoint(options.endpoint);
   const token = hubToken(options.token);
   const ctx: HubContext = { repo, revision, tokenSent: Boolean(token) };
   const call: HubCall = { token, retry: hubRetryOptions(options) };
-  if (!REPO_ID.test(repo) || repo.split('/').some((part) => part === '.' || part === '..')) {
-    throw new ModelSourceError(NO_ACCESS, `"${repo}" is not a valid repository id (expected "owner/name").`);
-  }
 
   const info = await hubJson(
     `${endpoint}/api/models/${repo}/revision/${encodeURIComponent(revision)}?expand=sha`,

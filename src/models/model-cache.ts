@@ -8,9 +8,10 @@
  * verified against what the source announced, resumed, locked across processes and shared within one.
  */
 import { createHash } from 'node:crypto';
-import { mkdir, readFile, readdir, rename, stat, statfs, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { acquireLock, capitalize, download, DOWNLOAD_ERROR, type BlobRequest, type DownloadProgress } from './blob-download.js';
+import { claimDisk, DISK_ERROR, gib } from './disk-space.js';
 import { ModelSourceError } from './errors.js';
 import { isTransientStatus, retryAfterMs, TransientError, type RetryPolicy, type RetryReporter } from './retry.js';
 import {
@@ -23,6 +24,7 @@ import {
   type ResolvedHubModel,
 } from './hf-hub.js';
 import { hubResponseError } from './hub-errors.js';
+import { SharedTransfers } from './shared-transfers.js';
 
 export type { DownloadProgress } from './blob-download.js';
 
@@ -71,18 +73,8 @@ export interface CachedModelFile {
 const SHA256 = /^[0-9a-f]{64}$/;
 const MD5_BASE64 = /^[A-Za-z0-9+/]{22}==$/;
 
-/** In-flight downloads per blob key across every ModelCache of this process, so two callers share one transfer. */
-const inFlight = new Map<string, Promise<CachedModelFile>>();
-
-/** `promise`, or a rejection with the signal's reason as soon as it aborts. */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
-}
+/** Downloads under way per cache and blob key across every ModelCache of this process, so two callers share one transfer. */
+const transfers = new SharedTransfers<CachedModelFile>();
 
 const sha256Hex = (text: string) => createHash('sha256').update(text).digest('hex');
 
@@ -113,8 +105,6 @@ function urlResponseError(res: Response, label: string, source: string): ModelSo
     }
   }
 }
-
-const gib = (n: number) => `${(n / 2 ** 30).toFixed(2)} GiB`;
 
 export class ModelCache {
   readonly dir: string;
@@ -247,24 +237,31 @@ export class ModelCache {
     return file;
   }
 
-  /** The blob of `req`, downloading it unless this process is already doing so (then the transfer is shared). */
-  private ensureBlob(req: BlobRequest): Promise<CachedModelFile> {
-    const flightKey = `${this.dir}\0${req.key}`;
-    let flight = inFlight.get(flightKey);
-    if (!flight) {
-      flight = this.fetchLocked(req).finally(() => inFlight.delete(flightKey));
-      inFlight.set(flightKey, flight);
-    } else {
-      // A joiner sees no intermediate progress from the shared transfer, but still gets the final report.
-      if (req.onProgress)
-        flight.then(
-          (file) => req.onProgress?.({ bytesDone: file.size, bytesTotal: file.size }),
-          () => {},
-        );
-      // And stops waiting when its own signal aborts (the transfer goes on for whoever started it).
-      if (req.signal) return untilAborted(flight, req.signal);
-    }
-    return flight;
+  /**
+   * The blob of `req`, downloading it unless this process is already doing so: then the transfer is shared, and this
+   * caller is told its progress and retries from now on. The transfer goes on while any caller still waits for it.
+   */
+  private async ensureBlob(req: BlobRequest): Promise<CachedModelFile> {
+    let reported: number | undefined;
+    const onProgress = req.onProgress;
+    const waiter = {
+      ...(req.signal ? { signal: req.signal } : {}),
+      ...(onProgress
+        ? {
+            onProgress: (progress: DownloadProgress) => {
+              reported = progress.bytesDone;
+              onProgress(progress);
+            },
+          }
+        : {}),
+      ...(req.retry.onRetry ? { onRetry: req.retry.onRetry } : {}),
+    };
+    const file = await transfers.join(`${this.dir}\0${req.key}`, waiter, ({ signal, onProgress, onRetry }) =>
+      this.fetchLocked({ ...req, signal, onProgress, retry: { ...req.retry, signal, onRetry } }),
+    );
+    // A caller that joined near the end may have missed the last report.
+    if (reported !== file.size) onProgress?.({ bytesDone: file.size, bytesTotal: file.size });
+    return file;
   }
 
   private async cachedBlob(req: BlobRequest): Promise<CachedModelFile | undefined> {
@@ -284,14 +281,27 @@ export class ModelCache {
       const partial = join(this.tmpDir, `${req.key}.partial`);
       let sha256: string;
       let path: string;
-      // Counted from the check on (the check and the count in one turn: two downloads cannot both pass it).
-      await this.checkSpace(req, partial);
+      const claim = await this.claimSpace(req, partial);
       try {
-        sha256 = await download(req, partial);
+        const onProgress = (progress: DownloadProgress) => {
+          claim.progress(progress.bytesDone);
+          req.onProgress?.(progress);
+        };
+        sha256 = await download({ ...req, onProgress }, partial);
+        // The digest covers the bytes this download wrote; a file grown by another writer besides must not become the blob.
+        const onDisk = (await stat(partial)).size;
+        if (onDisk !== req.size) {
+          await rm(partial, { force: true });
+          throw new ModelSourceError(
+            DOWNLOAD_ERROR,
+            `The download of ${req.label} was spoiled on disk (${onDisk} bytes instead of ${req.size}); it was deleted.`,
+          );
+        }
         path = join(this.blobsDir, sha256);
         await rename(partial, path);
       } finally {
         this.downloading -= req.size;
+        claim.release();
       }
       if (req.md5) await this.writeMd5Index(req.md5, sha256);
       return { path, sha256, size: req.size, cached: false };
@@ -302,39 +312,26 @@ export class ModelCache {
 
   /**
    * Refuses before any byte is transferred when the cache limit or the disk cannot take the file; otherwise counts it
-   * as under way (`downloading`, which the caller gives back when the download ends).
+   * as under way: against `maxBytes` (`downloading`) and on its disk (the claim), both given back by the caller when
+   * the download ends.
    */
-  private async checkSpace({ size, label }: BlobRequest, partial: string): Promise<void> {
+  private async claimSpace({ size, label }: BlobRequest, partial: string) {
     if (this.maxBytes !== undefined) {
       const used = (await this.usedBytes()) + this.downloading;
       if (used + size > this.maxBytes) {
         throw new ModelSourceError(
-          'WORKLOAD_INIT_INSUFFICIENT_DISK_ERROR',
+          DISK_ERROR,
           `${label} (${gib(size)}) does not fit in the model cache: ${gib(used)} of its ${gib(this.maxBytes)} limit are in use.`,
         );
       }
     }
+    // Counted from the check on (the check and the count in one turn: two downloads cannot both pass it).
     this.downloading += size;
     try {
-      await this.checkDisk(size, label, partial);
+      return await claimDisk(this.tmpDir, size, label, partial);
     } catch (error) {
       this.downloading -= size;
       throw error;
-    }
-  }
-
-  private async checkDisk(size: number, label: string, partial: string): Promise<void> {
-    const alreadyHave = await stat(partial).then(
-      (s) => Math.min(s.size, size),
-      () => 0,
-    );
-    const fs = await statfs(this.tmpDir);
-    const free = Number(fs.bavail) * Number(fs.bsize);
-    if (free < size - alreadyHave) {
-      throw new ModelSourceError(
-        'WORKLOAD_INIT_INSUFFICIENT_DISK_ERROR',
-        `${label} needs ${gib(size - alreadyHave)} more disk space but only ${gib(free)} is free.`,
-      );
     }
   }
 }

@@ -16,7 +16,10 @@ export interface RetryPolicy {
   baseDelayMs: number;
   /** Largest backoff delay (a Retry-After may ask for more). @default 8000 */
   maxDelayMs: number;
-  /** Total time from the first attempt after which no retry starts; a Retry-After past it is not waited for. @default 60000 */
+  /**
+   * Total time from the first attempt after which no retry starts; a Retry-After past it is not waited for. Where the
+   * call reports progress (RetryOptions.progress), an attempt that made some starts a new budget. @default 60000
+   */
   maxTimeMs: number;
 }
 
@@ -30,7 +33,7 @@ export interface RetryNotice {
   operation: string;
   /** The attempt that comes next (2 for the first retry). */
   attempt: number;
-  /** Attempts at most, the first included. */
+  /** Attempts at most, the first included; an attempt that makes progress moves it on (RetryOptions.progress). */
   maxAttempts: number;
   /** How long until that attempt. */
   delayMs: number;
@@ -46,6 +49,12 @@ export interface RetryOptions {
   policy?: Partial<RetryPolicy>;
   onRetry?: RetryReporter;
   signal?: AbortSignal;
+  /**
+   * A count that grows as the attempts get somewhere (a download's bytes written). An attempt that moved it starts a
+   * new budget, of time and of retries: the policy bounds how long a call may fail without getting anywhere, so a
+   * download of hours that is cut now and then is resumed each time, not given up once its first minute has passed.
+   */
+  progress?: () => number;
 }
 
 /**
@@ -92,9 +101,10 @@ export function retryPolicy(policy: Partial<RetryPolicy> = {}): RetryPolicy {
 }
 
 /**
- * Runs `attempt` until it succeeds, fails with anything but a TransientError, or the policy's bounds are reached;
- * then the last error is thrown, its message saying how many attempts were made. Each retry is reported through
- * `onRetry` (awaited, its failures ignored) before its delay is waited. Cancellation ends the wait at once.
+ * Runs `attempt` until it succeeds, fails with anything but a TransientError, or the policy's bounds are reached (counted
+ * from the first attempt, or from the last one that made progress); then the last error is thrown, its message saying
+ * how many attempts were made. Each retry is reported through `onRetry` (awaited, its failures ignored) before its
+ * delay is waited. Cancellation ends the wait at once.
  */
 export async function withRetries<T>(
   source: string,
@@ -103,8 +113,11 @@ export async function withRetries<T>(
   options: RetryOptions = {},
 ): Promise<T> {
   const policy = retryPolicy(options.policy);
-  const { signal, onRetry } = options;
-  const started = performance.now();
+  const { signal, onRetry, progress } = options;
+  // The current budget: when it started, and the attempt it started with.
+  let budgetStart = performance.now();
+  let budgetFirst = 1;
+  let progressSeen = progress?.();
   let attempts = 0;
   try {
     return await pRetry(
@@ -113,23 +126,29 @@ export async function withRetries<T>(
         return attempt(n);
       },
       {
-        retries: policy.retries,
+        // The retries are counted here (a budget can start again); p-retry only loops while shouldRetry says so.
+        retries: Number.POSITIVE_INFINITY,
         // The delay is waited in shouldRetry (it depends on the answer); p-retry itself waits nothing.
         minTimeout: 0,
         factor: 1,
         randomize: false,
         ...(signal ? { signal } : {}),
-        shouldRetry: async ({ error, attemptNumber, retriesConsumed }) => {
+        shouldRetry: async ({ error, attemptNumber }) => {
           if (!(error instanceof TransientError) || signal?.aborted) return false;
-          const left = policy.maxTimeMs - (performance.now() - started);
-          const delayMs = error.retryAfterMs ?? backoffDelay(retriesConsumed + 1, policy);
+          const now = performance.now();
+          const seen = progress?.();
+          if (seen !== progressSeen) [progressSeen, budgetStart, budgetFirst] = [seen, now, attemptNumber];
+          const retry = attemptNumber - budgetFirst + 1; // of this budget
+          if (retry > policy.retries) return false;
+          const left = policy.maxTimeMs - (now - budgetStart);
+          const delayMs = error.retryAfterMs ?? backoffDelay(retry, policy);
           if (delayMs > left) return false; // the server asks for more time than the budget has left
           try {
             await onRetry?.({
               source,
               operation,
               attempt: attemptNumber + 1,
-              maxAttempts: policy.retries + 1,
+              maxAttempts: budgetFirst + policy.retries,
               delayMs,
               reason: error.message,
               ...(error.retryAfterMs !== undefined ? { retryAfterMs: error.retryAfterMs } : {}),

@@ -12,22 +12,28 @@ import { afterEach, describe, expect, test } from 'vitest';
 import { download } from '../../src/models/blob-download.js';
 import { BodyTimeoutError, readTextWithin } from '../../src/models/bounded-text.js';
 import { ModelSourceError } from '../../src/models/errors.js';
-import { resolveHubModel } from '../../src/models/hf-hub.js';
+import { resolveHubModel, treeListings } from '../../src/models/hf-hub.js';
+import { FetchOrganizationDocument } from '../../src/models/wandb/generated.js';
 import { manifestDigest, parseManifest } from '../../src/models/wandb/manifest.js';
+import { resolveArtifact } from '../../src/models/wandb/registry-client.js';
+import { graphqlCaller } from '../../src/models/wandb/wandb-http.js';
 
 const SHA = 'a'.repeat(40);
-let server: http.Server | undefined;
+/** The servers a test started (some start two), closed when it ends. */
+const servers: http.Server[] = [];
 
 afterEach(async () => {
-  server?.closeAllConnections();
-  await new Promise((resolve) => (server ? server.close(resolve) : resolve(undefined)));
-  server = undefined;
+  for (const server of servers.splice(0)) {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
 });
 
 /** Serves `handle` on a free port; answers its base URL. */
 async function serve(handle: (req: http.IncomingMessage, res: http.ServerResponse) => void): Promise<string> {
-  server = http.createServer(handle);
-  await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+  const server = http.createServer(handle);
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
@@ -85,12 +91,130 @@ describe('the hub', () => {
     expect(denied.message.length).toBeLessThan(400);
   });
 
+  test('a tree that links a new page after every page is cut at 1,000 pages', async () => {
+    let pages = 0;
+    const endpoint = await hub((url, res) =>
+      json(res, [], { link: `<${url.split('?')[0]}?recursive=true&cursor=${++pages}>; rel="next"` }),
+    );
+    await expect(resolve(endpoint)).rejects.toMatchObject({
+      code: 'WORKLOAD_INIT_HF_WANDB_API_ERROR',
+      message: expect.stringContaining('more than 1000 pages'),
+    });
+    expect(pages).toBe(1000);
+  });
+
+  test('a tree of pages padded with junk is cut at 64 MiB in all, and the junk is not kept', async () => {
+    let pages = 0;
+    const junk = 'j'.repeat(3 << 20);
+    const endpoint = await hub((url, res) =>
+      json(res, [{ type: 'file', path: `f${++pages}.txt`, size: 1, junk }], { link: `<${url.split('?')[0]}?cursor=${pages}>; rel="next"` }),
+    );
+    await expect(resolve(endpoint)).rejects.toThrow(/listing of org\/model runs to more than 64 MiB/);
+    expect(pages).toBeLessThanOrEqual(22); // 64 MiB of 3 MiB pages, the last one read only in part
+
+    const listings = treeListings();
+    const padded = await hub((_url, res) =>
+      json(res, [{ type: 'file', path: 'm.gguf', size: 1, lfs: { oid: 'b'.repeat(64), size: 9, junk }, junk }]),
+    );
+    await resolveHubModel({ endpoint: padded, repo: 'org/model', retry: { retries: 0 }, listings }).catch(() => {}); // its HEAD is refused
+    expect([...listings.values()]).toEqual([[{ type: 'file', path: 'm.gguf', size: 1, lfs: { oid: 'b'.repeat(64), size: 9 } }]]);
+  });
+
+  test.each([
+    ['longer than 1024 characters', `${'n'.repeat(8 << 20)}.gguf`],
+    ['outside the repository', '../../other/model/resolve/main/model.gguf'],
+    ['outside the repository', 'sub/../../model.gguf'],
+    ['outside the repository', '/etc/model.gguf'],
+  ])('a listed path %s is refused at resolution, and named within bounds', async (why, path) => {
+    const endpoint = await hub((_url, res) => json(res, [{ type: 'file', path, size: 1 }]));
+    const error = (await resolve(endpoint).catch((e: unknown) => e)) as ModelSourceError;
+    expect(error).toBeInstanceOf(ModelSourceError);
+    expect(error.code).toBe('WORKLOAD_INIT_HF_WANDB_API_ERROR');
+    expect(error.message).toContain(`The hub listed a path ${why} in org/model`);
+    expect(error.message.length).toBeLessThan(400);
+  });
+
+  test('a resolution ends at its deadline, however the hub stalls; a cancellation keeps its own reason', async () => {
+    const endpoint = await serve(() => {}); // takes every request and never answers
+    const started = performance.now();
+    await expect(resolveHubModel({ endpoint, repo: 'org/model', deadlineMs: 300 })).rejects.toMatchObject({
+      code: 'WORKLOAD_INIT_HF_WANDB_API_ERROR',
+      message: 'Resolving org/model@main on the hub took longer than 0.3 s; the hub is too slow.',
+    });
+    expect(performance.now() - started).toBeLessThan(5000);
+    const cancelled = new AbortController();
+    const pending = resolveHubModel({ endpoint, repo: 'org/model', deadlineMs: 60_000, signal: cancelled.signal });
+    cancelled.abort(new Error('endpoint deleted'));
+    await expect(pending).rejects.toThrow('endpoint deleted');
+  });
+
   test('an answer larger than 32 MiB is refused', async () => {
     const endpoint = await serve((_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(`{"sha":"${SHA}","pad":"${'p'.repeat(33 << 20)}"}`);
     });
     await expect(resolve(endpoint)).rejects.toThrow(/larger than 32 MiB/);
+  });
+});
+
+describe('W&B', () => {
+  const ctx = { label: 'acme/model/llama:v1', org: 'acme', registry: 'model', keySent: true, host: 'w&b' };
+
+  test('a GraphQL answer that never ends is refused past 32 MiB, not read whole', async () => {
+    let sent = 0;
+    const baseUrl = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"data":{"organization":null},"junk":[');
+      const chunk = `"${'x'.repeat(1 << 20)}",`;
+      const pump = () => {
+        while (!res.destroyed && res.write(chunk)) sent += chunk.length;
+        if (!res.destroyed) res.once('drain', pump);
+      };
+      pump();
+    });
+    await expect(resolveArtifact('acme/model/llama:v1', { baseUrl, apiKey: 'k', retry: { retries: 0 } })).rejects.toMatchObject({
+      code: 'WORKLOAD_INIT_HF_WANDB_API_ERROR',
+      message: "W&B's answer while looking up the organization of acme/model/llama:v1 is larger than 32 MiB.",
+    });
+    expect(sent).toBeLessThan(200 << 20);
+  });
+
+  test('at most 20 of the GraphQL errors of an answer are shown, each cut to 200 characters', async () => {
+    const errors = Array.from({ length: 20_000 }, (_, i) => ({ message: `error number ${i} `.padEnd(300, 'x') }));
+    const baseUrl = await serve((_req, res) => json(res, { data: null, errors }));
+    const error = (await resolveArtifact('acme/model/llama:v1', { baseUrl, apiKey: 'k', retry: { retries: 0 } }).catch(
+      (e: unknown) => e,
+    )) as Error;
+    expect(error).toMatchObject({ code: 'WORKLOAD_INIT_HF_WANDB_API_ERROR' });
+    expect(error.message).toMatch(
+      /^W&B answered with an error while looking up acme\/model\/llama:v1: error number 0 x+…, error number 1 /,
+    );
+    expect(error.message).toMatch(/error number 19 x+… and 19980 more\.$/);
+    expect(error.message.length).toBeLessThan(20 * 210 + 200);
+  });
+
+  test('a GraphQL answer that drips is given up at its time bound, and retried', async () => {
+    let requests = 0;
+    const baseUrl = await serve((_req, res) => {
+      requests++;
+      res.writeHead(200, { 'content-type': 'application/json' }).write('{"data":');
+      const drip = setInterval(() => res.write(' '), 20);
+      res.on('close', () => clearInterval(drip));
+    });
+    const call = graphqlCaller(
+      baseUrl,
+      'k',
+      ctx,
+      { policy: { retries: 1, baseDelayMs: 1, maxDelayMs: 1 } },
+      { maxBytes: 1 << 20, timeoutMs: 200 },
+    );
+    await expect(call(FetchOrganizationDocument, { org: 'acme' }, 'looking up the organization of')).rejects.toMatchObject({
+      code: 'WORKLOAD_INIT_HF_WANDB_API_ERROR',
+      message: expect.stringMatching(
+        /answer while looking up the organization of acme\/model\/llama:v1 came too slowly .*gave up after 2 attempts/,
+      ),
+    });
+    expect(requests).toBe(2);
   });
 });
 

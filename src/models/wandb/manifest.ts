@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { ModelSourceError, serverText } from '../errors.js';
-import { BodyTimeoutError, readTextWithin } from '../bounded-text.js';
+import { ANSWER_LIMITS, BodyTimeoutError, readTextWithin } from '../bounded-text.js';
 import { TransientError } from '../retry.js';
 import { API_ERROR, httpError, isInt, isObject, malformed, NOT_FOUND, wandbAuthHeaders, type Context } from './wandb-http.js';
 
@@ -26,8 +26,6 @@ export function manifestDigest(contents: Record<string, { digest: string }>): st
 
 /** Files a manifest may list (a model artifact has its weights and a few files beside them). */
 const MAX_MANIFEST_ENTRIES = 100_000;
-/** The manifest's JSON: at most this much text, within this time. */
-const MANIFEST_LIMITS = { maxBytes: 32 << 20, timeoutMs: 60_000 } as const;
 
 export interface ManifestEntry {
   digest: string;
@@ -117,7 +115,7 @@ export async function fetchManifest(
   if (!res.ok) throw httpError(res.status, { label: ctx.label, keySent: sameOrigin && ctx.keySent, what: 'reading the manifest of' }, res);
   let text: string | undefined;
   try {
-    text = await readTextWithin(res, MANIFEST_LIMITS);
+    text = await readTextWithin(res, ANSWER_LIMITS);
   } catch (err) {
     if (signal?.aborted) throw signal.reason;
     const why = err instanceof BodyTimeoutError ? `came too slowly (${err.message})` : 'was interrupted';
@@ -126,7 +124,7 @@ export async function fetchManifest(
     });
   }
   if (text === undefined)
-    throw new ModelSourceError(API_ERROR, `The manifest of ${ctx.label} is larger than ${MANIFEST_LIMITS.maxBytes >> 20} MiB.`);
+    throw new ModelSourceError(API_ERROR, `The manifest of ${ctx.label} is larger than ${ANSWER_LIMITS.maxBytes >> 20} MiB.`);
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {

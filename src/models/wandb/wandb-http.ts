@@ -4,7 +4,8 @@
  */
 import { ClientError, GraphQLClient, type RequestOptions } from 'graphql-request';
 import type { TypedDocumentNode } from '@graphql-typed-document-node/core';
-import { ModelSourceError, serverText, type ModelSourceErrorCode } from '../errors.js';
+import { ANSWER_LIMITS, BodyTimeoutError, readTextWithin, type TextLimits } from '../bounded-text.js';
+import { ModelSourceError, serverText, someOf, type ModelSourceErrorCode } from '../errors.js';
 import { isTransientStatus, retryAfterMs, TransientError, withRetries, type RetryOptions } from '../retry.js';
 
 export const API_ERROR: ModelSourceErrorCode = 'WORKLOAD_INIT_HF_WANDB_API_ERROR';
@@ -66,11 +67,43 @@ export function httpError(
 /** A fetch rejection (W&B unreachable), told apart from answers graphql-request cannot parse. */
 export class UnreachableError extends Error {}
 
+/** An answer read past its limits: too slow, cut off, or too large (then `cause` is undefined). */
+class AnswerError extends Error {}
+
+/**
+ * fetch for graphql-request, which would read an answer whole, however large or slow: the body is read here within
+ * `limits` (as the hub's answers are), and graphql-request is given a Response of that text.
+ */
+function boundedFetch(limits: TextLimits) {
+  return async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+    let res: Response;
+    try {
+      res = await fetch(input, init);
+    } catch (err) {
+      throw new UnreachableError('unreachable', { cause: err });
+    }
+    let text: string | undefined;
+    try {
+      text = await readTextWithin(res, limits);
+    } catch (err) {
+      throw new AnswerError('unreadable', { cause: err });
+    }
+    if (text === undefined) throw new AnswerError('too large');
+    // The text is decoded already: the headers must not say it is compressed, nor give the compressed length.
+    const headers = new Headers(res.headers);
+    headers.delete('content-encoding');
+    headers.delete('content-length');
+    const empty = [204, 205, 304].includes(res.status); // statuses a Response may not have a body with
+    return new Response(empty ? null : text, { status: res.status, statusText: res.statusText, headers });
+  };
+}
+
+/** The messages of an answer's GraphQL errors: as many as someOf shows, each cut as serverText cuts it. */
 function graphqlMessages(err: ClientError): string | undefined {
   const errors = (err.response as { errors?: unknown }).errors;
   if (!Array.isArray(errors)) return undefined;
-  const messages = errors.map((e) => serverText((e as { message?: unknown } | null)?.message)).filter((m): m is string => Boolean(m));
-  return messages.length ? messages.join('; ') : undefined;
+  const messages = errors.map((e) => (e as { message?: unknown } | null)?.message).filter((m): m is string => serverText(m) !== undefined);
+  return messages.length ? someOf(messages) : undefined;
 }
 
 export function malformed(ctx: Context, what: string): ModelSourceError {
@@ -81,16 +114,13 @@ export type Json = Record<string, unknown>;
 export const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
 export const isInt = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
 
-/** Sends one typed operation; every failure comes back as a ModelSourceError (cancellation passes through). */
-export function graphqlCaller(baseUrl: string, apiKey: string | undefined, ctx: Context, retry: RetryOptions) {
+/**
+ * Sends one typed operation; every failure comes back as a ModelSourceError (cancellation passes through). Each answer
+ * is read within `limits`.
+ */
+export function graphqlCaller(baseUrl: string, apiKey: string | undefined, ctx: Context, retry: RetryOptions, limits = ANSWER_LIMITS) {
   const signal = retry.signal;
-  const client = new GraphQLClient(`${baseUrl}/graphql`, {
-    headers: wandbAuthHeaders(apiKey),
-    fetch: (input: RequestInfo | URL, init?: RequestInit) =>
-      fetch(input, init).catch((err: unknown) => {
-        throw new UnreachableError('unreachable', { cause: err });
-      }),
-  });
+  const client = new GraphQLClient(`${baseUrl}/graphql`, { headers: wandbAuthHeaders(apiKey), fetch: boundedFetch(limits) });
   // Each operation is retried while it fails transiently (429, 5xx, unreachable); see ../retry.ts.
   return async <TData, TVariables extends Record<string, unknown>>(
     document: TypedDocumentNode<TData, TVariables>,
@@ -117,6 +147,13 @@ export function graphqlCaller(baseUrl: string, apiKey: string | undefined, ctx: 
         throw new TransientError(API_ERROR, `Could not reach W&B at ${ctx.host} while ${what} ${ctx.label}.`, undefined, {
           cause: err.cause,
         });
+      }
+      if (err instanceof AnswerError) {
+        const answer = `W&B's answer while ${what} ${ctx.label}`;
+        if (err.cause === undefined) throw new ModelSourceError(API_ERROR, `${answer} is larger than ${limits.maxBytes >> 20} MiB.`);
+        // Too slow, or cut off: worth another attempt.
+        const why = err.cause instanceof BodyTimeoutError ? `came too slowly (${err.cause.message})` : 'was cut off';
+        throw new TransientError(API_ERROR, `${answer} ${why}.`, undefined, { cause: err.cause });
       }
       if (err instanceof ClientError) {
         const status = err.response.status;
