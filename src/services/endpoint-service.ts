@@ -12,7 +12,7 @@ import { newId } from '../domain/ids.js';
 import { holdsNoReplicas, isAllowed, noReplicasMessage, transitionTarget, type LifecycleAction } from '../domain/lifecycle.js';
 import { parsePageRequest, toPage, type Page } from '../domain/pagination.js';
 import { fail, invalidArgument, invalidTransition, notFound, ok, type Result } from '../domain/result.js';
-import type { EndpointRecord, VersionRecord } from '../domain/endpoint.js';
+import type { EndpointEventInput, EndpointRecord, VersionRecord } from '../domain/endpoint.js';
 import type { ProjectRecord } from '../domain/identity.js';
 import type { Sql, TransactionSql } from '../storage/database.js';
 import {
@@ -26,7 +26,7 @@ import {
 } from '../storage/endpoints-repository.js';
 import { insertEvent, latestEventId } from '../storage/events-repository.js';
 import { findVersion, insertVersion, listVersions } from '../storage/versions-repository.js';
-import { writeStatus } from './endpoint-state.js';
+import { writeStatusRow } from './endpoint-state.js';
 import type { IdentityService } from './identity-service.js';
 import { visibleTo, type Principal } from './principal.js';
 
@@ -110,7 +110,7 @@ export class EndpointService {
     cause: string,
   ): Promise<EndpointRecord | undefined> {
     const id = newId('ep');
-    return this.db.begin(async (tx) => {
+    const written = await this.db.begin(async (tx) => {
       const status = 'INITIALIZING';
       const phase = 'REQUESTING_VIRTUAL_MACHINE';
       const inserted = await insertEndpoint(tx, {
@@ -125,20 +125,22 @@ export class EndpointService {
       });
       if (!inserted) return undefined;
       await insertVersion(tx, { endpointId: id, versionIndex: 0, spec, comment, creatorId: principal.user.id });
-      await insertEvent(tx, {
-        endpointId: id,
-        projectId: project.id,
-        teamId: project.teamId,
-        type: 'CREATED',
-        status,
-        phase,
-        errorCode: null,
-        versionIndex: 0,
-        cause,
-        actorId: principal.user.id,
-      });
-      return readLocked(tx, id);
+      return commitWith(tx, id, [
+        {
+          endpointId: id,
+          projectId: project.id,
+          teamId: project.teamId,
+          type: 'CREATED',
+          status,
+          phase,
+          errorCode: null,
+          versionIndex: 0,
+          cause,
+          actorId: principal.user.id,
+        },
+      ]);
     });
+    return written && (await written.done);
   }
 
   /**
@@ -271,7 +273,7 @@ export class EndpointService {
     action: 'update' | 'rollback',
     next: (current: VersionRecord) => Result<NewVersion>,
   ): Promise<Result<EndpointRecord>> {
-    const outcome = await this.db.begin(async (tx): Promise<Result<EndpointRecord>> => {
+    const outcome = await this.db.begin(async (tx): Promise<Result<Committing>> => {
       const endpoint = visibleTo(principal, await lockEndpoint(tx, id));
       if (!endpoint) return fail(notFound('endpoint', id));
       if (!isAllowed(action, endpoint.status)) return fail(invalidTransition(action, endpoint.status));
@@ -287,8 +289,8 @@ export class EndpointService {
         creatorId: principal.user.id,
         rolledBackFrom: change.rolledBackFrom ?? null,
       });
-      await this.transition(tx, endpoint, action, principal.user.id, versionIndex);
-      await insertEvent(tx, {
+      const statusEvent = await this.transition(tx, endpoint, action, principal.user.id, versionIndex);
+      const added: EndpointEventInput = {
         ...eventScope(endpoint),
         type: 'VERSION_ADDED',
         status: null,
@@ -297,35 +299,33 @@ export class EndpointService {
         versionIndex,
         cause: `api:${action}`,
         actorId: principal.user.id,
-      });
+      };
       // updatedReplicaCnt counts the newest version's ready replicas: none yet, unless handed over later.
-      await refreshCountsLocked(tx, id, `api:${action}`);
-      return ok(await readLocked(tx, id));
+      return ok(commitWith(tx, id, [...listed(statusEvent), added], { refresh: `api:${action}` }));
     });
-    return this.changed(id, outcome);
+    return this.changed(id, await committed(outcome));
   }
 
   async act(principal: Principal, id: string, action: EndpointAction): Promise<Result<EndpointRecord>> {
-    const outcome = await this.db.begin(async (tx): Promise<Result<EndpointRecord>> => {
+    const outcome = await this.db.begin(async (tx): Promise<Result<Committing>> => {
       const endpoint = visibleTo(principal, await lockEndpoint(tx, id));
       if (!endpoint) return fail(notFound('endpoint', id));
       if (!isAllowed(action, endpoint.status)) return fail(invalidTransition(action, endpoint.status));
       if (action === 'wake' && holdsNoReplicas(endpoint)) {
         return fail({ ...invalidTransition(action, endpoint.status), message: noReplicasMessage(id) });
       }
-      await this.transition(tx, endpoint, action, principal.user.id);
-      return ok(await readLocked(tx, id));
+      return ok(commitWith(tx, id, listed(await this.transition(tx, endpoint, action, principal.user.id))));
     });
-    return this.changed(id, outcome);
+    return this.changed(id, await committed(outcome));
   }
 
   /** Deletes the endpoint; the answer is its final state, as this transaction left it (deleted, replicas still to stop). */
   async delete(principal: Principal, id: string): Promise<Result<EndpointRecord>> {
-    const outcome = await this.db.begin(async (tx): Promise<Result<EndpointRecord>> => {
+    const outcome = await this.db.begin(async (tx): Promise<Result<Committing>> => {
       const endpoint = visibleTo(principal, await lockEndpoint(tx, id));
       if (!endpoint) return fail(notFound('endpoint', id));
       await markEndpointDeleted(tx, id);
-      await insertEvent(tx, {
+      const deleted: EndpointEventInput = {
         ...eventScope(endpoint),
         type: 'DELETED',
         status: endpoint.status,
@@ -334,11 +334,10 @@ export class EndpointService {
         versionIndex: null,
         cause: 'api:delete',
         actorId: principal.user.id,
-      });
-      const [final] = await findEndpoints(tx, [id], { includeDeleted: true });
-      return ok(final!);
+      };
+      return ok(commitWith(tx, id, [deleted], { includeDeleted: true }));
     });
-    return this.changed(id, outcome);
+    return this.changed(id, await committed(outcome));
   }
 
   /** Applies the lifecycle table's target through the shared status writer. */
@@ -348,11 +347,11 @@ export class EndpointService {
     action: LifecycleAction,
     actorId: string,
     currentVersion?: number,
-  ): Promise<void> {
+  ): Promise<EndpointEventInput | undefined> {
     const target = transitionTarget(action, endpoint.status, { hasReplicas: endpoint.currReplicaCnt > 0 });
     // An action that keeps the status (an update of a sleeping endpoint) keeps its phase too.
     const phase = target.status === endpoint.status && target.phase === null ? endpoint.phase : target.phase;
-    await writeStatus(tx, endpoint, {
+    return writeStatusRow(tx, endpoint, {
       status: target.status,
       phase,
       errorCode: target.clearsError ? null : endpoint.errorCode,
@@ -364,11 +363,39 @@ export class EndpointService {
   }
 }
 
-/** The endpoint as this transaction left it: the lock keeps other writers out until commit. */
-async function readLocked(tx: TransactionSql, id: string): Promise<EndpointRecord> {
-  const [endpoint] = await findEndpoints(tx, [id]);
-  return endpoint!;
+/** A transaction's last statements, sent with its commit: the endpoint as it left it, once committed. */
+interface Committing {
+  done: Promise<EndpointRecord>;
 }
+
+/**
+ * Ends an API transaction: its events appended (with the replica counts refreshed, when `refresh` names the cause)
+ * and the endpoint read, in statements sent at once and not awaited inside it, so that its commit goes right after
+ * them. The append takes the event order lock that every event writer of every gateway takes: held this way for no
+ * round trip of ours, so that a gateway frozen mid-request (a pause, a partition) cannot hold the others' writes.
+ * The rows written earlier in the transaction (locked, but only this endpoint's) come first. A failed statement
+ * fails the commit, and `done` with it.
+ */
+function commitWith(
+  tx: TransactionSql,
+  id: string,
+  events: readonly EndpointEventInput[],
+  options: { refresh?: string; includeDeleted?: boolean } = {},
+): Committing {
+  const sent: Promise<unknown>[] = events.map((event) => insertEvent(tx, event));
+  if (options.refresh) sent.push(refreshCountsLocked(tx, id, options.refresh));
+  const read = findEndpoints(tx, [id], { includeDeleted: options.includeDeleted ?? false });
+  const done = Promise.all([...sent, read]).then(() => read.then(([endpoint]) => endpoint!));
+  done.catch(() => undefined);
+  return { done };
+}
+
+/** The outcome of a transaction ended by commitWith, once committed. */
+async function committed(outcome: Result<Committing>): Promise<Result<EndpointRecord>> {
+  return outcome.type === 'ok' ? ok(await outcome.value.done) : outcome;
+}
+
+const listed = <T>(item: T | undefined): T[] => (item === undefined ? [] : [item]);
 
 function eventScope(endpoint: EndpointRecord) {
   return { endpointId: endpoint.id, projectId: endpoint.projectId, teamId: endpoint.teamId };

@@ -1,13 +1,13 @@
 /**
- * The one way an endpoint's status changes: the new status, phase and error
- * code are written together with a STATUS_CHANGED event, in the caller's
- * transaction. The API actions and the controller both come through here.
+ * The one way the API changes an endpoint's status: the new status, phase and
+ * error code are written with a STATUS_CHANGED event, in the caller's
+ * transaction (the controller's transitions are one statement of their own:
+ * storage/endpoint-transitions.ts).
  */
 import type { DesiredState, EndpointErrorCode, EndpointPhase, EndpointStatus } from '../domain/lifecycle.js';
 import type { EndpointEventInput, EndpointRecord, ReplicaCounts } from '../domain/endpoint.js';
 import type { Queryable } from '../storage/database.js';
 import { updateEndpointState } from '../storage/endpoints-repository.js';
-import { insertEvent } from '../storage/events-repository.js';
 
 export interface StatusChange {
   status: EndpointStatus;
@@ -21,16 +21,9 @@ export interface StatusChange {
   detail?: Record<string, unknown>;
 }
 
-/** Writes the change; appends an event when status, phase or error code changed. Returns whether it did. */
-export async function writeStatus(db: Queryable, endpoint: EndpointRecord, change: StatusChange): Promise<boolean> {
-  const event = await writeStatusRow(db, endpoint, change);
-  if (event) await insertEvent(db, event);
-  return event !== undefined;
-}
-
 /**
- * writeStatus in two parts: writes the row now, and answers its event (when status, phase or error code changed) for
- * the caller to append later in the same transaction (last, so that the event order lock is held the shortest).
+ * Writes the row now, and answers its event (when status, phase or error code changed) for the caller to append at
+ * the end of the same transaction (last, with the commit: the event order lock held the shortest).
  */
 export async function writeStatusRow(
   db: Queryable,

@@ -33,13 +33,21 @@ export interface ConnectOptions {
   connectTimeoutSeconds?: number;
 }
 
+/** How long a session may sit in an open transaction, waiting for its gateway, before PostgreSQL ends it. */
+export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000;
+
 export function connectDatabase(url: string, options: ConnectOptions = {}): Sql {
   const { onQuery } = options;
   return postgres(url, {
     max: options.max ?? 10,
     connect_timeout: options.connectTimeoutSeconds ?? 5,
     onnotice: () => {},
-    connection: { application_name: 'dedicated-endpoints' },
+    connection: {
+      application_name: 'dedicated-endpoints',
+      // A gateway that stops mid-transaction (frozen, or cut off without its socket closing) loses its locks after a
+      // minute instead of holding them until TCP gives up (hours): the others' writes wait at most that long.
+      idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    },
     ...(onQuery ? { debug: (_connection: number, query: string) => onQuery(query) } : {}),
   });
 }

@@ -74,7 +74,7 @@ export async function readPassStates(db: Queryable, endpointIds: readonly string
         endpoint: toEndpoint(row),
         replicas: row.pass_replicas.map(({ model, ...r }) => ({
           ...toReplica({ ...r, created_at: new Date(r.created_at), ready_at: r.ready_at === null ? null : new Date(r.ready_at) }),
-          model,
+          ...(model == null ? {} : { model }),
         })),
         queued: row.queued_demand,
         stamp: row.pass_stamp,
