@@ -236,7 +236,10 @@ export class Controller {
     // A start's failure kept for a pass is told only while the endpoint wants to run: one from before a sleep, a
     // terminate or a delete (its replica stopped by it), or from before the endpoint failed, must not fail the
     // next wake or restart.
-    if (endpoint.deleted || endpoint.desiredState !== 'RUNNING' || endpoint.status === 'FAILED') this.starter.dropFailures(id);
+    if (endpoint.deleted || endpoint.desiredState !== 'RUNNING' || endpoint.status === 'FAILED') {
+      this.starter.dropFailures(id);
+      this.starter.cancel(id, 'no longer wanted: the endpoint stopped wanting to run');
+    }
     const replicas = await this.crashes.observe(endpoint, state.replicas);
     if (replicas === 'failed') {
       this.starter.dropFailures(id);

@@ -36,6 +36,9 @@ export interface ModelPreparerOptions {
   hostMemoryPerSlotBytes?: number;
 }
 
+/** How long a pass waits for the early resolution of a model (resolveEarly) before it leaves that to the start. */
+const RESOLVE_EARLY_MS = 20_000;
+
 export const versionKey = (version: Pick<VersionRecord, 'endpointId' | 'versionIndex'>) => `${version.endpointId}:${version.versionIndex}`;
 
 export class ModelPreparer {
@@ -82,8 +85,14 @@ export class ModelPreparer {
    */
   async resolveEarly(version: VersionRecord): Promise<void> {
     if (version.model || version.spec.model.source !== 'hf' || this.resolved.has(versionKey(version))) return;
-    const { resolved } = await this.options.models.resolveVersion(version.spec, null);
-    this.remember(version, resolved);
+    // Within a pass: a hub that does not answer in time leaves the check to the start (the pass goes on).
+    const signal = AbortSignal.timeout(RESOLVE_EARLY_MS);
+    try {
+      const { resolved } = await this.options.models.resolveVersion(version.spec, null, { signal });
+      this.remember(version, resolved);
+    } catch (error) {
+      if (!signal.aborted) throw error;
+    }
   }
 
   /**

@@ -109,6 +109,17 @@ export class ReplicaStarter {
   /** The endpoint's failed starts not told yet are dropped: it no longer wants to run (asleep, terminated, failed). */
   dropFailures = (endpointId: string) => void this.failures.delete(endpointId);
 
+  /**
+   * Ends the steps of the endpoint's starts that run in this process (it no longer wants to run: a sleep, a terminate,
+   * a delete): a placement waiting on a model source that does not answer is cut now, not when its deadline comes, and
+   * what it placed goes (as for any start found stale).
+   */
+  cancel(endpointId: string, why: string): void {
+    for (const job of this.jobs.values()) {
+      if (job.endpointId === endpointId && !job.abort.signal.aborted) job.abort.abort(new StaleError(why));
+    }
+  }
+
   /** Whether a step of one of the endpoint's starts (a placement, a warm-up) runs in this process. */
   busy = (endpointId: string) => [...this.jobs.values()].some((job) => job.endpointId === endpointId);
 
