@@ -23,7 +23,8 @@ async function admin(...args: string[]) {
   }).catch((error: { stdout: string; stderr: string; code: number }) => error);
 }
 
-describe('npm run admin', () => {
+// Each call starts a process that compiles the CLI (tsx): seconds each on a busy machine.
+describe('npm run admin', { timeout: 120_000 }, () => {
   test('creates a user, a key that authenticates, a team, a member and a project', async () => {
     const user = await admin('create-user', '--email', 'ops@example.com', '--name', 'Ops');
     expect(user.stdout).toMatch(/^user usr_\w+ ops@example.com; personal team team_\w+/);
