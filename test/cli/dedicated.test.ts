@@ -88,6 +88,9 @@ describe('dedicated (the endpoint CLI)', () => {
   ];
 
   test('create, watch it to RUNNING live, list and get, human and --json', async () => {
+    // The model's download takes seconds (the hub sends it slowly): the watch, a process that starts meanwhile, sees
+    // the start before RUNNING, however busy the machine.
+    t.hub.setFault({ type: 'slow', chunkBytes: 32 * 1024, delayMs: 250 }, { repo: TINY_REPO, on: ['cdn'], times: 1 });
     const created = await cli(createArgs('cli-tiny', TINY_REPO, '--max-token-count', '1024', '--comment', 'from the CLI'));
     expect(created.code, created.stderr).toBe(0);
     const endpoint = JSON.parse(created.stdout) as { id: string; name: string; spec: { maxTokenCount: number } };
