@@ -274,7 +274,14 @@ export class ChatRouter {
     }
     const queuedMs = performance.now() - queueStart;
     // Served as the caller is now: a key revoked, or a membership removed, while it waited in the queue acts no more.
-    const caller = await this.lookup.stillUsable(principal, endpoint);
+    let caller: Result<Principal, Failure>;
+    try {
+      caller = await this.lookup.stillUsable(principal, endpoint);
+    } catch (error) {
+      // The database is away (the caller's key read afresh): the slot goes back with the failure.
+      release();
+      throw error;
+    }
     if (caller.type === 'error') {
       release();
       return caller;

@@ -265,3 +265,28 @@ test('a request queued when its key is revoked, or its user removed from the tea
   // The slot they did not use is free: the owner is served.
   expect((await chat(id, alice.key, 'hello')).status).toBe(200);
 }, 120_000);
+
+test('a queued request whose caller cannot be checked again (the database away) gives its slot back with its 503', async () => {
+  const id = endpoints[3]!;
+  const slot = await holdSlot(id);
+  const waiting = chat(id, alice.key, 'hello');
+  await waitFor('it to queue', async () => {
+    const [row] = await t.sql<{ queued: number }[]>`
+      SELECT coalesce(sum(queued), 0)::int AS queued FROM gateway_queue_depth WHERE endpoint_id = ${id}`;
+    return row!.queued === 1;
+  });
+  // The authenticator's reads fail as with the database gone, and its cache is emptied: the check after the queue reads.
+  const auth = t.app.services.auth as unknown as { db: unknown; forgetAll(): void };
+  const real = auth.db as { unsafe: (...args: unknown[]) => unknown };
+  const closed = Object.assign(new Error('write CONNECTION_CLOSED'), { code: 'CONNECTION_CLOSED' });
+  auth.db = Object.assign(() => Promise.reject(closed), { unsafe: real.unsafe.bind(real) });
+  auth.forgetAll();
+  try {
+    slot.end();
+    expect((await waiting).status).toBe(503);
+  } finally {
+    auth.db = real;
+  }
+  // The slot came back: the next request is served, not refused as if the endpoint were full.
+  expect((await chat(id, alice.key, 'hello')).status).toBe(200);
+});
