@@ -230,10 +230,11 @@ export async function download(req: BlobRequest, partial: string): Promise<strin
   const progress = throttledProgress(size, req.onProgress);
 
   let current = digests;
-  // Bytes written by all attempts. An attempt that wrote at least the minimum pace's bytes starts a new retry budget
-  // (see retry.ts); one that wrote fewer does not: a server that cuts every connection after a byte or two would
-  // otherwise be retried for ever, at a pace far below the minimum.
-  let written = 0;
+  // The most of the file that any attempt had on disk. An attempt that raised it by at least the minimum pace's bytes
+  // starts a new retry budget (see retry.ts); one that did not, does not: a server that cuts every connection after a
+  // byte or two, or one that ignores ranges (each attempt starts over) and cuts at the same place, or a file shorter
+  // than announced, would otherwise be tried for ever.
+  let reached = offset;
   let renewals = 0;
   const renewAfter = (req.minPace ?? MIN_PACE).bytes;
   if (offset < size) {
@@ -241,11 +242,11 @@ export async function download(req: BlobRequest, partial: string): Promise<strin
       source,
       `downloading ${label}`,
       async () => {
-        const before = written;
         try {
           await attempt();
         } finally {
-          if (written - before >= renewAfter) renewals++;
+          if (offset >= reached + renewAfter) renewals++;
+          reached = Math.max(reached, offset);
         }
       },
       { ...req.retry, progress: () => renewals },
@@ -299,7 +300,6 @@ export async function download(req: BlobRequest, partial: string): Promise<strin
         await handle.appendFile(chunk);
         current.update(chunk);
         offset += chunk.byteLength;
-        written += chunk.byteLength;
         progress(offset);
       }
       await handle.sync(); // the rename into blobs/ must not expose data still in the page cache only

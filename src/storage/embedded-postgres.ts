@@ -182,7 +182,7 @@ async function withStartLock<T>(dataDir: string, fn: () => Promise<T>): Promise<
     if (holder !== undefined && !isAlive(holder) && (await removeStaleLock(lockFile, holder))) continue;
     if (Date.now() > deadline) {
       throw new Error(
-        `${lockFile}: another process (pid ${holder ?? 'unknown'}) has been starting the embedded PostgreSQL on ${dataDir} for ` +
+        `${lockFile}: another process (pid ${holder?.pid ?? 'unknown'}) has been starting the embedded PostgreSQL on ${dataDir} for ` +
           `${START_LOCK_WAIT_MS / 1000} s; if no process is, remove this file`,
       );
     }
@@ -198,7 +198,7 @@ async function withStartLock<T>(dataDir: string, fn: () => Promise<T>): Promise<
 /** Creates `file` naming this process, whole; false when it exists. */
 async function createLockFile(file: string): Promise<boolean> {
   const aside = `${file}.${process.pid}.${randomBytes(6).toString('hex')}`;
-  await writeFile(aside, `${process.pid}\n`, { flag: 'wx' });
+  await writeFile(aside, `${process.pid} ${PROCESS_TOKEN}\n`, { flag: 'wx' });
   try {
     await link(aside, file);
     return true;
@@ -210,13 +210,28 @@ async function createLockFile(file: string): Promise<boolean> {
   }
 }
 
-/** The pid a lock file names; undefined when it is gone (or holds no pid). */
-async function lockHolder(file: string): Promise<number | undefined> {
-  const pid = Number((await readFile(file, 'utf8').catch(() => '')).trim());
-  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+/**
+ * This process among those that ever had its pid: a container's main process is pid 1 in every container, so a lock
+ * left by a killed container names the pid of the next one's.
+ */
+const PROCESS_TOKEN = randomBytes(8).toString('hex');
+
+interface LockHolder {
+  pid: number;
+  /** PROCESS_TOKEN of the process that wrote it (absent in a lock written before tokens were). */
+  token: string | undefined;
 }
 
-function isAlive(pid: number): boolean {
+/** The pid (and process token) a lock file names; undefined when it is gone (or holds no pid). */
+async function lockHolder(file: string): Promise<LockHolder | undefined> {
+  const [pidText, token] = (await readFile(file, 'utf8').catch(() => '')).trim().split(' ');
+  const pid = Number(pidText);
+  return Number.isInteger(pid) && pid > 0 ? { pid, token } : undefined;
+}
+
+/** Whether the process that wrote a lock still runs: this one (by its token, not only its pid), or another pid alive. */
+function isAlive({ pid, token }: LockHolder): boolean {
+  if (pid === process.pid) return token === PROCESS_TOKEN;
   try {
     process.kill(pid, 0);
     return true;
@@ -227,12 +242,12 @@ function isAlive(pid: number): boolean {
 }
 
 /**
- * Removes a lock file whose holder `stalePid` is gone, unless another process took it over first. Two processes may
+ * Removes a lock file whose holder (`stale`) is gone, unless another process took it over first. Two processes may
  * both find it stale: without a guard, the second could remove the lock the first just made. The guard (a second
  * lock file) is held for one read and one removal; one whose holder died in that instant is removed as it is found.
  * Returns whether the lock file was removed here.
  */
-async function removeStaleLock(file: string, stalePid: number): Promise<boolean> {
+async function removeStaleLock(file: string, stale: LockHolder): Promise<boolean> {
   const guard = `${file}.takeover`;
   if (!(await createLockFile(guard))) {
     const holder = await lockHolder(guard);
@@ -240,7 +255,8 @@ async function removeStaleLock(file: string, stalePid: number): Promise<boolean>
     return false;
   }
   try {
-    if ((await lockHolder(file)) !== stalePid) return false;
+    const now = await lockHolder(file);
+    if (now?.pid !== stale.pid || now.token !== stale.token) return false;
     await rm(file, { force: true });
     return true;
   } finally {

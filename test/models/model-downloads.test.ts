@@ -137,6 +137,49 @@ describe('retries of a download', () => {
   });
 });
 
+describe('retries that get nowhere new', () => {
+  it.each(['ignores ranges and cuts at the same place', 'has less than it announced'])(
+    'a server that %s: each attempt starts over and reaches no further, so the budget does not start anew',
+    async (kind) => {
+      const size = 256 << 10;
+      const part = Buffer.alloc(64 << 10, 1);
+      let requests = 0;
+      const server = http.createServer((req, res) => {
+        requests++;
+        if (kind.startsWith('has less')) {
+          if (req.headers.range) return void res.writeHead(416).end();
+          return void res.writeHead(200, { 'content-length': String(part.length) }).end(part);
+        }
+        res.writeHead(200, { 'content-length': String(size) });
+        res.write(part, () => setTimeout(() => res.destroy(), 20));
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      try {
+        const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/f`;
+        const outcome = download(
+          {
+            key: 'k',
+            size,
+            url,
+            headers: {},
+            label: 'f',
+            source: 'test',
+            responseError: () => new Error('refused') as never,
+            retry: { policy: { retries: 3, maxTimeMs: 2000, baseDelayMs: 10, maxDelayMs: 20 } },
+            minPace: { bytes: 16 << 10, ms: 60_000 },
+          },
+          join(dir, 'norange.partial'),
+        );
+        await expect(outcome).rejects.toThrow(/gave up after 4 attempts/);
+        // Four attempts, each a request (and a second one where the range was refused): not hundreds.
+        expect(requests).toBeLessThanOrEqual(8);
+      } finally {
+        await new Promise((resolve) => server.close(resolve));
+      }
+    },
+  );
+});
+
 describe('disk space', () => {
   it.skipIf(!existsSync('/dev/full'))(
     'a disk that fills up mid-download fails it for good with INSUFFICIENT_DISK, and frees its partial',

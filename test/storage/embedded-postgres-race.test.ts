@@ -131,13 +131,15 @@ test('a start waits while a live process holds the lock, and takes over a lock w
   const dir = await dataDir();
   const pgDir = path.join(dir, 'pg');
   const lockFile = `${pgDir}.lock`;
-  // Held by a live process (this one, as another start of this process would hold it).
-  await writeFile(lockFile, `${process.pid}\n`);
+  // Held by a live process.
+  const live = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)']);
+  await writeFile(lockFile, `${live.pid} 0123456789abcdef\n`);
   let started = false;
   const starting = startEmbeddedPostgres({ dataDir: pgDir }).then((db) => ((started = true), db));
   await sleep(1_000);
   expect(started).toBe(false);
   await rm(lockFile);
+  live.kill();
   const first = await starting;
   expect(await answers(first.adminUrl)).toBe(true);
   await first.stop();
@@ -148,7 +150,15 @@ test('a start waits while a live process holds the lock, and takes over a lock w
   await exited(gone);
   await writeFile(lockFile, `${gone.pid}\n`);
   const second = await startEmbeddedPostgres({ dataDir: pgDir });
-  servers.push(second);
   expect(await answers(second.adminUrl)).toBe(true);
   expect(existsSync(lockFile)).toBe(false);
-}, 60_000);
+  await second.stop();
+
+  // Left by a killed container's main process, whose pid this process has now (a container's first process is pid 1
+  // in every container): another process by its token, so gone.
+  await writeFile(lockFile, `${process.pid} fedcba9876543210\n`);
+  const third = await startEmbeddedPostgres({ dataDir: pgDir });
+  servers.push(third);
+  expect(await answers(third.adminUrl)).toBe(true);
+  expect(existsSync(lockFile)).toBe(false);
+}, 90_000);
