@@ -33,6 +33,12 @@ export const DEFAULT_CRASH_POLICY: CrashPolicy = {
 };
 
 /** The replicas of an endpoint that died within the window: how many, and when the last one did. */
+/**
+ * The user's actions after which an endpoint's engines' deaths are counted anew (the causes of their status changes):
+ * a restart is the user's answer to a crash loop, and an update or a rollback runs another version.
+ */
+export const CRASH_COUNT_RESETS = ['api:restart', 'api:wake', 'api:update', 'api:rollback'] as const;
+
 export interface RecentDeaths {
   count: number;
   lastAt: number | null;

@@ -15,7 +15,7 @@ import type { Sql } from '../storage/database.js';
 import { KEEP_DESIRED } from '../storage/endpoints-repository.js';
 import { failuresSince } from '../storage/replicas-repository.js';
 import type { StatementBatches } from '../storage/statement-batches.js';
-import { decideAfterDeaths, restartDelayMs, type CrashPolicy, type RecentDeaths } from './crash-policy.js';
+import { CRASH_COUNT_RESETS, decideAfterDeaths, restartDelayMs, type CrashPolicy, type RecentDeaths } from './crash-policy.js';
 import type { EndpointWrites } from './endpoint-writes.js';
 import { refOf, type ReplicaStopper } from './replica-stopper.js';
 
@@ -291,8 +291,8 @@ export class CrashWatch {
     return false;
   }
 
-  /** Deaths of the endpoint's engines within the crash window. */
+  /** Deaths of the endpoint's engines within the crash window, since the user last restarted it (or woke or updated it). */
   private recentDeaths(endpointId: string): Promise<RecentDeaths> {
-    return failuresSince(this.sql, endpointId, new Date(Date.now() - this.policy.windowMs), ENGINE_EXITED);
+    return failuresSince(this.sql, endpointId, new Date(Date.now() - this.policy.windowMs), ENGINE_EXITED, CRASH_COUNT_RESETS);
   }
 }

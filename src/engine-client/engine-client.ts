@@ -48,8 +48,30 @@ export class EngineStatusError extends Error {
   }
 }
 
+/**
+ * Errors of a connection that was never made: a request that met one never reached the engine (another replica may
+ * take it). Any other failure (the connection broken, or closed, after the request went out) may have come from the
+ * request itself: a prompt that made the engine crash.
+ */
+const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
+
+function neverConnected(error: unknown): boolean {
+  for (let cause = error, depth = 0; cause instanceof Error && depth < 4; cause = cause.cause, depth++) {
+    if (NOT_CONNECTED.has((cause as { code?: string }).code ?? '')) return true;
+  }
+  return false;
+}
+
 /** The engine could not be reached, or broke the connection, or did not answer in time. */
-export class EngineUnreachableError extends Error {}
+export class EngineUnreachableError extends Error {
+  /** Whether the request may have reached the engine (false: the connection was never made). */
+  readonly mayHaveArrived: boolean;
+
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, options);
+    this.mayHaveArrived = options.cause !== undefined && !neverConnected(options.cause);
+  }
+}
 
 export interface EngineClientOptions {
   /** How long opening a connection may take. @default 10000 */

@@ -286,11 +286,17 @@ export class ChatRouter {
       release();
       return caller;
     }
-    return this.dispatcher.dispatch(caller.value, endpoint, { kind, request, model: typeof model === 'string' ? model : undefined }, signal, {
-      startedAt,
-      queuedMs,
-      release,
-    });
+    return this.dispatcher.dispatch(
+      caller.value,
+      endpoint,
+      { kind, request, model: typeof model === 'string' ? model : undefined },
+      signal,
+      {
+        startedAt,
+        queuedMs,
+        release,
+      },
+    );
   }
 
   /**

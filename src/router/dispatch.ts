@@ -13,11 +13,12 @@ import { ContentCapture } from './content-capture.js';
 import type { InferenceKind } from './inference-kinds.js';
 import { once } from './once.js';
 import type { RequestRecorder } from './request-recorder.js';
-import { clientClosed, noReplicaAnswered } from './route-errors.js';
+import { clientClosed, noReplicaAnswered, replicaFailedWhileAnswering, requestBrokeReplicas } from './route-errors.js';
+import { SUSPECT_LIMIT, SuspectRequests } from './suspect-requests.js';
 import type { ServingView } from './serving-view.js';
 import type { ServingWait } from './serving-wait.js';
 import type { Upstream } from './upstream.js';
-import type { EngineResponse } from '../engine-client/engine-client.js';
+import { EngineUnreachableError, type EngineResponse } from '../engine-client/engine-client.js';
 
 /** An admitted request with its upstream answer's head received. */
 export interface RoutedRequest {
@@ -64,6 +65,7 @@ export class Dispatcher {
     private readonly serving: ServingWait,
     private readonly upstream: Upstream,
     private readonly recorder: RequestRecorder,
+    private readonly suspects = new SuspectRequests(),
   ) {}
 
   /**
@@ -81,6 +83,11 @@ export class Dispatcher {
     const { startedAt, queuedMs, release } = admitted;
     const { kind, request, model } = call;
     const tried = new Set<string>();
+    const body = kind.engineBody(request, model);
+    if (this.suspects.refused(endpoint.id, body)) {
+      release();
+      return fail(requestBrokeReplicas(endpoint.id));
+    }
     for (let attempt = 0; attempt < 3; attempt++) {
       let replica = this.upstream.pick(this.view.cachedReplicas(endpoint.id)?.replicas ?? [], tried);
       if (!replica) {
@@ -95,7 +102,7 @@ export class Dispatcher {
       tried.add(replica.id);
       const done = this.upstream.begin(replica.id);
       try {
-        const upstream = await this.upstream.send(replica, kind.enginePath, kind.engineBody(request, model), signal);
+        const upstream = await this.upstream.send(replica, kind.enginePath, { ...body }, signal);
         if (upstream.status === 503) {
           // The replica is stopping (its engine takes no new work, or gave up work its drain could not finish): nothing
           // was sent to the client, so the next replica is tried, as after a refused connection.
@@ -128,13 +135,23 @@ export class Dispatcher {
         const routed: RoutedRequest = { endpoint, replica, request, upstream, startedAt, queuedMs, finish: once(finish) };
         if (capture) routed.capture = capture;
         return { type: 'ok', value: routed };
-      } catch {
+      } catch (error) {
         done();
         if (signal.aborted) {
           release();
           return fail(clientClosed());
         }
         this.view.forget(endpoint.id);
+        // The replica's connection broke after the request went out: the request may be what broke it (a prompt that
+        // crashes the engine). Tried on the next replica once; not after it broke two (see suspect-requests.ts).
+        if (
+          error instanceof EngineUnreachableError &&
+          error.mayHaveArrived &&
+          this.suspects.broke(endpoint.id, body, replica.id) >= SUSPECT_LIMIT
+        ) {
+          release();
+          return fail(replicaFailedWhileAnswering(endpoint.id));
+        }
       }
     }
     release();

@@ -3,6 +3,7 @@ import type { EndpointRecord } from '../domain/endpoint.js';
 import type { Failure } from '../domain/errors.js';
 import { unavailableMessage } from '../domain/failure-advice.js';
 import { noReplicasMessage } from '../domain/lifecycle.js';
+import { SUSPECT_LIMIT, SUSPECT_TTL_MS } from './suspect-requests.js';
 import { invalidRequest } from '../domain/request-checks.js';
 
 export { clientClosed } from '../domain/errors.js';
@@ -28,6 +29,25 @@ export function noReplicaAnswered(endpointId: string): Failure {
     message: `no replica of endpoint '${endpointId}' answered; try again`,
     code: 'replica_unavailable',
     retryAfter: 2,
+  };
+}
+
+/** Replicas failed while each had the request (not sent to another: the request may be what makes them fail). */
+export function replicaFailedWhileAnswering(endpointId: string): Failure {
+  return {
+    kind: 'upstream',
+    message: `${SUSPECT_LIMIT} replicas of endpoint '${endpointId}' failed while answering this request; it is not sent to another, as it may be what makes them fail`,
+    code: 'replica_failed',
+  };
+}
+
+/** The same request made replicas fail lately: refused without being sent (a 4xx, which clients do not retry). */
+export function requestBrokeReplicas(endpointId: string): Failure {
+  return {
+    kind: 'upstream',
+    status: 422,
+    message: `this request made ${SUSPECT_LIMIT} replicas of endpoint '${endpointId}' fail within ${SUSPECT_TTL_MS / 60_000} minutes; it is refused for that long (change it, or look at the endpoint's logs)`,
+    code: 'request_failed_replicas',
   };
 }
 

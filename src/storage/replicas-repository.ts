@@ -65,20 +65,26 @@ export async function liveReplicaIdsOnNode(db: Queryable, node: string): Promise
   return rows.map((r) => r.id);
 }
 
-/** Failed replicas of an endpoint created since a moment: the crash-loop count. */
 /**
- * Replicas of the endpoint that failed with `lastError` since `since`: how
- * many, and when the last one did (milliseconds since the epoch).
+ * Replicas of the endpoint that failed with `lastError` since `since`, and since the endpoint's last status change
+ * caused by one of `resets` (a user's restart, say, which starts the count anew): how many, and when the last one
+ * did (milliseconds since the epoch). The crash-loop count.
  */
 export async function failuresSince(
   db: Queryable,
   endpointId: string,
   since: Date,
   lastError: string,
+  resets: readonly string[] = [],
 ): Promise<{ count: number; lastAt: number | null }> {
   const [row] = await db<{ n: number; last: Date | null }[]>`
-    SELECT count(*)::int AS n, max(coalesce(stopped_at, created_at)) AS last FROM replicas
-    WHERE endpoint_id = ${endpointId} AND state = 'FAILED' AND last_error = ${lastError} AND coalesce(stopped_at, created_at) >= ${since}`;
+    WITH reset AS (
+      SELECT coalesce(max(created_at), '-infinity') AS at FROM endpoint_events
+      WHERE endpoint_id = ${endpointId} AND type = 'STATUS_CHANGED' AND cause = ANY(${resets as string[]}::text[])
+    )
+    SELECT count(*)::int AS n, max(coalesce(r.stopped_at, r.created_at)) AS last FROM replicas r, reset
+    WHERE r.endpoint_id = ${endpointId} AND r.state = 'FAILED' AND r.last_error = ${lastError}
+      AND coalesce(r.stopped_at, r.created_at) >= ${since} AND coalesce(r.stopped_at, r.created_at) > reset.at`;
   return { count: row!.n, lastAt: row!.last ? row!.last.getTime() : null };
 }
 

@@ -87,7 +87,17 @@ test("the crash policy's count of recent deaths: the endpoint's engine exits wit
   expect(deaths.count).toBe(2);
   expect(Date.now() - deaths.lastAt!).toBeGreaterThanOrEqual(900);
   expect(Date.now() - deaths.lastAt!).toBeLessThan(60_000);
-  expect(await indexesRead((q) => failuresSince(q, endpointId, since, ENGINE_EXITED))).toEqual(['replicas_ended_idx']);
+  const resets = ['api:restart'];
+  expect(await indexesRead((q) => failuresSince(q, endpointId, since, ENGINE_EXITED, resets))).toEqual([
+    'endpoint_events_type_idx',
+    'replicas_ended_idx',
+  ]);
+  // A restart by the user 1.5 s ago: the count starts anew from there (the death of 2 s ago is no longer counted).
+  await db.sql`
+    INSERT INTO endpoint_events (endpoint_id, project_id, team_id, type, status, cause, created_at)
+    VALUES (${endpointId}, 'prj', 'team', 'STATUS_CHANGED', 'INITIALIZING', 'api:restart', now() - interval '1500 milliseconds')`;
+  expect((await failuresSince(db.sql, endpointId, since, ENGINE_EXITED, resets)).count).toBe(1);
+  expect((await failuresSince(db.sql, endpointId, since, ENGINE_EXITED, ['api:wake'])).count).toBe(2);
   expect((await failedSince(db.sql, endpointId, since)).count).toBe(3);
   expect(await indexesRead((q) => failedSince(q, endpointId, since))).toEqual(['replicas_ended_idx']);
 });
