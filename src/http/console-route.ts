@@ -26,11 +26,21 @@ const CONTENT_SECURITY_POLICY = [
   "object-src 'none'",
 ].join('; ');
 
-function securityHeaders(res: ServerResponse): void {
-  res.setHeader('content-security-policy', CONTENT_SECURITY_POLICY);
+/**
+ * The headers every answer of the gateway carries, whatever serves it (the API's JSON, GraphiQL's page, an error):
+ * never framed by another site (GraphiQL asks for a key: a framed one could be used to trick a user into typing it),
+ * never sniffed as another type, no referrer sent on. The console's page and assets add their whole policy.
+ */
+export function baseSecurityHeaders(res: ServerResponse): void {
+  res.setHeader('content-security-policy', "frame-ancestors 'none'");
   res.setHeader('x-content-type-options', 'nosniff');
   res.setHeader('referrer-policy', 'no-referrer');
   res.setHeader('x-frame-options', 'DENY');
+}
+
+function securityHeaders(res: ServerResponse): void {
+  baseSecurityHeaders(res);
+  res.setHeader('content-security-policy', CONTENT_SECURITY_POLICY);
 }
 
 /** True for the paths the console owns: the page and its assets. */

@@ -32,7 +32,7 @@ import { assignRequestId, logFailure, type Log } from './request-id.js';
 import { CorsPolicy } from './cors.js';
 import { SubscriptionQuota } from '../live/subscription-quota.js';
 import { answerClientError, answerConnect, parseRequestTarget } from './request-target.js';
-import { consoleRoute, isConsolePath } from './console-route.js';
+import { baseSecurityHeaders, consoleRoute, isConsolePath } from './console-route.js';
 
 /** How long /readyz waits for the database before it answers 503. */
 const READY_TIMEOUT_MS = 800;
@@ -115,6 +115,7 @@ export async function serveHttp(
   const webConsole = consoleRoute(options.consoleDir);
 
   const dispatch = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    baseSecurityHeaders(res);
     // The target is checked before anything parses it: a target that is not a path is a 400, never a throw.
     const target = parseRequestTarget(req.url, req.headers.host);
     if (target.type === 'error') {

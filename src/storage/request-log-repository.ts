@@ -61,8 +61,11 @@ export async function touchEndpoints(db: Queryable, lastRequest: ReadonlyMap<str
   const times = ids.map((id) => lastRequest.get(id)!.toISOString());
   await db`
     WITH touched AS (
-      SELECT e.id, t.at FROM endpoints e JOIN unnest(${ids}::text[], ${times}::timestamptz[]) AS t(id, at) ON t.id = e.id
-      WHERE e.id = ANY(${ids}::text[]) AND (e.last_request_at IS NULL OR e.last_request_at < t.at)
+      -- Never later than the database's clock: a gateway whose clock runs fast would otherwise keep the endpoint
+      -- awake (the autoscaler reads this against the controller's clock) for as long as it is ahead.
+      SELECT e.id, least(t.at, now()) AS at FROM endpoints e
+      JOIN unnest(${ids}::text[], ${times}::timestamptz[]) AS t(id, at) ON t.id = e.id
+      WHERE e.id = ANY(${ids}::text[]) AND (e.last_request_at IS NULL OR e.last_request_at < least(t.at, now()))
       ORDER BY e.id FOR UPDATE OF e
     )
     UPDATE endpoints e SET last_request_at = greatest(e.last_request_at, t.at)

@@ -126,9 +126,10 @@ describe('GraphiQL at GET /graphql', () => {
     // The icon is a data: URL, not the default one on GitHub.
     expect(page.references.find((r) => r.rel === 'icon')?.url).toMatch(/^data:image\//);
 
-    // GraphiQL runs inline scripts and blob: workers; a Content-Security-Policy, if one is ever added, must allow them.
+    // GraphiQL runs inline scripts and blob: workers; a Content-Security-Policy that governs scripts, if one is ever
+    // added, must allow them (the one every answer carries says only who may frame it).
     const csp = res.headers.get('content-security-policy');
-    if (csp !== null) {
+    if (csp !== null && /(?:default|script|worker)-src/.test(csp)) {
       expect(csp).toContain("'unsafe-inline'");
       expect(csp).toContain('blob:');
     }
@@ -185,4 +186,20 @@ describe('GraphiQL at GET /graphql', () => {
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ data: { me: { user: { email: alice.user.email } } } });
   });
+});
+
+test('GraphiQL, the API and their errors carry the protective headers: never framed by another site, never sniffed', async () => {
+  const answers = [
+    await fetch(`${t.url}/graphql`, { headers: { accept: 'text/html' } }),
+    await fetch(`${t.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }),
+    await fetch(`${t.url}/dedicated/beta/endpoint/ep_none`, { headers: { authorization: `Bearer ${alice.key}` } }),
+    await fetch(`${t.url}/nothing-here`),
+  ];
+  for (const res of answers) {
+    expect(res.headers.get('x-frame-options'), res.url).toBe('DENY');
+    expect(res.headers.get('content-security-policy'), res.url).toContain("frame-ancestors 'none'");
+    expect(res.headers.get('x-content-type-options'), res.url).toBe('nosniff');
+    expect(res.headers.get('referrer-policy'), res.url).toBe('no-referrer');
+    await res.arrayBuffer();
+  }
 });

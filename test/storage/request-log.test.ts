@@ -170,4 +170,10 @@ test('last-request times move forward only; a row they would not move is not wri
   expect(after.get(a)).toEqual(before.get(a));
   expect(after.get(b)!.at).toEqual(t(20));
   expect(after.get(c)!.at).toEqual(t(5));
+  // A gateway whose clock runs an hour fast: recorded as the database's now, not an hour ahead (it would keep the
+  // endpoint awake that long).
+  await touchEndpoints(db.sql, new Map([[c, new Date(Date.now() + 3_600_000)]]));
+  const [{ ahead }] = (await db.sql<{ ahead: number }[]>`
+    SELECT extract(epoch FROM last_request_at - now())::float AS ahead FROM endpoints WHERE id = ${c}`) as unknown as [{ ahead: number }];
+  expect(ahead).toBeLessThanOrEqual(0);
 });
