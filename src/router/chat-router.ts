@@ -133,6 +133,7 @@ export class ChatRouter {
     this.serving = new ServingWait(sql, services.chatAccess, {
       timeoutMs: options.wakeTimeoutMs ?? DEFAULTS.wakeTimeoutMs,
       pollMs: options.wakePollMs,
+      maxWaiting: options.maxQueuePerEndpoint ?? DEFAULTS.queueMaxPerEndpoint,
       endpoint: (principal, id) => this.lookup.usable(principal, id, true),
       hasReplica: async (endpoint, fresh) => (await this.view.readyReplicas(endpoint, fresh)).length > 0,
       onAnnounced: (endpointId) => this.view.announced(endpointId),

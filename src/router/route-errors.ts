@@ -51,6 +51,16 @@ export function requestBrokeReplicas(endpointId: string): Failure {
   };
 }
 
+/** As many requests wait for the endpoint to serve as its queue would hold: refused at once. */
+export function tooManyWaiting(endpointId: string, max: number): Failure {
+  return {
+    kind: 'overloaded',
+    message: `endpoint '${endpointId}' is not serving yet and ${max} requests already wait for it; retry in 5 s`,
+    code: 'queue_full',
+    retryAfter: 5,
+  };
+}
+
 export function modelRequired(): Failure {
   return invalidRequest('model is required: pass the endpoint id', 'model', 'missing_required_parameter');
 }

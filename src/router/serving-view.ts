@@ -145,7 +145,9 @@ export class ServingView {
       this.storeEndpoint(id, at, endpoint);
       return endpoint;
     };
-    return shared ? this.singleFlight(`endpoint:${id}`, load) : load();
+    // A fresh read is shared with the fresh reads already under way (those of many requests waiting for one endpoint
+    // to serve, after one of its events): one statement for them all, not one each.
+    return this.singleFlight(shared ? `endpoint:${id}` : `endpoint-fresh:${id}`, load);
   }
 
   private loadReplicas(endpoint: EndpointRecord, shared = true): Promise<ReplicaRecord[]> {
@@ -155,7 +157,7 @@ export class ServingView {
       this.storeReplicas(endpoint.id, at, replicas, endpoint.current.spec.advanced.maxBatchSize);
       return replicas;
     };
-    return shared ? this.singleFlight(`replicas:${endpoint.id}`, load) : load();
+    return this.singleFlight(shared ? `replicas:${endpoint.id}` : `replicas-fresh:${endpoint.id}`, load);
   }
 
   /**

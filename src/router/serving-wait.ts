@@ -15,13 +15,22 @@ import { currentPrincipal, type Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import { Nudge } from '../util/nudge.js';
-import { clientClosed, endpointHoldsNoReplicas, endpointNotReady, endpointUnavailable, modelNotFound } from './route-errors.js';
+import {
+  clientClosed,
+  endpointHoldsNoReplicas,
+  endpointNotReady,
+  endpointUnavailable,
+  modelNotFound,
+  tooManyWaiting,
+} from './route-errors.js';
 
 export interface ServingWaitOptions {
   /** How long a request may wait for a sleeping or starting endpoint to serve. */
   timeoutMs: number;
   /** The poll interval; by default 100 ms, then 50 ms more per look, up to 500 ms. */
   pollMs: number | undefined;
+  /** The most requests that may wait for one endpoint to serve (in this process); more are refused at once (429). */
+  maxWaiting: number;
   /** The endpoint, if the caller may use it (read afresh). */
   endpoint: (principal: Principal, id: string) => Promise<EndpointRecord | undefined>;
   /** Whether the endpoint has a ready replica (`fresh`: read afresh). */
@@ -84,6 +93,11 @@ export class ServingWait {
         }
         let waitMs = this.options.pollMs ?? Math.min(100 + poll * 50, 500);
         if (!changes) {
+          // As many wait for it as its queue holds: more would only be refused once it serves (429), each polling
+          // meanwhile; they are refused now.
+          if ((this.watchers.get(endpoint.id)?.size ?? 0) >= this.options.maxWaiting) {
+            return tooManyWaiting(endpoint.id, this.options.maxWaiting);
+          }
           changes = await this.watch(endpoint.id);
           // A change between the look above and the watch would go unseen: look again at once, unless this request wakes it.
           if (endpoint.status !== 'SLEEPING') waitMs = 0;

@@ -29,6 +29,7 @@ beforeAll(async () => {
   wait = new ServingWait(sql, access, {
     timeoutMs: 1000,
     pollMs: undefined,
+    maxWaiting: 3,
     endpoint: async (_principal, id) => view.endpoint(id, true),
     hasReplica: async (endpoint, fresh) => (await view.readyReplicas(endpoint, fresh)).length > 0,
     onAnnounced: (endpointId) => view.announced(endpointId),
@@ -116,4 +117,24 @@ test("a change made through this process's services is seen by the next request 
   } finally {
     stop();
   }
+});
+
+test('requests waiting for an endpoint to serve: as many as its queue holds (here 3), more refused at once', async () => {
+  const dave = await t.seed.user();
+  const project = await dave.project('waiting');
+  const id = await project.endpoint({ name: 'waiting' });
+  const principal = await t.services.auth.authenticate(`Bearer ${dave.key}`, undefined);
+  if (principal.type !== 'ok') throw new Error('the key did not authenticate');
+  const endpoint = (await view.endpoint(id, true))!;
+  const clients = new AbortController();
+  const waiting = Array.from({ length: 3 }, () => wait.until(principal.value, endpoint, clients.signal));
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  // The fourth is refused at once: 429 queue_full with a time to retry.
+  expect(await wait.until(principal.value, endpoint, clients.signal)).toMatchObject({
+    kind: 'overloaded',
+    code: 'queue_full',
+    retryAfter: 5,
+  });
+  clients.abort();
+  await Promise.all(waiting);
 });
