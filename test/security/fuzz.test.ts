@@ -72,8 +72,8 @@ import {
 
 /** How long any request may go unanswered. */
 const HANG_MS = 5_000;
-/** A property that runs longer than this fails (it is meant to take a few seconds). */
-const PROPERTY_BUDGET_MS = 30_000;
+/** A property that runs longer than this fails (it takes a few seconds alone; the whole suite on 2 cores can slow it 5 times). */
+const PROPERTY_BUDGET_MS = 60_000;
 const TEST_TIMEOUT_MS = 90_000;
 
 let t: TestApp;
