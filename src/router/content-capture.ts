@@ -30,6 +30,7 @@ type WireCall = { function?: { name?: string; arguments?: string } };
 export class ContentCapture {
   private readonly events: (Buffer | string)[] = [];
   private body: Buffer | null = null;
+  private bytes: number | undefined;
 
   constructor(
     /** The request's input: a chat's messages, or a text completion's prompt (inference-kinds.ts). */
@@ -41,6 +42,16 @@ export class ContentCapture {
   /** One event of a streamed answer: its raw bytes, or its `data:` payload. */
   event(event: Buffer | string): void {
     this.events.push(event);
+  }
+
+  /** About how many bytes it holds (the input as JSON, and the answer as it came): for the recorder's bound. */
+  approximateBytes(): number {
+    // Counted once: asked only once the answer has ended (recorded), so it no longer grows.
+    if (this.bytes === undefined) {
+      this.bytes = JSON.stringify(this.messages ?? null).length + (this.body?.length ?? 0);
+      for (const event of this.events) this.bytes += event.length;
+    }
+    return this.bytes;
   }
 
   /** A non-streamed answer's whole body. */

@@ -47,11 +47,19 @@ export interface RecorderOptions {
   intervalMs?: number;
   /** Outcomes held at most while writes are behind; past it, new ones are dropped and counted. @default 10000 */
   maxBuffered?: number;
+  /**
+   * The most bytes of captured content held for outcomes that an outage left unwritten: past it, the content of the
+   * newer ones is not written (their request-log rows are), and counted. @default 64 MiB
+   */
+  maxHeldContentBytes?: number;
   /** Sees each batch before it is written (in-memory figures: Prometheus). */
   observe?: (batch: readonly RecordedRequest[]) => void;
   /** Called after a batch was written, with the endpoints whose roll-ups changed. */
   onWritten?: (endpointIds: ReadonlySet<string>) => void;
 }
+
+/** The most content held through an outage (RecorderOptions.maxHeldContentBytes). */
+const MAX_HELD_CONTENT_BYTES = 64 * 1024 * 1024;
 
 /** The longest wait between two writes while the database is unreachable: it is back in service within this. */
 const MAX_RETRY_DELAY_MS = 5_000;
@@ -92,6 +100,8 @@ export class RequestRecorder {
   private retryAt = 0;
   /** Outcomes dropped because writes fell behind, since start. */
   dropped = 0;
+  /** Captured contents not written because an outage held more than maxHeldContentBytes, since start. */
+  contentDropped = 0;
   private droppedUnlogged = 0;
 
   constructor(
@@ -233,6 +243,23 @@ export class RequestRecorder {
    */
   private holdBack(pending: readonly Pending[], lastRequest: ReadonlyMap<string, Date>, error: unknown): void {
     this.held = pending.filter((p) => p.log === 'todo' || p.content || p.minutes);
+    // Content is the bulk of what is held (a prompt of up to 1 MiB and its answer each): bounded by bytes, the
+    // oldest kept; the newer ones' request-log rows are still written, without their content.
+    let contentBytes = 0;
+    const maxContent = this.options.maxHeldContentBytes ?? MAX_HELD_CONTENT_BYTES;
+    let cut = 0;
+    for (const p of this.held) {
+      if (!p.content || !p.entry.content) continue;
+      contentBytes += p.entry.content.approximateBytes();
+      if (contentBytes > maxContent) {
+        p.content = false;
+        cut++;
+      }
+    }
+    if (cut > 0) {
+      this.contentDropped += cut;
+      this.log(`request recording holds at most ${maxContent} bytes of content through an outage: ${cut} contents not written`);
+    }
     const room = Math.max(0, this.maxBuffered - this.held.length);
     if (this.entries.length > room) {
       const over = this.entries.length - room;

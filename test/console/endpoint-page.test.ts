@@ -63,8 +63,9 @@ describeBrowser('web console: endpoint page', () => {
     await expect.poll(() => shownStatus(page), { timeout: 90_000, interval: 500 }).toBe('RUNNING');
     await expectButtonsMatch(page, 'RUNNING');
     const timeline = page.getByRole('list', { name: 'Endpoint events' });
-    await expect.poll(() => timeline.getByRole('listitem').count()).toBeGreaterThan(1);
-    await expect.poll(() => timeline.innerText()).toContain('Status changed');
+    // The timeline loads beside the status (its own query and subscription): seconds on a busy machine.
+    await expect.poll(() => timeline.getByRole('listitem').count(), { timeout: 30_000 }).toBeGreaterThan(1);
+    await expect.poll(() => timeline.innerText(), { timeout: 30_000 }).toContain('Status changed');
 
     // The spec.
     await expect.poll(() => page.getByRole('region', { name: 'Spec' }).innerText()).toContain(TINY_REPO);

@@ -187,3 +187,26 @@ test('held outcomes count toward the bound: past it, new ones are dropped and co
     await recorder.close();
   }
 }, 60_000);
+
+test('held content is bounded by bytes: past it, the newer outcomes are written without their content, and counted', async () => {
+  const lines: string[] = [];
+  // Room for the content of two of these (each about 2,100 bytes: its prompt and its answer).
+  const big = (n: number) => entry(n, { content: answered(`${n} ${'x'.repeat(1000)}`) });
+  const recorder = new RequestRecorder(relayed, 60_000, (message) => lines.push(message), { maxHeldContentBytes: 5000 });
+  try {
+    await pg!.stop();
+    pg = undefined;
+    for (const n of [201, 202, 203, 204]) recorder.record(big(n));
+    await recorder.flush();
+    expect(recorder.contentDropped).toBe(2);
+    pg = await start();
+    for (let i = 0; i < 40 && !(await sql`SELECT 1`.then(() => true).catch(() => false)); i++) await sleep(250);
+    await recorder.flush();
+    const rows = await logged(201);
+    expect(rows.map((r) => r.prompt_tokens)).toEqual([201, 202, 203, 204]);
+    expect(rows.map((r) => r.content?.split(' ')[0] ?? null)).toEqual(['201', '202', null, null]);
+    expect(lines).toContain('request recording holds at most 5000 bytes of content through an outage: 2 contents not written');
+  } finally {
+    await recorder.close();
+  }
+}, 60_000);

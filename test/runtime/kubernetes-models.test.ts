@@ -117,6 +117,32 @@ async function lastMessage(id: string): Promise<string> {
   return event?.detail?.message ?? '';
 }
 
+// First: the W&B tests below restart the gateway (its address changes; the seeded clients keep the old one).
+describe('a start cut while it resolves its model', () => {
+  test('a terminate while the hub holds the resolution (Retry-After) cuts it: no more hub requests, no pod', async () => {
+    const repo = 'test-org/fault-GGUF';
+    t.hub.setFault({ type: 'rate-limit', retryAfter: 3 }, { repo, times: 1 });
+    try {
+      const id = await project.endpoint({ hfModelRepo: repo, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+      const ofRepo = () => t.hub.requests.filter((r) => r.path.includes(repo));
+      await expect.poll(() => ofRepo().some((r) => r.status === 429), { timeout: 30_000 }).toBe(true);
+      expect((await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/terminate`)).status).toBe(200);
+      await waitForStatus(t.sql, id, 'TERMINATED');
+      const seen = ofRepo().length;
+      // Past the Retry-After: the start, cut, neither asked the hub again nor created a pod.
+      await new Promise((resolve) => setTimeout(resolve, 4500));
+      expect(ofRepo()).toHaveLength(seen);
+      expect(
+        kube.pods(NS).filter((p) => (p.metadata as { labels: Record<string, string> }).labels['dedicated-endpoints.io/endpoint'] === id),
+      ).toEqual([]);
+      const [replica] = await t.sql<{ state: string }[]>`SELECT state FROM replicas WHERE endpoint_id = ${id}`;
+      expect(replica?.state).toBe('STOPPED');
+    } finally {
+      t.hub.setFault(null);
+    }
+  }, 60_000);
+});
+
 describe('a W&B registry artifact on Kubernetes', () => {
   let id: string;
 
@@ -304,29 +330,4 @@ describe('the pod of a W&B artifact, and the bound, as specified', () => {
       expect(() => read(bad)).toThrow(/KUBERNETES_MODEL_CACHE_MAX_BYTES/);
     }
   });
-});
-
-describe('a start cut while it resolves its model', () => {
-  test('a terminate while the hub holds the resolution (Retry-After) cuts it: no more hub requests, no pod', async () => {
-    const repo = 'test-org/fault-GGUF';
-    t.hub.setFault({ type: 'rate-limit', retryAfter: 3 }, { repo, times: 1 });
-    try {
-      const id = await project.endpoint({ hfModelRepo: repo, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
-      const ofRepo = () => t.hub.requests.filter((r) => r.path.includes(repo));
-      await expect.poll(() => ofRepo().some((r) => r.status === 429), { timeout: 30_000 }).toBe(true);
-      expect((await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/terminate`)).status).toBe(200);
-      await waitForStatus(t.sql, id, 'TERMINATED');
-      const seen = ofRepo().length;
-      // Past the Retry-After: the start, cut, neither asked the hub again nor created a pod.
-      await new Promise((resolve) => setTimeout(resolve, 4500));
-      expect(ofRepo()).toHaveLength(seen);
-      expect(
-        kube.pods(NS).filter((p) => (p.metadata as { labels: Record<string, string> }).labels['dedicated-endpoints.io/endpoint'] === id),
-      ).toEqual([]);
-      const [replica] = await t.sql<{ state: string }[]>`SELECT state FROM replicas WHERE endpoint_id = ${id}`;
-      expect(replica?.state).toBe('STOPPED');
-    } finally {
-      t.hub.setFault(null);
-    }
-  }, 60_000);
 });
