@@ -26,9 +26,10 @@ export default defineConfig({
     expect: { poll: { timeout: 10_000 } },
     hookTimeout: 60_000,
     pool: 'forks',
-    // Most test time is waiting (engines starting, cooldowns, timers), not CPU: two files at a time even on two
-    // cores (Vitest's default there is one) took the suite from 558 s to 405 s on this machine, with no test slower than its bounds.
-    maxWorkers: Math.max(2, availableParallelism() - 1),
+    // Most test time is waiting (engines starting, cooldowns, timers), not CPU: with two files at a time the suite kept
+    // this 2-core machine about half busy (870 s of CPU in a 930 s run); three at a time took 680 s, against 800 to
+    // 930 s with two (5 Dec 2026). VITEST_WORKERS overrides it (docs/development.md, Suite time).
+    maxWorkers: Number(process.env.VITEST_WORKERS ?? Math.max(3, availableParallelism())),
     reporters: ['default'],
   },
 });

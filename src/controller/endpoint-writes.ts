@@ -22,6 +22,12 @@ import { setVersionRollout } from '../storage/versions-repository.js';
 /** Thrown inside a step when the endpoint changed under it; the step is abandoned quietly. */
 export class StaleError extends Error {}
 
+/** A controller write found stale changes nothing: undefined instead. */
+export function ignoreStale(error: unknown): undefined {
+  if (!(error instanceof StaleError)) throw error;
+  return undefined;
+}
+
 /** The controller also sees deleted endpoints: it stops their replicas. */
 export const WITH_DELETED = { includeDeleted: true } as const;
 

@@ -20,19 +20,19 @@ import type { ControllerEvent, LifecycleState } from '../domain/lifecycle.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { EngineClient } from '../engine-client/engine-client.js';
 import type { ModelStore } from '../models/model-store.js';
-import { ReplicaStartError, type ReplicaRef, type Runtime, type StartProgress } from '../runtime/runtime.js';
+import { ReplicaStartError, type ReplicaRef, type Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { KEEP_DESIRED } from '../storage/endpoints-repository.js';
 import { retagReplica } from '../storage/replicas-repository.js';
 import type { StatementBatches } from '../storage/statement-batches.js';
 import { findVersion } from '../storage/versions-repository.js';
-import { StaleError, type EndpointWrites } from './endpoint-writes.js';
+import { ignoreStale, StaleError, type EndpointWrites } from './endpoint-writes.js';
 import { DISRUPTED } from './crash-watch.js';
 import { ModelPreparer } from './model-preparer.js';
 import { refOf } from './replica-stopper.js';
 import { PlacementBackoff } from './placement-backoff.js';
 import { interruptionMessage, isGatewayOutage, startErrorMessage, type StartFailure, type StartsSeen } from './start-errors.js';
-import { warmUp } from './start-steps.js';
+import { showStep, warmUp } from './start-steps.js';
 import { LaneQueue } from './lane-queue.js';
 
 export interface ReplicaStarterOptions {
@@ -143,7 +143,7 @@ export class ReplicaStarter {
     if (begun.length === 0 && refusal !== undefined && first) {
       // A repository that does not exist (or holds nothing to run) is reported before any wait for capacity.
       await this.preparer.resolveEarly(version);
-      await this.report(endpoint, endpoint, { phase: 'REQUESTING_VIRTUAL_MACHINE', reason: refusal });
+      await showStep(this.options.writes, endpoint.id, endpoint, { phase: 'REQUESTING_VIRTUAL_MACHINE', reason: refusal });
     }
     for (const id of begun) {
       this.run(id, endpoint.id, first ? STEP.firstPlacement : STEP.placement, (signal) => this.place(id, endpoint, version, first, signal));
@@ -208,7 +208,7 @@ export class ReplicaStarter {
       this.followed.set(replicaId, endpoint.id);
       // Its step as the runtime sees it now; a step shown late (the endpoint changed) leaves the replica to the passes.
       const seen = runtime.observe(ref);
-      if (first && seen.state === 'starting') await this.report(endpoint, shown, seen).catch(ignoreStale);
+      if (first && seen.state === 'starting') await showStep(this.options.writes, endpoint.id, shown, seen).catch(ignoreStale);
     } catch (error) {
       const reason: unknown = signal.aborted ? signal.reason : error;
       // The gateway stops, or lost its database or the runtime after placing: the next pass (anyone's) follows it.
@@ -242,16 +242,6 @@ export class ReplicaStarter {
         endpointId,
         (this.failures.get(endpointId) ?? []).filter((f) => f !== failure),
       );
-  }
-
-  /** Shows a starting replica's step as the endpoint's phase (the lifecycle shows it only while a start is under way). */
-  private async report(endpoint: EndpointRecord, shown: LifecycleState, progress: StartProgress): Promise<void> {
-    const { writes } = this.options;
-    const event: ControllerEvent = { type: STEP_EVENTS[progress.phase] };
-    // Resolving the model shows as downloading it (the phase a first start shows meanwhile).
-    const cause = `controller:${(progress.phase === 'RESOLVING_MODEL' ? 'DOWNLOADING_MODEL' : progress.phase).toLowerCase()}`;
-    await writes.transition(endpoint.id, shown, event, { cause, ...(progress.reason ? { detail: { message: progress.reason } } : {}) });
-    if (progress.phase === 'REQUESTING_VIRTUAL_MACHINE' && progress.reason) await writes.setWaitReason(endpoint.id, progress.reason);
   }
 
   /**
@@ -320,7 +310,7 @@ export class ReplicaStarter {
         if (observed.phase === 'REQUESTING_VIRTUAL_MACHINE' && observed.reason !== undefined) seen.waitingForNode.push(replica.id);
         if (first && !reported) {
           reported = true;
-          await this.report(endpoint, endpoint, observed);
+          await showStep(this.options.writes, endpoint.id, endpoint, observed);
         }
       } else if (observed.state === 'ready') {
         const warming: boolean = first && !reported;
@@ -405,17 +395,3 @@ export class ReplicaStarter {
 
 /** The start steps' lanes (LaneQueue), the first served first. */
 const STEP = { warmUp: 0, firstPlacement: 0, placement: 1 } as const;
-
-/** The lifecycle's event for each step of a start the runtime reports. */
-const STEP_EVENTS = {
-  REQUESTING_VIRTUAL_MACHINE: 'no-capacity',
-  RESOLVING_MODEL: 'resolving-model',
-  DOWNLOADING_MODEL: 'downloading-model',
-  ENGINE_INITIALIZING: 'starting-engine',
-} as const satisfies Record<StartProgress['phase'], ControllerEvent['type']>;
-
-/** A controller write found stale changes nothing: undefined instead. */
-function ignoreStale(error: unknown): undefined {
-  if (!(error instanceof StaleError)) throw error;
-  return undefined;
-}

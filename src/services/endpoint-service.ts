@@ -22,9 +22,9 @@ import {
   listEndpoints,
   lockEndpoint,
   markEndpointDeleted,
-  refreshCountsLocked,
 } from '../storage/endpoints-repository.js';
-import { insertEvent, latestEventId } from '../storage/events-repository.js';
+import { latestEventId } from '../storage/events-repository.js';
+import { commitWith, committed, type Committing } from './commit-with.js';
 import { findVersion, insertVersion, listVersions } from '../storage/versions-repository.js';
 import { writeStatusRow } from './endpoint-state.js';
 import type { IdentityService } from './identity-service.js';
@@ -361,38 +361,6 @@ export class EndpointService {
       actorId,
     });
   }
-}
-
-/** A transaction's last statements, sent with its commit: the endpoint as it left it, once committed. */
-interface Committing {
-  done: Promise<EndpointRecord>;
-}
-
-/**
- * Ends an API transaction: its events appended (with the replica counts refreshed, when `refresh` names the cause)
- * and the endpoint read, in statements sent at once and not awaited inside it, so that its commit goes right after
- * them. The append takes the event order lock that every event writer of every gateway takes: held this way for no
- * round trip of ours, so that a gateway frozen mid-request (a pause, a partition) cannot hold the others' writes.
- * The rows written earlier in the transaction (locked, but only this endpoint's) come first. A failed statement
- * fails the commit, and `done` with it.
- */
-function commitWith(
-  tx: TransactionSql,
-  id: string,
-  events: readonly EndpointEventInput[],
-  options: { refresh?: string; includeDeleted?: boolean } = {},
-): Committing {
-  const sent: Promise<unknown>[] = events.map((event) => insertEvent(tx, event));
-  if (options.refresh) sent.push(refreshCountsLocked(tx, id, options.refresh));
-  const read = findEndpoints(tx, [id], { includeDeleted: options.includeDeleted ?? false });
-  const done = Promise.all([...sent, read]).then(() => read.then(([endpoint]) => endpoint!));
-  done.catch(() => undefined);
-  return { done };
-}
-
-/** The outcome of a transaction ended by commitWith, once committed. */
-async function committed(outcome: Result<Committing>): Promise<Result<EndpointRecord>> {
-  return outcome.type === 'ok' ? ok(await outcome.value.done) : outcome;
 }
 
 const listed = <T>(item: T | undefined): T[] => (item === undefined ? [] : [item]);
