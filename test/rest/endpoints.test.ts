@@ -78,6 +78,21 @@ describe('POST /dedicated/beta/endpoint', () => {
     expect(joined.status).toBe(200);
   });
 
+  test('a name with a C1 control or a bidi override is refused (400 naming the rule); right-to-left text stays fine', async () => {
+    const refused = {
+      'prod\u009b2J': 'must not contain control characters',
+      'prod\u202edetsurt': 'must not contain bidirectional embeddings, overrides or isolates (U+202A to U+202E, U+2066 to U+2069)',
+      'a\u2066b\u2069': 'must not contain bidirectional embeddings, overrides or isolates (U+202A to U+202E, U+2066 to U+2069)',
+    };
+    for (const [name, message] of Object.entries(refused)) {
+      const res = await alice.rest('POST', '/dedicated/beta/endpoint', createBody(project.id, { name }));
+      expect(res.status, JSON.stringify(name)).toBe(400);
+      expect(res.body.error.details.fields).toEqual([{ field: 'name', message }]);
+    }
+    const hebrew = await alice.rest('POST', '/dedicated/beta/endpoint', createBody(project.id, { name: 'מודל \u200fראשי' }));
+    expect(hebrew.status).toBe(200);
+  });
+
   test('cross-field rules: minReplica <= maxReplica, max_input_length <= max_token_count', async () => {
     const res = await alice.rest(
       'POST',

@@ -9,15 +9,18 @@ export type Print = (line: string) => void;
  * comment of "\x1b]0;…\x07\x1b[2J" would set the reader's terminal title and clear the screen, a newline would add a
  * fake row to a table. Human output draws every C0 control, DEL and C1 control instead of sending it: C0 and DEL as
  * their Unicode control pictures (ESC as ␛, a newline as ␊: one column each, so tables stay aligned), C1, which has
- * none, as \x9b. --json prints the server's text exactly (JSON.stringify writes C0 controls as \u escapes).
+ * none, as \x9b. The bidirectional embeddings, overrides and isolates (U+202A to U+202E, U+2066 to U+2069), which
+ * reorder what follows them so that one name reads as another, are drawn as their escapes (\u202e). --json prints the
+ * server's text exactly (JSON.stringify writes C0 controls as \u escapes).
  */
 // eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 
 function drawn(control: string): string {
   const code = control.charCodeAt(0);
   if (code < 0x20) return String.fromCharCode(0x2400 + code);
   if (code === 0x7f) return '\u2421';
+  if (code > 0xff) return `\\u${code.toString(16)}`;
   return `\\x${code.toString(16)}`;
 }
 
