@@ -30,7 +30,7 @@ export function commitWith(
   const sent: Promise<unknown>[] = events.map((event) => insertEvent(tx, event));
   if (options.refresh) sent.push(refreshCountsLocked(tx, id, options.refresh));
   const read = findEndpoints(tx, [id], { includeDeleted: options.includeDeleted ?? false });
-  const done = Promise.all([...sent, read]).then(() => read.then(([endpoint]) => endpoint!));
+  const done = Promise.all([read, ...sent]).then(([[endpoint]]) => endpoint!);
   done.catch(() => undefined);
   return { done };
 }
