@@ -5,6 +5,7 @@
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, test } from 'vitest';
+import { engineAddress } from '../../src/runtime/kubernetes/kubernetes-runtime.js';
 import { viewPod } from '../../src/runtime/kubernetes/pod-status.js';
 
 const killed = { terminated: { exitCode: 137, reason: 'Error', startedAt: new Date(), finishedAt: new Date() } };
@@ -55,6 +56,23 @@ describe('a pod the cluster took away is a disruption, not a failure', () => {
   test("a kubelet's refusal to admit the pod (a broken device plugin) is a failure, not a disruption", () => {
     expect(viewPod(pod({ phase: 'Failed', reason: 'UnexpectedAdmissionError' }))).toMatchObject({ kind: 'failed' });
   });
+
+  test.each(['UnexpectedAdmissionError', 'OutOfnvidia.com/gpu', 'NodeAffinity'])(
+    'refused by its node as a real kubelet writes it (%s: Failed, no container status): a failure, not a download for ever',
+    (reason) => {
+      const refused = pod({ phase: 'Failed', reason, message: `Pod was rejected: ${reason} on gpu-7.internal` });
+      delete refused.status!.initContainerStatuses;
+      delete refused.status!.containerStatuses;
+      refused.spec!.initContainers = [{ name: 'fetch', image: 'img:1' }];
+      expect(viewPod(refused)).toEqual({
+        kind: 'failed',
+        code: 'WORKLOAD_INIT_GRPC_ERROR',
+        reason: `its node refused to run the pod (${reason})`,
+        oom: false,
+        detail: `Pod was rejected: ${reason} on gpu-7.internal`,
+      });
+    },
+  );
 
   test('being deleted, whoever asked: deleting', () => {
     const deleting = pod({ phase: 'Running' }, { running: {} });
@@ -160,4 +178,11 @@ test("a retried image pull's deadline counts from when the cluster says the cont
     { waiting: { reason: 'CreateContainerError' } },
   );
   expect(viewPod(q)).toMatchObject({ kind: 'progress', progress: { phase: 'ENGINE_INITIALIZING' }, retrying: { since: initializedAt } });
+});
+
+test("a ready pod's engine address: an IPv6 pod IP (a single-stack IPv6 cluster) in brackets, a valid URL", () => {
+  expect(engineAddress('10.4.0.7', 8000)).toBe('http://10.4.0.7:8000');
+  const v6 = engineAddress('fd00:10:244::5', 8000);
+  expect(v6).toBe('http://[fd00:10:244::5]:8000');
+  expect(new URL('/ready', v6).host).toBe('[fd00:10:244::5]:8000');
 });

@@ -99,3 +99,52 @@ test('a watch that goes silent with its connection open is taken as dead once it
     await watched.stop();
   }
 });
+
+test("a quiet informer's watches resume from the server's bookmarks: the rest of the cluster's changes do not expire them (no list after the first)", async () => {
+  // A server that keeps 50 changes for watches to resume from, and marks a watch's place every 200 ms.
+  const busy = await startKubeStandIn({ processes: false, nodes: [], historySize: 50, bookmarkIntervalMs: 200 });
+  let lists = 0;
+  const proxy = await startApiProxy(busy.url, (req) => {
+    if (isPodRead(req) && !/[?&]watch=(true|1)/.test(req.url ?? '')) lists++;
+    return false;
+  });
+  const config = new KubeConfig();
+  config.loadFromFile(writeKubeconfig({ server: proxy.url, token: busy.token, namespace: NS }));
+  const core = config.makeApiClient(CoreV1Api);
+  const pod = (name: string, labels: Record<string, string>): V1Pod => ({
+    metadata: { name, labels },
+    spec: { containers: [{ name: 'c', image: 'i', command: ['sleep', '60'] }] },
+  });
+  await core.createNamespacedPod({ namespace: NS, body: pod('ours-1', { app: 'ours' }) });
+  // Our pods only; the server ends each watch after a second, and the informer starts the next from where it was.
+  const informer = () =>
+    makeInformer<V1Pod>(
+      config,
+      watchPath(`/api/v1/namespaces/${NS}/pods`, 1),
+      () => core.listNamespacedPod({ namespace: NS, labelSelector: 'app=ours' }),
+      'app=ours',
+    );
+  const watched = new Watched(
+    informer,
+    'pod',
+    () => {},
+    () => {},
+  );
+  try {
+    await watched.run();
+    expect(lists).toBe(1);
+    // 100 changes elsewhere in the cluster over 3 s (twice the history), none of them ours: without bookmarks, the
+    // next watch would start from a place the server no longer keeps (410 Expired), and the informer list again.
+    for (let i = 0; i < 100; i++) {
+      await core.createNamespacedPod({ namespace: NS, body: pod(`theirs-${i}`, { app: 'theirs' }) });
+      await new Promise((resolve) => setTimeout(resolve, 30));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    expect(watched.synced).toBe(true);
+    expect(lists).toBe(1);
+    expect(watched.informer.list().map((p) => p.metadata?.name)).toEqual(['ours-1']);
+  } finally {
+    await watched.stop();
+    await busy.close();
+  }
+});

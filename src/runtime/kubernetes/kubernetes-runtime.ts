@@ -62,6 +62,9 @@ export interface KubernetesRuntimeOptions {
   engines?: EngineClient;
 }
 
+/** The engine's address at a pod's IP: an IPv6 one (a single-stack IPv6 cluster's, EKS's) in brackets, as URLs write it. */
+export const engineAddress = (podIP: string, port: number) => `http://${podIP.includes(':') ? `[${podIP}]` : podIP}:${port}`;
+
 /** How long a pod created here may stay out of the informer's cache before it counts as gone. */
 const UNSEEN_MS = 60_000;
 
@@ -238,7 +241,7 @@ export class KubernetesRuntime implements Runtime {
       this.unseen.delete(name);
       return { state: 'dead', reason: "the replica's pod is gone", disrupted: true };
     }
-    if (view.kind === 'ready') return { state: 'ready', address: `http://${view.podIP}:${this.options.settings.enginePort}` };
+    if (view.kind === 'ready') return { state: 'ready', address: engineAddress(view.podIP, this.options.settings.enginePort) };
     if (view.kind === 'failed') {
       // The cluster's own words are the operator's to read: the user sees the reason alone.
       if (view.detail) this.options.log(`pod ${name}: ${view.reason}: ${view.detail}`);

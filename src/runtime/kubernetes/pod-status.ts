@@ -17,6 +17,7 @@
  * | OOMKilled                                        | INFERENCE_ENGINE_MEMORY_ERROR                 |
  * | engine exited                                    | its ENGINE_ERROR code, else WORKLOAD_INIT_GRPC_ERROR |
  * | evicted, preempted, its node drained or lost     | disrupted: replaced, not a failure            |
+ * | refused by its node's kubelet (admission)        | WORKLOAD_INIT_GRPC_ERROR, the kubelet's reason |
  * | being deleted                                    | deleting (by the gateway, or a disruption)    |
  */
 import type { V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
@@ -65,6 +66,27 @@ export function disruption(pod: V1Pod): { reason: string; byNode: boolean } | un
   const failed = pod.status?.phase === 'Failed' ? pod.status.reason : undefined;
   const reason = target ? (target.reason ?? 'DisruptionTarget') : failed && DISRUPTED_REASONS.has(failed) ? failed : undefined;
   return reason === undefined ? undefined : { reason, byNode: BY_NODE.has(reason) || (failed !== undefined && BY_NODE.has(failed)) };
+}
+
+/**
+ * A pod its node's kubelet refused to run (its admission: `UnexpectedAdmissionError` when the GPU device plugin could
+ * not allocate the devices, as on a node whose plugin restarted; `OutOfnvidia.com/gpu`; `NodeAffinity` when the node
+ * changed after the scheduler chose it): the kubelet writes Failed with its reason and message and no container
+ * status, as nothing ran. A failed start (the crash policy counts it: a node that refuses every pod does not get one
+ * after another for ever), read before the init containers' statuses, whose absence would otherwise read as a download
+ * that has not begun, for ever.
+ */
+function admissionRejection(pod: V1Pod): PodView | undefined {
+  const status = pod.status ?? {};
+  if (status.phase !== 'Failed' || (status.initContainerStatuses?.length ?? 0) > 0 || (status.containerStatuses?.length ?? 0) > 0)
+    return undefined;
+  return {
+    kind: 'failed',
+    code: 'WORKLOAD_INIT_GRPC_ERROR',
+    reason: `its node refused to run the pod (${status.reason ?? 'Failed'})`,
+    oom: false,
+    ...detail(status.message),
+  };
 }
 
 /** Waiting reasons that no retry fixes: the image or the pod's configuration is wrong. */
@@ -146,6 +168,8 @@ export function viewPod(pod: V1Pod): PodView {
   }
   // Not tried by the scheduler yet: no reason (a reason means that no node could take it).
   if (!pod.spec?.nodeName) return { kind: 'progress', progress: { phase: 'REQUESTING_VIRTUAL_MACHINE' }, ...created(pod) };
+  const rejected = admissionRejection(pod);
+  if (rejected) return rejected;
   for (const init of status.initContainerStatuses ?? []) {
     const failed = containerFailure(init, true) ?? retried(pod, init, 'DOWNLOADING_MODEL');
     if (failed) return failed;

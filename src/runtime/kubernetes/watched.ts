@@ -21,8 +21,14 @@ export const WATCH_TIMEOUT_S = 120;
 /** How long an informer may hear nothing before it counts as dead: its server-side timeout, and a minute's margin. */
 const STUCK_MS = (WATCH_TIMEOUT_S + 60) * 1000;
 
-/** The path an informer watches: `path`, its watches ending on the server's side every `timeoutSeconds`. */
-export const watchPath = (path: string, timeoutSeconds = WATCH_TIMEOUT_S) => `${path}?timeoutSeconds=${timeoutSeconds}`;
+/**
+ * The path an informer watches: `path`, its watches ending on the server's side every `timeoutSeconds`, with the
+ * server's bookmarks. client-node's informer starts each watch from the last resourceVersion it heard; while our pods
+ * are quiet, only bookmarks move it on. Without them, it would fall behind the rest of the cluster's changes, past the
+ * server's watch cache, and each new watch would be answered 410 Expired: a full list every `timeoutSeconds`.
+ */
+export const watchPath = (path: string, timeoutSeconds = WATCH_TIMEOUT_S) =>
+  `${path}?timeoutSeconds=${timeoutSeconds}&allowWatchBookmarks=true`;
 
 type Keepable<T extends V1Pod | V1Node> = Informer<T> & ObjectCache<T>;
 
