@@ -6,7 +6,7 @@
  * `authenticate` checks them through the auth service (cached there).
  */
 import type { IncomingMessage } from 'node:http';
-import type { Result } from '../domain/result.js';
+import { fail, invalidArgument, type Result } from '../domain/result.js';
 import type { Services } from '../services/index.js';
 import { TEAM_HEADERS, type Principal } from '../services/principal.js';
 
@@ -15,6 +15,14 @@ export interface Credentials {
   authorization: string | undefined;
   /** The team to act as (`X-Friendli-Team`, or its alias `X-Team-Id`). */
   team: string | undefined;
+  /** The two team headers (or connection_init keys) name different teams: refused, not one of them picked. */
+  teamConflict?: true;
+}
+
+/** The team named once, or a conflict when several names of it (a header and its alias) disagree. */
+function teamOf(values: readonly unknown[]): Pick<Credentials, 'team' | 'teamConflict'> {
+  const named = [...new Set(values.filter((v): v is string => typeof v === 'string' && v !== ''))];
+  return named.length > 1 ? { team: named[0], teamConflict: true } : { team: named[0] };
 }
 
 /** A request header's (first) value. */
@@ -24,15 +32,7 @@ export function header(req: IncomingMessage, name: string): string | undefined {
 }
 
 function fromHeaders(get: (name: string) => string | null | undefined): Credentials {
-  let team: string | undefined;
-  for (const name of TEAM_HEADERS) {
-    const value = get(name);
-    if (value) {
-      team = value;
-      break;
-    }
-  }
-  return { authorization: get('authorization') ?? undefined, team };
+  return { authorization: get('authorization') ?? undefined, ...teamOf(TEAM_HEADERS.map((name) => get(name))) };
 }
 
 /** The credentials of a Node request (REST, chat, SSE). */
@@ -51,12 +51,15 @@ const CONNECTION_TEAM_KEYS = [...TEAM_HEADERS, 'teamId'];
 /** The credentials of a graphql-ws `connection_init` payload. */
 export function credentialsOfConnectionParams(params: Readonly<Record<string, unknown>>): Credentials {
   const authorization = typeof params.authorization === 'string' ? params.authorization : undefined;
-  const team = CONNECTION_TEAM_KEYS.map((k) => params[k]).find((v): v is string => typeof v === 'string');
-  return { authorization, team };
+  return { authorization, ...teamOf(CONNECTION_TEAM_KEYS.map((k) => params[k])) };
 }
 
 /** The caller, or UNAUTHENTICATED / FORBIDDEN. Throws only when the database fails. */
 export function authenticate(services: Services, credentials: Credentials): Promise<Result<Principal>> {
+  if (credentials.teamConflict) {
+    const message = `names another team than X-Friendli-Team: send one team, in either header (${TEAM_HEADERS.join(', ')})`;
+    return Promise.resolve(fail(invalidArgument([{ field: 'X-Team-Id', message }])));
+  }
   return services.auth.authenticate(credentials.authorization, credentials.team);
 }
 

@@ -226,6 +226,26 @@ describe('authentication and tenancy', () => {
     );
     expect((await bob.rest('GET', '/dedicated/beta/endpoint', undefined, { 'x-team-id': alice.teamId })).status).toBe(403);
   });
+
+  test('the team header and its alias naming two teams is a 400 naming the rule, not one of them picked; the same team twice is fine', async () => {
+    const both = { 'x-friendli-team': alice.teamId, 'x-team-id': bob.teamId };
+    const conflict = await alice.rest('GET', '/dedicated/beta/endpoint', undefined, both);
+    expect(conflict.status).toBe(400);
+    expect(conflict.body.error.code).toBe('INVALID_ARGUMENT');
+    expect(conflict.body.error.details.fields).toEqual([
+      {
+        field: 'X-Team-Id',
+        message: 'names another team than X-Friendli-Team: send one team, in either header (x-friendli-team, x-team-id)',
+      },
+    ]);
+    const graphql = await alice.rest('POST', '/graphql', { query: '{ teams { id } }' }, both);
+    expect(graphql.body.errors[0].extensions.code).toBe('INVALID_ARGUMENT');
+    const same = await alice.rest('GET', '/dedicated/beta/endpoint', undefined, {
+      'x-friendli-team': alice.teamId,
+      'x-team-id': alice.teamId,
+    });
+    expect(same.status).toBe(200);
+  });
 });
 
 describe('reading endpoints', () => {
