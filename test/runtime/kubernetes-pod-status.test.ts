@@ -53,6 +53,20 @@ describe('a pod the cluster took away is a disruption, not a failure', () => {
     expect(viewPod(p)).toEqual({ kind: 'disrupted', reason: `the cluster took its pod away (${reason})`, byNode });
   });
 
+  test("a graceful node shutdown (a spot VM's preemption) is a disruption but not the node's eviction: no back-off", () => {
+    const message = 'Pod was terminated in response to imminent node shutdown.';
+    const shutdown = pod({
+      phase: 'Failed',
+      reason: 'Terminated',
+      message,
+      conditions: [{ ...condition('TerminationByKubelet'), message }],
+    });
+    expect(viewPod(shutdown)).toEqual({ kind: 'disrupted', reason: 'the cluster took its pod away (TerminationByKubelet)', byNode: false });
+    // Still running, the condition written first: its message tells.
+    const going = pod({ phase: 'Running', conditions: [{ ...condition('TerminationByKubelet'), message }] }, { running: {} });
+    expect(viewPod(going)).toMatchObject({ kind: 'disrupted', byNode: false });
+  });
+
   test("a kubelet's refusal to admit the pod (a broken device plugin) is a failure, not a disruption", () => {
     expect(viewPod(pod({ phase: 'Failed', reason: 'UnexpectedAdmissionError' }))).toMatchObject({ kind: 'failed' });
   });

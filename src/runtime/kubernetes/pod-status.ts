@@ -59,13 +59,21 @@ export type PodView =
 const DISRUPTED_REASONS = new Set(['Evicted', 'Preempting', 'NodeLost', 'Terminated', 'Shutdown', 'NodeShutdown']);
 /** The node's own evictions (under memory or disk pressure): what the replica may have brought on itself. */
 const BY_NODE = new Set(['Evicted', 'TerminationByKubelet']);
+/**
+ * A graceful node shutdown (a spot VM's preemption, a node pool's upgrade) also writes TerminationByKubelet, with the
+ * pod's reason Terminated (or Shutdown, NodeShutdown) and a message that says so: the node went, the replica caused
+ * nothing, and its replacement need not wait an eviction's back-off.
+ */
+const SHUTDOWN_REASONS = new Set(['Terminated', 'Shutdown', 'NodeShutdown']);
 
 /** Whether, and why, the cluster is taking the pod away (see above); undefined for a pod it leaves alone. */
 export function disruption(pod: V1Pod): { reason: string; byNode: boolean } | undefined {
   const target = pod.status?.conditions?.find((c) => c.type === 'DisruptionTarget' && c.status === 'True');
   const failed = pod.status?.phase === 'Failed' ? pod.status.reason : undefined;
   const reason = target ? (target.reason ?? 'DisruptionTarget') : failed && DISRUPTED_REASONS.has(failed) ? failed : undefined;
-  return reason === undefined ? undefined : { reason, byNode: BY_NODE.has(reason) || (failed !== undefined && BY_NODE.has(failed)) };
+  if (reason === undefined) return undefined;
+  const shutdown = (failed !== undefined && SHUTDOWN_REASONS.has(failed)) || /node shutdown/i.test(target?.message ?? '');
+  return { reason, byNode: !shutdown && (BY_NODE.has(reason) || (failed !== undefined && BY_NODE.has(failed))) };
 }
 
 /**
