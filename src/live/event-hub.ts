@@ -14,10 +14,18 @@ import { LiveEventStream, type LiveStreamOptions } from './event-stream.js';
 
 export type LiveSignal =
   | { kind: 'event'; event: EndpointEventRecord }
-  /** The model download of this endpoint advanced (progress writes no event). */
-  | { kind: 'progress'; endpointId: string }
+  /**
+   * The model download of this endpoint advanced (progress writes no event). `seq` numbers the announcements this
+   * hub has received, each once for all its subscribers: the version of the endpoint's snapshot for this moment.
+   */
+  | { kind: 'progress'; endpointId: string; seq: number }
   /** The LISTEN connection was re-established: events may have been missed, read them back. */
   | { kind: 'resync' };
+
+/** The snapshot version of a progress announcement (never an event id, which is all digits). */
+export function progressVersion(seq: number): string {
+  return `progress:${seq}`;
+}
 
 export interface LiveFilter {
   endpointId?: string;
@@ -36,6 +44,8 @@ export class EventHub {
   private scheduled = false;
   private listening: { unlisten(): Promise<void> }[] = [];
   private started = false;
+  /** The download progress announcements received so far (the last one's `seq`). */
+  private progressSeq = 0;
   /** One read of an endpoint per change, shared by every subscriber that shows it. */
   private readonly snapshots = new LRUCache<
     string,
@@ -79,8 +89,12 @@ export class EventHub {
   }
 
   /**
-   * The endpoint as of `version` (an event id or a progress tick): read once
-   * for all subscribers, and handed out without a promise once it is read.
+   * The endpoint as of `version`: read once for all subscribers, and handed
+   * out without a promise once it is read. A version names one moment in this
+   * hub, the same for every subscriber: an event's id, or a progress
+   * announcement's `seq` (`progressVersion`). A version a subscriber counted
+   * for itself would name different moments for different subscribers, and
+   * hand one of them a snapshot another cached long before.
    */
   snapshot(endpointId: string, version: string): Promise<EndpointRecord | undefined> | EndpointRecord | undefined {
     const cached = this.snapshots.get(endpointId);
@@ -140,9 +154,15 @@ export class EventHub {
     }
   }
 
+  /**
+   * Every gateway's hub hears each announcement (a NOTIFY, whichever process
+   * wrote the progress) and numbers it itself: the numbers need only be unique
+   * within this hub, as its snapshots are.
+   */
   private onProgress(endpointId: string): void {
+    const signal: LiveSignal = { kind: 'progress', endpointId, seq: ++this.progressSeq };
     for (const subscriber of this.subscribers) {
-      if (subscriber.filter.endpointId === endpointId) subscriber.listener({ kind: 'progress', endpointId });
+      if (subscriber.filter.endpointId === endpointId) subscriber.listener(signal);
     }
   }
 

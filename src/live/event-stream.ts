@@ -25,7 +25,8 @@ export class SubscriptionOverflowError extends Error {
   }
 }
 
-export type LiveItem = { kind: 'event'; event: EndpointEventRecord } | { kind: 'progress' };
+/** A progress item carries its announcement's `seq` (see `LiveSignal`). */
+export type LiveItem = { kind: 'event'; event: EndpointEventRecord } | { kind: 'progress'; seq: number };
 
 export interface LiveStreamOptions {
   /** Resume after this event id: the missed events come first. */
@@ -140,7 +141,7 @@ export class LiveEventStream implements AsyncIterableIterator<LiveItem> {
         this.wake = undefined;
         continue;
       }
-      if (signal.kind === 'progress') return { done: false, value: { kind: 'progress' } };
+      if (signal.kind === 'progress') return { done: false, value: { kind: 'progress', seq: signal.seq } };
       if (signal.kind === 'resync') {
         await this.readBack();
       } else if (isAfter(signal.event.id, this.last!)) {

@@ -16,6 +16,7 @@ import {
   type ReplicaCounts,
 } from '../../../domain/endpoint.js';
 import { invalidInputError } from '../../../domain/errors.js';
+import { progressVersion } from '../../../live/event-hub.js';
 import { SubscriptionOverflowError, type LiveEventStream, type LiveItem } from '../../../live/event-stream.js';
 import type { GraphQLContext } from '../context.js';
 import { builder } from '../builder.js';
@@ -164,8 +165,6 @@ abstract class LiveSubscription<T> implements AsyncIterableIterator<T> {
 }
 
 class EndpointStatusSubscription extends LiveSubscription<StatusUpdate> {
-  private version = '';
-
   constructor(
     context: GraphQLContext,
     private readonly endpointId: string,
@@ -184,10 +183,15 @@ class EndpointStatusSubscription extends LiveSubscription<StatusUpdate> {
     return { items: this.stream(scope, position), first: this.after === null ? { event: null, status: found.value } : null };
   }
 
-  /** From here on, the hub's shared snapshots describe the endpoint to every subscriber. */
+  /**
+   * From here on, the hub's shared snapshots describe the endpoint to every
+   * subscriber. The version comes from the hub (the event, or the progress
+   * announcement), so every subscriber of a change asks for the same one: it
+   * is read once, and never answered with a snapshot of an earlier moment.
+   */
   protected map(item: LiveItem): Mapped<StatusUpdate> | Promise<Mapped<StatusUpdate>> {
-    this.version = item.kind === 'event' ? item.event.id : `${this.version}+`;
-    const snapshot = this.context.live.hub.snapshot(this.endpointId, this.version);
+    const version = item.kind === 'event' ? item.event.id : progressVersion(item.seq);
+    const snapshot = this.context.live.hub.snapshot(this.endpointId, version);
     return snapshot instanceof Promise ? snapshot.then((status) => this.update(item, status)) : this.update(item, snapshot);
   }
 
