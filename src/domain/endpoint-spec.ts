@@ -208,7 +208,10 @@ export function checkConsistency(check: FieldChecker, spec: EndpointSpec): void 
   if (autoscaling.minReplica > autoscaling.maxReplica) {
     check.fail('autoscalingPolicy.minReplica', `must not exceed maxReplica (${autoscaling.minReplica} > ${autoscaling.maxReplica})`);
   }
-  if (advanced.maxInputLength > advanced.maxTokenCount) {
+  // While max_token_count follows the model, its value is a placeholder (4096) until a start reads the model's
+  // context, or the context of the model a previous version ran: the first start checks max_input_length against
+  // the context it reads, and fails with WORKLOAD_INIT_SETTINGS_ERROR if it is larger (src/models/token-limits.ts).
+  if (!advanced.maxTokenCountAuto && advanced.maxInputLength > advanced.maxTokenCount) {
     check.fail('advanced.max_input_length', `must not exceed max_token_count (${advanced.maxInputLength} > ${advanced.maxTokenCount})`);
   }
 }

@@ -99,7 +99,7 @@ const ROWS: Record<FailureKind, Row[]> = {
     {
       failure: { kind: 'unavailable', message: 'down', retryAfter: 5, code: 'database_unavailable' },
       openai: { status: 503, type: 'server_error', param: null, code: 'database_unavailable', retryAfter: 5 },
-      graphql: { code: 'UNAVAILABLE', status: 503 },
+      graphql: { code: 'RESOURCE_EXHAUSTED', status: 503 },
     },
   ],
   upstream: [

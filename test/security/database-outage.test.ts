@@ -99,7 +99,7 @@ test('PostgreSQL stopped: 503 with Retry-After on REST, GraphQL and chat, /ready
   const read = await timed(() => alice.rest('GET', `/dedicated/beta/endpoint/${endpointId}`));
   expect(read.value.status).toBe(503);
   expect(read.value.headers.get('retry-after')).toBe('5');
-  expect(read.value.body.error).toMatchObject({ code: 'UNAVAILABLE', message: expect.stringContaining('database is unavailable') });
+  expect(read.value.body.error).toMatchObject({ code: 'RESOURCE_EXHAUSTED', message: expect.stringContaining('database is unavailable') });
   expect(read.ms).toBeLessThan(6000);
   const write = await alice.rest('POST', '/dedicated/beta/endpoint', createBody(projectId, { name: 'during-the-outage' }));
   expect(write.status).toBe(503);
@@ -112,7 +112,7 @@ test('PostgreSQL stopped: 503 with Retry-After on REST, GraphQL and chat, /ready
   const gqlBody = (await gql.json()) as { errors: { message: string; extensions: Record<string, unknown> }[] };
   expect(gqlBody.errors[0]).toMatchObject({
     message: expect.stringContaining('database is unavailable'),
-    extensions: { code: 'UNAVAILABLE', retryAfter: 5 },
+    extensions: { code: 'RESOURCE_EXHAUSTED', retryAfter: 5 },
   });
   expect(gqlBody.errors[0]!.extensions.http).toBeUndefined();
   const mutation = await graphql('mutation($id: ID!) { sleepEndpoint(id: $id) { __typename } }', { id: endpointId });

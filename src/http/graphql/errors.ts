@@ -73,7 +73,9 @@ const GRAPHQL: { [K in Exclude<FailureKind, 'internal'>]: Row<K> } = {
   conflict: { code: 'CONFLICT', fieldStatus: false },
   'invalid-transition': { code: 'INVALID_TRANSITION', fieldStatus: false },
   overloaded: { code: 'RESOURCE_EXHAUSTED', fieldStatus: true, extensions: retryAfter, headers: retryAfterHeader },
-  unavailable: { code: 'UNAVAILABLE', fieldStatus: true, extensions: retryAfter, headers: retryAfterHeader },
+  // The REST code of the same answer (503 with Retry-After: the contract's RESOURCE_EXHAUSTED), so that a client of
+  // both surfaces reads one code for "retry after extensions.retryAfter".
+  unavailable: { code: 'RESOURCE_EXHAUSTED', fieldStatus: true, extensions: retryAfter, headers: retryAfterHeader },
   upstream: { code: 'UPSTREAM_DISCONNECTED', fieldStatus: true },
   cancelled: { code: 'CANCELLED', fieldStatus: false },
 };

@@ -12,7 +12,7 @@ import { Router, unwrap, type RouteRequest, type RouteResponse } from './router.
 import type { AccessWatch } from '../../live/access-watch.js';
 import type { SubscriptionQuota } from '../../live/subscription-quota.js';
 import { addReplicaRoutes } from './replica-routes.js';
-import { specObject, statusObject } from './responses.js';
+import { specObject, statusObject, versionEntry } from './responses.js';
 
 /**
  * The body of a route that takes none (the lifecycle actions, DELETE): empty,
@@ -105,7 +105,7 @@ export function endpointRoutes(services: Services, access?: AccessWatch, quota?:
         return {
           status: 200,
           body: {
-            data: Object.fromEntries(page.items.map((v) => [String(v.versionIndex), specObject(endpoint, v)])),
+            data: Object.fromEntries(page.items.map((v) => [String(v.versionIndex), versionEntry(endpoint, v)])),
             nextCursor: page.nextCursor,
           },
         };

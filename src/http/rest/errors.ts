@@ -3,6 +3,11 @@
  * to the documented body `{ error: { code, message, details? } }`, its status
  * and headers. A bug's answer names no detail; the `x-request-id` header ties
  * it to its log line.
+ *
+ * The codes are the contract's closed list (and METHOD_NOT_ALLOWED, which the
+ * router answers), so that a client written against the contract knows every
+ * one: a failure the list has no code of is answered with the listed code
+ * that tells a client what to do about it.
  */
 import type { ServerResponse } from 'node:http';
 import { httpStatusOf, type Failure, type FailureKind } from '../../domain/errors.js';
@@ -18,11 +23,8 @@ export type ErrorCode =
   | 'INVALID_ARGUMENT'
   | 'INVALID_TRANSITION'
   | 'CONFLICT'
+  /** 429 or 503, with Retry-After: too many requests, or a dependency (the database, an upstream) that failed; retry after it. */
   | 'RESOURCE_EXHAUSTED'
-  /** 503 with Retry-After: a dependency (the database) cannot be reached; the request did nothing. Also a failed upstream (502). */
-  | 'UNAVAILABLE'
-  /** 499: the client left before the answer (never sent; the request log records it). */
-  | 'CANCELLED'
   | 'INTERNAL';
 
 export interface RestError {
@@ -35,11 +37,20 @@ export interface RestError {
 
 type Row<K extends FailureKind> = {
   code: ErrorCode;
+  /** The status, where the contract's pairing of code and status differs from the kind's (httpStatusOf). */
+  status?: (failure: Extract<Failure, { kind: K }>) => number;
   details?: (failure: Extract<Failure, { kind: K }>) => Record<string, unknown> | undefined;
   headers?: (failure: Extract<Failure, { kind: K }>) => Record<string, string>;
 };
 
 const retryAfter = (failure: { retryAfter: number }) => ({ 'retry-after': String(failure.retryAfter) });
+
+/**
+ * Seconds a client is asked to wait after an upstream failed (a replica, the
+ * hub or the registry): such a failure is most often brief (a replica being
+ * replaced, a 5xx of the hub), as for a chat request no replica answered.
+ */
+export const UPSTREAM_RETRY_AFTER_S = 2;
 
 const REST: { [K in FailureKind]: Row<K> } = {
   invalid: {
@@ -52,9 +63,16 @@ const REST: { [K in FailureKind]: Row<K> } = {
   conflict: { code: 'CONFLICT' },
   'invalid-transition': { code: 'INVALID_TRANSITION', details: (f) => ({ status: f.status, action: f.action }) },
   overloaded: { code: 'RESOURCE_EXHAUSTED', headers: retryAfter },
-  unavailable: { code: 'UNAVAILABLE', headers: retryAfter },
-  upstream: { code: 'UNAVAILABLE' },
-  cancelled: { code: 'CANCELLED' },
+  // The database unreachable: 503 with Retry-After, which the contract calls RESOURCE_EXHAUSTED; nothing was written.
+  unavailable: { code: 'RESOURCE_EXHAUSTED', headers: retryAfter },
+  // An upstream that failed or cut its answer is not our bug (INTERNAL, not retried by most clients) but a
+  // dependency out of service for a moment: 503 with Retry-After, so that a client retries after it. (A replica's
+  // own 4xx refusal of a request is the chat route's, answered in the OpenAI shape, never here.)
+  upstream: { code: 'RESOURCE_EXHAUSTED', status: () => 503, headers: () => ({ 'retry-after': String(UPSTREAM_RETRY_AFTER_S) }) },
+  // The client left before the answer: nothing is sent. The row exists for the status recorded (499, httpStatusOf)
+  // and for a proxy that held the connection: no listed code fits a request nobody waits for, and INTERNAL says
+  // nothing more than that it did not complete.
+  cancelled: { code: 'INTERNAL' },
   internal: { code: 'INTERNAL' },
 };
 
@@ -64,7 +82,7 @@ export function restErrorOfFailure(failure: Failure): RestError {
   const details = row.details?.(failure as never);
   const headers = row.headers?.(failure as never);
   return {
-    status: httpStatusOf(failure),
+    status: row.status?.(failure as never) ?? httpStatusOf(failure),
     code: row.code,
     message: failure.message,
     ...(details ? { details } : {}),

@@ -7,6 +7,7 @@ import { statusMessage } from '../../domain/failure-advice.js';
 import { findInstanceOption } from '../../domain/instance-catalog.js';
 import { reportedStatus, reportsPhase, type LifecycleAction } from '../../domain/lifecycle.js';
 import type { EndpointRecord, VersionRecord } from '../../domain/endpoint.js';
+import type { ResolvedModel } from '../../models/model-store.js';
 
 /**
  * The status object of an endpoint, as the answer to `action`: `phase` is left
@@ -63,5 +64,44 @@ export function specObject(endpoint: EndpointRecord, version: VersionRecord = en
     versionIndex: version.versionIndex,
     versionComment: version.comment,
     createdAt: version.createdAt.toISOString(),
+  };
+}
+
+/**
+ * The W&B registry artifact a version serves (null for a hub model): as
+ * requested, and once the version has started, the concrete version, digest
+ * and file it resolved to (GraphQL's `EndpointSpec.wandbArtifact`).
+ */
+function wandbArtifactOf(version: VersionRecord) {
+  const { model } = version.spec;
+  if (model.source !== 'wandb') return null;
+  const stored = version.model as ResolvedModel | null;
+  const resolved = stored?.source === 'wandb' ? stored : null;
+  return {
+    name: model.artifact,
+    version: resolved ? (resolved.artifact.split(':').pop() ?? null) : null,
+    digest: resolved?.digest ?? null,
+    file: resolved?.file ?? null,
+  };
+}
+
+/**
+ * One entry of the version history: the version's spec object, then (ext)
+ * what GraphQL's `EndpointVersion` tells of the version itself, so that the
+ * two surfaces hold the same data. `rolloutState` is how a client sees that a
+ * rollout failed: the endpoint goes back to RUNNING with its errorCode set,
+ * and the version it tried reads FAILED.
+ */
+export function versionEntry(endpoint: EndpointRecord, version: VersionRecord) {
+  return {
+    ...specObject(endpoint, version),
+    // ext: RECORDED (not applied yet), ROLLED_OUT (replicas ran it) or FAILED (its rollout or start failed).
+    rolloutState: version.rolloutState,
+    // ext: for a rollback, the version it copies.
+    rolledBackFrom: version.rolledBackFrom,
+    // ext: who made this version (creatorId is the endpoint's creator).
+    versionCreatorId: version.creatorId,
+    // ext: the registry artifact, for an endpoint made from one (hfModelRepo is then null).
+    wandbArtifact: wandbArtifactOf(version),
   };
 }
