@@ -19,7 +19,7 @@ import {
   type ResolvedModel,
 } from '../models/model-store.js';
 import type { RetryNotice } from '../models/retry.js';
-import type { TokenLimits } from '../models/token-limits.js';
+import { givenTokenLimits, type TokenLimits } from '../models/token-limits.js';
 import type { LaunchModel, ModelSteps } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { setProgress } from '../storage/endpoints-repository.js';
@@ -104,7 +104,9 @@ export class ModelPreparer {
   steps(endpoint: EndpointRecord, version: VersionRecord, replicaId: string, signal: AbortSignal): ModelSteps {
     const { sql, models, builtInEngine } = this.options;
     const spec = version.spec;
-    const own = { maxTokenCount: spec.advanced.maxTokenCount, maxInputLength: spec.advanced.maxInputLength };
+    // Where the model is not read here (another engine, or fetched where the replica runs), the version's own limits,
+    // checked before anything is fetched or started.
+    const own = () => givenTokenLimits(spec.advanced);
     const launchModel = (model: PreparedModel, limits: TokenLimits): LaunchModel => {
       this.remember(version, model.resolved);
       const { resolved } = model;
@@ -119,13 +121,16 @@ export class ModelPreparer {
     };
     return {
       // Fetched where the replica runs: the limits are the version's own.
-      resolve: async () =>
-        launchModel(await models.resolveVersion(spec, this.known(version), this.hooks(endpoint, version, { signal })), own),
+      resolve: async () => {
+        const limits = own();
+        return launchModel(await models.resolveVersion(spec, this.known(version), this.hooks(endpoint, version, { signal })), limits);
+      },
       download: async (cut, onDownloadStart) => {
+        const given = builtInEngine ? undefined : own();
         const hooks = this.hooks(endpoint, version, { signal: AbortSignal.any([signal, cut]), onDownloadStart });
         const model = await models.prepareVersion(spec, this.known(version), hooks);
         // Run by another engine, the limits are the version's own; the built-in engine's follow its GGUF.
-        const limits = builtInEngine ? await this.check(model, version) : own;
+        const limits = given ?? (await this.check(model, version));
         // Its row ended meanwhile (another gateway took the endpoint over and stopped it): no engine is spawned.
         if ((await replicaState(sql, replicaId)) !== 'STARTING') return null;
         return launchModel(model, limits);

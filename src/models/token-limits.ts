@@ -87,3 +87,21 @@ export function resolveTokenLimits(advanced: AdvancedConfig, context: number | u
   }
   return { maxTokenCount, maxInputLength };
 }
+
+/**
+ * The limits a replica runs with where the gateway does not read the model (an engine run through ENGINE_COMMAND, or
+ * a model fetched where the replica runs, as on Kubernetes): the version's own. A max_token_count left to follow the
+ * model is the placeholder there (DEFAULT_ADVANCED.maxTokenCount), which a larger max_input_length contradicts: the
+ * start fails with what to change, before any download or engine start.
+ */
+export function givenTokenLimits(advanced: AdvancedConfig): TokenLimits {
+  const { maxTokenCount, maxInputLength } = advanced;
+  if (maxInputLength > maxTokenCount) {
+    const why = advanced.maxTokenCountAuto ? ': max_token_count follows the model only where the gateway reads the model file' : '';
+    throw new SettingsError(
+      `max_input_length (${maxInputLength}) is larger than max_token_count (${maxTokenCount}${why})`,
+      `lower max_input_length to at most ${maxTokenCount}, or give max_token_count, ${AFTER}`,
+    );
+  }
+  return { maxTokenCount, maxInputLength };
+}
