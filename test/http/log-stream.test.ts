@@ -59,3 +59,28 @@ test('a client that does not read holds the log back; when it leaves, the follow
   expect(stop.signal.aborted).toBe(true);
   expect(ended).toBe(true);
 });
+
+test('a client that takes nothing for the stall bound is cut: the follow ends and its place goes back, though the client never left', async () => {
+  let ended = false;
+  const stop = new AbortController();
+  let streaming: Promise<void> | undefined;
+  async function* log(): AsyncGenerator<string[]> {
+    try {
+      for (let i = 0; i < CHUNKS; i++) yield chunkLines();
+      await new Promise((resolve) => stop.signal.addEventListener('abort', resolve, { once: true }));
+    } finally {
+      ended = true;
+    }
+  }
+  const server = http.createServer((req, res) => void (streaming = streamLog(req, res, 'rep_1', log(), stop, 300)));
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const socket = net.connect((server.address() as AddressInfo).port, '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.pause();
+  socket.write('GET /logs?follow=true HTTP/1.1\r\nHost: x\r\n\r\n');
+  // Never read, never closed by the client: the gateway cuts it once its buffers have stayed full for 300 ms.
+  await streaming;
+  await expect.poll(() => streaming !== undefined && stop.signal.aborted && ended).toBe(true);
+  socket.destroy();
+});

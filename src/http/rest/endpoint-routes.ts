@@ -31,7 +31,8 @@ async function noBody(request: RouteRequest): Promise<void> {
 
 /** The REST routes; `access` ends a followed log as soon as its reader loses access (without it, only its end or its client's does). */
 /** `access`: watches followed logs like subscriptions; `quota`: each followed log holds one of its user's places. */
-export function endpointRoutes(services: Services, access?: AccessWatch, quota?: SubscriptionQuota): Router {
+/** `stallMs`: how long a followed log waits for a client that takes nothing of it (STREAM_STALL_TIMEOUT_MS). */
+export function endpointRoutes(services: Services, access?: AccessWatch, quota?: SubscriptionQuota, stallMs?: number): Router {
   const authed =
     (handler: (principal: Principal, request: RouteRequest) => Promise<RouteResponse>) =>
     async (request: RouteRequest): Promise<RouteResponse> => {
@@ -147,6 +148,6 @@ export function endpointRoutes(services: Services, access?: AccessWatch, quota?:
       }),
     );
   }
-  addReplicaRoutes(router, services, access, quota);
+  addReplicaRoutes(router, services, access, quota, stallMs);
   return router;
 }

@@ -13,6 +13,8 @@ import type { Services } from '../../services/index.js';
 import type { ReplicaList, ReplicaView } from '../../services/replica-service.js';
 import type { AccessWatch } from '../../live/access-watch.js';
 import type { SubscriptionQuota } from '../../live/subscription-quota.js';
+import { DEFAULTS } from '../../defaults.js';
+import { stallGuard } from '../../util/stall-guard.js';
 import { authenticateRequest, credentialsOfRequest } from '../authenticate.js';
 import { type Router, unwrap, type RouteRequest } from './router.js';
 
@@ -72,7 +74,13 @@ function booleanQuery(query: URLSearchParams, name: string): boolean {
   throw invalidInputError([{ field: name, message: 'must be true or false' }]);
 }
 
-export function addReplicaRoutes(router: Router, services: Services, access?: AccessWatch, quota?: SubscriptionQuota): void {
+export function addReplicaRoutes(
+  router: Router,
+  services: Services,
+  access?: AccessWatch,
+  quota?: SubscriptionQuota,
+  stallMs: number = DEFAULTS.streamStallTimeoutMs,
+): void {
   const base = '/dedicated/beta/endpoint/:id';
   const principalOf = async (request: RouteRequest) => unwrap(await authenticateRequest(services, request.req));
   router
@@ -118,7 +126,7 @@ export function addReplicaRoutes(router: Router, services: Services, access?: Ac
           await services.replicas.follow(watched?.principal ?? principal, params.id!, logRequest, stop.signal),
         );
         const lines = watched ? watched.watch(chunks) : chunks;
-        return { status: 200, stream: (res) => streamLog(request.req, res, replica.id, lines, stop).finally(done) };
+        return { status: 200, stream: (res) => streamLog(request.req, res, replica.id, lines, stop, stallMs).finally(done) };
       } catch (error) {
         done();
         throw error;
@@ -137,6 +145,7 @@ export async function streamLog(
   replicaId: string,
   chunks: AsyncIterable<string[]>,
   stop: AbortController,
+  stallMs: number = DEFAULTS.streamStallTimeoutMs,
 ): Promise<void> {
   const sse = /\btext\/event-stream\b/.test(req.headers.accept ?? '');
   res.writeHead(200, {
@@ -151,16 +160,21 @@ export async function streamLog(
   // Gone while the follow opened: its close has passed, and the log's next line may be far off.
   if (res.destroyed) end();
   const keepAlive = sse ? setInterval(() => void (res.destroyed || res.write(': keep-alive\n\n')), KEEP_ALIVE_MS) : undefined;
+  // A client that takes nothing for stallMs is cut (its close aborts `stop`): its subscription place goes back.
+  const stall = stallGuard(res, stallMs);
   try {
     for await (const lines of chunks) {
       if (res.destroyed) break;
       const text = sse ? lines.map((line) => `data: ${line.replace(/\r/g, '')}\n\n`).join('') : `${lines.join('\n')}\n`;
+      const accepted = res.write(text);
+      stall.wrote(accepted);
       // The client gone meanwhile aborts the wait (its close aborts `stop`).
-      if (!res.write(text)) await once(res, 'drain', { signal: stop.signal });
+      if (!accepted) await once(res, 'drain', { signal: stop.signal });
     }
   } catch {
     // the log could not be read further: the stream ends
   } finally {
+    stall.stop();
     clearInterval(keepAlive);
     res.off('close', end);
     stop.abort();
