@@ -2,9 +2,10 @@
  * Parsing and validation of an OpenAI chat-completions request body. Everything the engine uses is
  * checked here, so the rest of the engine works on a typed, trusted value; fields the engine does
  * not use (user, ...) are accepted and ignored, like other OpenAI-compatible servers do, but
- * features it cannot honour (n > 1) are refused instead of silently ignored.
- * `response_format`, the sampling controls (penalties, logit_bias, logprobs, top_k, min_p) and
- * tool calling have their own modules (response-format.ts, sampling.ts, tools.ts).
+ * features it cannot honour (n > 1, the deprecated `functions` and `function_call`) are refused
+ * instead of silently ignored. `response_format`, the sampling controls (penalties, logit_bias,
+ * logprobs, top_k, min_p), tool calling and `chat_template_kwargs` (with `reasoning_effort`) have
+ * their own modules (response-format.ts, sampling.ts, tools.ts, template-kwargs.ts).
  */
 import { LIMITS } from '../domain/endpoint-spec.js';
 import { findTextViolation, isObject, nestingDepth } from './field-checker.js';
@@ -12,7 +13,10 @@ import { checked, describe, fail, invalidRequest, numberText, type RequestError 
 import type { Result } from './result.js';
 import { parseResponseFormat, type ResponseFormat } from './response-format.js';
 import { parseSampling, type Sampling } from './sampling.js';
+import { parseTemplateKwargs, withReasoningEffort } from './template-kwargs.js';
 import { checkToolTurns, parseMessageToolCalls, parseTools, type ToolCall, type ToolsRequest } from './tools.js';
+
+export { TEMPLATE_KWARGS_LIMITS } from './template-kwargs.js';
 
 export type ChatRole = 'system' | 'user' | 'assistant' | 'tool';
 /** A message: an assistant's may carry the tool calls it made, a tool's answers one of them. */
@@ -63,11 +67,6 @@ export const MAX_MESSAGES = 2048;
 const MAX_BODY_DEPTH = 128;
 /** The most tokens a request may ask for: the largest max_token_count an endpoint can have. */
 export const MAX_REQUEST_TOKENS = LIMITS.maxTokens;
-/** `chat_template_kwargs`: how many members, how long a name and a string value, how many items in a list. */
-export const TEMPLATE_KWARGS_LIMITS = { members: 16, nameLength: 64, stringLength: 1000, listItems: 16 } as const;
-const KWARG_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-/** Variables the engine gives the template itself (or features it refuses): a request may not set them. */
-const RESERVED_KWARGS: ReadonlySet<string> = new Set(['messages', 'add_generation_prompt', 'bos_token', 'eos_token', 'tools']);
 const ROLES: ReadonlySet<string> = new Set<ChatRole>(['system', 'user', 'assistant', 'tool']);
 /** OpenAI's newer name for the system role: such a message is the model's system message. */
 const ROLE_ALIASES: Readonly<Record<string, ChatRole>> = { developer: 'system' };
@@ -91,59 +90,6 @@ function optionalPositiveInteger(body: Record<string, unknown>, name: string, ma
   if (value > max)
     fail(`${name} must be at most ${max}, the largest max_token_count an endpoint can have (got ${numberText(value)})`, name);
   return value;
-}
-
-function isTemplateScalar(value: unknown): boolean {
-  if (value === null || typeof value === 'boolean') return true;
-  if (typeof value === 'number') return Number.isFinite(value);
-  return typeof value === 'string' && value.length <= TEMPLATE_KWARGS_LIMITS.stringLength;
-}
-
-/**
- * `chat_template_kwargs`: variables for the chat template, so template-sized:
- * at most 16, named like template variables, none that the engine sets
- * itself, each a JSON scalar (a string of at most 1000 characters) or a short
- * list of them. `enable_thinking`, the documented one, is a boolean.
- */
-function parseTemplateKwargs(kwargs: unknown): Record<string, unknown> {
-  if (kwargs === undefined || kwargs === null) return {};
-  const param = 'chat_template_kwargs';
-  if (!isObject(kwargs)) fail(`${param} must be an object (got ${describe(kwargs)})`, param, 'invalid_type');
-  const names = Object.keys(kwargs);
-  if (names.length > TEMPLATE_KWARGS_LIMITS.members)
-    fail(`${param} may have at most ${TEMPLATE_KWARGS_LIMITS.members} members (got ${names.length})`, param);
-  for (const name of names) {
-    const at = `${param}.${name}`;
-    if (!KWARG_NAME.test(name) || name.length > TEMPLATE_KWARGS_LIMITS.nameLength) {
-      fail(
-        `${param} member names must be template variable names (letters, digits and '_', not starting with a digit, at most ${TEMPLATE_KWARGS_LIMITS.nameLength}; got ${JSON.stringify(name.slice(0, 80))})`,
-        param,
-      );
-    }
-    if (RESERVED_KWARGS.has(name)) fail(`${at} cannot be set: the engine passes ${name} to the chat template itself`, at);
-    const value = kwargs[name];
-    const ok =
-      isTemplateScalar(value) ||
-      (Array.isArray(value) && value.length <= TEMPLATE_KWARGS_LIMITS.listItems && value.every(isTemplateScalar));
-    if (!ok) {
-      fail(
-        `${at} must be a boolean, a number, a string of at most ${TEMPLATE_KWARGS_LIMITS.stringLength} characters, null, or a list of at most ${TEMPLATE_KWARGS_LIMITS.listItems} of those (got ${describe(value).slice(0, 80)})`,
-        at,
-        'invalid_type',
-      );
-    }
-  }
-  if (kwargs.enable_thinking !== undefined && kwargs.enable_thinking !== null && typeof kwargs.enable_thinking !== 'boolean') {
-    fail(
-      `${param}.enable_thinking must be a boolean (got ${describe(kwargs.enable_thinking)})`,
-      `${param}.enable_thinking`,
-      'invalid_type',
-    );
-  }
-  const out = { ...kwargs };
-  // null means "not set" in JSON clients; to Jinja it would be a defined value.
-  if (kwargs.enable_thinking === null) delete out.enable_thinking;
-  return out;
 }
 
 function parseContent(value: unknown, param: string, role: ChatRole): string {
@@ -181,6 +127,11 @@ function parseMessages(value: unknown): ChatMessage[] {
       fail(`${param}.role must be one of "system", "developer", "user", "assistant", "tool" (got ${describe(given)})`, `${param}.role`);
     }
     const typedRole = role as ChatRole;
+    if (message.function_call !== undefined && message.function_call !== null)
+      fail(
+        `${param}.function_call is OpenAI's deprecated form of tool_calls, which this API does not take: send the call as ${param}.tool_calls, and its result as a "tool" message with its tool_call_id`,
+        `${param}.function_call`,
+      );
     const calls = message.tool_calls;
     const toolCalls =
       typedRole === 'assistant' && calls !== undefined && calls !== null ? parseMessageToolCalls(calls, `${param}.tool_calls`) : [];
@@ -220,6 +171,21 @@ function parseStop(value: unknown): string[] {
 function refuseUnsupported(body: Record<string, unknown>): void {
   const n = body.n;
   if (n !== undefined && n !== null && n !== 1) fail(`n must be 1: this engine returns one choice per request (got ${describe(n)})`, 'n');
+}
+
+/**
+ * OpenAI's deprecated function calling, which `tools` and `tool_choice` replaced: refused, so that a
+ * client learns why no call comes (ignored, the answer would be plain text and look like the model's choice).
+ */
+function refuseLegacyFunctions(body: Record<string, unknown>): void {
+  const legacy = [
+    ['functions', 'tools', 'each function as {"type": "function", "function": {...}}'],
+    ['function_call', 'tool_choice', '"auto", "none", "required", or {"type": "function", "function": {"name": "..."}}'],
+  ] as const;
+  for (const [field, instead, shape] of legacy) {
+    if (body[field] !== undefined && body[field] !== null)
+      fail(`${field} is OpenAI's deprecated form of ${instead}, which this API does not take: send ${instead} (${shape}) instead`, field);
+  }
 }
 
 /**
@@ -299,10 +265,11 @@ export function parseGenerationRequest<P extends object>(
 /** Validates a decoded chat-completions body. Never throws. */
 export function parseChatRequest(body: unknown): ParseResult {
   return parseGenerationRequest(body, (fields) => {
+    refuseLegacyFunctions(fields);
     const tools = parseTools(fields);
     return {
       messages: parseMessages(fields.messages),
-      chatTemplateKwargs: parseTemplateKwargs(fields.chat_template_kwargs),
+      chatTemplateKwargs: withReasoningEffort(parseTemplateKwargs(fields.chat_template_kwargs), fields.reasoning_effort),
       ...(tools ? { tools } : {}),
     };
   });

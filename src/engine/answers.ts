@@ -84,7 +84,9 @@ export async function answerWhole(a: Answering): Promise<void> {
   }
   const called = tools?.finish();
   if (called) content += called.text;
-  const toolCalls = called && called.calls.length > 0 ? wireToolCalls(called.calls) : undefined;
+  // A forced call cut by max_tokens is sent as far as it got, with the generation's own finish reason.
+  const made = called?.cut ?? called?.calls;
+  const toolCalls = made && made.length > 0 ? wireToolCalls(made) : undefined;
   sendJson(
     res,
     200,
@@ -94,7 +96,7 @@ export async function answerWhole(a: Answering): Promise<void> {
       model: a.modelName,
       content,
       reasoning,
-      finishReason: toolCalls ? 'tool_calls' : result.finishReason,
+      finishReason: toolCalls && !called?.cut ? 'tool_calls' : result.finishReason,
       usage: usage(a.promptTokens, result.completionTokens),
       ...(logprobs ? { logprobs } : {}),
       ...(toolCalls ? { toolCalls } : {}),
@@ -152,9 +154,11 @@ export async function answerStreamed(a: Answering): Promise<void> {
   let tail = '';
   const called = tools?.finish();
   if (called?.text) tail += encoder.delta('content', called.text);
-  if (called && called.calls.length > 0 && encoder.toolCalls) {
-    tail += encoder.toolCalls(wireToolCalls(called.calls));
-    finishReason = 'tool_calls';
+  // As the whole answer: a forced call cut by max_tokens is sent as far as it got, finish_reason "length".
+  const made = called?.cut ?? called?.calls;
+  if (made && made.length > 0 && encoder.toolCalls) {
+    tail += encoder.toolCalls(wireToolCalls(made));
+    if (!called?.cut) finishReason = 'tool_calls';
   }
   tail += encoder.finish(finishReason, pendingLogprobs);
   if (request.includeUsage) tail += encoder.usage(usage(a.promptTokens, result.completionTokens));

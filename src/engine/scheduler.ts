@@ -41,6 +41,21 @@ const FORCED_CALL_REFUSED = invalidRequest(
   'tools',
 );
 
+/**
+ * The field a template that cannot render is about: the messages, unless it is one of the request's
+ * chat_template_kwargs. @huggingface/jinja refuses a variable named like one it declares itself
+ * ("Variable already declared: namespace"); the request's checks refuse the names it declares
+ * today, and this names the member should a later version declare more. A wrapper that cannot be
+ * made (prompt.ts: "cannot be rendered with these chat_template_kwargs") is the kwargs' fault too:
+ * the one without kwargs was made at start-up.
+ */
+export function templateErrorParam(error: ChatTemplateError, request: Pick<ChatRequest, 'chatTemplateKwargs'>): string {
+  // prompt.ts puts the template engine's reason in the message.
+  const name = /Variable already declared: ([A-Za-z_][A-Za-z0-9_]*)/.exec(error.message)?.[1];
+  if (name !== undefined && Object.hasOwn(request.chatTemplateKwargs, name)) return `chat_template_kwargs.${name}`;
+  return error.message.includes('cannot be rendered with these chat_template_kwargs') ? 'chat_template_kwargs' : 'messages';
+}
+
 /** A request checked and rendered: what generation needs. */
 export type PreparedRequest = { params: GenerationParams; promptTokens: number };
 
@@ -151,7 +166,8 @@ export class Scheduler {
     try {
       return await this.renderer.renderInTurns(request.messages, request.chatTemplateKwargs, request.tools?.definitions, refuse);
     } catch (error) {
-      if (error instanceof ChatTemplateError) return invalidRequest(error.message, 'messages', 'chat_template_error');
+      if (error instanceof ChatTemplateError)
+        return invalidRequest(error.message, templateErrorParam(error, request), 'chat_template_error');
       throw error;
     }
   }

@@ -9,7 +9,8 @@
  *   on, the text is held and read as calls at the end. Text that turns out not to be a call
  *   (an unknown tool, arguments that are not a JSON object) is content after all.
  * - A forced call (`required`, a named tool): a grammar makes the answer a JSON list of
- *   `{"name", "arguments"}`, read at the end.
+ *   `{"name", "arguments"}`, read at the end. The list is never content: one cut short (by
+ *   max_tokens) gives the calls it had begun, as OpenAI's cut calls, not its JSON as text.
  *
  * Whitespace is loose in both: the model may space a call's syntax its own way. Text between
  * or after the calls that is not a call is content too, after what was streamed.
@@ -151,6 +152,35 @@ export function parseForcedCalls(text: string, names: ReadonlySet<string>): Pars
   return calls;
 }
 
+/** The opening of a call in a forced list, up to its whole name. */
+const FORCED_CALL_NAME = /\s*\{\s*"name"\s*:\s*"([^"\\]*)"/y;
+
+/**
+ * The calls a forced answer cut short had begun: each whose name is whole (and offered), with its
+ * arguments as far as they got ('' when they had not begun; a whole object written as
+ * parseForcedCalls writes it). A call whose name is cut is left out: its name is not known.
+ */
+export function parseCutCalls(text: string, names: ReadonlySet<string>): ParsedCall[] {
+  const calls: ParsedCall[] = [];
+  let at = looseMatch(text, 0, '[');
+  while (at >= 0) {
+    FORCED_CALL_NAME.lastIndex = at;
+    const head = FORCED_CALL_NAME.exec(text);
+    if (!head || !names.has(head[1]!)) break;
+    const argsFrom = looseMatch(text, FORCED_CALL_NAME.lastIndex, ',"arguments":');
+    const argsEnd = argsFrom < 0 ? -1 : jsonEnd(text, argsFrom);
+    if (argsEnd < 0) {
+      calls.push({ name: head[1]!, arguments: argsFrom < 0 ? '' : text.slice(argsFrom).trim() });
+      break;
+    }
+    const args = argumentsValue(text.slice(argsFrom, argsEnd));
+    calls.push({ name: head[1]!, arguments: args === undefined ? text.slice(argsFrom, argsEnd).trim() : JSON.stringify(args) });
+    const closed = looseMatch(text, argsEnd, '}');
+    at = closed < 0 ? -1 : looseMatch(text, closed, ',');
+  }
+  return calls;
+}
+
 /**
  * Sits between the answer's content and the client: passes content on, holds what may be (and,
  * from the first call on, what is) tool calls, and reads them at the end.
@@ -183,15 +213,24 @@ export class ToolCallCapture {
     return buffer.slice(0, buffer.length - keep);
   }
 
-  /** At the end: the calls read, or none and the held text, which is content after all. */
-  finish(): { text: string; calls: ParsedCall[] } {
+  /**
+   * At the end: the calls read, or none and the held text, which is content after all. A forced
+   * answer that is not a whole list of calls (cut by max_tokens) has no content: `cut` has the
+   * calls it had begun, the last one's arguments cut (none when no name was whole), for the
+   * answer to send as they are with its own finish reason ("length").
+   */
+  finish(): { text: string; calls: ParsedCall[]; cut?: ParsedCall[] } {
     const text = this.held;
     this.held = '';
     if (!this.capturing) return { text, calls: [] };
     const { plan } = this;
-    const forced = plan.mode === 'forced' ? parseForcedCalls(text, plan.names) : undefined;
-    const read = plan.mode === 'forced' ? forced && { calls: forced, rest: '' } : parseNativeCalls(text, plan.syntax, plan.names);
+    const one = (calls: ParsedCall[]) => (plan.single ? calls.slice(0, 1) : calls);
+    if (plan.mode === 'forced') {
+      const forced = parseForcedCalls(text, plan.names);
+      return forced ? { text: '', calls: one(forced) } : { text: '', calls: [], cut: one(parseCutCalls(text, plan.names)) };
+    }
+    const read = parseNativeCalls(text, plan.syntax, plan.names);
     if (!read) return { text, calls: [] };
-    return { text: read.rest, calls: plan.single ? read.calls.slice(0, 1) : read.calls };
+    return { text: read.rest, calls: one(read.calls) };
   }
 }

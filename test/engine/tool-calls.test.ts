@@ -128,7 +128,32 @@ describe('a forced call (a JSON list)', () => {
     expect(parseForcedCalls('[]', names)).toBeUndefined();
     expect(parseForcedCalls('[{"name": "get_time", "arguments": [1]}]', names)).toBeUndefined();
     expect(parseForcedCalls('[{"name": "other", "arguments": {}}]', names)).toBeUndefined();
-    const cut = capture({ mode: 'forced', names, single: false }, '[{"name": "get_time", "argu', 3);
-    expect(cut).toEqual({ content: '[{"name": "get_time", "argu', calls: [] });
+  });
+
+  test('cut short (max_tokens): never content; the calls begun, the last with its arguments so far', () => {
+    const forced = (single = false) => ({ mode: 'forced' as const, names, single });
+    const finish = (text: string, single = false) => {
+      const tools = new ToolCallCapture(forced(single));
+      for (let i = 0; i < text.length; i += 3) expect(tools.push(text.slice(i, i + 3))).toBe('');
+      return tools.finish();
+    };
+    // No name whole yet: nothing to show, and nothing leaks as content.
+    for (const text of ['[', '[{"name"', '[{"name": "get_ti']) expect(finish(text)).toEqual({ text: '', calls: [], cut: [] });
+    expect(finish('[{"name": "get_time", "argu')).toEqual({ text: '', calls: [], cut: [{ name: 'get_time', arguments: '' }] });
+    expect(finish('[ { "name" : "get_weather" , "arguments" : {"city": "Pa')).toEqual({
+      text: '',
+      calls: [],
+      cut: [{ name: 'get_weather', arguments: '{"city": "Pa' }],
+    });
+    const two = '[{"name": "get_time", "arguments": {}}, {"name": "get_weather", "arguments": {"ci';
+    expect(finish(two).cut).toEqual([
+      { name: 'get_time', arguments: '{}' },
+      { name: 'get_weather', arguments: '{"ci' },
+    ]);
+    expect(finish(two, true).cut).toEqual([{ name: 'get_time', arguments: '{}' }]);
+    // A name the grammar would not have written is not a call.
+    expect(finish('[{"name": "rm", "arguments": {').cut).toEqual([]);
+    // A whole list is read as before.
+    expect(finish('[{"name": "get_time", "arguments": {}}]')).toEqual({ text: '', calls: [{ name: 'get_time', arguments: '{}' }] });
   });
 });
