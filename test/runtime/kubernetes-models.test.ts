@@ -14,7 +14,7 @@ import { Pod as PodModel } from 'kubernetes-models/v1/Pod';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { ConfigError } from '../../src/config-env.js';
 import type { ReplicaLaunch } from '../../src/runtime/runtime.js';
-import { EMPTY_DIR_HEADROOM_BYTES, endpointSecret, replicaPod } from '../../src/runtime/kubernetes/pod-spec.js';
+import { EMPTY_DIR_HEADROOM_BYTES, endpointSecret, FETCH_CONTAINER, replicaPod } from '../../src/runtime/kubernetes/pod-spec.js';
 import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
 import { startTestApp, stopAllReplicas, statusTrail, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
 import { kubernetesTestEnv, podContext, podLaunch } from '../support/kube-env.js';
@@ -90,6 +90,7 @@ type Pod = {
   metadata: { name: string; labels: Record<string, string>; deletionTimestamp?: string };
   spec: {
     initContainers: {
+      name: string;
       args: string[];
       env: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
     }[];
@@ -152,7 +153,7 @@ describe('a W&B registry artifact on Kubernetes', () => {
     expect(await statusTrail(t.sql, id)).toContain('INITIALIZING DOWNLOADING_MODEL');
 
     const [pod] = livePodsOf(id);
-    const fetcher = pod!.spec.initContainers[0]!;
+    const fetcher = pod!.spec.initContainers.find((c) => c.name === FETCH_CONTAINER)!;
     // Pinned to the version `latest` resolved to, when the gateway resolved it.
     expect(fetcher.args.slice(0, 2)).toEqual(['--artifact', 'acme/model/tiny-llama:v0']);
     expect(fetcher.args).toContain('--max-bytes');
@@ -229,6 +230,8 @@ describe('a W&B registry artifact on Kubernetes', () => {
 });
 
 describe('the pod of a W&B artifact, and the bound, as specified', () => {
+  // A hostPath cache's pod prepares the directory first (kubernetes-pod-security.test.ts).
+  const fetcherOf = (pod: ReturnType<typeof replicaPod>) => pod.spec!.initContainers!.find((c) => c.name === FETCH_CONTAINER)!;
   const launch = (model: Pick<ReplicaLaunch, 'modelRepo' | 'modelRevision'>) => podLaunch(model);
   const context = podContext;
 
@@ -238,7 +241,7 @@ describe('the pod of a W&B artifact, and the bound, as specified', () => {
       context({ KUBERNETES_MODEL_CACHE: 'emptyDir', KUBERNETES_MODEL_CACHE_MAX_BYTES: '20G' }),
     );
     expect(() => new PodModel(pod as never).validate()).not.toThrow();
-    const fetcher = pod.spec!.initContainers![0]!;
+    const fetcher = fetcherOf(pod);
     const link = '/models/links/wandb/acme/model/llama/v3/llama-Q4_K_M.gguf';
     expect(fetcher.args).toEqual([
       ...['--artifact', 'acme/model/llama:v3', '--file', 'llama-Q4_K_M.gguf', '--size', '4000000000'],
@@ -260,7 +263,7 @@ describe('the pod of a W&B artifact, and the bound, as specified', () => {
   test('a hub repository on a hostPath without a bound: as before, plus its lease', () => {
     const pod = replicaPod(launch({ modelRepo: 'acme/llama-GGUF', modelRevision: 'c'.repeat(40) }), context({}));
     expect(() => new PodModel(pod as never).validate()).not.toThrow();
-    const fetcher = pod.spec!.initContainers![0]!;
+    const fetcher = fetcherOf(pod);
     expect(fetcher.args!.slice(0, 4)).toEqual(['--repo', 'acme/llama-GGUF', '--commit', 'c'.repeat(40)]);
     expect(fetcher.args).not.toContain('--max-bytes');
     expect(fetcher.args).toContain('ml.rep-abc');
@@ -283,7 +286,7 @@ describe('the pod of a W&B artifact, and the bound, as specified', () => {
     };
     const pod = replicaPod(model, context({}));
     const link = `/models/links/${'c'.repeat(40)}/${hostile}`;
-    const fetcher = asRun(pod.spec!.initContainers![0]!.args!);
+    const fetcher = asRun(fetcherOf(pod).args!);
     expect(fetcher.slice(4, 6)).toEqual(['--file', hostile]);
     expect(fetcher).toContain(link);
     const engine = asRun(pod.spec!.containers[0]!.args!);

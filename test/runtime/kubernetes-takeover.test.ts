@@ -141,7 +141,9 @@ const servingOnOne = (endpointId: string, what: string) =>
 
 /** The commit a pod's init container fetches its model at. */
 const podCommit = (pod: object) => {
-  const args: string[] = (pod as { spec: { initContainers: { args: string[] }[] } }).spec.initContainers[0]!.args;
+  // By name: a hostPath cache's pod runs its preparation (prepare-cache) before the fetcher.
+  const inits = (pod as { spec: { initContainers: { name: string; args: string[] }[] } }).spec.initContainers;
+  const args = inits.find((c) => c.name === 'fetch-model')!.args;
   return args[args.indexOf('--commit') + 1];
 };
 

@@ -13,7 +13,8 @@
  * and leased to the pod while it runs (src/models/cache-bound.ts); the engine listening on the pod's IP at a declared port, ready
  * when its unauthenticated /ready answers; `restartPolicy: Never` (our crash
  * policy decides restarts); a termination grace that lets answers finish;
- * `FallbackToLogsOnError` so that a failure's last words reach the status.
+ * `FallbackToLogsOnError` so that a failure's last words reach the status; the containers run as
+ * KUBERNETES_POD_USER with no privileges, and a hostPath cache is given to that user first (pod-security.ts).
  */
 import type { V1Container, V1EnvVar, V1Pod, V1Probe, V1ResourceRequirements, V1Secret, V1Volume } from '@kubernetes/client-node';
 import path from 'node:path';
@@ -22,6 +23,7 @@ import { LEASE_REFRESH_SECONDS } from '../../models/cache-bound.js';
 import { engineCommand } from '../engine-command.js';
 import type { ReplicaLaunch } from '../runtime.js';
 import type { SourceTokens } from './endpoint-secrets.js';
+import { containerSecurityContext, podSecurityContext, prepareCacheContainer } from './pod-security.js';
 import { scaleQuantity } from './quantity.js';
 import type { GpuPlacement, KubernetesSettings } from './settings.js';
 
@@ -177,6 +179,7 @@ function fetchContainer(launch: ReplicaLaunch, context: PodContext, link: string
           ...(context.hasHubToken ? [fromSecret('HF_TOKEN', context.owner.name, SECRET_KEYS.hubToken, true)] : []),
         ],
     volumeMounts: [{ name: 'models', mountPath: settings.modelCacheMount }],
+    securityContext: containerSecurityContext(settings),
     terminationMessagePolicy: 'FallbackToLogsOnError',
   };
 }
@@ -227,8 +230,11 @@ export function replicaPod(launch: ReplicaLaunch, context: PodContext): V1Pod {
       { name: 'dshm', mountPath: '/dev/shm' },
       { name: 'models', mountPath: settings.modelCacheMount },
     ],
+    securityContext: containerSecurityContext(settings),
     terminationMessagePolicy: 'FallbackToLogsOnError',
   };
+  // The cache's directory is made the fetcher's before it runs (none when the pod fetches nothing).
+  const prepare = link ? prepareCacheContainer(settings) : undefined;
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -243,10 +249,11 @@ export function replicaPod(launch: ReplicaLaunch, context: PodContext): V1Pod {
       // The engine and the fetcher never call the API server: the namespace's service account token stays out.
       automountServiceAccountToken: false,
       terminationGracePeriodSeconds: settings.terminationGraceSeconds,
+      securityContext: podSecurityContext(settings),
       ...(Object.keys(placement.nodeSelector).length > 0 ? { nodeSelector: placement.nodeSelector } : {}),
       ...(placement.tolerations.length > 0 ? { tolerations: placement.tolerations } : {}),
       volumes: [{ name: 'dshm', emptyDir: { medium: 'Memory' } }, modelVolume(settings)],
-      ...(link ? { initContainers: [fetchContainer(launch, context, link)] } : {}),
+      ...(link ? { initContainers: [...(prepare ? [prepare] : []), fetchContainer(launch, context, link)] } : {}),
       containers: [engine],
     },
   };

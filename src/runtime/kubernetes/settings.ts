@@ -58,7 +58,21 @@ export interface KubernetesSettings {
   terminationGraceSeconds: number;
   /** KUBERNETES_ENGINE_CPU_ONLY: run the built-in engine without GPU offload (clusters without GPUs, tests). @default false */
   engineCpuOnly: boolean;
+  /**
+   * KUBERNETES_POD_USER: `UID:GID`, the user and group the engine pods' fetcher and engine run as, and own the model
+   * cache as (src/runtime/kubernetes/pod-security.ts). `0:0` runs them as root, as an image built on vLLM's expects.
+   * @default 1000:1000, our image's user (Dockerfile)
+   */
+  podUser: PodUser;
 }
+
+export interface PodUser {
+  uid: number;
+  gid: number;
+}
+
+/** The largest user or group id Kubernetes accepts. */
+const MAX_ID = 2_147_483_647;
 
 /** The `nvidia.com/gpu.product` label values of NVIDIA's GPU feature discovery, per kind of the catalog. */
 export const DEFAULT_GPU_PRODUCTS: Record<GpuType, string> = {
@@ -130,6 +144,15 @@ function readModelCache(env: Env): ModelCacheVolume {
   throw new ConfigError('KUBERNETES_MODEL_CACHE', 'must be hostPath:/absolute/dir, pvc:CLAIM-NAME or emptyDir', raw);
 }
 
+function readPodUser(env: Env): PodUser {
+  const raw = optional(env, 'KUBERNETES_POD_USER') ?? '1000:1000';
+  const match = /^(\d{1,10}):(\d{1,10})$/.exec(raw);
+  const [uid, gid] = match ? [Number(match[1]), Number(match[2])] : [NaN, NaN];
+  if (!(uid <= MAX_ID && gid <= MAX_ID))
+    throw new ConfigError('KUBERNETES_POD_USER', `must be UID:GID, two numbers from 0 to ${MAX_ID} (e.g. 1000:1000; 0:0 is root)`, raw);
+  return { uid, gid };
+}
+
 /** The namespace this pod runs in, when the gateway runs in a cluster. */
 function inClusterNamespace(): string | undefined {
   try {
@@ -173,5 +196,6 @@ export function readKubernetesSettings(env: Env): KubernetesSettings {
     imagePullDeadlineMs: readInteger(env, 'KUBERNETES_IMAGE_PULL_DEADLINE_MS', 180_000, 0, 86_400_000),
     terminationGraceSeconds: readInteger(env, 'KUBERNETES_TERMINATION_GRACE_SECONDS', 300, 0, 86_400),
     engineCpuOnly: cpuOnly === 'true',
+    podUser: readPodUser(env),
   };
 }

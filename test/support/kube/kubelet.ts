@@ -12,6 +12,7 @@ import { timestamp, type KubeObject } from './objects.js';
 import { containerID, podPhase, writeStatus, type ContainerState } from './pod-status.js';
 import { ReadinessProber } from './probes.js';
 import { PodIps } from './pod-ips.js';
+import { nonRootViolation, rootTakenAsDone } from './security-context.js';
 import type { ObjectStore } from './store.js';
 
 export interface KubeletOptions {
@@ -210,6 +211,8 @@ export class Kubelet {
       try {
         const { host, port } = this.options.apiServer();
         const base = { ...this.options.env, HOSTNAME: run.name, KUBERNETES_SERVICE_HOST: host, KUBERNETES_SERVICE_PORT: String(port) };
+        const refused = nonRootViolation(pod, c.spec);
+        if (refused) throw new ConfigError(refused);
         env = containerEnv(this.store, this.current(run) ?? pod, c.spec, base);
       } catch (error) {
         if (!(error instanceof ConfigError)) throw error;
@@ -231,7 +234,7 @@ export class Kubelet {
     const startedAt = timestamp();
     c.containerID = containerID(run.uid, c.name);
     c.waiting = undefined;
-    if (!this.options.processes) {
+    if (!this.options.processes || (c.init && rootTakenAsDone(this.current(run) ?? {}, c.spec))) {
       if (c.init) c.terminated = { exitCode: 0, reason: 'Completed', startedAt, finishedAt: startedAt };
       else c.running = { startedAt };
       c.ready = true;

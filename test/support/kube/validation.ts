@@ -1,9 +1,10 @@
 /**
  * Validation of the objects the stand-in stores, with the rules and the messages of kube-apiserver: DNS-1123 names,
  * label keys and values, and the parts of a PodSpec a runtime writes (containers, env, ports, probes, volumes,
- * resources, tolerations). A violation becomes a 422 `Invalid` Status whose `details.causes` list every field.
+ * resources, tolerations, security contexts: security-context.ts). A violation becomes a 422 `Invalid` Status whose `details.causes` list every field.
  */
 import { invalid, parseQuantity, type KubeObject, type StatusCause } from './objects.js';
+import { validateContainerSecurityContext, validatePodSecurityContext } from './security-context.js';
 
 const SUBDOMAIN_MSG =
   "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
@@ -220,6 +221,7 @@ function validateContainer(container: any, path: string, volumes: Set<string>, c
       causes.notSupported(`${path}.ports[${i}].protocol`, port.protocol, ['SCTP', 'TCP', 'UDP']);
   }
   validateEnv(container, path, causes);
+  validateContainerSecurityContext(container.securityContext, path, causes);
   validateResources(container.resources, `${path}.resources`, causes);
   for (const probe of ['readinessProbe', 'livenessProbe', 'startupProbe']) validateProbe(container[probe], `${path}.${probe}`, causes);
   const mountPaths = new Set<string>();
@@ -288,6 +290,7 @@ export function validatePod(pod: KubeObject): void {
         causes.invalid(`${path}.readinessProbe`, '', 'may not be set for init containers without restartPolicy=Always');
     }
   }
+  validatePodSecurityContext(spec.securityContext, causes);
   if (!['Always', 'OnFailure', 'Never'].includes(spec.restartPolicy))
     causes.notSupported('spec.restartPolicy', spec.restartPolicy, ['Always', 'Never', 'OnFailure']);
   if (
