@@ -184,10 +184,9 @@ describe('a forced tool call cut by max_tokens, with answers.ts patched (/tmp/fi
         expect(calls).toHaveLength(1);
         expect(answer.message.content).toBe(null);
         expect(calls[0]).toMatchObject({ type: 'function', id: expect.stringMatching(/^call_/), function: { name: 'get' } });
-        seen.push(calls[0].function.arguments);
+        seen.push(calls[0]!.function.arguments);
       }
     }
-    console.log('cut arguments seen:', JSON.stringify(seen));
     expect(seen.length).toBeGreaterThan(0);
   });
 });
