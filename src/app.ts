@@ -33,8 +33,11 @@ export interface App {
   /** The local runtime, when replicas run on this machine (RUNTIME=local): its engines are this machine's processes. */
   local: LocalRuntime | undefined;
   inventory: DetectedInventory;
-  /** Stops serving and the controller; replicas keep running for the next start to adopt. */
-  close(): Promise<void>;
+  /**
+   * Stops serving (requests in flight get up to `graceMs` to finish: src/http/drain.ts), then the controller;
+   * replicas keep running for the next start to adopt. @default graceMs 0: requests in flight are cut
+   */
+  close(graceMs?: number): Promise<void>;
 }
 
 export interface AppOptions {
@@ -61,7 +64,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     (logger ? logFunction(logger.child({ component: 'controller' }), (e) => isKnownStartError(e) || isClientFailure(e)) : undefined);
   const gatewayLog = options.log ?? (logger ? logFunction(logger.child({ component: 'gateway' })) : undefined);
   // One client of the engines for the whole process: the router's requests, health checks and warm-ups share its pools.
-  const engines = new EngineClient();
+  const engines = new EngineClient({ idleTimeoutMs: config.engineIdleTimeoutMs });
   const inventory = detectInventory({ ...(config.gpuInventory ? { configured: config.gpuInventory } : {}), cpuSlots: config.cpuSlots });
   // The built-in engine from a bundle built now (engine-bundle.ts), unless the caller says how to run it.
   const engineEntry =
@@ -165,9 +168,12 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     runtime,
     local,
     inventory,
-    close: async () => {
+    close: async (graceMs = 0) => {
       logKeeper?.close();
-      await gateway.close();
+      // The controller keeps its leases while the gateway drains: a request held for a wake, or queued for a replica,
+      // needs its passes to finish (a replica started, a drained one replaced). It stops once nothing is in flight here,
+      // and hands its endpoints back then, as before.
+      await gateway.close(graceMs);
       await controller.stop();
       await runtime.close?.();
       await engines.close();

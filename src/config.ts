@@ -116,6 +116,8 @@ export interface Config {
   userMaxSubscriptions: number;
   /** How long a stream (a chat answer, a subscription over SSE) waits for a client that takes nothing of it before it is cut (STREAM_STALL_TIMEOUT_MS). @default 30000 */
   streamStallTimeoutMs: number;
+  /** How long a chat answer may go without a byte from its replica once its first token came, then it is cut (ENGINE_IDLE_TIMEOUT_MS; 0: never). @default 300000 */
+  engineIdleTimeoutMs: number;
   /** How long a client may take to send a whole request, and its headers (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS); then 408. @default 30000, 15000 */
   requestTimeoutMs: number;
   headersTimeoutMs: number;
@@ -285,6 +287,7 @@ export function loadConfig(env: Env = process.env): Config {
     wsMaxSubscriptions: readInteger(env, 'WS_MAX_SUBSCRIPTIONS', DEFAULTS.wsMaxSubscriptions, 1, 100_000),
     userMaxSubscriptions: readInteger(env, 'USER_MAX_SUBSCRIPTIONS', DEFAULTS.userMaxSubscriptions, 1, 1_000_000),
     streamStallTimeoutMs: readInteger(env, 'STREAM_STALL_TIMEOUT_MS', DEFAULTS.streamStallTimeoutMs, 100, 86_400_000),
+    engineIdleTimeoutMs: readInteger(env, 'ENGINE_IDLE_TIMEOUT_MS', DEFAULTS.engineIdleTimeoutMs, 0, 86_400_000),
     requestTimeoutMs: readInteger(env, 'REQUEST_TIMEOUT_MS', DEFAULTS.requestTimeoutMs, 1000, 3_600_000),
     headersTimeoutMs: readInteger(env, 'HEADERS_TIMEOUT_MS', DEFAULTS.headersTimeoutMs, 1000, 3_600_000),
     log: {

@@ -43,6 +43,11 @@ export const DEFAULTS = {
   subscriptionMaxLagMs: 5000,
   /** WS_MAX_SUBSCRIPTIONS: operations in flight on one WebSocket. */
   wsMaxSubscriptions: 100,
+  /**
+   * ENGINE_IDLE_TIMEOUT_MS: how long a generation's answer may go without a byte from its replica once its first
+   * token came (a wedged engine); then it is cut and its slot goes back.
+   */
+  engineIdleTimeoutMs: 300_000,
   /** STREAM_STALL_TIMEOUT_MS: how long a streamed answer or subscription may wait for its client to take what was sent. */
   streamStallTimeoutMs: 30_000,
   /** USER_MAX_SUBSCRIPTIONS */

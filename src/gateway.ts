@@ -87,8 +87,9 @@ export async function startGateway(sql: Sql, services: Services, options: Gatewa
   return {
     ...http,
     hub,
-    close: async () => {
-      await http.close();
+    // The HTTP side drains first: the requests it finishes still need the router, and are recorded by the flush below.
+    close: async (graceMs = 0) => {
+      await http.close(graceMs);
       chat.close();
       await recorder.close();
       await upkeep.close();

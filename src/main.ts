@@ -65,9 +65,12 @@ async function main(): Promise<void> {
 
   const shutdown = new Shutdown(config, log, {
     close: async () => {
-      // A database that stopped with the gateway (a terminal's Ctrl-C reaches the embedded one too) must not hold the exit.
-      if (!(await settledWithin(app.close(), CLOSE_TIMEOUT_MS))) {
-        log.warn(`the gateway did not close within ${CLOSE_TIMEOUT_MS / 1000} s; going on without it`);
+      // Requests in flight get the drain (DRAIN_TIMEOUT_MS); what comes after it (passes in flight, a last flush) gets
+      // CLOSE_TIMEOUT_MS. A database that stopped with the gateway (a terminal's Ctrl-C reaches the embedded one too) must
+      // not hold the exit.
+      const bound = config.drainTimeoutMs + CLOSE_TIMEOUT_MS;
+      if (!(await settledWithin(app.close(config.drainTimeoutMs), bound))) {
+        log.warn(`the gateway did not close within ${bound / 1000} s; going on without it`);
       }
       return app.local ? runningLocalEngines(app.local) : [];
     },
@@ -143,7 +146,7 @@ const SECOND_SIGNAL_WINDOW_MS = 5000;
  * tens of milliseconds apart.
  */
 const DUPLICATE_SIGNAL_MS = 150;
-/** How long the gateway's close may take (passes in flight, a last flush) before the process goes on without it. */
+/** How long the gateway's close may take after its drain (passes in flight, a last flush) before the process goes on without it. */
 const CLOSE_TIMEOUT_MS = 20_000;
 /** How long the database's close may take on the way out. */
 const DATABASE_CLOSE_TIMEOUT_MS = 5000;
@@ -164,8 +167,10 @@ async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolea
 }
 
 /**
- * Ctrl-C (SIGINT) or SIGTERM: the gateway closes (requests and controller
- * passes in flight finish) and says which engines it leaves running for the
+ * Ctrl-C (SIGINT) or SIGTERM: the gateway drains (it refuses new connections,
+ * /readyz answers 503, subscriptions end at once, requests in flight get up to
+ * DRAIN_TIMEOUT_MS: src/http/drain.ts), then closes (controller passes in
+ * flight finish) and says which engines it leaves running for the
  * next start to adopt. A second Ctrl-C (until SECOND_SIGNAL_WINDOW_MS after
  * that list; one within DUPLICATE_SIGNAL_MS of the last is the same keypress relayed) or STOP_ENGINES_ON_EXIT stops them too; a third Ctrl-C exits at
  * once. After SIGTERM (a service manager) no second signal is awaited, and
@@ -223,6 +228,10 @@ class Shutdown {
         (this.stopEngines
           ? 'the engines are stopped too (STOP_ENGINES_ON_EXIT)'
           : `engines keep running for the next start${interactive ? ' (press Ctrl-C again to stop them too)' : ''}`),
+    );
+    this.say(
+      `Draining: new connections are refused and /readyz answers 503; requests in flight get up to ${this.config.drainTimeoutMs / 1000} s ` +
+        '(DRAIN_TIMEOUT_MS) to finish; subscriptions end now.',
     );
     const engines = await this.steps.close();
     if (engines.length === 0) {

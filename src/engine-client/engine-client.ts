@@ -95,6 +95,11 @@ export interface EngineClientOptions {
   healthTimeoutMs?: number;
   /** The deadline of the warm-up generation. @default 120000 */
   warmUpTimeoutMs?: number;
+  /**
+   * How long a generation's answer may go without a byte once its first token came (ENGINE_IDLE_TIMEOUT_MS; 0: no
+   * bound); the relay enforces it (src/router/answer-bounds.ts). @default DEFAULTS.engineIdleTimeoutMs
+   */
+  idleTimeoutMs?: number;
 }
 
 /** The warm-up: one token of a short chat, which proves that the engine can generate. */
@@ -107,9 +112,12 @@ export class EngineClient {
   private readonly agent: Agent;
   private readonly healthTimeoutMs: number;
   private readonly warmUpTimeoutMs: number;
+  /** See EngineClientOptions.idleTimeoutMs. */
+  readonly idleTimeoutMs: number;
 
   constructor(options: EngineClientOptions = {}) {
     this.healthTimeoutMs = options.healthTimeoutMs ?? 2000;
+    this.idleTimeoutMs = options.idleTimeoutMs ?? DEFAULTS.engineIdleTimeoutMs;
     this.warmUpTimeoutMs = options.warmUpTimeoutMs ?? 120_000;
     this.agent = new Agent({
       connections: null,
@@ -120,8 +128,9 @@ export class EngineClient {
       keepAliveMaxTimeout: options.keepAliveMaxMs ?? DEFAULTS.engineClientKeepAliveMaxMs,
       keepAliveTimeoutThreshold: 2000,
       connect: { timeout: options.connectTimeoutMs ?? 10_000, noDelay: true },
-      // A generation's head comes after its prefill, and its tokens may pause as long as the engine is busy:
-      // the callers' signals bound them, not a transport timer.
+      // A generation's head comes after its prefill (a whole answer's, after all of it), and a long prompt's prefill
+      // on a CPU takes minutes: no transport timer here. The callers' signals bound them, and the relay bounds a
+      // generation's silence once its first token came (idleTimeoutMs), which a timer here could not tell apart.
       headersTimeout: 0,
       bodyTimeout: 0,
     });

@@ -33,6 +33,7 @@ import { CorsPolicy } from './cors.js';
 import { SubscriptionQuota } from '../live/subscription-quota.js';
 import { answerClientError, answerConnect, parseRequestTarget } from './request-target.js';
 import { baseSecurityHeaders, consoleRoute, isConsolePath } from './console-route.js';
+import { HttpDrain } from './drain.js';
 
 /** How long /readyz waits for the database before it answers 503. */
 const READY_TIMEOUT_MS = 800;
@@ -52,8 +53,12 @@ export interface HttpServer {
   server: http.Server;
   /** e.g. `http://127.0.0.1:8080` */
   url: string;
-  /** Stops accepting, ends every connection (streams, sockets, bodies half sent) and resolves once the server closed. */
-  close(): Promise<void>;
+  /**
+   * Stops accepting and drains (./drain.ts): requests in flight get up to `graceMs` to finish, streams that never
+   * end by themselves are ended and WebSockets closed with 1001 at once; then every connection left (streams,
+   * sockets, bodies half sent) is cut, and it resolves once the server closed. @default graceMs 0: cut at once
+   */
+  close(graceMs?: number): Promise<void>;
 }
 
 /** How the HTTP surfaces listen and what they allow; src/gateway.ts's options add the components' own. */
@@ -104,8 +109,8 @@ export async function serveHttp(
   );
   const cors = new CorsPolicy(options.corsOrigins ?? []);
   const quota = new SubscriptionQuota(options.userMaxSubscriptions ?? DEFAULTS.userMaxSubscriptions);
-  const rest = endpointRoutes(services, access, quota);
   const stallMs = options.streamStallTimeoutMs ?? DEFAULTS.streamStallTimeoutMs;
+  const rest = endpointRoutes(services, access, quota, stallMs);
   const graphqlHttp = createGraphQLHttp(yoga, services, log, {
     access,
     quota,
@@ -141,8 +146,11 @@ export async function serveHttp(
     } else if (url.pathname === '/healthz') {
       sendJson(res, 200, { status: 'ok' });
     } else if (url.pathname === '/readyz') {
+      // A draining gateway is not ready, whatever its database: what still routes here (a health checker over a kept-alive
+      // connection) stops. /healthz stays 200: the process is alive, and a liveness probe must not kill its drain.
+      if (drain.active) sendJson(res, 503, { status: 'draining' });
       // Within a second either way: a database that does not answer in time is as good as down.
-      if (await deps.databaseReady(READY_TIMEOUT_MS)) sendJson(res, 200, { status: 'ready' });
+      else if (await deps.databaseReady(READY_TIMEOUT_MS)) sendJson(res, 200, { status: 'ready' });
       else sendJson(res, 503, { status: 'database unavailable' }, { 'retry-after': String(DATABASE_RETRY_AFTER_S) });
     } else {
       sendJson(res, 404, { error: { code: 'NOT_FOUND', message: `no route for ${req.method} ${url.pathname}` } });
@@ -156,6 +164,7 @@ export async function serveHttp(
     connectionsCheckingInterval: 2000,
   };
   const server = http.createServer(timeouts, (req, res) => {
+    drain.track(req, res);
     // Every answer carries the request's id; every log line about it names the id.
     const requestId = assignRequestId(req, res);
     if (options.logger) logAccess(options.logger, services, req, res, requestId);
@@ -180,6 +189,7 @@ export async function serveHttp(
     server.emit('request', req, res);
   });
   server.keepAliveTimeout = 65_000;
+  const drain = new HttpDrain(server, GRAPHQL_PATH);
   // Every connection, whoever holds it now (HTTP, WebSocket, an upgraded socket), so that close can end it.
   const sockets = new Set<Socket>();
   server.on('connection', (socket: Socket) => {
@@ -195,6 +205,7 @@ export async function serveHttp(
     ...(options.logger ? { logger: options.logger } : {}),
     ...(options.wsMaxSubscriptions ? { maxSubscriptions: options.wsMaxSubscriptions } : {}),
     quota,
+    stallMs,
   });
   routeUpgrades(server, GRAPHQL_PATH, ws.handleUpgrade);
 
@@ -207,10 +218,15 @@ export async function serveHttp(
   return {
     server,
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
-    close: async () => {
-      // A stopping gateway ends what its clients still hold open (streams, bodies half sent, queued requests) and returns.
+    close: async (graceMs = 0) => {
+      // Refuses new connections from now on; those it holds are drained, then what is left is cut.
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-      await ws.close();
+      // WebSockets carry subscriptions, which never end by themselves: closed with 1001 at once, so that their clients
+      // reconnect elsewhere (an upgrade asked meanwhile is refused with 503).
+      const socketsClosed = ws.close();
+      const left = await drain.drain(graceMs);
+      if (left > 0 && graceMs > 0) log(`shutdown: ${left} request(s) still in flight after the drain's ${graceMs} ms were cut`);
+      await socketsClosed;
       server.closeAllConnections();
       // Node's own list has only the connections it still parses HTTP on: sockets handed to the upgrade listener
       // (an h2c request served as plain HTTP, a CONNECT, a handshake) would keep `server.close` waiting forever.

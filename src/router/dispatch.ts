@@ -9,6 +9,7 @@ import type { Failure } from '../domain/errors.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import { fail, type Result } from '../domain/result.js';
 import type { Principal } from '../services/principal.js';
+import { answerBytesLimit } from './answer-bounds.js';
 import { ContentCapture } from './content-capture.js';
 import type { InferenceKind } from './inference-kinds.js';
 import { once } from './once.js';
@@ -31,6 +32,10 @@ export interface RoutedRequest {
   queuedMs: number;
   /** Set only when the serving version logs content (enable_content_logging): the relay hands it the answer. */
   capture?: ContentCapture;
+  /** The most bytes its answer may take, read whole or as one event (answer-bounds.ts). @default ANSWER_MAX_BYTES */
+  maxAnswerBytes?: number;
+  /** How long the replica may send nothing once the answer's first token came (ENGINE_IDLE_TIMEOUT_MS; 0: no bound). @default 0 */
+  idleTimeoutMs?: number;
   /** Frees the slot and records the outcome; call exactly once, when the answer ended or was abandoned. */
   finish(outcome: {
     promptTokens: number | null;
@@ -38,8 +43,10 @@ export interface RoutedRequest {
     ttftMs: number | null;
     finishReason: string | null;
     cancelled: boolean;
-    /** Set when the replica, not the client, ended the answer early. */
+    /** Set when the replica, not the client, ended the answer early, or the answer ended in an error. */
     errorCode?: string | null;
+    /** The status recorded instead of the replica's: an answer that ended in an error after its 200 (502). */
+    httpStatus?: number;
   }): void;
 }
 
@@ -72,8 +79,26 @@ export class Dispatcher {
    * Sends an admitted request to the least-loaded replica. One that refuses
    * the connection (it just stopped or died) is skipped, and the endpoint is
    * looked at afresh: a sleeping endpoint is woken and awaited like at first.
+   * Whatever it throws (the database away while the endpoint is looked at
+   * afresh), the slot goes back first: else it would stay taken for as long
+   * as the process lives, and the endpoint's queue fill up.
    */
   async dispatch(
+    principal: Principal,
+    endpoint: EndpointRecord,
+    call: DispatchedCall,
+    signal: AbortSignal,
+    admitted: Admission,
+  ): Promise<RouteResult> {
+    try {
+      return await this.send(principal, endpoint, call, signal, admitted);
+    } catch (error) {
+      admitted.release(); // idempotent: a path that released already is not released twice
+      throw error;
+    }
+  }
+
+  private async send(
     principal: Principal,
     endpoint: EndpointRecord,
     call: DispatchedCall,
@@ -132,7 +157,17 @@ export class Dispatcher {
             ...(capture ? { content: capture } : {}),
           });
         };
-        const routed: RoutedRequest = { endpoint, replica, request, upstream, startedAt, queuedMs, finish: once(finish) };
+        const routed: RoutedRequest = {
+          endpoint,
+          replica,
+          request,
+          upstream,
+          startedAt,
+          queuedMs,
+          finish: once(finish),
+          maxAnswerBytes: answerBytesLimit(request, current.spec.advanced.maxTokenCount),
+          idleTimeoutMs: this.upstream.engines.idleTimeoutMs,
+        };
         if (capture) routed.capture = capture;
         return { type: 'ok', value: routed };
       } catch (error) {

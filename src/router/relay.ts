@@ -3,13 +3,16 @@
  * time to the first token, token usage and finish reason. REST passes the
  * upstream bytes through as they are, one write per upstream chunk, looking
  * into an event only as far as byte searches need; GraphQL reads the events
- * as an async stream and parses them.
+ * as an async stream and parses them. Both split the stream with the one
+ * parser (sse.ts), and hold the answer to its bounds (answer-bounds.ts): its
+ * size, and the replica's silence once the first token came.
  */
 import type { Writable } from 'node:stream';
 import { DEFAULTS } from '../defaults.js';
 import { stallGuard } from '../util/stall-guard.js';
+import { ANSWER_MAX_BYTES, IdleBound, UpstreamIdleError } from './answer-bounds.js';
 import type { RoutedRequest } from './dispatch.js';
-import { eventData, eventEnd, sseData } from './sse.js';
+import { eventData, EventTooLargeError, SseParser } from './sse.js';
 
 /** The first text of an answer: a chat delta's content or reasoning, a text completion's text, or the first tool call. */
 const FIRST_TOKEN = /"(?:(?:reasoning_)?content|text)":"[^"]|"tool_calls":\[\{/;
@@ -20,6 +23,10 @@ const USAGE = /"usage":\s*\{/;
 const USAGE_KEY_BYTES = Buffer.from('"usage":');
 /** Shorter events are looked at as text: `data: [DONE]`, comments. */
 const SHORT_EVENT_BYTES = 32;
+/** An engine's error event (`data: {"error": …}`): the key comes first, within this many bytes of the event's start. */
+const ERROR_KEY_BYTES = Buffer.from('{"error"');
+const ERROR_KEY_WITHIN = 16;
+const ERROR_PAYLOAD = /^\s*\{\s*"error"\s*:/;
 
 /** Whether an event's bytes hold a usage object (the key, optional whitespace, `{`). */
 function hasUsageObject(event: Buffer): boolean {
@@ -41,23 +48,40 @@ export const UPSTREAM_CUT = {
   message: 'The replica serving this request stopped before the answer was complete. Nothing more will come; retry the request.',
 } as const;
 
-/** Thrown by the readers below when the replica's answer broke off. */
+/** The error of a replica's answer that is not what it should be: read whole or as one event, over its bound (answer-bounds.ts). */
+export const UPSTREAM_TOO_LARGE = {
+  code: 'upstream_invalid',
+  message: 'The replica sent an answer larger than this request can produce. It was cut; retry the request.',
+} as const;
+
+/**
+ * Thrown by the readers below when the replica's answer broke off (`UPSTREAM_CUT`), or was cut here for what it
+ * was (`UPSTREAM_TOO_LARGE`); the surfaces answer its code and message (src/http/failures.ts).
+ */
 export class UpstreamCutError extends Error {
-  readonly code = UPSTREAM_CUT.code;
-  constructor(cause?: unknown) {
-    super(UPSTREAM_CUT.message, { cause });
+  readonly code: string;
+  constructor(cause?: unknown, error: { code: string; message: string } = UPSTREAM_CUT) {
+    super(error.message, { cause });
     this.name = 'UpstreamCutError';
+    this.code = error.code;
   }
 }
+
+/** The status a request ended by an error after its 200 is recorded with, as the same failure before it would have been. */
+const FAILED_ANSWER_STATUS = 502;
 
 /** Watches the events of one streamed answer and records the outcome once. */
 class StreamMeter {
   private ttftMs: number | null = null;
   private usage: Usage | null = null;
   private finishReason: string | null = null;
+  /** The code of the engine's own error event in the stream (it shut down, its generation failed). */
+  private engineError: string | null = null;
   completed = false;
-  /** The replica's side ended first, without `[DONE]`. */
+  /** The replica's side ended first, without `[DONE]` (or sent nothing for the idle bound). */
   cut = false;
+  /** Cut here: an event over the bound. */
+  invalid = false;
 
   constructor(private readonly routed: RoutedRequest) {}
 
@@ -71,6 +95,7 @@ class StreamMeter {
       return true;
     }
     if (this.ttftMs === null && FIRST_TOKEN.test(data)) this.ttftMs = performance.now() - this.routed.startedAt;
+    if (this.engineError === null && ERROR_PAYLOAD.test(data)) this.engineError = engineErrorCode(data);
     if (USAGE.test(data)) {
       let chunk: { usage?: Usage; choices?: unknown[] };
       try {
@@ -97,7 +122,8 @@ class StreamMeter {
    */
   observeEvent(event: Buffer): boolean {
     this.routed.capture?.event(event);
-    if (this.ttftMs === null || event.length < SHORT_EVENT_BYTES || hasUsageObject(event))
+    const error = event.indexOf(ERROR_KEY_BYTES);
+    if (this.ttftMs === null || event.length < SHORT_EVENT_BYTES || hasUsageObject(event) || (error >= 0 && error < ERROR_KEY_WITHIN))
       return this.observe(eventData(event.toString('utf8')));
     const finish = event.indexOf(FINISH_KEY_BYTES);
     if (finish >= 0) {
@@ -107,34 +133,77 @@ class StreamMeter {
     return true;
   }
 
+  /** Whether the first token came: the idle bound counts from then on (a long prompt's prefill may take minutes). */
+  get ttftSeen(): boolean {
+    return this.ttftMs !== null;
+  }
+
+  /**
+   * Records the outcome. An answer that ended in an error (an event over the bound, the engine's own error event)
+   * is recorded with that error's code and status 502, whatever was sent before, so that it counts as the 5xx it is
+   * in the metrics, on every surface; a cut keeps its own class (`upstream_disconnected`).
+   */
   finish(): void {
     if (!this.completed) this.routed.upstream.body.destroy();
+    const failed = this.invalid ? UPSTREAM_TOO_LARGE.code : this.engineError;
     this.routed.finish({
       promptTokens: this.usage?.prompt_tokens ?? null,
       completionTokens: this.usage?.completion_tokens ?? null,
       ttftMs: this.ttftMs,
       finishReason: this.finishReason,
-      cancelled: !this.completed,
-      errorCode: this.cut ? UPSTREAM_CUT.code : null,
+      cancelled: !this.completed && failed === null,
+      errorCode: failed ?? (this.cut ? UPSTREAM_CUT.code : null),
+      ...(failed !== null ? { httpStatus: FAILED_ANSWER_STATUS } : {}),
     });
   }
+}
+
+/** The code of an engine's error event (OpenAI's `{ error: { code } }`), or `upstream_error` when it names none. */
+function engineErrorCode(data: string): string {
+  try {
+    const code = (JSON.parse(data) as { error?: { code?: unknown } }).error?.code;
+    return typeof code === 'string' && code !== '' ? code : 'upstream_error';
+  } catch {
+    return 'upstream_error';
+  }
+}
+
+/** The idle bound of `routed`'s answer (ENGINE_IDLE_TIMEOUT_MS): past it, its body is destroyed as cut. */
+function idleBound(routed: RoutedRequest): IdleBound {
+  const idleMs = routed.idleTimeoutMs ?? 0;
+  return new IdleBound(idleMs, () => routed.upstream.body.destroy(new UpstreamIdleError(idleMs)));
 }
 
 /**
  * The `data:` payloads of a streamed answer, `[DONE]` included, for consumers
  * that parse them. The slot is released when the stream ends or the consumer
- * stops.
+ * stops. An event over the answer's bound, or a replica silent past the idle
+ * bound once the first token came, ends it as cut (`UpstreamCutError`).
  */
 export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string> {
   const meter = new StreamMeter(routed);
+  const parser = new SseParser(routed.maxAnswerBytes ?? ANSWER_MAX_BYTES);
+  const idle = idleBound(routed);
   try {
     try {
-      for await (const data of sseData(routed.upstream.body)) {
+      for await (const chunk of routed.upstream.body as AsyncIterable<Buffer>) {
+        // The consumer's pace (a slow WebSocket) is not the replica's silence: the wait counts only between chunks.
+        idle.pause();
+        for (const data of parser.payloads(chunk)) {
+          routed.capture?.event(data);
+          if (meter.observe(data)) yield data;
+        }
+        if (meter.ttftSeen) idle.resume();
+      }
+      const last = parser.end();
+      const data = last && eventData(last.toString('utf8').replace(/\s+$/, ''));
+      if (data) {
         routed.capture?.event(data);
         if (meter.observe(data)) yield data;
       }
     } catch (error) {
-      meter.cut = true;
+      if (error instanceof EventTooLargeError) meter.invalid = true;
+      else meter.cut = true;
       throw new UpstreamCutError(error);
     }
     if (!meter.completed) {
@@ -142,6 +211,7 @@ export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string
       throw new UpstreamCutError();
     }
   } finally {
+    idle.stop();
     meter.finish();
   }
 }
@@ -152,8 +222,10 @@ export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string
  * usage event a client did not ask for), with backpressure, and a partial
  * event waits for the rest (at the end of the answer, it goes as it is).
  * An answer the replica's side ends without `[DONE]` (the engine died, its
- * connection broke) ends with `cutEvents`, never silently: the surface's
- * events for an `UpstreamCutError` (the OpenAI-compatible route's:
+ * connection broke), one with an event over the answer's bound, and one
+ * whose replica sent nothing for the idle bound once the first token came
+ * end with `cutEvents`, never silently: the surface's events for an
+ * `UpstreamCutError` (the OpenAI-compatible route's:
  * src/http/rest/chat-errors.ts). Resolves when the answer ended or either
  * side went away.
  */
@@ -167,13 +239,15 @@ export function pipeStream(
   // A client that takes nothing of the answer for stallMs is cut: its slot goes back (the replica may have finished).
   const stall = stallGuard(out, stallMs);
   const upstream = routed.upstream.body;
-  let partial: Buffer | null = null;
+  const parser = new SseParser(routed.maxAnswerBytes ?? ANSWER_MAX_BYTES);
+  const idle = idleBound(routed);
   return new Promise<void>((resolve) => {
     let settled = false;
     const done = () => {
       if (settled) return;
       settled = true;
       stall.stop();
+      idle.stop();
       meter.finish();
       resolve();
     };
@@ -187,33 +261,50 @@ export function pipeStream(
       done();
     };
     upstream.on('data', (chunk: Buffer) => {
-      const bytes: Buffer = partial ? Buffer.concat([partial, chunk]) : chunk;
+      if (settled) return;
+      let parsed;
+      try {
+        parsed = parser.push(chunk);
+      } catch (error) {
+        // An event over the bound (an engine that never ends one): the answer is cut here, its replica let go.
+        if (!(error instanceof EventTooLargeError)) throw error;
+        meter.invalid = true;
+        return upstreamEnded();
+      }
+      if (!parsed) return;
+      const { bytes, events } = parsed;
       // [from, start): whole events to pass on; an event the meter drops is cut out.
       let from = 0;
       let start = 0;
       const kept: Buffer[] = [];
-      for (let found = eventEnd(bytes); found; found = eventEnd(bytes, start)) {
-        if (!meter.observeEvent(bytes.subarray(start, found.end))) {
+      for (const event of events) {
+        if (!meter.observeEvent(bytes.subarray(event.start, event.end))) {
           if (start > from) kept.push(bytes.subarray(from, start));
-          from = found.next;
+          from = event.next;
         }
-        start = found.next;
+        start = event.next;
       }
-      partial = start < bytes.length ? bytes.subarray(start) : null;
       if (start > from) kept.push(bytes.subarray(from, start));
-      if (kept.length === 0) return;
+      if (kept.length === 0) {
+        if (meter.ttftSeen) idle.resume();
+        return;
+      }
       const accepted = out.write(kept.length === 1 ? kept[0]! : Buffer.concat(kept));
       stall.wrote(accepted);
       if (!accepted) {
+        // The client is behind: the replica's silence meanwhile is not its own (the stall guard watches the client).
+        idle.pause();
         upstream.pause();
-        out.once('drain', () => upstream.resume());
-      }
+        out.once('drain', () => {
+          upstream.resume();
+          if (meter.ttftSeen) idle.resume();
+        });
+      } else if (meter.ttftSeen) idle.resume();
     });
     upstream.once('end', () => {
       // A last event without its blank line (some servers end on `data: [DONE]\n`): it goes with one,
       // since SSE clients drop an event the stream ends inside.
-      const last = partial?.toString('utf8').replace(/\s+$/, '');
-      partial = null;
+      const last = parser.end()?.toString('utf8').replace(/\s+$/, '');
       if (last) routed.capture?.event(eventData(last));
       if (last && meter.observe(eventData(last)) && !out.destroyed) out.write(`${last}${last.includes('\r') ? '\r\n\r\n' : '\n\n'}`);
       upstreamEnded();
@@ -224,22 +315,45 @@ export function pipeStream(
   });
 }
 
-/** The whole body of a non-streamed answer (one JSON document), measured. */
+/**
+ * The whole body of a non-streamed answer (one JSON document), measured: the
+ * answer, or the replica's error answer. One over the answer's bound is cut
+ * (its replica let go) and thrown as `upstream_invalid`; one whose replica
+ * sends nothing for the idle bound (its head came with the whole generation
+ * done) as a cut.
+ */
 export async function collectBody(routed: RoutedRequest): Promise<Buffer> {
   const chunks: Buffer[] = [];
+  const maxBytes = routed.maxAnswerBytes ?? ANSWER_MAX_BYTES;
+  let size = 0;
   let completed = false;
   let cut = false;
+  let tooLarge = false;
+  let body = Buffer.alloc(0);
+  const idle = idleBound(routed);
   try {
     try {
-      for await (const chunk of routed.upstream.body) chunks.push(chunk as Buffer);
+      idle.resume();
+      for await (const chunk of routed.upstream.body as AsyncIterable<Buffer>) {
+        size += chunk.length;
+        if (size > maxBytes) {
+          tooLarge = true;
+          routed.upstream.body.destroy();
+          throw new UpstreamCutError(undefined, UPSTREAM_TOO_LARGE);
+        }
+        chunks.push(chunk);
+        idle.resume();
+      }
     } catch (error) {
+      if (tooLarge) throw error;
       // The client leaving aborts the upstream request too (an AbortError): only a break on the replica's side is a cut.
       cut = (error as { name?: string }).name !== 'AbortError';
       throw cut ? new UpstreamCutError(error) : error;
     }
     completed = true;
   } finally {
-    const body = Buffer.concat(chunks);
+    idle.stop();
+    if (completed) body = Buffer.concat(chunks);
     if (completed) routed.capture?.wholeBody(body);
     let usage: Usage | undefined;
     let finishReason: string | null = null;
@@ -257,9 +371,10 @@ export async function collectBody(routed: RoutedRequest): Promise<Buffer> {
       completionTokens: usage?.completion_tokens ?? null,
       ttftMs: completed ? performance.now() - routed.startedAt : null,
       finishReason,
-      cancelled: !completed,
-      errorCode: cut ? UPSTREAM_CUT.code : null,
+      cancelled: !completed && !tooLarge,
+      errorCode: tooLarge ? UPSTREAM_TOO_LARGE.code : cut ? UPSTREAM_CUT.code : null,
+      ...(tooLarge ? { httpStatus: FAILED_ANSWER_STATUS } : {}),
     });
   }
-  return Buffer.concat(chunks);
+  return body;
 }

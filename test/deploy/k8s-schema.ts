@@ -5,6 +5,7 @@
  * also reports every field that the schema's validator never looked at in an object whose other fields it did read.
  */
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { ClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
 import { ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
 import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
@@ -24,6 +25,7 @@ type ModelClass = new (data?: any) => KubernetesModel;
 
 const MODELS: Record<string, ModelClass> = {
   'apps/v1 Deployment': Deployment,
+  'policy/v1 PodDisruptionBudget': PodDisruptionBudget,
   'rbac.authorization.k8s.io/v1 ClusterRole': ClusterRole,
   'rbac.authorization.k8s.io/v1 ClusterRoleBinding': ClusterRoleBinding,
   'rbac.authorization.k8s.io/v1 Role': Role,

@@ -52,6 +52,8 @@ const SUPPORTED_FIELDS = new Set(['apiVersion', 'kind', 'resources', 'namespace'
 const CLUSTER_SCOPED = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'PersistentVolume', 'StorageClass', 'PriorityClass']);
 /** Kinds with a pod template at spec.template and a label selector at spec.selector.matchLabels. */
 const WORKLOADS = new Set(['Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet']);
+/** Kinds with a label selector at spec.selector.matchLabels and no pod template. */
+const SELECTING = new Set(['PodDisruptionBudget']);
 /** Kinds with neither selectors nor images: labels go on their metadata only. */
 const PLAIN = new Set(['Namespace', 'ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Secret']);
 
@@ -71,7 +73,7 @@ export function kustomize(dir: string): K8sObject[] {
     else objects.push(...readObjects(target));
   }
   for (const object of objects) {
-    if (!PLAIN.has(object.kind) && !WORKLOADS.has(object.kind) && object.kind !== 'Service') {
+    if (!PLAIN.has(object.kind) && !WORKLOADS.has(object.kind) && !SELECTING.has(object.kind) && object.kind !== 'Service') {
       throw new UnsupportedKustomization(
         `${object.kind} ${object.metadata.name}: test/deploy/kustomize.ts does not know where its selectors are`,
       );
@@ -119,6 +121,10 @@ function addLabels(object: K8sObject, entry: LabelsEntry): void {
       object.spec.selector ??= {};
       object.spec.selector.matchLabels = { ...object.spec.selector.matchLabels, ...entry.pairs };
     }
+  }
+  if (SELECTING.has(object.kind) && entry.includeSelectors) {
+    object.spec.selector ??= {};
+    object.spec.selector.matchLabels = { ...object.spec.selector.matchLabels, ...entry.pairs };
   }
   if (object.kind === 'Service' && entry.includeSelectors) {
     object.spec ??= {};

@@ -13,6 +13,7 @@ import { ENDPOINT_ERROR_CODES, ENDPOINT_PHASES, ENDPOINT_STATUSES } from '../../
 import { schemaProblems, tolerationProblems } from './k8s-schema.js';
 import { kustomize, type K8sObject } from './kustomize.js';
 import { REPLICA_STATES } from '../../src/domain/replica.js';
+import { DEFAULTS } from '../../src/defaults.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BASE = path.join(ROOT, 'deploy/base');
@@ -219,6 +220,48 @@ describe('the gateway Deployment', () => {
     for (const writable of [envVar('DATA_DIR').value, '/tmp']) expect(emptyDirs, writable).toContain(mounts[writable]);
     expect(gateway.resources.requests).toBeDefined();
     expect(gateway.resources.limits.memory).toBeDefined();
+  });
+});
+
+describe('stopping a gateway (rolling updates, node drains)', () => {
+  /** A duration the gateway's sources declare in milliseconds (`const NAME = 20_000;`). */
+  const sourceMs = (file: string, name: string) => {
+    const match = new RegExp(`const ${name} = ([\\d_]+);`).exec(read(file));
+    expect(match, `${file} declares ${name}`).not.toBeNull();
+    return Number(match![1]!.replace(/_/g, ''));
+  };
+
+  it('waits in preStop for the endpoints to follow, with a sleep the image has', () => {
+    expect(gateway.lifecycle.preStop).toEqual({ exec: { command: ['sleep', '5'] } });
+    const stages = [...read('Dockerfile').matchAll(/^FROM\s+(\S+)/gm)].map((m) => m[1]!);
+    // The image runs from a Debian-based Node.js image (coreutils' sleep), not a distroless one (no sleep).
+    expect(stages.at(-1)).toMatch(/^node:\d+-(bookworm|bullseye)(-slim)?$/);
+  });
+
+  it('gives the drain its time: the grace period covers preStop, DRAIN_TIMEOUT_MS, the close after it and the database', () => {
+    const configMap = rendered.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'dedicated-gateway');
+    const drainMs = Number(envVar('DRAIN_TIMEOUT_MS')?.value ?? configMap?.data.DRAIN_TIMEOUT_MS ?? DEFAULTS.drainTimeoutMs);
+    const preStopS = Number(gateway.lifecycle.preStop.exec.command[1]);
+    const worstS =
+      preStopS + (drainMs + sourceMs('src/main.ts', 'CLOSE_TIMEOUT_MS') + sourceMs('src/main.ts', 'DATABASE_CLOSE_TIMEOUT_MS')) / 1000;
+    expect(podSpec.terminationGracePeriodSeconds).toBeGreaterThan(worstS);
+    // Readiness fails fast enough to matter while it drains (503 `draining`).
+    expect(gateway.readinessProbe.httpGet.path).toBe('/readyz');
+    expect(read('src/http/server.ts')).toMatch(/drain\.active\) sendJson\(res, 503, \{ status: 'draining' \}/);
+  });
+
+  it('a PodDisruptionBudget keeps one gateway up through a drain', () => {
+    const budget = only(rendered, 'PodDisruptionBudget');
+    expect(budget.spec.minAvailable).toBe(1);
+    expect(budget.spec.maxUnavailable).toBeUndefined();
+    expect(budget.spec.selector).toEqual({ matchLabels: LABELS });
+    expect(budget.metadata.namespace).toBe(NAMESPACE);
+    // More replicas than the budget keeps: an eviction can go ahead, one Pod at a time.
+    expect(deployment.spec.replicas).toBeGreaterThan(budget.spec.minAvailable);
+    // Its schema is checked too: a wrong type there fails.
+    const broken = structuredClone(budget);
+    broken.spec.minAvailable = [1];
+    expect(schemaProblems(broken).join('\n')).toMatch(/minAvailable/);
   });
 });
 

@@ -42,6 +42,7 @@ test('defaults with no variables set', () => {
     wsMaxSubscriptions: 100,
     userMaxSubscriptions: 500,
     streamStallTimeoutMs: 30000,
+    engineIdleTimeoutMs: 300_000,
     requestTimeoutMs: 30_000,
     headersTimeoutMs: 15_000,
     metrics: { token: undefined, requestLogRetentionDays: 30, metricsRetentionDays: 90, maxBuffered: 10_000, sampleMs: 10_000 },

@@ -12,7 +12,10 @@
  *   detailed) is left for real faults. Frame-level violations (a frame
  *   larger than `maxPayload`, invalid UTF-8) are closed by `ws` with the
  *   WebSocket codes 1009 and 1007.
- * - At most `maxSubscriptions` operations run on one socket at once.
+ * - At most `maxSubscriptions` operations run on one socket at once. Operations are tracked here, not by id
+ *   (`websocket-operations.ts`): `complete` and the socket's close stop every one, an id reused at once included.
+ * - A peer that answers no ping (with that ping's payload) within `keepAliveMs`, or that takes nothing of what
+ *   waits to be sent for `stallMs`, is cut.
  * - Access is watched (see `live/access-watch.ts`): a socket whose key stops
  *   authenticating is closed with 4403 and the reason; a subscription whose
  *   team access changed ends with a FORBIDDEN error.
@@ -39,6 +42,8 @@ import { logFailure, REQUEST_ID_HEADER, requestIdOf, type Log } from '../request
 import type { GatewayYoga } from './context.js';
 import { publicErrorJson, reportGraphQLErrors, unmasked } from './errors.js';
 import { resultJson, type ResultSink } from './shared-execution.js';
+import { SocketOperations } from './websocket-operations.js';
+import { watchPeer } from './websocket-peer.js';
 
 /** WebSocket close code 1013, "Try Again Later" (RFC 6455 registry): the server cannot serve this connection now. */
 const TRY_AGAIN_LATER = 1013;
@@ -59,8 +64,10 @@ export interface WebSocketOptions {
   quota?: SubscriptionQuota;
   /** Largest message accepted, in bytes; a larger frame is closed with 1009. @default 1 MiB */
   maxPayload?: number;
-  /** Interval of keep-alive pings; a socket that misses a pong for as long is dropped. @default 12000 */
+  /** Interval of keep-alive pings; a socket that does not answer one (with its payload) for as long is dropped. @default 12000 */
   keepAliveMs?: number;
+  /** How long a socket with data waiting may take none of it before it is cut. @default DEFAULTS.streamStallTimeoutMs */
+  stallMs?: number;
   log?: Log;
   /** Where each connection's access line goes when it closes; without it, none is written. */
   logger?: Logger;
@@ -101,12 +108,14 @@ class WebSocketNextMessages implements ResultSink {
   constructor(
     private readonly socket: WebSocket,
     private readonly id: string,
+    private readonly sent: () => void,
   ) {}
 
   write(result: ExecutionResult): boolean {
     const { socket } = this;
     if (socket.readyState !== WebSocket.OPEN || socket.bufferedAmount > SOCKET_HIGH_WATER) return false;
     socket.send(`{"id":${JSON.stringify(this.id)},"type":"next","payload":${resultJson(result)}}`);
+    this.sent();
     return true;
   }
 }
@@ -119,10 +128,12 @@ interface Extra {
   /** The connection's access line, when there is a logger. */
   access?: SocketAccess;
   /**
-   * Each operation's cancellation, by id: aborted when the client completes it or the socket closes, so that a
-   * mutation in flight (a chat completion) stops too, not only a subscription.
+   * The socket's operations, each with its cancellation: aborted when the client completes it or the socket closes,
+   * so that a mutation in flight (a chat completion) stops too, not only a subscription.
    */
-  cancels: Map<string, AbortController>;
+  operations: SocketOperations;
+  /** After each message sent: arms the stall guard when the socket's buffers are full. */
+  sent: () => void;
 }
 
 /** What graphql-ws carries from `onSubscribe` to `execute`/`subscribe`. */
@@ -130,6 +141,7 @@ interface Root {
   execute(args: ExecutionArgs): unknown;
   subscribe(args: ExecutionArgs): unknown;
   access: WatchedSubscription | undefined;
+  signal: AbortSignal;
 }
 
 function badRequest(message: string, code = 'BAD_REQUEST'): GraphQLError[] {
@@ -141,6 +153,7 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
   const { access } = options;
   const maxSubscriptions = options.maxSubscriptions ?? DEFAULTS.wsMaxSubscriptions;
   const keepAliveMs = options.keepAliveMs ?? 12_000;
+  const stallMs = options.stallMs ?? DEFAULTS.streamStallTimeoutMs;
   const log = options.log ?? ((message, error) => console.error(message, error));
   // Upgrades reach it through the server's upgrade routing (../upgrade.ts), which owns the path.
   const wss = new WebSocketServer({
@@ -155,8 +168,8 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
    * (one object per message: an id may be reused at once, before the old operation's completion runs).
    */
   const places = new WeakMap<object, Map<object, () => void>>();
-  /** Each operation's cancellation, by its subscribe message's payload (an id may be reused before the completion runs). */
-  const operationCancels = new WeakMap<object, AbortController>();
+  /** Each socket's transport, whose pending writes the stall guard watches. */
+  const transports = new WeakMap<WebSocket, Duplex>();
   const releasePlace = (extra: object, payload: object) => {
     places.get(extra)?.get(payload)?.();
     places.get(extra)?.delete(payload);
@@ -196,9 +209,11 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
       return true;
     },
     onSubscribe: async (ctx, id, params) => {
-      let inFlight = 0;
-      for (const _ in ctx.subscriptions) if (++inFlight > maxSubscriptions) break;
-      if (inFlight > maxSubscriptions) {
+      // Counted as its message arrived, with every operation the client has not completed (graphql-ws's own count,
+      // by id, lost those whose id was reused at once).
+      const operation = ctx.extra.operations.get(params);
+      if (!operation) throw new Error(`operation ${id} was not registered as its message arrived`);
+      if (!operation.admitted) {
         return badRequest(
           `too many operations on this socket: at most ${maxSubscriptions} at once; complete one first`,
           'RESOURCE_EXHAUSTED',
@@ -207,12 +222,12 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
       const connection = connections.get(ctx.extra)!;
       const watched = connection.watched?.subscription();
       // Only what the context needs: a spread of graphql-ws's context would be copied into every subscription.
-      const sink = new WebSocketNextMessages(ctx.extra.socket, id);
-      const cancel = new AbortController();
+      const sink = new WebSocketNextMessages(ctx.extra.socket, id, ctx.extra.sent);
+      const { signal } = operation;
       const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({
         principal: watched?.principal ?? connection.principal,
         transport: 'websocket',
-        signal: cancel.signal,
+        signal,
         params,
         resultSink: watched ? watched.sink(sink) : sink,
       });
@@ -233,12 +248,8 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
         if (!held) places.set(ctx.extra, (held = new Map()));
         held.set(params, release);
       }
-      const root: Root = { execute, subscribe, access: watched };
+      const root: Root = { execute, subscribe, access: watched, signal };
       const contextValue = await contextFactory();
-      // Registered only for an operation that runs: graphql-ws calls onComplete, which forgets it, for those alone
-      // (one refused above would otherwise stay in the map until the socket closes).
-      ctx.extra.cancels.set(id, cancel);
-      operationCancels.set(params, cancel);
       return {
         schema,
         operationName: params.operationName,
@@ -259,16 +270,20 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
       return errors.map(publicErrorJson);
     },
     // Every operation that ran ends here (completed by either side, or after its error): its place is free again.
-    onComplete: (ctx, id, payload) => {
-      releasePlace(ctx.extra, payload);
-      if (ctx.extra.cancels.get(id) === operationCancels.get(payload)) ctx.extra.cancels.delete(id);
-    },
+    onComplete: (ctx, _id, payload) => releasePlace(ctx.extra, payload),
     execute: (args) => (args.rootValue as Root).execute(args) as never,
     subscribe: async (args) => {
       const root = args.rootValue as Root;
       const result = (await root.subscribe(args)) as ExecutionResult | AsyncIterable<ExecutionResult>;
+      if (!(Symbol.asyncIterator in result)) return result as never;
       // A running subscription is watched: a change of its access ends it with an error.
-      return (root.access && Symbol.asyncIterator in result ? root.access.watch(result) : result) as never;
+      const stream = root.access ? root.access.watch(result) : result;
+      // Completed by the client (or its socket closed) while it started: graphql-ws may not hold it under its id (the
+      // id may be another operation's by now), so it is ended here, before it starts (a chat generation never does).
+      const end = () => void (stream as Partial<AsyncIterator<ExecutionResult>>).return?.();
+      if (root.signal.aborted) end();
+      else root.signal.addEventListener('abort', end, { once: true });
+      return stream as never;
     },
   });
 
@@ -278,25 +293,14 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
   wss.on('connection', (socket, request) => {
     // Frame-level faults (too large, invalid UTF-8): `ws` closes the socket itself with the WebSocket code.
     socket.on('error', () => {});
-    let pongWait: NodeJS.Timeout | null = null;
-    const ping =
-      keepAliveMs > 0
-        ? setInterval(() => {
-            if (socket.readyState !== WebSocket.OPEN) return;
-            pongWait = setTimeout(() => socket.terminate(), keepAliveMs);
-            socket.once('pong', () => {
-              if (pongWait) clearTimeout(pongWait);
-              pongWait = null;
-            });
-            socket.ping();
-          }, keepAliveMs)
-        : null;
+    const peer = watchPeer(socket, transports.get(socket), keepAliveMs, stallMs);
     const requestId = requestIdOf(request);
     const extra: Extra = {
       socket,
       request,
       requestId,
-      cancels: new Map(),
+      operations: new SocketOperations(maxSubscriptions),
+      sent: peer.sent,
       ...(options.logger ? { access: logSocketAccess(options.logger, request, requestId) } : {}),
     };
     let onMessage: ((data: string) => Promise<void>) | undefined;
@@ -304,9 +308,11 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
       {
         protocol: socket.protocol,
         send: (data) =>
-          new Promise((resolve, reject) => {
+          new Promise((resolve) => {
             if (socket.readyState !== WebSocket.OPEN) return resolve();
-            socket.send(data, (error) => (error ? reject(error) : resolve()));
+            // A write fails only when the connection is gone (cut by the stall guard, say): its close ends the operations.
+            socket.send(data, () => resolve());
+            peer.sent();
           }),
         close: (code, reason) => socket.close(code, reason),
         onMessage: (cb) => {
@@ -332,26 +338,38 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
           message === undefined ? 'Invalid message received: not JSON' : 'Invalid message received: not a message a server accepts',
         );
       }
-      if (type === 'complete') {
-        // The client stopped an operation: one still running (a mutation has no generator to return) is cancelled.
-        const id = (message as { id?: unknown }).id;
-        if (typeof id === 'string') extra.cancels.get(id)?.abort();
+      const { id, payload } = message as { id?: unknown; payload?: unknown };
+      // A subscribe is registered before graphql-ws sees it (one it finds malformed closes the socket with 4400).
+      let opened: object | undefined;
+      if (type === 'subscribe' && typeof id === 'string' && typeof payload === 'object' && payload !== null) {
+        const operation = extra.operations.open(id, payload);
+        if (!operation) return socket.close(CloseCode.SubscriberAlreadyExists, closeReason(`Subscriber for ${id} already exists`));
+        opened = payload;
+        if (operation.after) {
+          // The id's earlier operation, completed by the client, is still ending: this one starts after it.
+          await operation.after;
+          if (operation.signal.aborted) return extra.operations.ended(payload);
+        }
       }
+      // The client stopped an operation: every one under the id is cancelled, however far it got (a mutation has no
+      // generator to return; one still starting has none yet).
+      if (type === 'complete' && typeof id === 'string') extra.operations.complete(id);
       try {
         // graphql-ws validates an already parsed message as it does a string (4400 for a bad one).
         await onMessage(message as never);
       } catch (error) {
         logFailure(log, extra.requestId, 'a WebSocket message', unmasked(error));
         socket.close(CloseCode.InternalServerError, 'Internal server error');
+      } finally {
+        // graphql-ws's handling of a subscribe resolves once its operation is over (or refused).
+        if (opened) extra.operations.ended(opened);
       }
     });
     socket.once('close', (code, reason) => {
-      if (pongWait) clearTimeout(pongWait);
-      if (ping) clearInterval(ping);
+      peer.stop();
       connections.get(extra)?.watched?.close();
       for (const release of places.get(extra)?.values() ?? []) release();
-      for (const cancel of extra.cancels.values()) cancel.abort();
-      extra.cancels.clear();
+      extra.operations.close();
       places.delete(extra);
       extra.access?.closed(code);
       void closed(code, reason.toString());
@@ -361,7 +379,10 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
   return {
     /** Completes a WebSocket upgrade at the GraphQL path (an invalid handshake is ws's 400). */
     handleUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) =>
-      wss.handleUpgrade(req, socket, head, (client) => wss.emit('connection', client, req)),
+      wss.handleUpgrade(req, socket, head, (client) => {
+        transports.set(client, socket);
+        wss.emit('connection', client, req);
+      }),
     /**
      * Closes every socket with 1001 "Going away" and resolves once all are closed. A peer that does not answer
      * the close frame (or reads nothing, so that the frame never leaves) is cut after `graceMs`: `ws` alone
