@@ -3,14 +3,11 @@
  * protocol core is graphql-ws's own `makeServer`; this adapter is what
  * `graphql-ws/use/ws` does, plus what a shared public socket needs:
  *
- * - Errors stay where they belong. A malformed message (not JSON, not an
- *   object, a missing or mistyped field, a type a server never receives)
- *   closes the socket with 4400; a subscribe whose query does not parse or
- *   validate, names an unknown operation, or is past the socket's cap is
- *   answered with an `error` message for its id, and the socket's other
- *   subscriptions go on. 4500 ("Internal server error", logged, never
- *   detailed) is left for real faults. Frame-level violations (a frame
- *   larger than `maxPayload`, invalid UTF-8) are closed by `ws` with the
+ * - Errors stay where they belong. A malformed message (not JSON, not an object, a missing or mistyped field, a type
+ *   a server never receives) closes the socket with 4400; a subscribe whose query does not parse or validate, names
+ *   an unknown operation, or is past the socket's cap is answered with an `error` message for its id, and the
+ *   socket's other subscriptions go on. 4500 ("Internal server error", logged, never detailed) is left for real
+ *   faults. Frame-level violations (a frame larger than `maxPayload`, invalid UTF-8) are closed by `ws` with the
  *   WebSocket codes 1009 and 1007.
  * - At most `maxSubscriptions` operations run on one socket at once. Operations are tracked here, not by id
  *   (`websocket-operations.ts`): `complete` and the socket's close stop every one, an id reused at once included.
