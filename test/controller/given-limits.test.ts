@@ -26,8 +26,8 @@ beforeAll(async () => {
   alice = await t.seed.user();
 }, 120_000);
 
+// The app, its database and its hub are stopped by the file's clean-ups (startTestApp).
 afterAll(async () => {
-  await t?.close();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 

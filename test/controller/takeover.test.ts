@@ -294,11 +294,15 @@ describe('a rollout whose gateway process was killed is completed by another', (
     const idle = keepBusy({ address: old.address!, engine_token: old.engine_token });
     try {
       await update(restA, id);
+      // The new replica starts and warms up beside an engine kept busy: slow on a loaded 2-core machine.
       await waitFor(
         'the old replica to drain',
         async () => (await replicaRows(id)).find((r) => r.id === old.id)!.state === 'DRAINING',
-        90_000,
-      );
+        180_000,
+      ).catch(async (error: Error) => {
+        const state = { status: await statusOf(db.sql, id), replicas: await replicaRows(id) };
+        throw new Error(`${error.message}: ${JSON.stringify(state)}\n${a.output().slice(-4000)}`);
+      });
       const fresh = (await replicaRows(id)).filter((r) => r.version_index === 1);
       expect(fresh.map((r) => r.state)).toEqual(['READY']);
       await kill(a);
@@ -317,7 +321,7 @@ describe('a rollout whose gateway process was killed is completed by another', (
       await waitFor(
         'the old replica to drain',
         async () => (await replicaRows(id)).find((r) => r.id === old.id)!.state === 'DRAINING',
-        90_000,
+        180_000,
       ).catch(async (error: Error) => {
         // What gateway A had done, should the drain never be seen.
         const state = { status: await statusOf(db.sql, id), replicas: await replicaRows(id) };

@@ -217,6 +217,31 @@ describe('updates, scale and failures on Kubernetes', () => {
     await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
   }, 120_000);
 
+  test('a pull that took longer than the deadline, then fails for a while, gets the deadline’s retries: the endpoint then serves', async () => {
+    // A large image: its pull takes 12 s, past the deadline (8 s here), and fails at its end (the registry went away).
+    kube.setImagePullDelay('dedicated-endpoints:test', 12_000);
+    let id: string;
+    try {
+      id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+      await waitFor('the pod scheduled', async () => livePodsOf(id).some((p) => (p as { spec?: { nodeName?: string } }).spec?.nodeName));
+      await new Promise((resolve) => setTimeout(resolve, 6000));
+      kube.setImagePullFailure('dedicated-endpoints:test', true);
+      await waitFor(
+        'the pull failing',
+        async () => livePodsOf(id).some((p) => JSON.stringify((p as { status?: unknown }).status ?? {}).match(/"reason":"ErrImagePull"/)),
+        30_000,
+      );
+      // The deadline counts from the first failure, not from when the pull began: the kubelet's retries get it whole.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect((await statusOf(t.sql, id)).status).toBe('INITIALIZING');
+    } finally {
+      kube.setImagePullFailure('dedicated-endpoints:test', false);
+    }
+    const running = await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+    expect(running.errorCode).toBeNull();
+    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+  }, 150_000);
+
   test('an image that cannot be pulled fails the endpoint with WORKLOAD_INIT_SETTINGS_ERROR and the kubelet’s reason', async () => {
     kube.setImagePullFailure('dedicated-endpoints:test', true);
     try {

@@ -180,20 +180,6 @@ test('a step waited for counts from when the cluster says it began: the pod crea
   expect(viewPod(loading)).toEqual({ kind: 'progress', progress: { phase: 'ENGINE_INITIALIZING' }, since: startedAt });
 });
 
-test("a retried image pull's deadline counts from when the cluster says the container could first start", () => {
-  const scheduledAt = new Date('2026-12-05T08:00:00Z');
-  const p = pod({ phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'True', lastTransitionTime: scheduledAt }] });
-  p.status!.initContainerStatuses![0]!.state = { waiting: { reason: 'ImagePullBackOff' } };
-  expect(viewPod(p)).toMatchObject({ kind: 'progress', retrying: { since: scheduledAt } });
-  // The engine's container: from its init containers' end.
-  const initializedAt = new Date('2026-12-05T08:03:00Z');
-  const q = pod(
-    { phase: 'Pending', conditions: [{ type: 'Initialized', status: 'True', lastTransitionTime: initializedAt }] },
-    { waiting: { reason: 'CreateContainerError' } },
-  );
-  expect(viewPod(q)).toMatchObject({ kind: 'progress', progress: { phase: 'ENGINE_INITIALIZING' }, retrying: { since: initializedAt } });
-});
-
 test("a ready pod's engine address: an IPv6 pod IP (a single-stack IPv6 cluster) in brackets, a valid URL", () => {
   expect(engineAddress('10.4.0.7', 8000)).toBe('http://10.4.0.7:8000');
   const v6 = engineAddress('fd00:10:244::5', 8000);

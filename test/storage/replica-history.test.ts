@@ -77,7 +77,7 @@ async function indexesRead(read: (db: Queryable) => Promise<unknown>): Promise<s
 
 test("the crash policy's count of recent deaths: the endpoint's engine exits within the window, through the ended replicas' index", async () => {
   await replica(endpointId, 'FAILED', ENGINE_EXITED, 1_000);
-  await replica(endpointId, 'FAILED', ENGINE_EXITED, 2_000);
+  await replica(endpointId, 'FAILED', ENGINE_EXITED, 30_000);
   await replica(endpointId, 'FAILED', ENGINE_EXITED, 120_000); // before the window
   await replica(endpointId, 'FAILED', 'the warm-up generation failed with HTTP 500', 1_000); // not an exit
   await replica(endpointId, 'STOPPED', ENGINE_EXITED, 1_000); // not a failure
@@ -92,10 +92,11 @@ test("the crash policy's count of recent deaths: the endpoint's engine exits wit
     'endpoint_events_type_idx',
     'replicas_ended_idx',
   ]);
-  // A restart by the user 1.5 s ago: the count starts anew from there (the death of 2 s ago is no longer counted).
+  // A restart by the user 15 s ago: the count starts anew from there (the death of 30 s ago is no longer counted). The
+  // times are seconds apart, so that a test slowed down on a loaded machine still sees the restart between them.
   await db.sql`
     INSERT INTO endpoint_events (endpoint_id, project_id, team_id, type, status, cause, created_at)
-    VALUES (${endpointId}, 'prj', 'team', 'STATUS_CHANGED', 'INITIALIZING', 'api:restart', now() - interval '1500 milliseconds')`;
+    VALUES (${endpointId}, 'prj', 'team', 'STATUS_CHANGED', 'INITIALIZING', 'api:restart', now() - interval '15 seconds')`;
   expect((await failuresSince(db.sql, endpointId, since, ENGINE_EXITED, resets)).count).toBe(1);
   expect((await failuresSince(db.sql, endpointId, since, ENGINE_EXITED, ['api:wake'])).count).toBe(2);
   expect((await failedSince(db.sql, endpointId, since)).count).toBe(3);

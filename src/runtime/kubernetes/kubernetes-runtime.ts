@@ -85,8 +85,8 @@ export class KubernetesRuntime implements Runtime {
   private readonly waiting = new Map<string, Nudge>();
   /** When each starting pod began its step, by pod name (a step's deadline counts from it): see `observe`. */
   private readonly stepSince = new Map<string, { phase: string; since: number }>();
-  /** Since when the kubelet has been retrying each starting pod's failing step (an image pull), by pod name. */
-  private readonly retryingSince = new Map<string, number>();
+  /** Since when the kubelet has been retrying each starting pod's failing step (an image pull), and that step, by pod name. */
+  private readonly retryingSince = new Map<string, { phase: string; since: number }>();
   /** Pods this runtime created that its informer has not shown yet, since when (by pod name): not gone, just not seen. */
   private readonly unseen = new Map<string, number>();
   private listener: ((endpointId: string) => void) | undefined;
@@ -250,16 +250,21 @@ export class KubernetesRuntime implements Runtime {
     if (view.kind === 'deleting') return { state: 'dead', reason: "the replica's pod was deleted", disrupted: true };
     if (view.kind === 'disrupted') return { state: 'dead', reason: view.reason, disrupted: true, evictedByNode: view.byNode };
     const { phase, reason } = view.progress;
+    // From when this runtime first saw the kubelet retry the step, not from when the step could first start: a pull of
+    // a large image that took longer than the deadline, then failed once, gets the deadline's retries too. The kubelet
+    // writes no time of its first failure, so a gateway that takes the endpoint over counts again. Kept while the
+    // pod stays at the step (between two tries the kubelet may show another reason).
+    const retrying = this.retryingSince.get(name);
+    if (retrying !== undefined && retrying.phase !== phase) this.retryingSince.delete(name);
     if (view.retrying) {
-      // From when the cluster says the container could first have started, when it says (as the step deadlines).
-      const since = this.retryingSince.get(name) ?? Math.min(Date.now(), view.retrying.since?.getTime() ?? Infinity);
-      this.retryingSince.set(name, since);
+      const since = retrying?.phase === phase ? retrying.since : Date.now();
+      this.retryingSince.set(name, { phase, since });
       const { imagePullDeadlineMs } = this.options.settings;
       if (Date.now() - since > imagePullDeadlineMs) {
         if (view.retrying.detail) this.options.log(`pod ${name}: ${view.retrying.reason}: ${view.retrying.detail}`);
         return { state: 'dead', code: view.retrying.code, reason: view.retrying.reason };
       }
-    } else this.retryingSince.delete(name);
+    }
     // Counted from when the cluster says the step began, when it says (a takeover does not start the count again);
     // else from when this runtime first saw the pod at it.
     let step = this.stepSince.get(name);

@@ -26,15 +26,13 @@ import { reportedError } from '../engine-report.js';
 import type { StartProgress } from '../runtime.js';
 
 /**
- * A failing step the kubelet retries, and the failure it becomes past the runtime's deadline; `since`: when the
- * cluster says the container could first have started (the pod scheduled, for the fetcher; its init containers done,
- * for the engine), from which the deadline counts, whichever gateway reads it.
+ * A failing step the kubelet retries, and the failure it becomes past the runtime's deadline (counted from when the
+ * runtime first saw it retried: the kubelet writes no time of its first failure).
  */
 export interface Retrying {
   code: EndpointErrorCode;
   reason: string;
   detail?: string;
-  since?: Date;
 }
 
 export type PodView =
@@ -107,21 +105,15 @@ const SETTINGS_WAITING = new Set(['InvalidImageName', 'ErrImageNeverPull', 'Crea
 const RETRIED_WAITING = new Set(['ErrImagePull', 'ImagePullBackOff', 'CreateContainerError']);
 
 /** A container the kubelet retries: its step, with why, and the failure it becomes. */
-function retried(pod: V1Pod, status: V1ContainerStatus, phase: StartProgress['phase']): PodView | undefined {
+function retried(status: V1ContainerStatus, phase: StartProgress['phase']): PodView | undefined {
   const waiting = status.state?.waiting;
   if (!waiting?.reason || !RETRIED_WAITING.has(waiting.reason)) return undefined;
   const init = phase === 'DOWNLOADING_MODEL';
   const reason = `${waiting.reason}: the cluster could not start the ${init ? "model's fetcher" : 'engine'} container`;
-  const began = pod.status?.conditions?.find((c) => c.type === (init ? 'PodScheduled' : 'Initialized') && c.status === 'True');
   return {
     kind: 'progress',
     progress: { phase, reason: `the kubelet retries (${waiting.reason})` },
-    retrying: {
-      code: 'WORKLOAD_INIT_SETTINGS_ERROR',
-      reason,
-      ...detail(waiting.message),
-      ...(began?.lastTransitionTime ? { since: new Date(began.lastTransitionTime) } : {}),
-    },
+    retrying: { code: 'WORKLOAD_INIT_SETTINGS_ERROR', reason, ...detail(waiting.message) },
   };
 }
 
@@ -179,7 +171,7 @@ export function viewPod(pod: V1Pod): PodView {
   const rejected = admissionRejection(pod);
   if (rejected) return rejected;
   for (const init of status.initContainerStatuses ?? []) {
-    const failed = containerFailure(init, true) ?? retried(pod, init, 'DOWNLOADING_MODEL');
+    const failed = containerFailure(init, true) ?? retried(init, 'DOWNLOADING_MODEL');
     if (failed) return failed;
   }
   // Scheduled, before the kubelet's first status: its init containers are not listed yet, and have not run.
@@ -187,7 +179,7 @@ export function viewPod(pod: V1Pod): PodView {
   const initsDone = inits.length >= (pod.spec.initContainers?.length ?? 0) && inits.every((s) => s.state?.terminated?.exitCode === 0);
   if (!initsDone) return { kind: 'progress', progress: { phase: 'DOWNLOADING_MODEL' } };
   for (const container of status.containerStatuses ?? []) {
-    const failed = containerFailure(container, false) ?? retried(pod, container, 'ENGINE_INITIALIZING');
+    const failed = containerFailure(container, false) ?? retried(container, 'ENGINE_INITIALIZING');
     if (failed) return failed;
     if (container.state?.terminated) {
       return { kind: 'failed', code: 'WORKLOAD_INIT_GRPC_ERROR', reason: 'the engine exited', oom: false };

@@ -23,6 +23,8 @@ export interface KubeletOptions {
   imagePullBackoffMs: number;
   retryMs: number;
   imagePullFails: (image: string) => boolean;
+  /** How long the next pull of an image takes before it succeeds or fails (once: the node has the image then). */
+  imagePullMs: (image: string) => number;
   entrypoint: (image: string) => string[] | undefined;
   /** Scripts a container's command runs, by absolute path, and the local builds of them run instead (stand-in.ts). */
   programs: Readonly<Record<string, string>>;
@@ -192,6 +194,10 @@ export class Kubelet {
 
   private async startContainer(run: PodRun, pod: KubeObject, c: ContainerRun): Promise<boolean> {
     let backoff = this.options.imagePullBackoffMs;
+    // A large image's first pull takes a while before it succeeds or fails (a plain timer: a change of the pull rules,
+    // which wakes the kubelet's retries, does not end a pull under way).
+    const pullMs = this.options.imagePullMs(c.image);
+    if (pullMs > 0) await new Promise((resolve) => setTimeout(resolve, pullMs));
     while (!run.terminating) {
       if (this.options.imagePullFails(c.image)) {
         const message = `rpc error: code = NotFound desc = failed to pull and unpack image "${c.image}": failed to resolve reference "${c.image}": ${c.image}: not found`;

@@ -31,6 +31,7 @@ export const REMOTE_METHODS = [
   'pods',
   'events',
   'setImagePullFailure',
+  'setImagePullDelay',
   'evictByNode',
   'cutWatches',
   'stallWatches',

@@ -90,6 +90,8 @@ export interface KubeStandIn {
   /** SIGKILLs the container and reports it terminated with `exitCode` (reason Error, or Completed for 0). */
   crash(namespace: string, pod: string, exitCode: number, container?: string): void;
   setImagePullFailure(image: string, fails?: boolean): void;
+  /** The next pull of `image` (one container's) takes `ms` before it succeeds or fails, as a large image's first pull does. */
+  setImagePullDelay(image: string, ms: number): void;
   /** The kubelet's status sync that changes nothing a client acts on: the Ready condition's lastProbeTime is renewed. */
   touchPod(namespace: string, pod: string): KubeObject | undefined;
   /**
@@ -119,6 +121,7 @@ export async function createKubeStandIn(options: KubeStandInOptions = {}): Promi
   const store = new ObjectStore(options.historySize ?? 10_000);
   const recorder = new EventRecorder(store);
   const pullFailures = new Set<string>();
+  const pullDelays = new Map<string, number>();
   const pullRule = options.imagePullFails;
   if (pullRule && typeof pullRule !== 'function') for (const image of pullRule) pullFailures.add(image);
   let port = 0;
@@ -134,6 +137,11 @@ export async function createKubeStandIn(options: KubeStandInOptions = {}): Promi
       imagePullBackoffMs: options.imagePullBackoffMs ?? 300,
       retryMs: options.retryMs ?? 500,
       imagePullFails: (image) => pullFailures.has(image) || (typeof pullRule === 'function' && pullRule(image)),
+      imagePullMs: (image) => {
+        const ms = pullDelays.get(image) ?? 0;
+        pullDelays.delete(image);
+        return ms;
+      },
       entrypoint: options.entrypoint ?? (() => undefined),
       programs: options.programs ?? {},
       apiServer: () => ({ host: '127.0.0.1', port }),
@@ -319,6 +327,9 @@ export async function createKubeStandIn(options: KubeStandInOptions = {}): Promi
       if (fails) pullFailures.add(image);
       else pullFailures.delete(image);
       kubelet.wake();
+    },
+    setImagePullDelay(image, ms) {
+      pullDelays.set(image, ms);
     },
     cutWatches: () => watches.cut(),
     stallWatches: () => watches.stall(),
