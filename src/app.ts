@@ -149,6 +149,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     subscriptionMaxLagMs: config.subscriptionMaxLagMs,
     wsMaxSubscriptions: config.wsMaxSubscriptions,
     userMaxSubscriptions: config.userMaxSubscriptions,
+    userMaxWebSockets: config.userMaxWebSockets,
     streamStallTimeoutMs: config.streamStallTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
     headersTimeoutMs: config.headersTimeoutMs,

@@ -114,6 +114,8 @@ export interface Config {
   wsMaxSubscriptions: number;
   /** Subscriptions (SSE streams and WebSocket operations) one user holds open in this process at once, over all their keys (USER_MAX_SUBSCRIPTIONS). @default 500 */
   userMaxSubscriptions: number;
+  /** Authenticated WebSockets one user holds open in this process at once, over all their keys, idle ones too (USER_MAX_WEBSOCKETS). @default 100 */
+  userMaxWebSockets: number;
   /** How long a stream (a chat answer, a subscription over SSE) waits for a client that takes nothing of it before it is cut (STREAM_STALL_TIMEOUT_MS). @default 30000 */
   streamStallTimeoutMs: number;
   /** How long a chat answer may go without a byte from its replica once its first token came, then it is cut (ENGINE_IDLE_TIMEOUT_MS; 0: never). @default 300000 */
@@ -286,6 +288,7 @@ export function loadConfig(env: Env = process.env): Config {
     corsOrigins: readOrigins(env, 'CORS_ORIGINS', production ? [] : ['*']),
     wsMaxSubscriptions: readInteger(env, 'WS_MAX_SUBSCRIPTIONS', DEFAULTS.wsMaxSubscriptions, 1, 100_000),
     userMaxSubscriptions: readInteger(env, 'USER_MAX_SUBSCRIPTIONS', DEFAULTS.userMaxSubscriptions, 1, 1_000_000),
+    userMaxWebSockets: readInteger(env, 'USER_MAX_WEBSOCKETS', DEFAULTS.userMaxWebSockets, 1, 1_000_000),
     streamStallTimeoutMs: readInteger(env, 'STREAM_STALL_TIMEOUT_MS', DEFAULTS.streamStallTimeoutMs, 100, 86_400_000),
     engineIdleTimeoutMs: readInteger(env, 'ENGINE_IDLE_TIMEOUT_MS', DEFAULTS.engineIdleTimeoutMs, 0, 86_400_000),
     requestTimeoutMs: readInteger(env, 'REQUEST_TIMEOUT_MS', DEFAULTS.requestTimeoutMs, 1000, 3_600_000),

@@ -52,6 +52,8 @@ export const DEFAULTS = {
   streamStallTimeoutMs: 30_000,
   /** USER_MAX_SUBSCRIPTIONS */
   userMaxSubscriptions: 500,
+  /** USER_MAX_WEBSOCKETS */
+  userMaxWebSockets: 100,
   /** REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS */
   requestTimeoutMs: 30_000,
   headersTimeoutMs: 15_000,

@@ -75,6 +75,8 @@ export interface HttpOptions {
   wsMaxSubscriptions?: number;
   /** Subscriptions one user holds open in this process at once, over all their keys (SSE streams and WebSocket operations). */
   userMaxSubscriptions?: number;
+  /** Authenticated WebSockets one user holds open in this process at once, idle ones too. @default DEFAULTS.userMaxWebSockets */
+  userMaxWebSockets?: number;
   /** How long a streamed answer or SSE subscription waits for a client that takes nothing of it. @default DEFAULTS.streamStallTimeoutMs */
   streamStallTimeoutMs?: number;
   /** How long a client may take to send a whole request, and its headers; then 408 and the connection closes. */
@@ -205,6 +207,7 @@ export async function serveHttp(
     ...(options.logger ? { logger: options.logger } : {}),
     ...(options.wsMaxSubscriptions ? { maxSubscriptions: options.wsMaxSubscriptions } : {}),
     quota,
+    sockets: new SubscriptionQuota(options.userMaxWebSockets ?? DEFAULTS.userMaxWebSockets, 'WebSockets'),
     stallMs,
   });
   routeUpgrades(server, GRAPHQL_PATH, ws.handleUpgrade);

@@ -10,11 +10,15 @@
 export class SubscriptionQuota {
   private readonly held = new Map<string, number>();
 
-  constructor(readonly perUser: number) {}
+  constructor(
+    readonly perUser: number,
+    /** What is counted, as the refusal names it. */
+    private readonly what = 'subscriptions',
+  ) {}
 
-  /** The message a refused subscription gets. */
+  /** The message a refused one gets. */
   get refusal(): string {
-    return `too many subscriptions open for this user (all their API keys): at most ${this.perUser} at once; end one first`;
+    return `too many ${this.what} open for this user (all their API keys): at most ${this.perUser} at once; end one first`;
   }
 
   /** Takes one of the user's places; undefined when they hold all of them. The release is idempotent. */

@@ -41,6 +41,7 @@ test('defaults with no variables set', () => {
     subscriptionMaxLagMs: 5000,
     wsMaxSubscriptions: 100,
     userMaxSubscriptions: 500,
+    userMaxWebSockets: 100,
     streamStallTimeoutMs: 30000,
     engineIdleTimeoutMs: 300_000,
     requestTimeoutMs: 30_000,

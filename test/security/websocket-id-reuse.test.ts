@@ -43,7 +43,11 @@ async function flushed(s: RawSocket) {
   await waitFor('the pong', async () => pongs() > before, 5000);
 }
 
-async function gatewayWith(options: { wsMaxSubscriptions: number; userMaxSubscriptions?: number }): Promise<Gateway> {
+async function gatewayWith(options: {
+  wsMaxSubscriptions?: number;
+  userMaxSubscriptions?: number;
+  userMaxWebSockets?: number;
+}): Promise<Gateway> {
   const gateway = await startGateway(g.sql, g.services, { port: 0, host: '127.0.0.1', log: () => {}, ...options });
   onCleanup(() => gateway.close());
   return gateway;
@@ -126,4 +130,39 @@ describe('an id reused at once after its complete', () => {
     }
     await waitFor('nothing left on the hub', async () => capped.hub.subscriberCount === 0, 5000);
   });
+});
+
+test('idle sockets count too: one user holds at most USER_MAX_WEBSOCKETS authenticated sockets, over all their keys (4429 past it), and a closed one frees its place', async () => {
+  const capped = await gatewayWith({ userMaxWebSockets: 3 });
+  const key = await g.services.identity.createApiKey('system', { name: 'second', user: alice.user.id });
+  if (key.type === 'error') throw new Error(key.error.message);
+  const open = [
+    await openSocket(capped.url, auth()),
+    await openSocket(capped.url, auth()),
+    await openSocket(capped.url, { authorization: `Bearer ${key.value.secret}` }),
+  ];
+  expect(open.every((s) => s.closed === undefined && s.messages.some((m) => m.type === 'connection_ack'))).toBe(true);
+  // A fourth, with either key, holding no operation yet: refused, with the rule.
+  const refused = await openSocket(capped.url, auth(), { ack: false });
+  expect(await refused.waitClosed()).toMatchObject({
+    code: 4429,
+    reason: 'too many WebSockets open for this user (all their API keys): at most 3 at once; end one first',
+  });
+  // Another user is not affected.
+  const bob = await g.seed.user();
+  const other = await openSocket(capped.url, { authorization: `Bearer ${bob.key}` });
+  expect(other.closed).toBeUndefined();
+  // One closed: its place is free again.
+  open[0]!.socket.close();
+  await open[0]!.waitClosed();
+  // (its close reaches the server a moment later: tried until a socket is acknowledged and stays open)
+  const again = await waitFor(
+    'a place freed',
+    async () => {
+      const next = await openSocket(capped.url, auth());
+      return next.closed === undefined ? next : undefined;
+    },
+    5000,
+  );
+  for (const s of [...open, other, again]) s.socket.close();
 });

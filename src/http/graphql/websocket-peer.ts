@@ -1,11 +1,14 @@
 /**
  * Whether a WebSocket's peer is still there and still reading (`websocket.ts`): a peer that answers no ping for
- * `keepAliveMs`, or that takes nothing of what waits to be sent for `stallMs`, is cut.
+ * `keepAliveMs`, or that takes nothing of what waits to be sent for `stallMs`, is cut. And what is written to it
+ * outside graphql-ws: shared results' `next` messages, close reasons.
  */
 import { randomBytes } from 'node:crypto';
 import type { Duplex } from 'node:stream';
 import { WebSocket } from 'ws';
+import type { ExecutionResult } from 'graphql';
 import { stallGuard } from '../../util/stall-guard.js';
+import { resultJson, type ResultSink } from './shared-execution.js';
 
 export interface PeerWatch {
   /** After each message sent: arms the stall guard when the socket's buffers are full. */
@@ -46,4 +49,39 @@ export function watchPeer(socket: WebSocket, transport: Duplex | undefined, keep
       stall?.stop();
     },
   };
+}
+
+/** Past this much unsent data on a socket, shared results wait for the socket like any other message. */
+const SOCKET_HIGH_WATER = 256 * 1024;
+
+/** A close reason fits in a control frame: 123 bytes. */
+export function closeReason(reason: string): string {
+  return Buffer.byteLength(reason) <= 123
+    ? reason
+    : `${Buffer.from(reason)
+        .subarray(0, 120)
+        .toString()
+        .replace(/\uFFFD$/, '')}...`;
+}
+
+/**
+ * One graphql-ws subscription's `next` messages, written straight to its
+ * socket: the shared result's JSON (made once for all its subscribers) inside
+ * the message graphql-ws itself would send. A socket that is behind refuses,
+ * so that graphql-ws's own send, which waits for the write, paces it.
+ */
+export class WebSocketNextMessages implements ResultSink {
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly id: string,
+    private readonly sent: () => void,
+  ) {}
+
+  write(result: ExecutionResult): boolean {
+    const { socket } = this;
+    if (socket.readyState !== WebSocket.OPEN || socket.bufferedAmount > SOCKET_HIGH_WATER) return false;
+    socket.send(`{"id":${JSON.stringify(this.id)},"type":"next","payload":${resultJson(result)}}`);
+    this.sent();
+    return true;
+  }
 }

@@ -38,9 +38,8 @@ import { failureOf } from '../failures.js';
 import { logFailure, REQUEST_ID_HEADER, requestIdOf, type Log } from '../request-id.js';
 import type { GatewayYoga } from './context.js';
 import { publicErrorJson, reportGraphQLErrors, unmasked } from './errors.js';
-import { resultJson, type ResultSink } from './shared-execution.js';
 import { SocketOperations } from './websocket-operations.js';
-import { watchPeer } from './websocket-peer.js';
+import { closeReason, watchPeer, WebSocketNextMessages } from './websocket-peer.js';
 
 /** WebSocket close code 1013, "Try Again Later" (RFC 6455 registry): the server cannot serve this connection now. */
 const TRY_AGAIN_LATER = 1013;
@@ -59,6 +58,8 @@ export interface WebSocketOptions {
   maxSubscriptions?: number;
   /** Operations one user holds open at once, over all their keys, sockets and SSE streams; without it, no such cap. */
   quota?: SubscriptionQuota;
+  /** Authenticated sockets one user holds open at once, over all their keys (idle ones too); without it, no such cap. */
+  sockets?: SubscriptionQuota;
   /** Largest message accepted, in bytes; a larger frame is closed with 1009. @default 1 MiB */
   maxPayload?: number;
   /** Interval of keep-alive pings; a socket that does not answer one (with its payload) for as long is dropped. @default 12000 */
@@ -73,9 +74,6 @@ export interface WebSocketOptions {
 /** How long a closing server waits for a peer to answer its close frame before it cuts the socket. */
 const CLOSE_GRACE_MS = 1000;
 
-/** Past this much unsent data on a socket, shared results wait for the socket like any other message. */
-const SOCKET_HIGH_WATER = 256 * 1024;
-
 /** The message types a server receives; any other (well-formed) one is a protocol violation. */
 const SERVER_BOUND = new Set<string>([
   MessageType.ConnectionInit,
@@ -84,38 +82,6 @@ const SERVER_BOUND = new Set<string>([
   MessageType.Subscribe,
   MessageType.Complete,
 ]);
-
-/** A close reason fits in a control frame: 123 bytes. */
-function closeReason(reason: string): string {
-  return Buffer.byteLength(reason) <= 123
-    ? reason
-    : `${Buffer.from(reason)
-        .subarray(0, 120)
-        .toString()
-        .replace(/\uFFFD$/, '')}...`;
-}
-
-/**
- * One graphql-ws subscription's `next` messages, written straight to its
- * socket: the shared result's JSON (made once for all its subscribers) inside
- * the message graphql-ws itself would send. A socket that is behind refuses,
- * so that graphql-ws's own send, which waits for the write, paces it.
- */
-class WebSocketNextMessages implements ResultSink {
-  constructor(
-    private readonly socket: WebSocket,
-    private readonly id: string,
-    private readonly sent: () => void,
-  ) {}
-
-  write(result: ExecutionResult): boolean {
-    const { socket } = this;
-    if (socket.readyState !== WebSocket.OPEN || socket.bufferedAmount > SOCKET_HIGH_WATER) return false;
-    socket.send(`{"id":${JSON.stringify(this.id)},"type":"next","payload":${resultJson(result)}}`);
-    this.sent();
-    return true;
-  }
-}
 
 interface Extra {
   socket: WebSocket;
@@ -159,7 +125,7 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
     handleProtocols: (protocols) => handleProtocols(protocols),
   });
   /** Each authenticated socket's principal, kept current by the access watch. */
-  const connections = new WeakMap<object, { principal: Principal; watched?: WatchedConnection }>();
+  const connections = new WeakMap<object, { principal: Principal; watched?: WatchedConnection; release?: () => void }>();
   /**
    * Each socket's operations holding a place of their user's quota, by their subscribe message's payload
    * (one object per message: an id may be reused at once, before the old operation's completion runs).
@@ -199,7 +165,14 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
         watched?.close(); // it went away while authenticating
         return false;
       }
-      connections.set(ctx.extra, { principal: result.value, ...(watched ? { watched } : {}) });
+      // A socket holds one of its user's socket places while it is open, idle or not (4429 past them: no retry).
+      const release = options.sockets?.take(result.value.user.id);
+      if (options.sockets && !release) {
+        watched?.close();
+        socket.close(CloseCode.TooManyInitialisationRequests, closeReason(options.sockets.refusal));
+        return false;
+      }
+      connections.set(ctx.extra, { principal: result.value, ...(watched ? { watched } : {}), ...(release ? { release } : {}) });
       ctx.extra.access?.authenticated(services.auth.keyIdOf(credentials.authorization));
       // The upgrade request is not needed past authentication: let it go rather than keep it for the socket's life.
       ctx.extra.request = undefined;
@@ -365,6 +338,7 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
     socket.once('close', (code, reason) => {
       peer.stop();
       connections.get(extra)?.watched?.close();
+      connections.get(extra)?.release?.();
       for (const release of places.get(extra)?.values() ?? []) release();
       extra.operations.close();
       places.delete(extra);
