@@ -170,6 +170,10 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     // No capacity: the endpoint waits for it, and its only events are the ones this benchmark makes.
     CPU_SLOTS: '0',
     CONTROLLER_INTERVAL_MS: '500',
+    // Every subscriber is the admin's: the caps per user (500 subscriptions, 100 WebSockets) would refuse all but the
+    // first few hundred.
+    USER_MAX_SUBSCRIPTIONS: String(WS_TARGET + SSE_TARGET),
+    USER_MAX_WEBSOCKETS: String(WS_TARGET),
   };
   const gateway = runChild<unknown>(
     'gateway-child.ts',
