@@ -6,11 +6,10 @@
  * anything is downloaded or an engine started.
  */
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, expect, test } from 'vitest';
-import { startTestApp, TINY_REPO, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import { beforeAll, expect, test } from 'vitest';
+import { TINY_REPO, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import { startScriptedApp } from '../support/scripted-engine.js';
 
 let t: TestApp;
 let alice: SeededUser;
@@ -18,18 +17,13 @@ let dir: string;
 const started = () => existsSync(path.join(dir, 'started'));
 
 beforeAll(async () => {
-  dir = await mkdtemp(path.join(os.tmpdir(), 'given-limits-'));
   // An engine that records that it was started, then exits: this test's starts must not get that far.
-  const script = path.join(dir, 'engine.mjs');
-  await writeFile(script, `import { writeFileSync } from 'node:fs'; writeFileSync(process.argv[3] + '/started', ''); process.exit(3);`);
-  t = await startTestApp({ env: { ENGINE_COMMAND: `"${process.execPath}" "${script}" {port} "${dir}"` } });
+  const script = `import { writeFileSync } from 'node:fs'; writeFileSync(process.argv[3] + '/started', ''); process.exit(3);`;
+  ({ t, dir } = await startScriptedApp('given-limits', script));
   alice = await t.seed.user();
 }, 120_000);
 
-// The app, its database and its hub are stopped by the file's clean-ups (startTestApp).
-afterAll(async () => {
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+// The app, its database, its hub and the engine's directory are removed by the file's clean-ups (startScriptedApp).
 
 test('max_input_length above the placeholder, max_token_count left to the model: the start fails with what to change', async () => {
   const project = await alice.project('given-limits');

@@ -21,24 +21,27 @@ afterEach(async () => {
   }
 });
 
-test('a client that does not read holds the log back; when it leaves, the follow ends', async () => {
-  let pulled = 0;
-  let ended = false;
+/**
+ * A followed log of CHUNKS chunks, then nothing new (only the follow's end stops it), served by streamLog to a client
+ * that sends its request and then reads nothing. `pulled`: the chunks read from the log so far; `ended`: the log's
+ * reading has ended; `streaming`: the response's handling, once the request has come.
+ */
+async function followUnread(stallMs?: number) {
+  const state = { pulled: 0, ended: false, streaming: undefined as Promise<void> | undefined };
   const stop = new AbortController();
-  let streaming: Promise<void> | undefined;
   async function* log(): AsyncGenerator<string[]> {
     try {
       for (let i = 0; i < CHUNKS; i++) {
-        pulled++;
+        state.pulled++;
         yield chunkLines();
       }
-      // The log goes on, with nothing new: only the client's leaving ends the follow.
+      // The log goes on, with nothing new: only the client's leaving (or its cut) ends the follow.
       await new Promise((resolve) => stop.signal.addEventListener('abort', resolve, { once: true }));
     } finally {
-      ended = true;
+      state.ended = true;
     }
   }
-  const server = http.createServer((req, res) => void (streaming = streamLog(req, res, 'rep_1', log(), stop)));
+  const server = http.createServer((req, res) => void (state.streaming = streamLog(req, res, 'rep_1', log(), stop, stallMs)));
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const socket = net.connect((server.address() as AddressInfo).port, '127.0.0.1');
@@ -46,41 +49,29 @@ test('a client that does not read holds the log back; when it leaves, the follow
   // The request, then no read at all.
   socket.pause();
   socket.write('GET /logs?follow=true HTTP/1.1\r\nHost: x\r\n\r\n');
+  return { state, stop, socket };
+}
+
+test('a client that does not read holds the log back; when it leaves, the follow ends', async () => {
+  const { state, stop, socket } = await followUnread();
   await new Promise((resolve) => setTimeout(resolve, 1500));
   // What the kernel's buffers took (a few MiB on loopback), and one chunk waiting for them: not the whole log.
-  expect(pulled).toBeGreaterThan(0);
-  expect(pulled).toBeLessThan(CHUNKS / 2);
-  const held = pulled;
+  expect(state.pulled).toBeGreaterThan(0);
+  expect(state.pulled).toBeLessThan(CHUNKS / 2);
+  const held = state.pulled;
   await new Promise((resolve) => setTimeout(resolve, 500));
-  expect(pulled).toBe(held);
+  expect(state.pulled).toBe(held);
   // The client leaves: the follow's reading ends, and so does the response.
   socket.destroy();
-  await streaming;
+  await state.streaming;
   expect(stop.signal.aborted).toBe(true);
-  expect(ended).toBe(true);
+  expect(state.ended).toBe(true);
 });
 
 test('a client that takes nothing for the stall bound is cut: the follow ends and its place goes back, though the client never left', async () => {
-  let ended = false;
-  const stop = new AbortController();
-  let streaming: Promise<void> | undefined;
-  async function* log(): AsyncGenerator<string[]> {
-    try {
-      for (let i = 0; i < CHUNKS; i++) yield chunkLines();
-      await new Promise((resolve) => stop.signal.addEventListener('abort', resolve, { once: true }));
-    } finally {
-      ended = true;
-    }
-  }
-  const server = http.createServer((req, res) => void (streaming = streamLog(req, res, 'rep_1', log(), stop, 300)));
-  servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const socket = net.connect((server.address() as AddressInfo).port, '127.0.0.1');
-  await new Promise((resolve) => socket.once('connect', resolve));
-  socket.pause();
-  socket.write('GET /logs?follow=true HTTP/1.1\r\nHost: x\r\n\r\n');
+  const { state, stop, socket } = await followUnread(300);
   // Never read, never closed by the client: the gateway cuts it once its buffers have stayed full for 300 ms.
-  await streaming;
-  await expect.poll(() => streaming !== undefined && stop.signal.aborted && ended).toBe(true);
+  await expect.poll(() => state.streaming !== undefined && stop.signal.aborted && state.ended).toBe(true);
+  await state.streaming;
   socket.destroy();
 });

@@ -10,102 +10,67 @@
  * `BIG` streams about 60 MB at once; /tokenize answers after 1.5 s. It appends what it does to `engine.log` (its
  * port, then the line) and counts the /tokenize calls it runs at once.
  */
-import { readFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import { afterAll, beforeAll, expect, test } from 'vitest';
-import { startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
+import { beforeAll, expect, test } from 'vitest';
+import { waitFor, type SeededUser, type TestApp } from '../support/app.js';
 import { openSse } from '../support/live-clients.js';
-import { ANSWER_WHOLE_JS, CHUNK_JS } from '../support/scripted-engine.js';
+import { engineScript, singleSlotEndpoints, startScriptedApp } from '../support/scripted-engine.js';
 
-const ENGINE = `
-import http from 'node:http';
-import { appendFileSync } from 'node:fs';
-const [port, dir] = [Number(process.argv[2]), process.argv[3]];
-const note = (line) => appendFileSync(dir + '/engine.log', port + ' ' + line + '\\n');
-${CHUNK_JS}
-${ANSWER_WHOLE_JS}
-let active = 0;
+const ENGINE = engineScript(`
 let tokenizing = 0;
-http.createServer((req, res) => {
-  if (req.method === 'GET') return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', active, queued: 0 }));
-  let body = '';
-  req.on('data', (c) => (body += c));
-  req.on('end', () => {
-    const request = JSON.parse(body);
-    const text = JSON.stringify(request.messages ?? '');
-    if (req.url === '/tokenize') {
-      tokenizing++;
-      note('tokenize at once ' + tokenizing);
-      return setTimeout(() => {
-        tokenizing--;
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count: 10, tokens: [1, 2, 3], max_model_len: 4096, max_input_length: 64 }));
-      }, 1500);
-    }
-    if (text.includes('UNAVAILABLE')) {
-      return res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'The engine is shutting down', type: 'server_error', param: null, code: 'engine_shutting_down' } }));
-    }
-    active++;
-    res.on('close', () => active--);
-    if (request.stream) {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write('data: ' + chunk('hi') + '\\n\\n');
-      if (text.includes('HOLD')) return note('holding');
-      if (text.includes('SHUTDOWN')) {
-        res.write('data: {"error":{"message":"The engine is shutting down","type":"server_error","param":null,"code":"engine_shutting_down"}}\\n\\n');
-        return res.end('data: [DONE]\\n\\n');
-      }
-      if (text.includes('BIG')) {
-        const piece = 'data: ' + chunk('y'.repeat(2000)) + '\\n\\n';
-        for (let i = 0; i < 30000; i++) res.write(piece);
-        res.end('data: [DONE]\\n\\n');
-        return note('BIG written');
-      }
+const onRequest = (req, res, request, text) => {
+  if (req.url === '/tokenize') {
+    tokenizing++;
+    note('tokenize at once ' + tokenizing);
+    return setTimeout(() => {
+      tokenizing--;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count: 10, tokens: [1, 2, 3], max_model_len: 4096, max_input_length: 64 }));
+    }, 1500);
+  }
+  if (text.includes('UNAVAILABLE')) {
+    return res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'The engine is shutting down', type: 'server_error', param: null, code: 'engine_shutting_down' } }));
+  }
+  active++;
+  res.on('close', () => active--);
+  if (request.stream) {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('data: ' + chunk('hi') + '\\n\\n');
+    if (text.includes('HOLD')) return note('holding');
+    if (text.includes('SHUTDOWN')) {
+      res.write('data: {"error":{"message":"The engine is shutting down","type":"server_error","param":null,"code":"engine_shutting_down"}}\\n\\n');
       return res.end('data: [DONE]\\n\\n');
     }
-    answerWhole(res);
-  });
-}).listen(port, '127.0.0.1');
-process.on('SIGTERM', () => process.exit(0));
-`;
+    if (text.includes('BIG')) {
+      const piece = 'data: ' + chunk('y'.repeat(2000)) + '\\n\\n';
+      for (let i = 0; i < 30000; i++) res.write(piece);
+      res.end('data: [DONE]\\n\\n');
+      return note('BIG written');
+    }
+    return res.end('data: [DONE]\\n\\n');
+  }
+  answerWhole(res);
+};
+`);
 
 const STALL_MS = 1500;
-let dir: string;
 let t: TestApp;
+let engineLog: () => Promise<string>;
 let alice: SeededUser;
 /** Another key of alice's: admission shares slots fairly between keys. */
 let otherKey: string;
 let endpoints: string[] = [];
 
 beforeAll(async () => {
-  dir = await mkdtemp(path.join(os.tmpdir(), 'hostile-clients-'));
-  await writeFile(path.join(dir, 'engine.log'), '');
-  const script = path.join(dir, 'engine.mjs');
-  await writeFile(script, ENGINE);
-  t = await startTestApp({
-    env: {
-      ENGINE_COMMAND: `"${process.execPath}" "${script}" {port} "${dir}"`,
-      QUEUE_TIMEOUT_MS: '6000',
-      STREAM_STALL_TIMEOUT_MS: String(STALL_MS),
-    },
-  });
+  ({ t, engineLog } = await startScriptedApp('hostile-clients', ENGINE, {
+    QUEUE_TIMEOUT_MS: '6000',
+    STREAM_STALL_TIMEOUT_MS: String(STALL_MS),
+  }));
   alice = await t.seed.user();
   const key = await t.app.services.identity.createApiKey('system', { name: 'second', user: alice.user.id });
   if (key.type === 'error') throw new Error(key.error.message);
   otherKey = key.value.secret;
-  const project = await alice.project('hostile');
-  const spec = { hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } };
-  const advanced = { max_batch_size: 1, max_token_count: 4096, max_input_length: 64 };
-  endpoints = await Promise.all([0, 1, 2, 3].map(() => project.endpoint({ ...spec, advanced })));
-  for (const id of endpoints) await waitForStatus(t.sql, id, 'RUNNING', 60_000);
+  endpoints = await singleSlotEndpoints(t, alice, 'hostile', 4);
 }, 120_000);
-
-afterAll(async () => {
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
-
-const engineLog = async () => readFile(path.join(dir, 'engine.log'), 'utf8');
 
 const chat = (id: string, key: string, content: string, extra: Record<string, unknown> = {}, signal?: AbortSignal) =>
   fetch(`${t.url}/dedicated/v1/chat/completions`, {

@@ -3,37 +3,10 @@
  * blank line ends them (`\n\n`, or `\r\n\r\n` as sse-starlette servers send),
  * however the chunks cut them, and measures the answer on the way.
  */
-import { PassThrough, Writable } from 'node:stream';
 import { expect, test } from 'vitest';
-import type { RoutedRequest } from '../../src/router/dispatch.js';
 import { CUT_EVENTS } from '../../src/http/rest/chat-errors.js';
 import { collectBody, pipeStream, relayStream, UpstreamCutError } from '../../src/router/relay.js';
-
-type Outcome = Parameters<RoutedRequest['finish']>[0];
-
-function routed(includeUsage: boolean) {
-  const upstream = new PassThrough();
-  const outcomes: Outcome[] = [];
-  const request = {
-    upstream: { status: 200, contentType: 'text/event-stream', body: upstream },
-    request: { stream: true, includeUsage },
-    startedAt: performance.now(),
-    queuedMs: 0,
-    finish: (outcome: Outcome) => outcomes.push(outcome),
-  } as unknown as RoutedRequest;
-  return { upstream, request, outcomes };
-}
-
-function sink() {
-  const chunks: Buffer[] = [];
-  const out = new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      chunks.push(chunk);
-      callback();
-    },
-  });
-  return { out, text: () => Buffer.concat(chunks).toString('utf8') };
-}
+import { routedToStandIn, sink } from '../support/relay-stand-in.js';
 
 const chunk = (content: string | null, finish: string | null = null) =>
   `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":${content === null ? '{}' : JSON.stringify({ content })},"finish_reason":${finish ? `"${finish}"` : 'null'}}],"usage":null}`;
@@ -45,7 +18,7 @@ for (const [name, end] of [
   ['CRLF', '\r\n\r\n'],
 ] as const) {
   test(`events ended by ${name}, cut anywhere: passed through as they are, less the usage event the client did not ask for`, async () => {
-    const { upstream, request, outcomes } = routed(false);
+    const { upstream, request, outcomes } = routedToStandIn();
     const { out, text } = sink();
     const events = [chunk(''), chunk('Hé'), chunk('llo'), chunk(null, 'stop'), usage, 'data: [DONE]'];
     const body = events.map((e) => e + end).join('');
@@ -73,7 +46,7 @@ for (const [name, end] of [
 }
 
 test('a usage event the client asked for passes; a last event without its blank line is delivered (with one) and counted', async () => {
-  const { upstream, request, outcomes } = routed(true);
+  const { upstream, request, outcomes } = routedToStandIn({ includeUsage: true });
   const { out, text } = sink();
   const body = `${chunk('a')}\n\n${chunk(null, 'length')}\n\n${usage}\n\ndata: [DONE]\n`;
   const piping = pipeStream(request, out, CUT_EVENTS);
@@ -84,7 +57,7 @@ test('a usage event the client asked for passes; a last event without its blank 
 });
 
 test('an event cut short at the end, or one that is not JSON, is passed on without breaking the relay', async () => {
-  const { upstream, request, outcomes } = routed(true);
+  const { upstream, request, outcomes } = routedToStandIn({ includeUsage: true });
   const { out, text } = sink();
   const piping = pipeStream(request, out, CUT_EVENTS);
   upstream.write(`${chunk('a')}\r\n\r\ndata: {"usage": {broken\r\n\r\n`);
@@ -95,7 +68,7 @@ test('an event cut short at the end, or one that is not JSON, is passed on witho
 });
 
 test("an answer the replica ends before [DONE] ends with an error event in OpenAI's shape and [DONE], and is recorded as cut", async () => {
-  const { upstream, request, outcomes } = routed(false);
+  const { upstream, request, outcomes } = routedToStandIn();
   const { out, text } = sink();
   const piping = pipeStream(request, out, CUT_EVENTS);
   upstream.end(`${chunk('a')}\n\n`);
@@ -114,7 +87,7 @@ test("an answer the replica ends before [DONE] ends with an error event in OpenA
 });
 
 test('a broken upstream connection (an error, not an end) is a cut too; a client that left is not', async () => {
-  const broken = routed(false);
+  const broken = routedToStandIn();
   const a = sink();
   const piping = pipeStream(broken.request, a.out, CUT_EVENTS);
   broken.upstream.write(`${chunk('a')}\n\n`);
@@ -124,7 +97,7 @@ test('a broken upstream connection (an error, not an end) is a cut too; a client
   expect(a.text()).toBe(`${chunk('a')}\n\n${CUT_EVENTS}`);
   expect(broken.outcomes[0]).toMatchObject({ cancelled: true, errorCode: 'upstream_disconnected' });
 
-  const left = routed(false);
+  const left = routedToStandIn();
   const b = sink();
   const leaving = pipeStream(left.request, b.out, CUT_EVENTS);
   left.upstream.write(`${chunk('a')}\n\n`);
@@ -136,7 +109,7 @@ test('a broken upstream connection (an error, not an end) is a cut too; a client
 });
 
 test('the GraphQL relay throws UpstreamCutError for an answer cut before [DONE], after what came', async () => {
-  const { upstream, request, outcomes } = routed(false);
+  const { upstream, request, outcomes } = routedToStandIn();
   const payloads: string[] = [];
   const reading = (async () => {
     for await (const data of relayStream(request)) payloads.push(data);
@@ -148,7 +121,7 @@ test('the GraphQL relay throws UpstreamCutError for an answer cut before [DONE],
 });
 
 test('the GraphQL relay reads the same framings into payloads', async () => {
-  const { upstream, request } = routed(false);
+  const { upstream, request } = routedToStandIn();
   const reading = (async () => {
     const payloads: string[] = [];
     for await (const data of relayStream(request)) payloads.push(data);
@@ -160,14 +133,14 @@ test('the GraphQL relay reads the same framings into payloads', async () => {
 });
 
 test('a non-streamed body broken off by the replica throws UpstreamCutError (502 on the chat route); a client abort does not', async () => {
-  const broken = routed(false);
+  const broken = routedToStandIn();
   const reading = collectBody(broken.request);
   broken.upstream.write('{"id":"c1","choi');
   broken.upstream.destroy(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
   await expect(reading).rejects.toBeInstanceOf(UpstreamCutError);
   expect(broken.outcomes[0]).toMatchObject({ cancelled: true, errorCode: 'upstream_disconnected' });
 
-  const aborted = routed(false);
+  const aborted = routedToStandIn();
   const leaving = collectBody(aborted.request);
   aborted.upstream.destroy(Object.assign(new Error('This operation was aborted'), { name: 'AbortError' }));
   await expect(leaving).rejects.toMatchObject({ name: 'AbortError' });
@@ -175,7 +148,7 @@ test('a non-streamed body broken off by the replica throws UpstreamCutError (502
 });
 
 test('an answer that only calls tools has its time to first token at the chunk with the calls', async () => {
-  const { upstream, request, outcomes } = routed(false);
+  const { upstream, request, outcomes } = routedToStandIn();
   const { out } = sink();
   const calls =
     'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":null}]}';

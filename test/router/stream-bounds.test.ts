@@ -5,40 +5,12 @@
  * body) over the bound is cut and recorded as upstream_invalid; a replica silent past the idle bound once the first
  * token came is cut, and its silence before the first token (a long prefill) is not bounded.
  */
-import { PassThrough, Writable } from 'node:stream';
 import { afterEach, expect, test, vi } from 'vitest';
-import type { RoutedRequest } from '../../src/router/dispatch.js';
 import { CUT_EVENTS } from '../../src/http/rest/chat-errors.js';
 import { collectBody, pipeStream, relayStream, UpstreamCutError } from '../../src/router/relay.js';
 import { answerBytesLimit } from '../../src/router/answer-bounds.js';
 import { SseParser } from '../../src/router/sse.js';
-
-type Outcome = Parameters<RoutedRequest['finish']>[0];
-
-function routed(bounds: { maxAnswerBytes?: number; idleTimeoutMs?: number } = {}, status = 200) {
-  const upstream = new PassThrough();
-  const outcomes: Outcome[] = [];
-  const request = {
-    upstream: { status, contentType: 'text/event-stream', body: upstream },
-    request: { stream: true, includeUsage: false },
-    startedAt: performance.now(),
-    queuedMs: 0,
-    finish: (outcome: Outcome) => outcomes.push(outcome),
-    ...bounds,
-  } as unknown as RoutedRequest;
-  return { upstream, request, outcomes };
-}
-
-function sink() {
-  const chunks: Buffer[] = [];
-  const out = new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      chunks.push(chunk);
-      callback();
-    },
-  });
-  return { out, text: () => Buffer.concat(chunks).toString('utf8') };
-}
+import { routedToStandIn, sink } from '../support/relay-stand-in.js';
 
 const chunk = (content: string) =>
   `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":${JSON.stringify({ content })},"finish_reason":null}]}`;
@@ -68,7 +40,7 @@ test('the parser finds the same events however the chunks cut them (LF and CRLF,
 });
 
 test('an event that never ends costs its length once, not once per chunk (the bytes copied are counted)', async () => {
-  const { upstream, request, outcomes } = routed();
+  const { upstream, request, outcomes } = routedToStandIn();
   const { out, text } = sink();
   const piping = pipeStream(request, out, CUT_EVENTS);
   await tick();
@@ -91,7 +63,7 @@ test('an event that never ends costs its length once, not once per chunk (the by
 });
 
 test('an event longer than the bound is cut with the cut events (REST) and recorded as upstream_invalid, 502', async () => {
-  const { upstream, request, outcomes } = routed({ maxAnswerBytes: 64 * 1024 });
+  const { upstream, request, outcomes } = routedToStandIn({ maxAnswerBytes: 64 * 1024 });
   const { out, text } = sink();
   const piping = pipeStream(request, out, CUT_EVENTS);
   upstream.write(`${chunk('hi')}\n\n`);
@@ -108,7 +80,7 @@ test('an event longer than the bound is cut with the cut events (REST) and recor
 });
 
 test('the GraphQL relay cuts an event longer than the bound too (UpstreamCutError), recorded as upstream_invalid', async () => {
-  const { upstream, request, outcomes } = routed({ maxAnswerBytes: 64 * 1024 });
+  const { upstream, request, outcomes } = routedToStandIn({ maxAnswerBytes: 64 * 1024 });
   const payloads: string[] = [];
   const reading = expect(
     (async () => {
@@ -128,7 +100,7 @@ test('the GraphQL relay cuts an event longer than the bound too (UpstreamCutErro
 });
 
 test("an engine's error event then [DONE] is recorded as the engine's error (502), passed through as it is (REST)", async () => {
-  const { upstream, request, outcomes } = routed();
+  const { upstream, request, outcomes } = routedToStandIn();
   const { out, text } = sink();
   const piping = pipeStream(request, out, CUT_EVENTS);
   const body = `${chunk('hi')}\n\n${ERROR_EVENT}\n\ndata: [DONE]\n\n`;
@@ -138,7 +110,7 @@ test("an engine's error event then [DONE] is recorded as the engine's error (502
   expect(outcomes).toEqual([expect.objectContaining({ cancelled: false, errorCode: 'generation_failed', httpStatus: 502 })]);
 
   // One without a code of its own, and one with whitespace (a Python engine's json.dumps): upstream_error.
-  const other = routed();
+  const other = routedToStandIn();
   const piped = pipeStream(other.request, sink().out, CUT_EVENTS);
   other.upstream.end(`${chunk('hi')}\n\ndata: {"error": {"message": "no", "code": 400}}\n\ndata: [DONE]\n\n`);
   await piped;
@@ -146,7 +118,7 @@ test("an engine's error event then [DONE] is recorded as the engine's error (502
 });
 
 test("the GraphQL relay records the engine's error event the same, its consumer ending at it (not a client's cancel)", async () => {
-  const { upstream, request, outcomes } = routed();
+  const { upstream, request, outcomes } = routedToStandIn();
   upstream.end(`${chunk('hi')}\n\n${ERROR_EVENT}\n\ndata: [DONE]\n\n`);
   // As the chatCompletion subscription does: the error event ends the stream with the engine's error.
   for await (const data of relayStream(request)) if (data.startsWith('{"error"')) break;
@@ -155,7 +127,7 @@ test("the GraphQL relay records the engine's error event the same, its consumer 
 
 test('a non-streamed answer, or error body, over the bound is cut: upstream_invalid, recorded with 502', async () => {
   for (const status of [200, 500]) {
-    const { upstream, request, outcomes } = routed({ maxAnswerBytes: 64 * 1024 }, status);
+    const { upstream, request, outcomes } = routedToStandIn({ maxAnswerBytes: 64 * 1024, status });
     const reading = expect(collectBody(request)).rejects.toMatchObject({ name: 'UpstreamCutError', code: 'upstream_invalid' });
     upstream.write('{"id":"c1","choices":[{"message":{"content":"');
     for (let i = 0; i < 64 && !upstream.destroyed; i++) {
@@ -178,7 +150,7 @@ test('the bound follows the request: max_tokens, else the version max_token_coun
 
 test('a replica silent past the idle bound once the first token came is cut (REST); before it, not bounded', async () => {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
-  const { upstream, request, outcomes } = routed({ idleTimeoutMs: 1000 });
+  const { upstream, request, outcomes } = routedToStandIn({ idleTimeoutMs: 1000 });
   const { out, text } = sink();
   let ended = false;
   const piping = pipeStream(request, out, CUT_EVENTS).then(() => (ended = true));
@@ -205,7 +177,7 @@ test('a replica silent past the idle bound once the first token came is cut (RES
 
 test('the GraphQL relay cuts a silent replica too; a whole answer whose body stops is cut as well', async () => {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
-  const streamed = routed({ idleTimeoutMs: 1000 });
+  const streamed = routedToStandIn({ idleTimeoutMs: 1000 });
   const reading = (async () => {
     for await (const data of relayStream(streamed.request)) void data;
   })();
@@ -216,7 +188,7 @@ test('the GraphQL relay cuts a silent replica too; a whole answer whose body sto
   await failed;
   expect(streamed.outcomes).toEqual([expect.objectContaining({ errorCode: 'upstream_disconnected' })]);
 
-  const whole = routed({ idleTimeoutMs: 1000 });
+  const whole = routedToStandIn({ idleTimeoutMs: 1000 });
   const collecting = expect(collectBody(whole.request)).rejects.toMatchObject({ code: 'upstream_disconnected' });
   whole.upstream.write('{"id":"c1","choi');
   await tick();

@@ -10,99 +10,69 @@
  * its blank line; `HUGE` answers 8 MiB of JSON, `HUGEERR` an 8 MiB error body; `STALL` streams a token and then
  * nothing. It appends what it does to `engine.log`.
  */
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { afterAll, beforeAll, expect, test } from 'vitest';
-import { startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
-import { ANSWER_WHOLE_JS, CHUNK_JS } from '../support/scripted-engine.js';
+import { beforeAll, expect, test } from 'vitest';
+import { waitFor, type SeededUser, type TestApp } from '../support/app.js';
+import { engineScript, singleSlotEndpoints, startScriptedApp } from '../support/scripted-engine.js';
 
-const ENGINE = `
-import http from 'node:http';
-import { appendFileSync, existsSync } from 'node:fs';
-const [port, dir] = [Number(process.argv[2]), process.argv[3]];
-const note = (line) => appendFileSync(dir + '/engine.log', port + ' ' + line + '\\n');
-${CHUNK_JS}
-${ANSWER_WHOLE_JS}
+const ENGINE = engineScript(`
 const pump = (res, piece, count, then) => {
   let n = 0;
   const more = () => { while (n < count) { n++; if (!res.write(piece)) return res.once('drain', more); } then(); };
   res.on('close', () => (n = count));
   more();
 };
-http.createServer((req, res) => {
-  if (req.method === 'GET') return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', active: 0, queued: 0 }));
-  let body = '';
-  req.on('data', (c) => (body += c));
-  req.on('end', () => {
-    const request = JSON.parse(body);
-    const text = JSON.stringify(request.messages ?? '');
-    if (text.includes('UNAVAIL')) {
-      note('unavail received');
-      const answer = () => existsSync(dir + '/release-503')
-        ? res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'stopping', type: 'server_error', param: null, code: 'engine_shutting_down' } }))
-        : setTimeout(answer, 20);
-      return answer();
-    }
-    if (request.stream) {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write('data: ' + chunk('hi') + '\\n\\n');
-      if (text.includes('ERRAFTER')) {
-        res.write('data: {"error":{"message":"The generation failed","type":"server_error","param":null,"code":"generation_failed"}}\\n\\n');
-        return res.end('data: [DONE]\\n\\n');
-      }
-      if (text.includes('NOBLANK')) {
-        res.write('data: {"id":"c","choices":[{"delta":{"content":"');
-        return pump(res, 'y'.repeat(64 * 1024), 64, () => res.end());
-      }
-      if (text.includes('STALL')) {
-        note('stalling');
-        return res.on('close', () => note('stall closed'));
-      }
+const onRequest = (req, res, request, text) => {
+  if (text.includes('UNAVAIL')) {
+    note('unavail received');
+    const answer = () => existsSync(dir + '/release-503')
+      ? res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'stopping', type: 'server_error', param: null, code: 'engine_shutting_down' } }))
+      : setTimeout(answer, 20);
+    return answer();
+  }
+  if (request.stream) {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('data: ' + chunk('hi') + '\\n\\n');
+    if (text.includes('ERRAFTER')) {
+      res.write('data: {"error":{"message":"The generation failed","type":"server_error","param":null,"code":"generation_failed"}}\\n\\n');
       return res.end('data: [DONE]\\n\\n');
     }
-    if (text.includes('HUGE')) {
-      res.writeHead(text.includes('HUGEERR') ? 500 : 200, { 'content-type': 'application/json' });
-      res.write('{"error":{"message":"');
-      return pump(res, 'z'.repeat(64 * 1024), 128, () => res.end('"}}'));
+    if (text.includes('NOBLANK')) {
+      res.write('data: {"id":"c","choices":[{"delta":{"content":"');
+      return pump(res, 'y'.repeat(64 * 1024), 64, () => res.end());
     }
-    answerWhole(res);
-  });
-}).listen(port, '127.0.0.1');
-process.on('SIGTERM', () => process.exit(0));
-`;
+    if (text.includes('STALL')) {
+      note('stalling');
+      return res.on('close', () => note('stall closed'));
+    }
+    return res.end('data: [DONE]\\n\\n');
+  }
+  if (text.includes('HUGE')) {
+    res.writeHead(text.includes('HUGEERR') ? 500 : 200, { 'content-type': 'application/json' });
+    res.write('{"error":{"message":"');
+    return pump(res, 'z'.repeat(64 * 1024), 128, () => res.end('"}}'));
+  }
+  answerWhole(res);
+};
+`);
 
 const IDLE_MS = 1000;
-let dir: string;
 let t: TestApp;
+let dir: string;
+let engineLog: () => Promise<string>;
 let alice: SeededUser;
 let endpoints: string[] = [];
 
 beforeAll(async () => {
-  dir = await mkdtemp(path.join(os.tmpdir(), 'stream-faults-'));
-  await writeFile(path.join(dir, 'engine.log'), '');
-  const script = path.join(dir, 'engine.mjs');
-  await writeFile(script, ENGINE);
-  t = await startTestApp({
-    env: {
-      ENGINE_COMMAND: `"${process.execPath}" "${script}" {port} "${dir}"`,
-      QUEUE_TIMEOUT_MS: '3000',
-      ENGINE_IDLE_TIMEOUT_MS: String(IDLE_MS),
-    },
-  });
+  ({ t, dir, engineLog } = await startScriptedApp('stream-faults', ENGINE, {
+    QUEUE_TIMEOUT_MS: '3000',
+    ENGINE_IDLE_TIMEOUT_MS: String(IDLE_MS),
+  }));
   alice = await t.seed.user();
-  const project = await alice.project('faults');
-  const spec = { hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } };
-  const advanced = { max_batch_size: 1, max_token_count: 4096, max_input_length: 64 };
-  endpoints = await Promise.all([0, 1, 2].map(() => project.endpoint({ ...spec, advanced })));
-  for (const id of endpoints) await waitForStatus(t.sql, id, 'RUNNING', 60_000);
+  endpoints = await singleSlotEndpoints(t, alice, 'faults', 3);
 }, 120_000);
 
-afterAll(async () => {
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
-
-const engineLog = async () => readFile(path.join(dir, 'engine.log'), 'utf8');
 const chat = (id: string, content: string, extra: Record<string, unknown> = {}) =>
   fetch(`${t.url}/dedicated/v1/chat/completions`, {
     method: 'POST',

@@ -85,6 +85,28 @@ async function chat(endpointId: string) {
   });
 }
 
+/** Waits until one of the endpoint's pods shows its image pull failing (`reasons`: the kubelet's reasons that count). */
+const pullFailing = (endpointId: string, reasons = 'ErrImagePull|ImagePullBackOff', timeoutMs?: number) =>
+  waitFor(
+    'the pull failing',
+    async () =>
+      livePodsOf(endpointId).some((p) =>
+        JSON.stringify((p as { status?: unknown }).status ?? {}).match(new RegExp(`"reason":"(${reasons})"`)),
+      ),
+    timeoutMs,
+  );
+
+/** The endpoint answers a chat; then it is deleted, and its pods go (the owner reference's garbage collection). */
+async function servesThenDeleted(endpointId: string) {
+  expect((await chat(endpointId)).status).toBe(200);
+  await deleteAndWaitGone(endpointId);
+}
+
+async function deleteAndWaitGone(endpointId: string) {
+  expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${endpointId}`)).status).toBe(200);
+  await waitFor('the deleted endpoint’s pods to be gone', async () => podsOf(endpointId).length === 0, 60_000);
+}
+
 describe('an endpoint on Kubernetes', () => {
   let id: string;
 
@@ -201,11 +223,7 @@ describe('updates, scale and failures on Kubernetes', () => {
     let id: string;
     try {
       id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
-      await waitFor('the pull failing', async () =>
-        livePodsOf(id).some((p) =>
-          JSON.stringify((p as { status?: unknown }).status ?? {}).match(/"reason":"(ErrImagePull|ImagePullBackOff)"/),
-        ),
-      );
+      await pullFailing(id);
       // Before, the first ErrImagePull failed the endpoint; now the kubelet's retries get the deadline (8 s here).
       await new Promise((resolve) => setTimeout(resolve, 1500));
       expect((await statusOf(t.sql, id)).status).toBe('INITIALIZING');
@@ -226,11 +244,7 @@ describe('updates, scale and failures on Kubernetes', () => {
       await waitFor('the pod scheduled', async () => livePodsOf(id).some((p) => (p as { spec?: { nodeName?: string } }).spec?.nodeName));
       await new Promise((resolve) => setTimeout(resolve, 6000));
       kube.setImagePullFailure('dedicated-endpoints:test', true);
-      await waitFor(
-        'the pull failing',
-        async () => livePodsOf(id).some((p) => JSON.stringify((p as { status?: unknown }).status ?? {}).match(/"reason":"ErrImagePull"/)),
-        30_000,
-      );
+      await pullFailing(id, 'ErrImagePull', 30_000);
       // The deadline counts from the first failure, not from when the pull began: the kubelet's retries get it whole.
       await new Promise((resolve) => setTimeout(resolve, 1500));
       expect((await statusOf(t.sql, id)).status).toBe('INITIALIZING');
@@ -342,9 +356,7 @@ describe('a GPU pool that scales from zero', () => {
     kube.addNode({ name: 'gpu-a100', gpus: 1, labels: { 'nvidia.com/gpu.product': 'NVIDIA-A100-SXM4-80GB' } });
     await waitForStatus(t.sql, id, 'RUNNING', 90_000);
     expect(livePodsOf(id).map((p) => p.metadata.name)).toEqual([pod!.metadata.name]);
-    expect((await chat(id)).status).toBe(200);
-    expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
-    await waitFor('the deleted endpoint’s pods to be gone', async () => podsOf(id).length === 0, 60_000);
+    await servesThenDeleted(id);
   }, 180_000);
 });
 
@@ -408,9 +420,7 @@ describe('a scale-out on a full cluster', () => {
       90_000,
     );
     expect(podsOf(id).map((p) => p.metadata.name)).toContain(next.metadata.name);
-    expect((await chat(id)).status).toBe(200);
-    expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
-    await waitFor('the deleted endpoint’s pods to be gone', async () => podsOf(id).length === 0, 60_000);
+    await servesThenDeleted(id);
   }, 180_000);
 });
 
@@ -453,8 +463,7 @@ describe('a scale-out on a full cluster, wanted no more', () => {
     expect(state).toBe('STOPPED');
     await waitFor('one replica wanted', async () => (await statusOf(t.sql, id)).desired === 1);
     expect((await liveReplicaRows(t.sql, id)).map((r) => r.id)).toEqual([first!.id]);
-    expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
-    await waitFor('the deleted endpoint’s pods to be gone', async () => podsOf(id).length === 0, 60_000);
+    await deleteAndWaitGone(id);
   }, 180_000);
 });
 
@@ -480,9 +489,7 @@ describe('orphans while the gateway runs', () => {
     await createOrphanPod('rep_late_orphan');
     await waitFor('the late orphan to be deleted', async () => kube.pod(NS, 'rep-late-orphan') === undefined, 30_000);
     expect(livePodsOf(id).map((p) => (p.metadata as { uid: string }).uid)).toEqual(podsBefore);
-    expect((await chat(id)).status).toBe(200);
-    expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
-    await waitFor('the deleted endpoint’s pods to be gone', async () => podsOf(id).length === 0, 60_000);
+    await servesThenDeleted(id);
   }, 180_000);
 });
 
