@@ -10,7 +10,7 @@
  */
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
-import type { EngineHealth, Runtime } from '../runtime/runtime.js';
+import { RuntimeUnavailableError, type EngineHealth, type ReplicaRef, type Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { KEEP_DESIRED } from '../storage/endpoints-repository.js';
 import { failuresSince } from '../storage/replicas-repository.js';
@@ -100,6 +100,19 @@ export class CrashWatch {
       }
       const abandoned = (replica.state === 'STARTING' && !this.isStarting(replica.id)) || replica.state === 'DRAINING';
       if (abandoned) {
+        // Placed, though its row never recorded where (the write after its placement failed): followed where it runs.
+        if (replica.state === 'STARTING' && replica.locator === null) {
+          const placed = await this.placedUnrecorded(endpoint, replica);
+          if (placed === 'unknown') {
+            live.push(replica); // the runtime's control plane cannot be reached: nothing is done to it
+            continue;
+          }
+          if (placed !== undefined) {
+            if (placed !== 'stopped') live.push(placed);
+            this.unknownSince.delete(replica.id);
+            continue;
+          }
+        }
         const liveness = this.runtime.liveness(ref);
         let lastError = 'abandoned by a gateway that stopped';
         if (liveness.kind === 'unknown') {
@@ -198,6 +211,36 @@ export class CrashWatch {
       return 'failed';
     }
     return live;
+  }
+
+  /**
+   * A starting replica whose row records no locator that the runtime finds placed (Runtime.adopt): the write after its
+   * placement failed (a database outage, a connection broken) or its gateway stopped between the two. One the
+   * endpoint still wants is recorded where it runs, and its start followed (answered, for the pass); else it is stopped
+   * (`'stopped'`). Never stopped unseen and placed again. `'unknown'`: the runtime's control plane could not be
+   * reached (it is left as it is); undefined: none found, or the runtime cannot look (the caller judges it).
+   */
+  private async placedUnrecorded(
+    endpoint: EndpointRecord,
+    replica: ReplicaRecord,
+  ): Promise<ReplicaRecord | 'stopped' | 'unknown' | undefined> {
+    let found: ReplicaRef | undefined;
+    try {
+      found = await this.runtime.adopt?.({ ...refOf(replica), endpointId: replica.endpointId });
+    } catch (error) {
+      if (error instanceof RuntimeUnavailableError) return 'unknown';
+      this.log(`replica ${replica.id} of ${endpoint.id}: looking for its placement failed`, error);
+    }
+    if (!found?.locator) return undefined;
+    const recorded: ReplicaRecord = { ...replica, locator: found.locator, address: found.address, token: found.token ?? replica.token };
+    if (resumable(endpoint, recorded)) {
+      this.log(`replica ${replica.id} of ${endpoint.id} runs (${found.locator}) but its row recorded no placement: recorded, and followed`);
+      const move = { state: 'STARTING' as const, locator: found.locator, ...(found.token ? { token: found.token } : {}) };
+      if (await this.batches.markReplica(replica.id, move)) return recorded;
+    } else await this.batches.markReplica(replica.id, { state: 'STOPPED', lastError: 'abandoned by a gateway that stopped' });
+    // No longer wanted (or its row ended meanwhile): what was placed goes.
+    await this.runtime.stop(found, 0);
+    return 'stopped';
   }
 
   /** Serving replicas whose engine, alive, has answered no health check for the policy's hangMs. */

@@ -244,6 +244,17 @@ export interface Runtime {
    */
   ensure(launch: ReplicaLaunch | PendingLaunch): Promise<ReplicaRef>;
   /**
+   * A starting replica whose row records no locator, though this runtime may have placed it: `ensure` answered and
+   * the write of its answer failed (the database away for a moment, a connection broken), or the gateway stopped
+   * between the two. Answers the replica as `ensure` did (its locator, its engine's token) when this runtime finds it
+   * placed, from its own state (the Kubernetes runtime: its Pod in the informer's cache, by its deterministic name or
+   * its replica label, never a list), so that the controller records it and follows its start rather than stopping it
+   * unseen and placing another. Undefined when it finds none: never placed, gone, being deleted, or not known yet (a
+   * cache not synced). Throws RuntimeUnavailableError when its control plane cannot be reached. Absent: the runtime
+   * finds no replica by its id alone (the local runtime).
+   */
+  adopt?(ref: ReplicaRef & { endpointId: string }): Promise<ReplicaRef | undefined>;
+  /**
    * What the runtime sees of a placed replica now, from its own state (an informer's cache, the processes it
    * follows): no call to anything. A replica placed by another process (a gateway that stopped) is followed from
    * its first observation.

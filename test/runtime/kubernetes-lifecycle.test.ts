@@ -96,6 +96,27 @@ const pullFailing = (endpointId: string, reasons = 'ErrImagePull|ImagePullBackOf
     timeoutMs,
   );
 
+/**
+ * An endpoint whose image pull fails for a while (`failing` waits until it does; the failure is ended here): the kubelet's
+ * retries get the pull deadline (8 s here), counted from the first failure, so the endpoint still waits in its phase
+ * 1.5 s later; once the registry is back it serves, with no error code.
+ */
+async function servesAfterPullFailures(failing: (id: string) => Promise<unknown>) {
+  let id: string;
+  try {
+    id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+    await failing(id);
+    // Before, the first ErrImagePull failed the endpoint.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect((await statusOf(t.sql, id)).status).toBe('INITIALIZING');
+  } finally {
+    kube.setImagePullFailure('dedicated-endpoints:test', false);
+  }
+  const running = await waitForStatus(t.sql, id, 'RUNNING', 90_000);
+  expect(running.errorCode).toBeNull();
+  await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+}
+
 /** The endpoint answers a chat; then it is deleted, and its pods go (the owner reference's garbage collection). */
 async function servesThenDeleted(endpointId: string) {
   expect((await chat(endpointId)).status).toBe(200);
@@ -219,41 +240,20 @@ describe('updates, scale and failures on Kubernetes', () => {
   }, 180_000);
 
   test('an image pull that fails for a while (a registry’s outage) is retried: the endpoint waits in its phase, then serves', async () => {
+    // Failing from the pod's first pull.
     kube.setImagePullFailure('dedicated-endpoints:test', true);
-    let id: string;
-    try {
-      id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
-      await pullFailing(id);
-      // Before, the first ErrImagePull failed the endpoint; now the kubelet's retries get the deadline (8 s here).
-      await new Promise((resolve) => setTimeout(resolve, 1500));
-      expect((await statusOf(t.sql, id)).status).toBe('INITIALIZING');
-    } finally {
-      kube.setImagePullFailure('dedicated-endpoints:test', false);
-    }
-    const running = await waitForStatus(t.sql, id, 'RUNNING', 90_000);
-    expect(running.errorCode).toBeNull();
-    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+    await servesAfterPullFailures((id) => pullFailing(id));
   }, 120_000);
 
   test('a pull that took longer than the deadline, then fails for a while, gets the deadline’s retries: the endpoint then serves', async () => {
     // A large image: its pull takes 12 s, past the deadline (8 s here), and fails at its end (the registry went away).
     kube.setImagePullDelay('dedicated-endpoints:test', 12_000);
-    let id: string;
-    try {
-      id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
+    await servesAfterPullFailures(async (id) => {
       await waitFor('the pod scheduled', async () => livePodsOf(id).some((p) => (p as { spec?: { nodeName?: string } }).spec?.nodeName));
       await new Promise((resolve) => setTimeout(resolve, 6000));
       kube.setImagePullFailure('dedicated-endpoints:test', true);
       await pullFailing(id, 'ErrImagePull', 30_000);
-      // The deadline counts from the first failure, not from when the pull began: the kubelet's retries get it whole.
-      await new Promise((resolve) => setTimeout(resolve, 1500));
-      expect((await statusOf(t.sql, id)).status).toBe('INITIALIZING');
-    } finally {
-      kube.setImagePullFailure('dedicated-endpoints:test', false);
-    }
-    const running = await waitForStatus(t.sql, id, 'RUNNING', 90_000);
-    expect(running.errorCode).toBeNull();
-    await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`);
+    });
   }, 150_000);
 
   test('an image that cannot be pulled fails the endpoint with WORKLOAD_INIT_SETTINGS_ERROR and the kubelet’s reason', async () => {

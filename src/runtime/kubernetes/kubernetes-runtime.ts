@@ -220,6 +220,24 @@ export class KubernetesRuntime implements Runtime {
   }
 
   /**
+   * The replica's pod, when it exists and is not being deleted (see Runtime.adopt): in the informer's cache by its
+   * name or its replica label, or created here a moment ago (its watch event not in yet); with its endpoint's token
+   * (the Secret, read once per gateway).
+   */
+  async adopt(ref: ReplicaRef & { endpointId: string }): Promise<ReplicaRef | undefined> {
+    if (!this.pods.synced || this.elsewhere(ref)) return undefined;
+    const named = podName(ref.replicaId);
+    const pod =
+      this.pods.informer.get(named, this.namespace) ??
+      this.pods.informer.list(this.namespace).find((p) => p.metadata?.labels?.[LABELS.replica] === ref.replicaId);
+    const created = this.unseen.get(named);
+    const locator = pod ? pod.metadata?.name : created !== undefined && Date.now() - created < UNSEEN_MS ? named : undefined;
+    if (!locator || pod?.metadata?.deletionTimestamp) return undefined;
+    const owner = await this.secrets.ensure(ref.endpointId).catch((error: unknown) => Promise.reject(apiFailure(error)));
+    return { replicaId: ref.replicaId, endpointId: ref.endpointId, address: null, locator, node: this.node, token: owner.token };
+  }
+
+  /**
    * The replica's pod as the informer last saw it (pod-status.ts), with two deadlines counted from when the pod
    * began its step (its creation; its engine's start), or else when this runtime first saw it there: unschedulable
    * past the scheduling deadline, or an engine not ready
