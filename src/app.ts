@@ -153,6 +153,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     streamStallTimeoutMs: config.streamStallTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
     headersTimeoutMs: config.headersTimeoutMs,
+    maxConnections: config.httpMaxConnections,
     graphql: { limits: config.graphqlLimits, introspection: config.graphqlIntrospection },
     corsOrigins: config.corsOrigins,
     metrics: config.metrics,

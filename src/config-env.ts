@@ -22,13 +22,23 @@ export function readPort(env: Env, name: string, fallback: number): number {
   return value;
 }
 
-export function readInteger(env: Env, name: string, fallback: number, min: number, max: number): number;
-export function readInteger(env: Env, name: string, fallback: undefined, min: number, max: number): number | undefined;
-export function readInteger(env: Env, name: string, fallback: number | undefined, min: number, max: number): number | undefined {
+/** An integer from `min` to `max`; `why`, when given, says where the bounds come from (in the error's rule). */
+export function readInteger(env: Env, name: string, fallback: number, min: number, max: number, why?: string): number;
+export function readInteger(env: Env, name: string, fallback: undefined, min: number, max: number, why?: string): number | undefined;
+export function readInteger(
+  env: Env,
+  name: string,
+  fallback: number | undefined,
+  min: number,
+  max: number,
+  why?: string,
+): number | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
-  if (!/^\d+$/.test(raw) || value < min || value > max) throw new ConfigError(name, `must be an integer from ${min} to ${max}`, raw);
+  if (!/^\d+$/.test(raw) || value < min || value > max) {
+    throw new ConfigError(name, `must be an integer from ${min} to ${max}${why ? ` (${why})` : ''}`, raw);
+  }
   return value;
 }
 

@@ -11,6 +11,7 @@ import { InventoryError, parseInventory } from './runtime/gpu-inventory.js';
 import { readKubernetesSettings, type KubernetesSettings } from './runtime/kubernetes/settings.js';
 import { DEFAULT_GRAPHQL_LIMITS, type GraphQLLimits } from './http/graphql/limits.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from './models/retry.js';
+import { connectionsWithin, defaultMaxConnections, openFileLimit } from './http/connection-cap.js';
 import { ConfigError, optional, readBoolean, readChoice, readInteger, readPort, readSize, readUrl, type Env } from './config-env.js';
 
 export { ConfigError } from './config-env.js';
@@ -123,6 +124,11 @@ export interface Config {
   /** How long a client may take to send a whole request, and its headers (REQUEST_TIMEOUT_MS, HEADERS_TIMEOUT_MS); then 408. @default 30000, 15000 */
   requestTimeoutMs: number;
   headersTimeoutMs: number;
+  /**
+   * Connections the HTTP server holds open at once, of every kind (HTTP_MAX_CONNECTIONS); past it, a new one is closed
+   * as it is accepted. @default the open-file limit less 1024 kept for engines, PostgreSQL and downloads, at most 16384
+   */
+  httpMaxConnections: number;
   /** LOG_LEVEL and LOG_FORMAT: what the gateway logs, as JSON lines or (pretty) for a terminal. */
   log: { level: LogLevel; format: 'json' | 'pretty' };
   /** Metrics and request logs: METRICS_TOKEN, REQUEST_LOG_RETENTION_DAYS, METRICS_RETENTION_DAYS, REQUEST_LOG_BUFFER. */
@@ -293,6 +299,7 @@ export function loadConfig(env: Env = process.env): Config {
     engineIdleTimeoutMs: readInteger(env, 'ENGINE_IDLE_TIMEOUT_MS', DEFAULTS.engineIdleTimeoutMs, 0, 86_400_000),
     requestTimeoutMs: readInteger(env, 'REQUEST_TIMEOUT_MS', DEFAULTS.requestTimeoutMs, 1000, 3_600_000),
     headersTimeoutMs: readInteger(env, 'HEADERS_TIMEOUT_MS', DEFAULTS.headersTimeoutMs, 1000, 3_600_000),
+    httpMaxConnections: readMaxConnections(env),
     log: {
       level: readChoice(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
       format: readChoice(env, 'LOG_FORMAT', ['json', 'pretty'] as const, 'json'),
@@ -305,4 +312,13 @@ export function loadConfig(env: Env = process.env): Config {
       sampleMs: readInteger(env, 'METRICS_SAMPLE_INTERVAL_MS', DEFAULTS.metricsSampleMs, 100, 3_600_000),
     },
   };
+}
+
+/** HTTP_MAX_CONNECTIONS: at most what the open-file limit leaves to connections, where it is known (src/http/connection-cap.ts). */
+function readMaxConnections(env: Env): number {
+  const limit = openFileLimit();
+  if (limit === undefined) return readInteger(env, 'HTTP_MAX_CONNECTIONS', defaultMaxConnections(limit), 1, 10_000_000);
+  const max = connectionsWithin(limit);
+  const why = `the open-file limit, ${limit}, less ${limit - max} kept for engines, PostgreSQL and downloads`;
+  return readInteger(env, 'HTTP_MAX_CONNECTIONS', defaultMaxConnections(limit), 1, max, why);
 }

@@ -168,8 +168,9 @@ async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolea
 
 /**
  * Ctrl-C (SIGINT) or SIGTERM: the gateway drains (it refuses new connections,
- * /readyz answers 503, subscriptions end at once, requests in flight get up to
- * DRAIN_TIMEOUT_MS: src/http/drain.ts), then closes (controller passes in
+ * /readyz answers 503, subscriptions other than chat completions end at once,
+ * requests in flight get up to DRAIN_TIMEOUT_MS, those still queued then are
+ * answered 503: src/http/drain.ts), then closes (controller passes in
  * flight finish) and says which engines it leaves running for the
  * next start to adopt. A second Ctrl-C (until SECOND_SIGNAL_WINDOW_MS after
  * that list; one within DUPLICATE_SIGNAL_MS of the last is the same keypress relayed) or STOP_ENGINES_ON_EXIT stops them too; a third Ctrl-C exits at
@@ -231,7 +232,8 @@ class Shutdown {
     );
     this.say(
       `Draining: new connections are refused and /readyz answers 503; requests in flight get up to ${this.config.drainTimeoutMs / 1000} s ` +
-        '(DRAIN_TIMEOUT_MS) to finish; subscriptions end now.',
+        '(DRAIN_TIMEOUT_MS) to finish, chat completions streamed over GraphQL included; requests still queued then are answered 503; ' +
+        'other subscriptions end now.',
     );
     const engines = await this.steps.close();
     if (engines.length === 0) {

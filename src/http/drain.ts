@@ -2,12 +2,15 @@
  * A stopping gateway's drain (SIGTERM, Ctrl-C; see docs/operations.md#stopping).
  *
  * - The listener is closed first (by the server's close): new connections are refused.
- * - Requests in flight finish, streamed chat completions and requests queued or held for a wake included, up
- *   to a bound; what is left then is cut by the server's close.
+ * - Requests in flight finish, streamed chat completions (REST, and GraphQL's chat subscription over SSE)
+ *   and requests queued or held for a wake included, up to a bound. Requests still queued or held shortly
+ *   before it are answered 503 with Retry-After (src/router/drain-waits.ts); what is left at the bound is cut
+ *   by the server's close.
  * - Streams that never end by themselves are ended at once, so that their clients reconnect, to another
- *   gateway, rather than wait for the bound: GraphQL subscriptions served as SSE, and followed logs. Their
- *   body ends cleanly (an SSE stream without `event: complete`, which SSE clients read as a connection to
- *   open again). WebSockets are closed with 1001 by the server's close.
+ *   gateway, rather than wait for the bound: GraphQL subscriptions served as SSE (all but the chat
+ *   completion's, which the GraphQL entry marks: `finite`), and followed logs. Their body ends cleanly (an SSE
+ *   stream without `event: complete`, which SSE clients read as a connection to open again). WebSockets are
+ *   drained by their own server (src/http/graphql/websocket.ts), and closed with 1001.
  * - Kept-alive connections are closed as soon as they are idle, and every answer sent from now on says
  *   `Connection: close`, so that a client (or a proxy's pool) takes its next request elsewhere.
  * - While it drains, /readyz answers 503 (`draining`): a health checker still connected stops routing here.
@@ -31,13 +34,16 @@ function kindOf(req: http.IncomingMessage, graphqlPath: string): Kind {
   return 'other';
 }
 
+/** Responses to GraphQL subscriptions that end by themselves (a chat completion's stream): drained as requests are. */
+const finiteStreams = new WeakSet<http.ServerResponse>();
+
 /** Whether `res`, its head sent, is a stream that only its client ends: a subscription's SSE, or a followed log. */
 function endless(res: http.ServerResponse, kind: Kind): boolean {
   if (!res.headersSent || res.statusCode !== 200) return false;
   if (kind === 'log-follow') return true;
   // GraphQL answers as SSE only for a subscription (src/http/graphql/http-entry.ts) or a client asking it of yoga for a
   // query, whose single event is written at once.
-  return kind === 'graphql' && String(res.getHeader('content-type') ?? '').startsWith('text/event-stream');
+  return kind === 'graphql' && !finiteStreams.has(res) && String(res.getHeader('content-type') ?? '').startsWith('text/event-stream');
 }
 
 function isEventStream(res: http.ServerResponse): boolean {
@@ -62,6 +68,11 @@ export class HttpDrain {
   /** Requests still in flight. */
   get size(): number {
     return this.inFlight.size;
+  }
+
+  /** `res` answers a GraphQL subscription that ends by itself (a chat completion): the drain lets it finish. */
+  finite(res: http.ServerResponse): void {
+    finiteStreams.add(res);
   }
 
   /** Follows one request until its response closes; one that arrives while draining closes its connection after it. */

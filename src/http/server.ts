@@ -34,9 +34,25 @@ import { SubscriptionQuota } from '../live/subscription-quota.js';
 import { answerClientError, answerConnect, parseRequestTarget } from './request-target.js';
 import { baseSecurityHeaders, consoleRoute, isConsolePath } from './console-route.js';
 import { HttpDrain } from './drain.js';
+import { defaultMaxConnections } from './connection-cap.js';
 
 /** How long /readyz waits for the database before it answers 503. */
 const READY_TIMEOUT_MS = 800;
+
+/**
+ * How long before the drain's bound the requests still queued or held for a wake are answered 503 (a tenth of the
+ * drain when it is shorter than 10 s): their answers are written, and read, before the bound cuts what is left.
+ */
+function refusalLeadMs(graceMs: number): number {
+  return Math.min(1000, Math.floor(graceMs / 10));
+}
+
+/** Resolves with `work`, or after `ms`, whichever comes first. */
+async function within(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([work, new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, ms))))]);
+  clearTimeout(timer);
+}
 
 /** What the HTTP surfaces serve from: the services and the serving components the gateway made (src/gateway.ts). */
 export interface HttpDeps {
@@ -54,9 +70,11 @@ export interface HttpServer {
   /** e.g. `http://127.0.0.1:8080` */
   url: string;
   /**
-   * Stops accepting and drains (./drain.ts): requests in flight get up to `graceMs` to finish, streams that never
-   * end by themselves are ended and WebSockets closed with 1001 at once; then every connection left (streams,
-   * sockets, bodies half sent) is cut, and it resolves once the server closed. @default graceMs 0: cut at once
+   * Stops accepting and drains (./drain.ts): requests in flight get up to `graceMs` to finish, GraphQL chat
+   * completions included (a WebSocket is closed with 1001 once those on it have ended); streams that never end by
+   * themselves are ended at once; requests still queued or held for a wake shortly before the bound are answered
+   * 503; then every connection left (streams, sockets, bodies half sent) is cut, and it resolves once the server
+   * closed. @default graceMs 0: cut at once
    */
   close(graceMs?: number): Promise<void>;
 }
@@ -88,6 +106,11 @@ export interface HttpOptions {
   corsOrigins?: readonly string[];
   /** Where the built web console is. @default dist/console */
   consoleDir?: string;
+  /**
+   * Connections held open at once (HTTP, WebSocket, any state); one more is closed as it is accepted (Node's
+   * `server.maxConnections`). @default defaultMaxConnections(): the open-file limit less a reserve (./connection-cap.ts)
+   */
+  maxConnections?: number;
 }
 
 /** Serves every HTTP surface over `deps`; the components themselves are made and closed by src/gateway.ts. */
@@ -118,6 +141,7 @@ export async function serveHttp(
     quota,
     graphiql: options.graphql?.introspection ?? true,
     stallMs,
+    finite: (res) => drain.finite(res),
   });
   const webConsole = consoleRoute(options.consoleDir);
 
@@ -165,6 +189,8 @@ export async function serveHttp(
     headersTimeout: Math.min(options.headersTimeoutMs ?? DEFAULTS.headersTimeoutMs, requestTimeout),
     connectionsCheckingInterval: 2000,
   };
+  // The waits of this gateway's chat requests (for a slot, for a wake), which its drain answers before its bound.
+  const waits = deps.chat.drainWaits;
   const server = http.createServer(timeouts, (req, res) => {
     drain.track(req, res);
     // Every answer carries the request's id; every log line about it names the id.
@@ -191,6 +217,10 @@ export async function serveHttp(
     server.emit('request', req, res);
   });
   server.keepAliveTimeout = 65_000;
+  // One count over every connection, whoever opened it (an unauthenticated keep-alive is one as much as a stream is):
+  // file descriptors are shared by every user, the engines' and the database's included. Past it, Node closes a new
+  // connection as it is accepted, and those open go on.
+  server.maxConnections = options.maxConnections ?? defaultMaxConnections();
   const drain = new HttpDrain(server, GRAPHQL_PATH);
   // Every connection, whoever holds it now (HTTP, WebSocket, an upgraded socket), so that close can end it.
   const sockets = new Set<Socket>();
@@ -222,14 +252,23 @@ export async function serveHttp(
     server,
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     close: async (graceMs = 0) => {
+      const bound = performance.now() + graceMs;
       // Refuses new connections from now on; those it holds are drained, then what is left is cut.
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-      // WebSockets carry subscriptions, which never end by themselves: closed with 1001 at once, so that their clients
-      // reconnect elsewhere (an upgrade asked meanwhile is refused with 503).
-      const socketsClosed = ws.close();
+      // Requests queued or held for a wake are served as the bound allows (admission.ts answers 503 at once one that
+      // cannot be); those still waiting shortly before it are answered 503, and retried elsewhere.
+      waits.start(bound);
+      const refusal = setTimeout(() => waits.refuse(), graceMs - refusalLeadMs(graceMs));
+      // WebSockets: their subscriptions without end are completed now, and each socket is closed with 1001 (clients
+      // reconnect elsewhere) once the chat completions on it have ended; an upgrade asked meanwhile is refused (503).
+      const socketsDrained = ws.drain();
       const left = await drain.drain(graceMs);
+      await within(socketsDrained, bound - performance.now());
+      clearTimeout(refusal);
+      waits.refuse();
       if (left > 0 && graceMs > 0) log(`shutdown: ${left} request(s) still in flight after the drain's ${graceMs} ms were cut`);
-      await socketsClosed;
+      // What still runs on a socket at the bound is cut with it (1001).
+      await ws.close();
       server.closeAllConnections();
       // Node's own list has only the connections it still parses HTTP on: sockets handed to the upgrade listener
       // (an h2c request served as plain HTTP, a CONNECT, a handshake) would keep `server.close` waiting forever.

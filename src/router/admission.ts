@@ -23,6 +23,11 @@
  * growing before any is), queued requests that can no longer be expected to
  * start before their own timeout are refused then, with the same 429, rather
  * than left to wait it out.
+ *
+ * While the gateway drains (drain-waits.ts), a queued request that can no
+ * longer be expected to start and finish before the drain's bound is answered
+ * 503 (retry on another gateway) then, and those still queued shortly before
+ * the bound are answered so too.
  */
 import {
   decideAdmission,
@@ -35,6 +40,7 @@ import {
   type Refusal,
 } from './admission-decision.js';
 import type { Failure } from '../domain/errors.js';
+import { gatewayDraining, type DrainWaits } from './drain-waits.js';
 import { once } from './once.js';
 
 export * from './admission-decision.js';
@@ -72,6 +78,8 @@ interface Waiter {
   ahead: number;
   /** When its wait ends unadmitted (performance.now()). */
   deadline: number;
+  /** The waits of the gateway it came through, which end it with a 503 when that gateway's drain is about to end. */
+  drain: DrainWaits | undefined;
   admit: () => void;
   fail: (error: Error) => void;
 }
@@ -102,6 +110,8 @@ export class EndpointGate {
     private readonly coming: () => number = () => 0,
     private readonly onQueueChange: () => void = () => {},
     private readonly maxSlots: () => number = () => 0,
+    /** The waits its gateway's drain answers (drain-waits.ts); none where the gate is used without a gateway. */
+    private readonly drain?: DrainWaits,
   ) {}
 
   get queued(): number {
@@ -160,6 +170,8 @@ export class EndpointGate {
     const decision = this.decide(key);
     if (decision.kind === 'refuse') return Promise.reject(new QueueRefusedError(decision));
     if (decision.kind === 'run') return Promise.resolve(this.take(key));
+    const drain = this.drain;
+    if (drain?.refused) return Promise.reject(new QueueClosedError(gatewayDraining()));
     const ahead = requestsAhead(
       this.queues.get(key)?.length ?? 0,
       [...this.queues].filter(([k]) => k !== key).map(([, q]) => q.length),
@@ -169,6 +181,7 @@ export class EndpointGate {
         key,
         ahead,
         deadline: performance.now() + this.limits.timeoutMs,
+        drain,
         admit: () => {
           cleanup();
           resolve(this.take(key));
@@ -184,9 +197,11 @@ export class EndpointGate {
       }, this.limits.timeoutMs);
       const onAbort = () => this.remove(waiter, new QueueAbortedError('client left'));
       signal.addEventListener('abort', onAbort, { once: true });
+      const leaveDrain = drain?.enter((failure) => this.remove(waiter, new QueueClosedError(failure)));
       const cleanup = () => {
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
+        leaveDrain?.();
       };
       let queue = this.queues.get(key);
       if (!queue) this.queues.set(key, (queue = []));
@@ -214,14 +229,19 @@ export class EndpointGate {
     if (this.holdEwma === undefined && holdAtLeastMs === undefined) return;
     const capacity = Math.max(1, this.limit() + this.coming());
     const late: { waiter: Waiter; waitMs: number }[] = [];
+    const draining: Waiter[] = [];
     let position = 0;
     for (const round of this.serviceOrder()) {
       for (const waiter of round) {
         const waitMs = expectedWaitMs(position, capacity, this.holdEwma, holdAtLeastMs)!;
-        if (now + waitMs > waiter.deadline) late.push({ waiter, waitMs });
+        // Its gateway drains: one that would start too late to finish before the bound is cut there; answered now instead.
+        const bound = waiter.drain?.bound;
+        if (bound !== undefined && now + waitMs + (this.holdEwma ?? holdAtLeastMs!) > bound) draining.push(waiter);
+        else if (now + waitMs > waiter.deadline) late.push({ waiter, waitMs });
         position++;
       }
     }
+    for (const waiter of draining) this.remove(waiter, new QueueClosedError(gatewayDraining()));
     for (const { waiter, waitMs } of late) {
       // Refused near its deadline (past the share of the timeout any queued request was expected to wait): the
       // estimate was wrong, as when a wait times out. A review tick can come a few ms before the timer does.

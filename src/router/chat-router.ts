@@ -42,6 +42,7 @@ import { ServingWait } from './serving-wait.js';
 import { TokenCallLimit } from './token-calls.js';
 import { Upstream } from './upstream.js';
 import type { EngineClient } from '../engine-client/engine-client.js';
+import { DrainWaits } from './drain-waits.js';
 
 export interface RouterOptions {
   /** How long a request may wait for a sleeping or starting endpoint to serve. @default 120000 */
@@ -98,6 +99,8 @@ export class ChatRouter {
   private readonly dispatcher: Dispatcher;
   private readonly depths: QueueDepthPublisher;
   private readonly queueTimeoutMs: number;
+  /** The waits of its requests (for a slot, for a wake) that the gateway's drain answers before its bound. */
+  readonly drainWaits = new DrainWaits();
   private readonly refresher: NodeJS.Timeout;
   private readonly stopFollowingChanges: () => void;
 
@@ -128,6 +131,7 @@ export class ChatRouter {
         maxPerKey: options.maxQueuePerKey ?? DEFAULTS.queueMaxPerKey,
       },
       (id) => this.depths.changedAt(id),
+      this.drainWaits,
     );
     this.lookup = new EndpointLookup(services.chatAccess, this.view);
     this.serving = new ServingWait(sql, services.chatAccess, {
@@ -137,6 +141,7 @@ export class ChatRouter {
       endpoint: (principal, id) => this.lookup.usable(principal, id, true),
       hasReplica: async (endpoint, fresh) => (await this.view.readyReplicas(endpoint, fresh)).length > 0,
       onAnnounced: (endpointId) => this.view.announced(endpointId),
+      drain: this.drainWaits,
     });
     this.dispatcher = new Dispatcher(this.view, this.serving, this.upstream, recorder);
     // Every endpoint event keeps the view current (and warm for an endpoint that starts serving); this process's own

@@ -6,6 +6,7 @@
  */
 import { EndpointGate, type AdmissionLimits } from './admission.js';
 import type { ServingView } from './serving-view.js';
+import type { DrainWaits } from './drain-waits.js';
 
 export class EndpointGates {
   private readonly gates = new Map<string, EndpointGate>();
@@ -15,6 +16,8 @@ export class EndpointGates {
     private readonly view: ServingView,
     private readonly limits: AdmissionLimits,
     private readonly onQueueChange: (endpointId: string) => void,
+    /** The waits its gateway's drain answers (drain-waits.ts). */
+    private readonly drain?: DrainWaits,
   ) {}
 
   /** The endpoint's gate, if one was made. */
@@ -49,6 +52,7 @@ export class EndpointGates {
           const spec = this.view.cachedEndpoint(endpointId)?.current.spec;
           return spec ? spec.autoscaling.maxReplica * spec.advanced.maxBatchSize : 0;
         },
+        this.drain,
       );
       this.gates.set(endpointId, gate);
     }

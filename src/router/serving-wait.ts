@@ -7,6 +7,10 @@
  * gateway's writes are announced by NOTIFY, see src/live/event-hub.ts), and
  * otherwise at a poll interval (a fallback: announcements can be missed
  * while LISTEN reconnects).
+ *
+ * While the gateway drains (drain-waits.ts), a request still held shortly
+ * before the drain's bound is answered 503, to be retried on another gateway
+ * (where it waits for the same endpoint), rather than cut at the bound.
  */
 import { failureOfDomainError, type Failure } from '../domain/errors.js';
 import { holdsNoReplicas, isServing, isUnavailable } from '../domain/lifecycle.js';
@@ -15,6 +19,7 @@ import { currentPrincipal, type Principal } from '../services/principal.js';
 import type { Sql } from '../storage/database.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import { Nudge } from '../util/nudge.js';
+import { gatewayDraining, type DrainWaits } from './drain-waits.js';
 import {
   clientClosed,
   endpointHoldsNoReplicas,
@@ -40,6 +45,8 @@ export interface ServingWaitOptions {
    * undefined when the LISTEN was (re-)established (events may have been missed).
    */
   onAnnounced?: (endpointId: string | undefined) => void;
+  /** The waits its gateway's drain answers before its bound (drain-waits.ts). */
+  drain?: DrainWaits;
 }
 
 export type ServingOutcome = { endpoint: EndpointRecord } | Failure;
@@ -75,6 +82,10 @@ export class ServingWait {
     }
     // Opened once the endpoint is found not serving: its events end each wait early.
     let changes: Nudge | undefined;
+    // The gateway's drain, when it is about to end, ends the wait too: `drained` is then what to answer.
+    const drain = this.options.drain;
+    let drained: Failure | undefined;
+    let leaveDrain: (() => void) | undefined;
     try {
       for (let poll = 0; ; poll++) {
         // Before its replicas: a TERMINATING endpoint's replicas may still be draining, and take nothing new.
@@ -98,10 +109,16 @@ export class ServingWait {
           if ((this.watchers.get(endpoint.id)?.size ?? 0) >= this.options.maxWaiting) {
             return tooManyWaiting(endpoint.id, this.options.maxWaiting);
           }
-          changes = await this.watch(endpoint.id);
+          const watcher = (changes = await this.watch(endpoint.id));
           // A change between the look above and the watch would go unseen: look again at once, unless this request wakes it.
           if (endpoint.status !== 'SLEEPING') waitMs = 0;
+          if (drain?.refused) return gatewayDraining();
+          leaveDrain = drain?.enter((failure) => {
+            drained = failure;
+            watcher.poke();
+          });
         }
+        if (drained) return drained;
         if (endpoint.status === 'SLEEPING') await this.access.wake(principal, endpoint.id);
         if (performance.now() > deadline) {
           // Waiting for a machine takes minutes, not seconds: a client that retries sooner only waits again.
@@ -109,6 +126,7 @@ export class ServingWait {
         }
         if (waitMs > 0) await changes.wait(waitMs, signal);
         if (signal.aborted) return clientClosed();
+        if (drained) return drained;
         // Looked at as the caller is now: a key revoked, or a membership removed, while it waited wakes nothing more.
         const now = await currentPrincipal(principal);
         if (now.type === 'error') return failureOfDomainError(now.error);
@@ -118,6 +136,7 @@ export class ServingWait {
         endpoint = refreshed;
       }
     } finally {
+      leaveDrain?.();
       if (changes) this.unwatch(endpoint.id, changes);
     }
   }

@@ -29,6 +29,7 @@ import { requestIdOf, type Log } from '../request-id.js';
 import type { GatewayYoga } from './context.js';
 import { sendGraphQLFailure } from './errors.js';
 import { SseNextEvents, writeSseResponse } from './sse.js';
+import { endsByItself } from './finite-operations.js';
 
 interface Params {
   query: string;
@@ -87,7 +88,14 @@ export function createGraphQLHttp(
   yoga: GatewayYoga,
   services: Services,
   log: Log,
-  options: { access?: AccessWatch; quota?: SubscriptionQuota; graphiql: boolean; stallMs: number },
+  options: {
+    access?: AccessWatch;
+    quota?: SubscriptionQuota;
+    graphiql: boolean;
+    stallMs: number;
+    /** Marks a response that streams a subscription ending by itself (a chat completion), which a drain lets finish. */
+    finite?: (res: ServerResponse) => void;
+  },
 ) {
   const { access, quota } = options;
   /** Hands the request to yoga, with the body this path already read. */
@@ -184,6 +192,8 @@ export function createGraphQLHttp(
     const release = quota?.take(caller.user.id);
     if (quota && !release) return sendJson(res, 429, { errors: [{ message: quota.refusal, extensions: { code: 'RESOURCE_EXHAUSTED' } }] });
     if (release) res.once('close', release);
+    // Before its head is written: a drain that started meanwhile sees, as the head goes, that it is not to be ended.
+    if (endsByItself(document, params.operationName)) options.finite?.(res);
 
     const contextValue = await enveloped.contextFactory();
     const stream = (await enveloped.subscribe({

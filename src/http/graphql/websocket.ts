@@ -18,6 +18,11 @@
  *   team access changed ends with a FORBIDDEN error.
  * - With a `logger`, each connection writes one access line when it closes
  *   (`../access-log.ts`): close code, duration, request id, key id.
+ * - A stopping gateway drains its sockets (`drain`, see ../drain.ts): no new socket opens (503), subscriptions that
+ *   never end by themselves are completed at once, and each socket is closed with 1001 "Going away" as soon as
+ *   nothing else runs on it: a chat completion streamed by subscription (or a query, a mutation) finishes first,
+ *   up to the drain's bound, as it would over REST. Its messages run in the gateway's drain scope
+ *   (src/router/drain-waits.ts): one still queued shortly before the bound is answered with the chat's 503 error.
  */
 import { DEFAULTS } from '../../defaults.js';
 import type { IncomingMessage } from 'node:http';
@@ -40,6 +45,8 @@ import type { GatewayYoga } from './context.js';
 import { publicErrorJson, reportGraphQLErrors, unmasked } from './errors.js';
 import { SocketOperations } from './websocket-operations.js';
 import { closeReason, watchPeer, WebSocketNextMessages } from './websocket-peer.js';
+import { endsByItself } from './finite-operations.js';
+import { CLOSE_GRACE_MS, SocketDrain } from './websocket-drain.js';
 
 /** WebSocket close code 1013, "Try Again Later" (RFC 6455 registry): the server cannot serve this connection now. */
 const TRY_AGAIN_LATER = 1013;
@@ -71,9 +78,6 @@ export interface WebSocketOptions {
   logger?: Logger;
 }
 
-/** How long a closing server waits for a peer to answer its close frame before it cuts the socket. */
-const CLOSE_GRACE_MS = 1000;
-
 /** The message types a server receives; any other (well-formed) one is a protocol violation. */
 const SERVER_BOUND = new Set<string>([
   MessageType.ConnectionInit,
@@ -97,6 +101,8 @@ interface Extra {
   operations: SocketOperations;
   /** After each message sent: arms the stall guard when the socket's buffers are full. */
   sent: () => void;
+  /** The operations running, for the drain (websocket-drain.ts). */
+  running: Map<object, { id: string; endless: boolean }>;
 }
 
 /** What graphql-ws carries from `onSubscribe` to `execute`/`subscribe`. */
@@ -137,6 +143,10 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
     places.get(extra)?.get(payload)?.();
     places.get(extra)?.delete(payload);
   };
+  /** The sockets' drain, once the gateway stops. */
+  const socketDrain = new SocketDrain();
+  /** All sockets closed, once the drain has begun (ws's server, closed, tells when its last client is). */
+  let allClosed: Promise<void> | undefined;
 
   const graphqlWs = makeServer<Record<string, unknown>, Extra>({
     onConnect: async (ctx) => {
@@ -218,6 +228,8 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
         if (!held) places.set(ctx.extra, (held = new Map()));
         held.set(params, release);
       }
+      // One that never ends by itself is completed as it starts when the gateway drains (subscribed again elsewhere).
+      if (!endsByItself(document, params.operationName)) socketDrain.endless(ctx.extra, params);
       const root: Root = { execute, subscribe, access: watched, signal };
       const contextValue = await contextFactory();
       return {
@@ -271,8 +283,10 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
       requestId,
       operations: new SocketOperations(maxSubscriptions),
       sent: peer.sent,
+      running: new Map(),
       ...(options.logger ? { access: logSocketAccess(options.logger, request, requestId) } : {}),
     };
+    socketDrain.opened(extra);
     let onMessage: ((data: string) => Promise<void>) | undefined;
     const closed = graphqlWs.opened(
       {
@@ -320,22 +334,30 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
           await operation.after;
           if (operation.signal.aborted) return extra.operations.ended(payload);
         }
+        extra.running.set(payload, { id, endless: false });
       }
       // The client stopped an operation: every one under the id is cancelled, however far it got (a mutation has no
       // generator to return; one still starting has none yet).
       if (type === 'complete' && typeof id === 'string') extra.operations.complete(id);
       try {
-        // graphql-ws validates an already parsed message as it does a string (4400 for a bad one).
-        await onMessage(message as never);
+        // graphql-ws validates an already parsed message as it does a string (4400 for a bad one). In the gateway's
+        // drain scope: a chat completion it starts finds the waits to end there.
+        const handled = onMessage;
+        await handled(message as never);
       } catch (error) {
         logFailure(log, extra.requestId, 'a WebSocket message', unmasked(error));
         socket.close(CloseCode.InternalServerError, 'Internal server error');
       } finally {
         // graphql-ws's handling of a subscribe resolves once its operation is over (or refused).
-        if (opened) extra.operations.ended(opened);
+        if (opened) {
+          extra.operations.ended(opened);
+          extra.running.delete(opened);
+          socketDrain.settled(extra);
+        }
       }
     });
     socket.once('close', (code, reason) => {
+      socketDrain.closed(extra);
       peer.stop();
       connections.get(extra)?.watched?.close();
       connections.get(extra)?.release?.();
@@ -347,6 +369,17 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
     });
   });
 
+  /**
+   * Starts draining (see the top): upgrades are refused with 503 from now on, subscriptions without end are
+   * completed, and each socket is closed with 1001 once nothing else runs on it. Resolves once all are closed.
+   */
+  const drain = (): Promise<void> => {
+    if (allClosed) return allClosed;
+    allClosed = new Promise<void>((resolve) => wss.close(() => resolve()));
+    socketDrain.start();
+    return allClosed;
+  };
+
   return {
     /** Completes a WebSocket upgrade at the GraphQL path (an invalid handshake is ws's 400). */
     handleUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) =>
@@ -354,13 +387,14 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
         transports.set(client, socket);
         wss.emit('connection', client, req);
       }),
+    drain,
     /**
-     * Closes every socket with 1001 "Going away" and resolves once all are closed. A peer that does not answer
-     * the close frame (or reads nothing, so that the frame never leaves) is cut after `graceMs`: `ws` alone
-     * would wait 30 s for it, and the gateway's close with it.
+     * Closes every socket with 1001 "Going away" now, whatever runs on it, and resolves once all are closed. A peer
+     * that does not answer the close frame (or reads nothing, so that the frame never leaves) is cut after
+     * `graceMs`: `ws` alone would wait 30 s for it, and the gateway's close with it.
      */
     close: async (graceMs = CLOSE_GRACE_MS) => {
-      const closed = new Promise<void>((resolve) => wss.close(() => resolve()));
+      const closed = drain();
       for (const client of wss.clients) client.close(1001, 'Going away');
       const cut = setTimeout(() => {
         for (const client of wss.clients) client.terminate();

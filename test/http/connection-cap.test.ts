@@ -1,0 +1,101 @@
+/**
+ * HTTP_MAX_CONNECTIONS: the gateway process (src/main.ts as `npm start` runs it) holds at most that many connections
+ * at once, of every kind; one more is closed as it is accepted, unanswered, and those open go on being served. A
+ * value out of its range stops the start with an error naming the variable and the rule.
+ *
+ * Before: no cap (server.maxConnections unset): connections were bounded only by their timeouts and the open-file
+ * limit, which the engines and the database share.
+ */
+import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { testEnv, waitFor } from '../support/app.js';
+import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { startGatewayProcess } from '../support/processes.js';
+
+let db: TestDatabase;
+let dir: string;
+let env: Record<string, string>;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  dir = await mkdtemp(path.join(os.tmpdir(), 'connection-cap-'));
+  env = testEnv(dir, 'http://127.0.0.1:9', { DATABASE_URL: db.dbUrl, ADMIN_API_KEY: 'test_connection_cap_admin_key_0123' });
+}, 120_000);
+
+afterAll(async () => {
+  await db?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+/** A raw connection: what it received, and whether the gateway closed it. */
+async function connect(url: string) {
+  const socket = net.connect(Number(new URL(url).port), '127.0.0.1');
+  const conn = { socket, received: '', closed: false };
+  socket.on('data', (chunk: Buffer) => (conn.received += chunk.toString('latin1')));
+  socket.on('error', () => {});
+  socket.once('close', () => (conn.closed = true));
+  await once(socket, 'connect');
+  return conn;
+}
+
+/** Asks /healthz on a kept-alive connection: resolves once its (next) answer came. */
+async function health(conn: Awaited<ReturnType<typeof connect>>): Promise<void> {
+  const answers = conn.received.split('HTTP/1.1 200').length;
+  conn.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  await waitFor(
+    'the health answer',
+    async () => conn.received.split('HTTP/1.1 200').length > answers && conn.received.endsWith('}'),
+    10_000,
+  );
+}
+
+test('past HTTP_MAX_CONNECTIONS a new connection is closed unanswered; those open are still served, and a freed place is taken again', async () => {
+  const gateway = await startGatewayProcess({ ...env, HTTP_MAX_CONNECTIONS: '3' });
+  const open = [await connect(gateway.url), await connect(gateway.url), await connect(gateway.url)];
+  for (const conn of open) await health(conn);
+
+  const refused = await connect(gateway.url);
+  refused.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  await waitFor('the connection past the cap closed', async () => refused.closed, 10_000);
+  expect(refused.received).toBe('');
+
+  for (const conn of open) {
+    await health(conn);
+    expect(conn.closed).toBe(false);
+  }
+
+  // One closed by its client: its place is free again (once the gateway has seen it close).
+  open[0]!.socket.end();
+  await waitFor(
+    'a new connection served',
+    async () => {
+      const conn = await connect(gateway.url);
+      conn.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+      await waitFor('the connection to end', async () => conn.closed, 10_000);
+      return conn.received.startsWith('HTTP/1.1 200');
+    },
+    10_000,
+  );
+  for (const conn of open) conn.socket.destroy();
+}, 120_000);
+
+test('a bad HTTP_MAX_CONNECTIONS stops the start, naming the variable and the rule', async () => {
+  // Side by side: each is a process that loads the sources before it reads its configuration.
+  const values = ['0', 'many', '100000000'];
+  const failures = await Promise.all(
+    values.map((value) =>
+      startGatewayProcess({ ...env, HTTP_MAX_CONNECTIONS: value }).then(
+        () => 'started',
+        (error: Error) => error.message,
+      ),
+    ),
+  );
+  values.forEach((value, i) => {
+    expect(failures[i]).toContain('Configuration error: HTTP_MAX_CONNECTIONS must be an integer from 1 to');
+    expect(failures[i]).toContain(JSON.stringify(value));
+  });
+}, 120_000);
