@@ -2,13 +2,12 @@
  * The download core of the model cache: one transfer of one blob, streamed to
  * a partial file with its digests computed on the way, resumed with `Range`
  * after an interruption, verified against what the source announced, retried
- * on transient failures; and the cross-process lock that owns a partial.
+ * on transient failures; and taking the cross-process lock that owns a partial.
  */
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { open, readFile, rm, stat, utimes, type FileHandle } from 'node:fs/promises';
-import { hostname } from 'node:os';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { open, rm, stat } from 'node:fs/promises';
+import { acquireLock as acquireFileLock, type ReleaseLock } from '../util/file-lock.js';
 import { diskFullError, isDiskFull } from './disk-space.js';
 import { ModelSourceError } from './errors.js';
 
@@ -45,99 +44,17 @@ export interface BlobRequest {
 }
 
 const PROGRESS_INTERVAL_MS = 100;
-const LOCK_POLL_MS = 200;
-/** A lock without a readable pid this old is left over from a crash between create and write. */
-const ORPHAN_LOCK_MS = 30_000;
-/**
- * Locks on a volume that pods share (the Kubernetes model cache): a holder refreshes its lock's mtime this often, and
- * a lock written on another host (another pod: its own pid namespace, where our pid probe means nothing) is stale
- * once its mtime is older than LOCK_STALE_MS.
- */
-export const LOCK_HEARTBEAT_MS = 10_000;
-export const LOCK_STALE_MS = 60_000;
 export const DOWNLOAD_ERROR = 'WORKLOAD_INIT_DOWNLOAD_ERROR';
 
 /**
- * Creates the lock with O_EXCL, waiting while a live process holds it and taking over from dead ones. The lock names
- * its holder (`<pid> <hostname>`) and its mtime is refreshed while held, so that holders on other hosts can tell a live
- * lock from one left by a process that died.
+ * Takes a download lock (src/util/file-lock.ts: it names its holder, is waited for while that holder lives, and is
+ * taken over from one that is gone). A disk too full to write the lock fails as the download would.
  */
-export async function acquireLock(lockPath: string, signal?: AbortSignal): Promise<() => Promise<void>> {
-  for (;;) {
-    if (await createLock(lockPath)) {
-      const heartbeat = setInterval(() => {
-        const now = new Date();
-        utimes(lockPath, now, now).catch(() => {});
-      }, LOCK_HEARTBEAT_MS);
-      heartbeat.unref();
-      return () => {
-        clearInterval(heartbeat);
-        return rm(lockPath, { force: true });
-      };
-    }
-    const tookOver = (await isStaleLock(lockPath)) && (await takeOver(lockPath));
-    if (!tookOver) await sleep(LOCK_POLL_MS, undefined, { signal });
-  }
-}
-
-/**
- * Creates `path` with O_EXCL and writes its holder into it; false when it exists. A lock whose holder could not be
- * written (the disk is full) is removed rather than left nameless, which would hold every waiter for ORPHAN_LOCK_MS.
- */
-async function createLock(path: string): Promise<boolean> {
-  let handle: FileHandle;
+export async function acquireLock(lockPath: string, signal?: AbortSignal): Promise<ReleaseLock> {
   try {
-    handle = await open(path, 'wx');
+    return await acquireFileLock(lockPath, signal ? { signal } : {});
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
     throw isDiskFull(err) ? diskFullError('taking the download lock', err) : err;
-  }
-  try {
-    await handle.writeFile(`${process.pid} ${hostname()}`);
-    await handle.close();
-    return true;
-  } catch (err) {
-    await handle.close().catch(() => {});
-    await rm(path, { force: true });
-    throw isDiskFull(err) ? diskFullError('taking the download lock', err) : err;
-  }
-}
-
-/**
- * Removes the stale lock at `lockPath`, unless another waiter is taking it over (false: wait). Finding a lock stale and
- * removing it are two steps: two waiters that both found it stale would otherwise both remove it, the second removing
- * the lock the first had just created, and both would hold it (and append to one partial). So the removal is done by
- * one waiter at a time, holding a guard created with O_EXCL, after finding the lock still stale. A guard is held for
- * milliseconds; one left by a waiter that died then is stale by the same rules as a lock, and removed.
- */
-async function takeOver(lockPath: string): Promise<boolean> {
-  const guard = `${lockPath}.takeover`;
-  if (!(await createLock(guard))) {
-    if (await isStaleLock(guard)) await rm(guard, { force: true });
-    return false;
-  }
-  try {
-    if (await isStaleLock(lockPath)) await rm(lockPath, { force: true });
-    return true;
-  } finally {
-    await rm(guard, { force: true });
-  }
-}
-
-/** Whether the lock at `lockPath` was left by a holder that is gone (false when it is held, or already released). */
-export async function isStaleLock(lockPath: string, now = Date.now()): Promise<boolean> {
-  const [text, info] = await Promise.all([readFile(lockPath, 'utf8').catch(() => ''), stat(lockPath).catch(() => undefined)]);
-  if (!info) return false; // released meanwhile: the next open will tell
-  const [pidText, host] = text.trim().split(' ');
-  const pid = Number.parseInt(pidText ?? '', 10);
-  if (!Number.isInteger(pid) || pid <= 0) return now - info.mtimeMs > ORPHAN_LOCK_MS;
-  // Another host's process cannot be probed: its heartbeat says whether it lives.
-  if (host !== undefined && host !== hostname()) return now - info.mtimeMs > LOCK_STALE_MS;
-  try {
-    process.kill(pid, 0); // signal 0 only probes for existence
-    return false;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ESRCH';
   }
 }
 

@@ -20,11 +20,11 @@
  * simply stops refreshing: its files become evictable one time-to-live later, with nothing to clean up.
  */
 import { randomBytes } from 'node:crypto';
-import { lstat, mkdir, open, readdir, readFile, rename, rm, stat, statfs, utimes, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, rename, rm, stat, statfs, utimes, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { acquireLock, isStaleLock, LOCK_HEARTBEAT_MS, LOCK_STALE_MS } from './blob-download.js';
-import { DISK_ERROR, gib } from './disk-space.js';
+import { acquireLock, isLockHeld, LOCK_HEARTBEAT_MS, LOCK_STALE_MS, tryLock } from '../util/file-lock.js';
+import { DISK_ERROR, diskFullError, gib, isDiskFull } from './disk-space.js';
 import { ModelSourceError } from './errors.js';
 import type { CachedModelFile } from './model-cache.js';
 
@@ -191,7 +191,9 @@ export class CacheBound {
 
   private async locked<T>(work: () => Promise<T>): Promise<T> {
     await mkdir(this.tmpDir, { recursive: true });
-    const release = await acquireLock(join(this.tmpDir, 'volume.lock'));
+    const release = await acquireLock(join(this.tmpDir, 'volume.lock')).catch((err: unknown) => {
+      throw isDiskFull(err) ? diskFullError("taking the model cache's lock", err) : err;
+    });
     try {
       return await work();
     } finally {
@@ -211,8 +213,7 @@ export class CacheBound {
 
   /** Whether a live download holds the lock of `key` (ModelCache's tmp/<key>.lock). */
   private async downloading(key: string): Promise<boolean> {
-    const lock = join(this.tmpDir, `${key}.lock`);
-    return (await stat(lock).catch(() => undefined)) !== undefined && !(await isStaleLock(lock, this.now()));
+    return isLockHeld(join(this.tmpDir, `${key}.lock`), this.now());
   }
 
   /** Evicts unused files, least recently used first, until `size` more bytes fit the bound and the disk. */
@@ -266,22 +267,15 @@ export class CacheBound {
       await rm(join(this.blobsDir, candidate.name), { force: true });
       return true;
     }
-    // A partial is removed under its own download lock, so that no download resumes into a file being removed.
-    const lock = join(this.tmpDir, `${candidate.name}.lock`);
-    if (await isStaleLock(lock, this.now())) await rm(lock, { force: true });
-    let handle;
+    // A partial is removed under its own download lock, so that no download resumes into a file being removed; a lock
+    // a dead download left is taken over (by one taker only: a waiting download may be taking it over too).
+    const release = await tryLock(join(this.tmpDir, `${candidate.name}.lock`));
+    if (!release) return false;
     try {
-      handle = await open(lock, 'wx');
-    } catch {
-      return false;
-    }
-    try {
-      await handle.writeFile(`${process.pid} ${hostname()}`);
       await rm(join(this.tmpDir, `${candidate.name}.partial`), { force: true });
       return true;
     } finally {
-      await handle.close();
-      await rm(lock, { force: true });
+      await release();
     }
   }
 

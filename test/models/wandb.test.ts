@@ -357,6 +357,56 @@ describe('resolveArtifact failures', () => {
   });
 });
 
+describe('the resolution deadline', () => {
+  const host = () => new URL(wandb.url).host;
+  const overdue = (ms: number) =>
+    `Resolving acme/model/llama:v0 in W&B's registry "model" of "acme" (${host()}) took longer than ${ms / 1000} s; W&B is too slow, or keeps failing.`;
+  /** Requests W&B has neither answered nor seen given up: none once a resolution has ended. */
+  const open = () => wandb.requests.filter((r) => r.open).map((r) => r.operation ?? r.route);
+
+  it('ends a resolution that a registry stalls, at any step, with HF_WANDB_API_ERROR; its request is cut', async () => {
+    wandb.setFault({ type: 'stall' });
+    const error = await expectCode(resolve('acme/model/llama:v0', { deadlineMs: 300 }), 'WORKLOAD_INIT_HF_WANDB_API_ERROR');
+    expect(error.message).toBe(overdue(300));
+    await expect.poll(open).toEqual([]);
+    expect(wandb.requests.map((r) => r.operation)).toEqual(['FetchOrganization']);
+
+    // Answered step by step, then stalled at the manifest (the deadline leaves a loaded machine time for the steps).
+    wandb.setFault(null);
+    wandb.requests.length = 0;
+    wandb.setFault({ type: 'stall' }, { on: ['manifest'] });
+    expect((await expectCode(resolve('acme/model/llama:v0', { deadlineMs: 3000 }), 'WORKLOAD_INIT_HF_WANDB_API_ERROR')).message).toBe(
+      overdue(3000),
+    );
+    await expect.poll(open).toEqual([]);
+    expect(wandb.requests.map((r) => r.operation ?? r.route)).toEqual([
+      'FetchOrganization',
+      'ArtifactMembershipByName',
+      'FetchArtifactManifest',
+      'manifest',
+    ]);
+  });
+
+  it('ends a resolution whose calls keep failing within their retry budgets, in the middle of a wait', async () => {
+    wandb.setFault({ type: 'server-error', status: 503 });
+    const retry = { retries: 1_000_000, baseDelayMs: 5, maxDelayMs: 20, maxTimeMs: 3_600_000 };
+    const error = await expectCode(resolve('acme/model/llama:v0', { retry, deadlineMs: 1000 }), 'WORKLOAD_INIT_HF_WANDB_API_ERROR');
+    expect(error.message).toBe(overdue(1000));
+    expect(wandb.requests.length).toBeGreaterThan(1);
+    await expect.poll(open).toEqual([]);
+  });
+
+  it('a cancellation before the deadline keeps its own reason, and cuts the request too', async () => {
+    wandb.setFault({ type: 'stall' });
+    const cancelled = new AbortController();
+    const pending = resolve('acme/model/llama:v0', { signal: cancelled.signal, deadlineMs: 60_000 });
+    await expect.poll(open).toEqual(['FetchOrganization']);
+    cancelled.abort(new Error('endpoint deleted'));
+    await expect(pending).rejects.toThrow('endpoint deleted');
+    await expect.poll(open).toEqual([]);
+  });
+});
+
 describe('downloading artifact files into the model cache', () => {
   const fetchFile = async (cache: ModelCache, ref: string, apiKey = FAKE_WANDB_KEY, retry: Partial<RetryPolicy> = FAST) => {
     const artifact = await resolve(ref);

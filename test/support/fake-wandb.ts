@@ -65,7 +65,9 @@ export type WandbFault =
   | { type: 'truncate'; afterBytes: number }
   /** storage objects: the first byte flipped; manifests: one entry's digest changed */
   | { type: 'corrupt' }
-  | { type: 'slow'; chunkBytes: number; delayMs: number };
+  | { type: 'slow'; chunkBytes: number; delayMs: number }
+  /** takes the request and never answers it (a registry that hangs) */
+  | { type: 'stall' };
 
 export type WandbRoute = 'graphql' | 'download' | 'manifest' | 'storage';
 
@@ -88,6 +90,8 @@ export interface WandbRequestLog {
   authorization?: string;
   /** filled in once the answer is sent */
   status?: number;
+  /** true until the request is answered, or its client gives up on it (closes its connection) */
+  open: boolean;
 }
 
 export interface FakeWandb {
@@ -148,6 +152,7 @@ const DEFAULT_ROUTES: Record<WandbFault['type'], WandbRoute[]> = {
   truncate: ['storage'],
   corrupt: ['storage'],
   slow: ['storage'],
+  stall: ['graphql'],
 };
 /** Faults that spoil an answer that is otherwise served normally, rather than replacing it. */
 const SPOILERS = new Set<WandbFault['type']>(['truncate', 'corrupt', 'slow', 'graphql-error', 'missing-manifest']);
@@ -255,6 +260,12 @@ export async function startFakeWandb({
       default:
         return undefined;
     }
+  }
+
+  /** Answers a request with the fault's failure; a stalled one is left unanswered until its client closes it. */
+  async function refuse(req: IncomingMessage, fault: WandbFault): Promise<void> {
+    if (fault.type !== 'stall') throw failureFor(fault) ?? new HttpFailure(500, {});
+    if (!req.socket.destroyed) await new Promise((resolve) => req.socket.once('close', resolve));
   }
 
   function authorize(req: IncomingMessage): void {
@@ -405,7 +416,7 @@ export async function startFakeWandb({
       }
       if (operation) log.operation = operation;
       const failure = takeFault('graphql', operation, false);
-      if (failure) throw failureFor(failure) ?? new HttpFailure(500, {});
+      if (failure) return refuse(req, failure);
       authorize(req);
       const spoiler = takeFault('graphql', operation, true);
       const response = await yoga.fetch(
@@ -422,7 +433,7 @@ export async function startFakeWandb({
     if ((isV1 || isV2) && req.method === 'GET') {
       log.route = 'download';
       const failure = takeFault('download', undefined, false);
-      if (failure) throw failureFor(failure) ?? new HttpFailure(500, {});
+      if (failure) return refuse(req, failure);
       authorize(req);
       const md5hex = isV1 ? segments[2]! : segments[segments.length - 2]!;
       // V2 names the artifact: the file must belong to it, as W&B checks.
@@ -453,7 +464,7 @@ export async function startFakeWandb({
     if (segments[0] === 'manifests' && segments.length === 2) {
       log.route = 'manifest';
       const failure = takeFault('manifest', undefined, false);
-      if (failure) throw failureFor(failure) ?? new HttpFailure(500, {});
+      if (failure) return refuse(req, failure);
       if (!url.searchParams.get('X-Goog-Signature')) throw denied;
       const v = findVersion((s) => s.id === segments[1]);
       if (!v) throw notFound;
@@ -477,7 +488,7 @@ export async function startFakeWandb({
     if (segments[0] === 'objects' && segments.length === 2) {
       log.route = 'storage';
       const failure = takeFault('storage', undefined, false);
-      if (failure) throw failureFor(failure) ?? new HttpFailure(500, {});
+      if (failure) return refuse(req, failure);
       if (!url.searchParams.get('X-Goog-Signature')) throw denied;
       const content = objects.get(segments[1]!);
       if (!content) throw notFound;
@@ -495,11 +506,15 @@ export async function startFakeWandb({
         method: req.method ?? 'GET',
         route: 'other',
         path: url.pathname,
+        open: true,
         ...(req.headers.range ? { range: req.headers.range } : {}),
         ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}),
       };
       requests.push(log);
-      res.on('close', () => (log.status = res.statusCode));
+      res.on('close', () => {
+        log.status = res.statusCode;
+        log.open = false;
+      });
       handler(req, res, log).catch((err: unknown) => {
         if (res.headersSent) return void res.destroy();
         const failure = err instanceof HttpFailure ? err : new HttpFailure(500, { errors: [{ message: 'internal error' }] });

@@ -63,7 +63,16 @@ export interface WandbAccessOptions {
   retry?: Partial<RetryPolicy>;
   /** Told about each retry before it is waited for. */
   onRetry?: RetryReporter;
+  /** How long the whole resolution may take, retries included. @default WANDB_RESOLVE_DEADLINE_MS */
+  deadlineMs?: number;
 }
+
+/**
+ * How long one resolution may take in all (the organization, the version, the manifest, the server's features, and
+ * their retries): each answer is bounded and each call's retries are, but a registry slow at every step, or failing
+ * one call after another just within their budgets, would hold the endpoint's start for hours.
+ */
+export const WANDB_RESOLVE_DEADLINE_MS = 5 * 60_000;
 
 function wandbRetryOptions(options: WandbAccessOptions): RetryOptions {
   return {
@@ -162,13 +171,13 @@ function quote(part: string): string {
 
 /**
  * Finds the artifact version `ref` names in the W&B Registry, checks that it is a committed model, and reads its
- * manifest (verified against the artifact's digest) into the list of its files with their md5 and download URL.
+ * manifest (verified against the artifact's digest) into the list of its files with their md5 and download URL. All of
+ * it, retries included, ends by its deadline (`deadlineMs`, WANDB_RESOLVE_DEADLINE_MS by default): then the request
+ * under way is cut, and the resolution fails with WORKLOAD_INIT_HF_WANDB_API_ERROR.
  */
 export async function resolveArtifact(ref: string | ArtifactName, options: WandbAccessOptions = {}): Promise<ResolvedArtifact> {
   const parsed = typeof ref === 'string' ? parseArtifactName(ref) : parseArtifactName(formatArtifactName(ref));
   if (parsed.type === 'error') throw new ModelSourceError(NOT_FOUND, parsed.error);
-  const { org, registry, name, version } = parsed.value;
-  const { signal } = options;
   const baseUrl = wandbBaseUrl(options.baseUrl);
   let base: URL;
   try {
@@ -177,8 +186,43 @@ export async function resolveArtifact(ref: string | ArtifactName, options: Wandb
   } catch (err) {
     throw new ModelSourceError(API_ERROR, 'The W&B base URL (WANDB_BASE_URL) is not a valid http(s) URL.', { cause: err });
   }
+  const { deadlineMs = WANDB_RESOLVE_DEADLINE_MS } = options;
+  const { org, registry } = parsed.value;
+  // Every call of the resolution runs under one signal: the caller's cancellation (its reason passes through), or the
+  // deadline's, whose reason is the error to report.
+  const within = new AbortController();
+  const cancel = () => within.abort(options.signal?.reason);
+  if (options.signal?.aborted) cancel();
+  options.signal?.addEventListener('abort', cancel, { once: true });
+  const deadline = setTimeout(
+    () =>
+      within.abort(
+        new ModelSourceError(
+          API_ERROR,
+          `Resolving ${formatArtifactName(parsed.value)} in W&B's registry "${registry}" of "${org}" (${base.host}) took longer ` +
+            `than ${deadlineMs / 1000} s; W&B is too slow, or keeps failing.`,
+        ),
+      ),
+    deadlineMs,
+  );
+  try {
+    return await resolveWithin(parsed.value, base, baseUrl, { ...options, signal: within.signal });
+  } finally {
+    clearTimeout(deadline);
+    options.signal?.removeEventListener('abort', cancel);
+  }
+}
+
+async function resolveWithin(
+  parsed: ArtifactName,
+  base: URL,
+  baseUrl: string,
+  options: WandbAccessOptions & { signal: AbortSignal },
+): Promise<ResolvedArtifact> {
+  const { org, registry, name, version } = parsed;
+  const { signal } = options;
   const apiKey = wandbApiKey(options.apiKey);
-  const label = formatArtifactName(parsed.value);
+  const label = formatArtifactName(parsed);
   const ctx: Context = { label, org, registry, keySent: Boolean(apiKey), host: base.host };
   const retry = wandbRetryOptions(options);
   const call = graphqlCaller(baseUrl, apiKey, ctx, retry);
