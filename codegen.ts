@@ -19,7 +19,7 @@ const config: CodegenConfig = {
         useTypeImports: true,
         enumsAsTypes: true,
         skipTypename: false,
-        scalars: { DateTime: 'string', JSON: 'unknown', ID: 'string' },
+        scalars: { DateTime: 'string', JSON: 'unknown', ID: 'string', SafeInt: 'number' },
       },
     },
     // The web console's operations (src/console/api/*.graphql and any page's own .graphql files).
@@ -32,7 +32,7 @@ const config: CodegenConfig = {
         enumsAsTypes: true,
         skipTypename: false,
         nonOptionalTypename: true,
-        scalars: { DateTime: 'string', JSON: 'unknown', ID: 'string' },
+        scalars: { DateTime: 'string', JSON: 'unknown', ID: 'string', SafeInt: 'number' },
       },
     },
     // The registry client's operations, typed against the subset of W&B's schema they use.

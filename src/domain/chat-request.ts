@@ -225,9 +225,17 @@ export function parseGenerationRequest<P extends object>(
 
     const temperature = optionalNumber(body, 'temperature', 0, 2) ?? 1;
     const topP = optionalNumber(body, 'top_p', 0, 1) ?? 1;
+    // max_completion_tokens is OpenAI's newer name for max_tokens. OpenAI refuses a request that sends both (400
+    // invalid_parameter_combination, naming max_tokens), whatever their values: so does this API, before either is read.
+    const sent = (value: unknown) => value !== undefined && value !== null;
+    if (sent(body.max_tokens) && sent(body.max_completion_tokens))
+      fail(
+        'max_tokens and max_completion_tokens cannot be sent together: send max_completion_tokens alone (max_tokens is its older name)',
+        'max_tokens',
+        'invalid_parameter_combination',
+      );
     const maxCompletionTokens = optionalPositiveInteger(body, 'max_completion_tokens', MAX_REQUEST_TOKENS);
     const legacyMaxTokens = optionalPositiveInteger(body, 'max_tokens', MAX_REQUEST_TOKENS);
-    // max_completion_tokens is OpenAI's newer name; it wins when both are sent.
     const maxTokensParam = maxCompletionTokens !== undefined ? 'max_completion_tokens' : 'max_tokens';
     const maxTokens = maxCompletionTokens ?? legacyMaxTokens;
 

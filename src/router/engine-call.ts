@@ -8,6 +8,7 @@
 import type { Failure } from '../domain/errors.js';
 import { invalidRequest } from '../domain/request-checks.js';
 import type { EngineAnswer } from '../engine-client/engine-client.js';
+import { UPSTREAM_NOT_JSON } from './relay.js';
 
 /** An OpenAI error body's fields, as far as they are there. */
 type ErrorFields = { message?: unknown; param?: unknown; code?: unknown };
@@ -49,8 +50,4 @@ export function engineFailure(answer: Pick<EngineAnswer, 'status' | 'body'>): Fa
 }
 
 /** A replica's answer that is not the JSON it should be (an engine of one's own gone wrong). */
-export const upstreamInvalid = (): Failure => ({
-  kind: 'upstream',
-  message: 'The replica sent an answer that is not valid JSON.',
-  code: 'upstream_invalid',
-});
+export const upstreamInvalid = (): Failure => ({ kind: 'upstream', ...UPSTREAM_NOT_JSON });

@@ -54,9 +54,15 @@ export const UPSTREAM_TOO_LARGE = {
   message: 'The replica sent an answer larger than this request can produce. It was cut; retry the request.',
 } as const;
 
+/** The error of a replica's answer, or one event of its stream, that is not the JSON it should be (an engine of one's own gone wrong). */
+export const UPSTREAM_NOT_JSON = {
+  code: 'upstream_invalid',
+  message: 'The replica sent an answer that is not valid JSON.',
+} as const;
+
 /**
  * Thrown by the readers below when the replica's answer broke off (`UPSTREAM_CUT`), or was cut here for what it
- * was (`UPSTREAM_TOO_LARGE`); the surfaces answer its code and message (src/http/failures.ts).
+ * was (`UPSTREAM_TOO_LARGE`, `UPSTREAM_NOT_JSON`); the surfaces answer its code and message (src/http/failures.ts).
  */
 export class UpstreamCutError extends Error {
   readonly code: string;
@@ -80,7 +86,7 @@ class StreamMeter {
   completed = false;
   /** The replica's side ended first, without `[DONE]` (or sent nothing for the idle bound). */
   cut = false;
-  /** Cut here: an event over the bound. */
+  /** Cut here: an event over the bound, or one its reader could not read (`relayChunks`). */
   invalid = false;
 
   constructor(private readonly routed: RoutedRequest) {}
@@ -174,11 +180,16 @@ function idleBound(routed: RoutedRequest): IdleBound {
   return new IdleBound(idleMs, () => routed.upstream.body.destroy(new UpstreamIdleError(idleMs)));
 }
 
+/** Thrown into `relayStream` by a reader of its events that could not read one (relay-chunks.ts). */
+export class UnreadableEventError extends Error {}
+
 /**
  * The `data:` payloads of a streamed answer, `[DONE]` included, for consumers
  * that parse them. The slot is released when the stream ends or the consumer
- * stops. An event over the answer's bound, or a replica silent past the idle
- * bound once the first token came, ends it as cut (`UpstreamCutError`).
+ * stops. An event over the answer's bound, or one its reader throws an
+ * `UnreadableEventError` into the stream for, ends it as `upstream_invalid`; a
+ * replica silent past the idle bound once the first token came, as cut
+ * (both `UpstreamCutError`).
  */
 export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string> {
   const meter = new StreamMeter(routed);
@@ -202,8 +213,11 @@ export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string
         if (meter.observe(data)) yield data;
       }
     } catch (error) {
-      if (error instanceof EventTooLargeError) meter.invalid = true;
-      else meter.cut = true;
+      if (error instanceof EventTooLargeError || error instanceof UnreadableEventError) {
+        meter.invalid = true;
+        throw new UpstreamCutError(error, error instanceof EventTooLargeError ? UPSTREAM_TOO_LARGE : UPSTREAM_NOT_JSON);
+      }
+      meter.cut = true;
       throw new UpstreamCutError(error);
     }
     if (!meter.completed) {
@@ -323,6 +337,18 @@ export function pipeStream(
  * done) as a cut.
  */
 export async function collectBody(routed: RoutedRequest): Promise<Buffer> {
+  return (await collect(routed, false)).body;
+}
+
+/**
+ * The same, read as the JSON object it should be, for consumers that read it (GraphQL): one that is not is thrown
+ * as `upstream_invalid` (`UpstreamCutError`), and recorded so with status 502, as one over the bound is.
+ */
+export async function collectJson(routed: RoutedRequest): Promise<Record<string, unknown>> {
+  return (await collect(routed, true)).parsed!;
+}
+
+async function collect(routed: RoutedRequest, json: boolean): Promise<{ body: Buffer; parsed?: Record<string, unknown> }> {
   const chunks: Buffer[] = [];
   const maxBytes = routed.maxAnswerBytes ?? ANSWER_MAX_BYTES;
   let size = 0;
@@ -330,6 +356,7 @@ export async function collectBody(routed: RoutedRequest): Promise<Buffer> {
   let cut = false;
   let tooLarge = false;
   let body = Buffer.alloc(0);
+  let parsed: Record<string, unknown> | undefined;
   const idle = idleBound(routed);
   try {
     try {
@@ -355,26 +382,28 @@ export async function collectBody(routed: RoutedRequest): Promise<Buffer> {
     idle.stop();
     if (completed) body = Buffer.concat(chunks);
     if (completed) routed.capture?.wholeBody(body);
-    let usage: Usage | undefined;
-    let finishReason: string | null = null;
-    if (completed && routed.upstream.status === 200) {
+    if (completed && (json || routed.upstream.status === 200)) {
       try {
-        const parsed = JSON.parse(body.toString('utf8')) as { usage?: Usage; choices?: { finish_reason?: string }[] };
-        usage = parsed.usage;
-        finishReason = parsed.choices?.[0]?.finish_reason ?? null;
+        const value: unknown = JSON.parse(body.toString('utf8'));
+        if (typeof value === 'object' && value !== null && !Array.isArray(value)) parsed = value as Record<string, unknown>;
       } catch {
-        // recorded without usage
+        // recorded without usage (the text itself goes nowhere: JSON.parse's own message would quote it)
       }
     }
+    // Read as JSON, an answer that is not is the replica's invalid answer: so its client is told, and so it counts.
+    const unreadable = completed && json && parsed === undefined;
+    const ok =
+      routed.upstream.status === 200 ? (parsed as { usage?: Usage; choices?: { finish_reason?: string }[] } | undefined) : undefined;
     routed.finish({
-      promptTokens: usage?.prompt_tokens ?? null,
-      completionTokens: usage?.completion_tokens ?? null,
+      promptTokens: ok?.usage?.prompt_tokens ?? null,
+      completionTokens: ok?.usage?.completion_tokens ?? null,
       ttftMs: completed ? performance.now() - routed.startedAt : null,
-      finishReason,
+      finishReason: ok?.choices?.[0]?.finish_reason ?? null,
       cancelled: !completed && !tooLarge,
-      errorCode: tooLarge ? UPSTREAM_TOO_LARGE.code : cut ? UPSTREAM_CUT.code : null,
-      ...(tooLarge ? { httpStatus: FAILED_ANSWER_STATUS } : {}),
+      errorCode: tooLarge ? UPSTREAM_TOO_LARGE.code : unreadable ? UPSTREAM_NOT_JSON.code : cut ? UPSTREAM_CUT.code : null,
+      ...(tooLarge || unreadable ? { httpStatus: FAILED_ANSWER_STATUS } : {}),
     });
   }
-  return body;
+  if (json && parsed === undefined) throw new UpstreamCutError(undefined, UPSTREAM_NOT_JSON);
+  return parsed ? { body, parsed } : { body };
 }

@@ -112,7 +112,7 @@ describeBrowser('web console: endpoints list and form', () => {
     await page.getByText('Advanced', { exact: true }).click();
     await page.getByLabel('Max token count').fill('1000');
     await page.getByRole('button', { name: 'Save new version' }).click();
-    await expect.poll(() => errorBeside(page, 'Max input length')).toBe('must not exceed max_token_count (2048 > 1000)');
+    await expect.poll(() => errorBeside(page, 'Max input length')).toBe('must not exceed maxTokenCount (2048 > 1000)');
     expect(operations).toContain('EndpointsUpdate');
     expect(await page.getByLabel('Max input length').evaluate((el) => el === document.activeElement)).toBe(true);
 

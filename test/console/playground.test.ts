@@ -265,7 +265,7 @@ describeBrowser('web console: playground', () => {
     await page.getByRole('button', { name: 'Send' }).click();
     await expect.poll(() => announcement(page).innerText()).toBe('The answer failed.');
     const alert = page.locator('.message-assistant [role="alert"]');
-    expect(await alert.innerText()).toContain('max_tokens asks for 100000');
+    expect(await alert.innerText()).toContain('maxTokens asks for 100000');
     // Retry sends the question again, in place of the failed answer.
     await page.getByLabel('Max tokens').fill('4');
     await page.getByRole('button', { name: 'Retry' }).click();

@@ -74,32 +74,40 @@ const tool = fc.record({
   function: fc.record({ name: fc.constantFrom('lookup', 'weather'), description: maybe(text), parameters: maybe(schema) }),
 });
 
-const chatBody = fc.record(
-  {
-    ...generationFields,
-    messages: fc.array(message, { minLength: 1, maxLength: 4 }),
-    logprobs: maybe(fc.boolean()),
-    top_logprobs: maybe(fc.integer({ min: 0, max: 20 })),
-    chat_template_kwargs: maybe(fc.record({ enable_thinking: fc.boolean() })),
-    tools: maybe(fc.array(tool, { minLength: 1, maxLength: 1 })),
-    tool_choice: maybe(fc.constantFrom('auto', 'none', 'required')),
-    parallel_tool_calls: maybe(fc.boolean()),
-  },
-  { requiredKeys: ['messages'] },
-);
+/** OpenAI refuses max_tokens with max_completion_tokens (400 invalid_parameter_combination): a body sends one of them. */
+const oneTokenLimit = <T extends { max_tokens?: number; max_completion_tokens?: number }>({ max_tokens, ...body }: T) =>
+  body.max_completion_tokens === undefined && max_tokens !== undefined ? { ...body, max_tokens } : body;
 
-const completionBody = fc.record(
-  {
-    ...generationFields,
-    prompt: maybe(
-      fc.oneof(fc.string({ minLength: 1, maxLength: 30 }), fc.array(fc.integer({ min: 0, max: 500 }), { minLength: 1, maxLength: 8 })),
-    ),
-    tokens: maybe(fc.array(fc.integer({ min: 0, max: 500 }), { minLength: 1, maxLength: 8 })),
-    logprobs: maybe(fc.integer({ min: 0, max: 5 })),
-    echo: maybe(fc.constant(false)),
-  },
-  { requiredKeys: [] },
-);
+const chatBody = fc
+  .record(
+    {
+      ...generationFields,
+      messages: fc.array(message, { minLength: 1, maxLength: 4 }),
+      logprobs: maybe(fc.boolean()),
+      top_logprobs: maybe(fc.integer({ min: 0, max: 20 })),
+      chat_template_kwargs: maybe(fc.record({ enable_thinking: fc.boolean() })),
+      tools: maybe(fc.array(tool, { minLength: 1, maxLength: 1 })),
+      tool_choice: maybe(fc.constantFrom('auto', 'none', 'required')),
+      parallel_tool_calls: maybe(fc.boolean()),
+    },
+    { requiredKeys: ['messages'] },
+  )
+  .map(oneTokenLimit);
+
+const completionBody = fc
+  .record(
+    {
+      ...generationFields,
+      prompt: maybe(
+        fc.oneof(fc.string({ minLength: 1, maxLength: 30 }), fc.array(fc.integer({ min: 0, max: 500 }), { minLength: 1, maxLength: 8 })),
+      ),
+      tokens: maybe(fc.array(fc.integer({ min: 0, max: 500 }), { minLength: 1, maxLength: 8 })),
+      logprobs: maybe(fc.integer({ min: 0, max: 5 })),
+      echo: maybe(fc.constant(false)),
+    },
+    { requiredKeys: [] },
+  )
+  .map(oneTokenLimit);
 
 /** Keys of the body the engine gets that the client's body did not have (besides what the gateway always writes). */
 const WRITTEN_ALWAYS = new Set([

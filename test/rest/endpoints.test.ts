@@ -277,6 +277,7 @@ describe('reading endpoints', () => {
       endpointId: id,
       hfModelRepo: 'org/tiny-model',
       hfModelRepoRevision: 'v1',
+      wandbArtifact: null,
       versionIndex: 0,
       versionComment: null,
       createdAt: expect.stringMatching(ISO),

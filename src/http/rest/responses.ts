@@ -61,6 +61,8 @@ export function specObject(endpoint: EndpointRecord, version: VersionRecord = en
     endpointId: endpoint.id,
     hfModelRepo: hubModelOf(spec).repo,
     hfModelRepoRevision: hubModelOf(spec).revision,
+    // ext: the registry artifact, for an endpoint made from one (hfModelRepo is then null), as GraphQL's spec has it.
+    wandbArtifact: wandbArtifactOf(version),
     versionIndex: version.versionIndex,
     versionComment: version.comment,
     createdAt: version.createdAt.toISOString(),
@@ -101,7 +103,5 @@ export function versionEntry(endpoint: EndpointRecord, version: VersionRecord) {
     rolledBackFrom: version.rolledBackFrom,
     // ext: who made this version (creatorId is the endpoint's creator).
     versionCreatorId: version.creatorId,
-    // ext: the registry artifact, for an endpoint made from one (hfModelRepo is then null).
-    wandbArtifact: wandbArtifactOf(version),
   };
 }

@@ -74,6 +74,7 @@ export type ChatCompletionInput = {
   repetitionPenalty?: number | null | undefined;
   /** OpenAI `response_format`: `{type: "json_object"}`, or `{type: "json_schema", json_schema: {name, schema}}`; the JSON is enforced while the answer is generated. @default text */
   responseFormat?: unknown;
+  /** OpenAI `seed`: an integer within ±(2^53 − 1), as the REST route takes (a 32-bit Int is one). */
   seed?: number | null | undefined;
   stop?: Array<string> | null | undefined;
   temperature?: number | null | undefined;

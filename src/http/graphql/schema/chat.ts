@@ -7,9 +7,13 @@
 import type { Failure } from '../../../domain/errors.js';
 import { engineFailure, upstreamInvalid } from '../../../router/engine-call.js';
 import type { Outcome } from '../../../router/chat-router.js';
-import { collectBody, relayStream } from '../../../router/relay.js';
+import { relayChunks } from '../../../router/relay-chunks.js';
+import { collectJson, UPSTREAM_NOT_JSON, UpstreamCutError } from '../../../router/relay.js';
+import { failureOf } from '../../failures.js';
 import { builder, type SchemaTypesOf } from '../builder.js';
-import { chatErrorOf, graphqlChatError, restFieldName, type ChatError } from '../errors.js';
+import { chatErrorOf, graphqlChatError as chatGraphqlError, restFieldName, type ChatError } from '../errors.js';
+import { failureInGraphqlNames } from '../field-names.js';
+import { SafeInt } from './safe-int.js';
 
 interface Usage {
   prompt_tokens: number;
@@ -101,7 +105,10 @@ const ChatCompletionInput = builder.inputType('ChatCompletionInput', {
     topLogprobs: t.int({ description: 'With logprobs: the most likely alternatives per token, 0 to 20. @default 0' }),
     maxTokens: t.int(),
     stop: t.stringList(),
-    seed: t.int(),
+    seed: t.field({
+      type: SafeInt,
+      description: 'OpenAI `seed`: an integer within ±(2^53 − 1), as the REST route takes (a 32-bit Int is one).',
+    }),
     chatTemplateKwargs: t.field({ type: 'JSON', description: 'Passed to the chat template; `enable_thinking` toggles reasoning.' }),
     includeUsage: t.boolean({ description: 'Streams a final chunk with the token usage. @default false' }),
     responseFormat: t.field({
@@ -145,6 +152,21 @@ const PASSED_FIELDS = [
   'toolChoice',
   'parallelToolCalls',
 ] as const satisfies readonly (keyof Input)[];
+
+/**
+ * The REST names a validator's message may use for what this input sent (`max_tokens`, `tool_call_id`, and the
+ * endpoint's limits, which GraphQL names `maxTokenCount`, `maxInputLength`): GraphQL's errors read them as GraphQL's.
+ */
+const CHAT_REST_NAMES: ReadonlySet<string> = new Set([
+  ...['model', 'messages', 'toolCalls', 'toolCallId', ...PASSED_FIELDS].map(restFieldName),
+  'max_token_count',
+  'max_input_length',
+]);
+
+/** A chat failure in GraphQL's names (field-names.ts); `chatErrorOf` and `chatGraphqlError` name its `param` so too. */
+const inGraphqlNames = (failure: Failure) => failureInGraphqlNames(failure, (name) => CHAT_REST_NAMES.has(name), JSON_FIELDS);
+const chatError = (failure: Failure) => chatErrorOf(inGraphqlNames(failure), JSON_FIELDS);
+const graphqlChatError = (failure: Failure) => chatGraphqlError(inGraphqlNames(failure), JSON_FIELDS);
 
 /** A message's fields by their REST names (`toolCallId` → `tool_call_id`), when set. */
 const restMessage = (message: Input['messages'][number]) =>
@@ -305,28 +327,21 @@ const CreateChatCompletionResult = builder.unionType('CreateChatCompletionResult
 });
 
 /**
- * The replica's JSON (an answer, a chunk, an error body); a replica that sends something else (an engine of one's own
- * gone wrong) is an upstream failure. The text itself goes nowhere: JSON.parse's own message would quote it into the log.
- */
-function upstreamJson<T extends object>(text: string): T | { failure: Failure } {
-  try {
-    return JSON.parse(text) as T;
-  } catch {
-    return { failure: upstreamInvalid() };
-  }
-}
-
-/**
- * An outcome read whole: the completion, or the failure (the core's, or the replica's error answer read into the
- * error model).
+ * An outcome read whole: the completion, or the failure (the core's, the replica's error answer read into the error
+ * model, or its answer cut, past its bounds or not JSON: the REST route's 502, in-band as every other).
  */
 async function wholeAnswer(outcome: Outcome): Promise<{ completion: Completion } | { failure: Failure }> {
   if (outcome.kind === 'failure') return outcome;
   const { routed } = outcome;
-  const body = upstreamJson<Completion | { error: unknown }>((await collectBody(routed)).toString('utf8'));
-  if ('failure' in body) return body;
+  let body: Record<string, unknown>;
+  try {
+    body = await collectJson(routed);
+  } catch (error) {
+    if (error instanceof UpstreamCutError) return { failure: failureOf(error) };
+    throw error;
+  }
   if ('error' in body || routed.upstream.status !== 200) return { failure: engineFailure({ status: routed.upstream.status, body }) };
-  return { completion: body };
+  return { completion: body as unknown as Completion };
 }
 
 builder.mutationField('createChatCompletion', (t) =>
@@ -335,7 +350,7 @@ builder.mutationField('createChatCompletion', (t) =>
     args: { input: t.arg({ type: ChatCompletionInput, required: true }) },
     resolve: async (_, { input }, { principal, chat, signal }) => {
       const answer = await wholeAnswer(await chat.answer(principal, toOpenAIBody(input, false), signal));
-      return 'failure' in answer ? chatErrorOf(answer.failure, JSON_FIELDS) : answer;
+      return 'failure' in answer ? chatError(answer.failure) : answer;
     },
   }),
 );
@@ -354,16 +369,20 @@ builder.subscriptionField('chatCompletion', (t) =>
         if (outcome.kind !== 'stream') {
           // Refused, or the replica's error answer (an answer that is not a stream where one was asked is not one either).
           const answer = await wholeAnswer(outcome);
-          throw graphqlChatError('failure' in answer ? answer.failure : upstreamInvalid(), JSON_FIELDS);
+          throw graphqlChatError('failure' in answer ? answer.failure : upstreamInvalid());
         }
-        for await (const data of relayStream(outcome.routed)) {
-          if (data === '[DONE]') return;
-          const chunk = upstreamJson<Chunk>(data);
-          if ('failure' in chunk) throw graphqlChatError(chunk.failure, JSON_FIELDS);
-          // The engine's error event inside the stream (it shuts down, its generation failed): the stream's error, with
-          // the engine's code, not a chunk (which has no id).
-          if ('error' in chunk) throw graphqlChatError(engineFailure({ status: 502, body: chunk }), JSON_FIELDS);
-          yield chunk;
+        try {
+          for await (const chunk of relayChunks(outcome.routed)) {
+            // The engine's error event inside the stream (it shuts down, its generation failed): the stream's error,
+            // with the engine's code, not a chunk (which has no id).
+            if ('error' in chunk) throw graphqlChatError(engineFailure({ status: 502, body: chunk }));
+            yield chunk as unknown as Chunk;
+          }
+        } catch (error) {
+          // An event past its bound or not JSON: the chat error it is (502 upstream_invalid), as the engine's own.
+          // A cut stays the UPSTREAM_DISCONNECTED error it is (the GraphQL table's, docs/chat-api.md).
+          if (error instanceof UpstreamCutError && error.code === UPSTREAM_NOT_JSON.code) throw graphqlChatError(failureOf(error));
+          throw error;
         }
       } finally {
         signal.removeEventListener('abort', stop);

@@ -7,6 +7,7 @@ import type { ObjectRef, UnionRef } from '@pothos/core';
 import { failureOfDomainError } from '../../../domain/errors.js';
 import type { DomainError, FieldViolation, Result } from '../../../domain/result.js';
 import { graphqlErrorOf, graphqlFieldName } from '../errors.js';
+import { inGraphqlNames, snakeCase } from '../field-names.js';
 import { builder } from '../builder.js';
 import { EndpointStatusValue } from './enums.js';
 
@@ -25,7 +26,8 @@ const FieldErrorRef = builder.objectRef<FieldViolation>('FieldError').implement(
   description: 'One invalid input field and the rule it breaks.',
   fields: (t) => ({
     field: t.string({ resolve: (v) => graphqlFieldName(v.field) }),
-    message: t.exposeString('message'),
+    // The mutations' validators name fields in REST's snake_case only (`advanced.max_batch_size`): GraphQL's names.
+    message: t.string({ resolve: (v) => inGraphqlNames(v.message, snakeCase) }),
   }),
 });
 
@@ -50,7 +52,10 @@ export const InvalidArgumentError = errorType(
   'InvalidArgumentError',
   'INVALID_ARGUMENT',
   'Some input fields break their rules; `fields` names each.',
-  (t) => ({ fields: t.field({ type: [FieldErrorRef], resolve: (e: ErrorOf<'INVALID_ARGUMENT'>) => e.fields }) }),
+  (t) => ({
+    message: t.string({ resolve: (e: ErrorOf<'INVALID_ARGUMENT'>) => inGraphqlNames(e.message, snakeCase) }),
+    fields: t.field({ type: [FieldErrorRef], resolve: (e: ErrorOf<'INVALID_ARGUMENT'>) => e.fields }),
+  }),
 );
 
 export const InvalidTransitionError = errorType(
