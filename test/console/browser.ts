@@ -47,7 +47,7 @@ export interface ConsoleHarness {
   browser: Browser;
   user: SeededUser;
   project: { id: string };
-  /** A fresh page (its own context: nothing in session storage), errors in the page fail the test. */
+  /** A fresh page (its own context: nothing in session storage); errors in the page and CSP violations fail the test. */
   newPage(options?: { width?: number; height?: number }): Promise<Page>;
   /** A fresh page, signed in with the user's key, on the endpoints list. */
   signedIn(options?: { width?: number; height?: number }): Promise<Page>;
@@ -69,9 +69,13 @@ export async function startConsole(options: TestAppOptions = {}): Promise<Consol
     const page = await context.newPage();
     page.setDefaultTimeout(20_000);
     page.on('pageerror', (error) => pageErrors.push(error.message));
+    // Whatever the console's Content-Security-Policy refuses (an inline style, a script, a connection elsewhere) is a bug.
+    page.on('console', (message) => {
+      if (message.type() === 'error' && message.text().includes('Content Security Policy')) pageErrors.push(message.text());
+    });
     onCleanup(() => {
-      // An uncaught exception in the page is a bug even when the test's assertions passed.
-      expect(pageErrors, 'uncaught errors in the page').toEqual([]);
+      // An uncaught exception in the page, or a CSP violation, is a bug even when the test's assertions passed.
+      expect(pageErrors, 'uncaught errors and CSP violations in the page').toEqual([]);
     });
     await page.goto(app.url);
     return page;

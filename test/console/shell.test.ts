@@ -24,6 +24,27 @@ describeBrowser('web console: shell', () => {
     expect((await fetch(`${h.app.url}/`, { method: 'POST' })).status).toBe(405);
   });
 
+  it('allows no inline style: one injected into the page is refused, and reported as the violation it is', async () => {
+    const policy = (await fetch(`${h.app.url}/`)).headers.get('content-security-policy') ?? '';
+    expect(policy).toContain("style-src 'self'");
+    expect(policy).not.toContain('unsafe-inline');
+    const page = await h.browser.newPage();
+    const violations: string[] = [];
+    page.on('console', (message) => {
+      if (message.text().includes('Content Security Policy')) violations.push(message.text());
+    });
+    await page.goto(h.app.url);
+    const color = await page.evaluate(() => {
+      const style = document.createElement('style');
+      style.textContent = 'body { color: rgb(1, 2, 3) !important; }';
+      document.head.append(style);
+      return getComputedStyle(document.body).color;
+    });
+    expect(color).not.toBe('rgb(1, 2, 3)');
+    await expect.poll(() => violations.length).toBeGreaterThan(0);
+    await page.close();
+  });
+
   it('refuses a wrong key beside the field, signs in with a good one, and signs out', async () => {
     const page = await h.newPage();
     // The hint shows its commands as code, not as Markdown backticks (issue 32).
