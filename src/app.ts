@@ -121,6 +121,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     intervalMs: config.controllerIntervalMs,
     restIntervalMs: config.controllerRestIntervalMs,
     leaseTtlMs: config.leaseTtlMs,
+    placementBackoffBaseMs: config.placementBackoffBaseMs,
     drainTimeoutMs: config.drainTimeoutMs,
     engines,
     ...options.controller,

@@ -87,6 +87,8 @@ export interface Config {
   controllerRestIntervalMs: number;
   /** How long an endpoint's lease outlives its holder. @default 10000 */
   leaseTtlMs: number;
+  /** The first wait of an endpoint's placements after an outage (doubling, up to a minute). @default 1000 */
+  placementBackoffBaseMs: number;
   /** How long a starting engine may take to answer its health check. @default 300000 */
   replicaStartTimeoutMs: number;
   /** How long a stopping replica may take to finish requests in flight. @default 30000 */
@@ -280,6 +282,7 @@ export function loadConfig(env: Env = process.env): Config {
       86_400_000,
     ),
     leaseTtlMs: readInteger(env, 'LEASE_TTL_MS', DEFAULTS.leaseTtlMs, 100, 3_600_000),
+    placementBackoffBaseMs: readInteger(env, 'PLACEMENT_BACKOFF_BASE_MS', DEFAULTS.placementBackoffBaseMs, 10, 60_000),
     replicaStartTimeoutMs: readInteger(env, 'REPLICA_START_TIMEOUT_MS', DEFAULTS.replicaStartTimeoutMs, 1000, 86_400_000),
     drainTimeoutMs: readInteger(env, 'DRAIN_TIMEOUT_MS', DEFAULTS.drainTimeoutMs, 0, 86_400_000),
     wakeTimeoutMs: readInteger(env, 'WAKE_TIMEOUT_MS', DEFAULTS.wakeTimeoutMs, 0, 86_400_000),

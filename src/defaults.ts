@@ -14,6 +14,8 @@ export const DEFAULTS = {
   replicaStartTimeoutMs: 300_000,
   /** DRAIN_TIMEOUT_MS: how long a sleeping or scaled-down replica may take to finish its requests. */
   drainTimeoutMs: 30_000,
+  /** PLACEMENT_BACKOFF_BASE_MS: the first wait of an endpoint's placements after an outage (doubling, up to a minute). */
+  placementBackoffBaseMs: 1000,
   /** How often a gateway looks for the replicas no endpoint owns (orphans) and stops them. */
   orphanReapIntervalMs: 60_000,
   /** SIGTERM to SIGKILL of a stopped engine. */

@@ -71,6 +71,8 @@ export interface ControllerOptions {
   stopGraceMs?: number;
   /** A draining engine that answers no health check for this long is stopped. @default 10000 */
   drainSilenceMs?: number;
+  /** The first wait of an endpoint's placements after an outage (placement-backoff.ts). @default 1000 */
+  placementBackoffBaseMs?: number;
   /** Replacement back-off and the deaths within a window that mark the endpoint FAILED. @default DEFAULT_CRASH_POLICY */
   crashLoop?: Partial<CrashPolicy>;
   log?: (message: string, error?: unknown) => void;
@@ -125,6 +127,7 @@ export class Controller {
       poke: (endpointId) => this.loop.poke(endpointId, { internal: true }),
       holds: (endpointId) => this.loop.holds(endpointId),
       evictedByNode: (endpointId) => this.crashes.evictedByNode(endpointId),
+      placementBackoffBaseMs: options.placementBackoffBaseMs ?? DEFAULTS.placementBackoffBaseMs,
       log,
     });
     const policy = { ...DEFAULT_CRASH_POLICY, ...options.crashLoop };

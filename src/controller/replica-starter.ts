@@ -54,6 +54,8 @@ export interface ReplicaStarterOptions {
   holds?: (endpointId: string) => boolean;
   /** A starting replica's node evicted it under its own pressure: the crash watch's back-off (CrashWatch.evictedByNode). */
   evictedByNode?: (endpointId: string) => void;
+  /** The first wait of an endpoint's placements after an outage (placement-backoff.ts). @default 1000 */
+  placementBackoffBaseMs?: number;
   log: (message: string, error?: unknown) => void;
 }
 
@@ -76,7 +78,7 @@ export class ReplicaStarter {
   /** Replicas whose warm-up ended here (marked READY), by id: their endpoints. A pass that read one STARTING before does not warm it again. */
   private readonly warmed = new Map<string, string>();
   /** Endpoints whose last placements met an outage wait before the next. */
-  private readonly outages = new PlacementBackoff();
+  private readonly outages: PlacementBackoff;
   private readonly preparer: ModelPreparer;
   /**
    * Steps that run at once (downloads, placements, warm-ups); the others wait their turn, already counted as starting:
@@ -87,6 +89,7 @@ export class ReplicaStarter {
 
   constructor(private readonly options: ReplicaStarterOptions) {
     this.preparer = new ModelPreparer(options);
+    this.outages = new PlacementBackoff(options.placementBackoffBaseMs);
   }
 
   /** Whether the endpoint's next placement waits out the back-off of an outage (placement-backoff.ts): `begin` places none. */

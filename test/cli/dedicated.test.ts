@@ -194,38 +194,43 @@ describe('dedicated (the endpoint CLI)', () => {
   }, 120_000);
 
   test("create's and update's errors name the flags: the ones missing, and the API's fields by their flags", async () => {
-    const noInstance = await cli(['endpoints', 'create', '--project', projectId, '--name', 'x', '--model', TINY_REPO]);
+    // Each call is a process that starts in a second or so: the ones that change nothing run together.
+    const [noInstance, two, named, byGpu, badCount, both, none] = await Promise.all([
+      cli(['endpoints', 'create', '--project', projectId, '--name', 'x', '--model', TINY_REPO]),
+      cli(['endpoints', 'create', '--project', projectId, '--model', TINY_REPO]),
+      cli(['endpoints', 'create', '--project', projectId, '--instance', H100_X1]),
+      // A GPU kind and count name the instance option as well as its id does.
+      cli(['endpoints', 'create', '--project', projectId, '--gpu', 'h100', '--gpus', '2']),
+      cli(['endpoints', 'create', '--project', projectId, '--gpu', 'H100', '--gpus', '3']),
+      cli(['endpoints', 'create', '--project', projectId, '--gpu', 'A100', '--instance', H100_X1]),
+      // 0 replicas at most is the API's rule too (the endpoint runs none until raised).
+      cli(createArgs('cli-none', TINY_REPO, '--min-replica', '0', '--max-replica', '0')),
+    ]);
     expect(noInstance.code).toBe(1);
     expect(noInstance.stderr).toMatch(/^error: create needs --instance \(--instance is one of: ShbPuOs4tfGb \(1 × A100 80 GB\), /);
-    const two = await cli(['endpoints', 'create', '--project', projectId, '--model', TINY_REPO]);
     expect(two.stderr).toMatch(/^error: create needs --name and --instance /);
-    const named = await cli(['endpoints', 'create', '--project', projectId, '--instance', H100_X1]);
     expect(named.stderr.trim()).toBe('error: create needs --name and --model');
-    // A GPU kind and count name the instance option as well as its id does.
-    const byGpu = await cli(['endpoints', 'create', '--project', projectId, '--gpu', 'h100', '--gpus', '2']);
     expect(byGpu.stderr.trim()).toBe('error: create needs --name and --model');
-    const badCount = await cli(['endpoints', 'create', '--project', projectId, '--gpu', 'H100', '--gpus', '3']);
     expect(badCount.stderr.trim()).toBe('error: --gpus must be one of 1, 2, 4, 8 (got 3)');
-    const both = await cli(['endpoints', 'create', '--project', projectId, '--gpu', 'A100', '--instance', H100_X1]);
     expect(both.stderr.trim()).toBe('error: give --instance or --gpu (with --gpus), not both');
-
-    // 0 replicas at most is the API's rule too (the endpoint runs none until raised).
-    const none = await cli(createArgs('cli-none', TINY_REPO, '--min-replica', '0', '--max-replica', '0'));
     expect(none.code, none.stderr).toBe(0);
     const endpoint = JSON.parse(none.stdout) as { id: string; spec: { autoscalingMin: number; autoscalingMax: number } };
     expect(endpoint.spec).toMatchObject({ autoscalingMin: 0, autoscalingMax: 0 });
 
-    const tooMany = await cli(['endpoints', 'update', endpoint.id, '--max-replica', '11']);
+    // The refused updates change nothing: they run together, and with the one update that succeeds.
+    const [tooMany, crossed, moved, batch, instance] = await Promise.all([
+      cli(['endpoints', 'update', endpoint.id, '--max-replica', '11']),
+      cli(['endpoints', 'update', endpoint.id, '--min-replica', '2']),
+      cli(['--json', 'endpoints', 'update', endpoint.id, '--gpu', 'A100', '--gpus', '4']),
+      cli(['endpoints', 'update', endpoint.id, '--max-batch-size', '0']),
+      cli(['endpoints', 'update', endpoint.id, '--instance', 'nope']),
+    ]);
     expect(tooMany.code).toBe(1);
     expect(tooMany.stderr.trim()).toBe('error: invalid request: --max-replica: must be from 0 to 10');
-    const crossed = await cli(['endpoints', 'update', endpoint.id, '--min-replica', '2']);
     expect(crossed.stderr.trim()).toBe('error: invalid request: --min-replica: must not exceed --max-replica (2 > 0)');
-    const moved = await cli(['--json', 'endpoints', 'update', endpoint.id, '--gpu', 'A100', '--gpus', '4']);
     expect(moved.code, moved.stderr).toBe(0);
     expect((JSON.parse(moved.stdout) as { spec: { gpuType: string; numGpu: number } }).spec).toMatchObject({ gpuType: 'A100', numGpu: 4 });
-    const batch = await cli(['endpoints', 'update', endpoint.id, '--max-batch-size', '0']);
     expect(batch.stderr.trim()).toBe('error: invalid request: --max-batch-size: must be from 1 to 1024');
-    const instance = await cli(['endpoints', 'update', endpoint.id, '--instance', 'nope']);
     expect(instance.stderr.trim()).toMatch(
       /^error: invalid request: --instance: must be one of the instance option ids: ShbPuOs4tfGb \(1 × A100 80 GB\), TwD5AqnBSVN0 \(1 × H100 80 GB\), .*drbc6G9FxJWZ \(8 × B200 192 GB\)$/,
     );
@@ -255,13 +260,15 @@ describe('dedicated (the endpoint CLI)', () => {
     expect(versions.stdout).toMatch(/^0\s+\S+\s+test-org\/tiny-llama-GGUF\s+8\s+1024.*from the CLI$/m);
     expect(versions.stdout).toMatch(/^1\s+\S+\s+test-org\/tiny-llama-GGUF\s+2\s+1024.*smaller batch$/m);
 
-    const nothing = await cli(['endpoints', 'update', endpointId]);
+    const [nothing, invalid, badFlag] = await Promise.all([
+      cli(['endpoints', 'update', endpointId]),
+      cli(['endpoints', 'update', endpointId, '--max-replica', '99']),
+      cli(['endpoints', 'update', endpointId, '--max-batch-size', 'lots']),
+    ]);
     expect(nothing.code).toBe(1);
     expect(nothing.stderr).toContain('update needs at least one setting');
-    const invalid = await cli(['endpoints', 'update', endpointId, '--max-replica', '99']);
     expect(invalid.code).toBe(1);
     expect(invalid.stderr.trim()).toBe('error: invalid request: --max-replica: must be from 0 to 10');
-    const badFlag = await cli(['endpoints', 'update', endpointId, '--max-batch-size', 'lots']);
     expect(badFlag.code).toBe(1);
     expect(badFlag.stderr).toContain('--max-batch-size must be an integer');
 

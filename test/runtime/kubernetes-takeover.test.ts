@@ -62,6 +62,9 @@ beforeAll(async () => {
     ADMIN_API_KEY: ADMIN_KEY,
     KUBECONFIG: kube.writeKubeconfig(NS),
     ...kubernetesTestEnv(NS, cacheDir, { KUBERNETES_TERMINATION_GRACE_SECONDS: '2' }),
+    // The placements' back-off after an outage starts at 250 ms (production: 1 s), doubling: the outage tests wait
+    // for fewer seconds of it. The passes come every 100 ms, so a window of 1 s without back-off holds about ten.
+    PLACEMENT_BACKOFF_BASE_MS: '250',
   });
 }, 120_000);
 
@@ -159,10 +162,11 @@ test('an API server that answers 503 to pod creation is an outage, not the endpo
   const id = await createEndpoint(gateway);
   // Several passes meet the outage; none fails the endpoint (before, the first made it FAILED with WORKLOAD_INIT_SETTINGS_ERROR).
   await waitFor('pod creation refused on several passes', async () => faults.refused >= 3, 30_000);
-  // Each refused placement ends with a pass that could place again at once: the placements back off instead (1 s,
-  // doubling), so that a server in trouble is not asked again at the controller's full speed.
+  // Each refused placement ends with a pass that could place again at once: the placements back off instead (250 ms
+  // here, doubling: at most one more in the next second), so that a server in trouble is not asked again at the
+  // controller's full speed (a pass every 100 ms: about ten in that second).
   const refusedThen = faults.refused;
-  await new Promise((resolve) => setTimeout(resolve, 3000));
+  await new Promise((resolve) => setTimeout(resolve, 1000));
   expect(faults.refused - refusedThen).toBeLessThanOrEqual(2);
   const during = await statusOf(db.sql, id);
   expect(during.status).toBe('INITIALIZING');
@@ -192,8 +196,9 @@ test('a rollout that meets an outage keeps the old replica serving until it can 
   const updated = await restClient(gateway.url, ADMIN_KEY)('PUT', `/dedicated/beta/endpoint/${id}`, { advanced: { max_batch_size: 2 } });
   expect(updated.status).toBe(200);
   await waitFor('the new version’s pod refused twice', async () => faults.refused >= 2, 30_000);
-  // The placement backs off; no pass takes the back-off for "no room" and retires the old replica for a new one.
-  await new Promise((resolve) => setTimeout(resolve, 2000));
+  // The placement backs off; no pass takes the back-off for "no room" and retires the old replica for a new one
+  // (ten passes or so in this second: the first would have).
+  await new Promise((resolve) => setTimeout(resolve, 1000));
   const [still] = await db.sql<{ state: string }[]>`SELECT state FROM replicas WHERE id = ${old!.id}`;
   expect(still!.state).toBe('READY');
   faults.outage = false;

@@ -139,11 +139,15 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   testApp.url = testApp.app.gateway.url;
   testApp.seed = createSeed(testApp.app.services, testApp.url);
   onCleanup(async () => {
-    await testApp.app.close();
-    await stopAllReplicas(db.sql, testApp.app);
-    if (!options.hub) await hub.close();
-    await db.close();
-    await rm(dataDir, { recursive: true, force: true });
+    try {
+      await testApp.app.close();
+      await stopAllReplicas(db.sql, testApp.app);
+      if (!options.hub) await hub.close();
+      await db.close();
+    } finally {
+      // Removed whatever failed above (a test that closed the database itself): no data directory is left behind.
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
   return testApp;
 }
