@@ -38,10 +38,21 @@ const SOCKET_CODES = new Set([
  * SQLSTATEs that mean the server cannot serve now: class 08 (connection
  * exception), 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03
  * cannot_connect_now (starting up or shutting down), 53300
- * too_many_connections.
+ * too_many_connections. And those of a statement the server gave up on, busy,
+ * which the same statement would pass later: 57014 query_canceled (a
+ * `statement_timeout` a managed database sets for its roles, an operator's
+ * pg_cancel_backend), 55P03 lock_not_available (a `lock_timeout` while another
+ * gateway holds the row), 40P01 deadlock_detected and 40001
+ * serialization_failure (the transaction the server chose to abort). Each
+ * leaves nothing written: the request is answered 503 with Retry-After, the
+ * controller tries again at its next pass, rather than a 500 or a failed start.
  */
+const BUSY_STATES = new Set(['57014', '55P03', '40P01', '40001']);
+
 function isUnavailableState(state: string): boolean {
-  return state.startsWith('08') || state === '57P01' || state === '57P02' || state === '57P03' || state === '53300';
+  return (
+    state.startsWith('08') || state === '57P01' || state === '57P02' || state === '57P03' || state === '53300' || BUSY_STATES.has(state)
+  );
 }
 
 function codeOf(error: unknown): string | undefined {
