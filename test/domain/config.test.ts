@@ -1,12 +1,15 @@
 import path from 'node:path';
 import { expect, test } from 'vitest';
 import { loadConfig } from '../../src/config.js';
+import { defaultMaxConnections } from '../../src/http/connection-cap.js';
 import { cpuBudget } from '../../src/runtime/cpu-budget.js';
 
 test('defaults with no variables set', () => {
   expect(loadConfig({})).toEqual({
     port: 8080,
     host: '0.0.0.0',
+    // From this process's open-file limit (src/http/connection-cap.ts; test/http/connection-cap.test.ts checks the rule).
+    httpMaxConnections: defaultMaxConnections(),
     databaseUrl: undefined,
     dataDir: path.resolve('.data'),
     adminApiKey: undefined,
@@ -31,6 +34,7 @@ test('defaults with no variables set', () => {
     controllerIntervalMs: 500,
     controllerRestIntervalMs: 5000,
     leaseTtlMs: 10_000,
+    placementBackoffBaseMs: 1000,
     replicaStartTimeoutMs: 300_000,
     drainTimeoutMs: 30_000,
     wakeTimeoutMs: 120_000,
