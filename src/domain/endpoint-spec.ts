@@ -84,7 +84,7 @@ export const DEFAULT_ADVANCED: AdvancedConfig = {
 };
 
 /** The documented snake_case keys of `advanced`, and the spec field each sets. */
-const ADVANCED_KEYS = {
+export const ADVANCED_KEYS = {
   tokenizer_skip_special_tokens: 'tokenizerSkipSpecialTokens',
   tokenizer_add_special_tokens: 'tokenizerAddSpecialTokens',
   max_batch_size: 'maxBatchSize',

@@ -61,6 +61,13 @@ const DEFS_PREFIX = '#/$defs/';
 // eslint-disable-next-line no-control-regex -- control characters are what this rule finds
 const RAW_CONTROL = /[\u0001-\u0008\u000b\u000c\u000e-\u001f]/;
 
+/**
+ * `path` with the member `name` as the messages write it: `.name` when the name is plain (letters, digits, `_`,
+ * `-`, `$`), else `["name"]` quoted as JSON. The names are the client's: quoted, a name cannot end the path early
+ * or open a quote it never closes (the GraphQL surface renames REST field names outside quotes, field-names.ts).
+ */
+const member = (path: string, name: string) => (/^[\w$-]+$/.test(name) ? `${path}.${name}` : `${path}[${JSON.stringify(name)}]`);
+
 const isLiteral = (value: unknown) => value === null || ['string', 'boolean'].includes(typeof value) || Number.isFinite(value);
 
 class SchemaError extends Error {}
@@ -96,7 +103,9 @@ class Checker {
     const keys = Object.keys(node).filter((k) => !ANNOTATIONS.has(k) && k !== '$defs');
     const only = (keyword: string, allowed: string[] = []) => {
       const other = keys.find((k) => k !== keyword && !allowed.includes(k));
-      if (other) throw new SchemaError(`${path}.${other} cannot be combined with ${keyword} (the grammar would drop one of them)`);
+      // An empty name is a key too (found, but falsy).
+      if (other !== undefined)
+        throw new SchemaError(`${member(path, other)} cannot be combined with ${keyword} (the grammar would drop one of them)`);
     };
     if (node.oneOf !== undefined) throw new SchemaError(`${path}.oneOf is not supported: use anyOf (the grammar cannot exclude overlaps)`);
     if (node.$ref !== undefined) {
@@ -119,9 +128,10 @@ class Checker {
     if (name === undefined || !Object.hasOwn(this.walk.defs, name)) {
       throw new SchemaError(`${path}.$ref must be "${DEFS_PREFIX}<name>" naming a definition in the root's $defs`);
     }
-    if (this.walk.expanding.has(name)) throw new SchemaError(`${path}.$ref: recursive definitions (${ref as string}) are not supported`);
+    if (this.walk.expanding.has(name))
+      throw new SchemaError(`${path}.$ref: recursive definitions (${JSON.stringify(ref)}) are not supported`);
     this.walk.expanding.add(name);
-    const expanded = this.node(this.walk.defs[name], `schema.$defs.${name}`, depth + 1);
+    const expanded = this.node(this.walk.defs[name], member('schema.$defs', name), depth + 1);
     this.walk.expanding.delete(name);
     return expanded;
   }
@@ -199,7 +209,7 @@ class Checker {
       if (keyword === 'type') continue;
       const appliesTo = Object.hasOwn(TYPE_KEYWORDS, keyword) ? TYPE_KEYWORDS[keyword] : undefined;
       if (appliesTo === undefined)
-        throw new SchemaError(`${path}.${keyword} is not supported: the engine cannot enforce it while it generates`);
+        throw new SchemaError(`${member(path, keyword)} is not supported: the engine cannot enforce it while it generates`);
       if (appliesTo !== single) throw new SchemaError(`${path}.${keyword} applies only to a schema whose type is "${appliesTo}"`);
     }
     const out: JsonSchema = { type: Array.isArray(node.type) ? [...types] : single };
@@ -245,7 +255,7 @@ class Checker {
     const optional = names.filter((n) => !required.includes(n));
     if (optional.length > 0) {
       throw new SchemaError(
-        `${path}.required must list every property, as in OpenAI's strict mode (missing: ${optional.join(', ')}); make an optional one nullable instead`,
+        `${path}.required must list every property, as in OpenAI's strict mode (missing: ${optional.map((n) => JSON.stringify(n)).join(', ')}); make an optional one nullable instead`,
       );
     }
     const extra = node.additionalProperties;
@@ -265,7 +275,7 @@ class Checker {
       throw new SchemaError(`${path}.minProperties and maxProperties apply only to a map (additionalProperties true or a schema)`);
     }
     const out: JsonSchema = {
-      properties: Object.fromEntries(names.map((k) => [k, sub(properties[k], `${path}.properties.${k}`)])),
+      properties: Object.fromEntries(names.map((k) => [k, sub(properties[k], member(`${path}.properties`, k))])),
       required: names,
     };
     if (isMap) out.additionalProperties = extra === true ? true : sub(extra, `${path}.additionalProperties`);
@@ -336,11 +346,26 @@ export function schemaShapeViolation(schema: unknown, path: string): string | un
     if (value === undefined) continue;
     if (!isObject(value)) return `${path}.${keyword} must be an object of schemas (got ${kindOf(value)})`;
     for (const [name, sub] of Object.entries(value)) {
-      const found = schemaShapeViolation(sub, `${path}.${keyword}.${name}`);
+      const found = schemaShapeViolation(sub, member(`${path}.${keyword}`, name));
       if (found) return found;
     }
   }
   return undefined;
+}
+
+/**
+ * The path a message of `schemaShapeViolation` starts with (its field): up to the first space outside a quoted
+ * name (`["a b"]`).
+ */
+export function violationPath(message: string): string {
+  let quoted = false;
+  for (let i = 0; i < message.length; i++) {
+    const c = message[i];
+    if (quoted && c === '\\') i++;
+    else if (c === '"') quoted = !quoted;
+    else if (c === ' ' && !quoted) return message.slice(0, i);
+  }
+  return message;
 }
 
 /** The schema inlined as the grammar generator reads it, or the rule it breaks (with its path under `schema`). */

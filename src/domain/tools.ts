@@ -20,7 +20,7 @@
  *   documented API refuses the first too).
  */
 import { isObject, nestingDepth } from './field-checker.js';
-import { checkJsonSchema, schemaShapeViolation, type JsonSchema } from './json-schema-subset.js';
+import { checkJsonSchema, schemaShapeViolation, violationPath, type JsonSchema } from './json-schema-subset.js';
 import { describe, fail } from './request-checks.js';
 
 /** OpenAI's bound on the tools of one request. */
@@ -92,7 +92,7 @@ function parseDefinition(tool: unknown, param: string): ToolDefinition {
     fail(`${param}.function.parameters nests JSON more than ${TOOL_LIMITS.depth} levels deep`, `${param}.function.parameters`);
   // Shaped as a JSON Schema all through: the template (or node-llama-cpp writing it into the prompt) reads every part.
   const misshapen = schemaShapeViolation(parameters, `${param}.function.parameters`);
-  if (misshapen) fail(misshapen, misshapen.slice(0, misshapen.indexOf(' ')), 'invalid_type');
+  if (misshapen) fail(misshapen, violationPath(misshapen), 'invalid_type');
   if (fn.strict !== undefined && fn.strict !== null && typeof fn.strict !== 'boolean')
     fail(`${param}.function.strict must be a boolean (got ${describe(fn.strict)})`, `${param}.function.strict`, 'invalid_type');
   return { name: fn.name, ...(typeof fn.description === 'string' ? { description: fn.description } : {}), parameters };

@@ -184,7 +184,7 @@ describe('schemas the grammar cannot enforce are refused, naming the keyword', (
           { type: 'object', properties: { a: { type: 'integer', minimum: 3 } }, required: ['a'] },
           'schema.properties.a.minimum is not supported',
         ],
-        [{ type: 'object', properties: { a: { type: 'string' }, b: { type: 'string' } }, required: ['a'] }, 'missing: b'],
+        [{ type: 'object', properties: { a: { type: 'string' }, b: { type: 'string' } }, required: ['a'] }, 'missing: "b"'],
         [{ description: 'anything' }, 'must say what it allows'],
         [{ type: ['object', 'null'], properties: {} }, 'use anyOf'],
         [{ type: 'object', properties: { a: { $ref: '#/definitions/a' } }, required: ['a'] }, '$ref must be "#/$defs/<name>"'],

@@ -6,7 +6,7 @@
  * their values; and the spec object that GET and PUT answer holds `wandbArtifact`, as each version history entry does.
  */
 import { beforeAll, describe, expect, test } from 'vitest';
-import { inGraphqlNames, snakeCase } from '../../src/http/graphql/field-names.js';
+import { advancedNames, inGraphqlNames } from '../../src/http/graphql/field-names.js';
 import { H100_X1, startTestGateway, type SeededProject, type SeededUser, type TestGateway } from '../support/gateway.js';
 
 let t: TestGateway;
@@ -71,8 +71,12 @@ describe('InvalidArgumentError in GraphQL names, REST in its own', () => {
     // Not a name of the input: the engine's template variable, an endpoint setting the caller did not send here.
     expect(inGraphqlNames('add_generation_prompt is set by the engine', chat, json)).toBe('add_generation_prompt is set by the engine');
     expect(inGraphqlNames('x.max_tokens', chat, json)).toBe('x.max_tokens');
-    expect(inGraphqlNames('advanced.max_input_length: must not exceed max_token_count', snakeCase)).toBe(
+    expect(inGraphqlNames('advanced.max_input_length: must not exceed max_token_count', advancedNames)).toBe(
       'advanced.maxInputLength: must not exceed maxTokenCount',
+    );
+    // What the client or the hub wrote is no field: a repository, a name, a revision, as written.
+    expect(inGraphqlNames('hfModelRepo: repository my_org/my_model was not found at revision dev_branch', advancedNames)).toBe(
+      'hfModelRepo: repository my_org/my_model was not found at revision dev_branch',
     );
   });
 });

@@ -7,7 +7,7 @@ import type { ObjectRef, UnionRef } from '@pothos/core';
 import { failureOfDomainError } from '../../../domain/errors.js';
 import type { DomainError, FieldViolation, Result } from '../../../domain/result.js';
 import { graphqlErrorOf, graphqlFieldName } from '../errors.js';
-import { inGraphqlNames, snakeCase } from '../field-names.js';
+import { inGraphqlNames, advancedNames } from '../field-names.js';
 import { builder } from '../builder.js';
 import { EndpointStatusValue } from './enums.js';
 
@@ -26,8 +26,8 @@ const FieldErrorRef = builder.objectRef<FieldViolation>('FieldError').implement(
   description: 'One invalid input field and the rule it breaks.',
   fields: (t) => ({
     field: t.string({ resolve: (v) => graphqlFieldName(v.field) }),
-    // The mutations' validators name fields in REST's snake_case only (`advanced.max_batch_size`): GraphQL's names.
-    message: t.string({ resolve: (v) => inGraphqlNames(v.message, snakeCase) }),
+    // The mutations' validators name the advanced settings in REST's snake_case (`advanced.max_batch_size`): GraphQL's names.
+    message: t.string({ resolve: (v) => inGraphqlNames(v.message, advancedNames) }),
   }),
 });
 
@@ -53,7 +53,7 @@ export const InvalidArgumentError = errorType(
   'INVALID_ARGUMENT',
   'Some input fields break their rules; `fields` names each.',
   (t) => ({
-    message: t.string({ resolve: (e: ErrorOf<'INVALID_ARGUMENT'>) => inGraphqlNames(e.message, snakeCase) }),
+    message: t.string({ resolve: (e: ErrorOf<'INVALID_ARGUMENT'>) => inGraphqlNames(e.message, advancedNames) }),
     fields: t.field({ type: [FieldErrorRef], resolve: (e: ErrorOf<'INVALID_ARGUMENT'>) => e.fields }),
   }),
 );

@@ -10,8 +10,17 @@ import { builder } from '../builder.js';
 
 const RULE = `an integer from ${Number.MIN_SAFE_INTEGER} to ${Number.MAX_SAFE_INTEGER}`;
 
+/** The most of a refused value the error shows: a literal may be any length (a 400-digit one was echoed whole). */
+const SHOWN_CHARACTERS = 40;
+
+const refused = (shown: string, node?: ValueNode) =>
+  new GraphQLError(
+    `SafeInt must be ${RULE} (got ${shown.length > SHOWN_CHARACTERS ? `${shown.slice(0, SHOWN_CHARACTERS)}…` : shown})`,
+    node ? { nodes: node } : {},
+  );
+
 function safeInt(value: unknown, shown: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw new GraphQLError(`SafeInt must be ${RULE} (got ${shown})`);
+  if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw refused(shown);
   return value;
 }
 
@@ -24,9 +33,9 @@ export const SafeInt = builder.scalarType('SafeInt' as 'Int', {
   parseValue: (value) => safeInt(value, typeof value === 'number' ? String(value) : (JSON.stringify(value) ?? String(value))),
   // A literal past 2^53 − 1 reads as 2^53 or more, however it rounds: never a safe integer.
   parseLiteral: (node) => {
-    if (node.kind !== Kind.INT) throw new GraphQLError(`SafeInt must be ${RULE} (got ${shownLiteral(node)})`, { nodes: node });
+    if (node.kind !== Kind.INT) throw refused(shownLiteral(node), node);
     const value = Number(node.value);
-    if (!Number.isSafeInteger(value)) throw new GraphQLError(`SafeInt must be ${RULE} (got ${node.value})`, { nodes: node });
+    if (!Number.isSafeInteger(value)) throw refused(node.value, node);
     return value;
   },
 });
