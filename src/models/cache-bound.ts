@@ -213,7 +213,7 @@ export class CacheBound {
 
   /** Whether a live download holds the lock of `key` (ModelCache's tmp/<key>.lock). */
   private async downloading(key: string): Promise<boolean> {
-    return isLockHeld(join(this.tmpDir, `${key}.lock`), this.now());
+    return isLockHeld(join(this.tmpDir, `${key}.lock`));
   }
 
   /** Evicts unused files, least recently used first, until `size` more bytes fit the bound and the disk. */

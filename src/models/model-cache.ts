@@ -3,7 +3,7 @@
  *   <dir>/blobs/<sha256>          complete, verified files (never written in place)
  *   <dir>/index/md5-<hex>         the sha256 of the blob with that md5, for sources that publish md5 only (W&B)
  *   <dir>/tmp/<key>.partial       download in progress, resumed with `Range: bytes=<size>-`
- *   <dir>/tmp/<key>.lock          O_EXCL lock naming the pid that owns the partial
+ *   <dir>/tmp/<key>.lock          the lock of the download that owns the partial (src/util/file-lock.ts)
  * Every source goes through one download core: sha256 computed while streaming (plus md5 when the source gave one),
  * verified against what the source announced, resumed, locked across processes and shared within one.
  */

@@ -1,61 +1,68 @@
 /**
  * A lock file that processes take turns on: the embedded PostgreSQL's start lock (`${dataDir}.lock`), the model
  * cache's download locks (`tmp/<key>.lock`) and its volume lock (`tmp/volume.lock`), on a local disk or on a volume
- * that pods of several hosts share.
+ * that pods of several hosts share (a hostPath, or a claim many nodes mount, possibly over NFS).
  *
- * The file names its holder, whole (written aside, then hard-linked into place: a link fails when the name exists, so
- * a reader never sees a lock half written), as `pid=<pid> host=<hostname> token=<random> start=<ticks> boot=<id>`.
+ * The file names its holder and the acquisition (src/util/lock-holder.ts), whole: written aside
+ * (`<lock>.<pid>.<random>.new`), then hard-linked into place (a link fails when the name exists, so a reader never
+ * sees a lock half written). A link that fails with EEXIST may still be this very attempt's: over NFS, a link whose
+ * reply was lost is sent again and finds the name taken by the first; the lock is then ours when the file aside has
+ * two links, or the lock's text is exactly the text this attempt wrote (it holds a random lease of its own).
+ *
  * A waiter takes over a lock whose holder is gone:
- *   - a holder on this host is gone when its pid is (signal 0), or when the pid now belongs to another process: this
- *     process's own pid under another token (a container's main process is pid 1 in every container, so a lock left
- *     by a killed container names the next one's pid), or another pid whose start time (Linux's /proc) or boot is not
- *     the holder's;
- *   - a holder on another host (another pod, whose pid namespace is not ours) is gone once the lock's mtime, which a
- *     holder refreshes every LOCK_HEARTBEAT_MS, is older than LOCK_STALE_MS;
+ *   - a holder on this host (its hostname, boot and pid namespace are this process's) is gone when its pid is
+ *     (signal 0), or when the pid now belongs to another process: this process's own pid under another token, or
+ *     under a lease it does not hold (a release whose removal failed), or another pid whose start time (Linux's
+ *     /proc) is not the holder's. A restarted container's previous run had a pid namespace of its own: its lock is
+ *     another host's (a lock of an earlier format, without the namespace, naming this process's pid under another
+ *     token is gone: a container's main process is pid 1 in every container);
+ *   - any other holder is gone once its lock has not been refreshed for LOCK_STALE_MS. A holder refreshes it every
+ *     LOCK_HEARTBEAT_MS by writing its text again in place, which the filesystem stamps with its own clock; a waiter
+ *     compares that mtime with the mtime the filesystem gave a file it has just written there, never with its own
+ *     clock (hosts' clocks differ), or it watches the lock stay the same for LOCK_STALE_MS on its own monotonic
+ *     clock (for filesystems that stamp writes with the writer's clock);
  *   - a lock naming no holder (an O_EXCL lock of a filesystem without hard links, not written yet; or garbage) is
- *     gone once its mtime is older than ORPHAN_LOCK_MS.
+ *     gone once it has not changed for ORPHAN_LOCK_MS, by the same two clocks.
  * Locks written before this format (`<pid>`, `<pid> <host>`, `<pid> <16 hex token>`) are read too.
+ *
+ * A holder releases its lock, and refreshes it, only while the lock's whole text is its acquisition's: a lock taken
+ * over meanwhile, and taken again since by this same process, is the later acquisition's.
  *
  * Finding a lock stale and removing it are two steps: two waiters that both found it stale would otherwise both
  * remove it, the second removing the lock the first had just made, and both would hold it. So a stale lock is
  * removed by one waiter at a time, holding a guard named after the very lock it found stale (`<lock>.takeover-<hash
- * of its text>`, taken the same way), after reading the lock again and finding the same text, still stale. A guard is
+ * of its text>`, taken the same way), after reading the lock again and finding the same file, still stale. A guard is
  * held for milliseconds; one whose holder died then is taken over by the same rule, one level down.
+ *
+ * A process killed at the wrong moment leaves its file aside, or a guard, behind. A process that takes a lock sweeps
+ * its directory (once per LOCK_STALE_MS): a file aside whose writer is gone or that is older than LOCK_STALE_MS (it
+ * lives for milliseconds; a writer that stalled longer than that finds it gone and tries again), and a guard whose
+ * holder is gone (removed under a guard of its own, as above), are removed; files that do not name a holder in this
+ * format are left alone.
  *
  * Why not a library: proper-lockfile (a directory, its mtime refreshed) and lockfile (O_EXCL, an age) judge a lock
  * by its age alone: a holder that is gone keeps every waiter out until the lock ages (seconds to minutes), and one
  * that stalls past the age (a disk that hangs) loses its lock to a waiter while it still runs. Neither knows pids.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { link, open, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
-import { hostname } from 'node:os';
+import { link, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  isGone,
+  liveLeases,
+  LOCK_HEARTBEAT_MS,
+  LOCK_STALE_MS,
+  newLockText,
+  parseLockHolder,
+  type LockHolder,
+  type Snapshot,
+} from './lock-holder.js';
 
-/** How often a holder refreshes its lock's mtime; a lock of another host older than LOCK_STALE_MS is stale. */
-export const LOCK_HEARTBEAT_MS = 10_000;
-export const LOCK_STALE_MS = 60_000;
-/** A lock naming no holder this old is left over (a crash between an O_EXCL create and its write). */
-export const ORPHAN_LOCK_MS = 30_000;
+export { LOCK_HEARTBEAT_MS, LOCK_STALE_MS, ORPHAN_LOCK_MS, parseLockHolder, type LockHolder } from './lock-holder.js';
+
 /** How often a waiter tries again, by default. */
 export const LOCK_POLL_MS = 200;
-
-/** Who a lock file names. Fields a lock of an earlier format does not have are undefined. */
-export interface LockHolder {
-  pid: number | undefined;
-  host: string | undefined;
-  token: string | undefined;
-  /** the process's start time, in clock ticks since boot (field 22 of /proc/<pid>/stat) */
-  start: string | undefined;
-  boot: string | undefined;
-}
-
-/** A lock as read: its text (its identity: a token is random) and mtime. */
-interface Snapshot {
-  text: string;
-  mtimeMs: number;
-  holder: LockHolder;
-}
 
 /** The lock could not be had within AcquireOptions.waitMs. */
 export class LockTimeoutError extends Error {
@@ -81,129 +88,68 @@ export interface AcquireOptions {
 /** Releases the lock (removes it, when it still names this holder). */
 export type ReleaseLock = () => Promise<void>;
 
-const HOST = hostname();
-/** This process among those that ever had its pid. */
-const TOKEN = randomBytes(8).toString('hex');
-const BOOT = readProc('/proc/sys/kernel/random/boot_id')?.trim();
-const START = startTime(process.pid);
-const OWN_TEXT =
-  [`pid=${process.pid}`, `host=${HOST}`, `token=${TOKEN}`, START ? `start=${START}` : '', BOOT ? `boot=${BOOT}` : '']
-    .filter(Boolean)
-    .join(' ') + '\n';
-/** A token of the earlier `<pid> <token>` format (the embedded PostgreSQL's lock). */
-const LEGACY_TOKEN = /^[0-9a-f]{16}$/;
 /** Errors of a filesystem that has no hard links (then the lock is created with O_EXCL and written). */
 const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
 /** Nested takeovers of guards whose holders died, at most: each needs a process killed within milliseconds. */
 const MAX_GUARD_DEPTH = 4;
+/** The files a lock leaves beside itself: its text written aside, and takeover guards. */
+const LEFTOVER = /\.(?:\d+\.[0-9a-f]{12}\.new|takeover-[0-9a-f]{16})$/;
+/** When (monotonic) this process last swept each directory. */
+const swept = new Map<string, number>();
 
-function readProc(file: string): string | undefined {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch {
-    return undefined;
-  }
+/** One try at creating a lock: its text, written whole to a file aside, and the filesystem's clock as it wrote it. */
+export interface Attempt {
+  aside: string;
+  text: string;
+  lease: string;
+  fsNowMs: number;
 }
 
-/** A process's start time (Linux), which a recycled pid does not share; undefined where it cannot be read. */
-function startTime(pid: number): string | undefined {
-  const stat = readProc(`/proc/${pid}/stat`);
-  // The command name, in parentheses, may hold spaces: the fields counted from after it, state being field 3.
-  const fields = stat?.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return fields?.[22 - 3] || undefined;
-}
-
-/** Reads who a lock names, in this format or an earlier one. */
-export function parseLockHolder(text: string): LockHolder {
-  const words = text.trim().split(/\s+/).filter(Boolean);
-  const holder: LockHolder = { pid: undefined, host: undefined, token: undefined, start: undefined, boot: undefined };
-  const pidOf = (value: string | undefined) => {
-    const pid = Number(value);
-    return Number.isSafeInteger(pid) && pid > 0 ? pid : undefined;
-  };
-  if (words.some((word) => word.includes('='))) {
-    const fields = new Map(words.map((word) => [word.slice(0, word.indexOf('=')), word.slice(word.indexOf('=') + 1)]));
-    return {
-      pid: pidOf(fields.get('pid')),
-      host: fields.get('host'),
-      token: fields.get('token'),
-      start: fields.get('start'),
-      boot: fields.get('boot'),
-    };
-  }
-  const [pid, second] = words;
-  holder.pid = pidOf(pid);
-  if (second === undefined) return holder;
-  if (second !== HOST && LEGACY_TOKEN.test(second)) holder.token = second;
-  else holder.host = second;
-  return holder;
-}
-
-/** Whether the holder a lock names is gone (`mtimeMs`: the lock's, for holders that cannot be probed). */
-function isGone({ holder, mtimeMs }: Snapshot, now: number): boolean {
-  const { pid } = holder;
-  if (pid === undefined) return now - mtimeMs > ORPHAN_LOCK_MS;
-  // Another host's process cannot be probed: its heartbeat says whether it lives.
-  if (holder.host !== undefined && holder.host !== HOST) return now - mtimeMs > LOCK_STALE_MS;
-  if (holder.boot !== undefined && BOOT !== undefined && holder.boot !== BOOT) return true;
-  // This process writes its token into every lock it takes: a lock naming its pid without it is another process's.
-  if (pid === process.pid) return holder.token !== TOKEN;
-  try {
-    process.kill(pid, 0); // signal 0 only probes for existence
-  } catch (error) {
-    // EPERM: it runs, as another user.
-    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return true;
-  }
-  if (holder.start === undefined) return false;
-  const start = startTime(pid);
-  return start !== undefined && start !== holder.start;
-}
-
-async function readLock(path: string): Promise<Snapshot | undefined> {
-  const [text, info] = await Promise.all([readFile(path, 'utf8').catch(() => undefined), stat(path).catch(() => undefined)]);
-  if (text === undefined || info === undefined) return undefined;
-  return { text, mtimeMs: info.mtimeMs, holder: parseLockHolder(text) };
-}
-
-/** Who holds the lock at `path`; undefined when there is none. */
-export async function lockHolder(path: string): Promise<LockHolder | undefined> {
-  return (await readLock(path))?.holder;
-}
-
-/** Whether the lock at `path` was left by a holder that is gone (false when it is held, or there is none). */
-export async function isStaleLock(path: string, now = Date.now()): Promise<boolean> {
-  const seen = await readLock(path);
-  return seen !== undefined && isGone(seen, now);
-}
-
-/** Whether a live holder has the lock at `path`. */
-export async function isLockHeld(path: string, now = Date.now()): Promise<boolean> {
-  const seen = await readLock(path);
-  return seen !== undefined && !isGone(seen, now);
-}
-
-/** Creates `path` naming this process, whole; false when it exists. */
-async function createLock(path: string): Promise<boolean> {
+/** Writes a new lock's text aside (`<lock>.<pid>.<random>.new`); exported for the tests. */
+export async function writeAttempt(path: string): Promise<Attempt> {
+  const { text, lease } = newLockText();
   const aside = `${path}.${process.pid}.${randomBytes(6).toString('hex')}.new`;
   try {
-    await writeFile(aside, OWN_TEXT, { flag: 'wx' });
-    await link(aside, path);
-    return true;
+    await writeFile(aside, text, { flag: 'wx' });
+    return { aside, text, lease, fsNowMs: (await stat(aside)).mtimeMs };
+  } catch (error) {
+    liveLeases.delete(lease);
+    await rm(aside, { force: true });
+    throw error;
+  }
+}
+
+/** Puts the attempt's lock in place; false when another holder's is there. Exported for the tests. */
+export async function placeAttempt(path: string, attempt: Attempt): Promise<boolean> {
+  let placed = false;
+  try {
+    await link(attempt.aside, path);
+    placed = true;
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? '';
-    if (code === 'EEXIST') return false;
-    if (NO_LINKS.has(code)) return createExclusive(path);
-    throw error;
+    // A link applied whose reply was lost (NFS) is retried, and finds the name taken: by this attempt.
+    if (code === 'EEXIST') placed = await isAttempts(path, attempt);
+    // ENOENT: the file aside was swept as left over (this process stalled longer than LOCK_STALE_MS); try again.
+    else if (NO_LINKS.has(code)) placed = await createExclusive(path, attempt.text);
+    else if (code !== 'ENOENT') throw error;
   } finally {
-    await rm(aside, { force: true });
+    if (!placed) liveLeases.delete(attempt.lease);
+    await rm(attempt.aside, { force: true });
   }
+  return placed;
+}
+
+/** Whether the lock at `path` is the attempt's own: its file aside has two links, or its text is the attempt's. */
+async function isAttempts(path: string, attempt: Attempt): Promise<boolean> {
+  if ((await stat(attempt.aside).catch(() => undefined))?.nlink === 2) return true;
+  return (await readFile(path, 'utf8').catch(() => undefined)) === attempt.text;
 }
 
 /**
  * The lock created with O_EXCL, then written: for filesystems without hard links. A lock whose holder could not be
  * written (the disk is full) is removed rather than left nameless, which would hold every waiter for ORPHAN_LOCK_MS.
  */
-async function createExclusive(path: string): Promise<boolean> {
+async function createExclusive(path: string, text: string): Promise<boolean> {
   let handle;
   try {
     handle = await open(path, 'wx');
@@ -212,7 +158,7 @@ async function createExclusive(path: string): Promise<boolean> {
     throw error;
   }
   try {
-    await handle.writeFile(OWN_TEXT);
+    await handle.writeFile(text);
     await handle.close();
     return true;
   } catch (error) {
@@ -222,38 +168,131 @@ async function createExclusive(path: string): Promise<boolean> {
   }
 }
 
+/** The lock at `path` as read through one open file (its text and mtime are one file's); undefined when there is none. */
+async function readLock(path: string, fsNowMs: number): Promise<Snapshot | undefined> {
+  const handle = await open(path, 'r').catch(() => undefined);
+  if (!handle) return undefined;
+  try {
+    const text = await handle.readFile('utf8');
+    const { mtimeMs, ino } = await handle.stat();
+    return { path, text, mtimeMs, ino, holder: parseLockHolder(text), fsNowMs };
+  } catch {
+    return undefined;
+  } finally {
+    await handle.close().catch(() => {});
+  }
+}
+
+/** The filesystem's clock beside `path`: the mtime of a file written there (this host's clock where none can be). */
+async function fsClock(path: string): Promise<number> {
+  try {
+    const attempt = await writeAttempt(path);
+    liveLeases.delete(attempt.lease);
+    await rm(attempt.aside, { force: true });
+    return attempt.fsNowMs;
+  } catch {
+    return Date.now();
+  }
+}
+
+/** The lock at `path` judged (see the module's comment); undefined when there is none. */
+async function judge(path: string): Promise<boolean | undefined> {
+  const seen = await readLock(path, Number.NaN);
+  if (seen === undefined) return undefined;
+  seen.fsNowMs = await fsClock(path);
+  return isGone(seen);
+}
+
+/** Who holds the lock at `path`; undefined when there is none. */
+export async function lockHolder(path: string): Promise<LockHolder | undefined> {
+  return (await readLock(path, Number.NaN))?.holder;
+}
+
+/** Whether the lock at `path` was left by a holder that is gone (false when it is held, or there is none). */
+export async function isStaleLock(path: string): Promise<boolean> {
+  return (await judge(path)) === true;
+}
+
+/** Whether a live holder has the lock at `path`. */
+export async function isLockHeld(path: string): Promise<boolean> {
+  return (await judge(path)) === false;
+}
+
 /**
  * Removes the lock at `path` if it still is the one `seen` found stale; false when another waiter is at it, or it
  * changed (see the module's comment).
  */
 async function removeStale(path: string, seen: Snapshot, depth = 0): Promise<boolean> {
   const guard = `${path}.takeover-${createHash('sha256').update(seen.text).digest('hex').slice(0, 16)}`;
-  if (!(await createLock(guard))) {
-    const other = await readLock(guard);
-    if (other !== undefined && depth < MAX_GUARD_DEPTH && isGone(other, Date.now())) await removeStale(guard, other, depth + 1);
+  const attempt = await writeAttempt(guard);
+  if (!(await placeAttempt(guard, attempt))) {
+    const other = await readLock(guard, attempt.fsNowMs);
+    if (other !== undefined && depth < MAX_GUARD_DEPTH && isGone(other)) await removeStale(guard, other, depth + 1);
     return false;
   }
   try {
-    const now = await readLock(path);
-    if (now === undefined || now.text !== seen.text || !isGone(now, Date.now())) return false;
+    const now = await readLock(path, attempt.fsNowMs);
+    if (now === undefined || now.text !== seen.text || now.ino !== seen.ino || !isGone(now)) return false;
     await rm(path, { force: true });
     return true;
   } finally {
     await rm(guard, { force: true });
+    liveLeases.delete(attempt.lease);
   }
 }
 
-/** This process now holds `path`: its mtime is refreshed until it is released. */
-function holding(path: string): ReleaseLock {
+/** Removes the files aside and guards that holders gone left in `dir` (see the module's comment). */
+async function sweep(dir: string, fsNowMs: number): Promise<void> {
+  const last = swept.get(dir);
+  if (last !== undefined && performance.now() - last < LOCK_STALE_MS) return;
+  swept.delete(dir);
+  swept.set(dir, performance.now());
+  if (swept.size > 1000) swept.delete(swept.keys().next().value!);
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    if (!LEFTOVER.test(name)) continue;
+    const file = join(dir, name);
+    const seen = await readLock(file, fsNowMs);
+    if (seen?.holder.token === undefined || seen.holder.lease === undefined) continue;
+    try {
+      if (!name.endsWith('.new')) {
+        if (isGone(seen)) await removeStale(file, seen);
+      } else if (isGone(seen) || fsNowMs - seen.mtimeMs > LOCK_STALE_MS) await rm(file, { force: true });
+    } catch {
+      // The next lock taken here sweeps again.
+    }
+  }
+}
+
+/**
+ * Writes the lock's text again, in place: the filesystem stamps the write with its own clock (a holder's clock may be
+ * off), and it goes to the file this process opened and found its own, never to a lock put in its place meanwhile.
+ */
+async function refresh(path: string, text: string): Promise<void> {
+  const handle = await open(path, 'r+').catch(() => undefined);
+  if (!handle) return;
+  try {
+    if ((await handle.readFile('utf8')) === text) await handle.write(text, 0, 'utf8');
+  } catch {
+    // A heartbeat that fails is retried at the next; a lock not refreshed for LOCK_STALE_MS is lost.
+  } finally {
+    await handle.close().catch(() => {});
+  }
+}
+
+/** This process now holds `path` under `attempt`: the lock is refreshed until it is released. */
+function holding(path: string, { text, lease }: Attempt): ReleaseLock {
+  let beating = false;
   const heartbeat = setInterval(() => {
-    const now = new Date();
-    utimes(path, now, now).catch(() => {});
+    if (beating) return;
+    beating = true;
+    void refresh(path, text).finally(() => (beating = false));
   }, LOCK_HEARTBEAT_MS);
   heartbeat.unref();
   return async () => {
     clearInterval(heartbeat);
-    // A lock taken over meanwhile (its heartbeat failed for a minute) is no longer this holder's to remove.
-    if ((await readFile(path, 'utf8').catch(() => undefined)) === OWN_TEXT) await rm(path, { force: true });
+    // A lock taken over meanwhile (its heartbeat failed for a minute) is no longer this acquisition's to remove.
+    if ((await readFile(path, 'utf8').catch(() => undefined)) === text) await rm(path, { force: true });
+    liveLeases.delete(lease);
   };
 }
 
@@ -264,9 +303,14 @@ function holding(path: string): ReleaseLock {
 export async function tryLock(path: string): Promise<ReleaseLock | undefined> {
   // A lock released, or removed as stale, is tried again at once: a few times, as others may be at it too.
   for (let tries = 0; tries < 3; tries++) {
-    if (await createLock(path)) return holding(path);
-    const seen = await readLock(path);
-    if (seen !== undefined && (!isGone(seen, Date.now()) || !(await removeStale(path, seen)))) return undefined;
+    const attempt = await writeAttempt(path);
+    if (await placeAttempt(path, attempt)) {
+      const release = holding(path, attempt);
+      await sweep(dirname(path), attempt.fsNowMs);
+      return release;
+    }
+    const seen = await readLock(path, attempt.fsNowMs);
+    if (seen !== undefined && (!isGone(seen) || !(await removeStale(path, seen)))) return undefined;
   }
   return undefined;
 }

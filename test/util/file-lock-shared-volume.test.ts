@@ -1,0 +1,180 @@
+/**
+ * The lock file (src/util/file-lock.ts) on a volume that hosts share: a link whose reply NFS lost, a release that
+ * comes after the lock was taken over and taken again, hosts whose clocks differ, hosts that share a hostname, and
+ * the files a process killed mid-way leaves behind. Other hosts' locks are written with crafted contents and mtimes;
+ * a clock that is off is this process's Date (faked), and the time a waiter watches is its monotonic clock (faked).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { link, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { hostname, tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
+import {
+  acquireLock,
+  LOCK_HEARTBEAT_MS,
+  LOCK_STALE_MS,
+  lockHolder,
+  placeAttempt,
+  tryLock,
+  writeAttempt,
+} from '../../src/util/file-lock.js';
+
+let dir: string;
+const children: ChildProcess[] = [];
+
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'file-lock-shared-'));
+});
+afterEach(async () => {
+  vi.useRealTimers();
+  for (const child of children.splice(0)) child.kill('SIGKILL');
+  await rm(dir, { recursive: true, force: true });
+});
+
+const ago = (ms: number) => new Date(Date.now() - ms);
+const deadPid = () => spawnSync(process.execPath, ['-e', '']).pid!;
+function liveProcess(): ChildProcess {
+  const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 120_000)'], { stdio: 'ignore' });
+  children.push(child);
+  return child;
+}
+const BOOT = existsSync('/proc/sys/kernel/random/boot_id') ? readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() : undefined;
+const REMOTE = `pid=7 host=other-node token=0123456789abcdef lease=00112233445566ff\n`;
+
+describe('a link whose reply was lost', () => {
+  test('a link already made by this very attempt is taken as placed, not as another holder', async () => {
+    const lock = path.join(dir, 'x.lock');
+    const attempt = await writeAttempt(lock);
+    // NFS applied the link, lost its reply, and the client's retry finds the name taken.
+    await link(attempt.aside, lock);
+    expect(await placeAttempt(lock, attempt)).toBe(true);
+    expect(await readFile(lock, 'utf8')).toBe(attempt.text);
+    expect(await readdir(dir)).toEqual(['x.lock']);
+  });
+
+  test('a lock naming this process under an acquisition it no longer holds is taken over', async () => {
+    const lock = path.join(dir, 'x.lock');
+    const release = await acquireLock(lock);
+    const text = await readFile(lock, 'utf8');
+    await release();
+    // As if its removal had failed: the lock names this process, which would otherwise wait on itself for ever.
+    await writeFile(lock, text);
+    const again = await tryLock(lock);
+    expect(again).toBeDefined();
+    expect(await readFile(lock, 'utf8')).not.toBe(text);
+    await again!();
+  });
+});
+
+test('a release after the lock was taken over and taken again by this process leaves the later lock', async () => {
+  const lock = path.join(dir, 'x.lock');
+  const first = (await tryLock(lock))!;
+  await rm(lock); // taken over by another host meanwhile, and released by it
+  const second = (await tryLock(lock))!;
+  const text = await readFile(lock, 'utf8');
+  await first();
+  expect(await readFile(lock, 'utf8')).toBe(text);
+  await second();
+  expect(existsSync(lock)).toBe(false);
+});
+
+describe("hosts' clocks", () => {
+  test("a waiter whose clock runs ahead does not take a live holder's lock", async () => {
+    const lock = path.join(dir, 'x.lock');
+    await writeFile(lock, REMOTE); // just refreshed: the filesystem stamped it now
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now() + LOCK_STALE_MS + 10_000);
+    expect(await tryLock(lock)).toBeUndefined();
+    expect(await readFile(lock, 'utf8')).toBe(REMOTE);
+  });
+
+  test("a holder whose clock is off refreshes its lock with the filesystem's clock", async () => {
+    const lock = path.join(dir, 'x.lock');
+    vi.useFakeTimers({ toFake: ['Date', 'setInterval', 'clearInterval'] });
+    vi.setSystemTime(Date.now() - LOCK_STALE_MS - 10_000);
+    const release = (await tryLock(lock))!;
+    const text = await readFile(lock, 'utf8');
+    const old = ago(3_600_000); // the fake clock's hour ago: the real one's hour and a bit
+    await utimes(lock, old, old);
+    vi.advanceTimersByTime(LOCK_HEARTBEAT_MS);
+    vi.useRealTimers();
+    // The heartbeat's write is stamped by the filesystem: now, whatever this process's clock says.
+    await expect.poll(async () => Date.now() - (await stat(lock)).mtimeMs).toBeLessThan(LOCK_STALE_MS);
+    expect(await readFile(lock, 'utf8')).toBe(text);
+    await release();
+  });
+
+  test("a lock that stays the same for LOCK_STALE_MS of the waiter's own time is taken over, whatever its mtime says", async () => {
+    const lock = path.join(dir, 'x.lock');
+    await writeFile(lock, REMOTE);
+    // Stamped by a holder's clock an hour ahead (a filesystem that takes the writer's clock), then never again.
+    const ahead = new Date(Date.now() + 3_600_000);
+    await utimes(lock, ahead, ahead);
+    vi.useFakeTimers({ toFake: ['performance'] });
+    expect(await tryLock(lock)).toBeUndefined();
+    vi.advanceTimersByTime(LOCK_STALE_MS / 2);
+    // A heartbeat (the text written again, the mtime a step further) starts the watch over.
+    await writeFile(lock, REMOTE);
+    await utimes(lock, new Date(ahead.getTime() + 10_000), new Date(ahead.getTime() + 10_000));
+    expect(await tryLock(lock)).toBeUndefined();
+    vi.advanceTimersByTime(LOCK_STALE_MS / 2 + 1000);
+    expect(await tryLock(lock)).toBeUndefined();
+    vi.advanceTimersByTime(LOCK_STALE_MS / 2);
+    const release = await tryLock(lock);
+    expect(release).toBeDefined();
+    expect(await lockHolder(lock)).toMatchObject({ pid: process.pid });
+    await release!();
+  });
+});
+
+describe('hosts that share a hostname', () => {
+  test.skipIf(BOOT === undefined)("another boot's holder is judged by its heartbeat, not taken for gone", async () => {
+    const lock = path.join(dir, 'x.lock');
+    await writeFile(lock, `pid=1 host=${hostname()} token=0123456789abcdef start=1 boot=00000000-0000-0000-0000-000000000000\n`);
+    expect(await tryLock(lock)).toBeUndefined();
+    await utimes(lock, ago(LOCK_STALE_MS + 1000), ago(LOCK_STALE_MS + 1000));
+    const release = await tryLock(lock);
+    expect(release).toBeDefined();
+    await release!();
+  });
+
+  test.skipIf(BOOT === undefined)('a holder of another pid namespace is not probed by its pid here', async () => {
+    const lock = path.join(dir, 'x.lock');
+    // Its pid is gone in this namespace, which says nothing of the holder's.
+    await writeFile(lock, `pid=${deadPid()} host=${hostname()} token=0123456789abcdef boot=${BOOT} pidns=1\n`);
+    expect(await tryLock(lock)).toBeUndefined();
+    await utimes(lock, ago(LOCK_STALE_MS + 1000), ago(LOCK_STALE_MS + 1000));
+    const release = await tryLock(lock);
+    expect(release).toBeDefined();
+    await release!();
+  });
+});
+
+test('taking a lock sweeps the files aside and the guards that holders gone left, and no live one', async () => {
+  const at = (name: string) => path.join(dir, name);
+  const holder = (pid: number | string, host = hostname()) => `pid=${pid} host=${host} token=0123456789abcdef lease=0a0b0c0d0e0f0a0b\n`;
+  const live = liveProcess();
+  await writeFile(at(`x.lock.${deadPid()}.0123456789ab.new`), holder(deadPid()));
+  await writeFile(at('x.lock.takeover-0123456789abcdef'), holder(deadPid()));
+  await writeFile(at('x.lock.takeover-0123456789abcdef.takeover-fedcba9876543210'), holder(deadPid()));
+  await writeFile(at('x.lock.7.ba9876543210.new'), holder(7, 'other-node'));
+  await utimes(at('x.lock.7.ba9876543210.new'), ago(LOCK_STALE_MS + 1000), ago(LOCK_STALE_MS + 1000));
+  // Kept: a live writer's, a guard a live waiter holds, another host's just written, and files that are not locks'.
+  const kept = [
+    `x.lock.${live.pid}.0123456789ab.new`,
+    'x.lock.takeover-00000000000000ff',
+    'x.lock.7.000000000000.new',
+    'notes.1.abcdefabcdef.new',
+    'x.lock',
+  ];
+  await writeFile(at(kept[0]!), holder(live.pid!));
+  await writeFile(at(kept[1]!), holder(live.pid!));
+  await writeFile(at(kept[2]!), holder(7, 'other-node'));
+  await writeFile(at(kept[3]!), 'not a lock\n');
+  await writeFile(at(kept[4]!), holder(live.pid!));
+
+  const release = await acquireLock(at('y.lock'));
+  await release();
+  expect((await readdir(dir)).sort()).toEqual([...kept].sort());
+});
