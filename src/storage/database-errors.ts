@@ -7,7 +7,8 @@
 import type { Sql } from './database.js';
 
 export type DatabaseFailure =
-  | { kind: 'unavailable' }
+  /** `busy`: the server answers, and gave up on this statement (BUSY_STATES); otherwise it cannot be reached. */
+  | { kind: 'unavailable'; busy?: true }
   /** A data exception (SQLSTATE class 22): the value, not the server, is at fault. */
   | { kind: 'invalid-data'; sqlState: string; message: string };
 
@@ -50,9 +51,7 @@ const SOCKET_CODES = new Set([
 const BUSY_STATES = new Set(['57014', '55P03', '40P01', '40001']);
 
 function isUnavailableState(state: string): boolean {
-  return (
-    state.startsWith('08') || state === '57P01' || state === '57P02' || state === '57P03' || state === '53300' || BUSY_STATES.has(state)
-  );
+  return state.startsWith('08') || state === '57P01' || state === '57P02' || state === '57P03' || state === '53300';
 }
 
 function codeOf(error: unknown): string | undefined {
@@ -76,6 +75,7 @@ export function databaseFailureOf(error: unknown): DatabaseFailure | undefined {
   if (code === undefined) return undefined;
   if (isPostgresError(error)) {
     if (isUnavailableState(code)) return { kind: 'unavailable' };
+    if (BUSY_STATES.has(code)) return { kind: 'unavailable', busy: true };
     if (code.startsWith('22')) return { kind: 'invalid-data', sqlState: code, message: error.message };
     return undefined;
   }
@@ -85,6 +85,15 @@ export function databaseFailureOf(error: unknown): DatabaseFailure | undefined {
 
 export function isDatabaseUnavailable(error: unknown): boolean {
   return databaseFailureOf(error)?.kind === 'unavailable';
+}
+
+/**
+ * Whether the database cannot be reached (an outage, not a statement it gave up on while busy): a statement sent
+ * again now fails the same way, where one that met a deadlock may pass alone.
+ */
+export function isDatabaseUnreachable(error: unknown): boolean {
+  const failure = databaseFailureOf(error);
+  return failure?.kind === 'unavailable' && !failure.busy;
 }
 
 /**

@@ -13,7 +13,7 @@
  */
 import DataLoader from 'dataloader';
 import type { Sql } from './database.js';
-import { isDatabaseUnavailable } from './database-errors.js';
+import { isDatabaseUnreachable } from './database-errors.js';
 import { refreshReplicaCountsOf, type CountsRefresh, type DesiredCount } from './endpoints-repository.js';
 import { readPassStates, type PassState } from './pass-reads.js';
 import { markReplicas, type ReplicaMove } from './replicas-repository.js';
@@ -97,7 +97,7 @@ async function applyRound<T extends { id: string }>(
     const applied = await write(round);
     return new Map(round.map((item) => [item, applied.has(item.id)]));
   } catch (error) {
-    if (round.length === 1 || isDatabaseUnavailable(error)) throw error;
+    if (round.length === 1 || isDatabaseUnreachable(error)) throw error;
     const alone = await Promise.allSettled(round.map(async (item) => (await write([item])).has(item.id)));
     return new Map(
       round.map((item, i) => {
