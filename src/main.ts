@@ -34,7 +34,8 @@ async function main(): Promise<void> {
   keepRunningOnOrphanedDatabaseFailures((message, error) =>
     log.warn({ error: error instanceof Error ? error.message : String(error) }, message),
   );
-  const database = await openDatabase(config);
+  // A migration that gives up on a table's lock is tried again a few times; each retry says why.
+  const database = await openDatabase(config, { migrations: { onRetry: (message) => log.warn(message) } });
   const bootstrap = await createServices(database.sql).identity.bootstrap(config.adminApiKey);
   if (bootstrap) {
     const shown = config.adminApiKey ? '(the value of ADMIN_API_KEY)' : bootstrap.key.secret;
