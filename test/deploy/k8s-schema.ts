@@ -5,6 +5,7 @@
  * also reports every field that the schema's validator never looked at in an object whose other fields it did read.
  */
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { ClusterRole } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole';
 import { ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding';
@@ -12,6 +13,7 @@ import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
 import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
+import { PersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolumeClaim';
 import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
@@ -25,6 +27,7 @@ type ModelClass = new (data?: any) => KubernetesModel;
 
 const MODELS: Record<string, ModelClass> = {
   'apps/v1 Deployment': Deployment,
+  'networking.k8s.io/v1 NetworkPolicy': NetworkPolicy,
   'policy/v1 PodDisruptionBudget': PodDisruptionBudget,
   'rbac.authorization.k8s.io/v1 ClusterRole': ClusterRole,
   'rbac.authorization.k8s.io/v1 ClusterRoleBinding': ClusterRoleBinding,
@@ -32,6 +35,7 @@ const MODELS: Record<string, ModelClass> = {
   'rbac.authorization.k8s.io/v1 RoleBinding': RoleBinding,
   'v1 ConfigMap': ConfigMap,
   'v1 Namespace': Namespace,
+  'v1 PersistentVolumeClaim': PersistentVolumeClaim,
   'v1 Secret': Secret,
   'v1 Service': Service,
   'v1 ServiceAccount': ServiceAccount,

@@ -55,7 +55,22 @@ const WORKLOADS = new Set(['Deployment', 'StatefulSet', 'DaemonSet', 'ReplicaSet
 /** Kinds with a label selector at spec.selector.matchLabels and no pod template. */
 const SELECTING = new Set(['PodDisruptionBudget']);
 /** Kinds with neither selectors nor images: labels go on their metadata only. */
-const PLAIN = new Set(['Namespace', 'ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Secret']);
+const PLAIN = new Set([
+  'Namespace',
+  'ServiceAccount',
+  'Role',
+  'RoleBinding',
+  'ClusterRole',
+  'ClusterRoleBinding',
+  'ConfigMap',
+  'Secret',
+  'PersistentVolumeClaim',
+]);
+/**
+ * Kinds whose selectors kustomize rewrites with `includeSelectors` (a NetworkPolicy's podSelector and its peers'), which
+ * this renderer does not do: labels without selectors go on their metadata only, and with selectors are refused.
+ */
+const SELECTORS_UNSUPPORTED = new Set(['NetworkPolicy']);
 
 export class UnsupportedKustomization extends Error {}
 
@@ -73,7 +88,9 @@ export function kustomize(dir: string): K8sObject[] {
     else objects.push(...readObjects(target));
   }
   for (const object of objects) {
-    if (!PLAIN.has(object.kind) && !WORKLOADS.has(object.kind) && !SELECTING.has(object.kind) && object.kind !== 'Service') {
+    const known =
+      PLAIN.has(object.kind) || WORKLOADS.has(object.kind) || SELECTING.has(object.kind) || SELECTORS_UNSUPPORTED.has(object.kind);
+    if (!known && object.kind !== 'Service') {
       throw new UnsupportedKustomization(
         `${object.kind} ${object.metadata.name}: test/deploy/kustomize.ts does not know where its selectors are`,
       );
@@ -110,6 +127,9 @@ function setNamespace(object: K8sObject, namespace: string): void {
 }
 
 function addLabels(object: K8sObject, entry: LabelsEntry): void {
+  if (SELECTORS_UNSUPPORTED.has(object.kind) && entry.includeSelectors) {
+    throw new UnsupportedKustomization(`${object.kind} ${object.metadata.name}: test/deploy/kustomize.ts does not rewrite its selectors`);
+  }
   object.metadata.labels = { ...object.metadata.labels, ...entry.pairs };
   if (WORKLOADS.has(object.kind)) {
     if (entry.includeSelectors || entry.includeTemplates) {

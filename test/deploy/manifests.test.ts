@@ -4,7 +4,8 @@
  * Kubernetes' schemas and against the gateway's own sources: the variables it reads, the routes it serves.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
@@ -12,24 +13,19 @@ import { GPU_TYPES } from '../../src/domain/instance-catalog.js';
 import { ENDPOINT_ERROR_CODES, ENDPOINT_PHASES, ENDPOINT_STATUSES } from '../../src/domain/lifecycle.js';
 import { schemaProblems, tolerationProblems } from './k8s-schema.js';
 import { kustomize, type K8sObject } from './kustomize.js';
+import { grantTable, ruleTable, runtimeGrants, runtimeSources } from './rbac.js';
 import { REPLICA_STATES } from '../../src/domain/replica.js';
 import { DEFAULTS } from '../../src/defaults.js';
+import { MANAGED_SELECTOR, replicaPod } from '../../src/runtime/kubernetes/pod-spec.js';
+import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
+import { restrictedViolations } from '../support/kube/pod-security-standards.js';
+import { podLaunch } from '../support/kube-env.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const BASE = path.join(ROOT, 'deploy/base');
 const OVERLAY = path.join(ROOT, 'deploy/overlays/example');
 const NAMESPACE = 'dedicated-endpoints';
 const LABELS = { 'app.kubernetes.io/name': 'dedicated-endpoints', 'app.kubernetes.io/component': 'gateway' };
-
-/** What RUNTIME=kubernetes may do in its namespace, and nothing more. */
-const ROLE_GRANTS = {
-  pods: ['create', 'delete', 'get', 'list', 'watch'],
-  'pods/log': ['get'],
-  events: ['create', 'get', 'list', 'watch'],
-  secrets: ['create', 'delete', 'get', 'list', 'update'],
-  configmaps: ['get', 'list', 'watch'],
-};
-const CLUSTER_GRANTS = { nodes: ['get', 'list', 'watch'] };
 
 /** Variables the Kubernetes runtime (src/runtime/kubernetes/) reads that the deployment must set or document. */
 const KUBERNETES_RUNTIME_VARIABLES = new Set([
@@ -38,7 +34,10 @@ const KUBERNETES_RUNTIME_VARIABLES = new Set([
   'ENGINE_IMAGE',
   'KUBERNETES_GPU_NODE_MAP',
   'KUBERNETES_MODEL_CACHE',
+  'KUBERNETES_MODEL_CACHE_MAX_BYTES',
 ]);
+/** The gateway's secrets: each from a Secret (secretKeyRef), none in the ConfigMap. */
+const SECRET_VARIABLES = ['DATABASE_URL', 'ADMIN_API_KEY', 'METRICS_TOKEN', 'HF_TOKEN', 'WANDB_API_KEY'];
 const KUBERNETES_RUNTIME_DIR = path.join(ROOT, 'src/runtime/kubernetes');
 
 const base = kustomize(BASE);
@@ -81,17 +80,6 @@ function variableNames(): string[] {
   return names;
 }
 
-function grants(rules: any[]): Record<string, string[]> {
-  const result: Record<string, string[]> = {};
-  for (const rule of rules) {
-    expect(rule.apiGroups, 'core API group only').toEqual(['']);
-    expect(rule.resourceNames).toBeUndefined();
-    expect(rule.nonResourceURLs).toBeUndefined();
-    for (const resource of rule.resources) result[resource] = [...new Set([...(result[resource] ?? []), ...rule.verbs])].sort();
-  }
-  return result;
-}
-
 describe('deploy/ renders to valid Kubernetes objects', () => {
   it('every object of the example overlay validates against the Kubernetes schemas, with no unknown field', () => {
     expect(rendered.length).toBeGreaterThan(0);
@@ -120,8 +108,11 @@ describe('deploy/ renders to valid Kubernetes objects', () => {
   });
 
   it('the labels are the same everywhere, and the selectors pick the gateway Pods', () => {
+    // The gateway's objects, and the example's for its engines (their model claim, their network policy).
     for (const object of rendered.filter((o) => o.kind !== 'Namespace')) {
-      expect(object.metadata.labels, `${object.kind} ${object.metadata.name}`).toMatchObject(LABELS);
+      const engine = ['PersistentVolumeClaim', 'NetworkPolicy'].includes(object.kind);
+      const labels = engine ? { ...LABELS, 'app.kubernetes.io/component': 'engine' } : LABELS;
+      expect(object.metadata.labels, `${object.kind} ${object.metadata.name}`).toMatchObject(labels);
     }
     const podLabels = deployment.spec.template.metadata.labels;
     expect(podLabels).toMatchObject(LABELS);
@@ -164,6 +155,12 @@ describe('the gateway Deployment', () => {
     expect(secret('DATABASE_URL')).toEqual({ name: 'dedicated-database', key: 'url' });
     expect(secret('ADMIN_API_KEY')).toEqual({ name: 'dedicated-admin', key: 'key', optional: true });
     expect(secret('HF_TOKEN')).toEqual({ name: 'dedicated-hub', key: 'token', optional: true });
+    expect(secret('METRICS_TOKEN')).toEqual({ name: 'dedicated-admin', key: 'metrics-token', optional: true });
+    const configMap = rendered.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'dedicated-gateway');
+    for (const name of SECRET_VARIABLES) {
+      expect(secret(name), `${name} from a Secret`).toBeDefined();
+      expect(Object.keys(configMap?.data ?? {}), `${name} not in the ConfigMap`).not.toContain(name);
+    }
     const docs = read('docs/kubernetes.md');
     for (const env of gateway.env.filter((e: any) => e.valueFrom?.secretKeyRef)) {
       const { name, key } = env.valueFrom.secretKeyRef;
@@ -276,19 +273,54 @@ describe('the gateway identity', () => {
     }
   });
 
-  it('the Role grants exactly what the runtime uses, in its namespace', () => {
+  // What the runtime's sources call (test/deploy/rbac.ts reads them): a call added, or one removed, changes what the
+  // Role must grant, and these fail until rbac.yaml follows. runtime-rbac.test.ts checks the same against the requests
+  // a runtime makes.
+  it('the Role grants exactly what the runtime calls, in its namespace', async () => {
     const role = only(rendered, 'Role');
-    expect(grants(role.rules)).toEqual(ROLE_GRANTS);
+    const needed = grantTable(await runtimeGrants(KUBERNETES_RUNTIME_DIR), 'namespace');
+    expect(ruleTable(role.rules)).toEqual(needed);
+    // Secrets are read by name only: a list would hand a compromised gateway every Secret of the namespace.
+    expect(needed.secrets).not.toContain('list');
+    expect(needed.secrets).not.toContain('watch');
     const binding = only(rendered, 'RoleBinding');
     expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role.metadata.name });
   });
 
-  it('nothing cluster-wide but reading nodes', () => {
+  it('the derivation sees a call the runtime would add: a Secret list, an Event create, a pod eviction', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'rbac-scan-'));
+    try {
+      for (const [name, source] of runtimeSources(KUBERNETES_RUNTIME_DIR)) writeFileSync(path.join(dir, name), source);
+      writeFileSync(
+        path.join(dir, 'added.ts'),
+        [
+          "import type { CoreV1Api } from '@kubernetes/client-node';",
+          'export const added = (api: CoreV1Api) => [',
+          "  api.listNamespacedSecret({ namespace: 'ns' }),",
+          "  api.createNamespacedEvent({ namespace: 'ns', body: {} }),",
+          "  api.createNamespacedPodEviction({ name: 'p', namespace: 'ns', body: {} }),",
+          '];',
+        ].join('\n'),
+      );
+      const needed = grantTable(await runtimeGrants(dir), 'namespace');
+      expect(needed.secrets).toContain('list');
+      expect(needed.events).toEqual(['create']);
+      expect(needed['pods/eviction']).toEqual(['create']);
+      writeFileSync(path.join(dir, 'added.ts'), "import { Exec } from '@kubernetes/client-node';\nexport const exec = Exec;\n");
+      await expect(runtimeGrants(dir)).rejects.toThrow(/imports Exec from @kubernetes\/client-node/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('nothing cluster-wide but reading nodes, as the runtime does', async () => {
     const clusterWide = rendered.filter((o) => o.kind.startsWith('Cluster')).map((o) => o.kind);
     expect(clusterWide.sort()).toEqual(['ClusterRole', 'ClusterRoleBinding']);
     const clusterRole = only(rendered, 'ClusterRole');
     expect(clusterRole.aggregationRule).toBeUndefined();
-    expect(grants(clusterRole.rules)).toEqual(CLUSTER_GRANTS);
+    const needed = grantTable(await runtimeGrants(KUBERNETES_RUNTIME_DIR), 'cluster');
+    expect(Object.keys(needed)).toEqual(['nodes']);
+    expect(ruleTable(clusterRole.rules)).toEqual(needed);
     expect(only(rendered, 'ClusterRoleBinding').roleRef).toEqual({
       apiGroup: 'rbac.authorization.k8s.io',
       kind: 'ClusterRole',
@@ -310,7 +342,61 @@ describe('the example configuration', () => {
       expect(placement.tolerations).toContainEqual({ key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' });
       for (const toleration of placement.tolerations) expect(tolerationProblems(toleration), kind).toEqual([]);
     }
-    expect(configMap?.data.KUBERNETES_MODEL_CACHE).toMatch(/^(hostPath:\/\S+|pvc:[a-z0-9][a-z0-9.-]*)$/);
+  });
+
+  it('caches models in a ReadWriteMany claim of the overlay, bounded within its size', () => {
+    const settings = readKubernetesSettings({ ...configMap?.data, ENGINE_IMAGE: gateway.image });
+    expect(settings.modelCache).toEqual({ kind: 'pvc', claim: 'dedicated-models' });
+    const claim = rendered.find((o) => o.kind === 'PersistentVolumeClaim' && o.metadata.name === 'dedicated-models');
+    expect(claim?.metadata.namespace).toBe(NAMESPACE);
+    expect(claim?.spec.accessModes).toEqual(['ReadWriteMany']);
+    expect(claim?.spec.resources.requests.storage).toMatch(/^\d+Gi$/);
+    const claimBytes = Number.parseInt(claim?.spec.resources.requests.storage, 10) * 2 ** 30;
+    expect(settings.modelCacheMaxBytes).toBeGreaterThan(0);
+    expect(settings.modelCacheMaxBytes).toBeLessThan(claimBytes);
+  });
+
+  // The gateway's ServiceAccount may create Pods: in a namespace that admits privileged Pods, a compromised gateway
+  // could create one that is root on a node. The example's namespace refuses them, and what the gateway runs there passes.
+  it('the namespace enforces Pod Security restricted, which the gateway and its engine Pods pass', () => {
+    expect(only(rendered, 'Namespace').metadata.labels).toMatchObject({ 'pod-security.kubernetes.io/enforce': 'restricted' });
+    expect(restrictedViolations({ spec: podSpec })).toEqual([]);
+    const settings = readKubernetesSettings({ ...configMap?.data, ENGINE_IMAGE: gateway.image, KUBERNETES_NAMESPACE: NAMESPACE });
+    const owner = { name: 'ep-x-engine', uid: 'u-1' };
+    const context = { settings, namespace: NAMESPACE, owner, hubEndpoint: 'https://huggingface.co', hasHubToken: true };
+    const engine = replicaPod(podLaunch({ gpuType: 'H100' }), context);
+    expect(engine.spec?.initContainers?.length).toBeGreaterThan(0);
+    expect(restrictedViolations(engine)).toEqual([]);
+    // A hostPath cache would not be admitted there.
+    const onHost = readKubernetesSettings({
+      ...configMap?.data,
+      ENGINE_IMAGE: gateway.image,
+      KUBERNETES_MODEL_CACHE: 'hostPath:/var/cache/m',
+    });
+    expect(restrictedViolations(replicaPod(podLaunch(), { ...context, settings: onHost }))).toContain('hostPath volumes: models');
+  });
+
+  it('a NetworkPolicy lets only the gateways reach the engine Pods, on their port, and the engines reach no private address', () => {
+    const policy = only(rendered, 'NetworkPolicy');
+    const settings = readKubernetesSettings({ ...configMap?.data, ENGINE_IMAGE: gateway.image });
+    // It selects the Pods the runtime creates (their label), and only those.
+    const [key, value] = MANAGED_SELECTOR.split('=');
+    expect(policy.spec.podSelector).toEqual({ matchLabels: { [key!]: value } });
+    expect(policy.spec.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(policy.spec.ingress).toEqual([
+      {
+        from: [{ podSelector: { matchLabels: deployment.spec.selector.matchLabels } }],
+        ports: [{ port: settings.enginePort, protocol: 'TCP' }],
+      },
+    ]);
+    // Egress: DNS, and HTTPS to public addresses (PostgreSQL, the gateways and the cloud's metadata are private).
+    const [dns, https] = policy.spec.egress;
+    expect(dns.ports.map((p: any) => p.port)).toEqual([53, 53]);
+    expect(https.ports).toEqual([{ port: 443, protocol: 'TCP' }]);
+    const v4 = https.to.find((peer: any) => peer.ipBlock?.cidr === '0.0.0.0/0');
+    expect(v4.ipBlock.except).toEqual(expect.arrayContaining(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16']));
+    expect(https.to.every((peer: any) => peer.ipBlock && !peer.podSelector && !peer.namespaceSelector)).toBe(true);
+    expect(policy.spec.egress).toHaveLength(2);
   });
 
   it('docs/kubernetes.md names only statuses, phases, replica states and failure codes that exist', () => {

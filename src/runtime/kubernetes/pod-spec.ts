@@ -3,7 +3,9 @@
  * one Pod per replica (as KubeRay does, not a Deployment: the controller owns
  * the replica count, versions, rollouts and the crash policy), and one Secret
  * per endpoint that holds its engines' token and the hub token, and owns the
- * endpoint's pods (deleting it garbage-collects them).
+ * endpoint's pods (deleting it garbage-collects them). The hub token goes to the
+ * model fetcher, not to the engine, unless the engine downloads itself
+ * (`engineTakesHubToken`).
  *
  * The pod: the instance option's GPUs as an `nvidia.com/gpu` limit, placed by
  * the GPU kind's node selector and tolerations; /dev/shm as a memory volume;
@@ -191,6 +193,17 @@ function engineResources(numGpu: number, perGpu: GpuPlacement['requestsPerGpu'])
   return { limits: { 'nvidia.com/gpu': String(numGpu) }, ...(Object.keys(requests).length > 0 ? { requests } : {}) };
 }
 
+/**
+ * Whether the engine container gets the hub token. The model fetcher downloads the model, so an engine that has one
+ * does not need the token, and an engine runs code the gateway does not control (ENGINE_COMMAND's server, a model's
+ * own code): it should not hold the organisation's token. It gets it only where it downloads from the hub itself (no
+ * fetcher: an external engine handed a repository id) or where ENGINE_COMMAND names `HF_TOKEN` (`$(HF_TOKEN)` in
+ * its words, e.g. `env HF_TOKEN=$(HF_TOKEN) vllm serve … --tokenizer {modelRepo}`).
+ */
+export function engineTakesHubToken(context: Pick<PodContext, 'engineTemplate'>, link: string | null): boolean {
+  return link === null || /\bHF_TOKEN\b/.test(context.engineTemplate ?? '');
+}
+
 export function replicaPod(launch: ReplicaLaunch, context: PodContext): V1Pod {
   const { settings } = context;
   const placement = settings.gpuPlacement[launch.gpuType];
@@ -221,7 +234,9 @@ export function replicaPod(launch: ReplicaLaunch, context: PodContext): V1Pod {
       { name: 'REPLICA_ID', value: launch.replicaId },
       fromSecret('ENGINE_TOKEN', context.owner.name, SECRET_KEYS.engineToken),
       { name: 'HF_ENDPOINT', value: context.hubEndpoint },
-      ...(context.hasHubToken ? [fromSecret('HF_TOKEN', context.owner.name, SECRET_KEYS.hubToken, true)] : []),
+      ...(context.hasHubToken && engineTakesHubToken(context, link)
+        ? [fromSecret('HF_TOKEN', context.owner.name, SECRET_KEYS.hubToken, true)]
+        : []),
     ],
     resources: engineResources(launch.numGpu, placement.requestsPerGpu),
     readinessProbe: { httpGet: { path: '/ready', port: 'http' }, periodSeconds: 2, failureThreshold: 3 },
