@@ -23,7 +23,7 @@
  */
 import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
-import { databaseFailureOf } from '../storage/database-errors.js';
+import { databaseFailureKind, isDatabaseUnreachable } from '../storage/database-errors.js';
 import { addMinutes } from '../storage/metrics-repository.js';
 import {
   insertContent,
@@ -218,7 +218,7 @@ export class RequestRecorder {
       await addMinutes(this.sql, minutes);
       this.options.onWritten?.(new Set(minutes.map((m) => m.endpointId)));
     } catch (error) {
-      if (databaseFailureOf(error)?.kind === 'unavailable') return { error };
+      if (isDatabaseUnreachable(error)) return { error };
       this.log('recording request metrics failed', error);
     }
     for (const p of toAdd) p.minutes = false;
@@ -230,7 +230,7 @@ export class RequestRecorder {
     try {
       await touchEndpoints(this.sql, lastRequest);
     } catch (error) {
-      if (databaseFailureOf(error)?.kind === 'unavailable') return { error };
+      if (isDatabaseUnreachable(error)) return { error };
       this.log('recording requests failed', error);
     }
     return undefined;
@@ -306,8 +306,10 @@ export class RequestRecorder {
     } catch (error) {
       batchError = error;
     }
-    const failure = databaseFailureOf(batchError)?.kind;
-    if (failure === 'unavailable') return { rows: rows.map(() => 'held'), outage: { error: batchError } };
+    // Held only while the database cannot be reached: a batch it gave up on while busy (a statement_timeout, a
+    // deadlock) is not held for ever, as one that times out every time would be.
+    const failure = databaseFailureKind(batchError);
+    if (failure === 'unreachable') return { rows: rows.map(() => 'held'), outage: { error: batchError } };
     // Only a value the database refuses (SQLSTATE class 22) is one row's fault; anything else (a timeout, a full
     // disk, a bug) would fail every row too, so it is not retried one statement per row.
     if (rows.length === 1 || failure !== 'invalid-data') {
@@ -326,7 +328,7 @@ export class RequestRecorder {
       } catch (error) {
         rowError = error;
       }
-      const kind = databaseFailureOf(rowError)?.kind;
+      const kind = databaseFailureKind(rowError);
       if (kind === 'invalid-data') {
         outcomes.push('lost');
         lost.push(row);
@@ -336,7 +338,7 @@ export class RequestRecorder {
       // The database went away meanwhile: this row and the rest are held for the next try. Another failure loses
       // them, not tried one by one.
       const rest = rows.slice(i);
-      if (kind === 'unavailable') {
+      if (kind === 'unreachable') {
         outage = { error: rowError };
         outcomes.push(...rest.map(() => 'held' as const));
       } else {

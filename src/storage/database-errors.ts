@@ -89,11 +89,22 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 
 /**
  * Whether the database cannot be reached (an outage, not a statement it gave up on while busy): a statement sent
- * again now fails the same way, where one that met a deadlock may pass alone.
+ * again now fails the same way, where one that met a deadlock may pass alone. What waits for the database to come
+ * back (the request recorder's held writes) and what forgives a failure because the database was away (the
+ * unhandled-rejection guard) ask this: a statement that times out every time it is sent must not be held, or
+ * forgiven, for ever.
  */
 export function isDatabaseUnreachable(error: unknown): boolean {
   const failure = databaseFailureOf(error);
   return failure?.kind === 'unavailable' && !failure.busy;
+}
+
+/** The database meaning of an error, with a statement it gave up on while busy (`busy`) told apart: 'busy'. */
+export function databaseFailureKind(error: unknown): 'unreachable' | 'busy' | 'invalid-data' | undefined {
+  const failure = databaseFailureOf(error);
+  if (failure?.kind === 'invalid-data') return 'invalid-data';
+  if (failure?.kind === 'unavailable') return failure.busy ? 'busy' : 'unreachable';
+  return undefined;
 }
 
 /**

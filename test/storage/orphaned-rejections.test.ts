@@ -32,6 +32,15 @@ describe('rejections nobody handled', () => {
     expect(code).toBe(0);
   }, 30_000);
 
+  test('a statement the database gave up on while it answers (a deadlock) is no outage: nobody handled it, the process ends', async () => {
+    const { code, output } = await run(
+      `Object.assign(new Error('deadlock detected'), { name: 'PostgresError', code: '40P01', severity: 'ERROR' })`,
+    );
+    expect(output).not.toContain('STILL RUNNING');
+    expect(output).toContain('deadlock detected');
+    expect(code).not.toBe(0);
+  }, 30_000);
+
   test('any other rejection nobody handled still ends the process', async () => {
     const { code, output } = await run(`new TypeError('a bug')`);
     expect(output).not.toContain('STILL RUNNING');
