@@ -60,13 +60,18 @@ export function connectDatabase(url: string, options: ConnectOptions = {}): Sql 
 export interface MigrateOptions {
   /**
    * How long a statement of a migration may wait for a table's lock before it gives up. An ALTER TABLE that waits
-   * behind a running gateway's query holds every later query on that table behind it; this bounds that stall.
-   * @default 10_000
+   * behind a running gateway's query holds every later query on that table behind it; this bounds that stall, on
+   * each try (10 s held a running gateway's queries that long, several times over).
+   * @default 2_500
    */
   lockTimeoutMs?: number;
-  /** Tries in all when a migration gives up on a lock: the whole run is rolled back and tried again. @default 4 */
+  /**
+   * Tries in all when a migration gives up on a lock: the whole run is rolled back and tried again. With the default
+   * lock timeout and delays a start waits about 52 s in all (20 s of it for locks) before it fails.
+   * @default 8
+   */
   attempts?: number;
-  /** The wait before the first retry, doubled before each next one. @default 2000 */
+  /** The wait before the first retry, doubled before each next one (0.25, 0.5, 1 ... 16 s). @default 250 */
   retryDelayMs?: number;
   /** Told why a run is tried again (the gateway logs it as a warning); the retry waits for what it returns. */
   onRetry?: (message: string) => void | Promise<void>;
@@ -160,7 +165,7 @@ class LockTimeout extends Error {
  * (another process may have applied it meanwhile) and applies what is still missing.
  */
 export async function migrate(sql: Sql, dir: string = MIGRATIONS_DIR, options: MigrateOptions = {}): Promise<string[]> {
-  const { lockTimeoutMs = 10_000, attempts = 4, retryDelayMs = 2000, onRetry } = options;
+  const { lockTimeoutMs = 2_500, attempts = 8, retryDelayMs = 250, onRetry } = options;
   const files = await readMigrations(dir);
   const before = await readApplied(sql);
   checkUnchanged(files, before);
