@@ -48,7 +48,8 @@ export const DOWNLOAD_ERROR = 'WORKLOAD_INIT_DOWNLOAD_ERROR';
 
 /**
  * Takes a download lock (src/util/file-lock.ts: it names its holder, is waited for while that holder lives, and is
- * taken over from one that is gone). A disk too full to write the lock fails as the download would.
+ * taken over from one that is gone; its `lost` signal aborts when this holder may no longer have it, and the transfer
+ * is then stopped). A disk too full to write the lock fails as the download would.
  */
 export async function acquireLock(lockPath: string, signal?: AbortSignal): Promise<ReleaseLock> {
   try {
@@ -255,6 +256,8 @@ export async function download(req: BlobRequest, partial: string): Promise<strin
   }
 
   async function finish(digest: Digests): Promise<string> {
+    // Stopped (its lock lost, see model-cache.ts) as it ended: the partial, another's now, is not judged or deleted.
+    if (signal?.aborted) throw signal.reason;
     const actual = digest.sha256.digest('hex');
     const actualMd5 = digest.md5?.digest('hex');
     const mismatch =

@@ -274,6 +274,9 @@ export class ModelCache {
     await mkdir(this.blobsDir, { recursive: true });
     await mkdir(this.tmpDir, { recursive: true });
     const release = await acquireLock(join(this.tmpDir, `${req.key}.lock`), req.signal);
+    // A lock lost meanwhile (its heartbeat failed, or another process took it over) stops the transfer, and leaves the
+    // partial to whoever holds the lock now: two downloads appending to one partial would spoil it.
+    const signal = req.signal ? AbortSignal.any([req.signal, release.lost]) : release.lost;
     try {
       // Another process may have finished this blob while we waited for its lock.
       const hit = await this.cachedBlob(req);
@@ -287,7 +290,8 @@ export class ModelCache {
           claim.progress(progress.bytesDone);
           req.onProgress?.(progress);
         };
-        sha256 = await download({ ...req, onProgress }, partial);
+        sha256 = await download({ ...req, signal, retry: { ...req.retry, signal }, onProgress }, partial);
+        if (release.lost.aborted) throw release.lost.reason;
         // The digest covers the bytes this download wrote; a file grown by another writer besides must not become the blob.
         const onDisk = (await stat(partial)).size;
         if (onDisk !== req.size) {
@@ -305,6 +309,13 @@ export class ModelCache {
       }
       if (req.md5) await this.writeMd5Index(req.md5, sha256);
       return { path, sha256, size: req.size, cached: false };
+    } catch (error) {
+      if (!release.lost.aborted || req.signal?.aborted) throw error;
+      throw new ModelSourceError(
+        DOWNLOAD_ERROR,
+        `The download of ${req.label} stopped: this process lost its lock on it (${(release.lost.reason as Error).message}); its partial file is left to the process that holds the lock now.`,
+        { cause: error },
+      );
     } finally {
       await release();
     }

@@ -17,16 +17,22 @@
  *     another host's (a lock of an earlier format, without the namespace, naming this process's pid under another
  *     token is gone: a container's main process is pid 1 in every container);
  *   - any other holder is gone once its lock has not been refreshed for LOCK_STALE_MS. A holder refreshes it every
- *     LOCK_HEARTBEAT_MS by writing its text again in place, which the filesystem stamps with its own clock; a waiter
- *     compares that mtime with the mtime the filesystem gave a file it has just written there, never with its own
- *     clock (hosts' clocks differ), or it watches the lock stay the same for LOCK_STALE_MS on its own monotonic
- *     clock (for filesystems that stamp writes with the writer's clock);
+ *     LOCK_HEARTBEAT_MS by writing its text again in place. A waiter watches the lock stay the same on its own
+ *     monotonic clock: for LOCK_STALE_MS, or for two heartbeats while its mtime is LOCK_STALE_MS old by the
+ *     filesystem's clock (the mtime the filesystem gave a file the waiter has just written there, never the waiter's
+ *     own clock: hosts' clocks differ). The mtime alone is not believed: a filesystem that stamps a write with the
+ *     writer's clock (FUSE, object storage), or a holder of an earlier release (it refreshed with utimes), stamps a
+ *     lock refreshed just now in the past when the holder's clock runs behind. Where no file can be written beside
+ *     the lock (a read-only volume, a full disk), the watch alone decides;
  *   - a lock naming no holder (an O_EXCL lock of a filesystem without hard links, not written yet; or garbage) is
- *     gone once it has not changed for ORPHAN_LOCK_MS, by the same two clocks.
+ *     gone once it has not changed for ORPHAN_LOCK_MS, by the same rule.
  * Locks written before this format (`<pid>`, `<pid> <host>`, `<pid> <16 hex token>`) are read too.
  *
  * A holder releases its lock, and refreshes it, only while the lock's whole text is its acquisition's: a lock taken
- * over meanwhile, and taken again since by this same process, is the later acquisition's.
+ * over meanwhile, and taken again since by this same process, is the later acquisition's. A holder is told it lost
+ * its lock (ReleaseLock.lost aborts) when a heartbeat finds the lock gone or another's, or after LOCK_LOST_MISSES
+ * heartbeats in a row failed (ENOSPC, EIO, an NFS close that fails) or hung, long before a waiter of another host
+ * finds it stale: what it does under the lock (a download appending to a partial file) is then stopped.
  *
  * Finding a lock stale and removing it are two steps: two waiters that both found it stale would otherwise both
  * remove it, the second removing the lock the first had just made, and both would hold it. So a stale lock is
@@ -55,6 +61,7 @@ import {
   LOCK_STALE_MS,
   newLockText,
   parseLockHolder,
+  probedByPid,
   type LockHolder,
   type Snapshot,
 } from './lock-holder.js';
@@ -85,8 +92,27 @@ export interface AcquireOptions {
   timeoutError?: (holder: LockHolder | undefined) => Error;
 }
 
-/** Releases the lock (removes it, when it still names this holder). */
-export type ReleaseLock = () => Promise<void>;
+/** Heartbeats in a row that failed or hung, after which a holder takes its lock for lost. */
+export const LOCK_LOST_MISSES = 2;
+
+/** The reason ReleaseLock.lost aborts with. */
+export class LockLostError extends Error {
+  constructor(
+    readonly path: string,
+    why: string,
+  ) {
+    super(`${path}: this process lost the lock (${why})`);
+  }
+}
+
+/**
+ * Releases the lock (removes it, when it still names this holder). `lost` aborts, with a LockLostError, when the
+ * holder may no longer have it (see the module's comment).
+ */
+export interface ReleaseLock {
+  (): Promise<void>;
+  readonly lost: AbortSignal;
+}
 
 /** Errors of a filesystem that has no hard links (then the lock is created with O_EXCL and written). */
 const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS']);
@@ -183,7 +209,10 @@ async function readLock(path: string, fsNowMs: number): Promise<Snapshot | undef
   }
 }
 
-/** The filesystem's clock beside `path`: the mtime of a file written there (this host's clock where none can be). */
+/**
+ * The filesystem's clock beside `path`: the mtime of a file written there; NaN where none can be (a read-only volume,
+ * a full disk), and then a lock's age is not judged at all (this host's clock is not the filesystem's).
+ */
 async function fsClock(path: string): Promise<number> {
   try {
     const attempt = await writeAttempt(path);
@@ -191,7 +220,7 @@ async function fsClock(path: string): Promise<number> {
     await rm(attempt.aside, { force: true });
     return attempt.fsNowMs;
   } catch {
-    return Date.now();
+    return Number.NaN;
   }
 }
 
@@ -199,7 +228,8 @@ async function fsClock(path: string): Promise<number> {
 async function judge(path: string): Promise<boolean | undefined> {
   const seen = await readLock(path, Number.NaN);
   if (seen === undefined) return undefined;
-  seen.fsNowMs = await fsClock(path);
+  // A holder of this host is judged by its pid: no file is written to read the filesystem's clock.
+  if (!probedByPid(seen.holder)) seen.fsNowMs = await fsClock(path);
   return isGone(seen);
 }
 
@@ -264,36 +294,66 @@ async function sweep(dir: string, fsNowMs: number): Promise<void> {
 }
 
 /**
- * Writes the lock's text again, in place: the filesystem stamps the write with its own clock (a holder's clock may be
- * off), and it goes to the file this process opened and found its own, never to a lock put in its place meanwhile.
+ * Writes the lock's text again, in place: the filesystem stamps the write (a holder's clock may be off), and it goes
+ * to the file this process opened and found its own, never to a lock put in its place meanwhile. 'lost': the lock is
+ * gone or another's; 'failed': it could not be written (a close that fails counts: NFS reports write errors there).
  */
-async function refresh(path: string, text: string): Promise<void> {
-  const handle = await open(path, 'r+').catch(() => undefined);
-  if (!handle) return;
+async function refresh(path: string, text: string): Promise<'refreshed' | 'failed' | 'lost'> {
+  let handle;
   try {
-    if ((await handle.readFile('utf8')) === text) await handle.write(text, 0, 'utf8');
+    handle = await open(path, 'r+');
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'lost' : 'failed';
+  }
+  try {
+    if ((await handle.readFile('utf8')) !== text) return 'lost';
+    await handle.write(text, 0, 'utf8');
+    const written = handle;
+    handle = undefined;
+    await written.close();
+    return 'refreshed';
   } catch {
-    // A heartbeat that fails is retried at the next; a lock not refreshed for LOCK_STALE_MS is lost.
+    return 'failed';
   } finally {
-    await handle.close().catch(() => {});
+    await handle?.close().catch(() => {});
   }
 }
 
-/** This process now holds `path` under `attempt`: the lock is refreshed until it is released. */
+/** This process now holds `path` under `attempt`: the lock is refreshed until it is released, or lost. */
 function holding(path: string, { text, lease }: Attempt): ReleaseLock {
-  let beating = false;
+  const lost = new AbortController();
+  let [beating, misses, released] = [false, 0, false];
+  const lose = (why: string) => {
+    clearInterval(heartbeat);
+    if (!released) lost.abort(new LockLostError(path, why));
+  };
+  const missed = () => {
+    if (++misses >= LOCK_LOST_MISSES) lose(`${misses} heartbeats in a row failed: it may be taken over`);
+  };
   const heartbeat = setInterval(() => {
-    if (beating) return;
+    if (beating) return missed();
     beating = true;
-    void refresh(path, text).finally(() => (beating = false));
+    void refresh(path, text)
+      .then((result) => {
+        if (result === 'refreshed') misses = 0;
+        else if (result === 'lost') lose('it was taken over');
+        else missed();
+      })
+      .finally(() => (beating = false));
   }, LOCK_HEARTBEAT_MS);
   heartbeat.unref();
-  return async () => {
+  const release = async () => {
+    released = true;
     clearInterval(heartbeat);
-    // A lock taken over meanwhile (its heartbeat failed for a minute) is no longer this acquisition's to remove.
-    if ((await readFile(path, 'utf8').catch(() => undefined)) === text) await rm(path, { force: true });
-    liveLeases.delete(lease);
+    try {
+      // A lock taken over meanwhile (its heartbeat failed for a minute) is no longer this acquisition's to remove.
+      if ((await readFile(path, 'utf8').catch(() => undefined)) === text) await rm(path, { force: true });
+    } finally {
+      // Even when the removal failed: the lock left behind is then no live acquisition's, and is taken over.
+      liveLeases.delete(lease);
+    }
   };
+  return Object.assign(release, { lost: lost.signal });
 }
 
 /**

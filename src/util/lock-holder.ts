@@ -156,14 +156,27 @@ function unchangedForMs(seen: Snapshot): number {
 }
 
 /**
- * Whether the lock's holder has not refreshed it for `ms`: either its mtime is that old by the filesystem's own clock
- * (`fsNowMs`: the mtime the filesystem gave a file this process has just written beside it, so that no host's clock is
- * compared with another's), or this process has watched it stay the same for that long on its own monotonic clock (a
- * filesystem that stamps a write with the writer's clock, or an mtime set in the future, is judged so).
+ * A lock's age by the filesystem's clock is believed once this process has also watched it stay the same for this long
+ * (two heartbeats missed): a holder may stamp its heartbeat with its own clock (a filesystem that takes the writer's
+ * clock, FUSE or object storage; or an earlier release, which refreshed with utimes), and a clock that runs behind
+ * makes a lock refreshed just now look older than LOCK_STALE_MS.
+ */
+const AGE_BELIEVED_AFTER_MS = 2 * LOCK_HEARTBEAT_MS;
+
+/**
+ * Whether the lock's holder has not refreshed it for `ms`: this process has watched it stay the same for that long on
+ * its own monotonic clock, or for AGE_BELIEVED_AFTER_MS while its mtime is `ms` old by the filesystem's own clock
+ * (`fsNowMs`: the mtime the filesystem gave a file this process has just written beside it, so that no host's clock
+ * is compared with another's; NaN where none could be written, and then the watch alone decides).
  */
 function unrefreshedFor(seen: Snapshot, ms: number): boolean {
   const watchedMs = unchangedForMs(seen);
-  return seen.fsNowMs - seen.mtimeMs > ms || watchedMs > ms;
+  return watchedMs > ms || (watchedMs > AGE_BELIEVED_AFTER_MS && seen.fsNowMs - seen.mtimeMs > ms);
+}
+
+/** Whether the holder is judged by its pid (a process of this host), with no need of the filesystem's clock. */
+export function probedByPid(holder: LockHolder): boolean {
+  return holder.pid !== undefined && onThisHost(holder);
 }
 
 /** Whether the holder a lock names is gone (see the module's comment and file-lock.ts's). */
@@ -172,7 +185,7 @@ export function isGone(seen: Snapshot): boolean {
   const { pid } = holder;
   if (pid === undefined) return unrefreshedFor(seen, ORPHAN_LOCK_MS);
   // Another host's process cannot be probed: its heartbeat says whether it lives.
-  if (!onThisHost(holder)) return unrefreshedFor(seen, LOCK_STALE_MS);
+  if (!probedByPid(holder)) return unrefreshedFor(seen, LOCK_STALE_MS);
   // This process writes its token into every lock it takes, and knows the leases it holds: a lock naming its pid
   // without them is another process's (a container's pid 1 before a restart), or one of its own it no longer holds.
   if (pid === process.pid) return holder.token !== TOKEN || (holder.lease !== undefined && !liveLeases.has(holder.lease));

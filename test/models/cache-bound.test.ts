@@ -10,9 +10,9 @@ import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, utimes, writeFile
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { acquireLock } from '../../src/models/blob-download.js';
-import { isStaleLock, LOCK_STALE_MS } from '../../src/util/file-lock.js';
+import { isStaleLock, LOCK_HEARTBEAT_MS, LOCK_STALE_MS } from '../../src/util/file-lock.js';
 import { CacheBound, LEASE_TTL_MS, RECENT_USE_MS } from '../../src/models/cache-bound.js';
 import { ModelSourceError } from '../../src/models/errors.js';
 import { ModelCache } from '../../src/models/model-cache.js';
@@ -24,6 +24,7 @@ beforeEach(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'cache-bound-'));
 });
 afterEach(async () => {
+  vi.useRealTimers();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -218,9 +219,15 @@ describe('claiming a cached file', () => {
 describe('locks on a volume pods share', () => {
   test("another host's lock is live while its heartbeat is fresh, stale after; a same-host lock goes by its pid", async () => {
     const lock = path.join(dir, 'x.lock');
+    // The time a waiter watches a lock is its monotonic clock (faked).
+    vi.useFakeTimers({ toFake: ['performance'] });
     await writeFile(lock, '1 some-other-pod');
     expect(await isStaleLock(lock)).toBe(false);
+    // An mtime that old is believed only once the lock has also been seen unchanged for two heartbeats: a holder whose
+    // clock runs behind may stamp a lock it refreshed just now that far in the past.
     await utimes(lock, ago(LOCK_STALE_MS + 1000), ago(LOCK_STALE_MS + 1000));
+    expect(await isStaleLock(lock)).toBe(false);
+    vi.advanceTimersByTime(2 * LOCK_HEARTBEAT_MS + 1000);
     expect(await isStaleLock(lock)).toBe(true);
     // A live process of this host (not this one: a lock naming this process's pid without its token is another's).
     const live = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)']);

@@ -4,17 +4,18 @@
  */
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, rm, stat, statfs, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, statfs, symlink, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { acquireLock, download } from '../../src/models/blob-download.js';
 import { hubHeaders, hubResolveUrl, resolveHubModel } from '../../src/models/hf-hub.js';
 import { hubResponseError } from '../../src/models/hub-errors.js';
 import { ModelCache, type EnsureHubFileOptions } from '../../src/models/model-cache.js';
 import type { RetryNotice, RetryPolicy } from '../../src/models/retry.js';
+import { LOCK_HEARTBEAT_MS } from '../../src/util/file-lock.js';
 import { bytes, sha256 } from '../support/bytes.js';
 import { FAKE_HUB_TOKEN, startFakeHub, type FakeHub } from '../support/fake-hub.js';
 
@@ -51,6 +52,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
+  vi.useRealTimers();
   await hub.close();
   await rm(dir, { recursive: true, force: true });
 });
@@ -308,5 +310,32 @@ describe('download locks', () => {
     });
     expect(await readdir(join(dir, 'blobs'))).toEqual([]);
     expect(await readdir(join(dir, 'tmp'))).toEqual([]);
+  });
+});
+
+describe('a download whose lock is lost', () => {
+  it("stops its transfer, and leaves the partial file to the lock's new holder", async () => {
+    hub.setFault({ type: 'slow', chunkBytes: 1024, delayMs: 200 });
+    const big = await resolve('org/big');
+    // The lock's heartbeat, faked: the lock is found another holder's at the next one.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    let done = 0;
+    const downloading = ensure(big, { onProgress: (p) => (done = p.bytesDone) }).catch((e: unknown) => e);
+    await expect.poll(() => done).toBeGreaterThan(0);
+    const lock = join(
+      dir,
+      'tmp',
+      (await readdir(join(dir, 'tmp'))).find((name) => name.endsWith('.lock'))!,
+    );
+    const other = 'pid=7 host=other-node token=0123456789abcdef lease=00112233445566ff\n';
+    await writeFile(lock, other);
+    vi.advanceTimersByTime(LOCK_HEARTBEAT_MS);
+    const error = (await downloading) as { code?: string; message?: string };
+    expect(error.code).toBe('WORKLOAD_INIT_DOWNLOAD_ERROR');
+    expect(error.message).toContain('lost its lock');
+    expect(await readFile(lock, 'utf8')).toBe(other);
+    const partial = (await readdir(join(dir, 'tmp'))).find((name) => name.endsWith('.partial'))!;
+    expect((await stat(join(dir, 'tmp', partial))).size).toBeLessThan(BIG.length);
+    expect(await readdir(join(dir, 'blobs'))).toEqual([]);
   });
 });

@@ -5,13 +5,15 @@
  * a clock that is off is this process's Date (faked), and the time a waiter watches is its monotonic clock (faked).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, watch } from 'node:fs';
 import { link, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import {
   acquireLock,
+  isLockHeld,
+  isStaleLock,
   LOCK_HEARTBEAT_MS,
   LOCK_STALE_MS,
   lockHolder,
@@ -128,12 +130,72 @@ describe("hosts' clocks", () => {
   });
 });
 
+describe("a holder whose clock runs behind the filesystem's", () => {
+  test('its lock, refreshed just now but stamped 75 s ago, is not taken over until two heartbeats are missed', async () => {
+    const lock = path.join(dir, 'x.lock');
+    // Each heartbeat stamped by a clock 75 s behind (a filesystem that takes the writer's clock, or a holder of an
+    // earlier release that refreshed with utimes); each stamp a little apart, as a heartbeat's is.
+    const first = Date.now() - LOCK_STALE_MS - 15_000;
+    const beat = async (n: number) => utimes(lock, new Date(first + n), new Date(first + n));
+    await writeFile(lock, REMOTE);
+    await beat(0);
+    vi.useFakeTimers({ toFake: ['performance'] });
+    expect(await tryLock(lock)).toBeUndefined();
+    for (let n = 1; n <= 6; n++) {
+      vi.advanceTimersByTime(LOCK_HEARTBEAT_MS);
+      await beat(n);
+      expect(await tryLock(lock)).toBeUndefined();
+    }
+    // The heartbeat stops: seen unchanged for two heartbeats, its age is believed.
+    vi.advanceTimersByTime(LOCK_HEARTBEAT_MS);
+    expect(await tryLock(lock)).toBeUndefined();
+    vi.advanceTimersByTime(LOCK_HEARTBEAT_MS + 1000);
+    const release = await tryLock(lock);
+    expect(release).toBeDefined();
+    await release!();
+  });
+
+  test("where no file can be written beside the lock, its age is not judged by this host's clock: the watch alone decides", async () => {
+    // A name at the length limit: the lock can be read, but no file can be written beside it to read the filesystem's
+    // clock, as on a read-only volume or a full disk.
+    const lock = path.join(dir, `${'x'.repeat(250)}.lock`);
+    await writeFile(lock, REMOTE);
+    await utimes(lock, ago(LOCK_STALE_MS + 15_000), ago(LOCK_STALE_MS + 15_000));
+    vi.useFakeTimers({ toFake: ['performance'] });
+    expect(await isStaleLock(lock)).toBe(false);
+    vi.advanceTimersByTime(2 * LOCK_HEARTBEAT_MS + 1000);
+    expect(await isStaleLock(lock)).toBe(false);
+    vi.advanceTimersByTime(LOCK_STALE_MS);
+    expect(await isStaleLock(lock)).toBe(true);
+  });
+
+  test("a lock of this host is judged by its pid: no file is written beside it for the filesystem's clock", async () => {
+    const lock = path.join(dir, 'x.lock');
+    const live = liveProcess();
+    await writeFile(lock, `pid=${live.pid} host=${hostname()} token=0123456789abcdef\n`);
+    const names: string[] = [];
+    const watcher = watch(dir, (_, name) => void names.push(String(name)));
+    try {
+      expect(await isLockHeld(lock)).toBe(true);
+      // inotify reports a directory's changes in order: once this file's is in, any probe's would be too.
+      await writeFile(path.join(dir, 'done'), '');
+      await expect.poll(() => names.includes('done')).toBe(true);
+    } finally {
+      watcher.close();
+    }
+    expect(names.filter((name) => name.endsWith('.new'))).toEqual([]);
+  });
+});
+
 describe('hosts that share a hostname', () => {
   test.skipIf(BOOT === undefined)("another boot's holder is judged by its heartbeat, not taken for gone", async () => {
     const lock = path.join(dir, 'x.lock');
+    vi.useFakeTimers({ toFake: ['performance'] });
     await writeFile(lock, `pid=1 host=${hostname()} token=0123456789abcdef start=1 boot=00000000-0000-0000-0000-000000000000\n`);
     expect(await tryLock(lock)).toBeUndefined();
     await utimes(lock, ago(LOCK_STALE_MS + 1000), ago(LOCK_STALE_MS + 1000));
+    expect(await tryLock(lock)).toBeUndefined();
+    vi.advanceTimersByTime(2 * LOCK_HEARTBEAT_MS + 1000);
     const release = await tryLock(lock);
     expect(release).toBeDefined();
     await release!();
@@ -142,9 +204,12 @@ describe('hosts that share a hostname', () => {
   test.skipIf(BOOT === undefined)('a holder of another pid namespace is not probed by its pid here', async () => {
     const lock = path.join(dir, 'x.lock');
     // Its pid is gone in this namespace, which says nothing of the holder's.
+    vi.useFakeTimers({ toFake: ['performance'] });
     await writeFile(lock, `pid=${deadPid()} host=${hostname()} token=0123456789abcdef boot=${BOOT} pidns=1\n`);
     expect(await tryLock(lock)).toBeUndefined();
     await utimes(lock, ago(LOCK_STALE_MS + 1000), ago(LOCK_STALE_MS + 1000));
+    expect(await tryLock(lock)).toBeUndefined();
+    vi.advanceTimersByTime(2 * LOCK_HEARTBEAT_MS + 1000);
     const release = await tryLock(lock);
     expect(release).toBeDefined();
     await release!();

@@ -11,11 +11,12 @@ import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import {
   acquireLock,
   isStaleLock,
   lockHolder,
+  LOCK_HEARTBEAT_MS,
   LOCK_STALE_MS,
   LockTimeoutError,
   ORPHAN_LOCK_MS,
@@ -32,6 +33,7 @@ beforeEach(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'file-lock-'));
 });
 afterEach(async () => {
+  vi.useRealTimers();
   for (const child of children.splice(0)) child.kill('SIGKILL');
   await rm(dir, { recursive: true, force: true });
 });
@@ -82,14 +84,20 @@ describe('who holds a lock', () => {
 
   test("another host's holder lives while its heartbeat is fresh; a lock naming no one, while it is young", async () => {
     const lock = path.join(dir, 'x.lock');
+    // The time a waiter watches a lock is its monotonic clock (faked). An old mtime is believed once the lock has also
+    // been seen unchanged for two heartbeats (a holder whose clock runs behind stamps a fresh lock in the past).
+    vi.useFakeTimers({ toFake: ['performance'] });
     await writeFile(lock, `pid=1 host=some-other-pod token=0123456789abcdef\n`);
     expect(await tryLock(lock)).toBeUndefined();
     await utimes(lock, ago(LOCK_STALE_MS + 1000), ago(LOCK_STALE_MS + 1000));
+    expect(await isStaleLock(lock)).toBe(false);
+    vi.advanceTimersByTime(2 * LOCK_HEARTBEAT_MS + 1000);
     expect(await isStaleLock(lock)).toBe(true);
 
     await writeFile(lock, '');
-    expect(await tryLock(lock)).toBeUndefined();
     await utimes(lock, ago(ORPHAN_LOCK_MS + 1000), ago(ORPHAN_LOCK_MS + 1000));
+    expect(await tryLock(lock)).toBeUndefined();
+    vi.advanceTimersByTime(2 * LOCK_HEARTBEAT_MS + 1000);
     const release = await tryLock(lock);
     expect(release).toBeDefined();
     await release!();
@@ -164,15 +172,20 @@ describe('waiting for a lock', () => {
 });
 
 /**
- * What each racing process runs: at "go", tries every lock at once (lock i a few file operations late, so that the
+ * What each racing process runs: it looks at every lock once, and its monotonic clock is moved WATCHED_MS on (another
+ * host's lock, however old its mtime, is stale only once also watched unchanged for two heartbeats); at "go", tries
+ * every lock at once (lock i a few file operations late, so that the
  * steps of the two processes interleave differently from one lock to the next), says which it took, and holds them
  * until its input ends.
  */
 const RACER = `
 import { stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
-const { tryLock } = await import(process.env.FILE_LOCK);
+const { isStaleLock, tryLock } = await import(process.env.FILE_LOCK);
 const [dir, count] = [process.env.DIR, Number(process.env.COUNT)];
+for (let i = 0; i < count; i++) await isStaleLock(dir + '/' + i + '.lock');
+const now = performance.now.bind(performance);
+performance.now = () => now() + Number(process.env.WATCHED_MS);
 const lines = createInterface({ input: process.stdin });
 console.log('ready');
 for await (const line of lines) if (line === 'go') break;
@@ -202,7 +215,7 @@ test('processes racing for stale locks: exactly one takes each', async () => {
   }
   const racers = [0, 1].map(() => {
     const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', RACER], {
-      env: { ...process.env, FILE_LOCK, DIR: dir, COUNT: String(count) },
+      env: { ...process.env, FILE_LOCK, DIR: dir, COUNT: String(count), WATCHED_MS: String(2 * LOCK_HEARTBEAT_MS + 1000) },
       stdio: ['pipe', 'pipe', 'inherit'],
     });
     children.push(child);
