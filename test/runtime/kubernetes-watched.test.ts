@@ -84,7 +84,8 @@ test('a watch that goes silent with its connection open is taken as dead once it
     await core.createNamespacedPod({ namespace: NS, body: pod('silent-2') });
     await core.deleteNamespacedPod({ namespace: NS, name: 'silent-0', gracePeriodSeconds: 0 });
     await new Promise((resolve) => setTimeout(resolve, 1500));
-    expect(watched.informer.get('silent-2', NS)).toBeUndefined();
+    // Asked of the silent informer itself: on a loaded machine, the new informer may already have listed by now.
+    expect(first.get('silent-2', NS)).toBeUndefined();
     await waitFor('a new informer to list again', async () => watched.synced && watched.informer !== first, 10_000);
     expect(logged.join('\n')).toMatch(/the pod watch heard nothing for 3 s \(its connection is taken as dead\): listing again/);
     expect(watched.informer.get('silent-2', NS)).toBeDefined();
