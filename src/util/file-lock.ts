@@ -54,6 +54,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { link, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { LockLostError, LockTimeoutError } from './lock-errors.js';
 import {
   isGone,
   liveLeases,
@@ -67,20 +68,10 @@ import {
 } from './lock-holder.js';
 
 export { LOCK_HEARTBEAT_MS, LOCK_STALE_MS, ORPHAN_LOCK_MS, parseLockHolder, type LockHolder } from './lock-holder.js';
+export { LockLostError, LockTimeoutError } from './lock-errors.js';
 
 /** How often a waiter tries again, by default. */
 export const LOCK_POLL_MS = 200;
-
-/** The lock could not be had within AcquireOptions.waitMs. */
-export class LockTimeoutError extends Error {
-  constructor(
-    readonly path: string,
-    readonly holder: LockHolder | undefined,
-    readonly waitMs: number,
-  ) {
-    super(`${path}: held by another process (pid ${holder?.pid ?? 'unknown'}) for more than ${waitMs / 1000} s`);
-  }
-}
 
 export interface AcquireOptions {
   /** Ends the wait: the signal's reason is thrown. */
@@ -94,16 +85,6 @@ export interface AcquireOptions {
 
 /** Heartbeats in a row that failed or hung, after which a holder takes its lock for lost. */
 export const LOCK_LOST_MISSES = 2;
-
-/** The reason ReleaseLock.lost aborts with. */
-export class LockLostError extends Error {
-  constructor(
-    readonly path: string,
-    why: string,
-  ) {
-    super(`${path}: this process lost the lock (${why})`);
-  }
-}
 
 /**
  * Releases the lock (removes it, when it still names this holder). `lost` aborts, with a LockLostError, when the
