@@ -11,7 +11,7 @@ import { ANSWER_LIMITS, BodyTimeoutError, readTextWithin } from './bounded-text.
 import { ModelSourceError, serverText } from './errors.js';
 import { DEFAULT_QUANT_PREFERENCE, pickGgufFile } from './gguf-choice.js';
 import { API_ERROR, hubResponseError, NO_ACCESS, unparseable, type HubContext } from './hub-errors.js';
-import { TransientError, withRetries, type RetryOptions, type RetryPolicy, type RetryReporter } from './retry.js';
+import { TransientError, withinDeadline, withRetries, type RetryOptions, type RetryPolicy, type RetryReporter } from './retry.js';
 
 export const DEFAULT_HUB_ENDPOINT = 'https://huggingface.co';
 
@@ -291,28 +291,16 @@ export async function resolveHubModel(options: ResolveHubModelOptions): Promise<
   if (!REPO_ID.test(repo) || repo.split('/').some((part) => part === '.' || part === '..')) {
     throw new ModelSourceError(NO_ACCESS, `"${repo}" is not a valid repository id (expected "owner/name").`);
   }
-  // Every call of the resolution runs under one signal: the caller's cancellation (its reason passes through), or the
-  // deadline's, whose reason is the error to report.
-  const within = new AbortController();
-  const cancel = () => within.abort(options.signal?.reason);
-  if (options.signal?.aborted) cancel();
-  options.signal?.addEventListener('abort', cancel, { once: true });
-  const deadline = setTimeout(
-    () =>
-      within.abort(
-        new ModelSourceError(
-          API_ERROR,
-          `Resolving ${repo}@${revision} on the hub took longer than ${deadlineMs / 1000} s; the hub is too slow.`,
-        ),
-      ),
+  return withinDeadline(
+    options.signal,
     deadlineMs,
+    () =>
+      new ModelSourceError(
+        API_ERROR,
+        `Resolving ${repo}@${revision} on the hub took longer than ${deadlineMs / 1000} s; the hub is too slow.`,
+      ),
+    (signal) => resolveWithin({ ...options, signal }),
   );
-  try {
-    return await resolveWithin({ ...options, signal: within.signal });
-  } finally {
-    clearTimeout(deadline);
-    options.signal?.removeEventListener('abort', cancel);
-  }
 }
 
 async function resolveWithin(options: ResolveHubModelOptions): Promise<ResolvedHubModel> {

@@ -171,3 +171,27 @@ export async function withRetries<T>(
     throw error;
   }
 }
+
+/**
+ * Runs `work` under one signal: the caller's cancellation (its reason passes through), or, `deadlineMs` after the
+ * start, the deadline's, whose reason is `late()`: the error to report. A resolution passes it to every call and
+ * retry wait, so that the request in flight is aborted when the deadline passes.
+ */
+export async function withinDeadline<T>(
+  signal: AbortSignal | undefined,
+  deadlineMs: number,
+  late: () => Error,
+  work: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const within = new AbortController();
+  const cancel = () => within.abort(signal?.reason);
+  if (signal?.aborted) cancel();
+  signal?.addEventListener('abort', cancel, { once: true });
+  const deadline = setTimeout(() => within.abort(late()), deadlineMs);
+  try {
+    return await work(within.signal);
+  } finally {
+    clearTimeout(deadline);
+    signal?.removeEventListener('abort', cancel);
+  }
+}

@@ -20,7 +20,7 @@
  */
 import { parseArtifactName, REGISTRY_PROJECT_PREFIX, formatArtifactName, type ArtifactName } from '../../domain/artifact-name.js';
 import { ModelSourceError, serverText } from '../errors.js';
-import { withRetries, type RetryOptions, type RetryPolicy, type RetryReporter } from '../retry.js';
+import { withinDeadline, withRetries, type RetryOptions, type RetryPolicy, type RetryReporter } from '../retry.js';
 import { DEFAULT_QUANT_PREFERENCE, pickGgufFile } from '../gguf-choice.js';
 import type { EnsureUrlFileOptions } from '../model-cache.js';
 import {
@@ -188,29 +188,17 @@ export async function resolveArtifact(ref: string | ArtifactName, options: Wandb
   }
   const { deadlineMs = WANDB_RESOLVE_DEADLINE_MS } = options;
   const { org, registry } = parsed.value;
-  // Every call of the resolution runs under one signal: the caller's cancellation (its reason passes through), or the
-  // deadline's, whose reason is the error to report.
-  const within = new AbortController();
-  const cancel = () => within.abort(options.signal?.reason);
-  if (options.signal?.aborted) cancel();
-  options.signal?.addEventListener('abort', cancel, { once: true });
-  const deadline = setTimeout(
-    () =>
-      within.abort(
-        new ModelSourceError(
-          API_ERROR,
-          `Resolving ${formatArtifactName(parsed.value)} in W&B's registry "${registry}" of "${org}" (${base.host}) took longer ` +
-            `than ${deadlineMs / 1000} s; W&B is too slow, or keeps failing.`,
-        ),
-      ),
+  return withinDeadline(
+    options.signal,
     deadlineMs,
+    () =>
+      new ModelSourceError(
+        API_ERROR,
+        `Resolving ${formatArtifactName(parsed.value)} in W&B's registry "${registry}" of "${org}" (${base.host}) took longer ` +
+          `than ${deadlineMs / 1000} s; W&B is too slow, or keeps failing.`,
+      ),
+    (signal) => resolveWithin(parsed.value, base, baseUrl, { ...options, signal }),
   );
-  try {
-    return await resolveWithin(parsed.value, base, baseUrl, { ...options, signal: within.signal });
-  } finally {
-    clearTimeout(deadline);
-    options.signal?.removeEventListener('abort', cancel);
-  }
 }
 
 async function resolveWithin(
