@@ -6,14 +6,13 @@
  * Before: no cap (server.maxConnections unset): connections were bounded only by their timeouts and the open-file
  * limit, which the engines and the database share.
  */
-import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { testEnv, waitFor } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
+import { rawConnection } from '../support/live-clients.js';
 import { startGatewayProcess } from '../support/processes.js';
 
 let db: TestDatabase;
@@ -31,19 +30,8 @@ afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-/** A raw connection: what it received, and whether the gateway closed it. */
-async function connect(url: string) {
-  const socket = net.connect(Number(new URL(url).port), '127.0.0.1');
-  const conn = { socket, received: '', closed: false };
-  socket.on('data', (chunk: Buffer) => (conn.received += chunk.toString('latin1')));
-  socket.on('error', () => {});
-  socket.once('close', () => (conn.closed = true));
-  await once(socket, 'connect');
-  return conn;
-}
-
 /** Asks /healthz on a kept-alive connection: resolves once its (next) answer came. */
-async function health(conn: Awaited<ReturnType<typeof connect>>): Promise<void> {
+async function health(conn: Awaited<ReturnType<typeof rawConnection>>): Promise<void> {
   const answers = conn.received.split('HTTP/1.1 200').length;
   conn.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
   await waitFor(
@@ -55,10 +43,10 @@ async function health(conn: Awaited<ReturnType<typeof connect>>): Promise<void> 
 
 test('past HTTP_MAX_CONNECTIONS a new connection is closed unanswered; those open are still served, and a freed place is taken again', async () => {
   const gateway = await startGatewayProcess({ ...env, HTTP_MAX_CONNECTIONS: '3' });
-  const open = [await connect(gateway.url), await connect(gateway.url), await connect(gateway.url)];
+  const open = [await rawConnection(gateway.url), await rawConnection(gateway.url), await rawConnection(gateway.url)];
   for (const conn of open) await health(conn);
 
-  const refused = await connect(gateway.url);
+  const refused = await rawConnection(gateway.url);
   refused.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
   await waitFor('the connection past the cap closed', async () => refused.closed, 10_000);
   expect(refused.received).toBe('');
@@ -73,7 +61,7 @@ test('past HTTP_MAX_CONNECTIONS a new connection is closed unanswered; those ope
   await waitFor(
     'a new connection served',
     async () => {
-      const conn = await connect(gateway.url);
+      const conn = await rawConnection(gateway.url);
       conn.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
       await waitFor('the connection to end', async () => conn.closed, 10_000);
       return conn.received.startsWith('HTTP/1.1 200');

@@ -22,7 +22,7 @@ import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
 import { createBody, restClient } from '../support/gateway.js';
 import { openSocket, openSse } from '../support/live-clients.js';
 import { startGatewayProcess, type GatewayProcess } from '../support/processes.js';
-import { ANSWER_WHOLE_JS, CHUNK_JS } from '../support/scripted-engine.js';
+import { ANSWER_WHOLE_JS, CHUNK_JS, STREAM_RELEASED_JS } from '../support/scripted-engine.js';
 
 const ADMIN_KEY = 'test_drain_chat_queued_admin_key_0123';
 const TOKENS = ['one', 'two', 'three', 'four', 'five'];
@@ -33,6 +33,7 @@ import { existsSync } from 'node:fs';
 const [port, dir, batch] = [Number(process.argv[2]), process.argv[3], Number(process.argv[4])];
 ${CHUNK_JS}
 ${ANSWER_WHOLE_JS}
+${STREAM_RELEASED_JS}
 const tokens = ${JSON.stringify(TOKENS)};
 // The endpoint that never serves: its engine never answers its health check.
 if (batch === 3) setInterval(() => {}, 1 << 30);
@@ -45,15 +46,7 @@ else http.createServer((req, res) => {
       return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count: 1, tokens: [1], max_model_len: 4096, max_input_length: 4096 }));
     }
     if (!JSON.parse(body).stream) return answerWhole(res);
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.write('data: ' + chunk(tokens[0]) + '\\n\\n');
-    const wait = setInterval(() => {
-      if (!existsSync(dir + '/release')) return;
-      clearInterval(wait);
-      for (const token of tokens.slice(1)) res.write('data: ' + chunk(token) + '\\n\\n');
-      res.end('data: [DONE]\\n\\n');
-    }, 50);
-    res.on('close', () => clearInterval(wait));
+    streamReleased(res, tokens);
   });
 }).listen(port, '127.0.0.1');
 process.on('SIGTERM', () => process.exit(0));

@@ -11,7 +11,6 @@
  *
  * Before: SIGTERM cut every connection at once (the stream included), and /readyz answered 200 to the end.
  */
-import { once } from 'node:events';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -21,9 +20,9 @@ import { liveReplicaRows, standardRepos, testEnv, TINY_REPO, waitFor } from '../
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
 import { createBody, restClient } from '../support/gateway.js';
-import { openSocket } from '../support/live-clients.js';
+import { openSocket, rawConnection } from '../support/live-clients.js';
 import { startGatewayProcess, type GatewayProcess } from '../support/processes.js';
-import { ANSWER_WHOLE_JS, CHUNK_JS } from '../support/scripted-engine.js';
+import { ANSWER_WHOLE_JS, CHUNK_JS, STREAM_RELEASED_JS } from '../support/scripted-engine.js';
 
 const ADMIN_KEY = 'test_graceful_shutdown_admin_key_0123';
 const TOKENS = ['one', 'two', 'three', 'four', 'five'];
@@ -35,6 +34,7 @@ import { existsSync } from 'node:fs';
 const [port, dir] = [Number(process.argv[2]), process.argv[3]];
 ${CHUNK_JS}
 ${ANSWER_WHOLE_JS}
+${STREAM_RELEASED_JS}
 const tokens = ${JSON.stringify(TOKENS)};
 http.createServer((req, res) => {
   if (req.method === 'GET') return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'ok', active: 0, queued: 0 }));
@@ -46,15 +46,7 @@ http.createServer((req, res) => {
     }
     // A warm-up, or any request not streamed: answered whole.
     if (!JSON.parse(body).stream) return answerWhole(res);
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.write('data: ' + chunk(tokens[0]) + '\\n\\n');
-    const wait = setInterval(() => {
-      if (!existsSync(dir + '/release')) return;
-      clearInterval(wait);
-      for (const token of tokens.slice(1)) res.write('data: ' + chunk(token) + '\\n\\n');
-      res.end('data: [DONE]\\n\\n');
-    }, 50);
-    res.on('close', () => clearInterval(wait));
+    streamReleased(res, tokens);
   });
 }).listen(port, '127.0.0.1');
 process.on('SIGTERM', () => process.exit(0));
@@ -142,17 +134,6 @@ async function openStream(url: string) {
   })();
   await waitFor('the first token', async () => stream.text.includes('"one"'), 30_000);
   return stream;
-}
-
-/** A raw connection to the gateway: what it received, and whether the gateway closed it. */
-async function rawConnection(url: string) {
-  const socket = net.connect(Number(new URL(url).port), '127.0.0.1');
-  const conn = { socket, received: '', closed: false };
-  socket.on('data', (chunk: Buffer) => (conn.received += chunk.toString('latin1')));
-  socket.on('error', () => {});
-  socket.once('close', () => (conn.closed = true));
-  await once(socket, 'connect');
-  return conn;
 }
 
 /** Whether a new connection is refused (or, accepted by a listener not yet closed, answered 503). */

@@ -3,6 +3,8 @@
  * socket on plain `ws` (every message and the close code and reason), and an
  * SSE stream read from a real HTTP response.
  */
+import { once } from 'node:events';
+import net from 'node:net';
 import WebSocket from 'ws';
 import { waitFor } from './app.js';
 
@@ -112,4 +114,15 @@ export async function openSse(
     stream.ended = { at: performance.now() };
   })();
   return stream;
+}
+
+/** A raw TCP connection to the gateway at `url`: what it received, and whether the gateway closed it. */
+export async function rawConnection(url: string) {
+  const socket = net.connect(Number(new URL(url).port), '127.0.0.1');
+  const conn = { socket, received: '', closed: false };
+  socket.on('data', (chunk: Buffer) => (conn.received += chunk.toString('latin1')));
+  socket.on('error', () => {});
+  socket.once('close', () => (conn.closed = true));
+  await once(socket, 'connect');
+  return conn;
 }

@@ -20,6 +20,22 @@ export const ANSWER_WHOLE_JS = `const answerWhole = (res, status = 200) => {
 };`;
 
 /**
+ * `streamReleased(res, tokens)`: a streamed answer whose first token goes at once and whose others, then `[DONE]`, wait
+ * until the test writes `release` in the engine's directory (`dir`, in scope); for answers a test holds mid-stream.
+ */
+export const STREAM_RELEASED_JS = `const streamReleased = (res, tokens) => {
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  res.write('data: ' + chunk(tokens[0]) + '\\n\\n');
+  const wait = setInterval(() => {
+    if (!existsSync(dir + '/release')) return;
+    clearInterval(wait);
+    for (const token of tokens.slice(1)) res.write('data: ' + chunk(token) + '\\n\\n');
+    res.end('data: [DONE]\\n\\n');
+  }, 50);
+  res.on('close', () => clearInterval(wait));
+};`;
+
+/**
  * A whole engine script: an OpenAI-compatible server on 127.0.0.1 at the port ENGINE_COMMAND gives it, whose health
  * route (any GET) reports `active` (a variable `handler` may count), and whose POSTs go, their body parsed, to
  * `onRequest(req, res, request, text)` (`text`: the request's messages as JSON), which `handler` defines. In scope:
