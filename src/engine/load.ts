@@ -4,6 +4,7 @@
  * failures are classified into EngineStartError with llama.cpp's own log lines.
  */
 import { getLlama, LlamaLogLevel, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel } from 'node-llama-cpp';
+import { rememberBinaryTests } from './binary-test-cache.js';
 import { classifyEngineError, EngineStartError } from './errors.js';
 import { assertCompleteGguf } from './model-file.js';
 import { ChatPromptRenderer } from './prompt.js';
@@ -131,6 +132,7 @@ export async function loadEngine(
   let llama = llamaOption;
   let model: LlamaModel | undefined;
   try {
+    if (!llama) rememberBinaryTests();
     llama ??= await getLlama({
       gpu: options.gpu,
       // Never compile llama.cpp on a replica: use a prebuilt binary (GPU if it works, else CPU).
