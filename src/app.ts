@@ -155,6 +155,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     requestTimeoutMs: config.requestTimeoutMs,
     headersTimeoutMs: config.headersTimeoutMs,
     maxConnections: config.httpMaxConnections,
+    healthPort: config.healthPort,
     graphql: { limits: config.graphqlLimits, introspection: config.graphqlIntrospection },
     corsOrigins: config.corsOrigins,
     metrics: config.metrics,

@@ -37,6 +37,12 @@ export interface Config {
   port: number;
   /** Interface to listen on. @default '0.0.0.0' */
   host: string;
+  /**
+   * HEALTH_PORT: a listener of its own for /healthz and /readyz on `host`, outside httpMaxConnections, so that a flood
+   * of the main port does not fail the probes (src/http/health-listener.ts); `0` picks a free port. Unset: the probes
+   * are on `port` only.
+   */
+  healthPort: number | undefined;
   /** External PostgreSQL; when unset, an embedded PostgreSQL runs with its data under `dataDir/pg`. */
   databaseUrl: string | undefined;
   /** Where the embedded database (and later the model cache) live. @default '.data' */
@@ -236,9 +242,11 @@ export function loadConfig(env: Env = process.env): Config {
     threads: readInteger(env, 'ENGINE_THREADS', undefined, 1, 1024),
   });
   const controllerIntervalMs = readInteger(env, 'CONTROLLER_INTERVAL_MS', DEFAULTS.controllerIntervalMs, 10, 3_600_000);
+  const port = readPort(env, 'PORT', 8080);
   return {
-    port: readPort(env, 'PORT', 8080),
+    port,
     host,
+    healthPort: readHealthPort(env, port),
     databaseUrl: readDatabaseUrl(env),
     dataDir,
     adminApiKey: readAdminKey(env),
@@ -315,6 +323,17 @@ export function loadConfig(env: Env = process.env): Config {
       sampleMs: readInteger(env, 'METRICS_SAMPLE_INTERVAL_MS', DEFAULTS.metricsSampleMs, 100, 3_600_000),
     },
   };
+}
+
+/** HEALTH_PORT: a port as PORT is, other than PORT's own (both listen on HOST); `0` picks a free one, whatever PORT is. */
+function readHealthPort(env: Env, port: number): number | undefined {
+  const raw = env.HEALTH_PORT;
+  if (raw === undefined || raw === '') return undefined;
+  const healthPort = readPort(env, 'HEALTH_PORT', 0);
+  if (healthPort !== 0 && healthPort === port) {
+    throw new ConfigError('HEALTH_PORT', `must differ from PORT (${port}): the probes listen apart from the API`, raw);
+  }
+  return healthPort;
 }
 
 /** HTTP_MAX_CONNECTIONS: at most what the open-file limit leaves to connections, where it is known (src/http/connection-cap.ts). */

@@ -62,6 +62,9 @@ async function main(): Promise<void> {
       `${config.engineCommand ? '' : `${config.engineThreads} engine thread(s) per replica; `}model cache ${config.modelCacheDir}`,
   );
   if (config.cpuWarning) log.warn(`Warning: ${config.cpuWarning}`);
+  if (app.gateway.healthUrl) {
+    log.info(`Health checks (/healthz, /readyz) on ${app.gateway.healthUrl} too (HEALTH_PORT), outside HTTP_MAX_CONNECTIONS`);
+  }
   log.info(`Serving on ${app.gateway.url} (GraphQL at /graphql, REST under /dedicated); database: ${database.description}`);
 
   const shutdown = new Shutdown(config, log, {

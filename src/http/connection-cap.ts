@@ -7,7 +7,11 @@
  */
 import { readFileSync } from 'node:fs';
 
-/** File descriptors kept for everything but client connections (half the limit where it is under twice this). */
+/**
+ * File descriptors kept for everything but client connections (half the limit where it is under twice this). The
+ * probes' own listener (HEALTH_PORT, ./health-listener.ts: HEALTH_MAX_CONNECTIONS) takes its few from here: it is
+ * outside the cap, so that a flood of the main port cannot fail the probes.
+ */
 export const FD_RESERVE = 1024;
 /** The default's ceiling, and the default where the open-file limit is unknown (not Linux) or unlimited. */
 export const DEFAULT_CEILING = 16_384;

@@ -1,7 +1,7 @@
 /**
  * The one HTTP server: GraphQL (HTTP, SSE and WebSocket) at /graphql, the REST
  * routes under /dedicated, the web console at /, and unauthenticated health
- * checks.
+ * checks (also on a listener of their own when HEALTH_PORT is set: ./health-listener.ts).
  */
 import { DEFAULTS } from '../defaults.js';
 import http from 'node:http';
@@ -25,7 +25,7 @@ import { endpointRoutes } from './rest/endpoint-routes.js';
 import { isServerFailure } from '../domain/errors.js';
 import { sendJson } from './body.js';
 import { deferContinue } from '../util/http-body.js';
-import { DATABASE_RETRY_AFTER_S, failureOf } from './failures.js';
+import { failureOf } from './failures.js';
 import { sendGraphQLFailure } from './graphql/errors.js';
 import { restErrorOfFailure, sendRestError } from './rest/errors.js';
 import { assignRequestId, logFailure, type Log } from './request-id.js';
@@ -35,9 +35,7 @@ import { answerClientError, answerConnect, parseRequestTarget } from './request-
 import { baseSecurityHeaders, consoleRoute, isConsolePath } from './console-route.js';
 import { HttpDrain } from './drain.js';
 import { defaultMaxConnections } from './connection-cap.js';
-
-/** How long /readyz waits for the database before it answers 503. */
-const READY_TIMEOUT_MS = 800;
+import { isProbePath, listenForProbes, probes, type HealthListener } from './health-listener.js';
 
 /**
  * How long before the drain's bound the requests still queued or held for a wake are answered 503 (a tenth of the
@@ -69,12 +67,15 @@ export interface HttpServer {
   server: http.Server;
   /** e.g. `http://127.0.0.1:8080` */
   url: string;
+  /** The probes' own listener (HEALTH_PORT), e.g. `http://127.0.0.1:8081`; unset without one. */
+  healthUrl?: string | undefined;
   /**
    * Stops accepting and drains (./drain.ts): requests in flight get up to `graceMs` to finish, GraphQL chat
    * completions included (a WebSocket is closed with 1001 once those on it have ended); streams that never end by
    * themselves are ended at once; requests still queued or held for a wake shortly before the bound are answered
    * 503; then every connection left (streams, sockets, bodies half sent) is cut, and it resolves once the server
-   * closed. @default graceMs 0: cut at once
+   * closed, and the probes' listener after it (its /readyz answers 503 while the drain lasts). @default graceMs 0: cut
+   * at once
    */
   close(graceMs?: number): Promise<void>;
 }
@@ -111,6 +112,13 @@ export interface HttpOptions {
    * `server.maxConnections`). @default defaultMaxConnections(): the open-file limit less a reserve (./connection-cap.ts)
    */
   maxConnections?: number;
+  /**
+   * HEALTH_PORT: /healthz and /readyz on a listener of their own as well, on `host`, outside `maxConnections` (with a
+   * small cap and short timeouts of its own: ./health-listener.ts); `0` picks a free port. @default none
+   */
+  healthPort?: number | undefined;
+  /** That listener's cap and timeout. @default HEALTH_MAX_CONNECTIONS, HEALTH_TIMEOUT_MS */
+  healthListener?: { maxConnections?: number; timeoutMs?: number };
 }
 
 /** Serves every HTTP surface over `deps`; the components themselves are made and closed by src/gateway.ts. */
@@ -144,6 +152,8 @@ export async function serveHttp(
     finite: (res) => drain.finite(res),
   });
   const webConsole = consoleRoute(options.consoleDir);
+  // One answer for the probes, wherever they are asked.
+  const probe = probes({ draining: () => drain.active, databaseReady: (timeoutMs) => deps.databaseReady(timeoutMs) });
 
   const dispatch = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     baseSecurityHeaders(res);
@@ -169,15 +179,8 @@ export async function serveHttp(
       await metricsEndpoint(req, res);
     } else if (isConsolePath(url.pathname)) {
       webConsole(req, res, url.pathname);
-    } else if (url.pathname === '/healthz') {
-      sendJson(res, 200, { status: 'ok' });
-    } else if (url.pathname === '/readyz') {
-      // A draining gateway is not ready, whatever its database: what still routes here (a health checker over a kept-alive
-      // connection) stops. /healthz stays 200: the process is alive, and a liveness probe must not kill its drain.
-      if (drain.active) sendJson(res, 503, { status: 'draining' });
-      // Within a second either way: a database that does not answer in time is as good as down.
-      else if (await deps.databaseReady(READY_TIMEOUT_MS)) sendJson(res, 200, { status: 'ready' });
-      else sendJson(res, 503, { status: 'database unavailable' }, { 'retry-after': String(DATABASE_RETRY_AFTER_S) });
+    } else if (isProbePath(url.pathname)) {
+      await probe(url.pathname, res);
     } else {
       sendJson(res, 404, { error: { code: 'NOT_FOUND', message: `no route for ${req.method} ${url.pathname}` } });
     }
@@ -246,11 +249,22 @@ export async function serveHttp(
     server.once('error', reject);
     server.listen(options.port, options.host, () => resolve());
   });
+  let health: HealthListener | undefined;
+  if (options.healthPort !== undefined) {
+    try {
+      health = await listenForProbes(probe, { port: options.healthPort, host: options.host, ...options.healthListener });
+    } catch (error) {
+      // Its port taken: the start fails, and the main server it leaves must not hold its own port.
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      throw error;
+    }
+  }
   const { port } = server.address() as AddressInfo;
   const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
   return {
     server,
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    healthUrl: health?.url,
     close: async (graceMs = 0) => {
       const bound = performance.now() + graceMs;
       // Refuses new connections from now on; those it holds are drained, then what is left is cut.
@@ -274,6 +288,9 @@ export async function serveHttp(
       // (an h2c request served as plain HTTP, a CONNECT, a handshake) would keep `server.close` waiting forever.
       for (const socket of sockets) socket.destroy();
       await stopped;
+      // The probes' listener last: a kubelet reads /readyz 503 (and /healthz 200) there for as long as the drain lasts,
+      // where the main port refuses connections from its start.
+      await health?.close();
     },
   };
 }

@@ -189,19 +189,29 @@ describe('the gateway Deployment', () => {
     expect(names.filter((name) => !docs.includes(`\`${name}\``))).toEqual([]);
   });
 
-  it('probes routes the gateway serves, on the port it listens on', () => {
-    const server = read('src/http/server.ts');
-    const routes = [...server.matchAll(/url\.pathname === '(\/[^']*)'/g)].map((m) => m[1]);
-    const port = gateway.ports.find((p: any) => p.name === 'http');
-    expect(String(port.containerPort)).toBe(envVar('PORT').value);
+  it("probes routes the gateway serves, on the probes' own port (HEALTH_PORT), which the Service leaves out", () => {
+    // The probes' answers (src/http/health-listener.ts), which the main server serves too.
+    const probes = read('src/http/health-listener.ts');
+    const routes = [...probes.matchAll(/pathname === '(\/[^']*)'/g)].map((m) => m[1]);
+    expect(read('src/http/server.ts')).toMatch(/isProbePath\(url\.pathname\)\) \{\s*await probe\(url\.pathname, res\)/);
+    const api = gateway.ports.find((p: any) => p.name === 'http');
+    expect(String(api.containerPort)).toBe(envVar('PORT').value);
+    // Their own listener, outside HTTP_MAX_CONNECTIONS: a flood of the API's port must not fail the liveness probe.
+    const health = gateway.ports.find((p: any) => p.name === 'health');
+    expect(String(health.containerPort)).toBe(envVar('HEALTH_PORT').value);
+    expect(health.containerPort).not.toBe(api.containerPort);
     for (const kind of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
       const probe = gateway[kind];
       expect(routes, `${kind} path`).toContain(probe.httpGet.path);
-      expect(probe.httpGet.port, `${kind} port`).toBe('http');
+      expect(probe.httpGet.port, `${kind} port`).toBe('health');
     }
+    // Only the kubelet asks there: the Service does not route to it.
+    const service = only(rendered, 'Service');
+    expect(service.spec.ports.map((p: any) => p.targetPort)).not.toContain('health');
+    expect(service.spec.ports.map((p: any) => p.targetPort)).not.toContain(health.containerPort);
     // Liveness must not depend on the database: a database outage would restart every gateway.
     expect(gateway.livenessProbe.httpGet.path).toBe('/healthz');
-    expect(server).toMatch(/pathname === '\/healthz'\) \{\s*sendJson\(res, 200/);
+    expect(probes).toMatch(/pathname === '\/healthz'\) \{\s*sendJson\(res, 200/);
   });
 
   it('runs as a non-root user, read-only but for emptyDirs on DATA_DIR and /tmp', () => {
@@ -244,7 +254,8 @@ describe('stopping a gateway (rolling updates, node drains)', () => {
     expect(podSpec.terminationGracePeriodSeconds).toBeGreaterThan(worstS);
     // Readiness fails fast enough to matter while it drains (503 `draining`).
     expect(gateway.readinessProbe.httpGet.path).toBe('/readyz');
-    expect(read('src/http/server.ts')).toMatch(/drain\.active\) sendJson\(res, 503, \{ status: 'draining' \}/);
+    expect(read('src/http/health-listener.ts')).toMatch(/state\.draining\(\)\) sendJson\(res, 503, \{ status: 'draining' \}/);
+    expect(read('src/http/server.ts')).toMatch(/draining: \(\) => drain\.active/);
   });
 
   it('a PodDisruptionBudget keeps one gateway up through a drain', () => {
