@@ -18,18 +18,25 @@ import {
   type TestApp,
 } from '../support/app.js';
 
+/**
+ * Two gateways, one per test, so that the tests run concurrently (their drains, 5 s and 4 s of silence, overlap): the
+ * second's drain timeout is a minute, so that only the silence can end its drain.
+ */
 let t: TestApp;
+let long: TestApp;
 const logs: string[] = [];
 
 beforeAll(async () => {
-  t = await startTestApp({ log: (message) => logs.push(message), controller: { drainSilenceMs: 4000, stopGraceMs: 1000 } });
+  const options = { log: (message: string) => logs.push(message), controller: { drainSilenceMs: 4000, stopGraceMs: 1000 } };
+  t = await startTestApp(options);
+  long = await startTestApp({ ...options, hub: t.hub, env: { DRAIN_TIMEOUT_MS: '60000' } });
 });
 
 /**
  * An endpoint whose one replica generates a long answer (straight to its engine), put to sleep: its replica drains.
  * `end` aborts the request and resumes the engine if it is paused.
  */
-async function drainingBusyReplica(name: string) {
+async function drainingBusyReplica(t: TestApp, name: string) {
   const alice = await t.seed.user();
   const project = await alice.project(name);
   const id = await project.endpoint({
@@ -61,46 +68,54 @@ async function drainingBusyReplica(name: string) {
   return { id, replica: replica!, drainingAt: Date.now(), end };
 }
 
-test('a draining engine that misses health checks keeps its request until it answers again; a busy one is stopped at the drain timeout, and the log says so', async () => {
-  const { id, replica, drainingAt, end } = await drainingBusyReplica('drain');
-  try {
-    // Paused for over two of the drain's 1 s health checks: none is answered.
-    process.kill(replica.pid, 'SIGSTOP');
-    await new Promise((resolve) => setTimeout(resolve, 2500));
-    process.kill(replica.pid, 'SIGCONT');
-    // Not told to stop (a SIGTERM sent while paused is handled now, and the engine would answer "draining" with 503):
-    // it serves its request on.
-    const health = await engineFetch(replica, '/health');
-    expect(health.status).toBe(200);
-    expect(await health.json()).toMatchObject({ status: 'ok', active: 1 });
-    expect((await liveReplicaRows(t.sql, id)).map((r) => r.state)).toEqual(['DRAINING']);
+test.concurrent(
+  'a draining engine that misses health checks keeps its request until it answers again; a busy one is stopped at the drain timeout, and the log says so',
+  async () => {
+    const { id, replica, drainingAt, end } = await drainingBusyReplica(t, 'drain');
+    try {
+      // Paused for over two of the drain's 1 s health checks: none is answered.
+      process.kill(replica.pid, 'SIGSTOP');
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      process.kill(replica.pid, 'SIGCONT');
+      // Not told to stop (a SIGTERM sent while paused is handled now, and the engine would answer "draining" with 503):
+      // it serves its request on.
+      const health = await engineFetch(replica, '/health');
+      expect(health.status).toBe(200);
+      expect(await health.json()).toMatchObject({ status: 'ok', active: 1 });
+      expect((await liveReplicaRows(t.sql, id)).map((r) => r.state)).toEqual(['DRAINING']);
 
-    // Still generating at the drain timeout: stopped then, and the log says why.
-    await waitForStatus(t.sql, id, 'SLEEPING', 30_000);
-    expect(Date.now() - drainingAt).toBeGreaterThanOrEqual(4500);
-    expect(await liveReplicaRows(t.sql, id)).toEqual([]);
-    await waitFor('the engine to be gone', async () => !(await isRunning(replica.pid)), 15_000);
-    expect(logs).toContainEqual(
-      `replica ${replica.id} last reported 1 request(s) in flight or queued at the end of its drain (5000 ms): stopping it`,
-    );
-    expect((await statusTrail(t.sql, id)).slice(-2)).toEqual(['STOPPING', 'SLEEPING']);
-  } finally {
-    await end();
-  }
-}, 120_000);
+      // Still generating at the drain timeout: stopped then, and the log says why.
+      await waitForStatus(t.sql, id, 'SLEEPING', 30_000);
+      expect(Date.now() - drainingAt).toBeGreaterThanOrEqual(4500);
+      expect(await liveReplicaRows(t.sql, id)).toEqual([]);
+      await waitFor('the engine to be gone', async () => !(await isRunning(replica.pid)), 15_000);
+      expect(logs).toContainEqual(
+        `replica ${replica.id} last reported 1 request(s) in flight or queued at the end of its drain (5000 ms): stopping it`,
+      );
+      expect((await statusTrail(t.sql, id)).slice(-2)).toEqual(['STOPPING', 'SLEEPING']);
+    } finally {
+      await end();
+    }
+  },
+  120_000,
+);
 
-test('a draining engine silent for longer than the bound is hung: stopped then, long before the drain timeout', async () => {
-  await t.restart({ DRAIN_TIMEOUT_MS: '60000' });
-  const { id, replica, drainingAt, end } = await drainingBusyReplica('drain-hung');
-  try {
-    process.kill(replica.pid, 'SIGSTOP'); // for good: it never answers again
-    await waitForStatus(t.sql, id, 'SLEEPING', 30_000);
-    expect(Date.now() - drainingAt).toBeLessThan(30_000);
-    expect(logs).toContainEqual(`replica ${replica.id} answered no health check for 4000 ms while it drained: stopping it`);
-    // Paused, it ignores SIGTERM: the stop's SIGKILL (after stopGraceMs) ends it.
-    await waitFor('the engine to be gone', async () => !(await isRunning(replica.pid)), 15_000);
-    expect(await liveReplicaRows(t.sql, id)).toEqual([]);
-  } finally {
-    await end();
-  }
-}, 120_000);
+test.concurrent(
+  'a draining engine silent for longer than the bound is hung: stopped then, long before the drain timeout',
+  async () => {
+    const t = long;
+    const { id, replica, drainingAt, end } = await drainingBusyReplica(t, 'drain-hung');
+    try {
+      process.kill(replica.pid, 'SIGSTOP'); // for good: it never answers again
+      await waitForStatus(t.sql, id, 'SLEEPING', 30_000);
+      expect(Date.now() - drainingAt).toBeLessThan(30_000);
+      expect(logs).toContainEqual(`replica ${replica.id} answered no health check for 4000 ms while it drained: stopping it`);
+      // Paused, it ignores SIGTERM: the stop's SIGKILL (after stopGraceMs) ends it.
+      await waitFor('the engine to be gone', async () => !(await isRunning(replica.pid)), 15_000);
+      expect(await liveReplicaRows(t.sql, id)).toEqual([]);
+    } finally {
+      await end();
+    }
+  },
+  120_000,
+);

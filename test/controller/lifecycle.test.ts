@@ -1,6 +1,10 @@
 /**
  * The controller drives real engine processes on the tiny model, served by
  * the stand-in hub, through every status and phase of the contract.
+ *
+ * The three parts below (one endpoint's life, step by step; a FAILED endpoint terminated; an update during a rollout)
+ * have endpoints of their own and run concurrently, so that their engines' starts overlap; the steps of the one
+ * endpoint's life run in order.
  */
 import { beforeAll, describe, expect, test } from 'vitest';
 import {
@@ -36,10 +40,14 @@ async function chat(replica: { address: string; engine_token: string | null }, c
   return { status: res.status, body: (await res.json()) as { choices: { message: { content: string } }[] } };
 }
 
-describe('one endpoint through its whole life', () => {
+/** Engines start beside the other parts' on a loaded machine: a wider bound than 30 s for each test. */
+const CONCURRENT_TIMEOUT_MS = 120_000;
+
+// Concurrent with the parts below it; its tests (`test.sequential`) one after the other.
+describe.concurrent('one endpoint through its whole life', { timeout: CONCURRENT_TIMEOUT_MS }, () => {
   let id: string;
 
-  test('create walks REQUESTING_VIRTUAL_MACHINE, DOWNLOADING_MODEL, ENGINE_INITIALIZING, READY, RUNNING', async () => {
+  test.sequential('create walks REQUESTING_VIRTUAL_MACHINE, DOWNLOADING_MODEL, ENGINE_INITIALIZING, READY, RUNNING', async () => {
     id = await project.endpoint({ hfModelRepo: TINY_REPO, advanced: { max_batch_size: 2, max_token_count: 1024, max_input_length: 512 } });
     await waitForStatus(t.sql, id, 'RUNNING');
     expect(await statusTrail(t.sql, id)).toEqual([
@@ -64,7 +72,7 @@ describe('one endpoint through its whole life', () => {
     });
   });
 
-  test('sleep drains (STOPPING), then SLEEPING with the replica stopped', async () => {
+  test.sequential('sleep drains (STOPPING), then SLEEPING with the replica stopped', async () => {
     const [replica] = await liveReplicaRows(t.sql, id);
     const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/sleep`);
     expect(res.body.status).toBe('SLEEPING');
@@ -75,7 +83,7 @@ describe('one endpoint through its whole life', () => {
     await expect(fetch(`${replica!.address}/health`)).rejects.toThrow();
   });
 
-  test('wake goes AWAKING, then READY and RUNNING, reusing the cached model', async () => {
+  test.sequential('wake goes AWAKING, then READY and RUNNING, reusing the cached model', async () => {
     const downloadsBefore = t.hub.requests.filter((r) => r.route === 'cdn').length;
     const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}/wake`);
     expect(res.body).toMatchObject({ status: 'AWAKING', phase: 'ENGINE_INITIALIZING' });
@@ -84,7 +92,7 @@ describe('one endpoint through its whole life', () => {
     expect(t.hub.requests.filter((r) => r.route === 'cdn').length).toBe(downloadsBefore);
   });
 
-  test('an update rolls out: UPDATING, a new replica, then RUNNING on the new version', async () => {
+  test.sequential('an update rolls out: UPDATING, a new replica, then RUNNING on the new version', async () => {
     const [old] = await liveReplicaRows(t.sql, id);
     const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { advanced: { max_batch_size: 3 }, newVersionComment: 'wider' });
     // The newest version has no replica ready yet: the one serving is the previous version's.
@@ -102,7 +110,7 @@ describe('one endpoint through its whole life', () => {
     expect(health.maxBatchSize).toBe(3);
   });
 
-  test('an update of only the autoscaling policy hands the serving replica to the new version: no restart', async () => {
+  test.sequential('an update of only the autoscaling policy hands the serving replica to the new version: no restart', async () => {
     const [old] = await liveReplicaRows(t.sql, id);
     const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, {
       autoscalingPolicy: { minReplica: 1, maxReplica: 3, cooldownPeriod: 60 },
@@ -123,7 +131,7 @@ describe('one endpoint through its whole life', () => {
     expect((await chat(old!)).status).toBe(200);
   });
 
-  test('a failing rollout keeps the old replica serving and sets errorCode', async () => {
+  test.sequential('a failing rollout keeps the old replica serving and sets errorCode', async () => {
     const [serving] = await liveReplicaRows(t.sql, id);
     await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { hfModelRepo: 'test-org/truncated-GGUF' });
     await waitFor('the rollout to fail', async () => {
@@ -144,7 +152,7 @@ describe('one endpoint through its whole life', () => {
     expect(await statusOf(t.sql, id)).toMatchObject({ curr: 1, updated: 0 });
   });
 
-  test('terminate goes TERMINATING then TERMINATED; restart brings it back through every phase', async () => {
+  test.sequential('terminate goes TERMINATING then TERMINATED; restart brings it back through every phase', async () => {
     await alice.rest('PUT', `/dedicated/beta/endpoint/${id}`, { hfModelRepo: TINY_REPO, newVersionComment: 'back to the good model' });
     await waitFor('the fix to roll out', async () => {
       const s = await statusOf(t.sql, id);
@@ -168,7 +176,7 @@ describe('one endpoint through its whole life', () => {
     ]);
   });
 
-  test('delete stops every replica', async () => {
+  test.sequential('delete stops every replica', async () => {
     const [replica] = await liveReplicaRows(t.sql, id);
     expect((await alice.rest('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
     await waitFor('clean-up', async () => {
@@ -180,19 +188,23 @@ describe('one endpoint through its whole life', () => {
   });
 });
 
-test('a FAILED endpoint terminated goes TERMINATING, then TERMINATED, with no error code left', async () => {
-  const failed = await project.endpoint({ hfModelRepo: 'test-org/no-weights' });
-  await waitForStatus(t.sql, failed, 'FAILED');
-  expect((await alice.rest('GET', `/dedicated/beta/endpoint/${failed}/status`)).body.errorCode).not.toBeNull();
-  const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${failed}/terminate`);
-  expect(res.body).toMatchObject({ status: 'TERMINATING', errorCode: null });
-  await waitForStatus(t.sql, failed, 'TERMINATED');
-  const terminated = (await alice.rest('GET', `/dedicated/beta/endpoint/${failed}/status`)).body;
-  expect(terminated).toMatchObject({ status: 'TERMINATED', errorCode: null });
-  expect(terminated).not.toHaveProperty('errorMessage');
-});
+test.concurrent(
+  'a FAILED endpoint terminated goes TERMINATING, then TERMINATED, with no error code left',
+  { timeout: CONCURRENT_TIMEOUT_MS },
+  async () => {
+    const failed = await project.endpoint({ hfModelRepo: 'test-org/no-weights' });
+    await waitForStatus(t.sql, failed, 'FAILED');
+    expect((await alice.rest('GET', `/dedicated/beta/endpoint/${failed}/status`)).body.errorCode).not.toBeNull();
+    const res = await alice.rest('PUT', `/dedicated/beta/endpoint/${failed}/terminate`);
+    expect(res.body).toMatchObject({ status: 'TERMINATING', errorCode: null });
+    await waitForStatus(t.sql, failed, 'TERMINATED');
+    const terminated = (await alice.rest('GET', `/dedicated/beta/endpoint/${failed}/status`)).body;
+    expect(terminated).toMatchObject({ status: 'TERMINATED', errorCode: null });
+    expect(terminated).not.toHaveProperty('errorMessage');
+  },
+);
 
-describe('an update during a rollout', () => {
+describe.concurrent('an update during a rollout', { timeout: CONCURRENT_TIMEOUT_MS }, () => {
   test('the endpoint stays UPDATING until the newest version serves: no RUNNING while an older one does', async () => {
     const id = await project.endpoint({ hfModelRepo: TINY_REPO, autoscalingPolicy: { minReplica: 1, maxReplica: 1 } });
     await waitForStatus(t.sql, id, 'RUNNING');

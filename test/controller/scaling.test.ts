@@ -1,4 +1,11 @@
-/** Autoscaling, replica replacement, and a gateway restart with endpoints running. */
+/**
+ * Autoscaling, replica replacement, and a gateway restart with endpoints running.
+ *
+ * Most of this file's time is waiting: engines starting, cooldowns, back-offs, hang detection. The tests but the
+ * restart's each use endpoints of their own (and the capacity test a gateway of its own), so they run concurrently
+ * and their waits overlap; the restart, which replaces the gateway every other test talks to and counts every engine
+ * state file, runs alone at the end.
+ */
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { beforeAll, describe, expect, test } from 'vitest';
@@ -21,10 +28,17 @@ let alice: SeededUser;
 let project: SeededProject;
 
 beforeAll(async () => {
-  t = await startTestApp({ controller: { crashLoop: { failures: 3, windowMs: 60_000, backoffBaseMs: 500, hangMs: 3000 } } });
+  t = await startTestApp({
+    // Slots for every replica the concurrent tests run at once (up to 3 + 2 + 1 + 3), so that none waits for another's.
+    env: { CPU_SLOTS: '12' },
+    controller: { crashLoop: { failures: 3, windowMs: 60_000, backoffBaseMs: 500, hangMs: 3000 } },
+  });
   alice = await t.seed.user();
   project = await alice.project('scaling');
 });
+
+/** A concurrent test waits for engines that start beside the others' on a loaded machine: a wider bound than 30 s. */
+const CONCURRENT_TIMEOUT_MS = 150_000;
 
 function alive(pid: number): boolean {
   try {
@@ -35,7 +49,7 @@ function alive(pid: number): boolean {
   }
 }
 
-describe('autoscaler', () => {
+describe.concurrent('autoscaler', { timeout: CONCURRENT_TIMEOUT_MS }, () => {
   test('scales out under concurrent load, up to maxReplica, and back down after the cooldown', async () => {
     const id = await project.endpoint({
       hfModelRepo: TINY_REPO,
@@ -108,7 +122,7 @@ describe('autoscaler', () => {
   });
 });
 
-describe('replica failures', () => {
+describe.concurrent('replica failures', { timeout: CONCURRENT_TIMEOUT_MS }, () => {
   /** A RUNNING endpoint of one replica, and that replica. */
   const oneReplica = async () => {
     const id = await project.endpoint({
@@ -215,6 +229,54 @@ describe('replica failures', () => {
   });
 });
 
+describe.concurrent('capacity', { timeout: CONCURRENT_TIMEOUT_MS }, () => {
+  test('REQUESTING_VIRTUAL_MACHINE waits while no capacity is free, and proceeds once some is', async () => {
+    const small = await startTestApp({ env: { CPU_SLOTS: '2' }, hub: t.hub });
+    const bob = await small.seed.user();
+    const p = await bob.project('two slots');
+    // 2 GPUs of a kind per replica: the first endpoint takes both slots.
+    const first = await p.endpoint({
+      hfModelRepo: TINY_REPO,
+      instanceOptionId: 'zfTutSiLn0Hq',
+      autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+      advanced: { max_token_count: 1024 },
+    });
+    await waitForStatus(small.sql, first, 'RUNNING');
+    const second = await p.endpoint({ hfModelRepo: TINY_REPO, instanceOptionId: 'TwD5AqnBSVN0', advanced: { max_token_count: 1024 } });
+    // The wait says what it waits for, on REST and GraphQL: written by a pass that found no free slot.
+    const waiting = await waitFor('the wait reason', async () => {
+      const status = (await bob.rest('GET', `/dedicated/beta/endpoint/${second}/status`)).body as { waitReason?: string };
+      return status.waitReason;
+    });
+    expect(waiting).toBe('waiting for 1 × H100 80 GB: 2 of 2 in use');
+    expect(await statusOf(small.sql, second)).toMatchObject({ status: 'INITIALIZING', phase: 'REQUESTING_VIRTUAL_MACHINE' });
+    expect(await liveReplicaRows(small.sql, second)).toEqual([]);
+    const viaGraphql = await bob.rest('POST', '/graphql', {
+      query: 'query($id: ID!) { endpoint(id: $id) { status { phase waitReason } } }',
+      variables: { id: second },
+    });
+    expect(viaGraphql.body.data.endpoint.status).toEqual({ phase: 'REQUESTING_VIRTUAL_MACHINE', waitReason: waiting });
+    // A repository that does not exist is reported at once, not after the wait for a machine.
+    const misspelled = await p.endpoint({ hfModelRepo: 'test-org/tiny-lama-GGUF', instanceOptionId: 'TwD5AqnBSVN0' });
+    const failed = await waitForStatus(small.sql, misspelled, 'FAILED', 30_000);
+    expect(failed.errorCode).toBe('WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR');
+    expect((await statusOf(small.sql, first)).status).toBe('RUNNING');
+    // Still waiting after those passes (many, at 100 ms each, while the misspelled one failed): no replica was started.
+    expect(await statusOf(small.sql, second)).toMatchObject({ status: 'INITIALIZING', phase: 'REQUESTING_VIRTUAL_MACHINE' });
+    expect(await liveReplicaRows(small.sql, second)).toEqual([]);
+    await bob.rest('PUT', `/dedicated/beta/endpoint/${first}/terminate`);
+    await waitForStatus(small.sql, second, 'RUNNING');
+    expect(await statusTrail(small.sql, second)).toEqual([
+      'INITIALIZING REQUESTING_VIRTUAL_MACHINE',
+      'INITIALIZING DOWNLOADING_MODEL',
+      'INITIALIZING ENGINE_INITIALIZING',
+      'READY',
+      'RUNNING',
+    ]);
+  });
+});
+
+// Last and alone: it restarts the gateway the other tests use, and counts every engine state file of this machine.
 describe('gateway restart', () => {
   test('running endpoints survive a restart: replicas are adopted, none is lost or orphaned', async () => {
     const ids = [
@@ -255,50 +317,5 @@ describe('gateway restart', () => {
     const files = (await readdir(path.join(t.dataDir, 'replicas'))).filter((f) => f.endsWith('.json')).map((f) => f.replace('.json', ''));
     const live = await t.sql`SELECT id FROM replicas WHERE state IN ('STARTING', 'READY', 'DRAINING')`;
     expect(files.sort()).toEqual(live.map((r) => r.id).sort());
-  });
-});
-
-describe('capacity', () => {
-  test('REQUESTING_VIRTUAL_MACHINE waits while no capacity is free, and proceeds once some is', async () => {
-    const small = await startTestApp({ env: { CPU_SLOTS: '2' }, hub: t.hub });
-    const bob = await small.seed.user();
-    const p = await bob.project('two slots');
-    // 2 GPUs of a kind per replica: the first endpoint takes both slots.
-    const first = await p.endpoint({
-      hfModelRepo: TINY_REPO,
-      instanceOptionId: 'zfTutSiLn0Hq',
-      autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
-      advanced: { max_token_count: 1024 },
-    });
-    await waitForStatus(small.sql, first, 'RUNNING');
-    const second = await p.endpoint({ hfModelRepo: TINY_REPO, instanceOptionId: 'TwD5AqnBSVN0', advanced: { max_token_count: 1024 } });
-    await new Promise((r) => setTimeout(r, 1500));
-    expect(await statusOf(small.sql, second)).toMatchObject({ status: 'INITIALIZING', phase: 'REQUESTING_VIRTUAL_MACHINE' });
-    expect(await liveReplicaRows(small.sql, second)).toEqual([]);
-    // The wait says what it waits for, on REST and GraphQL.
-    const waiting = await waitFor('the wait reason', async () => {
-      const status = (await bob.rest('GET', `/dedicated/beta/endpoint/${second}/status`)).body as { waitReason?: string };
-      return status.waitReason;
-    });
-    expect(waiting).toBe('waiting for 1 × H100 80 GB: 2 of 2 in use');
-    const viaGraphql = await bob.rest('POST', '/graphql', {
-      query: 'query($id: ID!) { endpoint(id: $id) { status { phase waitReason } } }',
-      variables: { id: second },
-    });
-    expect(viaGraphql.body.data.endpoint.status).toEqual({ phase: 'REQUESTING_VIRTUAL_MACHINE', waitReason: waiting });
-    // A repository that does not exist is reported at once, not after the wait for a machine.
-    const misspelled = await p.endpoint({ hfModelRepo: 'test-org/tiny-lama-GGUF', instanceOptionId: 'TwD5AqnBSVN0' });
-    const failed = await waitForStatus(small.sql, misspelled, 'FAILED', 30_000);
-    expect(failed.errorCode).toBe('WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR');
-    expect((await statusOf(small.sql, first)).status).toBe('RUNNING');
-    await bob.rest('PUT', `/dedicated/beta/endpoint/${first}/terminate`);
-    await waitForStatus(small.sql, second, 'RUNNING');
-    expect(await statusTrail(small.sql, second)).toEqual([
-      'INITIALIZING REQUESTING_VIRTUAL_MACHINE',
-      'INITIALIZING DOWNLOADING_MODEL',
-      'INITIALIZING ENGINE_INITIALIZING',
-      'READY',
-      'RUNNING',
-    ]);
   });
 });

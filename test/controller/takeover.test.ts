@@ -263,6 +263,9 @@ describe('a rollout whose gateway process was killed is completed by another', (
       },
       90_000,
     );
+    // Frozen while it loads, the engine never answers A's health check: A dies with the replica STARTING. Frozen as soon
+    // as it is found (a loaded machine's wait for the row below once let it load and be marked READY first).
+    process.kill(started.engine.pid, 'SIGSTOP');
     // The row names the engine's pid from its spawn on (before its health check), so that whoever takes over can stop it.
     await waitFor('the pid recorded at spawn', async () => {
       const [row] = await db.sql<
@@ -270,8 +273,6 @@ describe('a rollout whose gateway process was killed is completed by another', (
       >`SELECT CASE WHEN locator ~ '^[0-9]{1,9}$' THEN locator::int END AS pid FROM replicas WHERE id = ${started.row.id}`;
       return row?.pid === started.engine.pid;
     });
-    // Frozen while it loads, the engine never answers A's health check: A dies with the replica STARTING.
-    process.kill(started.engine.pid, 'SIGSTOP');
     await kill(a);
     const [atKill] = await db.sql<
       ReplicaRow[]
