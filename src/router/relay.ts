@@ -1,6 +1,7 @@
 /**
- * Relays a routed answer to a client as it arrives, measuring it on the way:
- * time to the first token, token usage and finish reason. REST passes the
+ * Relays a routed answer to a client as it arrives, measuring it on the way
+ * (a stream's events: stream-meter.ts): time to the first token, token usage,
+ * finish reason, and how it ended. REST passes the
  * upstream bytes through as they are, one write per upstream chunk, looking
  * into an event only as far as byte searches need; GraphQL reads the events
  * as an async stream and parses them. Both split the stream with the one
@@ -11,168 +12,13 @@ import type { Writable } from 'node:stream';
 import { DEFAULTS } from '../defaults.js';
 import { stallGuard } from '../util/stall-guard.js';
 import { ANSWER_MAX_BYTES, IdleBound, UpstreamIdleError } from './answer-bounds.js';
+import { FAILED_ANSWER_STATUS, UPSTREAM_CUT, UPSTREAM_NOT_JSON, UPSTREAM_TOO_LARGE, UpstreamCutError } from './answer-errors.js';
 import type { RoutedRequest } from './dispatch.js';
 import { eventData, EventTooLargeError, SseParser } from './sse.js';
+import { StreamMeter } from './stream-meter.js';
 
-/** The first text of an answer: a chat delta's content or reasoning, a text completion's text, or the first tool call. */
-const FIRST_TOKEN = /"(?:(?:reasoning_)?content|text)":"[^"]|"tool_calls":\[\{/;
-const FINISH_KEY = '"finish_reason":"';
-const FINISH_KEY_BYTES = Buffer.from(FINISH_KEY);
-/** A usage object, not the `"usage":null` that OpenAI-style engines put in every chunk. */
-const USAGE = /"usage":\s*\{/;
-const USAGE_KEY_BYTES = Buffer.from('"usage":');
-/** Shorter events are looked at as text: `data: [DONE]`, comments. */
-const SHORT_EVENT_BYTES = 32;
-/** An engine's error event (`data: {"error": …}`): the key comes first, within this many bytes of the event's start. */
-const ERROR_KEY_BYTES = Buffer.from('{"error"');
-const ERROR_KEY_WITHIN = 16;
-const ERROR_PAYLOAD = /^\s*\{\s*"error"\s*:/;
-
-/** Whether an event's bytes hold a usage object (the key, optional whitespace, `{`). */
-function hasUsageObject(event: Buffer): boolean {
-  const key = event.indexOf(USAGE_KEY_BYTES);
-  if (key < 0) return false;
-  let at = key + USAGE_KEY_BYTES.length;
-  while (event[at] === 0x20 || event[at] === 0x09 || event[at] === 0x0a || event[at] === 0x0d) at++;
-  return event[at] === 0x7b;
-}
-
-interface Usage {
-  prompt_tokens?: number;
-  completion_tokens?: number;
-}
-
-/** The error of an answer whose replica stopped before it was complete (the engine died or its connection broke). */
-export const UPSTREAM_CUT = {
-  code: 'upstream_disconnected',
-  message: 'The replica serving this request stopped before the answer was complete. Nothing more will come; retry the request.',
-} as const;
-
-/** The error of a replica's answer that is not what it should be: read whole or as one event, over its bound (answer-bounds.ts). */
-export const UPSTREAM_TOO_LARGE = {
-  code: 'upstream_invalid',
-  message: 'The replica sent an answer larger than this request can produce. It was cut; retry the request.',
-} as const;
-
-/** The error of a replica's answer, or one event of its stream, that is not the JSON it should be (an engine of one's own gone wrong). */
-export const UPSTREAM_NOT_JSON = {
-  code: 'upstream_invalid',
-  message: 'The replica sent an answer that is not valid JSON.',
-} as const;
-
-/**
- * Thrown by the readers below when the replica's answer broke off (`UPSTREAM_CUT`), or was cut here for what it
- * was (`UPSTREAM_TOO_LARGE`, `UPSTREAM_NOT_JSON`); the surfaces answer its code and message (src/http/failures.ts).
- */
-export class UpstreamCutError extends Error {
-  readonly code: string;
-  constructor(cause?: unknown, error: { code: string; message: string } = UPSTREAM_CUT) {
-    super(error.message, { cause });
-    this.name = 'UpstreamCutError';
-    this.code = error.code;
-  }
-}
-
-/** The status a request ended by an error after its 200 is recorded with, as the same failure before it would have been. */
-const FAILED_ANSWER_STATUS = 502;
-
-/** Watches the events of one streamed answer and records the outcome once. */
-class StreamMeter {
-  private ttftMs: number | null = null;
-  private usage: Usage | null = null;
-  private finishReason: string | null = null;
-  /** The code of the engine's own error event in the stream (it shut down, its generation failed). */
-  private engineError: string | null = null;
-  completed = false;
-  /** The replica's side ended first, without `[DONE]` (or sent nothing for the idle bound). */
-  cut = false;
-  /** Cut here: an event over the bound, or one its reader could not read (`relayChunks`). */
-  invalid = false;
-
-  constructor(private readonly routed: RoutedRequest) {}
-
-  /**
-   * Looks at one event's data; false when it is not to be passed on (the
-   * usage chunk, always requested upstream, that the client did not ask for).
-   */
-  observe(data: string): boolean {
-    if (data === '[DONE]') {
-      this.completed = true;
-      return true;
-    }
-    if (this.ttftMs === null && FIRST_TOKEN.test(data)) this.ttftMs = performance.now() - this.routed.startedAt;
-    if (this.engineError === null && ERROR_PAYLOAD.test(data)) this.engineError = engineErrorCode(data);
-    if (USAGE.test(data)) {
-      let chunk: { usage?: Usage; choices?: unknown[] };
-      try {
-        chunk = JSON.parse(data) as typeof chunk;
-      } catch {
-        return true; // not JSON (an engine's own shape, or cut short): passed on, not counted
-      }
-      if (chunk.usage) this.usage = chunk.usage;
-      if (chunk.choices?.length === 0 && !this.routed.request.includeUsage) return false;
-    }
-    // Plain substring searches: this runs for every relayed token.
-    const finish = data.indexOf(FINISH_KEY);
-    if (finish >= 0) {
-      const start = finish + FINISH_KEY.length;
-      this.finishReason = data.slice(start, data.indexOf('"', start));
-    }
-    return true;
-  }
-
-  /**
-   * The same for one event's raw bytes. A token's event (the first token
-   * already seen, no usage object, not `[DONE]`) is only searched, never
-   * decoded; anything else is read as text by `observe`.
-   */
-  observeEvent(event: Buffer): boolean {
-    this.routed.capture?.event(event);
-    const error = event.indexOf(ERROR_KEY_BYTES);
-    if (this.ttftMs === null || event.length < SHORT_EVENT_BYTES || hasUsageObject(event) || (error >= 0 && error < ERROR_KEY_WITHIN))
-      return this.observe(eventData(event.toString('utf8')));
-    const finish = event.indexOf(FINISH_KEY_BYTES);
-    if (finish >= 0) {
-      const start = finish + FINISH_KEY_BYTES.length;
-      this.finishReason = event.toString('utf8', start, event.indexOf(0x22, start));
-    }
-    return true;
-  }
-
-  /** Whether the first token came: the idle bound counts from then on (a long prompt's prefill may take minutes). */
-  get ttftSeen(): boolean {
-    return this.ttftMs !== null;
-  }
-
-  /**
-   * Records the outcome. An answer that ended in an error (an event over the bound, the engine's own error event)
-   * is recorded with that error's code and status 502, whatever was sent before, so that it counts as the 5xx it is
-   * in the metrics, on every surface; a cut keeps its own class (`upstream_disconnected`).
-   */
-  finish(): void {
-    if (!this.completed) this.routed.upstream.body.destroy();
-    const failed = this.invalid ? UPSTREAM_TOO_LARGE.code : this.engineError;
-    this.routed.finish({
-      promptTokens: this.usage?.prompt_tokens ?? null,
-      completionTokens: this.usage?.completion_tokens ?? null,
-      ttftMs: this.ttftMs,
-      finishReason: this.finishReason,
-      cancelled: !this.completed && failed === null,
-      errorCode: failed ?? (this.cut ? UPSTREAM_CUT.code : null),
-      ...(failed !== null ? { httpStatus: FAILED_ANSWER_STATUS } : {}),
-    });
-  }
-}
-
-/** The code of an engine's error event (OpenAI's `{ error: { code } }`), or `upstream_error` when it names none. */
-function engineErrorCode(data: string): string {
-  try {
-    const code = (JSON.parse(data) as { error?: { code?: unknown } }).error?.code;
-    return typeof code === 'string' && code !== '' ? code : 'upstream_error';
-  } catch {
-    return 'upstream_error';
-  }
-}
+// The answer's errors, defined in answer-errors.ts, are the relay's to its callers.
+export { UPSTREAM_CUT, UPSTREAM_NOT_JSON, UPSTREAM_TOO_LARGE, UpstreamCutError } from './answer-errors.js';
 
 /** The idle bound of `routed`'s answer (ENGINE_IDLE_TIMEOUT_MS): past it, its body is destroyed as cut. */
 function idleBound(routed: RoutedRequest): IdleBound {
@@ -240,8 +86,10 @@ export async function* relayStream(routed: RoutedRequest): AsyncGenerator<string
  * whose replica sent nothing for the idle bound once the first token came
  * end with `cutEvents`, never silently: the surface's events for an
  * `UpstreamCutError` (the OpenAI-compatible route's:
- * src/http/rest/chat-errors.ts). Resolves when the answer ended or either
- * side went away.
+ * src/http/rest/chat-errors.ts). An event that is not JSON is passed on as it
+ * is, and the answer goes on, but it is recorded as `upstream_invalid` (502),
+ * as GraphQL's relay records it (stream-meter.ts). Resolves when the answer
+ * ended or either side went away.
  */
 export function pipeStream(
   routed: RoutedRequest,
@@ -393,7 +241,9 @@ async function collect(routed: RoutedRequest, json: boolean): Promise<{ body: Bu
     // Read as JSON, an answer that is not is the replica's invalid answer: so its client is told, and so it counts.
     const unreadable = completed && json && parsed === undefined;
     const ok =
-      routed.upstream.status === 200 ? (parsed as { usage?: Usage; choices?: { finish_reason?: string }[] } | undefined) : undefined;
+      routed.upstream.status === 200
+        ? (parsed as { usage?: { prompt_tokens?: number; completion_tokens?: number }; choices?: { finish_reason?: string }[] } | undefined)
+        : undefined;
     routed.finish({
       promptTokens: ok?.usage?.prompt_tokens ?? null,
       completionTokens: ok?.usage?.completion_tokens ?? null,

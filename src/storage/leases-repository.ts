@@ -59,8 +59,21 @@ const counted = (db: Queryable, owner: string, pool: string, ttlMs: number) => d
   WHERE owner <> ${owner} AND expires_at > now() AND joined_at <= now() - ${ttlMs} * interval '1 millisecond'`;
 
 /**
- * One statement: renews this owner's membership (in `pool`) and every lease it holds, by `ttlMs`, forgets members
- * gone for an hour, and counts the other members.
+ * This owner's lease rows among `endpointIds` (null: all of them), locked in id order, in SQL. A statement that
+ * writes several lease rows locks them first this way, as `acquireLeases` writes them: two statements that lock rows
+ * in the same order never wait on each other in a cycle. (An UPDATE or DELETE alone locks rows in the order its scan
+ * finds them, which is no order: one renewing its rows beside another gateway taking some of them over, expired, in
+ * id order, deadlocked, 40P01.) A row taken over while this one waited for it is no longer this owner's and is left
+ * out (the condition is checked again on the row as locked).
+ */
+const ownedLocked = (db: Queryable, owner: string, endpointIds: readonly string[] | null) => db`
+  SELECT endpoint_id FROM endpoint_leases
+  WHERE owner = ${owner} ${endpointIds === null ? db`` : db`AND endpoint_id = ANY(${endpointIds as string[]}::text[])`}
+  ORDER BY endpoint_id FOR UPDATE`;
+
+/**
+ * One statement: renews this owner's membership (in `pool`) and every lease it holds, by `ttlMs` (their rows locked
+ * in id order first), forgets members gone for an hour, and counts the other members.
  */
 export async function heartbeat(db: Queryable, owner: string, pool: string, ttlMs: number): Promise<Heartbeat> {
   const [row] = await db<{ held: string[]; others: number; elsewhere: number }[]>`
@@ -69,8 +82,10 @@ export async function heartbeat(db: Queryable, owner: string, pool: string, ttlM
       ON CONFLICT (owner) DO UPDATE SET pool = excluded.pool, expires_at = excluded.expires_at
     ), gone AS (
       DELETE FROM controller_members WHERE owner <> ${owner} AND expires_at < now() - interval '1 hour'
+    ), locked AS MATERIALIZED (${ownedLocked(db, owner, null)}
     ), renewed AS (
-      UPDATE endpoint_leases SET expires_at = ${ttl(db, ttlMs)} WHERE owner = ${owner} RETURNING endpoint_id
+      UPDATE endpoint_leases l SET expires_at = ${ttl(db, ttlMs)} FROM locked
+      WHERE l.endpoint_id = locked.endpoint_id AND l.owner = ${owner} RETURNING l.endpoint_id
     ), members AS (${counted(db, owner, pool, ttlMs)})
     SELECT (SELECT coalesce(array_agg(endpoint_id), '{}') FROM renewed) AS held, others, elsewhere FROM members`;
   return { held: new Set(row!.held), others: row!.others, elsewhere: row!.elsewhere };
@@ -82,15 +97,17 @@ export async function countMembers(db: Queryable, owner: string, pool: string, t
   return row!;
 }
 
-/** Hands these endpoints' leases back (another member takes them on its next pass). */
+/** Hands these endpoints' leases back (another member takes them on its next pass); their rows locked in id order first. */
 export async function releaseSomeLeases(db: Queryable, owner: string, endpointIds: readonly string[]): Promise<void> {
   if (endpointIds.length === 0) return;
-  await db`DELETE FROM endpoint_leases WHERE owner = ${owner} AND endpoint_id = ANY(${endpointIds as string[]}::text[])`;
+  await db`
+    WITH locked AS MATERIALIZED (${ownedLocked(db, owner, endpointIds)})
+    DELETE FROM endpoint_leases l USING locked WHERE l.endpoint_id = locked.endpoint_id AND l.owner = ${owner}`;
 }
 
-/** Hands back every lease of this owner, and its membership, at once: a gateway that stops. */
+/** Hands back every lease of this owner (their rows locked in id order first), and its membership, at once: a gateway that stops. */
 export async function releaseLeases(db: Queryable, owner: string): Promise<void> {
   await db`
-    WITH member AS (DELETE FROM controller_members WHERE owner = ${owner})
-    DELETE FROM endpoint_leases WHERE owner = ${owner}`;
+    WITH member AS (DELETE FROM controller_members WHERE owner = ${owner}), locked AS MATERIALIZED (${ownedLocked(db, owner, null)})
+    DELETE FROM endpoint_leases l USING locked WHERE l.endpoint_id = locked.endpoint_id AND l.owner = ${owner}`;
 }

@@ -4,7 +4,7 @@
  * (502 `upstream_invalid`: in-band as a ChatCompletionError from createChatCompletion, the stream's error from the
  * chatCompletion subscription), and the request log records it so, not as a client's cancel; a refusal speaks the
  * GraphQL names the client sent (`maxTokens`, not `max_tokens`); and `seed` takes any safe integer, as REST does.
- * REST, a byte relay, passes an event that is not JSON on as it is, and records the 200 its client got.
+ * REST, a byte relay, passes an event that is not JSON on as it is, and records it as upstream_invalid (502) too.
  *
  * The engine: `GARBAGE` is answered with text where JSON should be (whole, or one event of a stream after a token);
  * `HUGE` with 2 MiB of JSON (whole) or a 2 MiB event (streamed), past the bound of a request of maxTokens 1; `SEED`
@@ -175,7 +175,7 @@ describe("a replica's answer that is not JSON, or past its bound", () => {
   });
 });
 
-test('REST passes such an event on as it is, and records what its client got (a byte relay reads no token as JSON)', async () => {
+test('REST passes such an event on as it is, and records it as upstream_invalid (502), as GraphQL does', async () => {
   let text = '';
   const row = await nextRow(async () => {
     const res = await fetch(`${t.url}/dedicated/v1/chat/completions`, {
@@ -186,7 +186,7 @@ test('REST passes such an event on as it is, and records what its client got (a 
     text = await res.text();
   });
   expect(text).toContain('data: not json at all\n\ndata: [DONE]');
-  expect(row).toEqual({ http_status: 200, error_code: null, cancelled: false });
+  expect(row).toEqual(INVALID);
 });
 
 describe('refusals in the GraphQL names the client sent', () => {

@@ -56,7 +56,7 @@ test('a usage event the client asked for passes; a last event without its blank 
   expect(outcomes[0]).toMatchObject({ completionTokens: 3, finishReason: 'length', cancelled: false });
 });
 
-test('an event cut short at the end, or one that is not JSON, is passed on without breaking the relay', async () => {
+test('an event cut short at the end, or one that is not JSON, is passed on without breaking the relay (recorded as upstream_invalid)', async () => {
   const { upstream, request, outcomes } = routedToStandIn({ includeUsage: true });
   const { out, text } = sink();
   const piping = pipeStream(request, out, CUT_EVENTS);
@@ -64,7 +64,14 @@ test('an event cut short at the end, or one that is not JSON, is passed on witho
   upstream.end(`${usage.slice(0, 60)}`);
   await piping;
   expect(text()).toBe(`${chunk('a')}\r\n\r\ndata: {"usage": {broken\r\n\r\n${usage.slice(0, 60)}\n\n${CUT_EVENTS}`);
-  expect(outcomes[0]).toMatchObject({ promptTokens: null, completionTokens: null, cancelled: true, errorCode: 'upstream_disconnected' });
+  // The event that is not JSON is the replica's invalid answer (as GraphQL's relay records it), before its cut.
+  expect(outcomes[0]).toMatchObject({
+    promptTokens: null,
+    completionTokens: null,
+    cancelled: false,
+    errorCode: 'upstream_invalid',
+    httpStatus: 502,
+  });
 });
 
 test("an answer the replica ends before [DONE] ends with an error event in OpenAI's shape and [DONE], and is recorded as cut", async () => {

@@ -4,9 +4,9 @@
  * `graphql-ws/use/ws` does, plus what a shared public socket needs:
  *
  * - Errors stay where they belong. A malformed message (not JSON, not an object, a missing or mistyped field, a type
- *   a server never receives) closes the socket with 4400; a subscribe whose query does not parse or validate, names
- *   an unknown operation, or is past the socket's cap is answered with an `error` message for its id, and the
- *   socket's other subscriptions go on. 4500 ("Internal server error", logged, never detailed) is left for real
+ *   a server never receives: websocket-messages.ts) closes the socket with 4400; a subscribe whose query does not
+ *   parse or validate, names an unknown operation, or is past the socket's cap is answered with an `error` message
+ *   for its id, and the socket's other subscriptions go on. 4500 ("Internal server error", logged, never detailed) is left for real
  *   faults. Frame-level violations (a frame larger than `maxPayload`, invalid UTF-8) are closed by `ws` with the
  *   WebSocket codes 1009 and 1007.
  * - At most `maxSubscriptions` operations run on one socket at once. Operations are tracked here, not by id
@@ -28,7 +28,7 @@ import { DEFAULTS } from '../../defaults.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { GraphQLError, type DocumentNode, type ExecutionArgs, type ExecutionResult } from 'graphql';
-import { CloseCode, handleProtocols, makeServer, MessageType } from 'graphql-ws';
+import { CloseCode, handleProtocols, makeServer } from 'graphql-ws';
 import type { Logger } from 'pino';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { AccessWatch, WatchedConnection, WatchedSubscription } from '../../live/access-watch.js';
@@ -43,6 +43,7 @@ import { failureOf } from '../failures.js';
 import { logFailure, REQUEST_ID_HEADER, requestIdOf, type Log } from '../request-id.js';
 import type { GatewayYoga } from './context.js';
 import { publicErrorJson, reportGraphQLErrors, unmasked } from './errors.js';
+import { readClientMessage } from './websocket-messages.js';
 import { SocketOperations } from './websocket-operations.js';
 import { closeReason, watchPeer, WebSocketNextMessages } from './websocket-peer.js';
 import { endsByItself } from './finite-operations.js';
@@ -77,15 +78,6 @@ export interface WebSocketOptions {
   /** Where each connection's access line goes when it closes; without it, none is written. */
   logger?: Logger;
 }
-
-/** The message types a server receives; any other (well-formed) one is a protocol violation. */
-const SERVER_BOUND = new Set<string>([
-  MessageType.ConnectionInit,
-  MessageType.Ping,
-  MessageType.Pong,
-  MessageType.Subscribe,
-  MessageType.Complete,
-]);
 
 interface Extra {
   socket: WebSocket;
@@ -308,21 +300,9 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
     socket.on('message', async (data: Buffer) => {
       if (!onMessage) return;
       // Checked here, so that a malformed message is a 4400 and never reaches the core as a fault.
-      let message: unknown;
-      try {
-        message = JSON.parse(data.toString('utf8'));
-      } catch {
-        message = undefined;
-      }
-      const type =
-        typeof message === 'object' && message !== null && !Array.isArray(message) ? (message as { type?: unknown }).type : undefined;
-      if (typeof type !== 'string' || !SERVER_BOUND.has(type)) {
-        return socket.close(
-          CloseCode.BadRequest,
-          message === undefined ? 'Invalid message received: not JSON' : 'Invalid message received: not a message a server accepts',
-        );
-      }
-      const { id, payload } = message as { id?: unknown; payload?: unknown };
+      const read = readClientMessage(data);
+      if ('refused' in read) return socket.close(CloseCode.BadRequest, read.refused);
+      const { message, type, id, payload } = read;
       // A subscribe is registered before graphql-ws sees it (one it finds malformed closes the socket with 4400).
       let opened: object | undefined;
       if (type === 'subscribe' && typeof id === 'string' && typeof payload === 'object' && payload !== null) {

@@ -40,6 +40,7 @@ import { UncertainCreates } from './uncertain-creates.js';
 import { PodLogs } from './pod-logs.js';
 import { EndpointSecrets, isStatus } from './endpoint-secrets.js';
 import type { KubernetesSettings } from './settings.js';
+import { StepDeadlines } from './step-deadlines.js';
 import { Watched, watchPath } from './watched.js';
 
 export interface KubernetesRuntimeOptions {
@@ -83,10 +84,8 @@ export class KubernetesRuntime implements Runtime {
   private readonly logs: PodLogs;
   /** Stops waiting for a pod's removal, by pod name. */
   private readonly waiting = new Map<string, Nudge>();
-  /** When each starting pod began its step, by pod name (a step's deadline counts from it): see `observe`. */
-  private readonly stepSince = new Map<string, { phase: string; since: number }>();
-  /** Since when the kubelet has been retrying each starting pod's failing step (an image pull), and that step, by pod name. */
-  private readonly retryingSince = new Map<string, { phase: string; since: number }>();
+  /** The starting pods' step deadlines: see `observe`. */
+  private readonly deadlines: StepDeadlines;
   /** Pods this runtime created that its informer has not shown yet, since when (by pod name): not gone, just not seen. */
   private readonly unseen = new Map<string, number>();
   private listener: ((endpointId: string) => void) | undefined;
@@ -98,6 +97,7 @@ export class KubernetesRuntime implements Runtime {
     this.namespace = options.settings.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
     this.node = `kubernetes/${this.namespace}`;
     this.adoptablePool = `kubernetes:${kc.getCurrentCluster()?.server ?? ''}/${this.namespace}`;
+    this.deadlines = new StepDeadlines(options.settings, options.startTimeoutMs ?? DEFAULTS.replicaStartTimeoutMs, options.log);
     // One keep-alive connection pool for every call (makeApiClient's clients open a connection per call).
     const pooled = pooledCoreApi(kc);
     this.api = pooled.api;
@@ -114,10 +114,7 @@ export class KubernetesRuntime implements Runtime {
     this.pods = new Watched(podInformer, 'pod', options.log, (pod, verb) => {
       const name = pod.metadata?.name ?? '';
       this.uncertain.seen(pod, verb);
-      if (verb === 'delete') {
-        this.stepSince.delete(name);
-        this.retryingSince.delete(name);
-      }
+      if (verb === 'delete') this.deadlines.forget(name);
       this.waiting.get(name)?.poke();
       this.unseen.delete(name);
       // A change the controller cannot see (a condition's timestamp, an IP before readiness) asks for no pass.
@@ -238,20 +235,17 @@ export class KubernetesRuntime implements Runtime {
   }
 
   /**
-   * The replica's pod as the informer last saw it (pod-status.ts), with two deadlines counted from when the pod
-   * began its step (its creation; its engine's start), or else when this runtime first saw it there: unschedulable
-   * past the scheduling deadline, or an engine not ready
-   * within the start timeout, it is reported dead.
+   * The replica's pod as the informer last saw it (pod-status.ts), with its step's deadlines (step-deadlines.ts)
+   * counted from when the pod began its step (its creation; its engine's start), or else when this runtime first saw
+   * it there: unschedulable past the scheduling deadline, an engine not ready within the start timeout, or a step
+   * the kubelet retries past the image pull deadline, it is reported dead.
    */
   observe(ref: ReplicaRef): ReplicaObservation {
     if (!this.pods.synced || this.elsewhere(ref)) return { state: 'unknown' };
     const name = ref.locator ?? podName(ref.replicaId);
     const pod = this.pods.informer.get(name, this.namespace);
     const view = pod ? viewPod(pod) : undefined;
-    if (view?.kind !== 'progress') {
-      this.stepSince.delete(name);
-      this.retryingSince.delete(name);
-    }
+    if (view?.kind !== 'progress') this.deadlines.forget(name);
     if (!view) {
       // Created here a moment ago, its watch event not in yet: it waits for the scheduler (for a minute at most).
       const created = this.unseen.get(name);
@@ -267,50 +261,12 @@ export class KubernetesRuntime implements Runtime {
     }
     if (view.kind === 'deleting') return { state: 'dead', reason: "the replica's pod was deleted", disrupted: true };
     if (view.kind === 'disrupted') return { state: 'dead', reason: view.reason, disrupted: true, evictedByNode: view.byNode };
-    const { phase, reason } = view.progress;
-    // From when this runtime first saw the kubelet retry the step, not from when the step could first start: a pull of
-    // a large image that took longer than the deadline, then failed once, gets the deadline's retries too. The kubelet
-    // writes no time of its first failure, so a gateway that takes the endpoint over counts again. Kept while the
-    // pod stays at the step (between two tries the kubelet may show another reason).
-    const retrying = this.retryingSince.get(name);
-    if (retrying !== undefined && retrying.phase !== phase) this.retryingSince.delete(name);
-    if (view.retrying) {
-      const since = retrying?.phase === phase ? retrying.since : Date.now();
-      this.retryingSince.set(name, { phase, since });
-      const { imagePullDeadlineMs } = this.options.settings;
-      if (Date.now() - since > imagePullDeadlineMs) {
-        if (view.retrying.detail) this.options.log(`pod ${name}: ${view.retrying.reason}: ${view.retrying.detail}`);
-        return { state: 'dead', code: view.retrying.code, reason: view.retrying.reason };
-      }
-    }
-    // Counted from when the cluster says the step began, when it says (a takeover does not start the count again);
-    // else from when this runtime first saw the pod at it.
-    let step = this.stepSince.get(name);
-    if (step?.phase !== phase) this.stepSince.set(name, (step = { phase, since: Math.min(Date.now(), view.since?.getTime() ?? Infinity) }));
-    const waited = Date.now() - step.since;
-    const { schedulingDeadlineMs } = this.options.settings;
-    if (phase === 'REQUESTING_VIRTUAL_MACHINE' && waited > schedulingDeadlineMs) {
-      return {
-        state: 'dead',
-        code: 'WORKLOAD_INIT_UNKNOWN_ERROR',
-        reason: `no node took the replica within ${Math.round(schedulingDeadlineMs / 1000)} s (${reason ?? 'unschedulable'})`,
-      };
-    }
-    const startTimeoutMs = this.options.startTimeoutMs ?? DEFAULTS.replicaStartTimeoutMs;
-    if (phase === 'ENGINE_INITIALIZING' && waited > startTimeoutMs) {
-      return {
-        state: 'dead',
-        code: 'WORKLOAD_INIT_GRPC_ERROR',
-        reason: `the engine did not become ready within ${Math.round(startTimeoutMs / 1000)} s`,
-      };
-    }
-    return { state: 'starting', phase, ...(reason !== undefined ? { reason } : {}) };
+    return this.deadlines.observe(name, view);
   }
 
   async stop(ref: ReplicaRef, graceMs: number): Promise<void> {
     const name = ref.locator ?? podName(ref.replicaId);
-    this.stepSince.delete(name);
-    this.retryingSince.delete(name);
+    this.deadlines.forget(name);
     this.unseen.delete(name);
     // Already being deleted (a drain's eviction, another gateway's stop, this one's): its grace is not cut short, and
     // it is not waited for (the scheduler counts its GPUs held until the kubelet has ended it).
