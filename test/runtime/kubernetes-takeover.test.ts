@@ -89,11 +89,11 @@ async function createEndpoint(gateway: GatewayProcess): Promise<string> {
   return created.body.endpointId as string;
 }
 
-/** Deletes the endpoint and waits for its pods to go (each holds one of the node's 4 GPUs), then stops the gateway. */
-async function removeEndpoint(gateway: GatewayProcess, id: string): Promise<void> {
+/** Deletes the endpoint and waits for its pods to go (each holds one of the node's 4 GPUs); then stops the gateway, unless `keep`. */
+async function removeEndpoint(gateway: GatewayProcess, id: string, keep = false): Promise<void> {
   expect((await restClient(gateway.url, ADMIN_KEY)('DELETE', `/dedicated/beta/endpoint/${id}`)).status).toBe(200);
   await waitFor('the endpoint’s pods gone', async () => podsOf(id).length === 0, 60_000);
-  await gateway.stop();
+  if (!keep) await gateway.stop();
 }
 
 /** A gateway on the API server directly, or through the proxy that can play an outage. */
@@ -115,6 +115,13 @@ async function startGateway(through: 'direct' | 'proxy' = 'direct', extra: Recor
   gateways.push(gateway);
   return gateway;
 }
+
+/**
+ * The outage tests' gateway, through the proxy: one for the three of them (a gateway process's start is seconds of
+ * CPU on a loaded machine), started by the first and stopped by the last.
+ */
+let outageGateway: Promise<GatewayProcess> | undefined;
+const throughProxy = () => (outageGateway ??= startGateway('proxy'));
 
 const podsOf = (endpointId: string) => endpointPods(kube, NS, endpointId, true);
 
@@ -150,13 +157,26 @@ const podCommit = (pod: object) => {
   return args[args.indexOf('--commit') + 1];
 };
 
+/** The gateway that holds the endpoint's lease, once one does. */
+const leaseOwner = (endpointId: string) =>
+  waitFor('a gateway to hold the endpoint', async () => {
+    const [lease] = await db.sql<{ owner: string }[]>`SELECT owner FROM endpoint_leases WHERE endpoint_id = ${endpointId}`;
+    return lease?.owner;
+  });
+
+/** A gateway started while the test goes on (awaited later): a start that fails then is not also an unhandled rejection. */
+function beside(start: Promise<GatewayProcess>): Promise<GatewayProcess> {
+  start.catch(() => {});
+  return start;
+}
+
 const isReady = (pod: object) =>
   ((pod as { status?: { conditions?: { type: string; status: string }[] } }).status?.conditions ?? []).some(
     (c) => c.type === 'Ready' && c.status === 'True',
   );
 
 test('an API server that answers 503 to pod creation is an outage, not the endpoint’s failure: it waits, then starts', async () => {
-  const gateway = await startGateway('proxy');
+  const gateway = await throughProxy();
   faults.outage = true;
   faults.refused = 0;
   const id = await createEndpoint(gateway);
@@ -183,11 +203,11 @@ test('an API server that answers 503 to pod creation is an outage, not the endpo
     90_000,
   );
   expect(podsOf(id)).toHaveLength(1);
-  await gateway.stop();
+  await removeEndpoint(gateway, id, true);
 }, 180_000);
 
 test('a rollout that meets an outage keeps the old replica serving until it can place the new one', async () => {
-  const gateway = await startGateway('proxy');
+  const gateway = await throughProxy();
   const id = await createEndpoint(gateway);
   await servingOnOne(id, 'RUNNING before the update');
   const [old] = await db.sql<{ id: string }[]>`SELECT id FROM replicas WHERE endpoint_id = ${id} AND state = 'READY'`;
@@ -211,11 +231,11 @@ test('a rollout that meets an outage keeps the old replica serving until it can 
     },
     90_000,
   );
-  await removeEndpoint(gateway, id);
+  await removeEndpoint(gateway, id, true);
 }, 180_000);
 
 test('a pod create whose answer is lost (the API server made the pod, answered 504) leaves no pod behind: one pod serves', async () => {
-  const gateway = await startGateway('proxy');
+  const gateway = await throughProxy();
   faults.loseCreates = 1;
   const id = await createEndpoint(gateway);
   const first = await servingOnOne(id, 'RUNNING after a lost create');
@@ -236,6 +256,8 @@ test('a pod create whose answer is lost (the API server made the pod, answered 5
 }, 180_000);
 
 test('a gateway killed while its pod starts: the next gateway adopts that pod, serves from it, and starts no other', async () => {
+  // Only this test's gateways (the outage tests' one is stopped by the last of them, unless it failed first).
+  await Promise.all(gateways.splice(0).map((g) => g.stop()));
   const a = await startGateway();
   const id = await createEndpoint(a);
 
@@ -295,14 +317,17 @@ test('a gateway that takes over while it cannot read pods neither adopts nor rep
   await Promise.all(gateways.splice(0).map((g) => g.stop()));
   const a = await startGateway();
   const id = await createEndpoint(a);
+  // B runs beside A, started while A's pod starts, once A holds the lease; then B's pod watch is cut and its relists
+  // refused: its cache is not synced.
+  const held = await leaseOwner(id);
+  const starting = beside(startGateway('proxy'));
   const { name, pid } = await enginePod(id);
   process.kill(-pid, 'SIGSTOP'); // not ready under A
   const uid = (kube.pod(NS, name)!.metadata as { uid: string }).uid;
-  // B runs beside A (A holds the lease); then B's pod watch is cut and its relists refused: its cache is not synced.
-  const b = await startGateway('proxy');
+  const b = await starting;
   faults.podReadsDown = true;
   apiProxy!.cutPodWatches();
-  const [held] = await db.sql<{ owner: string }[]>`SELECT owner FROM endpoint_leases WHERE endpoint_id = ${id}`;
+  expect(await leaseOwner(id)).toBe(held);
   const atKill = await statusOf(db.sql, id);
   const exited = new Promise((resolve) => a.child.once('exit', resolve));
   a.child.kill('SIGKILL');
@@ -317,7 +342,7 @@ test('a gateway that takes over while it cannot read pods neither adopts nor rep
     async () => {
       const [lease] = await db.sql<{ owner: string; expires_at: Date }[]>`
         SELECT owner, expires_at FROM endpoint_leases WHERE endpoint_id = ${id}`;
-      if (lease && lease.owner !== held!.owner) expiries.add(lease.expires_at.toISOString());
+      if (lease && lease.owner !== held) expiries.add(lease.expires_at.toISOString());
       return expiries.size >= 10;
     },
     30_000,
@@ -341,12 +366,15 @@ test('a gateway killed while its replica drains: the gateway that takes over let
   const drainable = { DRAIN_TIMEOUT_MS: '120000' };
   const a = await startGateway('direct', drainable);
   const id = await createEndpoint(a);
+  // B runs beside A, started while A's pod starts, once A holds the endpoint: holding nothing while A holds it, it
+  // takes over as soon as A's lease expires.
+  const held = await leaseOwner(id);
+  const starting = beside(startGateway('direct', drainable));
   await servingOnOne(id, 'RUNNING under gateway A');
-  // B runs beside A, holding nothing while A holds the endpoint: it takes over as soon as A's lease expires.
-  const b = await startGateway('direct', drainable);
+  const b = await starting;
+  expect(await leaseOwner(id)).toBe(held);
   const [replica] = await db.sql<{ id: string; address: string; engine_token: string | null; locator: string }[]>`
     SELECT id, address, engine_token, locator FROM replicas WHERE endpoint_id = ${id} AND state = 'READY'`;
-  const [held] = await db.sql<{ owner: string }[]>`SELECT owner FROM endpoint_leases WHERE endpoint_id = ${id}`;
 
   // An answer that another gateway routed to the replica: straight to its engine, as that gateway's router sends it.
   let ended = false;
@@ -366,7 +394,7 @@ test('a gateway killed while its replica drains: the gateway that takes over let
   await exited;
   await waitFor('B to hold the endpoint', async () => {
     const [lease] = await db.sql<{ owner: string }[]>`SELECT owner FROM endpoint_leases WHERE endpoint_id = ${id}`;
-    return lease !== undefined && lease.owner !== held!.owner;
+    return lease !== undefined && lease.owner !== held;
   });
   // B took over while the answer was still being generated (else this test shows nothing)...
   expect(ended, 'the answer was still being generated when B took the endpoint over').toBe(false);
