@@ -40,7 +40,9 @@ async function adminWith(entry: string[], ...args: string[]): Promise<Ran> {
 
 // Each call starts a process: seconds each on a busy machine. Calls that do not depend on each other run together.
 describe('npm run admin', { timeout: 120_000 }, () => {
-  test('creates a user, a key that authenticates, a team, a member and a project', async () => {
+  // This test and the next share nothing (the next one's calls are refused, and change nothing): they run together;
+  // each asserts with its own context's `expect`, as concurrent tests must. The third reads what the first made.
+  test.concurrent('creates a user, a key that authenticates, a team, a member and a project', async ({ expect }) => {
     // `npm run admin` itself: its command as package.json has it.
     const user = await adminWith(ADMIN_SOURCE, 'create-user', '--email', 'ops@example.com', '--name', 'Ops');
     expect(user.stdout).toMatch(/^user usr_\w+ ops@example.com; personal team team_\w+/);
@@ -73,7 +75,7 @@ describe('npm run admin', { timeout: 120_000 }, () => {
     expect((await admin('revoke-key', '--id', keyId)).stdout).toContain(`revoked ${keyId}`);
   });
 
-  test('bad usage exits 1 with a clear message', async () => {
+  test.concurrent('bad usage exits 1 with a clear message', async ({ expect }) => {
     const [missing, unknown, invalid, help, none] = await Promise.all([
       admin('create-key'),
       admin('frobnicate'),
@@ -115,8 +117,12 @@ describe('npm run admin', { timeout: 120_000 }, () => {
   });
 });
 
-describe('npm start', () => {
-  test('first start creates the admin with ADMIN_API_KEY, prints ids once, and serves; a second start creates nothing', async () => {
+// Its two tests share nothing (the first has a database of its own, the second opens none): they run together, each
+// starting the source through tsx (each asserts with its own context's `expect`, as concurrent tests must).
+describe('npm start', { concurrent: true }, () => {
+  test('first start creates the admin with ADMIN_API_KEY, prints ids once, and serves; a second start creates nothing', async ({
+    expect,
+  }) => {
     const fresh = await createTestDatabase();
     const adminKey = 'test_admin_key_0123456789abcdef';
     const start = () =>
@@ -158,7 +164,7 @@ describe('npm start', () => {
     await fresh.close();
   });
 
-  test('a malformed variable stops start-up with a message naming it', async () => {
+  test('a malformed variable stops start-up with a message naming it', async ({ expect }) => {
     const result = await run(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: { ...process.env, PORT: 'eighty' } }).catch(
       (e: { stderr: string; code: number }) => e,
     );

@@ -41,8 +41,11 @@ interface Run {
 const BIN = 'bin/dedicated.mjs';
 const bundled = () => (process.env.TEST_ENGINE === 'tsx' ? BIN : inject('cliBundle'));
 
-/** Runs the CLI with only the config file's settings (no key in the environment, unless given). */
-function cli(args: string[], env: Record<string, string> = {}, input?: string, entry = bundled()): Promise<Run> {
+/**
+ * Runs the CLI with only the config file's settings (no key in the environment, unless given); `onStdout` sees its
+ * output as it comes.
+ */
+function cli(args: string[], env: Record<string, string> = {}, input?: string, entry = bundled(), onStdout?: () => void): Promise<Run> {
   const { DEDICATED_API_KEY: _key, DEDICATED_BASE_URL: _url, ...inherited } = process.env;
   return new Promise((resolve) => {
     const child = execFile(
@@ -52,17 +55,21 @@ function cli(args: string[], env: Record<string, string> = {}, input?: string, e
       (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
     if (input !== undefined) child.stdin!.end(input);
+    if (onStdout) child.stdout!.on('data', onStdout);
   });
 }
 
 describe('dedicated (the endpoint CLI)', () => {
   test('login checks the key and saves it, readable by its owner only; a bad key is one line and exit 1', async () => {
-    const bad = await cli(['--base-url', t.url, 'login', '--key', 'dek_not-a-real-key'], {}, undefined, BIN);
+    // The refused key writes nothing: both logins run together.
+    const [bad, ok] = await Promise.all([
+      cli(['--base-url', t.url, 'login', '--key', 'dek_not-a-real-key'], {}, undefined, BIN),
+      cli(['--base-url', t.url, 'login', '--key', alice.key], {}, undefined, BIN),
+    ]);
     expect(bad.code).toBe(1);
     expect(bad.stderr.trim().split('\n')).toHaveLength(1);
     expect(bad.stderr).toMatch(/^error: the API key was refused/);
 
-    const ok = await cli(['--base-url', t.url, 'login', '--key', alice.key], {}, undefined, BIN);
     expect(ok.code, ok.stderr).toBe(0);
     expect(ok.stdout).toContain(`logged in to ${t.url} as ${alice.user.email}`);
     const file = path.join(configDir, 'config.json');
@@ -88,16 +95,18 @@ describe('dedicated (the endpoint CLI)', () => {
   ];
 
   test('create, watch it to RUNNING live, list and get, human and --json', async () => {
-    // The model's download takes seconds (the hub sends it slowly): the watch, a process that starts meanwhile, sees
-    // the start before RUNNING, however busy the machine.
-    t.hub.setFault({ type: 'slow', chunkBytes: 32 * 1024, delayMs: 250 }, { repo: TINY_REPO, on: ['cdn'], times: 1 });
+    // The hub sends the model slowly (8 KiB every 250 ms: 14 s for all of it) until the watch, a process that starts
+    // meanwhile, has printed the status it starts with: it sees the start before RUNNING, however busy the machine.
+    // Then the rest comes at once (the hub reads the fault's delay before each chunk).
+    const slow = { type: 'slow' as const, chunkBytes: 8 * 1024, delayMs: 250 };
+    t.hub.setFault(slow, { repo: TINY_REPO, on: ['cdn'], times: 1 });
     const created = await cli(createArgs('cli-tiny', TINY_REPO, '--max-token-count', '1024', '--comment', 'from the CLI'));
     expect(created.code, created.stderr).toBe(0);
     const endpoint = JSON.parse(created.stdout) as { id: string; name: string; spec: { maxTokenCount: number } };
     expect(endpoint).toMatchObject({ name: 'cli-tiny', spec: { maxTokenCount: 1024 } });
     endpointId = endpoint.id;
 
-    const watched = await cli(['status', endpointId, '--watch', '--until', 'RUNNING']);
+    const watched = await cli(['status', endpointId, '--watch', '--until', 'RUNNING'], {}, undefined, bundled(), () => (slow.delayMs = 0));
     expect(watched.code, watched.stderr).toBe(0);
     const lines = watched.stdout.trim().split('\n');
     expect(lines.length).toBeGreaterThanOrEqual(2); // the status at start, then changes
@@ -105,12 +114,16 @@ describe('dedicated (the endpoint CLI)', () => {
     // The download was followed live: the phase, then bytes.
     expect(watched.stdout).toMatch(/DOWNLOADING_MODEL|ENGINE_INITIALIZING|RUNNING/);
 
-    const listed = await cli(['endpoints', 'list']);
+    // The reads after it run together (each call is a process that starts in a second or so).
+    const [listed, listedJsonRun, got] = await Promise.all([
+      cli(['endpoints', 'list']),
+      cli(['--json', 'ep', 'list', '--project', projectId]),
+      cli(['endpoints', 'get', endpointId]),
+    ]);
     expect(listed.stdout).toMatch(new RegExp(`^ID\\s+NAME\\s+STATUS\\s+PROJECT\\n${endpointId}\\s+cli-tiny\\s+RUNNING\\s+cli`, 'm'));
-    const listedJson = JSON.parse((await cli(['--json', 'ep', 'list', '--project', projectId])).stdout) as { id: string }[];
+    const listedJson = JSON.parse(listedJsonRun.stdout) as { id: string }[];
     expect(listedJson.map((e) => e.id)).toEqual([endpointId]);
 
-    const got = await cli(['endpoints', 'get', endpointId]);
     expect(got.stdout).toMatch(/status\s+RUNNING/);
     expect(got.stdout).toContain(`model        ${TINY_REPO}`);
   }, 120_000);
@@ -124,10 +137,10 @@ describe('dedicated (the endpoint CLI)', () => {
     expect(watched.stderr.trim()).toMatch(new RegExp(`^error: endpoint ${id} FAILED: .*test-org/no-such-model-GGUF`));
     expect(watched.stderr.trim().split('\n')).toHaveLength(1);
     expect(watched.stdout).toMatch(/FAILED\s+WORKLOAD_INIT_CANNOT_ACCESS_REPO_ERROR/);
-    const got = await cli(['endpoints', 'get', id]);
+    // The refused wake changes nothing: it runs with the read.
+    const [got, woken] = await Promise.all([cli(['endpoints', 'get', id]), cli(['endpoints', 'wake', id])]);
     expect(got.stdout).toMatch(/^error\s+\S.*test-org\/no-such-model-GGUF/m);
     // Waking it says what runs it again (issue 32).
-    const woken = await cli(['endpoints', 'wake', id]);
     expect(woken.code).toBe(1);
     expect(woken.stderr.trim()).toBe(
       'error: cannot wake an endpoint whose status is FAILED: restart it instead (restart runs a FAILED or TERMINATED endpoint again)',
@@ -136,22 +149,25 @@ describe('dedicated (the endpoint CLI)', () => {
   }, 60_000);
 
   test('chat streams the answer to the terminal; the message may come on stdin', async () => {
-    const answered = await cli(['chat', endpointId, 'Say', 'something.', '--max-tokens', '8', '--temperature', '0']);
+    // Nothing here compares one answer with another: the four calls run together.
+    const [answered, piped, unknown, typo] = await Promise.all([
+      cli(['chat', endpointId, 'Say', 'something.', '--max-tokens', '8', '--temperature', '0']),
+      cli(['--json', 'chat', endpointId, '--max-tokens', '4'], {}, 'Hello from stdin'),
+      cli(['chat', 'ep_doesnotexist', 'hi']),
+      // A typo in the endpoint says what the argument takes and where to find the values (issue 32).
+      cli(['chat', 'cli-tnyi', 'hi']),
+    ]);
     expect(answered.code, answered.stderr).toBe(0);
     expect(answered.stdout.trim().length).toBeGreaterThan(0);
 
-    const piped = await cli(['--json', 'chat', endpointId, '--max-tokens', '4'], {}, 'Hello from stdin');
     expect(piped.code, piped.stderr).toBe(0);
     const result = JSON.parse(piped.stdout) as { content: string; finishReason: string; usage: { completion_tokens: number } };
     expect(result.finishReason).toMatch(/^(length|stop)$/);
     expect(result.usage.completion_tokens).toBeGreaterThan(0);
     expect(result.usage.completion_tokens).toBeLessThanOrEqual(4);
 
-    const unknown = await cli(['chat', 'ep_doesnotexist', 'hi']);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/^error: HTTP 404: The model 'ep_doesnotexist' does not exist/);
-    // A typo in the endpoint says what the argument takes and where to find the values (issue 32).
-    const typo = await cli(['chat', 'cli-tnyi', 'hi']);
     expect(typo.code).toBe(1);
     expect(typo.stderr).toContain("model is one of your endpoints' ids or names: GET /dedicated/v1/models lists them.");
   }, 60_000);
@@ -171,11 +187,8 @@ describe('dedicated (the endpoint CLI)', () => {
     expect(lines.at(-1)).toBe(
       'error: the answer is empty: the model spent all 8 tokens (--max-tokens 8) thinking and stopped before answering; raise --max-tokens, or pass --no-think to answer without thinking',
     );
-    const hidden = await cli(['chat', id, 'Say', 'something.', '--max-tokens', '8', '--temperature', '0', '--hide-reasoning']);
-    expect(hidden.code).toBe(1);
-    expect(hidden.stderr).not.toContain('thinking:');
-    expect(hidden.stderr).toContain('error: the answer is empty');
-
+    // Compared with the first answer, token for token: on its own, as the first was (another sequence decoded in the
+    // same batch could change the arithmetic).
     const json = await cli(['--json', 'chat', id, 'Say', 'something.', '--max-tokens', '8', '--temperature', '0']);
     expect(json.code).toBe(1);
     const result = JSON.parse(json.stdout) as { content: string; reasoning: string; finishReason: string };
@@ -184,8 +197,15 @@ describe('dedicated (the endpoint CLI)', () => {
     expect(usedUp.stderr.startsWith(`thinking: ${result.reasoning}\n`)).toBe(true);
     expect(json.stderr).toMatch(/^error: the answer is empty/);
 
-    // --no-think: chat_template_kwargs.enable_thinking false, so the tokens go to the answer.
-    const direct = await cli(['chat', id, 'Say', 'something.', '--max-tokens', '8', '--temperature', '0', '--no-think']);
+    // These two compare with nothing: they run together.
+    const [hidden, direct] = await Promise.all([
+      cli(['chat', id, 'Say', 'something.', '--max-tokens', '8', '--temperature', '0', '--hide-reasoning']),
+      // --no-think: chat_template_kwargs.enable_thinking false, so the tokens go to the answer.
+      cli(['chat', id, 'Say', 'something.', '--max-tokens', '8', '--temperature', '0', '--no-think']),
+    ]);
+    expect(hidden.code).toBe(1);
+    expect(hidden.stderr).not.toContain('thinking:');
+    expect(hidden.stderr).toContain('error: the answer is empty');
     expect(direct.code, direct.stderr).toBe(0);
     expect(direct.stdout.trim().length).toBeGreaterThan(0);
     expect(direct.stderr).not.toContain('thinking:');
@@ -238,33 +258,36 @@ describe('dedicated (the endpoint CLI)', () => {
   }, 60_000);
 
   test("tokenize counts a text's tokens with the endpoint's tokenizer, human and --json", async () => {
-    const human = await cli(['tokenize', endpointId, 'Hello', 'world']);
+    const [human, json, unknown] = await Promise.all([
+      cli(['tokenize', endpointId, 'Hello', 'world']),
+      cli(['--json', 'tokenize', endpointId], {}, 'Hello world'),
+      cli(['tokenize', 'ep_doesnotexist', 'hi']),
+    ]);
     expect(human.code, human.stderr).toBe(0);
     const match = /^(\d+) tokens?: ([\d ]+)$/.exec(human.stdout.trim());
     expect(match).not.toBeNull();
-    const json = await cli(['--json', 'tokenize', endpointId], {}, 'Hello world');
     expect(json.code, json.stderr).toBe(0);
     const parsed = JSON.parse(json.stdout) as { count: number; tokens: number[] };
     expect(parsed.count).toBe(Number(match![1]));
     expect(parsed.tokens.join(' ')).toBe(match![2]);
-    const unknown = await cli(['tokenize', 'ep_doesnotexist', 'hi']);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toMatch(/^error: HTTP 404: /);
   }, 60_000);
 
   test('update makes a version, versions lists them, rollback returns to one', async () => {
-    const updated = await cli(['endpoints', 'update', endpointId, '--max-batch-size', '2', '--comment', 'smaller batch']);
+    // The refused updates change nothing: they run with the one that succeeds.
+    const [updated, nothing, invalid, badFlag] = await Promise.all([
+      cli(['endpoints', 'update', endpointId, '--max-batch-size', '2', '--comment', 'smaller batch']),
+      cli(['endpoints', 'update', endpointId]),
+      cli(['endpoints', 'update', endpointId, '--max-replica', '99']),
+      cli(['endpoints', 'update', endpointId, '--max-batch-size', 'lots']),
+    ]);
     expect(updated.code, updated.stderr).toBe(0);
     const versions = await cli(['endpoints', 'versions', endpointId]);
     expect(versions.stdout).toMatch(/^VERSION\s+ROLLOUT\s+MODEL/m);
     expect(versions.stdout).toMatch(/^0\s+\S+\s+test-org\/tiny-llama-GGUF\s+8\s+1024.*from the CLI$/m);
     expect(versions.stdout).toMatch(/^1\s+\S+\s+test-org\/tiny-llama-GGUF\s+2\s+1024.*smaller batch$/m);
 
-    const [nothing, invalid, badFlag] = await Promise.all([
-      cli(['endpoints', 'update', endpointId]),
-      cli(['endpoints', 'update', endpointId, '--max-replica', '99']),
-      cli(['endpoints', 'update', endpointId, '--max-batch-size', 'lots']),
-    ]);
     expect(nothing.code).toBe(1);
     expect(nothing.stderr).toContain('update needs at least one setting');
     expect(invalid.code).toBe(1);
@@ -297,10 +320,12 @@ describe('dedicated (the endpoint CLI)', () => {
 
   test('the key and base URL from the environment win over the login file', async () => {
     const other = await t.seed.user();
-    const run = await cli(['--json', 'endpoints', 'list'], { DEDICATED_API_KEY: other.key, DEDICATED_BASE_URL: t.url });
+    const [run, unreachable] = await Promise.all([
+      cli(['--json', 'endpoints', 'list'], { DEDICATED_API_KEY: other.key, DEDICATED_BASE_URL: t.url }),
+      cli(['endpoints', 'list'], { DEDICATED_BASE_URL: 'http://127.0.0.1:9' }),
+    ]);
     expect(run.code, run.stderr).toBe(0);
     expect(JSON.parse(run.stdout)).toEqual([]);
-    const unreachable = await cli(['endpoints', 'list'], { DEDICATED_BASE_URL: 'http://127.0.0.1:9' });
     expect(unreachable.code).toBe(1);
     expect(unreachable.stderr).toMatch(/^error: cannot reach http:\/\/127.0.0.1:9/);
   });

@@ -5,16 +5,21 @@
  * running (from the runtime's own records), the next start adopts it, and
  * Ctrl-C twice stops it and marks its replica STOPPED in a database opened
  * again for that.
+ *
+ * The data directory starts with an initialised, empty cluster (a copy: test/support/cli-pg-template.ts): the subject
+ * here is the Ctrl-C, not initdb (test/storage/embedded-postgres-race.test.ts starts new clusters), which would take
+ * most of the first start's time. The first start still creates the database, migrates it and makes the admin.
  */
 import { spawn } from 'node:child_process';
 import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { isRunning } from '../support/processes.js';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { openDatabase } from '../../src/storage/open-database.js';
 import { standardRepos, testEnv, TINY_REPO, waitFor } from '../support/app.js';
+import { copyInitialisedDataDir } from '../support/cli-pg-template.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
 import { createBody, restClient } from '../support/gateway.js';
 
@@ -39,6 +44,7 @@ describe('stopping npm start with the embedded database', () => {
   test('a terminal Ctrl-C reaches PostgreSQL too; the engine is named, adopted, and Ctrl-C twice stops and marks it', async () => {
     const own = await mkdtemp(path.join(os.tmpdir(), 'dedicated-engines-embedded-'));
     await chmod(own, 0o755);
+    await copyInitialisedDataDir(path.join(own, 'pg'));
     const ownEnv = testEnv(own, hub.url, { ADMIN_API_KEY: ADMIN_KEY });
     const gateways: DetachedGateway[] = [];
     let pid: number | undefined;
@@ -126,10 +132,16 @@ interface DetachedGateway {
   kill(): Promise<void>;
 }
 
-/** `src/main.ts` leading its own process group, as `npm start` in a terminal does, with the embedded database. */
+/**
+ * `src/main.ts` leading its own process group, as `npm start` in a terminal does, with the embedded database: from the
+ * run's bundle of it with plain Node.js (test/support/global-setup.ts, as test/support/processes.ts runs it: about a
+ * second less CPU a start than tsx's loader), or through tsx with TEST_ENGINE=tsx. Either is one Node.js process
+ * (tsx's loader runs in it), so the signals reach the same process group.
+ */
 async function startDetached(gatewayEnv: Record<string, string>): Promise<DetachedGateway> {
   const { DATABASE_URL: _unset, ...inherited } = process.env;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const entry = process.env.TEST_ENGINE === 'tsx' ? ['--import', 'tsx', 'src/main.ts'] : [inject('gatewayBundle')];
+  const child = spawn(process.execPath, entry, {
     env: { ...inherited, ...gatewayEnv },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,

@@ -2,7 +2,7 @@
  * An endpoint's replicas, engine logs and event history through every
  * surface, against a real gateway running a real engine on the tiny model:
  * GraphQL (queries and the replicaLogs subscription over graphql-ws), REST
- * (the follow as text and as SSE) and the real CLI binary. Nothing shown
+ * (the follow as text and as SSE) and the CLI as a process. Nothing shown
  * names an engine's address, process or token; another team's user gets
  * 404 everywhere, a revoked key 401.
  */
@@ -11,7 +11,7 @@ import { appendFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createClient as createWsClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, test } from 'vitest';
 import { liveReplicaRows, startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
 import { restClient } from '../support/gateway.js';
 import { openSse } from '../support/live-clients.js';
@@ -278,12 +278,18 @@ describe('GraphQL', () => {
   });
 });
 
+/**
+ * The CLI's entry: the run's bundle of bin/dedicated.mjs's source (test/support/global-setup.ts), which starts in about
+ * half the time of the binary through tsx; test/cli/dedicated.test.ts runs the binary itself, and TEST_ENGINE=tsx here.
+ */
+const cliEntry = () => (process.env.TEST_ENGINE === 'tsx' ? 'bin/dedicated.mjs' : inject('cliBundle'));
+
 function cli(args: string[], key: string): Promise<{ code: number; stdout: string; stderr: string }> {
   const { DEDICATED_API_KEY: _k, DEDICATED_BASE_URL: _u, DEDICATED_CONFIG: _c, ...env } = process.env;
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['bin/dedicated.mjs', '--base-url', t.url, ...args],
+      [cliEntry(), '--base-url', t.url, ...args],
       { env: { ...env, DEDICATED_API_KEY: key, DEDICATED_CONFIG: '/nonexistent/config.json', NO_COLOR: '1' }, timeout: 60_000 },
       (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
@@ -292,18 +298,21 @@ function cli(args: string[], key: string): Promise<{ code: number; stdout: strin
 
 describe('the CLI', () => {
   test('dedicated replicas, logs and events', async () => {
-    const replicas = await cli(['replicas', endpointId], alice.key);
+    // Each call is a process that starts in a second or so, and each only reads: they run together.
+    const [replicas, logs, events] = await Promise.all([
+      cli(['replicas', endpointId], alice.key),
+      cli(['logs', endpointId, '--tail', '200'], alice.key),
+      cli(['events', endpointId, '--limit', '3'], alice.key),
+    ]);
     expect(replicas.code, replicas.stderr).toBe(0);
     expect(replicas.stdout).toMatch(new RegExp(`^REPLICA\\s+STATE\\s+VERSION\\s+NODE[^\\n]*\\n${replica.id}\\s+READY\\s+0\\s+`, 'm'));
     expect(replicas.stdout).toContain('failed in the last 10 min: 0');
     expectNoInternals(replicas.stdout);
 
-    const logs = await cli(['logs', endpointId, '--tail', '200'], alice.key);
     expect(logs.code, logs.stderr).toBe(0);
     expect(logs.stdout).toMatch(/^ENGINE_READY /m);
     expectNoInternals(logs.stdout);
 
-    const events = await cli(['events', endpointId, '--limit', '3'], alice.key);
     expect(events.code, events.stderr).toBe(0);
     expect(events.stdout.trim().split('\n')).toHaveLength(4); // the header and three events
     expect(events.stdout).toMatch(/CREATED\s+INITIALIZING/);
@@ -311,7 +320,7 @@ describe('the CLI', () => {
 
   test('dedicated logs --follow prints new lines as they come, until Ctrl-C', async () => {
     const { DEDICATED_API_KEY: _k, DEDICATED_CONFIG: _c, ...env } = process.env;
-    const child = spawn(process.execPath, ['bin/dedicated.mjs', '--base-url', t.url, 'logs', endpointId, '--follow', '--tail', '0'], {
+    const child = spawn(process.execPath, [cliEntry(), '--base-url', t.url, 'logs', endpointId, '--follow', '--tail', '0'], {
       env: { ...env, DEDICATED_API_KEY: alice.key, DEDICATED_CONFIG: '/nonexistent/config.json', NO_COLOR: '1' },
     });
     let stdout = '';
@@ -328,11 +337,14 @@ describe('the CLI', () => {
   }, 60_000);
 
   test("another team's user and a revoked key get one-line errors, exit 1", async () => {
-    for (const command of [['replicas'], ['logs'], ['events']]) {
-      const other = await cli([...command, endpointId], bob.key);
+    // Six refused reads: they run together.
+    const commands = [['replicas'], ['logs'], ['events']];
+    const answers = await Promise.all(
+      commands.map((command) => Promise.all([cli([...command, endpointId], bob.key), cli([...command, endpointId], revokedKey)])),
+    );
+    for (const [other, revoked] of answers) {
       expect(other.code).toBe(1);
       expect(other.stderr).toMatch(/not found/);
-      const revoked = await cli([...command, endpointId], revokedKey);
       expect(revoked.code).toBe(1);
       expect(revoked.stderr).toMatch(/refused|401/);
     }
