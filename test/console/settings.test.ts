@@ -1,13 +1,28 @@
-// API keys page: a created key's secret is shown once and works, hiding it removes it from the page, revoking it in the UI makes it fail.
-import { beforeAll, expect, it } from 'vitest';
+// API keys page: a created key's secret is shown once and works, hiding it removes it from the page, revoking it in the UI makes it fail;
+// team invitations listed there, accepted and declined.
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
 import { describeBrowser, startConsole, type ConsoleHarness } from './browser.js';
 
-describeBrowser('web console: API keys', () => {
-  let h: ConsoleHarness;
+// One console (its build, gateway and Chromium) for both groups: the invitations' test signs in a user of its own, so
+// that it does not depend on the API keys' tests, which revoke the harness user's key.
+let h: ConsoleHarness;
+describeBrowser('web console: settings', () => {
   beforeAll(async () => {
     h = await startConsole();
   }, 90_000);
 
+  describe('API keys', apiKeys);
+  describe('team invitations', teamInvitations);
+});
+
+async function signIn(page: Page, key: string): Promise<void> {
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('navigation', { name: 'Main' }).waitFor();
+}
+
+function apiKeys() {
   const whoAmI = (key: string) =>
     fetch(`${h.app.url}/graphql`, {
       method: 'POST',
@@ -88,15 +103,10 @@ describeBrowser('web console: API keys', () => {
     await page.getByLabel('API key').waitFor();
     expect((await whoAmI(h.user.key)).status).toBe(401);
   });
-});
+}
 
-describeBrowser('web console: team invitations', () => {
-  let h: ConsoleHarness;
-  beforeAll(async () => {
-    h = await startConsole();
-  }, 90_000);
-
-  const invite = async (owner: { key: string }, teamName: string) => {
+function teamInvitations() {
+  const invite = async (owner: { key: string }, invitee: { email: string }, teamName: string) => {
     const call = (query: string, variables: Record<string, unknown>) =>
       fetch(`${h.app.url}/graphql`, {
         method: 'POST',
@@ -108,7 +118,7 @@ describeBrowser('web console: team invitations', () => {
     ).data.createTeam!.team!.id;
     const added = await call('mutation($t: ID!, $u: String!) { addTeamMember(teamId: $t, user: $u) { __typename } }', {
       t: team,
-      u: h.user.user.email,
+      u: invitee.email,
     });
     expect(added.data.addTeamMember!.__typename).toBe('InviteTeamMemberSuccess');
     return team;
@@ -116,9 +126,11 @@ describeBrowser('web console: team invitations', () => {
 
   it('lists invitations on the API keys page; accepting adds the team to the switcher, declining drops it', async () => {
     const owner = await h.app.seed.user();
-    const joined = await invite(owner, 'Research');
-    await invite(owner, 'Marketing');
-    const page = await h.signedIn();
+    const invitee = await h.app.seed.user();
+    const joined = await invite(owner, invitee.user, 'Research');
+    await invite(owner, invitee.user, 'Marketing');
+    const page = await h.newPage();
+    await signIn(page, invitee.key);
     // Before accepting, the team is not in the switcher.
     expect(await page.getByLabel('Team').locator(`option[value="${joined}"]`).count()).toBe(0);
     await page.getByRole('link', { name: 'API keys' }).click();
@@ -130,4 +142,4 @@ describeBrowser('web console: team invitations', () => {
     await page.getByRole('heading', { name: 'Team invitations' }).waitFor({ state: 'detached' });
     expect(await page.getByLabel('Team').locator('option', { hasText: 'Marketing' }).count()).toBe(0);
   });
-});
+}
