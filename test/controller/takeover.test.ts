@@ -176,10 +176,16 @@ function keepBusy(replica: { address: string; engine_token: string | null }) {
       await engineFetch(replica, '/v1/chat/completions', {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ messages: [{ role: 'user', content: 'go' }], max_tokens: 64, temperature: 0 }),
+        // Long answers (the context holds 1024 tokens): three in turn leave the engine no moment without one in flight
+        // or queued, even when this process, starved on a loaded machine, is slow to send the next.
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'go' }], max_tokens: 512, temperature: 0 }),
         signal: stop.signal,
       })
-        .then((r) => r.arrayBuffer())
+        .then(async (r) => {
+          await r.arrayBuffer();
+          // A refusal (the engine answers at once) waits a little rather than spinning.
+          if (!r.ok) await new Promise((resolve) => setTimeout(resolve, 50));
+        })
         .catch(() => new Promise((r) => setTimeout(r, 50)));
     }
   };

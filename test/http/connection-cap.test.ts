@@ -6,45 +6,17 @@
  * Before: no cap (server.maxConnections unset): connections were bounded only by their timeouts and the open-file
  * limit, which the engines and the database share.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { afterAll, beforeAll, expect, test } from 'vitest';
-import { testEnv, waitFor } from '../support/app.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { rawConnection } from '../support/live-clients.js';
-import { startGatewayProcess } from '../support/processes.js';
+import { expect, test } from 'vitest';
+import { waitFor } from '../support/app.js';
+import { askHealth, rawConnection } from '../support/live-clients.js';
+import { gatewayProcessSetting, startGatewayProcess } from '../support/processes.js';
 
-let db: TestDatabase;
-let dir: string;
-let env: Record<string, string>;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  dir = await mkdtemp(path.join(os.tmpdir(), 'connection-cap-'));
-  env = testEnv(dir, 'http://127.0.0.1:9', { DATABASE_URL: db.dbUrl, ADMIN_API_KEY: 'test_connection_cap_admin_key_0123' });
-}, 120_000);
-
-afterAll(async () => {
-  await db?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
-
-/** Asks /healthz on a kept-alive connection: resolves once its (next) answer came. */
-async function health(conn: Awaited<ReturnType<typeof rawConnection>>): Promise<void> {
-  const answers = conn.received.split('HTTP/1.1 200').length;
-  conn.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
-  await waitFor(
-    'the health answer',
-    async () => conn.received.split('HTTP/1.1 200').length > answers && conn.received.endsWith('}'),
-    10_000,
-  );
-}
+const setting = gatewayProcessSetting('connection-cap', 'test_connection_cap_admin_key_0123');
 
 test('past HTTP_MAX_CONNECTIONS a new connection is closed unanswered; those open are still served, and a freed place is taken again', async () => {
-  const gateway = await startGatewayProcess({ ...env, HTTP_MAX_CONNECTIONS: '3' });
+  const gateway = await startGatewayProcess({ ...setting.env, HTTP_MAX_CONNECTIONS: '3' });
   const open = [await rawConnection(gateway.url), await rawConnection(gateway.url), await rawConnection(gateway.url)];
-  for (const conn of open) await health(conn);
+  for (const conn of open) await askHealth(conn);
 
   const refused = await rawConnection(gateway.url);
   refused.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
@@ -52,7 +24,7 @@ test('past HTTP_MAX_CONNECTIONS a new connection is closed unanswered; those ope
   expect(refused.received).toBe('');
 
   for (const conn of open) {
-    await health(conn);
+    await askHealth(conn);
     expect(conn.closed).toBe(false);
   }
 
@@ -76,7 +48,7 @@ test('a bad HTTP_MAX_CONNECTIONS stops the start, naming the variable and the ru
   const values = ['0', 'many', '100000000'];
   const failures = await Promise.all(
     values.map((value) =>
-      startGatewayProcess({ ...env, HTTP_MAX_CONNECTIONS: value }).then(
+      startGatewayProcess({ ...setting.env, HTTP_MAX_CONNECTIONS: value }).then(
         () => 'started',
         (error: Error) => error.message,
       ),

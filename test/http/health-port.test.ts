@@ -9,49 +9,21 @@
  * the kubelet restart a gateway that was fine, cutting every stream it served.
  */
 import net from 'node:net';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { startGateway } from '../../src/gateway.js';
 import { HEALTH_MAX_CONNECTIONS } from '../../src/http/health-listener.js';
 import { createServices } from '../../src/services/index.js';
-import { testEnv, waitFor } from '../support/app.js';
+import { waitFor } from '../support/app.js';
 import { onCleanup } from '../support/cleanup.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { rawConnection } from '../support/live-clients.js';
-import { startGatewayProcess, type GatewayProcess } from '../support/processes.js';
+import { askHealth, rawConnection } from '../support/live-clients.js';
+import { gatewayProcessSetting, startGatewayProcess, type GatewayProcess } from '../support/processes.js';
 
 const ADMIN_KEY = 'test_health_port_admin_key_0123456';
 
-let db: TestDatabase;
-let dir: string;
-let env: Record<string, string>;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  dir = await mkdtemp(path.join(os.tmpdir(), 'health-port-'));
-  env = testEnv(dir, 'http://127.0.0.1:9', { DATABASE_URL: db.dbUrl, ADMIN_API_KEY: ADMIN_KEY });
-}, 120_000);
-
-afterAll(async () => {
-  await db?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
-});
+const setting = gatewayProcessSetting('health-port', ADMIN_KEY);
 
 type Raw = Awaited<ReturnType<typeof rawConnection>>;
-
-/** Asks /healthz on a kept-alive connection: resolves once its (next) answer came. */
-async function health(conn: Raw): Promise<void> {
-  const answers = conn.received.split('HTTP/1.1 200').length;
-  conn.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
-  await waitFor(
-    'the health answer',
-    async () => conn.received.split('HTTP/1.1 200').length > answers && conn.received.endsWith('}'),
-    30_000,
-  );
-}
 
 /** A probe as a kubelet makes it: a new connection, one request; what came back ('' when it was closed unanswered). */
 async function probe(url: string, route: string): Promise<string> {
@@ -80,7 +52,7 @@ describe('a gateway process with HEALTH_PORT and a full main port', () => {
 
   beforeAll(async () => {
     gateway = await startGatewayProcess({
-      ...env,
+      ...setting.env,
       HTTP_MAX_CONNECTIONS: '3',
       HEALTH_PORT: '0',
       // The drain lasts until the test ends the request it holds.
@@ -90,7 +62,7 @@ describe('a gateway process with HEALTH_PORT and a full main port', () => {
     flood = [];
     for (let i = 0; i < 3; i++) flood.push(await rawConnection(gateway.url));
     // Each answered once: the gateway has accepted it, and counts it.
-    for (const conn of flood) await health(conn);
+    for (const conn of flood) await askHealth(conn);
   }, 120_000);
 
   // A request a failed test left held would keep the gateway's drain, and the file's clean-up, waiting.
@@ -127,7 +99,7 @@ describe('a gateway process with HEALTH_PORT and a full main port', () => {
 
     // The flood is still served on the main port: nothing of it was dropped to make room.
     for (const conn of flood) {
-      await health(conn);
+      await askHealth(conn);
       expect(conn.closed).toBe(false);
     }
 
@@ -165,9 +137,9 @@ describe('a gateway process with HEALTH_PORT and a full main port', () => {
 });
 
 test("the probes' listener has a cap of its own: past it a connection is closed unanswered, the main port unaffected", async () => {
-  const services = createServices(db.sql);
+  const services = createServices(setting.db.sql);
   // A long timeout here: the connections held below must not be cut by it while the test runs on a loaded machine.
-  const g = await startGateway(db.sql, services, {
+  const g = await startGateway(setting.db.sql, services, {
     port: 0,
     host: '127.0.0.1',
     healthPort: 0,
@@ -196,7 +168,7 @@ test('a HEALTH_PORT already taken stops the start', async () => {
   await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', () => resolve()));
   onCleanup(() => new Promise<void>((resolve) => taken.close(() => resolve())));
   const port = (taken.address() as net.AddressInfo).port;
-  const failure = await startGatewayProcess({ ...env, HEALTH_PORT: String(port) }).then(
+  const failure = await startGatewayProcess({ ...setting.env, HEALTH_PORT: String(port) }).then(
     () => 'started',
     (error: Error) => error.message,
   );
@@ -214,7 +186,7 @@ test('HEALTH_PORT: unset, none; a port other than PORT; otherwise a configuratio
   expect(() => loadConfig({ PORT: '9000', HEALTH_PORT: '9000' })).toThrow('HEALTH_PORT must differ from PORT (9000)');
 
   // As `npm start` says it.
-  const failure = await startGatewayProcess({ ...env, PORT: '9000', HEALTH_PORT: '9000' }).then(
+  const failure = await startGatewayProcess({ ...setting.env, PORT: '9000', HEALTH_PORT: '9000' }).then(
     () => 'started',
     (error: Error) => error.message,
   );

@@ -106,13 +106,16 @@ describe('retries of a download', () => {
         retry: { policy: { baseDelayMs: 1, maxDelayMs: 1, ...policy }, ...(onRetry ? { onRetry } : {}) },
         minPace: { bytes: 1000, ms: 60_000 },
       },
-      join(dir, `${repo.replace('/', '-')}.partial`),
+      partialOf(repo),
     );
   }
 
+  /** Where a download of `repo` keeps its partial file: the hub cuts a truncated answer once it holds what was sent. */
+  const partialOf = (repo: string) => join(dir, `${repo.replace('/', '-')}.partial`);
+
   it('resume a transfer cut again and again while each attempt moves bytes: the retry budget starts anew', async () => {
     // One retry at most, but each cut attempt moves 1000 bytes.
-    hub.setFault({ type: 'truncate', afterBytes: 1000 }, { times: 4 });
+    hub.setFault({ type: 'truncate', afterBytes: 1000, heldUntilFile: partialOf('org/single') }, { times: 4 });
     const notices: RetryNotice[] = [];
     expect(await fetchFrom('org/single', { retries: 1 }, (notice) => notices.push(notice))).toBe(sha256(SINGLE));
     expect(cdnGets().map((r) => r.range ?? 'whole')).toEqual(['whole', 'bytes=1000-', 'bytes=2000-', 'bytes=3000-', 'bytes=4000-']);
@@ -123,12 +126,12 @@ describe('retries of a download', () => {
       [5, 5],
     ]);
     // The time: 100 ms at most, and the cuts take 200 ms (each holds its connection 50 ms).
-    hub.setFault({ type: 'truncate', afterBytes: 1000 }, { times: 4 });
+    hub.setFault({ type: 'truncate', afterBytes: 1000, heldUntilFile: partialOf('org/third') }, { times: 4 });
     expect(await fetchFrom('org/third', { maxTimeMs: 100 })).toBe(sha256(THIRD));
   });
 
   it('give up on attempts that get nowhere: no bytes, or fewer than the minimum pace asks for', async () => {
-    hub.setFault({ type: 'truncate', afterBytes: 500 }, { times: 4 });
+    hub.setFault({ type: 'truncate', afterBytes: 500, heldUntilFile: partialOf('org/second') }, { times: 4 });
     await expect(fetchFrom('org/second', { retries: 1 })).rejects.toThrow(
       /after 1000 of 5000 bytes; retrying resumes it \(gave up after 2 attempts\)/,
     );

@@ -80,12 +80,14 @@ test('a watch that goes silent with its connection open is taken as dead once it
     // shows neither.
     await core.createNamespacedPod({ namespace: NS, body: pod('silent-0') });
     await waitFor('silent-0 seen', async () => watched.informer.get('silent-0', NS) !== undefined, 10_000);
-    standIn.stallWatches();
+    // Every watch until resumed: the informer may be between two watches (the server ends each after a second).
+    standIn.stallWatches({ untilResumed: true });
     await core.createNamespacedPod({ namespace: NS, body: pod('silent-2') });
     await core.deleteNamespacedPod({ namespace: NS, name: 'silent-0', gracePeriodSeconds: 0 });
     await new Promise((resolve) => setTimeout(resolve, 1500));
     // Asked of the silent informer itself: on a loaded machine, the new informer may already have listed by now.
     expect(first.get('silent-2', NS)).toBeUndefined();
+    standIn.resumeWatches();
     await waitFor('a new informer to list again', async () => watched.synced && watched.informer !== first, 10_000);
     expect(logged.join('\n')).toMatch(/the pod watch heard nothing for 3 s \(its connection is taken as dead\): listing again/);
     expect(watched.informer.get('silent-2', NS)).toBeDefined();

@@ -49,7 +49,8 @@ export type HubFault =
   | { type: 'rate-limit'; retryAfter?: number }
   /** the connection is reset before any answer is sent */
   | { type: 'reset' }
-  | { type: 'truncate'; afterBytes: number }
+  /** the answer cut after `afterBytes` (test/support/serve-bytes.ts, TransferFault) */
+  | { type: 'truncate'; afterBytes: number; heldUntilFile?: string }
   | { type: 'corrupt' }
   | { type: 'slow'; chunkBytes: number; delayMs: number };
 

@@ -126,3 +126,14 @@ export async function rawConnection(url: string) {
   await once(socket, 'connect');
   return conn;
 }
+
+/** Asks /healthz on a kept-alive raw connection: resolves once its (next) 200 answer came. */
+export async function askHealth(conn: Awaited<ReturnType<typeof rawConnection>>, timeoutMs = 30_000): Promise<void> {
+  const answers = conn.received.split('HTTP/1.1 200').length;
+  conn.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  await waitFor(
+    'the health answer',
+    async () => conn.received.split('HTTP/1.1 200').length > answers && conn.received.endsWith('}'),
+    timeoutMs,
+  );
+}

@@ -5,9 +5,13 @@
  * tsx, as `npm start` does; test/cli/admin.test.ts starts `npm start`'s own command.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
-import { inject } from 'vitest';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, inject } from 'vitest';
+import { testEnv } from './app.js';
 import { onCleanup } from './cleanup.js';
+import { createTestDatabase, type TestDatabase } from './database.js';
 
 /** The gateway's entry: the run's bundle, or (TEST_ENGINE=tsx) its source through tsx. */
 const gatewayEntry = () => (process.env.TEST_ENGINE === 'tsx' ? ['--import', 'tsx', 'src/main.ts'] : [inject('gatewayBundle')]);
@@ -68,4 +72,26 @@ export async function isRunning(pid: number): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/**
+ * For a file whose tests start gateway processes that need no hub: a database and a data directory of the file's own
+ * (made before its tests, removed after), and the environment that starts a gateway on them. Read `db` and `env` in
+ * the tests, not at the module's top level.
+ */
+export function gatewayProcessSetting(
+  prefix: string,
+  adminKey: string,
+): { readonly db: TestDatabase; readonly env: Record<string, string> } {
+  const setting = {} as { db: TestDatabase; env: Record<string, string>; dir?: string };
+  beforeAll(async () => {
+    setting.db = await createTestDatabase();
+    setting.dir = await mkdtemp(path.join(os.tmpdir(), `${prefix}-`));
+    setting.env = testEnv(setting.dir, 'http://127.0.0.1:9', { DATABASE_URL: setting.db.dbUrl, ADMIN_API_KEY: adminKey });
+  }, 120_000);
+  afterAll(async () => {
+    await setting.db?.close();
+    if (setting.dir) await rm(setting.dir, { recursive: true, force: true });
+  });
+  return setting;
 }

@@ -3,10 +3,33 @@
  * (206 and 416 as storage services answer them), HEAD, and the transfer
  * faults the model-source tests provoke.
  */
+import { stat } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-export type TransferFault = { type: 'truncate'; afterBytes: number } | { type: 'slow'; chunkBytes: number; delayMs: number };
+/**
+ * `truncate` sends the first `afterBytes` of the answer, then drops the connection. The client loses what it had
+ * received but not yet read (a web stream that errors drops its queue), so a test that counts the bytes each attempt
+ * kept names the client's partial file (`heldUntilFile`): the cut waits until the file holds them (5 s at most);
+ * otherwise it waits 50 ms, which a loaded machine's client can outlast.
+ */
+export type TransferFault =
+  { type: 'truncate'; afterBytes: number; heldUntilFile?: string } | { type: 'slow'; chunkBytes: number; delayMs: number };
+
+const HOLD_LIMIT_MS = 5_000;
+
+/** Resolves once `file` has at least `size` bytes, or after HOLD_LIMIT_MS. */
+async function fileReaches(file: string, size: number): Promise<void> {
+  const deadline = Date.now() + HOLD_LIMIT_MS;
+  while (Date.now() < deadline) {
+    const bytes = await stat(file).then(
+      (s) => s.size,
+      () => 0,
+    );
+    if (bytes >= size) return;
+    await sleep(5);
+  }
+}
 
 export async function serveBytes(
   req: IncomingMessage,
@@ -38,10 +61,9 @@ export async function serveBytes(
   if (req.method === 'HEAD') return void res.end();
   const fault = options.fault as TransferFault | null | undefined;
   if (fault?.type === 'truncate') {
-    // Send the first bytes, give the client time to consume them (a web stream that errors drops what it has
-    // queued but not yet read), then drop the connection mid-body.
+    // Send the first bytes, give the client time to consume them (see TransferFault), then drop the connection mid-body.
     res.write(body.subarray(0, fault.afterBytes));
-    await sleep(50);
+    await (fault.heldUntilFile ? fileReaches(fault.heldUntilFile, start + Math.min(fault.afterBytes, body.length)) : sleep(50));
     return void res.socket?.destroy();
   }
   if (fault?.type === 'slow') {

@@ -35,6 +35,7 @@ export const REMOTE_METHODS = [
   'evictByNode',
   'cutWatches',
   'stallWatches',
+  'resumeWatches',
   'expireHistory',
   'openWatches',
   'requests',

@@ -103,8 +103,11 @@ export interface KubeStandIn {
   markDisruption(namespace: string, pod: string, reason: string): KubeObject | undefined;
   /** Destroys every open watch connection. */
   cutWatches(): void;
-  /** Every open watch goes silent with its connection kept open (a connection that died without a word). */
-  stallWatches(): void;
+  /** Every open watch goes silent with its connection kept open (a connection that died without a word); with
+   *  `untilResumed`, so does every watch opened before `resumeWatches()`. */
+  stallWatches(options?: { untilResumed?: boolean }): void;
+  /** Watches opened from now on are served again (after `stallWatches({ untilResumed: true })`). */
+  resumeWatches(): void;
   /** Forgets the change history: a watch from an earlier resourceVersion gets 410 Expired, as an in-stream ERROR
    *  event (default) or, with `answer: 'http'`, as the HTTP answer itself (kept for later watches until changed). */
   expireHistory(options?: { answer?: ExpiredAnswer }): void;
@@ -332,7 +335,8 @@ export async function createKubeStandIn(options: KubeStandInOptions = {}): Promi
       pullDelays.set(image, ms);
     },
     cutWatches: () => watches.cut(),
-    stallWatches: () => watches.stall(),
+    stallWatches: (stallOptions) => watches.stall(stallOptions),
+    resumeWatches: () => watches.resume(),
     expireHistory(expireOptions = {}) {
       if (expireOptions.answer) watches.expiredAnswer = expireOptions.answer;
       store.expireHistory();

@@ -25,6 +25,8 @@ export class WatchHub {
   /** Each open watch's stop of its events and timers, its connection left open (`stall`). */
   private readonly silencers = new Map<ServerResponse, () => void>();
   expiredAnswer: ExpiredAnswer = 'event';
+  /** Set by `stall({ untilResumed: true })`: watches opened meanwhile are silent from their start. */
+  private stallingNew = false;
 
   constructor(
     private readonly store: ObjectStore,
@@ -69,6 +71,13 @@ export class WatchHub {
     res.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-cache, private' });
     res.flushHeaders();
     this.open.add(res);
+    if (this.stallingNew) {
+      // Opened while watches stall: nothing at all, not even the changes it asked to replay.
+      const forget = () => this.open.delete(res);
+      res.once('close', forget);
+      req.once('close', forget);
+      return;
+    }
     // Events written in one turn of the event loop go out together, as the API server flushes a watch only once
     // no further event is queued for it.
     let corked = false;
@@ -139,10 +148,17 @@ export class WatchHub {
   /**
    * Every open watch goes silent, its connection kept open: no more events, bookmarks or timeout, as a watch whose
    * connection died without a word (a load balancer that dropped it, a half-open TCP connection) looks to its client.
-   * Later watches are served as usual.
+   * Later watches are served as usual, unless `untilResumed`: then those opened before `resume()` are silent too (a
+   * client that was between two watches when the stall began would otherwise open a healthy one).
    */
-  stall(): void {
+  stall(options: { untilResumed?: boolean } = {}): void {
     for (const res of this.open) this.silencers.get(res)?.();
+    if (options.untilResumed) this.stallingNew = true;
+  }
+
+  /** Watches opened from now on are served as usual again; those stalled stay silent. */
+  resume(): void {
+    this.stallingNew = false;
   }
 
   /** Ends every watch stream cleanly. */
