@@ -2,17 +2,13 @@
  * The browser tests' harness: Debian's Chromium driven by playwright-core,
  * headless and kept off the network, against a real gateway (real database,
  * controller and engines on the tiny model) serving the console, built from
- * the sources for each test file. Without Chromium the suites skip and
+ * the sources once for the run. Without Chromium the suites skip and
  * say why, so `npm test` passes on a machine that lacks it; under CI (`CI`
  * set, as CI sets it) they fail instead: a green run there means they ran.
  */
 import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { build } from 'vite';
-import { beforeAll, describe, expect } from 'vitest';
+import { beforeAll, describe, expect, inject } from 'vitest';
 import { onCleanup } from '../support/cleanup.js';
 import { startTestApp, type TestApp, type TestAppOptions } from '../support/app.js';
 import type { SeededUser } from '../support/gateway.js';
@@ -54,11 +50,8 @@ export interface ConsoleHarness {
 }
 
 export async function startConsole(options: TestAppOptions = {}): Promise<ConsoleHarness> {
-  // The console as its sources are now, built into this file's own directory (a second or two).
-  const consoleDir = await mkdtemp(path.join(os.tmpdir(), 'console-build-'));
-  onCleanup(() => rm(consoleDir, { recursive: true, force: true }));
-  await build({ configFile: 'src/console/vite.config.ts', logLevel: 'warn', build: { outDir: consoleDir, emptyOutDir: true } });
-  const app = await startTestApp({ consoleDir, ...options });
+  // The console as its sources are now, built once for the run (test/support/global-setup.ts).
+  const app = await startTestApp({ consoleDir: inject('consoleBuild'), ...options });
   const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS });
   onCleanup(() => browser.close());
   const user = await app.seed.user();

@@ -35,8 +35,12 @@ function version(page: Page, index: number) {
 describeBrowser('web console: endpoint page', () => {
   let h: ConsoleHarness;
   let id: string;
+  // The model comes slowly (4 KiB every 250 ms: 28 s for all of it) until the page is open, then at once: the page must
+  // see the endpoint start, and an engine can be ready in under a second.
+  const slowModel = { type: 'slow' as const, chunkBytes: 4 * 1024, delayMs: 250 };
   beforeAll(async () => {
     h = await startConsole();
+    h.app.hub.setFault(slowModel, { repo: TINY_REPO, on: ['cdn'], times: 1 });
     const response = await h.user.rest(
       'POST',
       '/dedicated/beta/endpoint',
@@ -60,9 +64,12 @@ describeBrowser('web console: endpoint page', () => {
     await expect(page.getByRole('link', { name: 'Open in playground' }).getAttribute('href')).resolves.toBe(`#/playground/${id}`);
 
     // Live: RUNNING without a reload, and the timeline shows what happened meanwhile.
+    const timeline = page.getByRole('list', { name: 'Endpoint events' });
+    await expect.poll(() => timeline.getByRole('listitem').count(), { timeout: 30_000 }).toBeGreaterThan(0);
+    expect(await shownStatus(page)).not.toBe('RUNNING');
+    slowModel.delayMs = 0;
     await expect.poll(() => shownStatus(page), { timeout: 90_000, interval: 500 }).toBe('RUNNING');
     await expectButtonsMatch(page, 'RUNNING');
-    const timeline = page.getByRole('list', { name: 'Endpoint events' });
     // The timeline loads beside the status (its own query and subscription): seconds on a busy machine.
     await expect.poll(() => timeline.getByRole('listitem').count(), { timeout: 30_000 }).toBeGreaterThan(1);
     await expect.poll(() => timeline.innerText(), { timeout: 30_000 }).toContain('Status changed');

@@ -3,6 +3,7 @@ import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { build as viteBuild } from 'vite';
 import type { TestProject } from 'vitest/node';
 import { NODE_BUNDLE } from '../../src/runtime/engine-bundle.js';
 import { startEmbeddedPostgres } from '../../src/storage/embedded-postgres.js';
@@ -20,6 +21,8 @@ declare module 'vitest' {
     gatewayBundle: string;
     /** The admin CLI (src/cli/admin.ts, what `npm run admin` runs) bundled the same way. */
     adminBundle: string;
+    /** The web console as its sources are now, built once for the run (test/console/browser.ts serves it). */
+    consoleBuild: string;
   }
 }
 
@@ -28,9 +31,14 @@ export default async function setup(project: TestProject) {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'dedicated-test-pg-'));
   // The server runs as the `postgres` user, which must be able to reach its data directory.
   await chmod(dir, 0o755);
-  const pg = await startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), ephemeral: true });
+  // The database, the bundles and the console's build, side by side: each waits mostly on its own processes or files.
+  const [pg, bundleDir, consoleDir] = await Promise.all([
+    startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), ephemeral: true }),
+    bundles(),
+    consoleBuild(),
+  ]);
   project.provide('pgAdminUrl', pg.adminUrl);
-  const bundleDir = await bundles();
+  project.provide('consoleBuild', consoleDir);
   project.provide('engineBundle', path.join(bundleDir, 'main.mjs'));
   project.provide('cliBundle', path.join(bundleDir, 'dedicated.mjs'));
   project.provide('fetchBundle', path.join(bundleDir, 'fetch-main.mjs'));
@@ -40,7 +48,18 @@ export default async function setup(project: TestProject) {
     await pg.stop();
     await rm(dir, { recursive: true, force: true });
     await rm(bundleDir, { recursive: true, force: true });
+    await rm(consoleDir, { recursive: true, force: true });
   };
+}
+
+/**
+ * The console built once for the run, where each browser test file built its own (Vite: a few seconds of CPU each, six
+ * times). The pages only read it; each file's gateway serves it.
+ */
+async function consoleBuild(): Promise<string> {
+  const outDir = await mkdtemp(path.join(os.tmpdir(), 'console-build-'));
+  await viteBuild({ configFile: 'src/console/vite.config.ts', logLevel: 'warn', build: { outDir, emptyOutDir: true } });
+  return outDir;
 }
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
