@@ -85,6 +85,8 @@ export interface Config {
   engineLog: { maxBytes: number; retentionDays: number };
   /** On SIGINT or SIGTERM, stop this machine's engines too instead of leaving them for the next start to adopt. @default false */
   stopEnginesOnExit: boolean;
+  /** How long after the list of engines a Ctrl-C leaves running a second Ctrl-C still stops them (SECOND_SIGNAL_WINDOW_MS). @default 5000 */
+  secondSignalWindowMs: number;
   /** Set when CPU_SLOTS x ENGINE_THREADS oversubscribe the cores; start-up prints it. */
   cpuWarning: string | undefined;
   /** Controller pass interval. @default 500 */
@@ -280,6 +282,7 @@ export function loadConfig(env: Env = process.env): Config {
       retentionDays: readInteger(env, 'ENGINE_LOG_RETENTION_DAYS', 7, 1, 36_500),
     },
     stopEnginesOnExit: readBoolean(env, 'STOP_ENGINES_ON_EXIT', false),
+    secondSignalWindowMs: readInteger(env, 'SECOND_SIGNAL_WINDOW_MS', DEFAULTS.secondSignalWindowMs, 1000, 600_000),
     cpuWarning: cpu.warning,
     controllerIntervalMs,
     controllerRestIntervalMs: readInteger(

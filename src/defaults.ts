@@ -12,6 +12,8 @@ export const DEFAULTS = {
   leaseTtlMs: 10_000,
   /** REPLICA_START_TIMEOUT_MS: how long a starting engine may take to become ready. */
   replicaStartTimeoutMs: 300_000,
+  /** SECOND_SIGNAL_WINDOW_MS: how long after the list of engines left running a second Ctrl-C still stops them. */
+  secondSignalWindowMs: 5000,
   /** DRAIN_TIMEOUT_MS: how long a sleeping or scaled-down replica may take to finish its requests. */
   drainTimeoutMs: 30_000,
   /** PLACEMENT_BACKOFF_BASE_MS: the first wait of an endpoint's placements after an outage (doubling, up to a minute). */

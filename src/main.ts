@@ -142,8 +142,6 @@ async function reopenEmbedded(config: Config): Promise<OpenDatabase> {
   }
 }
 
-/** How long after the list of engines left running a second Ctrl-C still stops them. */
-const SECOND_SIGNAL_WINDOW_MS = 5000;
 /**
  * A signal this soon after the one before it is the same keypress delivered twice, not a second
  * Ctrl-C: the terminal signals the whole process group, and npm relays it to its child as well,
@@ -176,7 +174,7 @@ async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolea
  * requests in flight get up to DRAIN_TIMEOUT_MS, those still queued then are
  * answered 503: src/http/drain.ts), then closes (controller passes in
  * flight finish) and says which engines it leaves running for the
- * next start to adopt. A second Ctrl-C (until SECOND_SIGNAL_WINDOW_MS after
+ * next start to adopt. A second Ctrl-C (until SECOND_SIGNAL_WINDOW_MS, 5 s, after
  * that list; one within DUPLICATE_SIGNAL_MS of the last is the same keypress relayed) or STOP_ENGINES_ON_EXIT stops them too; a third Ctrl-C exits at
  * once. After SIGTERM (a service manager) no second signal is awaited, and
  * another SIGTERM exits at once.
@@ -247,13 +245,13 @@ class Shutdown {
         idleExitMs: this.config.engineIdleExitMs,
         engineCommand: this.config.engineCommand !== undefined,
         stopHint: interactive
-          ? `Press Ctrl-C again within ${SECOND_SIGNAL_WINDOW_MS / 1000} s to stop them as well.`
+          ? `Press Ctrl-C again within ${this.config.secondSignalWindowMs / 1000} s to stop them as well.`
           : 'STOP_ENGINES_ON_EXIT=1 makes a stopping gateway stop them too.',
       });
       this.say(message, { enginesLeftRunning: engines });
       if (interactive) {
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, SECOND_SIGNAL_WINDOW_MS);
+          const timer = setTimeout(resolve, this.config.secondSignalWindowMs);
           this.secondSignal = () => {
             clearTimeout(timer);
             resolve();

@@ -49,7 +49,8 @@ describe('stopping npm start with the embedded database', () => {
     const gateways: DetachedGateway[] = [];
     let pid: number | undefined;
     try {
-      const first = await startDetached(ownEnv);
+      // One Ctrl-C: the gateway waits out the second-Ctrl-C window before it exits; 1 s here, instead of 5.
+      const first = await startDetached({ ...ownEnv, SECOND_SIGNAL_WINDOW_MS: '1000' });
       gateways.push(first);
       const rest = restClient(first.url, ADMIN_KEY);
       const me = await rest('POST', '/graphql', { query: '{ me { defaultTeam { projects { id } } } }' });

@@ -81,7 +81,8 @@ function stopEngines(args: string[] = []): Promise<{ code: number; stdout: strin
 
 describe('stopping npm start', () => {
   test('Ctrl-C names the engine it leaves running, which keeps answering; the next start adopts it', async () => {
-    const first = await startGatewayProcess(env);
+    // One Ctrl-C: the gateway waits out the second-Ctrl-C window before it exits; 1 s here, instead of 5.
+    const first = await startGatewayProcess({ ...env, SECOND_SIGNAL_WINDOW_MS: '1000' });
     const rest = restClient(first.url, ADMIN_KEY);
     const [project] = await db.sql<{ id: string }[]>`SELECT id FROM projects ORDER BY created_at LIMIT 1`;
     const created = await rest(
@@ -106,7 +107,7 @@ describe('stopping npm start', () => {
     expect(said).toContain('The next `npm start` on this database');
     expect(said).toContain('exits by itself after 2 min (ENGINE_IDLE_EXIT_MS=120000)');
     expect(said).toContain('npm run stop-engines');
-    expect(said).toContain('Press Ctrl-C again within 5 s to stop them as well.');
+    expect(said).toContain('Press Ctrl-C again within 1 s to stop them as well.');
     // Through the logger too: one JSON line with the engines as fields.
     const logged = said
       .split('\n')

@@ -30,6 +30,7 @@ test('defaults with no variables set', () => {
     engineIdleExitMs: 600_000,
     engineLog: { maxBytes: 10 * 1024 * 1024, retentionDays: 7 },
     stopEnginesOnExit: false,
+    secondSignalWindowMs: 5000,
     cpuWarning: undefined,
     controllerIntervalMs: 500,
     controllerRestIntervalMs: 5000,
@@ -75,6 +76,9 @@ test('security variables: production turns introspection and CORS off unless set
   });
   expect(() => loadConfig({ GRAPHQL_INTROSPECTION: 'maybe' })).toThrow('GRAPHQL_INTROSPECTION must be true or false');
   expect(() => loadConfig({ GRAPHQL_MAX_DEPTH: '0' })).toThrow('GRAPHQL_MAX_DEPTH must be an integer from 1 to 1000');
+  expect(() => loadConfig({ SECOND_SIGNAL_WINDOW_MS: '500' })).toThrow('SECOND_SIGNAL_WINDOW_MS must be an integer from 1000 to 600000');
+  expect(loadConfig({ SECOND_SIGNAL_WINDOW_MS: '2000' }).secondSignalWindowMs).toBe(2000);
+  expect(loadConfig({}).secondSignalWindowMs).toBe(5000);
   expect(() => loadConfig({ CORS_ORIGINS: 'https://app.example.com/path' })).toThrow('CORS_ORIGINS must be "*" or comma-separated origins');
   expect(() => loadConfig({ CORS_ORIGINS: 'app.example.com' })).toThrow('CORS_ORIGINS must be "*"');
 });
