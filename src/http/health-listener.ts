@@ -10,10 +10,11 @@
  * serves nothing but the probes, and it is not behind the Service.
  */
 import http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { sendJson } from './body.js';
 import { baseSecurityHeaders } from './console-route.js';
 import { DATABASE_RETRY_AFTER_S } from './failures.js';
+import { listen } from './listen.js';
 import { parseRequestTarget } from './request-target.js';
 
 /** How long /readyz waits for the database before it answers 503. */
@@ -99,17 +100,9 @@ export async function listenForProbes(answer: Probes, options: HealthListenerOpt
     socket.once('close', () => sockets.delete(socket));
   });
   // A malformed request, or one that timed out: Node's own 400 or 408, then the connection closes (its default).
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const { port } = server.address() as AddressInfo;
-  const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
+  const url = await listen(server, options.port, options.host);
   return {
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    url,
     close: async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();

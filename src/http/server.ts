@@ -5,7 +5,7 @@
  */
 import { DEFAULTS } from '../defaults.js';
 import http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import type { Services } from '../services/index.js';
 import type { Logger } from 'pino';
 import type { GraphQLSecurityOptions } from './graphql/limits.js';
@@ -35,6 +35,7 @@ import { answerClientError, answerConnect, parseRequestTarget } from './request-
 import { baseSecurityHeaders, consoleRoute, isConsolePath } from './console-route.js';
 import { HttpDrain } from './drain.js';
 import { defaultMaxConnections } from './connection-cap.js';
+import { listen } from './listen.js';
 import { isProbePath, listenForProbes, probes, type HealthListener } from './health-listener.js';
 
 /**
@@ -245,10 +246,7 @@ export async function serveHttp(
   });
   routeUpgrades(server, GRAPHQL_PATH, ws.handleUpgrade);
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => resolve());
-  });
+  const url = await listen(server, options.port, options.host);
   let health: HealthListener | undefined;
   if (options.healthPort !== undefined) {
     try {
@@ -259,11 +257,9 @@ export async function serveHttp(
       throw error;
     }
   }
-  const { port } = server.address() as AddressInfo;
-  const host = options.host === '0.0.0.0' || options.host === '::' ? '127.0.0.1' : options.host;
   return {
     server,
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    url,
     healthUrl: health?.url,
     close: async (graceMs = 0) => {
       const bound = performance.now() + graceMs;
