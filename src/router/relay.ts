@@ -15,7 +15,7 @@ import { ANSWER_MAX_BYTES, IdleBound, UpstreamIdleError } from './answer-bounds.
 import { FAILED_ANSWER_STATUS, UPSTREAM_CUT, UPSTREAM_NOT_JSON, UPSTREAM_TOO_LARGE, UpstreamCutError } from './answer-errors.js';
 import type { RoutedRequest } from './dispatch.js';
 import { eventData, EventTooLargeError, SseParser } from './sse.js';
-import { StreamMeter } from './stream-meter.js';
+import { StreamMeter, type Usage } from './stream-meter.js';
 
 // The answer's errors, defined in answer-errors.ts, are the relay's to its callers.
 export { UPSTREAM_CUT, UPSTREAM_NOT_JSON, UPSTREAM_TOO_LARGE, UpstreamCutError } from './answer-errors.js';
@@ -241,9 +241,7 @@ async function collect(routed: RoutedRequest, json: boolean): Promise<{ body: Bu
     // Read as JSON, an answer that is not is the replica's invalid answer: so its client is told, and so it counts.
     const unreadable = completed && json && parsed === undefined;
     const ok =
-      routed.upstream.status === 200
-        ? (parsed as { usage?: { prompt_tokens?: number; completion_tokens?: number }; choices?: { finish_reason?: string }[] } | undefined)
-        : undefined;
+      routed.upstream.status === 200 ? (parsed as { usage?: Usage; choices?: { finish_reason?: string }[] } | undefined) : undefined;
     routed.finish({
       promptTokens: ok?.usage?.prompt_tokens ?? null,
       completionTokens: ok?.usage?.completion_tokens ?? null,

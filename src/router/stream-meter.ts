@@ -56,7 +56,8 @@ function jsonObject(data: string): Record<string, unknown> | undefined {
   }
 }
 
-interface Usage {
+/** The token counts of an answer's usage object. */
+export interface Usage {
   prompt_tokens?: number;
   completion_tokens?: number;
 }
@@ -163,10 +164,6 @@ export class StreamMeter {
 
 /** The code of an engine's error event (OpenAI's `{ error: { code } }`), or `upstream_error` when it names none. */
 function engineErrorCode(data: string): string {
-  try {
-    const code = (JSON.parse(data) as { error?: { code?: unknown } }).error?.code;
-    return typeof code === 'string' && code !== '' ? code : 'upstream_error';
-  } catch {
-    return 'upstream_error';
-  }
+  const code = (jsonObject(data) as { error?: { code?: unknown } } | undefined)?.error?.code;
+  return typeof code === 'string' && code !== '' ? code : 'upstream_error';
 }
