@@ -16,19 +16,14 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { openSse } from '../support/live-clients.js';
 import { startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
-import { ANSWER_WHOLE_JS, CHUNK_JS } from '../support/scripted-engine.js';
+import { ANSWER_WHOLE_JS, CHUNK_JS, PUMP_JS } from '../support/scripted-engine.js';
 
 const ENGINE = `
 import http from 'node:http';
 const port = Number(process.argv[2]);
 ${CHUNK_JS}
 ${ANSWER_WHOLE_JS}
-const pump = (res, piece, count, then) => {
-  let n = 0;
-  const more = () => { while (n < count) { n++; if (!res.write(piece)) return res.once('drain', more); } then(); };
-  res.on('close', () => (n = count));
-  more();
-};
+${PUMP_JS}
 http.createServer((req, res) => {
   if (req.method === 'GET') return res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok","active":0,"queued":0}');
   let body = '';

@@ -15,12 +15,6 @@ import { waitFor, type SeededUser, type TestApp } from '../support/app.js';
 import { engineScript, singleSlotEndpoints, startScriptedApp } from '../support/scripted-engine.js';
 
 const ENGINE = engineScript(`
-const pump = (res, piece, count, then) => {
-  let n = 0;
-  const more = () => { while (n < count) { n++; if (!res.write(piece)) return res.once('drain', more); } then(); };
-  res.on('close', () => (n = count));
-  more();
-};
 const onRequest = (req, res, request, text) => {
   if (!request.stream) return answerWhole(res);
   res.writeHead(200, { 'content-type': 'text/event-stream' });

@@ -19,6 +19,14 @@ export const ANSWER_WHOLE_JS = `const answerWhole = (res, status = 200) => {
     usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } } : { error: { message: 'no' } }));
 };`;
 
+/** `pump(res, piece, count, then)`: writes `piece` `count` times as fast as the client reads, then calls `then`. */
+export const PUMP_JS = `const pump = (res, piece, count, then) => {
+  let n = 0;
+  const more = () => { while (n < count) { n++; if (!res.write(piece)) return res.once('drain', more); } then(); };
+  res.on('close', () => (n = count));
+  more();
+};`;
+
 /**
  * `streamReleased(res, tokens)`: a streamed answer whose first token goes at once and whose others, then `[DONE]`, wait
  * until the test writes `release` in the engine's directory (`dir`, in scope); for answers a test holds mid-stream.
@@ -40,7 +48,7 @@ export const STREAM_RELEASED_JS = `const streamReleased = (res, tokens) => {
  * route (any GET) reports `active` (a variable `handler` may count), and whose POSTs go, their body parsed, to
  * `onRequest(req, res, request, text)` (`text`: the request's messages as JSON), which `handler` defines. In scope:
  * `http`, `appendFileSync`, `existsSync`, `port`, `dir` (the test's directory), `note(line)` (appends the port and the
- * line to dir/engine.log), `chunk` and `answerWhole` (above).
+ * line to dir/engine.log), `chunk`, `answerWhole` and `pump` (above).
  */
 export function engineScript(handler: string): string {
   return `
@@ -50,6 +58,7 @@ const [port, dir] = [Number(process.argv[2]), process.argv[3]];
 const note = (line) => appendFileSync(dir + '/engine.log', port + ' ' + line + '\\n');
 ${CHUNK_JS}
 ${ANSWER_WHOLE_JS}
+${PUMP_JS}
 let active = 0;
 ${handler}
 http.createServer((req, res) => {
