@@ -220,6 +220,15 @@ export async function waitForStatus(sql: Sql, id: string, status: EndpointStatus
   }
 }
 
+/** The statusTrail of an endpoint's first start, every step of it, as the controller walks it. */
+export const FIRST_START_TRAIL: readonly string[] = [
+  'INITIALIZING REQUESTING_VIRTUAL_MACHINE',
+  'INITIALIZING DOWNLOADING_MODEL',
+  'INITIALIZING ENGINE_INITIALIZING',
+  'READY',
+  'RUNNING',
+];
+
 /** The status/phase/error sequence of an endpoint's events, as compact strings. */
 export async function statusTrail(sql: Sql, id: string): Promise<string[]> {
   const rows = await sql<{ status: string; phase: string | null; error_code: string | null }[]>`
