@@ -12,6 +12,7 @@ import { resolveTokenLimits, tokensThatFit, type TokenLimits } from './token-lim
 import { resolveHubModel, treeListings, type HubAccessOptions, type ResolvedHubModel } from './hf-hub.js';
 import type { DownloadProgress, ModelCache } from './model-cache.js';
 import type { RetryPolicy, RetryReporter } from './retry.js';
+import { SharedTransfers } from './shared-transfers.js';
 
 /** What a version's model resolved to; stored with the version. */
 export type ResolvedModel =
@@ -91,6 +92,13 @@ function toResolvedHub(resolved: Extract<ResolvedModel, { source: 'hf' }>): Reso
 export class ModelStore {
   /** The hub commits this store has listed (hf-hub.ts): endpoints of one model list its commit once. */
   private readonly listings = treeListings();
+  /**
+   * Hub resolutions under way, by repository and revision: endpoints of one model started together (a fleet created
+   * at once, a gateway taking over many) wait for one resolution instead of asking the hub each, which would spend the
+   * hub's rate limit. Only a resolution under way is shared: one asked after it ended asks the hub again, so a branch
+   * that moved is seen. Each caller still waits through its own signal and hears the retries (shared-transfers.ts).
+   */
+  private readonly resolutions = new SharedTransfers<ResolvedHubModel>();
 
   constructor(private readonly options: ModelStoreOptions) {}
 
@@ -126,14 +134,18 @@ export class ModelStore {
   /** A hub repository at a revision, resolved to its commit and the GGUF file to run (null: an external engine's model). */
   private async resolveHub(repo: string, revision: string | null | undefined, hooks: PrepareHooks): Promise<ResolvedModel | null> {
     let hub: ResolvedHubModel;
+    const waiter = { ...(hooks.signal ? { signal: hooks.signal } : {}), ...(hooks.onRetry ? { onRetry: hooks.onRetry } : {}) };
     try {
-      hub = await resolveHubModel({
-        ...this.hubAccess(hooks),
-        repo,
-        listings: this.listings,
-        ...(revision ? { revision } : {}),
-        ...(this.options.quantPreference ? { quantPreference: this.options.quantPreference } : {}),
-      });
+      // The store's hub, token and preferences are the same for every caller: the repository and revision name the answer.
+      hub = await this.resolutions.join(`${repo}\n${revision ?? ''}`, waiter, (shared) =>
+        resolveHubModel({
+          ...this.hubAccess({ signal: shared.signal, onRetry: shared.onRetry }),
+          repo,
+          listings: this.listings,
+          ...(revision ? { revision } : {}),
+          ...(this.options.quantPreference ? { quantPreference: this.options.quantPreference } : {}),
+        }),
+      );
     } catch (error) {
       if (this.options.allowExternalFormats && error instanceof ModelSourceError && error.code === 'WORKLOAD_INIT_MANIFEST_TYPE_ERROR') {
         return null;

@@ -1,6 +1,6 @@
 /**
  * Transfers shared within the process: callers that need the same file at the same time (two endpoints of one model)
- * download it once. The transfer runs under its own signal, not under the first caller's: each caller waits through
+ * download it once, and callers that need the same resolution of a repository ask the hub once (model-store.ts). The transfer runs under its own signal, not under the first caller's: each caller waits through
  * its own signal and may leave alone (its endpoint deleted) without failing the others; the transfer is cancelled
  * only when the last caller waiting for it has left.
  */
