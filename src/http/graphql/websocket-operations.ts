@@ -35,6 +35,11 @@ export interface Opened {
 
 export class SocketOperations {
   private readonly operations = new Map<object, Operation>();
+  /**
+   * The same operations by id (several while earlier ones of an id end): a message looks up its id's alone, so that a
+   * flood of messages (each refused, say, while the gateway drains) costs no scan of all those still being answered.
+   */
+  private readonly byId = new Map<string, Set<Operation>>();
   /** Operations admitted that the client has not completed, running or about to start: what the cap counts. */
   private counted = 0;
 
@@ -46,8 +51,7 @@ export class SocketOperations {
    */
   open(id: string, payload: object): Opened | undefined {
     const earlier: Promise<void>[] = [];
-    for (const operation of this.operations.values()) {
-      if (operation.id !== id) continue;
+    for (const operation of this.byId.get(id) ?? []) {
       if (!operation.completed) return undefined;
       earlier.push(operation.ended);
     }
@@ -56,6 +60,9 @@ export class SocketOperations {
     const admitted = this.counted < this.maxOperations;
     const operation: Operation = { id, cancel: new AbortController(), completed: !admitted, admitted, ended, end };
     this.operations.set(payload, operation);
+    let sameId = this.byId.get(id);
+    if (!sameId) this.byId.set(id, (sameId = new Set()));
+    sameId.add(operation);
     if (admitted) this.counted++;
     return {
       signal: operation.cancel.signal,
@@ -72,7 +79,7 @@ export class SocketOperations {
 
   /** The client sent `complete`: every operation under the id so far is aborted and leaves the count at once. */
   complete(id: string): void {
-    for (const operation of this.operations.values()) if (operation.id === id) this.stop(operation);
+    for (const operation of this.byId.get(id) ?? []) this.stop(operation);
   }
 
   /** The operation is over (ran to its end, refused, or never started): it is forgotten. */
@@ -82,6 +89,9 @@ export class SocketOperations {
     if (!operation.completed) this.counted--;
     operation.completed = true;
     this.operations.delete(payload);
+    const sameId = this.byId.get(operation.id);
+    sameId?.delete(operation);
+    if (sameId?.size === 0) this.byId.delete(operation.id);
     operation.end();
   }
 

@@ -21,8 +21,10 @@
  * - A stopping gateway drains its sockets (`drain`, see ../drain.ts): no new socket opens (503), subscriptions that
  *   never end by themselves are completed at once, and each socket is closed with 1001 "Going away" as soon as
  *   nothing else runs on it: a chat completion streamed by subscription (or a query, a mutation) finishes first,
- *   up to the drain's bound, as it would over REST. Its messages run in the gateway's drain scope
- *   (src/router/drain-waits.ts): one still queued shortly before the bound is answered with the chat's 503 error.
+ *   up to the drain's bound, as it would over REST. A new operation on an open socket is refused with an `error`
+ *   message (`RESOURCE_EXHAUSTED`, retry on a new connection: websocket-drain.ts) and does not keep the socket open.
+ *   Its messages run in the gateway's drain scope (src/router/drain-waits.ts): one still queued shortly before the
+ *   bound is answered with the chat's 503 error.
  */
 import { DEFAULTS } from '../../defaults.js';
 import type { IncomingMessage } from 'node:http';
@@ -47,7 +49,7 @@ import { readClientMessage } from './websocket-messages.js';
 import { SocketOperations } from './websocket-operations.js';
 import { closeReason, watchPeer, WebSocketNextMessages } from './websocket-peer.js';
 import { endsByItself } from './finite-operations.js';
-import { CLOSE_GRACE_MS, SocketDrain } from './websocket-drain.js';
+import { CLOSE_GRACE_MS, drainingRefusal, SocketDrain } from './websocket-drain.js';
 
 /** WebSocket close code 1013, "Try Again Later" (RFC 6455 registry): the server cannot serve this connection now. */
 const TRY_AGAIN_LATER = 1013;
@@ -185,6 +187,8 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
       // by id, lost those whose id was reused at once).
       const operation = ctx.extra.operations.get(params);
       if (!operation) throw new Error(`operation ${id} was not registered as its message arrived`);
+      // Before the socket's cap and the user's quota: it takes no place of either, and its socket goes away regardless.
+      if (socketDrain.refuses(params)) return drainingRefusal();
       if (!operation.admitted) {
         return badRequest(
           `too many operations on this socket: at most ${maxSubscriptions} at once; complete one first`,
@@ -220,7 +224,7 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
         if (!held) places.set(ctx.extra, (held = new Map()));
         held.set(params, release);
       }
-      // One that never ends by itself is completed as it starts when the gateway drains (subscribed again elsewhere).
+      // One that never ends by itself is completed when the gateway drains, at once if the drain began as it started.
       if (!endsByItself(document, params.operationName)) socketDrain.endless(ctx.extra, params);
       const root: Root = { execute, subscribe, access: watched, signal };
       const contextValue = await contextFactory();
@@ -314,7 +318,8 @@ export function serveWebSocket(yoga: GatewayYoga, services: Services, options: W
           await operation.after;
           if (operation.signal.aborted) return extra.operations.ended(payload);
         }
-        extra.running.set(payload, { id, endless: false });
+        // Refused (by `onSubscribe`) once the drain has begun, and never counted as running.
+        socketDrain.admit(extra, id, payload);
       }
       // The client stopped an operation: every one under the id is cancelled, however far it got (a mutation has no
       // generator to return; one still starting has none yet).
