@@ -11,6 +11,7 @@ import { Controller } from './controller/controller.js';
 import { isKnownStartError } from './controller/start-errors.js';
 import type { CrashPolicy } from './controller/crash-policy.js';
 import { startGateway, type Gateway } from './gateway.js';
+import type { HealthListener } from './http/health-listener.js';
 import { EngineClient } from './engine-client/engine-client.js';
 import { ModelCache } from './models/model-cache.js';
 import { ModelStore } from './models/model-store.js';
@@ -55,6 +56,8 @@ export interface AppOptions {
   consoleDir?: string;
   /** The Kubernetes runtime's client configuration (tests point it at a stand-in API server). @default KUBECONFIG or in-cluster */
   kubeConfig?: KubeConfig;
+  /** The probes' listener (HEALTH_PORT) src/main.ts opened before the database: the gateway takes it over. @default one opened on `config.healthPort` */
+  probesListener?: HealthListener;
 }
 
 export async function startApp(config: Config, sql: Sql, options: AppOptions = {}): Promise<App> {
@@ -155,7 +158,7 @@ export async function startApp(config: Config, sql: Sql, options: AppOptions = {
     requestTimeoutMs: config.requestTimeoutMs,
     headersTimeoutMs: config.headersTimeoutMs,
     maxConnections: config.httpMaxConnections,
-    healthPort: config.healthPort,
+    ...(options.probesListener ? { probesListener: options.probesListener } : { healthPort: config.healthPort }),
     graphql: { limits: config.graphqlLimits, introspection: config.graphqlIntrospection },
     corsOrigins: config.corsOrigins,
     metrics: config.metrics,

@@ -8,6 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { startApp } from './app.js';
+import { listenForProbes, startingProbes } from './http/health-listener.js';
 import { createLogger, type Logger } from './log.js';
 import {
   ENGINE_STOP_GRACE_MS,
@@ -34,8 +35,27 @@ async function main(): Promise<void> {
   keepRunningOnOrphanedDatabaseFailures((message, error) =>
     log.warn({ error: error instanceof Error ? error.message : String(error) }, message),
   );
+  // HEALTH_PORT: the probes' listener opens now, before the database, whose migrations may take minutes: a liveness
+  // probe that found nothing listening meanwhile would have the kubelet restart the gateway mid-migration, over and
+  // over. Until the gateway serves, /healthz answers 200 and /readyz 503 `starting` with the step below; the gateway
+  // then takes the listener over on the same port. A start that fails exits as ever, the listener with it.
+  let step = config.databaseUrl ? 'migrating the database' : 'starting the database, then migrating it';
+  const probesListener =
+    config.healthPort === undefined
+      ? undefined
+      : await listenForProbes(
+          startingProbes(() => step),
+          { port: config.healthPort, host: config.host },
+        );
+  if (probesListener) {
+    log.info(
+      `Health checks (/healthz, /readyz) on ${probesListener.url} (HEALTH_PORT), outside HTTP_MAX_CONNECTIONS; ` +
+        '/readyz answers 503 "starting" until the gateway serves',
+    );
+  }
   // A migration that gives up on a table's lock is tried again a few times; each retry says why.
   const database = await openDatabase(config, { migrations: { onRetry: (message) => log.warn(message) } });
+  step = 'starting the gateway';
   const bootstrap = await createServices(database.sql).identity.bootstrap(config.adminApiKey);
   if (bootstrap) {
     const shown = config.adminApiKey ? '(the value of ADMIN_API_KEY)' : bootstrap.key.secret;
@@ -51,7 +71,7 @@ async function main(): Promise<void> {
     );
   }
 
-  const app = await startApp(config, database.sql, { logger: log });
+  const app = await startApp(config, database.sql, { logger: log, ...(probesListener ? { probesListener } : {}) });
   const { inventory } = app;
   const slots = Object.entries(inventory.inventory)
     .map(([kind, n]) => `${kind}=${n}`)
@@ -62,9 +82,6 @@ async function main(): Promise<void> {
       `${config.engineCommand ? '' : `${config.engineThreads} engine thread(s) per replica; `}model cache ${config.modelCacheDir}`,
   );
   if (config.cpuWarning) log.warn(`Warning: ${config.cpuWarning}`);
-  if (app.gateway.healthUrl) {
-    log.info(`Health checks (/healthz, /readyz) on ${app.gateway.healthUrl} too (HEALTH_PORT), outside HTTP_MAX_CONNECTIONS`);
-  }
   log.info(`Serving on ${app.gateway.url} (GraphQL at /graphql, REST under /dedicated); database: ${database.description}`);
 
   const shutdown = new Shutdown(config, log, {

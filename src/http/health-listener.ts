@@ -8,6 +8,11 @@
  * was fine, cutting every stream it served. The probes' own listener is outside that count, with a small cap and short
  * timeouts of its own, so that filling it takes a steady stream of new connections rather than a few idle ones; it
  * serves nothing but the probes, and it is not behind the Service.
+ *
+ * src/main.ts opens that listener first thing, before the database and its migrations, which may take minutes: a
+ * liveness probe that found no listener meanwhile would have the kubelet restart the gateway mid-migration, over and
+ * over. Until the gateway serves, it answers `startingProbes` (alive, not ready, and what the start is doing); the
+ * gateway's server then takes it over (`serve`) on the same bound port, with no moment where it is closed.
  */
 import http from 'node:http';
 import type { Socket } from 'node:net';
@@ -56,6 +61,17 @@ export function probes(state: ProbeState): Probes {
   };
 }
 
+/**
+ * The probes' answers while the process starts, before the gateway serves: /healthz 200 (the process is alive, so a
+ * liveness probe lets a long migration finish) and /readyz 503 `starting`, with the step the start is at (`step()`).
+ */
+export function startingProbes(step: () => string): Probes {
+  return async (pathname, res) => {
+    if (pathname === '/healthz') sendJson(res, 200, { status: 'ok' });
+    else if (pathname === '/readyz') sendJson(res, 503, { status: 'starting', step: step() });
+  };
+}
+
 export interface HealthListenerOptions {
   port: number;
   host: string;
@@ -68,12 +84,15 @@ export interface HealthListenerOptions {
 export interface HealthListener {
   /** e.g. `http://127.0.0.1:8081` */
   url: string;
+  /** Answers the probes with `answer` from now on (the gateway's, once it serves); a request already answering ends as it began. */
+  serve(answer: Probes): void;
   /** Stops listening and cuts the connections it holds; resolves once it closed. */
   close(): Promise<void>;
 }
 
 /** Listens for the probes alone on `options.port`: anything else there is a 404. */
-export async function listenForProbes(answer: Probes, options: HealthListenerOptions): Promise<HealthListener> {
+export async function listenForProbes(first: Probes, options: HealthListenerOptions): Promise<HealthListener> {
+  let answer = first;
   const timeoutMs = options.timeoutMs ?? HEALTH_TIMEOUT_MS;
   // A connection that sends no request, or trickles one, is answered 408 and closed after `timeoutMs`: Node checks
   // the connections every `connectionsCheckingInterval`, so the check is kept well under the timeout.
@@ -103,6 +122,9 @@ export async function listenForProbes(answer: Probes, options: HealthListenerOpt
   const url = await listen(server, options.port, options.host);
   return {
     url,
+    serve: (next) => {
+      answer = next;
+    },
     close: async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();

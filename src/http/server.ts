@@ -120,6 +120,12 @@ export interface HttpOptions {
   healthPort?: number | undefined;
   /** That listener's cap and timeout. @default HEALTH_MAX_CONNECTIONS, HEALTH_TIMEOUT_MS */
   healthListener?: { maxConnections?: number; timeoutMs?: number };
+  /**
+   * The probes' listener already open (src/main.ts opens it before the database, so that the probes are answered
+   * through the migrations), in place of `healthPort`: it answers this server's probes once this server listens, and
+   * closes with it. @default none
+   */
+  probesListener?: HealthListener | undefined;
 }
 
 /** Serves every HTTP surface over `deps`; the components themselves are made and closed by src/gateway.ts. */
@@ -247,8 +253,11 @@ export async function serveHttp(
   routeUpgrades(server, GRAPHQL_PATH, ws.handleUpgrade);
 
   const url = await listen(server, options.port, options.host);
-  let health: HealthListener | undefined;
-  if (options.healthPort !== undefined) {
+  let health = options.probesListener;
+  if (health) {
+    // The same listener, on the port it has held since the process started: from now on it answers as this server does.
+    health.serve(probe);
+  } else if (options.healthPort !== undefined) {
     try {
       health = await listenForProbes(probe, { port: options.healthPort, host: options.host, ...options.healthListener });
     } catch (error) {

@@ -16,7 +16,7 @@ import { kustomize, type K8sObject } from './kustomize.js';
 import { grantTable, ruleTable, runtimeGrants, runtimeSources } from './rbac.js';
 import { REPLICA_STATES } from '../../src/domain/replica.js';
 import { DEFAULTS } from '../../src/defaults.js';
-import { MANAGED_SELECTOR, replicaPod } from '../../src/runtime/kubernetes/pod-spec.js';
+import { replicaPod } from '../../src/runtime/kubernetes/pod-spec.js';
 import { readKubernetesSettings } from '../../src/runtime/kubernetes/settings.js';
 import { restrictedViolations } from '../support/kube/pod-security-standards.js';
 import { podLaunch } from '../support/kube-env.js';
@@ -108,9 +108,11 @@ describe('deploy/ renders to valid Kubernetes objects', () => {
   });
 
   it('the labels are the same everywhere, and the selectors pick the gateway Pods', () => {
-    // The gateway's objects, and the example's for its engines (their model claim, their network policy).
+    // The gateway's objects (its network policy too), and the example's for its engines (their model claim, their
+    // network policy: network-policies.test.ts checks both policies).
     for (const object of rendered.filter((o) => o.kind !== 'Namespace')) {
-      const engine = ['PersistentVolumeClaim', 'NetworkPolicy'].includes(object.kind);
+      const engine =
+        object.kind === 'PersistentVolumeClaim' || (object.kind === 'NetworkPolicy' && object.metadata.name === 'dedicated-engines');
       const labels = engine ? { ...LABELS, 'app.kubernetes.io/component': 'engine' } : LABELS;
       expect(object.metadata.labels, `${object.kind} ${object.metadata.name}`).toMatchObject(labels);
     }
@@ -385,29 +387,6 @@ describe('the example configuration', () => {
       KUBERNETES_MODEL_CACHE: 'hostPath:/var/cache/m',
     });
     expect(restrictedViolations(replicaPod(podLaunch(), { ...context, settings: onHost }))).toContain('hostPath volumes: models');
-  });
-
-  it('a NetworkPolicy lets only the gateways reach the engine Pods, on their port, and the engines reach no private address', () => {
-    const policy = only(rendered, 'NetworkPolicy');
-    const settings = readKubernetesSettings({ ...configMap?.data, ENGINE_IMAGE: gateway.image });
-    // It selects the Pods the runtime creates (their label), and only those.
-    const [key, value] = MANAGED_SELECTOR.split('=');
-    expect(policy.spec.podSelector).toEqual({ matchLabels: { [key!]: value } });
-    expect(policy.spec.policyTypes).toEqual(['Ingress', 'Egress']);
-    expect(policy.spec.ingress).toEqual([
-      {
-        from: [{ podSelector: { matchLabels: deployment.spec.selector.matchLabels } }],
-        ports: [{ port: settings.enginePort, protocol: 'TCP' }],
-      },
-    ]);
-    // Egress: DNS, and HTTPS to public addresses (PostgreSQL, the gateways and the cloud's metadata are private).
-    const [dns, https] = policy.spec.egress;
-    expect(dns.ports.map((p: any) => p.port)).toEqual([53, 53]);
-    expect(https.ports).toEqual([{ port: 443, protocol: 'TCP' }]);
-    const v4 = https.to.find((peer: any) => peer.ipBlock?.cidr === '0.0.0.0/0');
-    expect(v4.ipBlock.except).toEqual(expect.arrayContaining(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16']));
-    expect(https.to.every((peer: any) => peer.ipBlock && !peer.podSelector && !peer.namespaceSelector)).toBe(true);
-    expect(policy.spec.egress).toHaveLength(2);
   });
 
   it('docs/kubernetes.md names only statuses, phases, replica states and failure codes that exist', () => {
