@@ -17,8 +17,8 @@
  *     another host's (a lock of an earlier format, without the namespace, naming this process's pid under another
  *     token is gone: a container's main process is pid 1 in every container);
  *   - any other holder is gone once its lock has not been refreshed for LOCK_STALE_MS. A holder refreshes it every
- *     LOCK_HEARTBEAT_MS by writing its text again in place. A waiter watches the lock stay the same on its own
- *     monotonic clock: for LOCK_STALE_MS, or for two heartbeats while its mtime is LOCK_STALE_MS old by the
+ *     LOCK_REFRESH_MS by writing its text again in place. A waiter watches the lock stay the same on its own
+ *     monotonic clock: for LOCK_STALE_MS, or for 2 × LOCK_HEARTBEAT_MS while its mtime is LOCK_STALE_MS old by the
  *     filesystem's clock (the mtime the filesystem gave a file the waiter has just written there, never the waiter's
  *     own clock: hosts' clocks differ). The mtime alone is not believed: a filesystem that stamps a write with the
  *     writer's clock (FUSE, object storage), or a holder of an earlier release (it refreshed with utimes), stamps a
@@ -30,9 +30,9 @@
  *
  * A holder releases its lock, and refreshes it, only while the lock's whole text is its acquisition's: a lock taken
  * over meanwhile, and taken again since by this same process, is the later acquisition's. A holder is told it lost
- * its lock (ReleaseLock.lost aborts) when a heartbeat finds the lock gone or another's, or after LOCK_LOST_MISSES
- * heartbeats in a row failed (ENOSPC, EIO, an NFS close that fails) or hung, long before a waiter of another host
- * finds it stale: what it does under the lock (a download appending to a partial file) is then stopped.
+ * its lock (ReleaseLock.lost aborts) when a heartbeat finds the lock gone or another's, or none has succeeded for
+ * LOCK_LOST_AFTER_MS (ENOSPC, EIO, an NFS close that fails, a hang): before any waiter of another host may take it
+ * over, what it does under the lock (a download appending to a partial file) is stopped.
  *
  * Finding a lock stale and removing it are two steps: two waiters that both found it stale would otherwise both
  * remove it, the second removing the lock the first had just made, and both would hold it. So a stale lock is
@@ -66,6 +66,7 @@ import {
   type LockHolder,
   type Snapshot,
 } from './lock-holder.js';
+import { refresh } from './lock-refresh.js';
 
 export { LOCK_HEARTBEAT_MS, LOCK_STALE_MS, ORPHAN_LOCK_MS, parseLockHolder, type LockHolder } from './lock-holder.js';
 export { LockLostError, LockTimeoutError } from './lock-errors.js';
@@ -83,8 +84,17 @@ export interface AcquireOptions {
   timeoutError?: (holder: LockHolder | undefined) => Error;
 }
 
-/** Heartbeats in a row that failed or hung, after which a holder takes its lock for lost. */
-export const LOCK_LOST_MISSES = 2;
+/**
+ * A holder gives its lock up once no refresh has succeeded for this long since the last one that did began (its write
+ * landed after that; an acquisition's, before its text was written). A waiter of another host takes the lock over two
+ * heartbeats at the soonest after it last saw it change (lock-holder.ts): a heartbeat to spare, for late timers and for
+ * the work under the lock to stop. Each counts on its own monotonic clock, which no skew between hosts moves (a clock
+ * behind makes mtimes old, which shortens a waiter's watch to those two heartbeats, no less). A count of heartbeats
+ * that failed would not do: two failed ones ended as a waiter's watch did, and one that hung, a heartbeat later.
+ */
+export const LOCK_LOST_AFTER_MS = LOCK_HEARTBEAT_MS;
+/** How often a holder refreshes its lock: one that fails is made up for by the next, in time. */
+export const LOCK_REFRESH_MS = Math.floor(LOCK_LOST_AFTER_MS / 3);
 
 /**
  * Releases the lock (removes it, when it still names this holder). `lost` aborts, with a LockLostError, when the
@@ -274,58 +284,41 @@ async function sweep(dir: string, fsNowMs: number): Promise<void> {
   }
 }
 
-/**
- * Writes the lock's text again, in place: the filesystem stamps the write (a holder's clock may be off), and it goes
- * to the file this process opened and found its own, never to a lock put in its place meanwhile. 'lost': the lock is
- * gone or another's; 'failed': it could not be written (a close that fails counts: NFS reports write errors there).
- */
-async function refresh(path: string, text: string): Promise<'refreshed' | 'failed' | 'lost'> {
-  let handle;
-  try {
-    handle = await open(path, 'r+');
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'lost' : 'failed';
-  }
-  try {
-    if ((await handle.readFile('utf8')) !== text) return 'lost';
-    await handle.write(text, 0, 'utf8');
-    const written = handle;
-    handle = undefined;
-    await written.close();
-    return 'refreshed';
-  } catch {
-    return 'failed';
-  } finally {
-    await handle?.close().catch(() => {});
-  }
-}
-
-/** This process now holds `path` under `attempt`: the lock is refreshed until it is released, or lost. */
-function holding(path: string, { text, lease }: Attempt): ReleaseLock {
+/** This process holds `path` under `attempt`, written from `began` on: it is refreshed until released, or lost. */
+function holding(path: string, { text, lease }: Attempt, began: number): ReleaseLock {
   const lost = new AbortController();
-  let [beating, misses, released] = [false, 0, false];
+  let [beating, released] = [false, false];
+  let deadline: ReturnType<typeof setTimeout> | undefined;
   const lose = (why: string) => {
     clearInterval(heartbeat);
+    clearTimeout(deadline);
     if (!released) lost.abort(new LockLostError(path, why));
   };
-  const missed = () => {
-    if (++misses >= LOCK_LOST_MISSES) lose(`${misses} heartbeats in a row failed: it may be taken over`);
+  // The lock is ours until LOCK_LOST_AFTER_MS after `since`, when the last write that landed began.
+  const holdUntil = (since: number) => {
+    clearTimeout(deadline);
+    const why = `no heartbeat succeeded for ${LOCK_LOST_AFTER_MS / 1000} s: it may be taken over`;
+    deadline = setTimeout(() => lose(why), Math.max(0, since + LOCK_LOST_AFTER_MS - performance.now()));
+    deadline.unref();
   };
   const heartbeat = setInterval(() => {
-    if (beating) return missed();
+    if (beating) return; // a refresh still in flight hangs: the deadline decides
     beating = true;
+    const since = performance.now();
     void refresh(path, text)
       .then((result) => {
-        if (result === 'refreshed') misses = 0;
+        if (released || lost.signal.aborted) return;
+        if (result === 'refreshed') holdUntil(since);
         else if (result === 'lost') lose('it was taken over');
-        else missed();
       })
       .finally(() => (beating = false));
-  }, LOCK_HEARTBEAT_MS);
+  }, LOCK_REFRESH_MS);
   heartbeat.unref();
+  holdUntil(began);
   const release = async () => {
     released = true;
     clearInterval(heartbeat);
+    clearTimeout(deadline);
     try {
       // A lock taken over meanwhile (its heartbeat failed for a minute) is no longer this acquisition's to remove.
       if ((await readFile(path, 'utf8').catch(() => undefined)) === text) await rm(path, { force: true });
@@ -344,9 +337,10 @@ function holding(path: string, { text, lease }: Attempt): ReleaseLock {
 export async function tryLock(path: string): Promise<ReleaseLock | undefined> {
   // A lock released, or removed as stale, is tried again at once: a few times, as others may be at it too.
   for (let tries = 0; tries < 3; tries++) {
+    const began = performance.now();
     const attempt = await writeAttempt(path);
     if (await placeAttempt(path, attempt)) {
-      const release = holding(path, attempt);
+      const release = holding(path, attempt, began);
       await sweep(dirname(path), attempt.fsNowMs);
       return release;
     }

@@ -17,7 +17,11 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 
-/** How often a holder refreshes its lock; a lock of another host not refreshed for LOCK_STALE_MS is stale. */
+/**
+ * The heartbeat a waiter counts in: it believes an old mtime once it has watched a lock unchanged for two. A holder
+ * refreshes its lock three times per heartbeat and takes it for lost after one without a refresh (file-lock.ts's
+ * LOCK_REFRESH_MS and LOCK_LOST_AFTER_MS). A lock of another host not refreshed for LOCK_STALE_MS is stale.
+ */
 export const LOCK_HEARTBEAT_MS = 10_000;
 export const LOCK_STALE_MS = 60_000;
 /** A lock naming no holder this old is left over (a crash between an O_EXCL create and its write). */

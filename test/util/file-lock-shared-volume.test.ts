@@ -6,7 +6,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, watch } from 'node:fs';
-import { link, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { link, mkdir, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
@@ -15,6 +15,7 @@ import {
   isLockHeld,
   isStaleLock,
   LOCK_HEARTBEAT_MS,
+  LOCK_POLL_MS,
   LOCK_STALE_MS,
   lockHolder,
   placeAttempt,
@@ -153,6 +154,53 @@ describe("a holder whose clock runs behind the filesystem's", () => {
     const release = await tryLock(lock);
     expect(release).toBeDefined();
     await release!();
+  });
+
+  /**
+   * A holder (this process) and a waiter of another host (this process too), on one faked monotonic clock. The waiter
+   * watches `seen`: the holder's lock as a waiter of another host reads it (it names another host), written when the
+   * holder took it and stamped by the holder's clock, 75 s behind; then never again, as the holder's heartbeat fails.
+   */
+  async function holderAndWaiter() {
+    const [lock, seen] = [path.join(dir, 'x.lock'), path.join(dir, 'seen.lock')];
+    vi.useFakeTimers({ toFake: ['performance', 'setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] });
+    const events: string[] = [];
+    const release = (await tryLock(lock))!;
+    release.lost.addEventListener('abort', () => events.push('lost'));
+    await writeFile(seen, REMOTE);
+    await utimes(seen, ago(LOCK_STALE_MS + 15_000), ago(LOCK_STALE_MS + 15_000));
+    expect(await tryLock(seen)).toBeUndefined();
+    return { lock, seen, events, release };
+  }
+
+  test('one whose heartbeat hangs takes its lock for lost before a waiter of another host may take it over', async () => {
+    const { seen, events, release } = await holderAndWaiter();
+    // The time passes with no I/O completing: the holder's refresh stays in flight (the volume's server out of its
+    // reach) until the waiter's watch of two heartbeats lets it take the lock at its next poll.
+    vi.advanceTimersByTime(2 * LOCK_HEARTBEAT_MS + LOCK_POLL_MS);
+    const taken = await tryLock(seen);
+    expect(taken).toBeDefined();
+    events.push('taken over');
+    expect(events).toEqual(['lost', 'taken over']);
+    await taken!();
+    await release();
+  });
+
+  test('one whose heartbeats fail takes its lock for lost before a waiter of another host polling it takes it over', async () => {
+    const { lock, seen, events, release } = await holderAndWaiter();
+    // A lock that cannot be opened for writing (a directory in its place: EISDIR, as EIO or ENOSPC would fail it).
+    await rm(lock);
+    await mkdir(lock);
+    let taken;
+    for (let polls = 0; !taken && polls < (2 * LOCK_STALE_MS) / LOCK_POLL_MS; polls++) {
+      vi.advanceTimersByTime(LOCK_POLL_MS);
+      taken = await tryLock(seen);
+    }
+    expect(taken).toBeDefined();
+    events.push('taken over');
+    expect(events).toEqual(['lost', 'taken over']);
+    await taken!();
+    await release();
   });
 
   test("where no file can be written beside the lock, its age is not judged by this host's clock: the watch alone decides", async () => {
