@@ -132,7 +132,7 @@ export async function loadEngine(
   let llama = llamaOption;
   let model: LlamaModel | undefined;
   try {
-    if (!llama) rememberBinaryTests();
+    if (!llama) rememberBinaryTests(process.env, log);
     llama ??= await getLlama({
       gpu: options.gpu,
       // Never compile llama.cpp on a replica: use a prebuilt binary (GPU if it works, else CPU).

@@ -8,29 +8,77 @@ import { FAILED_ANSWER_STATUS, UPSTREAM_CUT, UPSTREAM_NOT_JSON } from './answer-
 import type { RoutedRequest } from './dispatch.js';
 import { eventData } from './sse.js';
 
-/** The first text of an answer: a chat delta's content or reasoning, a text completion's text, or the first tool call. */
-const FIRST_TOKEN = /"(?:(?:reasoning_)?content|text)":"[^"]|"tool_calls":\[\{/;
-const FINISH_KEY = '"finish_reason":"';
+/**
+ * The first text of an answer: a chat delta's content or reasoning, a text completion's text, or the first tool call.
+ * JSON's spacing is the engine's: Python's `json.dumps` (llama-cpp-python's server) writes `"content": "hi"`.
+ */
+const FIRST_TOKEN = /"(?:(?:reasoning_)?content|text)":\s*"[^"]|"tool_calls":\s*\[\s*\{/;
+/** A choice's finish reason: the key, optional whitespace, then its value (a string, or `null` until the last chunk). */
+const FINISH_KEY = '"finish_reason":';
 const FINISH_KEY_BYTES = Buffer.from(FINISH_KEY);
 /** A usage object, not the `"usage":null` that OpenAI-style engines put in every chunk. */
 const USAGE = /"usage":\s*\{/;
 const USAGE_KEY_BYTES = Buffer.from('"usage":');
 /** Shorter events are looked at as text: `data: [DONE]`, comments. */
 const SHORT_EVENT_BYTES = 32;
-/** An engine's error event (`data: {"error": …}`): the key comes first, within this many bytes of the event's start. */
-const ERROR_KEY_BYTES = Buffer.from('{"error"');
-const ERROR_KEY_WITHIN = 16;
+/** An engine's error event (`data: {"error": …}`, or `{ "error": … }`): the key comes first. */
+const DATA_FIELD_BYTES = Buffer.from('data:');
+const ERROR_NAME_BYTES = Buffer.from('"error"');
 const ERROR_PAYLOAD = /^\s*\{\s*"error"\s*:/;
 /** How a token's event begins: one `data:` line whose payload is a JSON object. */
 const OBJECT_EVENT_START = Buffer.from('data: {');
+
+/** A space, tab, CR or LF: JSON's whitespace. */
+const isWhitespace = (code: number | undefined) => code === 0x20 || code === 0x09 || code === 0x0a || code === 0x0d;
+
+/** The first byte at or after `at` that is not JSON's whitespace. */
+function skipWhitespace(event: Buffer, at: number): number {
+  while (isWhitespace(event[at])) at++;
+  return at;
+}
 
 /** Whether an event's bytes hold a usage object (the key, optional whitespace, `{`). */
 function hasUsageObject(event: Buffer): boolean {
   const key = event.indexOf(USAGE_KEY_BYTES);
   if (key < 0) return false;
-  let at = key + USAGE_KEY_BYTES.length;
-  while (event[at] === 0x20 || event[at] === 0x09 || event[at] === 0x0a || event[at] === 0x0d) at++;
-  return event[at] === 0x7b;
+  return event[skipWhitespace(event, key + USAGE_KEY_BYTES.length)] === 0x7b;
+}
+
+/** Whether an event's bytes open as an engine's error event: `data:`, then `{` and `"error"`, whitespace allowed between. */
+function opensWithErrorKey(event: Buffer): boolean {
+  if (
+    event.length < DATA_FIELD_BYTES.length ||
+    event.compare(DATA_FIELD_BYTES, 0, DATA_FIELD_BYTES.length, 0, DATA_FIELD_BYTES.length) !== 0
+  )
+    return false;
+  const brace = skipWhitespace(event, DATA_FIELD_BYTES.length);
+  if (event[brace] !== 0x7b) return false;
+  const key = skipWhitespace(event, brace + 1);
+  // Buffer.compare throws past the buffer's end: an event of spaces after its brace ends before a key could.
+  if (key + ERROR_NAME_BYTES.length > event.length) return false;
+  return event.compare(ERROR_NAME_BYTES, 0, ERROR_NAME_BYTES.length, key, key + ERROR_NAME_BYTES.length) === 0;
+}
+
+/**
+ * The first finish reason given as a string in an event (text or bytes), or null: each `"finish_reason":` key in
+ * turn, optional whitespace, then a string closed on its quote (a `null`, or a value cut short, is no reason). Plain
+ * searches: this runs for every relayed token.
+ */
+function finishReasonOf(event: string | Buffer): string | null {
+  const text = typeof event === 'string';
+  const code = (at: number) => (text ? event.charCodeAt(at) : event[at]);
+  const next = (from: number) => (text ? event.indexOf(FINISH_KEY, from) : event.indexOf(FINISH_KEY_BYTES, from));
+  for (let key = next(0); key >= 0;) {
+    let at = key + FINISH_KEY.length;
+    while (isWhitespace(code(at))) at++;
+    if (code(at) === 0x22) {
+      const closing = text ? event.indexOf('"', at + 1) : event.indexOf(0x22, at + 1);
+      if (closing < 0) return null;
+      return text ? event.slice(at + 1, closing) : event.toString('utf8', at + 1, closing);
+    }
+    key = next(at);
+  }
+  return null;
 }
 
 /**
@@ -103,12 +151,7 @@ export class StreamMeter {
       if (usage && chunk.usage) this.usage = chunk.usage;
       if (usage && chunk.choices?.length === 0 && !this.routed.request.includeUsage) return false;
     }
-    // Plain substring searches: this runs for every relayed token.
-    const finish = data.indexOf(FINISH_KEY);
-    if (finish >= 0) {
-      const start = finish + FINISH_KEY.length;
-      this.finishReason = data.slice(start, data.indexOf('"', start));
-    }
+    this.finishReason = finishReasonOf(data) ?? this.finishReason;
     return true;
   }
 
@@ -120,20 +163,15 @@ export class StreamMeter {
    */
   observeEvent(event: Buffer): boolean {
     this.routed.capture?.event(event);
-    const error = event.indexOf(ERROR_KEY_BYTES);
     if (
       this.ttftMs === null ||
       event.length < SHORT_EVENT_BYTES ||
       hasUsageObject(event) ||
-      (error >= 0 && error < ERROR_KEY_WITHIN) ||
+      opensWithErrorKey(event) ||
       !isObjectShaped(event)
     )
       return this.observe(eventData(event.toString('utf8')), true);
-    const finish = event.indexOf(FINISH_KEY_BYTES);
-    if (finish >= 0) {
-      const start = finish + FINISH_KEY_BYTES.length;
-      this.finishReason = event.toString('utf8', start, event.indexOf(0x22, start));
-    }
+    this.finishReason = finishReasonOf(event) ?? this.finishReason;
     return true;
   }
 
