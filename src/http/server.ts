@@ -252,7 +252,7 @@ export async function serveHttp(
   });
   routeUpgrades(server, GRAPHQL_PATH, ws.handleUpgrade);
 
-  const url = await listen(server, options.port, options.host);
+  const url = await listen(server, options.port, options.host, (error) => log('the HTTP server failed to accept a connection', error));
   let health = options.probesListener;
   if (health) {
     // The same listener, on the port it has held since the process started: from now on it answers as this server does.
