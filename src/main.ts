@@ -97,7 +97,9 @@ async function main(): Promise<void> {
     },
     stopEngines: () => (app.local ? stopEnginesAndMark(config, database, app.local, log) : Promise.resolve({ engines: [], marked: true })),
     exit: async () => {
-      await settledWithin(database.close(), DATABASE_CLOSE_TIMEOUT_MS);
+      if (!(await settledWithin(database.close(), DATABASE_CLOSE_TIMEOUT_MS))) {
+        log.warn(`the database did not close within ${DATABASE_CLOSE_TIMEOUT_MS / 1000} s; exiting without it`);
+      }
       process.exit(0);
     },
   });

