@@ -227,12 +227,16 @@ test('an endpoint at rest is passed over at the rest interval, and at the next t
     await change();
     await waitFor(what, async () => passes[resting]! > before, 10_000);
   };
+  // The busy endpoint (never at rest) has a pass every interval: `n` more of them are n intervals' ticks, however slow.
+  const ticks = async (n: number) => {
+    const from = passes[busy]!;
+    await waitFor(`${n} more intervals' passes`, async () => passes[busy]! >= from + n, 10_000);
+  };
   loop.start();
   try {
     await waitFor('the first passes', async () => passes[resting]! === 1 && passes[busy]! > 0, 10_000);
-    await sleep(15 * intervalMs);
     // Not at rest: one pass per interval still.
-    expect(passes[busy]).toBeGreaterThanOrEqual(5);
+    await ticks(5);
     expect(passes[resting]).toBe(1);
     // Any write to its row (an API action through another gateway, which pokes only that one).
     await passOf('a pass after a write to its row', () => db.sql`UPDATE endpoints SET updated_at = now() WHERE id = ${resting}`);
@@ -247,13 +251,12 @@ test('an endpoint at rest is passed over at the rest interval, and at the next t
     // Requests queued for it in some gateway process: a pass every interval while they wait.
     const queuedFrom = passes[resting]!;
     await db.sql`INSERT INTO gateway_queue_depth (process_id, endpoint_id, queued) VALUES ('another-gateway', ${resting}, 3)`;
-    await sleep(10 * intervalMs);
-    expect(passes[resting]! - queuedFrom).toBeGreaterThanOrEqual(3);
-    // At rest again once nothing waits.
+    await waitFor('three passes while requests wait', async () => passes[resting]! - queuedFrom >= 3, 10_000);
+    // At rest again once nothing waits (a tick that listed it before the change may still give it one more pass).
     await db.sql`DELETE FROM gateway_queue_depth WHERE endpoint_id = ${resting}`;
-    await sleep(3 * intervalMs);
+    await ticks(3);
     const restedAt = passes[resting]!;
-    await sleep(10 * intervalMs);
+    await ticks(10);
     expect(passes[resting]).toBe(restedAt);
     // A poke passes it at once.
     await passOf('a poked pass', async () => loop.poke(resting));
@@ -288,57 +291,103 @@ test('an endpoint at rest is passed over again once the rest interval has passed
 
 test("passes in lanes: a user's poke before the first looks and the controller's own pokes, those before the interval's", async () => {
   await setUp();
+  // `blocker` holds the loop's one slot while the gate is shut: every other pass queues behind it meanwhile. `marker`
+  // shows that a tick has acted on pokes made with its own (below). Both rest once passed: no interval's pass takes them.
+  const blocker = await endpoint();
+  const marker = await endpoint();
   // The passes a tick queues go in the leases' order (by id).
   const ids = [await endpoint(), await endpoint(), await endpoint(), await endpoint(), await endpoint()].sort();
   const [s0, s1, s2, s3, s4] = ids as [string, string, string, string, string];
+  // Another gateway holds these until the test lets them go: then one tick takes all five, five first looks.
+  await db.sql`
+    INSERT INTO endpoint_leases (endpoint_id, owner, expires_at)
+    SELECT id, 'another-gateway', now() + interval '1 hour' FROM unnest(${ids}::text[]) AS id`;
+  const tracked = [blocker, marker, ...ids];
+  const owner = `lanes-${userCount}`;
   const order: string[] = [];
-  // While a gate is set, each pass waits for it: one slot, so every other pass queues meanwhile.
+  /** Each endpoint's lease expiry as its last pass read it, as that pass began. */
+  const seen = new Map<string, string>();
+  const ended = new Set<string>();
   let gate: Promise<void> | undefined;
   let open = () => {};
+  let blocking = false;
   const shut = () => (gate = new Promise<void>((resolve) => (open = resolve)));
   const release = () => {
     gate = undefined;
     open();
   };
-  const intervalMs = 300;
+  const expiry = async (id: string) =>
+    (
+      await db.sql<
+        { expires: string }[]
+      >`SELECT expires_at::text AS expires FROM endpoint_leases WHERE endpoint_id = ${id} AND owner = ${owner}`
+    )[0]?.expires;
+  // The lease's TTL is longer than the test: no renewal after the first tick's. So its expiry moves only when a tick
+  // takes the endpoint's lease, just before it queues the endpoint's pass (and never while one waits or runs): one
+  // other than its last pass read is a pass queued since, not begun (the blocker holds the only slot when this is asked).
+  const queued = async (id: string) => {
+    const now = await expiry(id);
+    return now !== undefined && now !== seen.get(id);
+  };
+  const allQueued = (of: string[]) => async () => (await Promise.all(of.map(queued))).every(Boolean);
   const loop = newLoop({
-    intervalMs,
+    owner,
+    intervalMs: 200,
+    leaseTtlMs: 600_000,
+    restIntervalMs: 600_000,
     concurrency: 1,
     reconcile: async (id) => {
-      if (!ids.includes(id)) return;
+      if (!tracked.includes(id)) return;
       order.push(id);
-      await gate;
+      seen.set(id, (await expiry(id))!);
+      const stamp = (await readPassState(db.sql, id, QUEUE_DEPTH_STALE_MS))?.stamp;
+      if (id === blocker && gate) {
+        blocking = true;
+        await gate;
+        blocking = false;
+      }
+      ended.add(id);
+      // At rest (the stamp it read), as the controller's passes answer it: the blocker and the marker.
+      return id === blocker || id === marker ? stamp : undefined;
     },
   });
+  /** The blocker's pass, poked, takes the slot and waits at the gate; then nothing else runs. */
+  const block = async () => {
+    shut();
+    loop.poke(blocker);
+    await waitFor('the blocker to hold the slot', async () => blocking, 10_000);
+    order.length = 0;
+  };
   const after = (n: number) => waitFor(`${n} passes`, async () => order.length >= n, 10_000);
-  shut();
   loop.start();
   try {
-    // The first tick takes every endpoint: five first looks; the first runs and waits at the gate.
-    await after(1);
-    expect(order).toEqual([s0]);
+    await waitFor('the first looks of the blocker and the marker', async () => ended.has(blocker) && ended.has(marker), 10_000);
+
+    // Five first looks queue behind the blocker: the other gateway lets their leases go.
+    await block();
+    await db.sql`DELETE FROM endpoint_leases WHERE owner = 'another-gateway' AND endpoint_id = ANY(${ids}::text[])`;
+    await waitFor('the five first looks queued', allQueued(ids), 10_000);
     loop.poke(s3, { internal: true }); // the controller's own change to a first look: it keeps its place
     loop.poke(s4); // a user's: goes first
-    await sleep(50);
+    loop.poke(marker, { internal: true }); // the controller's own, of an endpoint looked at: after the first looks
+    // The tick that took these pokes took the marker's lease after it had moved the others' waiting passes.
+    await waitFor("the tick that took the pokes (the marker's pass queued)", () => queued(marker), 10_000);
+    expect(order).toEqual([]);
     release();
-    await after(5);
-    expect(order.slice(0, 5)).toEqual([s0, s4, s1, s2, s3]);
+    await after(6);
+    expect(order.slice(0, 6)).toEqual([s4, s0, s1, s2, s3, marker]);
 
-    // A user's poke takes the slot, and the interval queues the others' routine passes behind it.
-    await sleep(2 * intervalMs);
-    order.length = 0;
-    shut();
-    loop.poke(s0);
-    await after(1);
-    await sleep(3 * intervalMs);
+    // The interval queues each endpoint's routine pass behind the blocker (the marker rests: not its).
+    await block();
+    await waitFor("the interval's passes queued", allQueued(ids), 10_000);
+    loop.poke(s0); // a user's change: first
     loop.poke(s4, { internal: true }); // the controller's own change: before the interval's passes
-    await sleep(50);
+    loop.poke(marker, { internal: true });
+    await waitFor("the tick that took the pokes (the marker's pass queued)", () => queued(marker), 10_000);
+    expect(order).toEqual([]);
     release();
-    await after(5);
-    // (An interval's pass may have taken the slot as the gate shut: the order of those that waited is what counts.)
-    expect(order.indexOf(s0)).toBeLessThan(order.indexOf(s4));
-    expect(order.indexOf(s4)).toBeLessThan(order.indexOf(s2));
-    expect(order.indexOf(s4)).toBeLessThan(order.indexOf(s3));
+    await after(6);
+    expect(order.slice(0, 6)).toEqual([s0, s4, marker, s1, s2, s3]);
   } finally {
     release();
     await loop.stop();
