@@ -133,18 +133,7 @@ export class Controller {
     const policy = { ...DEFAULT_CRASH_POLICY, ...options.crashLoop };
     const intervalMs = options.intervalMs ?? DEFAULTS.controllerIntervalMs;
     // A health answer stands for half an interval: an idle endpoint's passes (one per interval) each ask anew.
-    const crashes = new CrashWatch(
-      sql,
-      batches,
-      runtime,
-      writes,
-      stopper,
-      policy,
-      (replicaId) => starter.isStarting(replicaId),
-      log,
-      intervalMs / 2,
-      drainTimeoutMs,
-    );
+    const crashes = new CrashWatch(sql, batches, runtime, writes, stopper, policy, starter, log, intervalMs / 2, drainTimeoutMs);
     this.sql = sql;
     this.batches = batches;
     this.runtime = runtime;

@@ -28,9 +28,13 @@ export const DISRUPTED = 'disrupted';
  * than stopped: it was placed (the runtime knows where), and it runs the version the endpoint wants, running.
  */
 export function resumable(endpoint: EndpointRecord, replica: ReplicaRecord): boolean {
+  return replica.locator !== null && stillWanted(endpoint, replica);
+}
+
+/** Whether the endpoint still wants this starting replica (running, of its current version), placed or not. */
+function stillWanted(endpoint: EndpointRecord, replica: ReplicaRecord): boolean {
   return (
     replica.state === 'STARTING' &&
-    replica.locator !== null &&
     !endpoint.deleted &&
     endpoint.desiredState === 'RUNNING' &&
     replica.versionIndex === endpoint.current.versionIndex
@@ -63,8 +67,11 @@ export class CrashWatch {
     private readonly writes: EndpointWrites,
     private readonly stopper: ReplicaStopper,
     private readonly policy: CrashPolicy,
-    /** Whether this process is starting the replica right now (any other STARTING replica was abandoned). */
-    private readonly isStarting: (replicaId: string) => boolean,
+    /**
+     * The starts this process drives (replica-starter.ts): whether it is starting the replica right now (any other
+     * STARTING replica was abandoned), and following from now on one adopted before its engine was placed.
+     */
+    private readonly starts: { isStarting(replicaId: string): boolean; follow(replicaId: string, endpointId: string): void },
     private readonly log: (message: string, error?: unknown) => void,
     /**
      * How long a health answer stands for the passes that follow it: the passes a burst of changes brings (each pod
@@ -98,7 +105,7 @@ export class CrashWatch {
         live.push(replica); // another runtime's replica (a gateway configured otherwise watches it)
         continue;
       }
-      const abandoned = (replica.state === 'STARTING' && !this.isStarting(replica.id)) || replica.state === 'DRAINING';
+      const abandoned = (replica.state === 'STARTING' && !this.starts.isStarting(replica.id)) || replica.state === 'DRAINING';
       if (abandoned) {
         // Placed, though its row never recorded where (the write after its placement failed): followed where it runs.
         if (replica.state === 'STARTING' && replica.locator === null) {
@@ -231,12 +238,24 @@ export class CrashWatch {
       if (error instanceof RuntimeUnavailableError) return 'unknown';
       this.log(`replica ${replica.id} of ${endpoint.id}: looking for its placement failed`, error);
     }
-    if (!found?.locator) return undefined;
+    // Found with neither a locator nor its engine's token: nothing to record (the caller judges it).
+    if (!found || (!found.locator && !found.token)) return undefined;
     const recorded: ReplicaRecord = { ...replica, locator: found.locator, address: found.address, token: found.token ?? replica.token };
-    if (resumable(endpoint, recorded)) {
-      this.log(`replica ${replica.id} of ${endpoint.id} runs (${found.locator}) but its row recorded no placement: recorded, and followed`);
-      const move = { state: 'STARTING' as const, locator: found.locator, ...(found.token ? { token: found.token } : {}) };
-      if (await this.batches.markReplica(replica.id, move)) return recorded;
+    if (stillWanted(endpoint, recorded)) {
+      this.log(
+        `replica ${replica.id} of ${endpoint.id} runs (${found.locator ?? 'its model step'}) but its row recorded no placement: recorded, and followed`,
+      );
+      const move = {
+        state: 'STARTING' as const,
+        ...(found.locator ? { locator: found.locator } : {}),
+        ...(found.token ? { token: found.token } : {}),
+      };
+      if (await this.batches.markReplica(replica.id, move)) {
+        // Placed, its engine not yet (a local model step): its row is as a placement's write leaves it, and this process
+        // follows its start as the placement would have (the row records the engine once it runs).
+        if (!found.locator) this.starts.follow(replica.id, endpoint.id);
+        return recorded;
+      }
     } else await this.batches.markReplica(replica.id, { state: 'STOPPED', lastError: 'abandoned by a gateway that stopped' });
     // No longer wanted (or its row ended meanwhile): what was placed goes.
     await this.runtime.stop(found, 0);

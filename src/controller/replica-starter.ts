@@ -102,6 +102,11 @@ export class ReplicaStarter {
     return this.jobs.has(replicaId) || this.followed.has(replicaId);
   }
 
+  /** Follows from now on a start whose placement's write was lost, adopted before its engine was placed (crash-watch.ts). */
+  follow(replicaId: string, endpointId: string): void {
+    this.followed.set(replicaId, endpointId);
+  }
+
   /** This process no longer holds the endpoint: the starts it followed and the failures it kept for it go (not its jobs). */
   forget(endpointId: string): void {
     this.failures.delete(endpointId);

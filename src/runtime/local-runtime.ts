@@ -7,9 +7,7 @@
  */
 import { DEFAULTS } from '../defaults.js';
 import { withoutGatewaySecrets } from '../config.js';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, writeSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,9 +21,17 @@ import { engineCommand } from './engine-command.js';
 import { sharedEngineClient, type EngineClient } from '../engine-client/engine-client.js';
 import { followLogFile, localLogFile, readLogFile, readLogTail, watchForProtocolLine } from './engine-log-files.js';
 import { Nudge } from '../util/nudge.js';
-import { pidOf, readStateFiles, replicaProcessAlive, signalGroup, type RecordedEngine, type StateFile } from './local-processes.js';
+import {
+  pidOf,
+  readStateFiles,
+  replicaProcessAlive,
+  signalGroup,
+  spawnDetached,
+  type RecordedEngine,
+  type StateFile,
+} from './local-processes.js';
 
-export type { RecordedEngine } from './local-processes.js';
+export { SPAWN_LINE_PREFIX, type RecordedEngine } from './local-processes.js';
 import type { Inventory } from './gpu-inventory.js';
 import {
   ReplicaStartError,
@@ -69,14 +75,6 @@ interface Followed {
   observation: ReplicaObservation;
   abort: AbortController;
 }
-
-/**
- * The first line of a replica's log, written just before its engine is
- * spawned: `[runtime] spawning the engine {"at":…}` (milliseconds since the
- * epoch). With the engine's `ENGINE_READY {…,"readyAt":…}` line it gives the
- * engine's own start time.
- */
-export const SPAWN_LINE_PREFIX = '[runtime] spawning the engine ';
 
 /**
  * How long to wait before the next health check of a starting engine, after
@@ -199,29 +197,12 @@ export class LocalRuntime implements Runtime {
       ...(this.options.engineEntry ? { entry: this.options.engineEntry } : {}),
       cpuOnly: this.options.cpuOnly,
     });
-    const log = openSync(this.logPath(launch.replicaId), 'a');
-    // When the engine was started, for reading its log: the engine's ENGINE_READY line says when it was ready.
-    writeSync(
-      log,
-      `${SPAWN_LINE_PREFIX}${JSON.stringify({ at: Math.round((performance.timeOrigin + performance.now()) * 1000) / 1000 })}\n`,
-    );
-    const child = spawn(command.file, command.args, {
-      detached: true,
-      stdio: ['ignore', log, log],
-      env: {
-        ...withoutGatewaySecrets(process.env),
-        ...this.options.env,
-        REPLICA_ID: launch.replicaId,
-        ...(placing.token ? { ENGINE_TOKEN: placing.token } : {}),
-        ...(this.options.engineIdleExitMs !== undefined ? { ENGINE_IDLE_EXIT_MS: String(this.options.engineIdleExitMs) } : {}),
-      },
-    });
-    closeSync(log);
-    const pid = await new Promise<number>((resolve, reject) => {
-      child.once('spawn', () => resolve(child.pid!));
-      child.once('error', (error) =>
-        reject(new ReplicaStartError('INFERENCE_ENGINE_INVALID_ARGUMENT_ERROR', `the engine command could not start: ${error.message}`)),
-      );
+    const { child, pid } = await spawnDetached(command.file, command.args, this.logPath(launch.replicaId), {
+      ...withoutGatewaySecrets(process.env),
+      ...this.options.env,
+      REPLICA_ID: launch.replicaId,
+      ...(placing.token ? { ENGINE_TOKEN: placing.token } : {}),
+      ...(this.options.engineIdleExitMs !== undefined ? { ENGINE_IDLE_EXIT_MS: String(this.options.engineIdleExitMs) } : {}),
     });
     // The wait for the health check ends early when the engine writes its protocol line or exits.
     const nudge = new Nudge();
@@ -242,6 +223,19 @@ export class LocalRuntime implements Runtime {
       throw error;
     }
     return { ref, nudge };
+  }
+
+  /**
+   * A replica this process placed whose row lost the write of it (Runtime.adopt), as followed here: its engine's pid and
+   * address once spawned, else no locator while its model step runs (its token: the controller records that and follows
+   * the start, and the row records the engine once it is spawned). A failed start too, as a failed Pod is: the
+   * controller tells its failure. Undefined for one stopped, and for one another gateway process placed (its engine is
+   * found by its state file).
+   */
+  async adopt(ref: ReplicaRef & { endpointId: string }): Promise<ReplicaRef | undefined> {
+    const entry = ref.node === this.node ? this.followed.get(ref.replicaId) : undefined;
+    if (!entry || entry.abort.signal.aborted) return undefined;
+    return { ...entry.ref, endpointId: ref.endpointId };
   }
 
   /**

@@ -248,10 +248,12 @@ export interface Runtime {
    * the write of its answer failed (the database away for a moment, a connection broken), or the gateway stopped
    * between the two. Answers the replica as `ensure` did (its locator, its engine's token) when this runtime finds it
    * placed, from its own state (the Kubernetes runtime: its Pod in the informer's cache, by its deterministic name or
-   * its replica label, never a list), so that the controller records it and follows its start rather than stopping it
-   * unseen and placing another. Undefined when it finds none: never placed, gone, being deleted, or not known yet (a
-   * cache not synced). Throws RuntimeUnavailableError when its control plane cannot be reached. Absent: the runtime
-   * finds no replica by its id alone (the local runtime).
+   * its replica label, never a list; the local runtime: a replica this gateway process placed and has not stopped, its
+   * engine's pid once spawned, no locator but its token while its model step runs), so that the controller records it
+   * and follows its start rather than stopping it unseen and placing another. Undefined when it finds none: never
+   * placed, gone, being deleted, placed by another process of the local runtime, or not known yet (a cache not synced).
+   * Throws RuntimeUnavailableError when its control plane cannot be reached. Absent: the runtime finds no replica by
+   * its id alone.
    */
   adopt?(ref: ReplicaRef & { endpointId: string }): Promise<ReplicaRef | undefined>;
   /**
