@@ -12,7 +12,8 @@
  * - At most `maxSubscriptions` operations run on one socket at once. Operations are tracked here, not by id
  *   (`websocket-operations.ts`): `complete` and the socket's close stop every one, an id reused at once included.
  * - A peer that answers no ping (with that ping's payload) within `keepAliveMs`, or that takes nothing of what
- *   waits to be sent for `stallMs`, is cut.
+ *   waits to be sent for `stallMs`, is cut; a socket with more than its high-water mark waiting to be sent is not read
+ *   until it is back under it, so that a peer that writes without reading cannot pile its answers up here.
  * - Access is watched (see `live/access-watch.ts`): a socket whose key stops
  *   authenticating is closed with 4403 and the reason; a subscription whose
  *   team access changed ends with a FORBIDDEN error.
