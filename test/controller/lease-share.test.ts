@@ -16,6 +16,12 @@ import { onCleanup } from '../support/cleanup.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createBody, seedPrincipal } from '../support/gateway.js';
 
+/**
+ * The loops' lease TTL: short, so that membership and hand-overs come quickly, yet long enough that a loop's renewal is
+ * not late on a loaded machine (at 1.5 s, a full run's load let leases lapse and another gateway take them).
+ */
+const LEASE_TTL_MS = 3000;
+
 let db: TestDatabase;
 let services: Services;
 let principal: Principal;
@@ -131,7 +137,7 @@ test('gateways share the endpoints: one alone takes all, one that joins gets hal
       intervalMs: 50,
       // At rest after its first pass: the endpoint is passed again only when handed over, or after 10 minutes.
       restIntervalMs: 600_000,
-      leaseTtlMs: 1500,
+      leaseTtlMs: LEASE_TTL_MS,
       reconcile: async (id) => {
         if (inPass.has(id)) overlaps.push(`${id}: ${inPass.get(id)} and ${owner}`);
         inPass.set(id, owner);
@@ -173,8 +179,8 @@ test('gateways share the endpoints: one alone takes all, one that joins gets hal
   // C places replicas elsewhere (another machine's local runtime): nothing is handed to it, but it takes its share of
   // new endpoints (16 endpoints, 3 members: 6 each at most; A and B hold 6 already).
   const c = loop('gw-c', 'machine-2');
-  // Counted by the others once it has run for a lease's TTL (1.5 s).
-  await sleep(2200);
+  // Counted by the others once it has run for a lease's TTL.
+  await sleep(LEASE_TTL_MS + 700);
   expect(await count('gw-c')).toBe(0);
   const fresh = await createEndpoints(4, 'new');
   ids.push(...fresh);
@@ -203,7 +209,7 @@ test('a gateway forgets what it no longer holds: a lease another gateway took, a
     owner: 'gw-forget',
     intervalMs: 50,
     restIntervalMs: 600_000,
-    leaseTtlMs: 1500,
+    leaseTtlMs: LEASE_TTL_MS,
     reconcile: async (id) => (await readPassState(db.sql, id, QUEUE_DEPTH_STALE_MS))?.stamp,
     forget: (ids) => forgotten.push(...ids),
     log: () => {},

@@ -7,7 +7,7 @@
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { expect, test } from 'vitest';
+import { test } from 'vitest';
 import { startEmbeddedPostgres } from '../../src/storage/embedded-postgres.js';
 import { copyInitialisedDataDir } from '../support/cli-pg-template.js';
 
