@@ -23,7 +23,8 @@ afterAll(async () => {
 });
 
 test("the statement after a terminated session runs on a new one, without the old session's error", async () => {
-  const [{ pid }] = await pool<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+  const [first] = await pool<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+  const pid = first!.pid;
   const long = pool`SELECT pg_sleep(30)`.then(
     () => 'finished',
     (error: { code?: string }) => error.code,
