@@ -19,7 +19,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
 import { createBody, restClient } from '../support/gateway.js';
 import { bundledForFile } from '../support/file-bundle.js';
-import { startGatewayProcess, type GatewayProcess, isRunning } from '../support/processes.js';
+import { startGatewayProcess, isRunning, gatewayExited as exited } from '../support/processes.js';
 
 const ADMIN_KEY = 'test_engines_on_exit_admin_key_0123';
 
@@ -53,12 +53,6 @@ afterAll(async () => {
   await db.close();
   await rm(dataDir, { recursive: true, force: true });
 }, 60_000);
-
-function exited(gateway: GatewayProcess): Promise<number | null> {
-  const { child } = gateway;
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
-  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
-}
 
 function readyReplica(id: string) {
   return waitFor(`a READY replica of ${id}`, async () => (await liveReplicaRows(db.sql, id)).find((r) => r.state === 'READY'), 60_000);

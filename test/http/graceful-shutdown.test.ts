@@ -21,7 +21,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
 import { createBody, restClient } from '../support/gateway.js';
 import { openSocket, rawConnection } from '../support/live-clients.js';
-import { startGatewayProcess, type GatewayProcess } from '../support/processes.js';
+import { startGatewayProcess, type GatewayProcess, gatewayExited as exited, killRecordedEngines } from '../support/processes.js';
 import { ANSWER_WHOLE_JS, CHUNK_JS, STREAM_RELEASED_JS } from '../support/scripted-engine.js';
 
 const ADMIN_KEY = 'test_graceful_shutdown_admin_key_0123';
@@ -77,13 +77,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (!db) return;
-  for (const row of await db.sql<{ pid: number }[]>`SELECT locator::int AS pid FROM replicas WHERE locator IS NOT NULL`) {
-    try {
-      process.kill(row.pid, 'SIGKILL');
-    } catch {
-      // gone already
-    }
-  }
+  await killRecordedEngines(db.sql);
   await hub.close();
   await db.close();
   await rm(dir, { recursive: true, force: true });
@@ -105,12 +99,6 @@ async function servingGateway(extra: Record<string, string>): Promise<GatewayPro
   }
   await waitFor('a READY replica', async () => (await liveReplicaRows(db.sql, endpointId)).find((r) => r.state === 'READY'), 60_000);
   return gateway;
-}
-
-function exited(gateway: GatewayProcess): Promise<number | null> {
-  const { child } = gateway;
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
-  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
 }
 
 /** A streamed chat completion, read as it comes: its text so far, and how its body ended. */

@@ -21,7 +21,7 @@ import { liveReplicaRows, standardRepos, testEnv, TINY_REPO, waitFor } from '../
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
 import { createBody, restClient } from '../support/gateway.js';
-import { startGatewayProcess, type GatewayProcess } from '../support/processes.js';
+import { startGatewayProcess, gatewayExited as exited, killRecordedEngines } from '../support/processes.js';
 import { engineScript, STREAM_RELEASED_JS } from '../support/scripted-engine.js';
 
 const ADMIN_KEY = 'test_ws_drain_new_operations_admin_key_0123';
@@ -72,23 +72,11 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (!db) return;
-  for (const row of await db.sql<{ pid: number }[]>`SELECT locator::int AS pid FROM replicas WHERE locator IS NOT NULL`) {
-    try {
-      process.kill(row.pid, 'SIGKILL');
-    } catch {
-      // gone already
-    }
-  }
+  await killRecordedEngines(db.sql);
   await hub.close();
   await db.close();
   await rm(dir, { recursive: true, force: true });
 }, 60_000);
-
-function exited(gateway: GatewayProcess): Promise<number | null> {
-  const { child } = gateway;
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
-  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
-}
 
 /** One operation on the client: what it received, and how it ended (an error: GraphQL errors, or the socket's close). */
 interface Tracked {

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { testEnv } from './app.js';
 import { onCleanup } from './cleanup.js';
+import type { Sql } from '../../src/storage/database.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 
 /** The gateway's entry: the run's bundle, or (TEST_ENGINE=tsx) its source through tsx. */
@@ -63,6 +64,24 @@ export function startGatewayProcess(env: Record<string, string>): Promise<Gatewa
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.once('exit', (code) => reject(new Error(`gateway exited with ${code}:\n${output}`)));
   });
+}
+
+/** The gateway process's exit code once it has exited (at once when it has already). */
+export function gatewayExited(gateway: GatewayProcess): Promise<number | null> {
+  const { child } = gateway;
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+/** SIGKILL to every engine whose pid the database's replicas record: spawned detached, engines outlive their gateway. */
+export async function killRecordedEngines(sql: Sql): Promise<void> {
+  for (const row of await sql<{ pid: number }[]>`SELECT locator::int AS pid FROM replicas WHERE locator IS NOT NULL`) {
+    try {
+      process.kill(row.pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
 }
 
 /** Whether a process runs (a zombie, dead but not yet reaped by whoever inherited it, does not). */
