@@ -32,6 +32,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createBody, seedPrincipal } from '../support/gateway.js';
 import { startSimCluster, type SimCluster } from '../support/kube/sim-fleet.js';
 import { lists } from '../support/kube/sim-observe.js';
+import { placementRows } from '../support/placement-rows.js';
 
 const NS = 'default';
 
@@ -135,17 +136,7 @@ async function createEndpoint(name: string): Promise<string> {
   return created.value.id;
 }
 
-interface Row {
-  id: string;
-  state: string;
-  locator: string | null;
-  has_token: boolean;
-  last_error: string | null;
-}
-const replicaRows = (endpointId: string) =>
-  observer<Row[]>`
-    SELECT id, state, locator, engine_token IS NOT NULL AS has_token, last_error FROM replicas
-    WHERE endpoint_id = ${endpointId} ORDER BY created_at, id`;
+const replicaRows = (endpointId: string) => placementRows(observer, endpointId);
 
 /** The endpoint's one replica READY, recorded at its Pod, and the endpoint RUNNING. */
 async function expectServingFromItsFirstPod(endpointId: string): Promise<void> {

@@ -23,6 +23,7 @@ import { connectDatabase, type Sql } from '../../src/storage/database.js';
 import { standardRepos, startTestApp, TINY_REPO, waitFor, waitForStatus, type SeededUser, type TestApp } from '../support/app.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
 import { buildTinyGguf } from '../support/tiny-gguf.js';
+import { placementRows } from '../support/placement-rows.js';
 
 /** A repository of its own (its bytes in no cache yet), whose downloads the proxy holds while `holding`. */
 const HELD_REPO = 'test-org/held-GGUF';
@@ -113,17 +114,7 @@ afterAll(async () => {
   await hub?.close();
 });
 
-interface Row {
-  id: string;
-  state: string;
-  locator: string | null;
-  has_token: boolean;
-  last_error: string | null;
-}
-const replicaRows = (endpointId: string) =>
-  observer<Row[]>`
-    SELECT id, state, locator, engine_token IS NOT NULL AS has_token, last_error FROM replicas
-    WHERE endpoint_id = ${endpointId} ORDER BY created_at, id`;
+const replicaRows = (endpointId: string) => placementRows(observer, endpointId);
 
 /** How many engines the local runtime spawned for these replicas: the spawn lines their logs begin each run with. */
 async function spawns(replicaIds: readonly string[]): Promise<number> {
