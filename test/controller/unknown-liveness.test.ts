@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { liveReplicaRows, startTestApp, statusOf, TINY_REPO, waitFor, waitForStatus, type TestApp } from '../support/app.js';
 import type { SeededProject } from '../support/gateway.js';
+import { isRunning } from '../support/processes.js';
 
 const UNKNOWN_MS = 5000;
 let t: TestApp;
@@ -19,19 +20,10 @@ beforeAll(async () => {
   project = await (await t.seed.user()).project('unknown-liveness');
 }, 120_000);
 
-afterAll(() => {
+afterAll(async () => {
   // The restart reaps it (an engine of this machine that no replica of this machine claims): killed here only if not.
-  if (strayPid && alive(strayPid)) process.kill(strayPid, 'SIGKILL');
+  if (strayPid && (await isRunning(strayPid))) process.kill(strayPid, 'SIGKILL');
 }, 120_000);
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 test('a starting replica the runtime cannot see holds the endpoint for unknownMs, then is given up and replaced', async () => {
   const id = await project.endpoint({ hfModelRepo: TINY_REPO });
