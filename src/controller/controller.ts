@@ -157,6 +157,7 @@ export class Controller {
       leaseTtlMs: options.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
       reconcile: (id) => this.reconcile(id),
       busy: (id) => this.starter.busy(id),
+      ...(runtime.watchShards ? { watchShards: (shards: ReadonlySet<number>) => runtime.watchShards!(shards) } : {}),
       forget: (ids) => {
         for (const id of ids) for (const part of [this.crashes, this.scaling, this.starter]) part.forget(id);
       },
@@ -164,7 +165,8 @@ export class Controller {
       log,
     });
     // What the runtime sees change in a replica (a pod scheduled, an engine ready) is read by the endpoint's next pass,
-    // now, when this process holds the endpoint (every gateway's informer sees every Pod: the holder's pass reads it).
+    // now, when this process holds the endpoint (a gateway may see pods of endpoints it does not hold: those of a
+    // shard it still follows, another gateway's pods before the shards are divided).
     runtime.onChange((endpointId) => this.loop.poke(endpointId, { heldOnly: true, internal: true }));
   }
 

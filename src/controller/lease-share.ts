@@ -6,6 +6,12 @@
  * replicas where they run (the same pool: the Kubernetes runtime's cluster and namespace). With the local runtime each
  * gateway is a pool of its own (an engine is a child of the gateway that started it): gateways share the new
  * endpoints, and keep what they hold.
+ *
+ * Where the runtime follows replicas by shard (the Kubernetes runtime: Runtime.watchShards), the share is not a
+ * count but a set of shards (src/domain/shards.ts, `assignShards`): the members of the pool divide its shards
+ * evenly, each takes every endpoint of its own shards and none of the others', and hands back (settled ones, as
+ * above) those it holds of another's. Each gateway then watches only its shards' pods: the work of following the
+ * cluster divides between the gateways, as the endpoints do.
  */
 
 export interface ShareInputs {

@@ -16,7 +16,11 @@
  *
  * Several gateways share the endpoints (lease-share.ts): each renews its
  * membership with its leases, takes no more than its share, and hands the
- * excess back when the others can adopt it.
+ * excess back when the others can adopt it. Where the runtime follows replicas
+ * by shard (the Kubernetes runtime), the share is a set of shards: the pool's
+ * members divide the shards (src/domain/shards.ts), each takes the endpoints
+ * of its own and hands back those of others', and its runtime watches only the
+ * pods of the shards whose endpoints it holds or may take.
  */
 import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
@@ -24,6 +28,7 @@ import { endpointsToReconcile, settled } from '../storage/pass-reads.js';
 import { QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
 import { acquireLeases, countMembers, heartbeat, releaseLeases, releaseSomeLeases } from '../storage/leases-repository.js';
 import { Nudge } from '../util/nudge.js';
+import { assignShards, SHARD_COUNT, shardOf } from '../domain/shards.js';
 import { leaseShare } from './lease-share.js';
 import { LaneQueue } from './lane-queue.js';
 import { StaleError } from './endpoint-writes.js';
@@ -41,6 +46,12 @@ export interface ReconcileLoopOptions {
    * a pass running: what the controller keeps in memory for them goes.
    */
   forget?: (endpointIds: string[]) => void;
+  /**
+   * Present when the runtime follows replicas by shard (Runtime.watchShards): the pool's gateways divide its shards
+   * (src/domain/shards.ts), each takes the endpoints of its own shards alone, and this is told the shards of the
+   * endpoints this process holds or may take, whenever they change. Absent: endpoints are shared by count.
+   */
+  watchShards?: (shards: ReadonlySet<number>) => void;
   /** Whether a step of the endpoint's starts runs in this process (a warm-up): it is not handed over meanwhile. */
   busy?: (endpointId: string) => boolean;
   /** One pass over one endpoint whose lease this process holds; the endpoint's stamp as read when it found it at rest. */
@@ -83,6 +94,12 @@ export class ReconcileLoop {
   private elsewhere = 0;
   /** The endpoints to reconcile at the last listing. */
   private endpoints = 0;
+  /** The other live members of this process's pool, by name, at the last count. */
+  private peers: string[] = [];
+  /** With shards (`watchShards`): the shards this process holds among its pool's members, as of the last count. */
+  private owned: Set<number> | undefined;
+  /** The shards last told to `watchShards` (sorted, joined), so that an unchanged set is not told again. */
+  private followed = '';
 
   constructor(private readonly options: ReconcileLoopOptions) {
     this.queue = new LaneQueue(options.concurrency ?? 16, 3);
@@ -176,9 +193,10 @@ export class ReconcileLoop {
         // Taken again later, such an endpoint's first pass is a first look again.
         for (const id of lost) this.lastPassAt.delete(id);
         this.forget(lost);
-        ({ held: this.held, others: this.others, elsewhere: this.elsewhere } = beat);
+        ({ held: this.held, others: this.others, elsewhere: this.elsewhere, peers: this.peers } = beat);
         this.renewedAt = at;
-      } else ({ others: this.others, elsewhere: this.elsewhere } = await countMembers(sql, owner, pool, leaseTtlMs));
+      } else ({ others: this.others, elsewhere: this.elsewhere, peers: this.peers } = await countMembers(sql, owner, pool, leaseTtlMs));
+      if (this.options.watchShards) this.owned = assignShards(this.peers, owner);
       const listed = await endpointsToReconcile(sql, QUEUE_DEPTH_STALE_MS);
       this.endpoints = listed.length;
       ids = listed.map((e) => e.id);
@@ -201,6 +219,7 @@ export class ReconcileLoop {
       for (const id of this.lastPassAt.keys()) if (!stamps.has(id)) this.lastPassAt.delete(id);
       for (const id of this.atRest.keys()) if (!stamps.has(id)) this.atRest.delete(id);
       if (renewing) await this.handBack(stamps, idle, poked);
+      this.followShards();
     }
     const free: string[] = [];
     for (const id of ids) {
@@ -215,9 +234,13 @@ export class ReconcileLoop {
       }
     }
     if (this.stopped) return;
-    // One statement takes every lease to be had (not one round trip per endpoint), up to this process's share.
-    const { take } = this.share();
-    for (const id of await acquireLeases(sql, free, owner, leaseTtlMs, take)) {
+    // One statement takes every lease to be had (not one round trip per endpoint), up to this process's share: with
+    // shards, every one of its own shards' endpoints, and none of the others' but those it holds still (renewed, and
+    // passed over, until they are handed back).
+    const { owned } = this;
+    const wanted = owned ? free.filter((id) => owned.has(shardOf(id)) || this.held.has(id)) : free;
+    const { take } = owned ? { take: null } : this.share();
+    for (const id of await acquireLeases(sql, wanted, owner, leaseTtlMs, take)) {
       this.held.add(id);
       if (this.stopped || this.running.has(id)) continue;
       // A user's change goes first; then the controller's own changes and an endpoint's first pass since this process
@@ -248,6 +271,21 @@ export class ReconcileLoop {
     if (idle.length > 0) this.options.forget?.(idle);
   }
 
+  /**
+   * Tells the runtime the shards to follow (with shards): its own, where it takes endpoints, and those of the
+   * endpoints it holds still (another gateway's shard now, not handed over yet: see `handBack`).
+   */
+  private followShards(): void {
+    const { owned } = this;
+    if (!owned || !this.options.watchShards) return;
+    const shards = new Set(owned);
+    for (const id of this.held) shards.add(shardOf(id));
+    const key = [...shards].sort((a, b) => a - b).join(',');
+    if (key === this.followed) return;
+    this.followed = key;
+    this.options.watchShards(shards);
+  }
+
   private share() {
     return leaseShare({ endpoints: this.endpoints, others: this.others, elsewhere: this.elsewhere, held: this.held.size });
   }
@@ -259,9 +297,12 @@ export class ReconcileLoop {
    * takes them on its next pass.
    */
   private async handBack(stamps: ReadonlyMap<string, string>, idle: ReadonlySet<string>, poked: ReadonlySet<string>): Promise<void> {
-    const { release } = this.share();
+    // With shards: every endpoint of a shard another member holds now; else the excess over this process's share.
+    const { owned } = this;
+    const release = owned ? Infinity : this.share().release;
     if (release === 0) return;
     const candidates = [...this.held].filter((id) => {
+      if (owned?.has(shardOf(id))) return false;
       const stamp = stamps.get(id);
       const quiet = !this.running.has(id) && !poked.has(id) && !this.poked.has(id) && !this.options.busy?.(id);
       return stamp !== undefined && settled(stamp) && idle.has(id) && quiet;
@@ -278,7 +319,9 @@ export class ReconcileLoop {
     }
     this.forget(ids);
     this.options.log(
-      `handed ${ids.length} endpoint(s) over to the ${this.others} other gateway(s) (this one's share: ${this.share().share})`,
+      owned
+        ? `handed ${ids.length} endpoint(s) over to the other gateway(s) of the pool, whose shards they are now (this one holds ${owned.size} of ${SHARD_COUNT} shards)`
+        : `handed ${ids.length} endpoint(s) over to the ${this.others} other gateway(s) (this one's share: ${this.share().share})`,
     );
   }
 }

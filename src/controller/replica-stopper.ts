@@ -14,6 +14,7 @@ import type { StatementBatches } from '../storage/statement-batches.js';
 /** How the runtime finds the replica a row records. */
 export const refOf = (r: ReplicaRecord): ReplicaRef => ({
   replicaId: r.id,
+  endpointId: r.endpointId,
   address: r.address,
   locator: r.locator,
   node: r.node,

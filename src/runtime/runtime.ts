@@ -222,6 +222,14 @@ export interface Runtime {
    * of the gateway that started it, which alone sees it exit).
    */
   readonly adoptablePool?: string;
+  /**
+   * Follows only the replicas of these shards (src/domain/shards.ts) from now on: the gateways of an adoptable pool
+   * divide its shards (lease-share.ts), each taking the endpoints of its own, and tell the runtime which shards hold
+   * the endpoints they hold; an endpoint of a shard not followed here is "unknown" to it. Until called, every shard
+   * is followed. Absent: the runtime follows what this process placed (the local runtime), and endpoints are shared
+   * by count.
+   */
+  watchShards?(shards: ReadonlySet<number>): void;
   /** GPUs (or CPU-backed slots) of each kind this runtime offers in its pool now. */
   capacity(): Partial<Record<GpuType, number>>;
   /**

@@ -45,6 +45,8 @@ export interface Members {
   others: number;
   /** Of them, those whose replicas cannot be adopted where this owner's can (another pool). */
   elsewhere: number;
+  /** The others of this owner's pool, by name: they divide the pool's shards (src/domain/shards.ts). */
+  peers: string[];
 }
 
 /** What a heartbeat answers: the leases this owner holds (renewed), and the other members. */
@@ -54,7 +56,8 @@ export interface Heartbeat extends Members {
 
 /** The counts of `Members` over `controller_members`, in SQL: the other owners live now and joined a TTL ago. */
 const counted = (db: Queryable, owner: string, pool: string, ttlMs: number) => db`
-  SELECT count(*)::int AS others, (count(*) FILTER (WHERE pool <> ${pool}))::int AS elsewhere
+  SELECT count(*)::int AS others, (count(*) FILTER (WHERE pool <> ${pool}))::int AS elsewhere,
+    coalesce(array_agg(owner ORDER BY owner) FILTER (WHERE pool = ${pool}), '{}') AS peers
   FROM controller_members
   WHERE owner <> ${owner} AND expires_at > now() AND joined_at <= now() - ${ttlMs} * interval '1 millisecond'`;
 
@@ -76,7 +79,7 @@ const ownedLocked = (db: Queryable, owner: string, endpointIds: readonly string[
  * in id order first), forgets members gone for an hour, and counts the other members.
  */
 export async function heartbeat(db: Queryable, owner: string, pool: string, ttlMs: number): Promise<Heartbeat> {
-  const [row] = await db<{ held: string[]; others: number; elsewhere: number }[]>`
+  const [row] = await db<{ held: string[]; others: number; elsewhere: number; peers: string[] }[]>`
     WITH member AS (
       INSERT INTO controller_members (owner, pool, expires_at) VALUES (${owner}, ${pool}, ${ttl(db, ttlMs)})
       ON CONFLICT (owner) DO UPDATE SET pool = excluded.pool, expires_at = excluded.expires_at
@@ -87,8 +90,8 @@ export async function heartbeat(db: Queryable, owner: string, pool: string, ttlM
       UPDATE endpoint_leases l SET expires_at = ${ttl(db, ttlMs)} FROM locked
       WHERE l.endpoint_id = locked.endpoint_id AND l.owner = ${owner} RETURNING l.endpoint_id
     ), members AS (${counted(db, owner, pool, ttlMs)})
-    SELECT (SELECT coalesce(array_agg(endpoint_id), '{}') FROM renewed) AS held, others, elsewhere FROM members`;
-  return { held: new Set(row!.held), others: row!.others, elsewhere: row!.elsewhere };
+    SELECT (SELECT coalesce(array_agg(endpoint_id), '{}') FROM renewed) AS held, others, elsewhere, peers FROM members`;
+  return { held: new Set(row!.held), others: row!.others, elsewhere: row!.elsewhere, peers: row!.peers };
 }
 
 /** The other members now (each interval's pass reads them: a gateway that stopped or died stops counting at once). */

@@ -6,7 +6,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { leaseShare } from '../../src/controller/lease-share.js';
-import { ReconcileLoop } from '../../src/controller/reconcile-loop.js';
+import { assignShards, SHARD_COUNT, shardOf } from '../../src/domain/shards.js';
+import { ReconcileLoop, type ReconcileLoopOptions } from '../../src/controller/reconcile-loop.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
 import { acquireLeases, countMembers, heartbeat, releaseLeases } from '../../src/storage/leases-repository.js';
@@ -87,14 +88,15 @@ test('a capped take renews every lease the owner holds and takes at most the lim
   expect(c.size).toBe(12);
   // The heartbeat renews the leases it holds, and counts the other members: each once it has run for a TTL.
   const beat = await heartbeat(db.sql, 'cap-c', 'pool-1', 60_000);
-  expect(beat).toEqual({ held: c, others: 0, elsewhere: 0 });
-  expect(await heartbeat(db.sql, 'cap-d', 'pool-2', 60_000)).toEqual({ held: d, others: 0, elsewhere: 0 });
+  expect(beat).toEqual({ held: c, others: 0, elsewhere: 0, peers: [] });
+  expect(await heartbeat(db.sql, 'cap-d', 'pool-2', 60_000)).toEqual({ held: d, others: 0, elsewhere: 0, peers: [] });
   await db.sql`UPDATE controller_members SET joined_at = now() - interval '61 seconds' WHERE owner LIKE 'cap-%'`;
-  expect(await heartbeat(db.sql, 'cap-d', 'pool-2', 60_000)).toMatchObject({ held: d, others: 1, elsewhere: 1 });
-  expect(await countMembers(db.sql, 'cap-c', 'pool-2', 60_000)).toEqual({ others: 1, elsewhere: 0 });
+  expect(await heartbeat(db.sql, 'cap-d', 'pool-2', 60_000)).toMatchObject({ held: d, others: 1, elsewhere: 1, peers: [] });
+  // The others of its own pool, by name: those it divides the pool's shards with.
+  expect(await countMembers(db.sql, 'cap-c', 'pool-2', 60_000)).toEqual({ others: 1, elsewhere: 0, peers: ['cap-d'] });
   // A stopping gateway's leases and membership go together.
   await releaseLeases(db.sql, 'cap-d');
-  expect(await countMembers(db.sql, 'cap-c', 'pool-2', 60_000)).toEqual({ others: 0, elsewhere: 0 });
+  expect(await countMembers(db.sql, 'cap-c', 'pool-2', 60_000)).toEqual({ others: 0, elsewhere: 0, peers: [] });
   expect(await db.sql`SELECT 1 FROM endpoint_leases WHERE owner = 'cap-d'`).toEqual([]);
   await db.sql`DELETE FROM endpoint_leases WHERE owner LIKE 'cap-%'`;
   await db.sql`DELETE FROM controller_members WHERE owner LIKE 'cap-%'`;
@@ -117,11 +119,11 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15
   }
 }
 
-test('gateways share the endpoints: one alone takes all, one that joins gets half handed over, one in another pool gets only new ones, one that stops hands its own back', async () => {
-  await db.sql`DELETE FROM endpoint_leases`;
-  await db.sql`DELETE FROM controller_members`;
-  await db.sql`UPDATE endpoints SET cleaned_at = now()`;
-  const ids = await createEndpoints(12, 'loop');
+/**
+ * Real reconcile loops on the test database, their passes recorded: which owner passed which endpoint, and any two
+ * passes at once on one endpoint (two controllers acting on it); what each logged and was told to forget.
+ */
+function loops() {
   /** Passes running now, by endpoint: two at once on one endpoint would be two controllers acting on it. */
   const inPass = new Map<string, string>();
   const overlaps: string[] = [];
@@ -129,7 +131,7 @@ test('gateways share the endpoints: one alone takes all, one that joins gets hal
   const logged: string[] = [];
   /** The endpoints each loop told its controller to forget (it no longer holds them). */
   const forgotten = new Map<string, string[]>();
-  const loop = (owner: string, pool: string) => {
+  const loop = (owner: string, pool: string, more: Partial<ReconcileLoopOptions> = {}) => {
     const l = new ReconcileLoop({
       sql: db.sql,
       owner,
@@ -151,11 +153,21 @@ test('gateways share the endpoints: one alone takes all, one that joins gets hal
       },
       log: (message) => logged.push(`${owner}: ${message}`),
       forget: (ids) => forgotten.set(owner, [...(forgotten.get(owner) ?? []), ...ids]),
+      ...more,
     });
     l.start();
     onCleanup(() => l.stop());
     return l;
   };
+  return { loop, overlaps, passesBy, logged, forgotten };
+}
+
+test('gateways share the endpoints: one alone takes all, one that joins gets half handed over, one in another pool gets only new ones, one that stops hands its own back', async () => {
+  await db.sql`DELETE FROM endpoint_leases`;
+  await db.sql`DELETE FROM controller_members`;
+  await db.sql`UPDATE endpoints SET cleaned_at = now()`;
+  const ids = await createEndpoints(12, 'loop');
+  const { loop, overlaps, passesBy, logged, forgotten } = loops();
   const count = async (owner: string) => (await holders(ids)).get(owner)?.length ?? 0;
 
   const a = loop('gw-a', 'cluster');
@@ -230,3 +242,62 @@ test('a gateway forgets what it no longer holds: a lease another gateway took, a
   expect((await holders([stolen!])).get('thief')).toEqual([stolen]);
   await loop.stop();
 });
+
+test('with shards, gateways divide the shards: each takes its own shards endpoints, hands back the others once settled, and follows the shards of all it holds', async () => {
+  await db.sql`DELETE FROM endpoint_leases`;
+  await db.sql`DELETE FROM controller_members`;
+  await db.sql`UPDATE endpoints SET cleaned_at = now()`;
+  const ids = await createEndpoints(24, 'shard');
+  const { loop, overlaps, logged } = loops();
+  /** The shards each loop last told its runtime to follow. */
+  const following = new Map<string, number[]>();
+  const busy = new Set<string>();
+  const sharded = (owner: string) =>
+    loop(owner, 'cluster', {
+      watchShards: (shards) =>
+        following.set(
+          owner,
+          [...shards].sort((x, y) => x - y),
+        ),
+      busy: (id) => busy.has(id),
+    });
+  const held = async (owner: string) => ((await holders(ids)).get(owner) ?? []).sort();
+  const of = (shards: ReadonlySet<number>) => ids.filter((id) => shards.has(shardOf(id))).sort();
+  const all = Array.from({ length: SHARD_COUNT }, (_, i) => i);
+
+  const a = sharded('gw-sa');
+  await until('gw-sa holds all 24', async () => (await held('gw-sa')).length === 24);
+  expect(following.get('gw-sa')).toEqual(all);
+
+  // B joins. One endpoint of a shard that becomes B's has a start step running in A (busy): A keeps it meanwhile.
+  const shardsOfA = assignShards(['gw-sb'], 'gw-sa');
+  const shardsOfB = assignShards(['gw-sa'], 'gw-sb');
+  expect([...shardsOfA].filter((s) => shardsOfB.has(s))).toEqual([]);
+  expect(shardsOfA.size + shardsOfB.size).toBe(SHARD_COUNT);
+  const kept = of(shardsOfB)[0]!;
+  busy.add(kept);
+  const b = sharded('gw-sb');
+  const others = of(shardsOfB).filter((id) => id !== kept);
+  await until('B holds the endpoints of its shards but the busy one', async () => (await held('gw-sb')).join() === others.join());
+  expect(await held('gw-sa')).toEqual([...of(shardsOfA), kept].sort());
+  // A follows its own shards and the busy endpoint's; B its own.
+  await until(
+    'A follows its shards and the kept one',
+    async () => following.get('gw-sa')?.join() === [...new Set([...shardsOfA, shardOf(kept)])].sort((x, y) => x - y).join(),
+  );
+  expect(following.get('gw-sb')).toEqual([...shardsOfB].sort((x, y) => x - y));
+  expect(logged.some((line) => /^gw-sa: handed \d+ endpoint\(s\) over to the other gateway\(s\) of the pool/.test(line))).toBe(true);
+
+  // Its start done, the kept endpoint goes to B, and A stops following B's shards.
+  busy.delete(kept);
+  await until('B holds every endpoint of its shards', async () => (await held('gw-sb')).join() === of(shardsOfB).join());
+  await until('A follows its own shards alone', async () => following.get('gw-sa')?.join() === [...shardsOfA].sort((x, y) => x - y).join());
+  expect(await held('gw-sa')).toEqual(of(shardsOfA));
+
+  // B stops: A holds every shard again, and takes every endpoint.
+  await b.stop();
+  await until('A holds all 24 again', async () => (await held('gw-sa')).length === 24);
+  expect(following.get('gw-sa')).toEqual(all);
+  await a.stop();
+  expect(overlaps).toEqual([]);
+}, 60_000);

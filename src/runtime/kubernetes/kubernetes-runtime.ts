@@ -33,7 +33,7 @@ import {
   type Runtime,
 } from '../runtime.js';
 import { disruption, viewPod } from './pod-status.js';
-import { LABELS, MANAGED_SELECTOR, podName, replicaPod } from './pod-spec.js';
+import { LABELS, podName, replicaPod } from './pod-spec.js';
 import { pooledCoreApi } from './api-client.js';
 import { apiFailure } from './api-failure.js';
 import { UncertainCreates } from './uncertain-creates.js';
@@ -42,6 +42,7 @@ import { EndpointSecrets, isStatus } from './endpoint-secrets.js';
 import type { KubernetesSettings } from './settings.js';
 import { StepDeadlines } from './step-deadlines.js';
 import { Watched, watchPath } from './watched.js';
+import { PodWatches } from './pod-watches.js';
 
 export interface KubernetesRuntimeOptions {
   settings: KubernetesSettings;
@@ -77,7 +78,7 @@ export class KubernetesRuntime implements Runtime {
   private readonly api: CoreV1Api;
   private readonly createPod: (namespace: string, pod: V1Pod) => Promise<void>;
   private readonly closeApi: () => void;
-  private readonly pods: Watched<V1Pod>;
+  private readonly pods: PodWatches;
   private readonly nodes: Watched<V1Node>;
   private readonly secrets: EndpointSecrets;
   private readonly uncertain: UncertainCreates;
@@ -104,32 +105,54 @@ export class KubernetesRuntime implements Runtime {
     this.createPod = pooled.createPod;
     this.closeApi = pooled.close;
     const podPath = `/api/v1/namespaces/${this.namespace}/pods`;
-    const podInformer = () =>
-      makeInformer<V1Pod>(
-        kc,
-        watchPath(podPath),
-        () => this.api.listNamespacedPod({ namespace: this.namespace, labelSelector: MANAGED_SELECTOR }),
-        MANAGED_SELECTOR,
-      );
-    this.pods = new Watched(podInformer, 'pod', options.log, (pod, verb) => {
-      const name = pod.metadata?.name ?? '';
-      this.uncertain.seen(pod, verb);
-      if (verb === 'delete') this.deadlines.forget(name);
-      this.waiting.get(name)?.poke();
-      this.unseen.delete(name);
-      // A change the controller cannot see (a condition's timestamp, an IP before readiness) asks for no pass.
-      const view = verb === 'delete' ? undefined : JSON.stringify(viewPod(pod));
-      if (view !== undefined && this.views.get(name) === view) return;
-      if (view === undefined) this.views.delete(name);
-      else this.views.set(name, view);
-      const endpointId = pod.metadata?.labels?.[LABELS.endpoint];
-      if (endpointId) this.listener?.(endpointId);
+    this.pods = new PodWatches({
+      namespace: this.namespace,
+      make: (selector) =>
+        makeInformer<V1Pod>(
+          kc,
+          watchPath(podPath),
+          () => this.api.listNamespacedPod({ namespace: this.namespace, labelSelector: selector }),
+          selector,
+        ),
+      log: options.log,
+      onChange: (pod, verb) => this.podChanged(pod, verb),
+      // A shard handed over: its pods are followed by the gateway that holds them now.
+      onDrop: (pods) => {
+        for (const pod of pods) {
+          const name = pod.metadata?.name ?? '';
+          this.views.delete(name);
+          this.deadlines.forget(name);
+        }
+      },
     });
     const nodeInformer = () => makeInformer<V1Node>(kc, watchPath('/api/v1/nodes'), () => this.api.listNode());
     this.nodes = new Watched(nodeInformer, 'node', options.log, () => {});
     this.secrets = new EndpointSecrets(this.api, this.namespace, { hubToken: options.hubToken, wandbApiKey: options.wandbApiKey });
     this.uncertain = new UncertainCreates(this.api, this.namespace, options.log);
     this.logs = new PodLogs(this.api, this.namespace, () => options.kubeConfig ?? defaultKubeConfig());
+  }
+
+  private podChanged(pod: V1Pod, verb: 'add' | 'update' | 'delete'): void {
+    const name = pod.metadata?.name ?? '';
+    this.uncertain.seen(pod, verb);
+    if (verb === 'delete') this.deadlines.forget(name);
+    this.waiting.get(name)?.poke();
+    this.unseen.delete(name);
+    // A change the controller cannot see (a condition's timestamp, an IP before readiness) asks for no pass.
+    const view = verb === 'delete' ? undefined : JSON.stringify(viewPod(pod));
+    if (view !== undefined && this.views.get(name) === view) return;
+    if (view === undefined) this.views.delete(name);
+    else this.views.set(name, view);
+    const endpointId = pod.metadata?.labels?.[LABELS.endpoint];
+    if (endpointId) this.listener?.(endpointId);
+  }
+
+  /**
+   * Watches the pods of these shards alone from now on (src/domain/shards.ts): the controller's, those of the
+   * endpoints it holds. Until called, every shard is watched.
+   */
+  watchShards(shards: ReadonlySet<number>): void {
+    this.pods.watch(shards);
   }
 
   /** Starts the watches and waits (at most `timeoutMs`) for their first lists; until then liveness is unknown. */
@@ -145,7 +168,7 @@ export class KubernetesRuntime implements Runtime {
 
   /** Whether both caches hold a complete, current view. */
   get synced(): boolean {
-    return this.pods.synced && this.nodes.synced;
+    return this.pods.synced() && this.nodes.synced;
   }
 
   capacity(): Partial<Record<GpuType, number>> {
@@ -199,7 +222,7 @@ export class KubernetesRuntime implements Runtime {
         const existing = await this.api.readNamespacedPod({ name, namespace: this.namespace });
         if (existing.metadata?.labels?.[LABELS.replica] !== launch.replicaId) throw error;
       }
-      if (!this.pods.informer.get(name, this.namespace)) this.unseen.set(name, Date.now());
+      if (!this.pods.get(name, launch.endpointId)) this.unseen.set(name, Date.now());
       return {
         replicaId: launch.replicaId,
         endpointId: launch.endpointId,
@@ -222,11 +245,9 @@ export class KubernetesRuntime implements Runtime {
    * (the Secret, read once per gateway).
    */
   async adopt(ref: ReplicaRef & { endpointId: string }): Promise<ReplicaRef | undefined> {
-    if (!this.pods.synced || this.elsewhere(ref)) return undefined;
+    if (!this.pods.synced(ref.endpointId) || this.elsewhere(ref)) return undefined;
     const named = podName(ref.replicaId);
-    const pod =
-      this.pods.informer.get(named, this.namespace) ??
-      this.pods.informer.list(this.namespace).find((p) => p.metadata?.labels?.[LABELS.replica] === ref.replicaId);
+    const pod = this.pods.get(named, ref.endpointId) ?? this.pods.findReplica(ref.replicaId, ref.endpointId);
     const created = this.unseen.get(named);
     const locator = pod ? pod.metadata?.name : created !== undefined && Date.now() - created < UNSEEN_MS ? named : undefined;
     if (!locator || pod?.metadata?.deletionTimestamp) return undefined;
@@ -241,9 +262,9 @@ export class KubernetesRuntime implements Runtime {
    * the kubelet retries past the image pull deadline, it is reported dead.
    */
   observe(ref: ReplicaRef): ReplicaObservation {
-    if (!this.pods.synced || this.elsewhere(ref)) return { state: 'unknown' };
+    if (!this.pods.synced(ref.endpointId) || this.elsewhere(ref)) return { state: 'unknown' };
     const name = ref.locator ?? podName(ref.replicaId);
-    const pod = this.pods.informer.get(name, this.namespace);
+    const pod = this.pods.get(name, ref.endpointId);
     const view = pod ? viewPod(pod) : undefined;
     if (view?.kind !== 'progress') this.deadlines.forget(name);
     if (!view) {
@@ -270,7 +291,7 @@ export class KubernetesRuntime implements Runtime {
     this.unseen.delete(name);
     // Already being deleted (a drain's eviction, another gateway's stop, this one's): its grace is not cut short, and
     // it is not waited for (the scheduler counts its GPUs held until the kubelet has ended it).
-    const cached = this.pods.synced ? this.pods.informer.get(name, this.namespace) : undefined;
+    const cached = this.pods.synced(ref.endpointId) ? this.pods.get(name, ref.endpointId) : undefined;
     if (cached?.metadata?.deletionTimestamp) return;
     // Marked for disruption and still running (a node shutting down, an eviction about to delete it): deleted with its
     // own grace, so its answers in flight may finish, and not waited for.
@@ -291,7 +312,7 @@ export class KubernetesRuntime implements Runtime {
     this.waiting.set(name, nudge);
     try {
       const deadline = Date.now() + graceMs + 30_000;
-      while (Date.now() < deadline && this.pods.synced && this.pods.informer.get(name, this.namespace)) {
+      while (Date.now() < deadline && this.pods.synced(ref.endpointId) && this.pods.get(name, ref.endpointId)) {
         await nudge.wait(Math.min(1000, Math.max(0, deadline - Date.now())));
       }
     } finally {
@@ -300,8 +321,8 @@ export class KubernetesRuntime implements Runtime {
   }
 
   liveness(ref: ReplicaRef): Liveness {
-    if (!this.pods.synced || this.elsewhere(ref)) return { kind: 'unknown' };
-    const pod = this.pods.informer.get(ref.locator ?? podName(ref.replicaId), this.namespace);
+    if (!this.pods.synced(ref.endpointId) || this.elsewhere(ref)) return { kind: 'unknown' };
+    const pod = this.pods.get(ref.locator ?? podName(ref.replicaId), ref.endpointId);
     // A pod does not vanish when its engine fails (restartPolicy Never keeps the failed pod): only a delete does.
     if (!pod) return { kind: 'dead', reason: 'its pod is gone', disrupted: true };
     const view = viewPod(pod);
@@ -341,8 +362,8 @@ export class KubernetesRuntime implements Runtime {
   }
 
   async reapOrphans(live: () => Promise<ReadonlySet<string>>): Promise<string[]> {
-    if (!this.pods.synced) return [];
-    const running = this.pods.informer.list(this.namespace).filter((pod) => !pod.metadata?.deletionTimestamp);
+    // The pods of the watches synced now, each a complete view of its shard: another gateway reaps the other shards'.
+    const running = this.pods.listSynced().filter((pod) => !pod.metadata?.deletionTimestamp);
     const keep = await live();
     const orphans = running.filter((pod) => !keep.has(pod.metadata?.labels?.[LABELS.replica] ?? ''));
     await Promise.all(

@@ -21,6 +21,7 @@
 import type { V1Container, V1EnvVar, V1Pod, V1Probe, V1ResourceRequirements, V1Secret, V1Volume } from '@kubernetes/client-node';
 import path from 'node:path';
 import { formatArtifactName, parseArtifactName, type ArtifactName } from '../../domain/artifact-name.js';
+import { shardOf } from '../../domain/shards.js';
 import { LEASE_REFRESH_SECONDS } from '../../models/cache-bound.js';
 import { engineCommand } from '../engine-command.js';
 import type { ReplicaLaunch } from '../runtime.js';
@@ -35,9 +36,15 @@ export const LABELS = {
   endpoint: 'dedicated-endpoints.io/endpoint',
   version: 'dedicated-endpoints.io/version',
   replica: 'dedicated-endpoints.io/replica',
+  /** The endpoint's shard (src/domain/shards.ts): a gateway watches the pods of the shards it holds. */
+  shard: 'dedicated-endpoints.io/shard',
 } as const;
 /** The label selector of every pod this runtime manages. */
 export const MANAGED_SELECTOR = `${LABELS.managedBy}=${MANAGED_BY}`;
+/** The pods of one shard. */
+export const shardSelector = (shard: number) => `${MANAGED_SELECTOR},${LABELS.shard}=${shard}`;
+/** The pods created before pods were labelled with their shard: every gateway watches them (there are none once they are replaced). */
+export const UNSHARDED_SELECTOR = `${MANAGED_SELECTOR},!${LABELS.shard}`;
 
 export const ENGINE_CONTAINER = 'engine';
 export const FETCH_CONTAINER = 'fetch-model';
@@ -221,6 +228,7 @@ export function replicaPod(launch: ReplicaLaunch, context: PodContext): V1Pod {
     [LABELS.managedBy]: MANAGED_BY,
     [LABELS.endpoint]: launch.endpointId,
     [LABELS.replica]: launch.replicaId,
+    [LABELS.shard]: String(shardOf(launch.endpointId)),
     ...(launch.versionIndex !== undefined ? { [LABELS.version]: String(launch.versionIndex) } : {}),
   };
   const engine: V1Container = {
