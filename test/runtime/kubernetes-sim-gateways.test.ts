@@ -5,7 +5,7 @@
  * marks pods ready without processes), every pod IP's engine one small server in another process.
  *
  * Asserted, counted: the endpoints, created through the services once the gateways run, reach RUNNING with their
- * wanted replicas READY, one pod each, and each gateway holds its share of them. Then the gateways are stopped and
+ * wanted replicas READY, one pod each, and each gateway holds the endpoints of its shards. Then the gateways are stopped and
  * started again at once, the pods running: whoever starts first takes more than its share (the others are not
  * members yet) and hands the excess over at its next renewal; the handing over restarts nothing (no pod created, none
  * deleted). Then one gateway is killed (SIGKILL): the others adopt its endpoints once its leases expire, again
@@ -20,6 +20,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { cpuTimeMs } from '../../bench/lib/proc.js';
+import { assignShards, shardOf } from '../../src/domain/shards.js';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
 import { testEnv } from '../support/app.js';
@@ -105,22 +106,24 @@ const members = async () =>
   (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM controller_members WHERE expires_at > now()`)[0]!.n;
 
 /** Live leases by gateway (its process id, from the lease's owner: gw-<pid>-<uuid>). */
-async function leasesByGateway(): Promise<Map<number, number>> {
-  const rows = await db.sql<{ owner: string; n: number }[]>`
-    SELECT owner, count(*)::int AS n FROM endpoint_leases WHERE expires_at > now() GROUP BY owner`;
-  return new Map(rows.map((r) => [Number(/^gw-(\d+)-/.exec(r.owner)?.[1]), r.n]));
-}
-
-/** Waits until the gateways hold every endpoint, none more than its share and a tenth (one at least); each one's count. */
+/**
+ * Waits until the gateways hold every endpoint, each one those of its shards (src/domain/shards.ts: the members
+ * divide the pool's shards, each computing the same division); each gateway's count.
+ */
 const sharing = (what: string) =>
   until(
     what,
     async () => {
-      const by = await leasesByGateway();
-      const counts = gateways.map((g) => by.get(g.child.pid!) ?? 0);
-      const share = Math.ceil(ENDPOINTS / gateways.length);
-      const bound = share + Math.max(1, Math.floor(share / 10));
-      return counts.reduce((a, b) => a + b, 0) === ENDPOINTS && counts.every((n) => n <= bound) ? counts : undefined;
+      const members = (await db.sql<{ owner: string }[]>`SELECT owner FROM controller_members WHERE expires_at > now()`).map(
+        (m) => m.owner,
+      );
+      const leases = await db.sql<{ endpoint_id: string; owner: string }[]>`
+        SELECT endpoint_id, owner FROM endpoint_leases WHERE expires_at > now()`;
+      if (members.length !== gateways.length || leases.length !== ENDPOINTS) return undefined;
+      const shardsOf = new Map(members.map((m) => [m, assignShards(members, m)]));
+      if (!leases.every((l) => shardsOf.get(l.owner)?.has(shardOf(l.endpoint_id)))) return undefined;
+      const pidOf = (owner: string) => Number(/^gw-(\d+)-/.exec(owner)?.[1]);
+      return gateways.map((g) => leases.filter((l) => pidOf(l.owner) === g.child.pid).length);
     },
     60_000,
   );
