@@ -6,11 +6,15 @@
  * new version serving, the old replica stopped, and no engine process left
  * running that no replica row owns (A's engines are detached: they outlive it).
  * A replica A left starting is adopted where it runs, not started again.
+ *
+ * The three cases are three endpoints of one gateway pair, each brought to its
+ * state before the one kill of A (a gateway process's start and the lease's
+ * expiry are most of a case's time): B takes the three over together.
  */
 import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { engineFetch, standardRepos, statusOf, statusTrail, testEnv, TINY_REPO, waitFor } from '../support/app.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { startFakeHub, type FakeHub } from '../support/fake-hub.js';
@@ -32,9 +36,9 @@ beforeAll(async () => {
 }, 120_000);
 
 /**
- * Each test leaves nothing behind for the next: its gateways stopped, every
- * engine it started killed (engines outlive their gateway by design, and a
- * killed gateway's are detached), and its endpoints retired in the database.
+ * The file leaves nothing behind: its gateways stopped, every engine it
+ * started killed (engines outlive their gateway by design, and a killed
+ * gateway's are detached), and its endpoints retired in the database.
  */
 async function cleanUp(): Promise<void> {
   await Promise.all(gateways.splice(0).map((g) => g.stop()));
@@ -44,8 +48,6 @@ async function cleanUp(): Promise<void> {
   await db.sql`UPDATE replicas SET state = 'STOPPED' WHERE state IN ('STARTING', 'READY', 'DRAINING')`;
   await db.sql`UPDATE endpoints SET cleaned_at = now() WHERE cleaned_at IS NULL`;
 }
-
-afterEach(cleanUp, 60_000);
 
 afterAll(async () => {
   await cleanUp();
@@ -83,8 +85,20 @@ async function engineProcesses(which: (replicaId: string) => boolean): Promise<{
   return found;
 }
 
+/**
+ * Slots for the three endpoints' six replicas during their rollouts, and one more each: a surplus replica that B
+ * should not start (or a start afresh of the one A left starting) would find room, as it would for one endpoint
+ * alone, rather than wait for a slot and go unseen.
+ */
+const CPU_SLOTS = '9';
+
 async function startGateway(env: Record<string, string> = {}): Promise<GatewayProcess> {
-  const gateway = await startGatewayProcess({ ...testEnv(dataDir, hub.url), DATABASE_URL: db.dbUrl, ADMIN_API_KEY: ADMIN_KEY, ...env });
+  const gateway = await startGatewayProcess({
+    ...testEnv(dataDir, hub.url, { CPU_SLOTS }),
+    DATABASE_URL: db.dbUrl,
+    ADMIN_API_KEY: ADMIN_KEY,
+    ...env,
+  });
   gateways.push(gateway);
   return gateway;
 }
@@ -116,49 +130,6 @@ async function kill(gateway: GatewayProcess): Promise<void> {
   const exited = new Promise((resolve) => gateway.child.once('exit', resolve));
   gateway.child.kill('SIGKILL');
   await exited;
-}
-
-/**
- * Gateway A alone creates an endpoint and brings it to RUNNING (so A holds
- * its lease); then gateway B starts on the same database and data directory.
- */
-async function servingEndpoint(envA: Record<string, string> = {}) {
-  const a = await startGateway(envA);
-  const restA = restClient(a.url, ADMIN_KEY);
-  const teams = await restA('POST', '/graphql', { query: '{ teams { projects { id } } }' });
-  const projectId = teams.body.data.teams[0].projects[0].id as string;
-  const created = await restA(
-    'POST',
-    '/dedicated/beta/endpoint',
-    createBody(projectId, {
-      hfModelRepo: TINY_REPO,
-      autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
-      advanced: { max_batch_size: 1, max_token_count: 1024, max_input_length: 256 },
-    }),
-  );
-  expect(created.status).toBe(200);
-  const id = created.body.endpointId as string;
-  await waitFor(
-    'RUNNING through gateway A',
-    async () => {
-      const s = await statusOf(db.sql, id);
-      return s.status === 'RUNNING' && s.curr === 1 ? s : undefined;
-    },
-    90_000,
-  ).catch(async (error: Error) => {
-    throw new Error(
-      `${error.message}: ${JSON.stringify(await statusOf(db.sql, id))}, replicas ${JSON.stringify(await replicaRows(id))}\n${a.output().slice(-3000)}`,
-    );
-  });
-  const ownerA = (await leaseOwner(id))!;
-  expect(ownerA).toMatch(/^gw-/);
-  const b = await startGateway();
-  const [old] = (await replicaRows(id)).filter((r) => LIVE.includes(r.state));
-  expect(old).toMatchObject({ state: 'READY', version_index: 0 });
-  // B runs its controller, but A keeps renewing the lease.
-  await new Promise((r) => setTimeout(r, 500));
-  expect(await leaseOwner(id)).toBe(ownerA);
-  return { a, b, restA, id, ownerA, old: old! };
 }
 
 /** Asks for version 1 through A (a new engine setting: the rollout replaces the replica). */
@@ -254,15 +225,112 @@ async function expectRolledOut(id: string, ownerA: string, old: ReplicaRow): Pro
   expect((await statusTrail(db.sql, id)).slice(-2)).toEqual(['UPDATING', 'RUNNING']);
 }
 
-describe('a rollout whose gateway process was killed is completed by another', () => {
-  test("killed while the new replica's engine is starting: B adopts that engine (A's, detached) and finishes the rollout with it", async () => {
-    const { a, restA, id, ownerA, old } = await servingEndpoint();
-    await update(restA, id);
+/** Creates an endpoint through A (alone, A takes its lease) on the tiny model, one replica. */
+async function createThroughA(restA: RestClient, projectId: string): Promise<string> {
+  const created = await restA(
+    'POST',
+    '/dedicated/beta/endpoint',
+    createBody(projectId, {
+      hfModelRepo: TINY_REPO,
+      autoscalingPolicy: { minReplica: 1, maxReplica: 1 },
+      advanced: { max_batch_size: 1, max_token_count: 1024, max_input_length: 256 },
+    }),
+  );
+  expect(created.status).toBe(200);
+  return created.body.endpointId as string;
+}
+
+/** Waits for the endpoint to serve on its one replica under A; a timeout shows the endpoint, its replicas and A's output. */
+async function runningUnderA(a: GatewayProcess, id: string): Promise<void> {
+  await waitFor(
+    'RUNNING through gateway A',
+    async () => {
+      const s = await statusOf(db.sql, id);
+      return s.status === 'RUNNING' && s.curr === 1 ? s : undefined;
+    },
+    90_000,
+  ).catch(async (error: Error) => {
+    throw new Error(
+      `${error.message}: ${JSON.stringify(await statusOf(db.sql, id))}, replicas ${JSON.stringify(await replicaRows(id))}\n${a.output().slice(-3000)}`,
+    );
+  });
+}
+
+/** Waits for A to drain the endpoint's old replica (its new one READY); a timeout shows what A had done. */
+async function drainingUnderA(a: GatewayProcess, id: string, old: ReplicaRow): Promise<void> {
+  // The new replica starts and warms up beside an engine kept busy: slow on a loaded 2-core machine.
+  await waitFor(
+    'the old replica to drain',
+    async () => (await replicaRows(id)).find((r) => r.id === old.id)!.state === 'DRAINING',
+    180_000,
+  ).catch(async (error: Error) => {
+    const state = { status: await statusOf(db.sql, id), replicas: await replicaRows(id) };
+    throw new Error(`${error.message}: ${JSON.stringify(state)}\n${a.output().slice(-4000)}`);
+  });
+}
+
+interface Case {
+  id: string;
+  old: ReplicaRow;
+}
+
+interface Takeover {
+  ownerA: string;
+  /** Killed while the new replica's engine is starting (frozen, so that A cannot mark it READY). */
+  starting: Case & { fresh: ReplicaRow; pid: number };
+  /** Killed while the old replica drains (kept busy, so that A's drain lasts). */
+  draining: Case;
+  /** Killed while the old replica drains, then put back to READY: the state a kill a moment earlier leaves. */
+  bothReady: Case & { fresh: ReplicaRow[] };
+}
+
+/**
+ * Gateway A alone creates the three endpoints and brings them to RUNNING (so A holds their leases), with gateway B
+ * started beside it once it holds them; then A rolls each out to version 1 and is killed with each in its case's state.
+ */
+async function killDuringRollouts(): Promise<Takeover> {
+  // A long drain (the old replicas stay busy): A is still draining when it is killed.
+  const a = await startGateway({ DRAIN_TIMEOUT_MS: '120000' });
+  const restA = restClient(a.url, ADMIN_KEY);
+  const teams = await restA('POST', '/graphql', { query: '{ teams { projects { id } } }' });
+  const projectId = teams.body.data.teams[0].projects[0].id as string;
+  const ids = await Promise.all([0, 1, 2].map(() => createThroughA(restA, projectId)));
+  const ownerA = await waitFor('A to hold the endpoints', async () => {
+    const owners = new Set(await Promise.all(ids.map(leaseOwner)));
+    const [owner] = owners;
+    return owners.size === 1 && owner ? owner : undefined;
+  });
+  expect(ownerA).toMatch(/^gw-/);
+  // B starts while A's engines start; it holds nothing while A holds every endpoint (local gateways keep what they hold).
+  const startingB = startGateway();
+  startingB.catch(() => {});
+  await Promise.all(ids.map((id) => runningUnderA(a, id)));
+  await startingB;
+  const [starting, draining, bothReady] = await Promise.all(
+    ids.map(async (id) => {
+      const [old] = (await replicaRows(id)).filter((r) => LIVE.includes(r.state));
+      expect(old).toMatchObject({ state: 'READY', version_index: 0 });
+      return { id, old: old! };
+    }),
+  );
+  // B runs its controller, but A keeps renewing the leases.
+  await new Promise((r) => setTimeout(r, 500));
+  for (const id of ids) expect(await leaseOwner(id)).toBe(ownerA);
+
+  const idle = [draining!, bothReady!].map(({ old }) => keepBusy({ address: old.address!, engine_token: old.engine_token }));
+  try {
+    await Promise.all([draining!, bothReady!].map(({ id }) => update(restA, id)));
+    await Promise.all([draining!, bothReady!].map(({ id, old }) => drainingUnderA(a, id, old)));
+    const drainingFresh = (await replicaRows(draining!.id)).filter((r) => r.version_index === 1);
+    expect(drainingFresh.map((r) => r.state)).toEqual(['READY']);
+
+    // Last, so that its engine stays frozen no longer than its own case needs.
+    await update(restA, starting!.id);
     // The new replica's engine process exists (A spawned it) and is still loading: A is killed now.
     const started = await waitFor(
       "the new replica's engine process",
       async () => {
-        const row = (await replicaRows(id)).find((r) => r.version_index === 1);
+        const row = (await replicaRows(starting!.id)).find((r) => r.version_index === 1);
         if (!row) return undefined;
         const [engine] = await engineProcesses((replicaId) => replicaId === row.id);
         return engine ? { row, engine } : undefined;
@@ -280,73 +348,58 @@ describe('a rollout whose gateway process was killed is completed by another', (
       return row?.pid === started.engine.pid;
     });
     await kill(a);
+    // First, while A's lease still holds: the state a kill a moment earlier leaves (both replicas READY, the lease A's
+    // until it expires): A marks the new replica READY and, a few statements later, the old one DRAINING.
+    const flipped = await db.sql`UPDATE replicas SET state = 'READY' WHERE id = ${bothReady!.old.id} AND state = 'DRAINING' RETURNING id`;
+    expect(flipped.length).toBe(1);
+    expect(await leaseOwner(bothReady!.id)).toBe(ownerA);
+    const bothReadyFresh = (await replicaRows(bothReady!.id)).filter((r) => r.version_index === 1);
+    expect(bothReadyFresh.map((r) => r.state)).toEqual(['READY']);
+
     const [atKill] = await db.sql<
       ReplicaRow[]
     >`SELECT id, state, address, CASE WHEN locator ~ '^[0-9]{1,9}$' THEN locator::int END AS pid, version_index FROM replicas WHERE id = ${started.row.id}`;
     expect(atKill).toMatchObject({ state: 'STARTING', pid: started.engine.pid });
     // The engine goes on loading, as it would had only its gateway died.
     process.kill(started.engine.pid, 'SIGCONT');
+    return {
+      ownerA,
+      starting: { ...starting!, fresh: started.row, pid: started.engine.pid },
+      draining: draining!,
+      bothReady: { ...bothReady!, fresh: bothReadyFresh },
+    };
+  } finally {
+    await Promise.all(idle.map((stop) => stop()));
+  }
+}
 
-    await expectRolledOut(id, ownerA, old);
+/** The kill, made once for the three tests (each waits for it, then for its endpoint's rollout under B). */
+let takeover: Promise<Takeover> | undefined;
+const killed = () => (takeover ??= killDuringRollouts());
+
+// Concurrent: the three endpoints' rollouts complete under B together.
+describe.concurrent('a rollout whose gateway process was killed is completed by another', { timeout: 300_000 }, () => {
+  test("killed while the new replica's engine is starting: B adopts that engine (A's, detached) and finishes the rollout with it", async () => {
+    const { ownerA, starting } = await killed();
+    await expectRolledOut(starting.id, ownerA, starting.old);
     // B resumed A's start: the replica that serves is the one A placed, on the engine A spawned; none was started afresh.
-    const rows = await replicaRows(id);
+    const rows = await replicaRows(starting.id);
     expect(rows.filter((r) => r.version_index === 1).map((r) => [r.id, r.state, r.pid])).toEqual([
-      [started.row.id, 'READY', started.engine.pid],
+      [starting.fresh.id, 'READY', starting.pid],
     ]);
-  }, 300_000);
+  });
 
   test('killed while the old replica drains: B stops it and the endpoint is RUNNING on the new version', async () => {
-    // A long drain (the old replica stays busy): A is still draining when it is killed.
-    const { a, restA, id, ownerA, old } = await servingEndpoint({ DRAIN_TIMEOUT_MS: '120000' });
-    const idle = keepBusy({ address: old.address!, engine_token: old.engine_token });
-    try {
-      await update(restA, id);
-      // The new replica starts and warms up beside an engine kept busy: slow on a loaded 2-core machine.
-      await waitFor(
-        'the old replica to drain',
-        async () => (await replicaRows(id)).find((r) => r.id === old.id)!.state === 'DRAINING',
-        180_000,
-      ).catch(async (error: Error) => {
-        const state = { status: await statusOf(db.sql, id), replicas: await replicaRows(id) };
-        throw new Error(`${error.message}: ${JSON.stringify(state)}\n${a.output().slice(-4000)}`);
-      });
-      const fresh = (await replicaRows(id)).filter((r) => r.version_index === 1);
-      expect(fresh.map((r) => r.state)).toEqual(['READY']);
-      await kill(a);
-    } finally {
-      await idle();
-    }
-    await expectRolledOut(id, ownerA, old);
-  }, 300_000);
+    const { ownerA, draining } = await killed();
+    await expectRolledOut(draining.id, ownerA, draining.old);
+  });
 
   test('killed between the new replica READY and the old one draining: B retires the old one without starting a surplus replica', async () => {
-    const { a, restA, id, ownerA, old } = await servingEndpoint({ DRAIN_TIMEOUT_MS: '120000' });
-    const idle = keepBusy({ address: old.address!, engine_token: old.engine_token });
-    let fresh: ReplicaRow[];
-    try {
-      await update(restA, id);
-      await waitFor(
-        'the old replica to drain',
-        async () => (await replicaRows(id)).find((r) => r.id === old.id)!.state === 'DRAINING',
-        180_000,
-      ).catch(async (error: Error) => {
-        // What gateway A had done, should the drain never be seen.
-        const state = { status: await statusOf(db.sql, id), replicas: await replicaRows(id) };
-        throw new Error(`${error.message}: ${JSON.stringify(state)}\n${a.output().slice(-4000)}`);
-      });
-      await kill(a);
-      // The state a kill a moment earlier leaves (both replicas READY, the lease A's until it expires):
-      // A marks the new replica READY and, a few statements later, the old one DRAINING.
-      const flipped = await db.sql`UPDATE replicas SET state = 'READY' WHERE id = ${old.id} AND state = 'DRAINING' RETURNING id`;
-      expect(flipped.length).toBe(1);
-      expect(await leaseOwner(id)).toBe(ownerA);
-      fresh = (await replicaRows(id)).filter((r) => r.version_index === 1);
-      expect(fresh.map((r) => r.state)).toEqual(['READY']);
-    } finally {
-      await idle();
-    }
-    await expectRolledOut(id, ownerA, old);
+    const { ownerA, bothReady } = await killed();
+    await expectRolledOut(bothReady.id, ownerA, bothReady.old);
     // The replica A started serves on: B started no other one of version 1.
-    expect((await replicaRows(id)).filter((r) => r.version_index === 1).map((r) => r.id)).toEqual(fresh.map((r) => r.id));
-  }, 300_000);
+    expect((await replicaRows(bothReady.id)).filter((r) => r.version_index === 1).map((r) => r.id)).toEqual(
+      bothReady.fresh.map((r) => r.id),
+    );
+  });
 });

@@ -123,6 +123,37 @@ async function startGateway(through: 'direct' | 'proxy' = 'direct', extra: Recor
 let outageGateway: Promise<GatewayProcess> | undefined;
 const throughProxy = () => (outageGateway ??= startGateway('proxy'));
 
+/** Drains as long as the answer takes (the test default is 5 s): the drain test's gateways. */
+const drainable = { DRAIN_TIMEOUT_MS: '120000' };
+
+/**
+ * The gateway a test leaves running for the next one to take as its A (a gateway process's start is seconds of CPU on
+ * a loaded machine): the outage tests' one goes on as the first takeover test's A, and each takeover test's B, which
+ * holds nothing of the test's once its endpoint is deleted, as the next one's (the drain test's B starts with its
+ * setting). Proxied or not makes no difference to a gateway while the proxy plays no fault. `serving`: an endpoint it
+ * holds, serving on one replica, for a next test that needs no more (an engine's start the fewer).
+ */
+let handedOn: { gateway: GatewayProcess; serving?: string } | undefined;
+
+/**
+ * A takeover test's A: the gateway the test before handed on, or (run alone, or after a failure) a new one with
+ * `extra`. Every other gateway is stopped first: one left by another test would take the lease over in B's place.
+ */
+async function gatewayA(extra: Record<string, string> = {}): Promise<{ a: GatewayProcess; serving?: string }> {
+  const left = handedOn;
+  handedOn = undefined;
+  await Promise.all(gateways.splice(0).map((g) => (g === left?.gateway ? undefined : g.stop())));
+  const a = left?.gateway;
+  if (a && a.child.exitCode === null && a.child.signalCode === null) {
+    gateways.push(a);
+    return { a, serving: left.serving };
+  }
+  return { a: await startGateway('direct', extra) };
+}
+
+/** The endpoint the first outage test leaves serving under the outage tests' gateway, for the second. */
+let outageServing: string | undefined;
+
 const podsOf = (endpointId: string) => endpointPods(kube, NS, endpointId, true);
 
 /** The endpoint's pod once its engine container runs: its name and the engine's process id. */
@@ -203,12 +234,15 @@ test('an API server that answers 503 to pod creation is an outage, not the endpo
     90_000,
   );
   expect(podsOf(id)).toHaveLength(1);
-  await removeEndpoint(gateway, id, true);
+  // Serving on one replica: the next test's endpoint.
+  outageServing = id;
 }, 180_000);
 
 test('a rollout that meets an outage keeps the old replica serving until it can place the new one', async () => {
   const gateway = await throughProxy();
-  const id = await createEndpoint(gateway);
+  // The endpoint the test before left serving (or, run alone, a new one).
+  const id = outageServing ?? (await createEndpoint(gateway));
+  outageServing = undefined;
   await servingOnOne(id, 'RUNNING before the update');
   const [old] = await db.sql<{ id: string }[]>`SELECT id FROM replicas WHERE endpoint_id = ${id} AND state = 'READY'`;
   faults.outage = true;
@@ -252,13 +286,12 @@ test('a pod create whose answer is lost (the API server made the pod, answered 5
       .filter((p) => labels(p)['dedicated-endpoints.io/endpoint'] === id)
       .map((p) => labels(p)['dedicated-endpoints.io/replica']),
   ).toEqual([rows[1]!.id]);
-  await removeEndpoint(gateway, id);
+  await removeEndpoint(gateway, id, true);
+  handedOn = { gateway };
 }, 180_000);
 
 test('a gateway killed while its pod starts: the next gateway adopts that pod, serves from it, and starts no other', async () => {
-  // Only this test's gateways (the outage tests' one is stopped by the last of them, unless it failed first).
-  await Promise.all(gateways.splice(0).map((g) => g.stop()));
-  const a = await startGateway();
+  const { a } = await gatewayA();
   const id = await createEndpoint(a);
 
   // The engine container runs (the model fetched) but is not ready yet: frozen now, it cannot become ready under A.
@@ -309,18 +342,17 @@ test('a gateway killed while its pod starts: the next gateway adopts that pod, s
     delete tiny.commits;
   }
   // Its two pods hold two of the node's four GPUs: freed for the tests after.
-  await removeEndpoint(b, id);
+  await removeEndpoint(b, id, true);
+  handedOn = { gateway: b };
 }, 240_000);
 
 test('a gateway that takes over while it cannot read pods neither adopts nor replaces the starting pod until it can: then it serves from that pod', async () => {
-  // Only this test's gateways: one left by another test would take the lease over in B's place.
-  await Promise.all(gateways.splice(0).map((g) => g.stop()));
-  const a = await startGateway();
+  const { a } = await gatewayA();
   const id = await createEndpoint(a);
   // B runs beside A, started while A's pod starts, once A holds the lease; then B's pod watch is cut and its relists
-  // refused: its cache is not synced.
+  // refused: its cache is not synced. B has the drain test's setting (no drain here): that test takes it as its A.
   const held = await leaseOwner(id);
-  const starting = beside(startGateway('proxy'));
+  const starting = beside(startGateway('proxy', drainable));
   const { name, pid } = await enginePod(id);
   process.kill(-pid, 'SIGSTOP'); // not ready under A
   const uid = (kube.pod(NS, name)!.metadata as { uid: string }).uid;
@@ -357,17 +389,16 @@ test('a gateway that takes over while it cannot read pods neither adopts nor rep
   faults.podReadsDown = false;
   await servingOnOne(id, 'RUNNING under gateway B once it can read pods');
   expect(podsOf(id).map((p) => (p.metadata as { uid: string }).uid)).toEqual([uid]);
-  await b.stop();
+  // B and its endpoint, serving on that pod: the next test's A and endpoint.
+  handedOn = { gateway: b, serving: id };
 }, 240_000);
 
 test('a gateway killed while its replica drains: the gateway that takes over lets the answer in flight finish, then stops the pod', async () => {
-  await Promise.all(gateways.splice(0).map((g) => g.stop()));
-  // Drains as long as the answer takes (the test default is 5 s).
-  const drainable = { DRAIN_TIMEOUT_MS: '120000' };
-  const a = await startGateway('direct', drainable);
-  const id = await createEndpoint(a);
-  // B runs beside A, started while A's pod starts, once A holds the endpoint: holding nothing while A holds it, it
-  // takes over as soon as A's lease expires.
+  // The endpoint the test before left serving under its B, now A (or, run alone, a new one).
+  const { a, serving } = await gatewayA(drainable);
+  const id = serving ?? (await createEndpoint(a));
+  // B runs beside A (started while A's pod starts, for a new endpoint), once A holds the endpoint: holding nothing
+  // while A holds it, it takes over as soon as A's lease expires.
   const held = await leaseOwner(id);
   const starting = beside(startGateway('direct', drainable));
   await servingOnOne(id, 'RUNNING under gateway A');
