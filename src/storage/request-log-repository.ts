@@ -21,6 +21,16 @@ export interface RequestLogEntry {
   startedAt: Date;
 }
 
+/** The longest finish reason kept: the known ones ('stop', 'length', 'tool_calls', 'content_filter') are far shorter. */
+export const FINISH_REASON_MAX = 64;
+
+/**
+ * A finish reason as the engine gave it, as stored: a string (cut to FINISH_REASON_MAX characters), or none. An
+ * external engine's answer is read as it came: its `finish_reason` may be a number, an object or a megabyte of text,
+ * and none of those may cost a batch of log rows or the database's room.
+ */
+const storedReason = (reason: unknown): string | null => (typeof reason === 'string' ? reason.slice(0, FINISH_REASON_MAX) : null);
+
 /** PostgreSQL type OIDs of the columns' element types. */
 const [TEXT, BOOL, INT4, FLOAT8, TIMESTAMPTZ] = [25, 16, 23, 701, 1184];
 
@@ -42,7 +52,7 @@ export async function insertRequestLog(db: Queryable, entries: readonly RequestL
       ${column(TEXT, (e) => e.endpointId)}::text[], ${column(TEXT, (e) => e.replicaId)}::text[], ${column(TEXT, (e) => e.teamId)}::text[],
       ${column(TEXT, (e) => e.userId)}::text[], ${column(BOOL, (e) => e.stream)}::boolean[], ${column(INT4, (e) => e.httpStatus)}::int[],
       ${column(INT4, (e) => e.promptTokens)}::int[], ${column(INT4, (e) => e.completionTokens)}::int[], ${column(FLOAT8, (e) => e.ttftMs)}::float8[],
-      ${column(FLOAT8, (e) => e.durationMs)}::float8[], ${column(FLOAT8, (e) => e.queuedMs)}::float8[], ${column(TEXT, (e) => e.finishReason)}::text[],
+      ${column(FLOAT8, (e) => e.durationMs)}::float8[], ${column(FLOAT8, (e) => e.queuedMs)}::float8[], ${column(TEXT, (e) => storedReason(e.finishReason))}::text[],
       ${column(BOOL, (e) => e.cancelled)}::boolean[], ${column(TIMESTAMPTZ, (e) => e.startedAt.toISOString())}::timestamptz[],
       ${column(TEXT, (e) => e.errorCode ?? null)}::text[]) WITH ORDINALITY AS u(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, n)
     ORDER BY n

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { createServices } from '../../src/services/index.js';
-import { insertRequestLog, touchEndpoints, type RequestLogEntry } from '../../src/storage/request-log-repository.js';
+import { FINISH_REASON_MAX, insertRequestLog, touchEndpoints, type RequestLogEntry } from '../../src/storage/request-log-repository.js';
 import { createTestDatabase, type TestDatabase } from '../support/database.js';
 import { createBody, seedPrincipal } from '../support/gateway.js';
 
@@ -101,6 +101,18 @@ test('a batch is stored column for column, with nulls where an entry has none', 
       started_at: new Date(Date.UTC(2026, 10, 21, 12, 0, 3, 250)),
     },
   ]);
+});
+
+test("an engine's finish reason is stored as a string of 64 characters at most; one that is not a string is none, and costs no row", async () => {
+  const hostile = [
+    entry(11, { endpointId: 'hostile_11', finishReason: 'x'.repeat(1 << 20) }),
+    entry(12, { endpointId: 'hostile_12', finishReason: { no: 'string' } as never }),
+    entry(13, { endpointId: 'hostile_13', finishReason: 7 as never }),
+  ];
+  expect(await insertRequestLog(db.sql, hostile)).toHaveLength(3);
+  const rows = await db.sql<{ finish_reason: string | null }[]>`
+    SELECT finish_reason FROM request_log WHERE endpoint_id LIKE 'hostile_%' ORDER BY id`;
+  expect(rows.map((r) => r.finish_reason)).toEqual(['x'.repeat(FINISH_REASON_MAX), null, null]);
 });
 
 test('batches of different sizes send the same statement', async () => {
