@@ -7,7 +7,7 @@
  * - test/runtime/kubernetes-sim-controller.test.ts: the same endpoints created through the services and reconciled by
  *   the real controller on PostgreSQL, every pod's engine a small HTTP server in another process (warm-ups, health
  *   checks); the test asserts the counts (no call while idle, a few per change);
- * - test/runtime/kubernetes-sim-gateways.test.ts, with one gateway process then two (src/main.ts, RUNTIME=kubernetes):
+ * - test/runtime/kubernetes-sim-gateways.test.ts, with one gateway process, two, then four (src/main.ts, RUNTIME=kubernetes):
  *   the same endpoints created while the gateways run and share them.
  *
  * This reports the figures: time to converge from nothing, the CPU time each process spent on it, API calls per
@@ -135,9 +135,10 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
     'test/runtime/kubernetes-sim-controller.test.ts',
     context.cpuProf ? 'kubernetes-sim-controller' : undefined,
   );
-  // Gateway processes sharing the endpoints: one, then two (the endpoints created while they run).
+  // Gateway processes sharing the endpoints: one, two, then four (the endpoints created once they run and count each
+  // other), each following the pods of its own shards.
   const shared = [];
-  for (const n of [1, 2])
+  for (const n of [1, 2, 4])
     shared.push(await simulate<GatewaysFigures>('test/runtime/kubernetes-sim-gateways.test.ts', undefined, { SIM_GATEWAYS: String(n) }));
   const r = runtime.figures;
   const c = controlled.figures;
@@ -159,7 +160,8 @@ async function run(context: BenchContext): Promise<BenchOutcome> {
       'replica is health-checked 6 times; then one endpoint scaled out by one, back in, and one pod deleted behind the ' +
       "controller's back. API calls counted by the stand-in; CPU time of each process from process.cpuUsage(), PostgreSQL's " +
       'from /proc (the database’s backends). "N gateway processes": the same endpoints created while N gateways ' +
-      '(src/main.ts, RUNTIME=kubernetes) run and share them, each taking its share (src/controller/lease-share.ts).',
+      '(src/main.ts, RUNTIME=kubernetes) run and share them, each taking the endpoints of its shards and watching their ' +
+      'pods alone (src/controller/lease-share.ts, src/domain/shards.ts).',
     valid: problems.length === 0,
     problems,
     table: {

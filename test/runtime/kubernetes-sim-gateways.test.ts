@@ -12,7 +12,7 @@
  * without touching a pod.
  *
  * Times and each process's CPU are printed, and written to SIM_OUT when set (`npm run bench -- kubernetes-sim` runs
- * this file with 1,000 endpoints, one gateway then two).
+ * this file with 1,000 endpoints, one gateway, two, then four).
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -104,8 +104,14 @@ async function until<T>(what: string, probe: () => Promise<T | undefined | false
 /** The gateways' live membership rows. */
 const members = async () =>
   (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM controller_members WHERE expires_at > now()`)[0]!.n;
+/** The members the others count (those that have run for a lease's TTL: see leases-repository.ts). */
+const counted = async () =>
+  (
+    await db.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM controller_members
+      WHERE expires_at > now() AND joined_at <= now() - ${LEASE_TTL_MS} * interval '1 millisecond'`
+  )[0]!.n;
 
-/** Live leases by gateway (its process id, from the lease's owner: gw-<pid>-<uuid>). */
 /**
  * Waits until the gateways hold every endpoint, each one those of its shards (src/domain/shards.ts: the members
  * divide the pool's shards, each computing the same division); each gateway's count.
@@ -171,6 +177,10 @@ let ready: ReplicaRow[] = [];
 test(`${GATEWAYS} gateway processes converge ${ENDPOINTS} endpoints (${totalReplicas} replicas) created while they run, each holding its share`, async () => {
   await startGateways();
   await until('every gateway a member', async () => (await members()) === GATEWAYS, 30_000);
+  // As in a deployment whose gateways run before the endpoints come: each counts the others (once they have run for a
+  // lease's TTL, then at its next pass), so each takes its own shards' endpoints from the first.
+  await until('every gateway counted by the others', async () => (await counted()) === GATEWAYS, 30_000);
+  await sleep(1000);
   await kube.resetCounts();
   const cpuBefore = await cpuNow();
   const started = performance.now();
