@@ -152,7 +152,12 @@ export class Controller {
       sql,
       owner: this.owner,
       // A runtime whose replicas no other gateway can adopt makes this process a pool of its own: it hands nothing over.
-      pool: runtime.adoptablePool ?? `${runtime.name}:${runtime.node}:${this.owner}`,
+      // Gateways that divide shards are a pool apart from those that share by count (an earlier version's, in a rolling
+      // update): each counts the other as another pool, so neither hands endpoints to the other, and the shards are
+      // divided between the gateways that take their endpoints (see reconcile-loop.ts).
+      pool: runtime.adoptablePool
+        ? `${runtime.adoptablePool}${runtime.watchShards ? '#shards' : ''}`
+        : `${runtime.name}:${runtime.node}:${this.owner}`,
       intervalMs,
       leaseTtlMs: options.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
       reconcile: (id) => this.reconcile(id),

@@ -197,7 +197,9 @@ export class ReconcileLoop {
         this.renewedAt = at;
       } else ({ others: this.others, elsewhere: this.elsewhere, peers: this.peers } = await countMembers(sql, owner, pool, leaseTtlMs));
       if (this.options.watchShards) this.owned = assignShards(this.peers, owner);
-      const listed = await endpointsToReconcile(sql, QUEUE_DEPTH_STALE_MS);
+      // With shards, the endpoints of the shards it follows alone: the others' are theirs to list.
+      const following = this.shardsToFollow();
+      const listed = await endpointsToReconcile(sql, QUEUE_DEPTH_STALE_MS, following && [...following]);
       this.endpoints = listed.length;
       ids = listed.map((e) => e.id);
       for (const e of listed) stamps.set(e.id, e.stamp);
@@ -276,14 +278,20 @@ export class ReconcileLoop {
    * endpoints it holds still (another gateway's shard now, not handed over yet: see `handBack`).
    */
   private followShards(): void {
-    const { owned } = this;
-    if (!owned || !this.options.watchShards) return;
-    const shards = new Set(owned);
-    for (const id of this.held) shards.add(shardOf(id));
+    const shards = this.shardsToFollow();
+    if (!shards || !this.options.watchShards) return;
     const key = [...shards].sort((a, b) => a - b).join(',');
     if (key === this.followed) return;
     this.followed = key;
     this.options.watchShards(shards);
+  }
+
+  /** With shards: its own, and those of the endpoints it holds still. */
+  private shardsToFollow(): Set<number> | undefined {
+    if (!this.owned) return undefined;
+    const shards = new Set(this.owned);
+    for (const id of this.held) shards.add(shardOf(id));
+    return shards;
   }
 
   private share() {
@@ -297,9 +305,11 @@ export class ReconcileLoop {
    * takes them on its next pass.
    */
   private async handBack(stamps: ReadonlyMap<string, string>, idle: ReadonlySet<string>, poked: ReadonlySet<string>): Promise<void> {
-    // With shards: every endpoint of a shard another member holds now; else the excess over this process's share.
+    // With shards: every endpoint of a shard another member holds now, unless a member of another pool is live (one
+    // that could not adopt the replicas, or that shares by count: it might take them); else the excess over this
+    // process's share.
     const { owned } = this;
-    const release = owned ? Infinity : this.share().release;
+    const release = owned ? (this.elsewhere === 0 ? Infinity : 0) : this.share().release;
     if (release === 0) return;
     const candidates = [...this.held].filter((id) => {
       if (owned?.has(shardOf(id))) return false;

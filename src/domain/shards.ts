@@ -5,13 +5,16 @@
  * (`KubernetesRuntime.watchShards`), not every pod of the cluster.
  *
  * The count and the hash are part of the pods' labels: changing either would leave running pods labelled with a
- * shard their endpoint no longer maps to (no gateway would watch them where it looks). Both are fixed.
+ * shard their endpoint no longer maps to (no gateway would watch them where it looks). Both are fixed, and the
+ * hash is one PostgreSQL computes the same (`shardSql`).
  */
 
-/** Shards of a pool: more than the gateways a pool runs, few enough that a gateway alone keeps a watch on each. */
+import { createHash } from 'node:crypto';
+
+/** Shards of a pool (a power of two): more than the gateways a pool runs, few enough that a gateway alone keeps a watch on each. */
 export const SHARD_COUNT = 16;
 
-/** FNV-1a (32 bits) over the string's UTF-16 code units: stable across versions and processes, fast, no allocation. */
+/** FNV-1a (32 bits) over the string's UTF-16 code units: a member's rank for a shard (`assignShards`), computed often. */
 function fnv1a(text: string): number {
   let hash = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
@@ -21,15 +24,35 @@ function fnv1a(text: string): number {
   return hash;
 }
 
+/**
+ * The shard an endpoint belongs to: the first 32 bits of the MD5 of its id, modulo the count (a power of two: the low
+ * bits). MD5 because PostgreSQL computes the same (`shardSql`), so that a gateway lists only its shards' endpoints.
+ */
+export function shardOf(endpointId: string): number {
+  let shard = known.get(endpointId);
+  if (shard === undefined) {
+    // Remembered: the controller asks for every endpoint it lists, twice a second.
+    if (known.size >= KNOWN_MAX) known.clear();
+    shard = createHash('md5').update(endpointId).digest().readUInt32BE(0) % SHARD_COUNT;
+    known.set(endpointId, shard);
+  }
+  return shard;
+}
+const known = new Map<string, number>();
+const KNOWN_MAX = 100_000;
+
+/**
+ * `shardOf` in SQL, over a text column or expression (trusted SQL, never a value): the first 8 hex digits of the MD5
+ * as a 32-bit integer (signed there, the same low bits), masked to the count.
+ */
+export const shardSql = (column: string): string => `(('x' || left(md5(${column}), 8))::bit(32)::int & ${SHARD_COUNT - 1})`;
+
 /** MurmurHash3's finalizer: every bit of the input moves every bit of the output (FNV-1a alone barely mixes its last characters). */
 function mix(hash: number): number {
   hash = Math.imul(hash ^ (hash >>> 16), 0x85ebca6b) >>> 0;
   hash = Math.imul(hash ^ (hash >>> 13), 0xc2b2ae35) >>> 0;
   return (hash ^ (hash >>> 16)) >>> 0;
 }
-
-/** The shard an endpoint belongs to. */
-export const shardOf = (endpointId: string): number => mix(fnv1a(endpointId)) % SHARD_COUNT;
 
 /**
  * The shards `self` holds among `members` (the live gateways of its pool, itself included or not): each shard goes

@@ -7,6 +7,7 @@
  * pass that finds the endpoint at rest records the stamp it read, and the
  * listing shows whether it changed since.
  */
+import { shardSql } from '../domain/shards.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
 import type { Queryable } from './database.js';
@@ -92,11 +93,16 @@ export interface EndpointToReconcile {
 }
 
 /**
- * Endpoints the controller still has to look after: all but deleted ones already cleaned up, the oldest first. Every
+ * Endpoints the controller still has to look after: all but deleted ones already cleaned up, the oldest first; with
+ * `shards`, those of these shards alone (src/domain/shards.ts: a gateway lists the shards it follows). Every
  * gateway lists them every interval: the replicas' counts and the queued requests are each grouped once (hash joins),
  * not counted by a subquery per endpoint.
  */
-export async function endpointsToReconcile(db: Queryable, queueStaleMs: number): Promise<EndpointToReconcile[]> {
+export async function endpointsToReconcile(
+  db: Queryable,
+  queueStaleMs: number,
+  shards?: readonly number[],
+): Promise<EndpointToReconcile[]> {
   return db<EndpointToReconcile[]>`
     SELECT e.id, ${db.unsafe(stampSql('coalesce(c.live, 0)', 'coalesce(c.ready, 0)'))} AS stamp, coalesce(q.queued, 0)::int AS queued
     FROM endpoints e
@@ -104,5 +110,6 @@ export async function endpointsToReconcile(db: Queryable, queueStaleMs: number):
       FROM replicas WHERE state IN ${db.unsafe(LIVE_STATES)} GROUP BY endpoint_id) c ON c.endpoint_id = e.id
     LEFT JOIN (SELECT endpoint_id, sum(queued) AS queued FROM gateway_queue_depth
       WHERE updated_at > now() - ${queueStaleMs} * interval '1 millisecond' GROUP BY endpoint_id) q ON q.endpoint_id = e.id
-    WHERE e.cleaned_at IS NULL ORDER BY e.seq`;
+    WHERE e.cleaned_at IS NULL ${shards ? db`AND ${db.unsafe(shardSql('e.id'))} = ANY(${shards as number[]}::int[])` : db``}
+    ORDER BY e.seq`;
 }

@@ -301,3 +301,43 @@ test('with shards, gateways divide the shards: each takes its own shards endpoin
   await a.stop();
   expect(overlaps).toEqual([]);
 }, 60_000);
+
+test('a gateway sharing by count (an earlier version, in a rolling update) beside one dividing shards: each counts the other as another pool, neither hands endpoints over, and every endpoint stays held', async () => {
+  await db.sql`DELETE FROM endpoint_leases`;
+  await db.sql`DELETE FROM controller_members`;
+  await db.sql`UPDATE endpoints SET cleaned_at = now()`;
+  const ids = await createEndpoints(24, 'mixed');
+  const { loop, overlaps } = loops();
+  const held = async (owner: string) => (await holders(ids)).get(owner)?.length ?? 0;
+  // The earlier version's gateway, alone, holds every endpoint.
+  const old = loop('gw-old', 'cluster');
+  await until('the old gateway holds all 24', async () => (await held('gw-old')) === 24);
+  // The new version's joins: a pool apart (the controller names it so: see controller.ts).
+  const fresh = loop('gw-new', 'cluster#shards', { watchShards: () => {} });
+  // Both count each other (after a lease's TTL) and renew a few times: nothing moves, nothing is dropped.
+  await sleep(LEASE_TTL_MS + 1500);
+  expect(await held('gw-old')).toBe(24);
+  expect(await held('gw-new')).toBe(0);
+  // New endpoints: the old gateway holds more than a count share, so the new one (every shard of its pool) takes them.
+  ids.push(...(await createEndpoints(8, 'mixed-new')));
+  await until('every endpoint held', async () => (await held('gw-old')) + (await held('gw-new')) === 32);
+  expect(await held('gw-new')).toBe(8);
+  // A second new gateway joins while the old one runs: the first hands it nothing (a gateway of another pool could take
+  // what is handed back), and nothing is dropped.
+  const second = loop('gw-new2', 'cluster#shards', { watchShards: () => {} });
+  await sleep(LEASE_TTL_MS + 1500);
+  expect([await held('gw-old'), await held('gw-new'), await held('gw-new2')]).toEqual([24, 8, 0]);
+  // The old gateway stops (the update done): the new ones divide everything by their shards.
+  await old.stop();
+  const ofNew = assignShards(['gw-new2'], 'gw-new');
+  const mine = (owner: string, shards: ReadonlySet<number>) => async () =>
+    ((await holders(ids)).get(owner) ?? []).sort().join() ===
+    ids
+      .filter((id) => shards.has(shardOf(id)))
+      .sort()
+      .join();
+  await until('gw-new holds its shards', mine('gw-new', ofNew));
+  await until('gw-new2 holds its shards', mine('gw-new2', assignShards(['gw-new'], 'gw-new2')));
+  await Promise.all([fresh.stop(), second.stop()]);
+  expect(overlaps).toEqual([]);
+}, 60_000);

@@ -151,3 +151,31 @@ test("a quiet informer's watches resume from the server's bookmarks: the rest of
     await busy.close();
   }
 });
+
+test('stopped while its list is in flight, it leaves no watch open (client-node opens the watch once the list answers, and its stop found nothing to abort)', async () => {
+  const core = kc.makeApiClient(CoreV1Api);
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  let listed = false;
+  const informer = () =>
+    makeInformer<V1Pod>(kc, watchPath(`/api/v1/namespaces/${NS}/pods`), async () => {
+      await gate;
+      listed = true;
+      return core.listNamespacedPod({ namespace: NS });
+    });
+  const before = standIn.openWatches();
+  const watched = new Watched(
+    informer,
+    'pod',
+    () => {},
+    () => {},
+  );
+  const running = watched.run();
+  await watched.stop();
+  release();
+  await running;
+  expect(listed).toBe(true);
+  await waitFor('the watch opened after the list to be closed', async () => standIn.openWatches() === before, 5000);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  expect(standIn.openWatches()).toBe(before);
+});

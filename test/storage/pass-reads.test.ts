@@ -7,6 +7,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import { createServices, type Services } from '../../src/services/index.js';
 import type { Principal } from '../../src/services/principal.js';
 import { findEndpoints } from '../../src/storage/endpoints-repository.js';
+import { SHARD_COUNT, shardOf, shardSql } from '../../src/domain/shards.js';
 import { endpointsToReconcile, settled, readPassState } from '../../src/storage/pass-reads.js';
 import { publishQueueDepths } from '../../src/storage/queue-depth-repository.js';
 import { insertReplica, liveReplicas, markReplica } from '../../src/storage/replicas-repository.js';
@@ -108,4 +109,33 @@ test('a deleted endpoint is read (the controller stops its replicas); an unknown
   expect(state!.endpoint.deleted).toBe(true);
   expect(state!.replicas).toHaveLength(1);
   expect(await readPassState(db.sql, 'ep_none', 3000)).toBeUndefined();
+});
+
+test("the listing of some shards shows their endpoints alone; PostgreSQL's shard of an id is the gateway's", async () => {
+  // The same function on both sides: 4,000 ids of every shape an id may take (and a few it may not).
+  const ids = [
+    ...Array.from({ length: 4000 }, (_, i) => `ep_${(i * 7919).toString(36)}${i % 3 === 0 ? '_x' : ''}`),
+    '',
+    'é-ünïcode',
+    'ep_' + 'z'.repeat(200),
+  ];
+  const rows = await db.sql<{ id: string; shard: number }[]>`
+    SELECT id, ${db.sql.unsafe(shardSql('id'))} AS shard FROM unnest(${ids}::text[]) AS t (id)`;
+  expect(rows.map((r) => [r.id, r.shard])).toEqual(ids.map((id) => [id, shardOf(id)]));
+
+  const made = await Promise.all(Array.from({ length: 12 }, () => newEndpoint()));
+  const some = [...new Set(made.slice(0, 3).map(shardOf))];
+  const listed = (await endpointsToReconcile(db.sql, 3000, some)).map((e) => e.id);
+  expect(listed.length).toBeGreaterThan(0);
+  for (const id of listed) expect(some).toContain(shardOf(id));
+  for (const id of made) expect(listed.includes(id)).toBe(some.includes(shardOf(id)));
+  // Every shard listed is the whole listing.
+  const all = await endpointsToReconcile(db.sql, 3000);
+  const everyShard = await endpointsToReconcile(
+    db.sql,
+    3000,
+    Array.from({ length: SHARD_COUNT }, (_, i) => i),
+  );
+  expect(everyShard).toEqual(all);
+  expect(await endpointsToReconcile(db.sql, 3000, [])).toEqual([]);
 });

@@ -89,6 +89,12 @@ export class Watched<T extends V1Pod | V1Node> {
     const informer = this.informer;
     try {
       await informer.start();
+      // Stopped while the list or the watch's fetch was in flight: client-node opened the watch all the same, and the
+      // first stop() found no request to abort. This one does (start() resolves once the request is set).
+      if (this.stopped) {
+        await informer.stop().catch(() => {});
+        return;
+      }
       // client-node's start() also resolves when its list failed: the failure came as an 'error' event, whose
       // handler scheduled the next try. The cache then holds what it held before the failure, not the cluster now.
       if (this.errors !== errorsBefore || informer !== this.informer) return;
@@ -103,6 +109,7 @@ export class Watched<T extends V1Pod | V1Node> {
         if (name && !informer.get(name, namespace)) this.onChange(object, 'delete');
       }
     } catch (error) {
+      if (this.stopped) return;
       this.log(`listing ${this.what} failed; retrying in ${this.delay} ms`, error);
       this.runLater();
     }
