@@ -21,6 +21,8 @@ let kubeConfig: KubeConfig;
 let runtime: KubernetesRuntime;
 /** The endpoints the runtime told of a change. */
 const told: string[] = [];
+/** Set by a test: what a pass would observe of its replica when the runtime tells its endpoint. */
+let onTold: ((endpointId: string) => void) | undefined;
 
 /** An endpoint id of that shard. */
 function endpointIn(shard: number, prefix: string): string {
@@ -38,7 +40,10 @@ beforeAll(async () => {
   kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(kube.writeKubeconfig(NS));
   runtime = simKubernetesRuntime(kubeConfig);
-  runtime.onChange((endpointId) => told.push(endpointId));
+  runtime.onChange((endpointId) => {
+    told.push(endpointId);
+    onTold?.(endpointId);
+  });
   await runtime.open();
 });
 
@@ -66,9 +71,14 @@ test("each pod carries its endpoint's shard; narrowed to some shards, the runtim
   expect(runtime.observe(mine)).toMatchObject({ state: 'ready' });
   expect(told).not.toContain(theirs);
 
-  // Its shard followed again: listed, then seen as it is (ready), and its changes told.
+  // Its shard followed again: listed, then seen as it is (ready), and its changes told. Told once its view is known
+  // too: the pass the list's events ask for runs before the watch is open (the shard still "unknown"), and finds nothing.
+  const seenWhenTold: string[] = [];
+  onTold = (endpointId) => void (endpointId === theirs && seenWhenTold.push(runtime.observe(other).state));
   runtime.watchShards(new Set([1, 2]));
   await waitFor('the other shard listed', async () => runtime.observe(other).state === 'ready');
+  await waitFor('its endpoint told once its pod is known', async () => seenWhenTold.includes('ready'));
+  onTold = undefined;
   expect((await runtime.adopt({ ...other, endpointId: theirs, locator: null }))?.locator).toBe(podName('rep_sh_b'));
   await runtime.stop(other, 0);
   await waitFor('its removal told', async () => told.includes(theirs));

@@ -116,6 +116,12 @@ export class KubernetesRuntime implements Runtime {
         ),
       log: options.log,
       onChange: (pod, verb) => this.podChanged(pod, verb),
+      // A shard's watch synced (taken over, listed again): its endpoints are told once more, their pods now known (the
+      // list's events came before, while the shard was still "unknown" to a pass).
+      onSynced: (pods) => {
+        const endpoints = new Set(pods.map((pod) => pod.metadata?.labels?.[LABELS.endpoint]));
+        for (const endpointId of endpoints) if (endpointId) this.listener?.(endpointId);
+      },
       // A shard handed over: its pods are followed by the gateway that holds them now.
       onDrop: (pods) => {
         for (const pod of pods) {

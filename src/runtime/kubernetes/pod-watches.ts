@@ -22,6 +22,8 @@ export interface PodWatchesOptions {
   log: (message: string, error?: unknown) => void;
   /** A pod's change, as its watch saw it. */
   onChange: (pod: V1Pod, verb: Verb) => void;
+  /** A watch's view became complete and current (its list done, its watch open): the pods it holds. */
+  onSynced?: (pods: readonly V1Pod[]) => void;
   /** A shard no longer watched: its pods (running still, followed elsewhere) are no longer followed here. */
   onDrop: (pods: readonly V1Pod[]) => void;
 }
@@ -37,7 +39,7 @@ export class PodWatches {
   }
 
   private watchOf(selector: string, what: string): Watched<V1Pod> {
-    return new Watched(() => this.options.make(selector), what, this.options.log, this.options.onChange);
+    return new Watched(() => this.options.make(selector), what, this.options.log, this.options.onChange, undefined, this.options.onSynced);
   }
 
   /** Lists and starts every watch; answers once each has listed (or failed to: it retries on its own). */

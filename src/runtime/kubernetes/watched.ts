@@ -55,6 +55,12 @@ export class Watched<T extends V1Pod | V1Node> {
     private readonly log: (message: string, error?: unknown) => void,
     private readonly onChange: (object: T, verb: 'add' | 'update' | 'delete') => void,
     private readonly stuckMs = STUCK_MS,
+    /**
+     * The cache became a complete, current view (after a list): its objects. client-node tells the list's objects
+     * (`onChange`) before its watch is open and the cache counts as synced: whoever acted on those at once found it
+     * "unknown", and looks again from here.
+     */
+    private readonly onSynced?: (objects: readonly T[]) => void,
   ) {
     this.informer = this.attach(make());
     this.watchdog = setInterval(() => this.checkHeard(), Math.max(50, Math.floor(stuckMs / 4)));
@@ -101,6 +107,7 @@ export class Watched<T extends V1Pod | V1Node> {
       this.synced = true;
       this.heard = Date.now();
       this.delay = BACKOFF_MS.first;
+      this.onSynced?.(informer.list());
       // Deleted while the dead informer heard nothing: told as the watch would have told them.
       const before = this.before;
       this.before = undefined;
