@@ -288,9 +288,12 @@ interface Takeover {
  * Gateway A alone creates the three endpoints and brings them to RUNNING (so A holds their leases), with gateway B
  * started beside it once it holds them; then A rolls each out to version 1 and is killed with each in its case's state.
  */
+/** Long enough for the starting case's engine, frozen while the other two roll out, not to be given up by A or B. */
+const START_TIMEOUT_MS = '300000';
+
 async function killDuringRollouts(): Promise<Takeover> {
   // A long drain (the old replicas stay busy): A is still draining when it is killed.
-  const a = await startGateway({ DRAIN_TIMEOUT_MS: '120000' });
+  const a = await startGateway({ DRAIN_TIMEOUT_MS: '120000', REPLICA_START_TIMEOUT_MS: START_TIMEOUT_MS });
   const restA = restClient(a.url, ADMIN_KEY);
   const teams = await restA('POST', '/graphql', { query: '{ teams { projects { id } } }' });
   const projectId = teams.body.data.teams[0].projects[0].id as string;
@@ -302,7 +305,7 @@ async function killDuringRollouts(): Promise<Takeover> {
   });
   expect(ownerA).toMatch(/^gw-/);
   // B starts while A's engines start; it holds nothing while A holds every endpoint (local gateways keep what they hold).
-  const startingB = startGateway();
+  const startingB = startGateway({ REPLICA_START_TIMEOUT_MS: START_TIMEOUT_MS });
   startingB.catch(() => {});
   await Promise.all(ids.map((id) => runningUnderA(a, id)));
   await startingB;
@@ -317,36 +320,37 @@ async function killDuringRollouts(): Promise<Takeover> {
   await new Promise((r) => setTimeout(r, 500));
   for (const id of ids) expect(await leaseOwner(id)).toBe(ownerA);
 
+  // First the starting case: its new replica's engine is frozen as soon as it is found, and stays frozen while the two
+  // others roll out (A's start timeout, raised here, outlasts that). Then A is killed as soon as the two old replicas
+  // drain: a drain that had to wait for more (the frozen engine's search once came after them) could end first, the
+  // busy clients starved on a loaded machine.
+  await update(restA, starting!.id);
+  // The new replica's engine process exists (A spawned it) and is still loading.
+  const started = await waitFor(
+    "the new replica's engine process",
+    async () => {
+      const row = (await replicaRows(starting!.id)).find((r) => r.version_index === 1);
+      if (!row) return undefined;
+      const [engine] = await engineProcesses((replicaId) => replicaId === row.id);
+      return engine ? { row, engine } : undefined;
+    },
+    90_000,
+  );
+  // Frozen while it loads, the engine never answers A's health check: A dies with the replica STARTING. Frozen as soon
+  // as it is found (a loaded machine's wait for the row below once let it load and be marked READY first).
+  process.kill(started.engine.pid, 'SIGSTOP');
+  // The row names the engine's pid from its spawn on (before its health check), so that whoever takes over can stop it.
+  await waitFor('the pid recorded at spawn', async () => {
+    const [row] = await db.sql<
+      ReplicaRow[]
+    >`SELECT CASE WHEN locator ~ '^[0-9]{1,9}$' THEN locator::int END AS pid FROM replicas WHERE id = ${started.row.id}`;
+    return row?.pid === started.engine.pid;
+  });
+
   const idle = [draining!, bothReady!].map(({ old }) => keepBusy({ address: old.address!, engine_token: old.engine_token }));
   try {
     await Promise.all([draining!, bothReady!].map(({ id }) => update(restA, id)));
     await Promise.all([draining!, bothReady!].map(({ id, old }) => drainingUnderA(a, id, old)));
-    const drainingFresh = (await replicaRows(draining!.id)).filter((r) => r.version_index === 1);
-    expect(drainingFresh.map((r) => r.state)).toEqual(['READY']);
-
-    // Last, so that its engine stays frozen no longer than its own case needs.
-    await update(restA, starting!.id);
-    // The new replica's engine process exists (A spawned it) and is still loading: A is killed now.
-    const started = await waitFor(
-      "the new replica's engine process",
-      async () => {
-        const row = (await replicaRows(starting!.id)).find((r) => r.version_index === 1);
-        if (!row) return undefined;
-        const [engine] = await engineProcesses((replicaId) => replicaId === row.id);
-        return engine ? { row, engine } : undefined;
-      },
-      90_000,
-    );
-    // Frozen while it loads, the engine never answers A's health check: A dies with the replica STARTING. Frozen as soon
-    // as it is found (a loaded machine's wait for the row below once let it load and be marked READY first).
-    process.kill(started.engine.pid, 'SIGSTOP');
-    // The row names the engine's pid from its spawn on (before its health check), so that whoever takes over can stop it.
-    await waitFor('the pid recorded at spawn', async () => {
-      const [row] = await db.sql<
-        ReplicaRow[]
-      >`SELECT CASE WHEN locator ~ '^[0-9]{1,9}$' THEN locator::int END AS pid FROM replicas WHERE id = ${started.row.id}`;
-      return row?.pid === started.engine.pid;
-    });
     await kill(a);
     // First, while A's lease still holds: the state a kill a moment earlier leaves (both replicas READY, the lease A's
     // until it expires): A marks the new replica READY and, a few statements later, the old one DRAINING.
@@ -355,6 +359,8 @@ async function killDuringRollouts(): Promise<Takeover> {
     expect(await leaseOwner(bothReady!.id)).toBe(ownerA);
     const bothReadyFresh = (await replicaRows(bothReady!.id)).filter((r) => r.version_index === 1);
     expect(bothReadyFresh.map((r) => r.state)).toEqual(['READY']);
+    const drainingFresh = (await replicaRows(draining!.id)).filter((r) => r.version_index === 1);
+    expect(drainingFresh.map((r) => r.state)).toEqual(['READY']);
 
     const [atKill] = await db.sql<
       ReplicaRow[]
