@@ -102,14 +102,12 @@ async function until<T>(what: string, probe: () => Promise<T | undefined | false
 }
 
 /** The gateways' live membership rows. */
-const members = async () =>
-  (await db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM controller_members WHERE expires_at > now()`)[0]!.n;
-/** The members the others count (those that have run for a lease's TTL: see leases-repository.ts). */
-const counted = async () =>
+/** The live members; `counted`: only those the others count (they have run for a lease's TTL: see leases-repository.ts). */
+const members = async ({ counted = false } = {}) =>
   (
     await db.sql<{ n: number }[]>`
       SELECT count(*)::int AS n FROM controller_members
-      WHERE expires_at > now() AND joined_at <= now() - ${LEASE_TTL_MS} * interval '1 millisecond'`
+      WHERE expires_at > now() ${counted ? db.sql`AND joined_at <= now() - ${LEASE_TTL_MS} * interval '1 millisecond'` : db.sql``}`
   )[0]!.n;
 
 /**
@@ -180,7 +178,7 @@ test(`${GATEWAYS} gateway processes converge ${ENDPOINTS} endpoints (${totalRepl
   await until('every gateway a member', async () => (await members()) === GATEWAYS, 30_000);
   // As in a deployment whose gateways run before the endpoints come: each counts the others (once they have run for a
   // lease's TTL, then at its next pass), so each takes its own shards' endpoints from the first.
-  await until('every gateway counted by the others', async () => (await counted()) === GATEWAYS, 30_000);
+  await until('every gateway counted by the others', async () => (await members({ counted: true })) === GATEWAYS, 30_000);
   await sleep(1000);
   await kube.resetCounts();
   const cpuBefore = await cpuNow();

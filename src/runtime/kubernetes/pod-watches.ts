@@ -35,7 +35,16 @@ export class PodWatches {
 
   constructor(private readonly options: PodWatchesOptions) {
     this.unsharded = this.watchOf(UNSHARDED_SELECTOR, 'pod (unsharded)');
-    for (let shard = 0; shard < SHARD_COUNT; shard++) this.shards.set(shard, this.watchOf(shardSelector(shard), `pod (shard ${shard})`));
+    for (let shard = 0; shard < SHARD_COUNT; shard++) this.shards.set(shard, this.shardWatch(shard));
+  }
+
+  private shardWatch(shard: number): Watched<V1Pod> {
+    return this.watchOf(shardSelector(shard), `pod (shard ${shard})`);
+  }
+
+  /** Every watch kept now: the unsharded one and those of the shards watched. */
+  private all(): Watched<V1Pod>[] {
+    return [this.unsharded, ...this.shards.values()];
   }
 
   private watchOf(selector: string, what: string): Watched<V1Pod> {
@@ -44,7 +53,7 @@ export class PodWatches {
 
   /** Lists and starts every watch; answers once each has listed (or failed to: it retries on its own). */
   async run(): Promise<void> {
-    await Promise.all([this.unsharded, ...this.shards.values()].map((watch) => watch.run()));
+    await Promise.all(this.all().map((watch) => watch.run()));
   }
 
   /** Watches exactly these shards from now on: a new one lists (its pods "unknown" until then), a dropped one stops. */
@@ -59,20 +68,15 @@ export class PodWatches {
     }
     for (const shard of shards) {
       if (this.shards.has(shard) || shard < 0 || shard >= SHARD_COUNT) continue;
-      const watch = this.watchOf(shardSelector(shard), `pod (shard ${shard})`);
+      const watch = this.shardWatch(shard);
       this.shards.set(shard, watch);
       void watch.run();
     }
   }
 
-  /** The shards watched now. */
-  watching(): number[] {
-    return [...this.shards.keys()].sort((a, b) => a - b);
-  }
-
   /** The watches an endpoint's pods are in: its shard's (when watched) and the unsharded one; every watch without an endpoint. */
   private watchesOf(endpointId: string | undefined): Watched<V1Pod>[] {
-    if (endpointId === undefined) return [this.unsharded, ...this.shards.values()];
+    if (endpointId === undefined) return this.all();
     const shard = this.shards.get(shardOf(endpointId));
     return shard ? [this.unsharded, shard] : [this.unsharded];
   }
@@ -103,11 +107,13 @@ export class PodWatches {
 
   /** The pods of the watches that are synced now (what an unsynced one holds may be stale: left out). */
   listSynced(): V1Pod[] {
-    return [this.unsharded, ...this.shards.values()].filter((w) => w.synced).flatMap((w) => w.informer.list(this.options.namespace));
+    return this.all()
+      .filter((w) => w.synced)
+      .flatMap((w) => w.informer.list(this.options.namespace));
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    await Promise.all([this.unsharded, ...this.shards.values()].map((watch) => watch.stop()));
+    await Promise.all(this.all().map((watch) => watch.stop()));
   }
 }
