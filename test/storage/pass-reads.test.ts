@@ -139,3 +139,69 @@ test("the listing of some shards shows their endpoints alone; PostgreSQL's shard
   expect(everyShard).toEqual(all);
   expect(await endpointsToReconcile(db.sql, 3000, [])).toEqual([]);
 });
+
+interface PlanNode {
+  'Node Type': string;
+  'Actual Rows': number;
+  'Actual Loops': number;
+  'Rows Removed by Join Filter'?: number;
+  Plans?: PlanNode[];
+}
+
+/** `db` as endpointsToReconcile sees it, but the listing's statement is explained (EXPLAIN ANALYZE) instead of run. */
+function explaining(sql: TestDatabase['sql'], plans: PlanNode[]): TestDatabase['sql'] {
+  const tag = (strings: TemplateStringsArray, ...values: unknown[]) => {
+    if (!/^\s*SELECT e\.id/.test(strings[0]!)) return sql(strings, ...(values as never[]));
+    const explained = Object.assign([`EXPLAIN (ANALYZE, FORMAT JSON) ${strings[0]}`, ...strings.slice(1)], {
+      raw: [`EXPLAIN (ANALYZE, FORMAT JSON) ${strings.raw[0]}`, ...strings.raw.slice(1)],
+    });
+    return sql(explained, ...(values as never[])).then((rows) => {
+      plans.push((rows[0] as { 'QUERY PLAN': { Plan: PlanNode }[] })['QUERY PLAN'][0]!.Plan);
+      return [];
+    });
+  };
+  return Object.assign(tag, { unsafe: sql.unsafe.bind(sql) }) as unknown as TestDatabase['sql'];
+}
+
+test("the interval's listing does work linear in the endpoints and replicas on tables never analyzed (a fleet created at once)", async () => {
+  // A database of its own, its tables as fresh as a new deployment's: no statistics.
+  const fresh = await createTestDatabase();
+  try {
+    const seeded = await seedPrincipal(fresh.sql, createServices(fresh.sql), 'listing-plan');
+    const [project] = await fresh.sql<{ team_id: string }[]>`SELECT team_id FROM projects WHERE id = ${seeded.projectId}`;
+    const ENDPOINTS = 1000;
+    await fresh.sql`
+      INSERT INTO endpoints (id, project_id, team_id, creator_id, status, desired_state)
+      SELECT 'ep_plan_' || i, ${seeded.projectId}, ${project!.team_id}, ${seeded.principal.user.id}, 'RUNNING', 'RUNNING'
+      FROM generate_series(1, ${ENDPOINTS}) AS i`;
+    await fresh.sql`
+      INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state)
+      SELECT 'rep_plan_' || i || '_' || j, 'ep_plan_' || i, 1, 'kubernetes', 'kubernetes/default', 'H100', 1,
+        CASE WHEN j % 3 = 0 THEN 'STARTING' ELSE 'READY' END
+      FROM generate_series(1, ${ENDPOINTS}) AS i, generate_series(1, 1 + i % 10) AS j`;
+    // Requests queued for every endpoint in two gateway processes (their counts are joined too).
+    await fresh.sql`
+      INSERT INTO gateway_queue_depth (process_id, endpoint_id, queued)
+      SELECT 'gw-' || p, 'ep_plan_' || i, 1 FROM generate_series(1, ${ENDPOINTS}) AS i, generate_series(1, 2) AS p`;
+    const [{ replicas }] = await fresh.sql<{ replicas: number }[]>`SELECT count(*)::int AS replicas FROM replicas`;
+    const plans: PlanNode[] = [];
+    const everyShard = Array.from({ length: SHARD_COUNT }, (_, i) => i);
+    // As a gateway lists (the shards it follows), and as a tool does (every endpoint).
+    await endpointsToReconcile(explaining(fresh.sql, plans), 3000, everyShard);
+    await endpointsToReconcile(explaining(fresh.sql, plans), 3000);
+    expect(plans).toHaveLength(2);
+    // Rows each node produced over all its loops, and those a join compared and dropped: a plan that regroups the
+    // replicas for each endpoint produces and drops about endpoints × replicas.
+    const work = (node: PlanNode): number =>
+      node['Actual Rows'] * node['Actual Loops'] +
+      (node['Rows Removed by Join Filter'] ?? 0) +
+      (node.Plans ?? []).reduce((sum, n) => sum + work(n), 0);
+    for (const plan of plans) expect(work(plan)).toBeLessThan(10 * (ENDPOINTS + replicas));
+    // And it lists them all, counted.
+    const listed = await endpointsToReconcile(fresh.sql, 3000, everyShard);
+    expect(listed).toHaveLength(ENDPOINTS);
+    expect(listed.find((e) => e.id === 'ep_plan_9')).toEqual({ id: 'ep_plan_9', stamp: expect.stringMatching(/\/10\/7$/), queued: 2 });
+  } finally {
+    await fresh.close();
+  }
+});
