@@ -121,7 +121,15 @@ test('a poke during a pass is not lost: another pass follows at once', async () 
   // Another gateway holds the blocker's lease: no pass takes it.
   await db.sql`INSERT INTO endpoint_leases (endpoint_id, owner, expires_at) VALUES (${blocker}, 'another-gateway', now() + interval '1 hour')`;
   await controller.start();
-  await waitFor('the first pass', () => leasedBy(first, controller!.owner), 10_000);
+  // Its lease is taken before its pass writes (under that lease): the pass must have ended before the test holds the
+  // lease's row, or it would wait on it too, and no other pass would come for that endpoint.
+  await waitFor(
+    'the first pass to write its status',
+    async () =>
+      (await leasedBy(first, controller!.owner)) &&
+      (await db.sql`SELECT 1 FROM endpoint_events WHERE endpoint_id = ${first} AND cause LIKE 'controller:%'`).length > 0,
+    10_000,
+  );
 
   const held = await db.sql.reserve();
   try {
@@ -147,6 +155,8 @@ test('a poke during a pass is not lost: another pass follows at once', async () 
     await held`COMMIT`;
     await waitFor('the pass after the poke that came during the second', () => leasedBy(created, controller!.owner), 10_000);
   } finally {
+    // A failure above leaves the lease's row locked: the controller's stop would wait for the pass that waits on it.
+    await held`ROLLBACK`.catch(() => {});
     held.release();
   }
   expect(await lease(blocker)).toMatchObject({ owner: 'another-gateway' });
