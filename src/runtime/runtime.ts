@@ -213,8 +213,13 @@ export interface Admission {
 
 export interface Runtime {
   readonly name: string;
-  /** The pool this runtime places replicas in (the local runtime: this machine's hostname). */
+  /** The pool this runtime places replicas in (the local runtime: this machine's hostname), as new replicas' rows name it. */
   readonly node: string;
+  /**
+   * Earlier names of the same pool, in rows written by earlier versions: their replicas are this runtime's too (the
+   * Kubernetes runtime's `kubernetes/<namespace>`, before its cluster was named). Absent: none.
+   */
+  readonly formerNodes?: readonly string[];
   /**
    * Where another gateway can adopt this runtime's replicas, when one can: gateways of the same value can (the
    * Kubernetes runtime: its cluster's API server and namespace), and hand endpoints over to each other (see
@@ -303,4 +308,9 @@ export interface Runtime {
   forgetEndpoint?(endpointId: string): Promise<void>;
   /** Releases what the runtime holds (watches, timers); replicas keep running. */
   close?(): Promise<void>;
+}
+
+/** Every name of the runtime's pool that replicas' rows may carry: `node`, then its former names. */
+export function poolNodes(runtime: Pick<Runtime, 'node' | 'formerNodes'>): string[] {
+  return [runtime.node, ...(runtime.formerNodes ?? [])];
 }

@@ -59,9 +59,9 @@ export async function readyReplicas(db: Queryable, endpointIds: readonly string[
   return rows.map(toReplica);
 }
 
-export async function liveReplicaIdsOnNode(db: Queryable, node: string): Promise<string[]> {
+export async function liveReplicaIdsOnNode(db: Queryable, nodes: readonly string[]): Promise<string[]> {
   const rows = await db<{ id: string }[]>`
-    SELECT id FROM replicas WHERE node = ${node} AND state IN ${db.unsafe(LIVE_STATES)}`;
+    SELECT id FROM replicas WHERE node = ANY(${nodes as string[]}::text[]) AND state IN ${db.unsafe(LIVE_STATES)}`;
   return rows.map((r) => r.id);
 }
 
@@ -95,14 +95,14 @@ export async function failuresSince(
  */
 export async function lockedUse(db: Queryable, node: string, gpuType: GpuType): Promise<number> {
   await db`SELECT pg_advisory_xact_lock(hashtext(${`capacity:${node}:${gpuType}`}))`;
-  return (await requestedGpus(db, node, gpuType))[gpuType] ?? 0;
+  return (await requestedGpus(db, [node], gpuType))[gpuType] ?? 0;
 }
 
 /** GPUs (or CPU-backed slots) of each kind (or of `gpuType` alone) that the live replicas of a pool request. */
-export async function requestedGpus(db: Queryable, node: string, gpuType?: GpuType): Promise<Partial<Record<GpuType, number>>> {
+export async function requestedGpus(db: Queryable, nodes: readonly string[], gpuType?: GpuType): Promise<Partial<Record<GpuType, number>>> {
   const rows = await db<{ gpu_type: GpuType; n: number }[]>`
     SELECT gpu_type, sum(num_gpu)::int AS n FROM replicas
-    WHERE node = ${node} ${gpuType ? db`AND gpu_type = ${gpuType}` : db``} AND state IN ${db.unsafe(LIVE_STATES)}
+    WHERE node = ANY(${nodes as string[]}::text[]) ${gpuType ? db`AND gpu_type = ${gpuType}` : db``} AND state IN ${db.unsafe(LIVE_STATES)}
     GROUP BY gpu_type`;
   return Object.fromEntries(rows.map((r) => [r.gpu_type, r.n]));
 }

@@ -135,9 +135,10 @@ test("a pod marked for disruption and still running (a node shutting down) is de
   expect((await marked)!.metadata.deletionGracePeriodSeconds).toBe(300);
 });
 
-test("a replica of another pool (a gateway in another namespace placed it) is unknown here, not gone: its pod is not this cache's to miss", async () => {
+test("a replica of another pool (a gateway in another namespace, or the same namespace of another cluster, placed it) is unknown here, not gone: its pod is not this cache's to miss", async () => {
   const ours = runtime.node;
-  expect(ours).toBe('kubernetes/default');
+  // The namespace and the cluster (cluster-identity.ts: by the certificate authority its kubeconfig carries).
+  expect(ours).toMatch(/^kubernetes\/default@[0-9a-f]{12}$/);
   const ref: ReplicaRef = {
     replicaId: 'rep_elsewhere',
     endpointId: 'ep_elsewhere',
@@ -145,9 +146,14 @@ test("a replica of another pool (a gateway in another namespace placed it) is un
     locator: podName('rep_elsewhere'),
     node: 'kubernetes/other',
   };
-  expect(runtime.liveness(ref)).toEqual({ kind: 'unknown' });
-  expect(runtime.observe(ref)).toEqual({ state: 'unknown' });
-  // The same replica recorded in this pool, with no pod: gone.
-  expect(runtime.liveness({ ...ref, node: ours })).toMatchObject({ kind: 'dead' });
-  expect(runtime.observe({ ...ref, node: ours })).toMatchObject({ state: 'dead' });
+  for (const node of ['kubernetes/other', 'kubernetes/other@0123456789ab', 'kubernetes/default@0123456789ab']) {
+    expect(runtime.liveness({ ...ref, node }), node).toEqual({ kind: 'unknown' });
+    expect(runtime.observe({ ...ref, node }), node).toEqual({ state: 'unknown' });
+  }
+  // The same replica recorded in this pool, with no pod: gone; and as rows of the versions before the cluster was
+  // named recorded it (`kubernetes/default`): this pool's too.
+  for (const node of [ours, 'kubernetes/default']) {
+    expect(runtime.liveness({ ...ref, node }), node).toMatchObject({ kind: 'dead' });
+    expect(runtime.observe({ ...ref, node }), node).toMatchObject({ state: 'dead' });
+  }
 });

@@ -183,7 +183,8 @@ test("the interval's listing does work linear in the endpoints and replicas on t
     await fresh.sql`
       INSERT INTO gateway_queue_depth (process_id, endpoint_id, queued)
       SELECT 'gw-' || p, 'ep_plan_' || i, 1 FROM generate_series(1, ${ENDPOINTS}) AS i, generate_series(1, 2) AS p`;
-    const [{ replicas }] = await fresh.sql<{ replicas: number }[]>`SELECT count(*)::int AS replicas FROM replicas`;
+    const [counted] = await fresh.sql<{ replicas: number }[]>`SELECT count(*)::int AS replicas FROM replicas`;
+    const replicas = counted!.replicas;
     const plans: PlanNode[] = [];
     const everyShard = Array.from({ length: SHARD_COUNT }, (_, i) => i);
     // As a gateway lists (the shards it follows), and as a tool does (every endpoint).

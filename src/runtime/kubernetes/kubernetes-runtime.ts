@@ -43,6 +43,7 @@ import type { KubernetesSettings } from './settings.js';
 import { StepDeadlines } from './step-deadlines.js';
 import { Watched, watchPath } from './watched.js';
 import { PodWatches } from './pod-watches.js';
+import { clusterNames } from './cluster-identity.js';
 
 export interface KubernetesRuntimeOptions {
   settings: KubernetesSettings;
@@ -73,6 +74,7 @@ const UNSEEN_MS = 60_000;
 export class KubernetesRuntime implements Runtime {
   readonly name = 'kubernetes';
   readonly node: string;
+  readonly formerNodes: readonly string[];
   readonly namespace: string;
   readonly adoptablePool: string;
   private readonly api: CoreV1Api;
@@ -96,8 +98,7 @@ export class KubernetesRuntime implements Runtime {
   constructor(private readonly options: KubernetesRuntimeOptions) {
     const kc = options.kubeConfig ?? defaultKubeConfig();
     this.namespace = options.settings.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
-    this.node = `kubernetes/${this.namespace}`;
-    this.adoptablePool = `kubernetes:${kc.getCurrentCluster()?.server ?? ''}/${this.namespace}`;
+    ({ node: this.node, formerNodes: this.formerNodes, pool: this.adoptablePool } = clusterNames(kc, this.namespace));
     this.deadlines = new StepDeadlines(options.settings, options.startTimeoutMs ?? DEFAULTS.replicaStartTimeoutMs, options.log);
     // One keep-alive connection pool for every call (makeApiClient's clients open a connection per call).
     const pooled = pooledCoreApi(kc);
@@ -339,11 +340,11 @@ export class KubernetesRuntime implements Runtime {
   }
 
   /**
-   * Whether the replica runs in another namespace than this runtime's (a gateway of another pool placed it): its pod
-   * is not in this runtime's cache, which tells nothing of it (as a local runtime knows nothing of another machine's).
+   * Whether the replica runs in another namespace or cluster than this runtime's (cluster-identity.ts: a gateway of
+   * another pool placed it): its pod is not in this runtime's cache, which tells nothing of it (as a local runtime knows nothing of another machine's).
    */
   private elsewhere(ref: Pick<ReplicaRef, 'node'>): boolean {
-    return ref.node !== this.node;
+    return ref.node !== this.node && !this.formerNodes.includes(ref.node);
   }
 
   health(ref: ReplicaRef, timeoutMs?: number): Promise<EngineHealth | undefined> {
