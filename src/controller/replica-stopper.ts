@@ -6,7 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DEFAULTS } from '../defaults.js';
 import type { ReplicaRecord } from '../domain/replica.js';
-import { poolNodes, type ReplicaRef, type Runtime } from '../runtime/runtime.js';
+import type { ReplicaRef, Runtime } from '../runtime/runtime.js';
 import type { Sql } from '../storage/database.js';
 import { liveReplicaIdsOnNode } from '../storage/replicas-repository.js';
 import type { StatementBatches } from '../storage/statement-batches.js';
@@ -18,6 +18,7 @@ export const refOf = (r: ReplicaRecord): ReplicaRef => ({
   address: r.address,
   locator: r.locator,
   node: r.node,
+  ...(r.cluster ? { cluster: r.cluster } : {}),
   ...(r.token ? { token: r.token } : {}),
 });
 
@@ -91,7 +92,7 @@ export class ReplicaStopper {
 
   /** Stops the replicas of the runtime's pool that no live replica row owns (the runtime finds them by its own records). */
   async reapOrphans(): Promise<void> {
-    const reaped = await this.runtime.reapOrphans(async () => new Set(await liveReplicaIdsOnNode(this.sql, poolNodes(this.runtime))));
+    const reaped = await this.runtime.reapOrphans(async () => new Set(await liveReplicaIdsOnNode(this.sql, this.runtime.node)));
     if (reaped.length > 0) this.log(`stopped ${reaped.length} orphaned replica(s): ${reaped.join(', ')}`);
   }
 }

@@ -86,6 +86,8 @@ export interface ReplicaRef {
   locator: string | null;
   /** The machine (or pool) the replica was placed in. */
   node: string;
+  /** The cluster it was placed in, when its runtime names one (see Runtime.cluster). */
+  cluster?: string;
   /** The engine's token, sent as a bearer token on every call (engines started before tokens have none). */
   token?: string;
 }
@@ -213,13 +215,14 @@ export interface Admission {
 
 export interface Runtime {
   readonly name: string;
-  /** The pool this runtime places replicas in (the local runtime: this machine's hostname), as new replicas' rows name it. */
+  /** The pool this runtime places replicas in (the local runtime: this machine's hostname). */
   readonly node: string;
   /**
-   * Earlier names of the same pool, in rows written by earlier versions: their replicas are this runtime's too (the
-   * Kubernetes runtime's `kubernetes/<namespace>`, before its cluster was named). Absent: none.
+   * The cluster it places them in, recorded with each new replica beside `node`, when the pool's name alone may not
+   * tell (the Kubernetes runtime: `kubernetes/<namespace>`, a name two clusters' installations on one database may
+   * share; kubernetes/cluster-identity.ts). Absent: the pool's name tells.
    */
-  readonly formerNodes?: readonly string[];
+  readonly cluster?: string;
   /**
    * Where another gateway can adopt this runtime's replicas, when one can: gateways of the same value can (the
    * Kubernetes runtime: its cluster's API server and namespace), and hand endpoints over to each other (see
@@ -308,9 +311,4 @@ export interface Runtime {
   forgetEndpoint?(endpointId: string): Promise<void>;
   /** Releases what the runtime holds (watches, timers); replicas keep running. */
   close?(): Promise<void>;
-}
-
-/** Every name of the runtime's pool that replicas' rows may carry: `node`, then its former names. */
-export function poolNodes(runtime: Pick<Runtime, 'node' | 'formerNodes'>): string[] {
-  return [runtime.node, ...(runtime.formerNodes ?? [])];
 }

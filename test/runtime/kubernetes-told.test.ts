@@ -135,10 +135,10 @@ test("a pod marked for disruption and still running (a node shutting down) is de
   expect((await marked)!.metadata.deletionGracePeriodSeconds).toBe(300);
 });
 
-test("a replica of another pool (a gateway in another namespace, or the same namespace of another cluster, placed it) is unknown here, not gone: its pod is not this cache's to miss", async () => {
-  const ours = runtime.node;
-  // The namespace and the cluster (cluster-identity.ts: by the certificate authority its kubeconfig carries).
-  expect(ours).toMatch(/^kubernetes\/default@[0-9a-f]{12}$/);
+test("a replica of another pool (a gateway in another namespace, or in the same namespace of another cluster, placed it) is unknown here, not gone: its pod is not this cache's to miss", async () => {
+  // The pool: the namespace; the cluster, recorded beside it: the certificate authority its kubeconfig carries.
+  expect(runtime.node).toBe('kubernetes/default');
+  expect(runtime.cluster).toMatch(/^[0-9a-f]{12}$/);
   const ref: ReplicaRef = {
     replicaId: 'rep_elsewhere',
     endpointId: 'ep_elsewhere',
@@ -146,14 +146,20 @@ test("a replica of another pool (a gateway in another namespace, or the same nam
     locator: podName('rep_elsewhere'),
     node: 'kubernetes/other',
   };
-  for (const node of ['kubernetes/other', 'kubernetes/other@0123456789ab', 'kubernetes/default@0123456789ab']) {
-    expect(runtime.liveness({ ...ref, node }), node).toEqual({ kind: 'unknown' });
-    expect(runtime.observe({ ...ref, node }), node).toEqual({ state: 'unknown' });
+  for (const where of [{ node: 'kubernetes/other' }, { node: 'kubernetes/default', cluster: 'ffffffffffff' }]) {
+    expect(runtime.liveness({ ...ref, ...where }), JSON.stringify(where)).toEqual({ kind: 'unknown' });
+    expect(runtime.observe({ ...ref, ...where }), JSON.stringify(where)).toEqual({ state: 'unknown' });
   }
-  // The same replica recorded in this pool, with no pod: gone; and as rows of the versions before the cluster was
-  // named recorded it (`kubernetes/default`): this pool's too.
-  for (const node of [ours, 'kubernetes/default']) {
-    expect(runtime.liveness({ ...ref, node }), node).toMatchObject({ kind: 'dead' });
-    expect(runtime.observe({ ...ref, node }), node).toMatchObject({ state: 'dead' });
+  // The same replica recorded in this pool, with no pod: gone; recorded with this cluster, or with none (an earlier
+  // version's row, one of a gateway without a certificate authority) alike.
+  for (const where of [{ node: 'kubernetes/default', cluster: runtime.cluster! }, { node: 'kubernetes/default' }]) {
+    expect(runtime.liveness({ ...ref, ...where }), JSON.stringify(where)).toMatchObject({ kind: 'dead' });
+    expect(runtime.observe({ ...ref, ...where }), JSON.stringify(where)).toMatchObject({ state: 'dead' });
   }
+  // Recorded in another cluster, but its pod is in this one's cache (the certificate authority changed since): ours.
+  const placed = await startReplica(runtime, simLaunch('rep_told5', 'ep_told5'), { pollMs: 5 });
+  expect(runtime.liveness({ ...placed, cluster: 'ffffffffffff' })).toEqual({ kind: 'alive' });
+  // And stays so once its pod is gone: gone, not unknown.
+  await runtime.stop(placed, 0);
+  await waitFor('the pod gone', async () => runtime.liveness({ ...placed, cluster: 'ffffffffffff' }).kind === 'dead');
 });

@@ -43,7 +43,7 @@ import type { KubernetesSettings } from './settings.js';
 import { StepDeadlines } from './step-deadlines.js';
 import { Watched, watchPath } from './watched.js';
 import { PodWatches } from './pod-watches.js';
-import { clusterNames } from './cluster-identity.js';
+import { adoptablePool, clusterId, PoolMembership } from './cluster-identity.js';
 
 export interface KubernetesRuntimeOptions {
   settings: KubernetesSettings;
@@ -74,7 +74,8 @@ const UNSEEN_MS = 60_000;
 export class KubernetesRuntime implements Runtime {
   readonly name = 'kubernetes';
   readonly node: string;
-  readonly formerNodes: readonly string[];
+  readonly cluster: string | undefined;
+  private readonly membership: PoolMembership;
   readonly namespace: string;
   readonly adoptablePool: string;
   private readonly api: CoreV1Api;
@@ -98,7 +99,10 @@ export class KubernetesRuntime implements Runtime {
   constructor(private readonly options: KubernetesRuntimeOptions) {
     const kc = options.kubeConfig ?? defaultKubeConfig();
     this.namespace = options.settings.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
-    ({ node: this.node, formerNodes: this.formerNodes, pool: this.adoptablePool } = clusterNames(kc, this.namespace));
+    this.node = `kubernetes/${this.namespace}`;
+    this.cluster = clusterId(kc);
+    this.membership = new PoolMembership(this.node, this.cluster);
+    this.adoptablePool = adoptablePool(kc, this.namespace, this.cluster);
     this.deadlines = new StepDeadlines(options.settings, options.startTimeoutMs ?? DEFAULTS.replicaStartTimeoutMs, options.log);
     // One keep-alive connection pool for every call (makeApiClient's clients open a connection per call).
     const pooled = pooledCoreApi(kc);
@@ -339,12 +343,9 @@ export class KubernetesRuntime implements Runtime {
     return { kind: 'alive' };
   }
 
-  /**
-   * Whether the replica runs in another namespace or cluster than this runtime's (cluster-identity.ts: a gateway of
-   * another pool placed it): its pod is not in this runtime's cache, which tells nothing of it (as a local runtime knows nothing of another machine's).
-   */
-  private elsewhere(ref: Pick<ReplicaRef, 'node'>): boolean {
-    return ref.node !== this.node && !this.formerNodes.includes(ref.node);
+  /** Whether another pool's gateway placed the replica (another namespace, or cluster: cluster-identity.ts). */
+  private elsewhere(ref: ReplicaRef): boolean {
+    return this.membership.elsewhere(ref, () => this.pods.get(ref.locator ?? podName(ref.replicaId), ref.endpointId) !== undefined);
   }
 
   health(ref: ReplicaRef, timeoutMs?: number): Promise<EngineHealth | undefined> {

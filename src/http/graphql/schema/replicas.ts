@@ -34,11 +34,7 @@ export const Replica = builder.objectRef<ReplicaView>('Replica').implement({
     state: t.field({ type: ReplicaState, resolve: (r) => r.state }),
     versionIndex: t.exposeInt('versionIndex', { description: 'The endpoint version it serves.' }),
     runtime: t.exposeString('runtime', { description: '`local` (a process of a gateway machine) or `kubernetes` (a pod).' }),
-    node: t.exposeString('node', {
-      description:
-        'Where it runs: the machine (local), or `kubernetes/<namespace>@<cluster>`, the cluster named by 12 hex characters ' +
-        "of its certificate authority's fingerprint (`kubernetes/<namespace>` for replicas placed by earlier versions).",
-    }),
+    node: t.exposeString('node', { description: 'Where it runs: the machine (local) or `kubernetes/<namespace>`.' }),
     gpuType: t.field({ type: GpuType, resolve: (r) => r.gpuType }),
     numGpu: t.exposeInt('numGpu'),
     since: t.field({ type: 'DateTime', description: 'When it entered its current state.', resolve: since }),
