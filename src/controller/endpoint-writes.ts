@@ -77,7 +77,7 @@ export class EndpointWrites {
    */
   async admitReplicas(
     id: string,
-    runtime: Pick<Runtime, 'name' | 'node' | 'cluster' | 'admit'>,
+    runtime: Pick<Runtime, 'name' | 'node' | 'admit'>,
     option: InstanceOption,
     versionIndex: number,
     count: number,
@@ -88,7 +88,7 @@ export class EndpointWrites {
     const { admit } = runtime;
     if (!admit) {
       const begun = newIds(count);
-      if ((await claimReplicas(this.sql, this.owner, { node: runtime.node, cluster: runtime.cluster ?? null, ...row }, begun)).length === 0)
+      if ((await claimReplicas(this.sql, this.owner, { node: runtime.node, ...row }, begun)).length === 0)
         throw new StaleError(`${id} changed, or its lease is lost`);
       return { begun };
     }

@@ -18,7 +18,6 @@ export const refOf = (r: ReplicaRecord): ReplicaRef => ({
   address: r.address,
   locator: r.locator,
   node: r.node,
-  ...(r.cluster ? { cluster: r.cluster } : {}),
   ...(r.token ? { token: r.token } : {}),
 });
 

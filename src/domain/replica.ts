@@ -13,11 +13,6 @@ export interface ReplicaRecord {
   versionIndex: number;
   runtime: string;
   node: string;
-  /**
-   * The cluster a Kubernetes runtime placed it in (its certificate authority's fingerprint), beside `node` (the
-   * namespace's pool, which two clusters may share); null or absent: its runtime names none.
-   */
-  cluster?: string | null;
   gpuType: GpuType;
   numGpu: number;
   state: ReplicaState;

@@ -86,8 +86,6 @@ export interface ReplicaRef {
   locator: string | null;
   /** The machine (or pool) the replica was placed in. */
   node: string;
-  /** The cluster it was placed in, when its runtime names one (see Runtime.cluster). */
-  cluster?: string;
   /** The engine's token, sent as a bearer token on every call (engines started before tokens have none). */
   token?: string;
 }
@@ -217,12 +215,6 @@ export interface Runtime {
   readonly name: string;
   /** The pool this runtime places replicas in (the local runtime: this machine's hostname). */
   readonly node: string;
-  /**
-   * The cluster it places them in, recorded with each new replica beside `node`, when the pool's name alone may not
-   * tell (the Kubernetes runtime: `kubernetes/<namespace>`, a name two clusters' installations on one database may
-   * share; kubernetes/cluster-identity.ts). Absent: the pool's name tells.
-   */
-  readonly cluster?: string;
   /**
    * Where another gateway can adopt this runtime's replicas, when one can: gateways of the same value can (the
    * Kubernetes runtime: its cluster's API server and namespace), and hand endpoints over to each other (see

@@ -27,7 +27,7 @@ export interface UpkeepOptions {
   retentionMs?: number;
   onSample?: (samples: ReplicaSample[]) => void;
   /** The runtime's pool, whose GPUs (or CPU-backed slots) are sampled with the replica counts. */
-  pool?: Pick<Runtime, 'node' | 'cluster' | 'capacity'>;
+  pool?: Pick<Runtime, 'node' | 'capacity'>;
   onGpus?: (gpus: { offered: Partial<Record<GpuType, number>>; requested: Partial<Record<GpuType, number>> }) => void;
   log?: (message: string, error?: unknown) => void;
 }
@@ -58,7 +58,7 @@ export class MetricsUpkeep {
     const samples = await sampleReplicas(this.sql, new Date(Math.floor(Date.now() / 60_000) * 60_000));
     this.options.onSample?.(samples);
     const { pool, onGpus } = this.options;
-    if (pool && onGpus) onGpus({ offered: pool.capacity(), requested: await requestedGpus(this.sql, pool.node, undefined, pool.cluster) });
+    if (pool && onGpus) onGpus({ offered: pool.capacity(), requested: await requestedGpus(this.sql, pool.node) });
   }
 
   /** Deletes what is past retention, in batches; returns the rows deleted. */

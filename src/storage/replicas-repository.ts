@@ -13,7 +13,6 @@ export interface ReplicaRow {
   version_index: number;
   runtime: string;
   node: string;
-  cluster: string | null;
   gpu_type: GpuType;
   num_gpu: number;
   state: ReplicaState;
@@ -26,7 +25,7 @@ export interface ReplicaRow {
 }
 
 export const REPLICA_COLUMNS =
-  'id, endpoint_id, version_index, runtime, node, cluster, gpu_type, num_gpu, state, address, locator, engine_token, last_error, created_at, ready_at';
+  'id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state, address, locator, engine_token, last_error, created_at, ready_at';
 
 export const toReplica = (r: ReplicaRow): ReplicaRecord => ({
   id: r.id,
@@ -34,7 +33,6 @@ export const toReplica = (r: ReplicaRow): ReplicaRecord => ({
   versionIndex: r.version_index,
   runtime: r.runtime,
   node: r.node,
-  cluster: r.cluster,
   gpuType: r.gpu_type,
   numGpu: r.num_gpu,
   state: r.state,
@@ -100,26 +98,17 @@ export async function lockedUse(db: Queryable, node: string, gpuType: GpuType): 
   return (await requestedGpus(db, node, gpuType))[gpuType] ?? 0;
 }
 
-/**
- * GPUs (or CPU-backed slots) of each kind (or of `gpuType` alone) that the live replicas of a pool request; with
- * `cluster`, not those another cluster's runtime recorded in a pool of the same name.
- */
-export async function requestedGpus(
-  db: Queryable,
-  node: string,
-  gpuType?: GpuType,
-  cluster?: string,
-): Promise<Partial<Record<GpuType, number>>> {
+/** GPUs (or CPU-backed slots) of each kind (or of `gpuType` alone) that the live replicas of a pool request. */
+export async function requestedGpus(db: Queryable, node: string, gpuType?: GpuType): Promise<Partial<Record<GpuType, number>>> {
   const rows = await db<{ gpu_type: GpuType; n: number }[]>`
     SELECT gpu_type, sum(num_gpu)::int AS n FROM replicas
     WHERE node = ${node} ${gpuType ? db`AND gpu_type = ${gpuType}` : db``} AND state IN ${db.unsafe(LIVE_STATES)}
-      ${cluster ? db`AND (cluster IS NULL OR cluster = ${cluster})` : db``}
     GROUP BY gpu_type`;
   return Object.fromEntries(rows.map((r) => [r.gpu_type, r.n]));
 }
 
 /** A new replica, as its row records it: where its runtime admitted it, and what it holds there. */
-export type NewReplica = Pick<ReplicaRecord, 'id' | 'endpointId' | 'versionIndex' | 'runtime' | 'node' | 'cluster' | 'gpuType' | 'numGpu'>;
+export type NewReplica = Pick<ReplicaRecord, 'id' | 'endpointId' | 'versionIndex' | 'runtime' | 'node' | 'gpuType' | 'numGpu'>;
 
 /** A new replica's row, STARTING, in the pool its runtime admitted it to. */
 export async function insertReplica(db: Queryable, replica: NewReplica): Promise<void> {
@@ -137,7 +126,6 @@ export async function insertReplicas(db: Queryable, replicas: readonly NewReplic
         version_index: r.versionIndex,
         runtime: r.runtime,
         node: r.node,
-        cluster: r.cluster ?? null,
         gpu_type: r.gpuType,
         num_gpu: r.numGpu,
         state: 'STARTING',
@@ -245,11 +233,11 @@ export async function claimReplicas(
   replica: Omit<NewReplica, 'id'>,
   ids: readonly string[],
 ): Promise<string[]> {
-  const { endpointId, versionIndex, runtime, node, cluster, gpuType, numGpu } = replica;
+  const { endpointId, versionIndex, runtime, node, gpuType, numGpu } = replica;
   const rows = await db<{ id: string }[]>`
     WITH target AS (SELECT e.id FROM endpoints e ${leasedAndLocked(db, endpointId, owner, true)})
-    INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, cluster, gpu_type, num_gpu, state)
-    SELECT n.id, target.id, ${versionIndex}::int, ${runtime}, ${node}, ${cluster ?? null}, ${gpuType}, ${numGpu}::int, 'STARTING'
+    INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state)
+    SELECT n.id, target.id, ${versionIndex}::int, ${runtime}, ${node}, ${gpuType}, ${numGpu}::int, 'STARTING'
     FROM target CROSS JOIN unnest(${ids as string[]}::text[]) AS n(id)
     RETURNING id`;
   return rows.map((r) => r.id);

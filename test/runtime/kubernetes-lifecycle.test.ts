@@ -38,9 +38,6 @@ describe('an endpoint on Kubernetes', () => {
       status: { podIP: string };
     };
     expect(pod.metadata.labels['dedicated-endpoints.io/replica']).toBe(replica!.id);
-    // Its row names its pool (the namespace) and, beside it, the cluster (its certificate authority's fingerprint).
-    const [where] = await s.t.sql<{ node: string; cluster: string | null }[]>`SELECT node, cluster FROM replicas WHERE id = ${replica!.id}`;
-    expect(where).toEqual({ node: `kubernetes/${NS}`, cluster: expect.stringMatching(/^[0-9a-f]{12}$/) });
     expect(pod.spec.restartPolicy).toBe('Never');
     expect(pod.spec.nodeName).toBe('gpu-a');
     expect(pod.spec.containers[0]!.resources.limits['nvidia.com/gpu']).toBe('1');

@@ -43,7 +43,6 @@ import type { KubernetesSettings } from './settings.js';
 import { StepDeadlines } from './step-deadlines.js';
 import { Watched, watchPath } from './watched.js';
 import { PodWatches } from './pod-watches.js';
-import { adoptablePool, clusterId, PoolMembership } from './cluster-identity.js';
 
 export interface KubernetesRuntimeOptions {
   settings: KubernetesSettings;
@@ -74,8 +73,6 @@ const UNSEEN_MS = 60_000;
 export class KubernetesRuntime implements Runtime {
   readonly name = 'kubernetes';
   readonly node: string;
-  readonly cluster: string | undefined;
-  private readonly membership: PoolMembership;
   readonly namespace: string;
   readonly adoptablePool: string;
   private readonly api: CoreV1Api;
@@ -100,9 +97,7 @@ export class KubernetesRuntime implements Runtime {
     const kc = options.kubeConfig ?? defaultKubeConfig();
     this.namespace = options.settings.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
     this.node = `kubernetes/${this.namespace}`;
-    this.cluster = clusterId(kc);
-    this.membership = new PoolMembership(this.node, this.cluster);
-    this.adoptablePool = adoptablePool(kc, this.namespace, this.cluster);
+    this.adoptablePool = `kubernetes:${kc.getCurrentCluster()?.server ?? ''}/${this.namespace}`;
     this.deadlines = new StepDeadlines(options.settings, options.startTimeoutMs ?? DEFAULTS.replicaStartTimeoutMs, options.log);
     // One keep-alive connection pool for every call (makeApiClient's clients open a connection per call).
     const pooled = pooledCoreApi(kc);
@@ -343,9 +338,12 @@ export class KubernetesRuntime implements Runtime {
     return { kind: 'alive' };
   }
 
-  /** Whether another pool's gateway placed the replica (another namespace, or cluster: cluster-identity.ts). */
-  private elsewhere(ref: ReplicaRef): boolean {
-    return this.membership.elsewhere(ref, () => this.pods.get(ref.locator ?? podName(ref.replicaId), ref.endpointId) !== undefined);
+  /**
+   * Whether the replica runs in another namespace than this runtime's (a gateway of another pool placed it): its pod
+   * is not in this runtime's cache, which tells nothing of it (as a local runtime knows nothing of another machine's).
+   */
+  private elsewhere(ref: Pick<ReplicaRef, 'node'>): boolean {
+    return ref.node !== this.node;
   }
 
   health(ref: ReplicaRef, timeoutMs?: number): Promise<EngineHealth | undefined> {
