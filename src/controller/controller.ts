@@ -48,6 +48,7 @@ import { Scaling } from './scaling.js';
 import { failureMessage, isGatewayOutage, startErrorCode, startErrorMessage, type StartFailure } from './start-errors.js';
 import type { EndpointRecord } from '../domain/endpoint.js';
 import type { ReplicaRecord } from '../domain/replica.js';
+import { SHARDED_POOL_SUFFIX } from '../storage/leases-repository.js';
 
 export interface ControllerOptions {
   sql: Sql;
@@ -156,8 +157,9 @@ export class Controller {
       // update): each counts the other as another pool, so neither hands endpoints to the other, and the shards are
       // divided between the gateways that take their endpoints (see reconcile-loop.ts).
       pool: runtime.adoptablePool
-        ? `${runtime.adoptablePool}${runtime.watchShards ? '#shards' : ''}`
+        ? `${runtime.adoptablePool}${runtime.watchShards ? SHARDED_POOL_SUFFIX : ''}`
         : `${runtime.name}:${runtime.node}:${this.owner}`,
+      node: runtime.node,
       intervalMs,
       leaseTtlMs: options.leaseTtlMs ?? DEFAULTS.leaseTtlMs,
       reconcile: (id) => this.reconcile(id),

@@ -39,6 +39,8 @@ export interface ReconcileLoopOptions {
   owner: string;
   /** Where this process's runtime places replicas (see lease-share.ts). @default 'default' */
   pool?: string;
+  /** The replicas' pool its runtime follows (Runtime.node), recorded with its membership: see `away` below. */
+  node?: string;
   intervalMs: number;
   leaseTtlMs: number;
   /**
@@ -100,6 +102,14 @@ export class ReconcileLoop {
   private owned: Set<number> | undefined;
   /** The shards last told to `watchShards` (sorted, joined), so that an unchanged set is not told again. */
   private followed = '';
+  /** Replicas' pools (`node`) that live gateways of other pools dividing shards follow, as of the last count. */
+  private followedElsewhere: string[] = [];
+  /**
+   * With shards: the endpoints of the last listing whose live replicas all run in a pool that a live gateway of
+   * another pool follows (another namespace's installation on this database): only that pool's gateways can watch,
+   * drain and stop those replicas, so this process does not take them, and hands back those it holds.
+   */
+  private away = new Set<string>();
 
   constructor(private readonly options: ReconcileLoopOptions) {
     this.queue = new LaneQueue(options.concurrency ?? 16, 3);
@@ -187,19 +197,33 @@ export class ReconcileLoop {
       const pool = this.options.pool ?? 'default';
       const renewing = at - this.renewedAt >= leaseTtlMs / 3;
       if (renewing) {
-        const beat = await heartbeat(sql, owner, pool, leaseTtlMs);
+        const beat = await heartbeat(sql, owner, pool, leaseTtlMs, this.options.node);
         // Leases lost meanwhile (expired, taken by another gateway) are forgotten (those with a pass running, after it).
         const lost = [...this.held].filter((id) => !beat.held.has(id));
         // Taken again later, such an endpoint's first pass is a first look again.
         for (const id of lost) this.lastPassAt.delete(id);
         this.forget(lost);
-        ({ held: this.held, others: this.others, elsewhere: this.elsewhere, peers: this.peers } = beat);
+        ({
+          held: this.held,
+          others: this.others,
+          elsewhere: this.elsewhere,
+          peers: this.peers,
+          followedElsewhere: this.followedElsewhere,
+        } = beat);
         this.renewedAt = at;
-      } else ({ others: this.others, elsewhere: this.elsewhere, peers: this.peers } = await countMembers(sql, owner, pool, leaseTtlMs));
+      } else
+        ({
+          others: this.others,
+          elsewhere: this.elsewhere,
+          peers: this.peers,
+          followedElsewhere: this.followedElsewhere,
+        } = await countMembers(sql, owner, pool, leaseTtlMs));
       if (this.options.watchShards) this.owned = assignShards(this.peers, owner);
       // With shards, the endpoints of the shards it follows alone: the others' are theirs to list.
       const following = this.shardsToFollow();
-      const listed = await endpointsToReconcile(sql, QUEUE_DEPTH_STALE_MS, following && [...following]);
+      const awayNodes = this.options.watchShards ? this.followedElsewhere.filter((node) => node !== this.options.node) : [];
+      const listed = await endpointsToReconcile(sql, QUEUE_DEPTH_STALE_MS, following && [...following], awayNodes);
+      this.away = new Set(listed.filter((e) => e.away).map((e) => e.id));
       this.endpoints = listed.length;
       ids = listed.map((e) => e.id);
       for (const e of listed) stamps.set(e.id, e.stamp);
@@ -209,6 +233,18 @@ export class ReconcileLoop {
       for (const id of unlisted) this.held.delete(id);
       this.forget(unlisted);
       await releaseSomeLeases(sql, owner, unlisted);
+      // Endpoints whose replicas all run where a live gateway of another pool follows them (`away`): handed back to it.
+      const leaving = [...this.held].filter((id) => this.away.has(id) && !this.running.has(id));
+      if (leaving.length > 0) {
+        for (const id of leaving) {
+          this.held.delete(id);
+          this.atRest.delete(id);
+          this.lastPassAt.delete(id);
+        }
+        this.forget(leaving);
+        await releaseSomeLeases(sql, owner, leaving);
+        this.options.log(`handed ${leaving.length} endpoint(s) back to the gateway(s) of another pool that follow their replicas`);
+      }
       const idle = new Set(listed.filter((e) => e.queued === 0).map((e) => e.id));
       // Full ticks are an interval apart at least: the last one's passes are never "recent" for this one.
       const since = at - this.options.intervalMs;
@@ -240,7 +276,7 @@ export class ReconcileLoop {
     // shards, every one of its own shards' endpoints, and none of the others' but those it holds still (renewed, and
     // passed over, until they are handed back).
     const { owned } = this;
-    const wanted = owned ? free.filter((id) => owned.has(shardOf(id)) || this.held.has(id)) : free;
+    const wanted = owned ? free.filter((id) => (owned.has(shardOf(id)) || this.held.has(id)) && !this.away.has(id)) : free;
     const { take } = owned ? { take: null } : this.share();
     for (const id of await acquireLeases(sql, wanted, owner, leaseTtlMs, take)) {
       this.held.add(id);

@@ -47,6 +47,11 @@ export interface Members {
   elsewhere: number;
   /** The others of this owner's pool, by name: they divide the pool's shards (src/domain/shards.ts). */
   peers: string[];
+  /**
+   * The replicas' pools (`node`) that live members of other pools dividing shards follow (their runtimes watch them):
+   * see ReconcileLoop's hand-back to them.
+   */
+  followedElsewhere: string[];
 }
 
 /** What a heartbeat answers: the leases this owner holds (renewed), and the other members. */
@@ -54,10 +59,16 @@ export interface Heartbeat extends Members {
   held: Set<string>;
 }
 
+/** A pool of gateways that divide its shards, by its name's end (src/controller/controller.ts names them). */
+export const SHARDED_POOL_SUFFIX = '#shards';
+
 /** The counts of `Members` over `controller_members`, in SQL: the other owners live now and joined a TTL ago. */
 const counted = (db: Queryable, owner: string, pool: string, ttlMs: number) => db`
   SELECT count(*)::int AS others, (count(*) FILTER (WHERE pool <> ${pool}))::int AS elsewhere,
-    coalesce(array_agg(owner ORDER BY owner) FILTER (WHERE pool = ${pool}), '{}') AS peers
+    coalesce(array_agg(owner ORDER BY owner) FILTER (WHERE pool = ${pool}), '{}') AS peers,
+    coalesce(array_agg(DISTINCT node) FILTER (
+      WHERE pool <> ${pool} AND node IS NOT NULL AND right(pool, ${SHARDED_POOL_SUFFIX.length}) = ${SHARDED_POOL_SUFFIX}
+    ), '{}') AS "followedElsewhere"
   FROM controller_members
   WHERE owner <> ${owner} AND expires_at > now() AND joined_at <= now() - ${ttlMs} * interval '1 millisecond'`;
 
@@ -75,14 +86,14 @@ const ownedLocked = (db: Queryable, owner: string, endpointIds: readonly string[
   ORDER BY endpoint_id FOR UPDATE`;
 
 /**
- * One statement: renews this owner's membership (in `pool`) and every lease it holds, by `ttlMs` (their rows locked
- * in id order first), forgets members gone for an hour, and counts the other members.
+ * One statement: renews this owner's membership (in `pool`, following the replicas of `node`) and every lease it
+ * holds, by `ttlMs` (their rows locked in id order first), forgets members gone for an hour, and counts the others.
  */
-export async function heartbeat(db: Queryable, owner: string, pool: string, ttlMs: number): Promise<Heartbeat> {
-  const [row] = await db<{ held: string[]; others: number; elsewhere: number; peers: string[] }[]>`
+export async function heartbeat(db: Queryable, owner: string, pool: string, ttlMs: number, node?: string): Promise<Heartbeat> {
+  const [row] = await db<(Members & { held: string[] })[]>`
     WITH member AS (
-      INSERT INTO controller_members (owner, pool, expires_at) VALUES (${owner}, ${pool}, ${ttl(db, ttlMs)})
-      ON CONFLICT (owner) DO UPDATE SET pool = excluded.pool, expires_at = excluded.expires_at
+      INSERT INTO controller_members (owner, pool, node, expires_at) VALUES (${owner}, ${pool}, ${node ?? null}, ${ttl(db, ttlMs)})
+      ON CONFLICT (owner) DO UPDATE SET pool = excluded.pool, node = excluded.node, expires_at = excluded.expires_at
     ), gone AS (
       DELETE FROM controller_members WHERE owner <> ${owner} AND expires_at < now() - interval '1 hour'
     ), locked AS MATERIALIZED (${ownedLocked(db, owner, null)}
@@ -90,8 +101,10 @@ export async function heartbeat(db: Queryable, owner: string, pool: string, ttlM
       UPDATE endpoint_leases l SET expires_at = ${ttl(db, ttlMs)} FROM locked
       WHERE l.endpoint_id = locked.endpoint_id AND l.owner = ${owner} RETURNING l.endpoint_id
     ), members AS (${counted(db, owner, pool, ttlMs)})
-    SELECT (SELECT coalesce(array_agg(endpoint_id), '{}') FROM renewed) AS held, others, elsewhere, peers FROM members`;
-  return { held: new Set(row!.held), others: row!.others, elsewhere: row!.elsewhere, peers: row!.peers };
+    SELECT (SELECT coalesce(array_agg(endpoint_id), '{}') FROM renewed) AS held, others, elsewhere, peers, "followedElsewhere"
+    FROM members`;
+  const { held, ...members } = row!;
+  return { held: new Set(held), ...members };
 }
 
 /** The other members now (each interval's pass reads them: a gateway that stopped or died stops counting at once). */

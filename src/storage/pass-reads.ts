@@ -90,6 +90,8 @@ export interface EndpointToReconcile {
   stamp: string;
   /** Requests queued for it over every gateway process that published within the stale window. */
   queued: number;
+  /** Whether it has live replicas and every one of them runs in one of the listing's `awayNodes`. */
+  away: boolean;
 }
 
 /**
@@ -100,14 +102,17 @@ export interface EndpointToReconcile {
  * Grouping the replicas first and joining the groups was a little faster with fresh statistics (5.9 against 7.3 ms
  * at 1,000 endpoints), but on tables not yet analyzed (a fleet created at once) the planner estimated one endpoint
  * and regrouped every replica for each: 100 to 550 ms a listing, twice a second (BENCHMARKS.md, session 36).
+ * `awayNodes`: replicas' pools (`node`) another gateway follows (see EndpointToReconcile.away).
  */
 export async function endpointsToReconcile(
   db: Queryable,
   queueStaleMs: number,
   shards?: readonly number[],
+  awayNodes: readonly string[] = [],
 ): Promise<EndpointToReconcile[]> {
   return db<EndpointToReconcile[]>`
-    SELECT e.id, ${db.unsafe(stampSql('count(r.id)', "count(r.id) FILTER (WHERE r.state = 'READY')"))} AS stamp, coalesce(q.queued, 0)::int AS queued
+    SELECT e.id, ${db.unsafe(stampSql('count(r.id)', "count(r.id) FILTER (WHERE r.state = 'READY')"))} AS stamp, coalesce(q.queued, 0)::int AS queued,
+      count(r.id) > 0 AND count(r.id) = count(r.id) FILTER (WHERE r.node = ANY(${awayNodes as string[]}::text[])) AS away
     FROM endpoints e
     LEFT JOIN replicas r ON r.endpoint_id = e.id AND r.state IN ${db.unsafe(LIVE_STATES)}
     LEFT JOIN (SELECT endpoint_id, sum(queued) AS queued FROM gateway_queue_depth

@@ -88,15 +88,26 @@ test('a capped take renews every lease the owner holds and takes at most the lim
   expect(c.size).toBe(12);
   // The heartbeat renews the leases it holds, and counts the other members: each once it has run for a TTL.
   const beat = await heartbeat(db.sql, 'cap-c', 'pool-1', 60_000);
-  expect(beat).toEqual({ held: c, others: 0, elsewhere: 0, peers: [] });
-  expect(await heartbeat(db.sql, 'cap-d', 'pool-2', 60_000)).toEqual({ held: d, others: 0, elsewhere: 0, peers: [] });
+  expect(beat).toEqual({ held: c, others: 0, elsewhere: 0, peers: [], followedElsewhere: [] });
+  expect(await heartbeat(db.sql, 'cap-d', 'pool-2', 60_000)).toEqual({
+    held: d,
+    others: 0,
+    elsewhere: 0,
+    peers: [],
+    followedElsewhere: [],
+  });
   await db.sql`UPDATE controller_members SET joined_at = now() - interval '61 seconds' WHERE owner LIKE 'cap-%'`;
   expect(await heartbeat(db.sql, 'cap-d', 'pool-2', 60_000)).toMatchObject({ held: d, others: 1, elsewhere: 1, peers: [] });
   // The others of its own pool, by name: those it divides the pool's shards with.
-  expect(await countMembers(db.sql, 'cap-c', 'pool-2', 60_000)).toEqual({ others: 1, elsewhere: 0, peers: ['cap-d'] });
+  expect(await countMembers(db.sql, 'cap-c', 'pool-2', 60_000)).toEqual({
+    others: 1,
+    elsewhere: 0,
+    peers: ['cap-d'],
+    followedElsewhere: [],
+  });
   // A stopping gateway's leases and membership go together.
   await releaseLeases(db.sql, 'cap-d');
-  expect(await countMembers(db.sql, 'cap-c', 'pool-2', 60_000)).toEqual({ others: 0, elsewhere: 0, peers: [] });
+  expect(await countMembers(db.sql, 'cap-c', 'pool-2', 60_000)).toEqual({ others: 0, elsewhere: 0, peers: [], followedElsewhere: [] });
   expect(await db.sql`SELECT 1 FROM endpoint_leases WHERE owner = 'cap-d'`).toEqual([]);
   await db.sql`DELETE FROM endpoint_leases WHERE owner LIKE 'cap-%'`;
   await db.sql`DELETE FROM controller_members WHERE owner LIKE 'cap-%'`;
@@ -339,5 +350,55 @@ test('a gateway sharing by count (an earlier version, in a rolling update) besid
   await until('gw-new holds its shards', mine('gw-new', ofNew));
   await until('gw-new2 holds its shards', mine('gw-new2', assignShards(['gw-new'], 'gw-new2')));
   await Promise.all([fresh.stop(), second.stop()]);
+  expect(overlaps).toEqual([]);
+}, 60_000);
+
+test("two installations (pools dividing shards, each following its namespace's replicas): neither takes an endpoint whose replicas all run in the other's namespace while one of its gateways lives, and hands back those it took while none did", async () => {
+  await db.sql`DELETE FROM endpoint_leases`;
+  await db.sql`DELETE FROM controller_members`;
+  await db.sql`UPDATE endpoints SET cleaned_at = now()`;
+  const ids = await createEndpoints(12, 'install');
+  // Four run in A's namespace, four in B's, four have no replica (asleep, or new): live rows, one or two each.
+  const replicaIn = async (id: string, node: string, n: number) => {
+    for (let i = 0; i < n; i++)
+      await db.sql`
+        INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state)
+        VALUES (${`rep_${id}_${i}`}, ${id}, 1, 'kubernetes', ${node}, 'H100', 1, 'READY')`;
+  };
+  const [inA, inB, none] = [ids.slice(0, 4), ids.slice(4, 8), ids.slice(8)];
+  for (const [i, id] of inA.entries()) await replicaIn(id, 'kubernetes/ns-a', 1 + (i % 2));
+  for (const [i, id] of inB.entries()) await replicaIn(id, 'kubernetes/ns-b', 1 + (i % 2));
+  const { loop, overlaps, logged } = loops();
+  const held = async (owner: string) => ((await holders(ids)).get(owner) ?? []).sort();
+  const sorted = (list: string[]) => [...list].sort();
+  const gateway = (owner: string, ns: string) =>
+    loop(owner, `kubernetes:cluster/${ns}#shards`, { node: `kubernetes/${ns}`, watchShards: () => {} });
+
+  // B's gateway alone (A's all stopped): it holds everything, A's endpoints too (as a takeover does).
+  const b = gateway('gw-b', 'ns-b');
+  await until('B holds all 12', async () => (await held('gw-b')).length === 12);
+  // A's gateway starts: once each counts the other, B hands A's endpoints back, and A takes them; B keeps its own and
+  // those without replicas (neither hands those to the other).
+  const a = gateway('gw-a', 'ns-a');
+  await until('A holds its namespace’s endpoints', async () => (await held('gw-a')).join() === sorted(inA).join());
+  expect(await held('gw-b')).toEqual(sorted([...inB, ...none]));
+  expect(logged.some((line) => /^gw-b: handed 4 endpoint\(s\) back to the gateway\(s\) of another pool/.test(line))).toBe(true);
+  // B's leases lapse while its gateway lives (a late renewal): A, every shard of its pool its own, takes none of B's
+  // namespace's endpoints (an earlier version took them within its next interval), and B's renewal keeps them.
+  for (let round = 0; round < 4; round++) {
+    await db.sql`UPDATE endpoint_leases SET expires_at = now() - interval '1 second' WHERE endpoint_id = ANY(${inB}) AND owner = 'gw-b'`;
+    await sleep(200);
+    const byA = await held('gw-a');
+    for (const id of inB) expect(byA).not.toContain(id);
+  }
+  await until('B holds its own again', async () => (await held('gw-b')).join() === sorted([...inB, ...none]).join());
+  // B's gateway stops (its membership goes with it): A takes everything, as a takeover does; B starts again, and A
+  // hands B's namespace's endpoints back to it.
+  await b.stop();
+  await until('A holds all 12', async () => (await held('gw-a')).length === 12);
+  gateway('gw-b2', 'ns-b');
+  await until('B holds its namespace’s endpoints again', async () => (await held('gw-b2')).join() === sorted(inB).join(), 20_000);
+  expect(await held('gw-a')).toEqual(sorted([...inA, ...none]));
+  await a.stop();
   expect(overlaps).toEqual([]);
 }, 60_000);

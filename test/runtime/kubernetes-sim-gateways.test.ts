@@ -118,9 +118,11 @@ const sharing = (what: string) =>
   until(
     what,
     async () => {
-      const rows = await db.sql<{ owner: string; pool: string }[]>`SELECT owner, pool FROM controller_members WHERE expires_at > now()`;
-      // Gateways that divide shards are a pool of their own (one of an earlier version, sharing by count, is not in it).
-      expect(rows.every((m) => m.pool.endsWith('#shards'))).toBe(true);
+      const rows = await db.sql<{ owner: string; pool: string; node: string }[]>`
+        SELECT owner, pool, node FROM controller_members WHERE expires_at > now()`;
+      // Gateways that divide shards are a pool of their own (one of an earlier version, sharing by count, is not in it),
+      // each member saying which replicas' pool its runtime follows (another installation's gateways leave those alone).
+      expect(rows.every((m) => m.pool.endsWith('#shards') && m.node === `kubernetes/${NS}`)).toBe(true);
       const members = rows.map((m) => m.owner);
       const leases = await db.sql<{ endpoint_id: string; owner: string }[]>`
         SELECT endpoint_id, owner FROM endpoint_leases WHERE expires_at > now()`;

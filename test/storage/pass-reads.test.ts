@@ -201,7 +201,23 @@ test("the interval's listing does work linear in the endpoints and replicas on t
     // And it lists them all, counted.
     const listed = await endpointsToReconcile(fresh.sql, 3000, everyShard);
     expect(listed).toHaveLength(ENDPOINTS);
-    expect(listed.find((e) => e.id === 'ep_plan_9')).toEqual({ id: 'ep_plan_9', stamp: expect.stringMatching(/\/10\/7$/), queued: 2 });
+    expect(listed.find((e) => e.id === 'ep_plan_9')).toEqual({
+      id: 'ep_plan_9',
+      stamp: expect.stringMatching(/\/10\/7$/),
+      queued: 2,
+      away: false,
+    });
+    // Away: every live replica in one of the pools named (another installation's namespace); none, or not all: not.
+    await fresh.sql`UPDATE replicas SET node = 'kubernetes/other' WHERE endpoint_id = 'ep_plan_9' AND id <> 'rep_plan_9_1'`;
+    const away = async (nodes: string[]) =>
+      Object.fromEntries(
+        (await endpointsToReconcile(fresh.sql, 3000, everyShard, nodes))
+          .filter((e) => e.id === 'ep_plan_8' || e.id === 'ep_plan_9')
+          .map((e) => [e.id, e.away]),
+      );
+    expect(await away(['kubernetes/default'])).toEqual({ ep_plan_8: true, ep_plan_9: false });
+    expect(await away(['kubernetes/default', 'kubernetes/other'])).toEqual({ ep_plan_8: true, ep_plan_9: true });
+    expect(await away([])).toEqual({ ep_plan_8: false, ep_plan_9: false });
   } finally {
     await fresh.close();
   }
