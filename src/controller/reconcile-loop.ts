@@ -104,6 +104,8 @@ export class ReconcileLoop {
   private followed = '';
   /** Replicas' pools (`node`) that live gateways of other pools dividing shards follow, as of the last count. */
   private followedElsewhere: string[] = [];
+  /** Of the members of other pools, those that might take what this process hands back (Members.takersElsewhere). */
+  private takersElsewhere = 0;
   /**
    * With shards: the endpoints of the last listing whose live replicas all run in a pool that a live gateway of
    * another pool follows (another namespace's installation on this database): only that pool's gateways can watch,
@@ -209,6 +211,7 @@ export class ReconcileLoop {
           elsewhere: this.elsewhere,
           peers: this.peers,
           followedElsewhere: this.followedElsewhere,
+          takersElsewhere: this.takersElsewhere,
         } = beat);
         this.renewedAt = at;
       } else
@@ -217,7 +220,8 @@ export class ReconcileLoop {
           elsewhere: this.elsewhere,
           peers: this.peers,
           followedElsewhere: this.followedElsewhere,
-        } = await countMembers(sql, owner, pool, leaseTtlMs));
+          takersElsewhere: this.takersElsewhere,
+        } = await countMembers(sql, owner, pool, leaseTtlMs, this.options.node));
       if (this.options.watchShards) this.owned = assignShards(this.peers, owner);
       // With shards, the endpoints of the shards it follows alone: the others' are theirs to list.
       const following = this.shardsToFollow();
@@ -234,7 +238,7 @@ export class ReconcileLoop {
       this.forget(unlisted);
       await releaseSomeLeases(sql, owner, unlisted);
       // Endpoints whose replicas all run where a live gateway of another pool follows them (`away`): handed back to it.
-      const leaving = [...this.held].filter((id) => this.away.has(id) && !this.running.has(id));
+      const leaving = [...this.held].filter((id) => this.away.has(id) && !this.running.has(id) && !this.options.busy?.(id));
       if (leaving.length > 0) {
         for (const id of leaving) {
           this.held.delete(id);
@@ -341,11 +345,11 @@ export class ReconcileLoop {
    * takes them on its next pass.
    */
   private async handBack(stamps: ReadonlyMap<string, string>, idle: ReadonlySet<string>, poked: ReadonlySet<string>): Promise<void> {
-    // With shards: every endpoint of a shard another member holds now, unless a member of another pool is live (one
-    // that could not adopt the replicas, or that shares by count: it might take them); else the excess over this
-    // process's share.
+    // With shards: every endpoint of a shard another member holds now, unless a member of another pool that might take
+    // them is live (one that could not adopt the replicas, or that shares by count; not another installation's, which
+    // takes no endpoint whose replicas run here); else the excess over this process's share.
     const { owned } = this;
-    const release = owned ? (this.elsewhere === 0 ? Infinity : 0) : this.share().release;
+    const release = owned ? (this.takersElsewhere === 0 ? Infinity : 0) : this.share().release;
     if (release === 0) return;
     const candidates = [...this.held].filter((id) => {
       if (owned?.has(shardOf(id))) return false;

@@ -52,6 +52,11 @@ export interface Members {
    * see ReconcileLoop's hand-back to them.
    */
   followedElsewhere: string[];
+  /**
+   * Of `elsewhere`, those that might take an endpoint with replicas that this owner hands back: all but the members
+   * of other sharded pools that follow another `node` (they take no endpoint whose replicas run in this one's).
+   */
+  takersElsewhere: number;
 }
 
 /** What a heartbeat answers: the leases this owner holds (renewed), and the other members. */
@@ -63,8 +68,12 @@ export interface Heartbeat extends Members {
 export const SHARDED_POOL_SUFFIX = '#shards';
 
 /** The counts of `Members` over `controller_members`, in SQL: the other owners live now and joined a TTL ago. */
-const counted = (db: Queryable, owner: string, pool: string, ttlMs: number) => db`
+const counted = (db: Queryable, owner: string, pool: string, ttlMs: number, node: string | null) => db`
   SELECT count(*)::int AS others, (count(*) FILTER (WHERE pool <> ${pool}))::int AS elsewhere,
+    (count(*) FILTER (
+      WHERE pool <> ${pool} AND NOT (
+        right(pool, ${SHARDED_POOL_SUFFIX.length}) = ${SHARDED_POOL_SUFFIX} AND node IS NOT NULL AND node IS DISTINCT FROM ${node}::text)
+    ))::int AS "takersElsewhere",
     coalesce(array_agg(owner ORDER BY owner) FILTER (WHERE pool = ${pool}), '{}') AS peers,
     coalesce(array_agg(DISTINCT node) FILTER (
       WHERE pool <> ${pool} AND node IS NOT NULL AND right(pool, ${SHARDED_POOL_SUFFIX.length}) = ${SHARDED_POOL_SUFFIX}
@@ -100,16 +109,17 @@ export async function heartbeat(db: Queryable, owner: string, pool: string, ttlM
     ), renewed AS (
       UPDATE endpoint_leases l SET expires_at = ${ttl(db, ttlMs)} FROM locked
       WHERE l.endpoint_id = locked.endpoint_id AND l.owner = ${owner} RETURNING l.endpoint_id
-    ), members AS (${counted(db, owner, pool, ttlMs)})
-    SELECT (SELECT coalesce(array_agg(endpoint_id), '{}') FROM renewed) AS held, others, elsewhere, peers, "followedElsewhere"
+    ), members AS (${counted(db, owner, pool, ttlMs, node ?? null)})
+    SELECT (SELECT coalesce(array_agg(endpoint_id), '{}') FROM renewed) AS held, others, elsewhere, peers, "followedElsewhere",
+      "takersElsewhere"
     FROM members`;
   const { held, ...members } = row!;
   return { held: new Set(held), ...members };
 }
 
 /** The other members now (each interval's pass reads them: a gateway that stopped or died stops counting at once). */
-export async function countMembers(db: Queryable, owner: string, pool: string, ttlMs: number): Promise<Members> {
-  const [row] = await db<Members[]>`${counted(db, owner, pool, ttlMs)}`;
+export async function countMembers(db: Queryable, owner: string, pool: string, ttlMs: number, node?: string): Promise<Members> {
+  const [row] = await db<Members[]>`${counted(db, owner, pool, ttlMs, node ?? null)}`;
   return row!;
 }
 

@@ -90,7 +90,10 @@ export interface EndpointToReconcile {
   stamp: string;
   /** Requests queued for it over every gateway process that published within the stale window. */
   queued: number;
-  /** Whether it has live replicas and every one of them runs in one of the listing's `awayNodes`. */
+  /**
+   * Whether its replicas run in the listing's `awayNodes`: every serving (READY) one, when one serves; else every live
+   * one, when it has any.
+   */
   away: boolean;
 }
 
@@ -112,7 +115,10 @@ export async function endpointsToReconcile(
 ): Promise<EndpointToReconcile[]> {
   return db<EndpointToReconcile[]>`
     SELECT e.id, ${db.unsafe(stampSql('count(r.id)', "count(r.id) FILTER (WHERE r.state = 'READY')"))} AS stamp, coalesce(q.queued, 0)::int AS queued,
-      count(r.id) > 0 AND count(r.id) = count(r.id) FILTER (WHERE r.node = ANY(${awayNodes as string[]}::text[])) AS away
+      CASE WHEN count(r.id) FILTER (WHERE r.state = 'READY') > 0
+        THEN count(r.id) FILTER (WHERE r.state = 'READY') = count(r.id) FILTER (WHERE r.state = 'READY' AND r.node = ANY(${awayNodes as string[]}::text[]))
+        ELSE count(r.id) > 0 AND count(r.id) = count(r.id) FILTER (WHERE r.node = ANY(${awayNodes as string[]}::text[]))
+      END AS away
     FROM endpoints e
     LEFT JOIN replicas r ON r.endpoint_id = e.id AND r.state IN ${db.unsafe(LIVE_STATES)}
     LEFT JOIN (SELECT endpoint_id, sum(queued) AS queued FROM gateway_queue_depth

@@ -88,13 +88,14 @@ test('a capped take renews every lease the owner holds and takes at most the lim
   expect(c.size).toBe(12);
   // The heartbeat renews the leases it holds, and counts the other members: each once it has run for a TTL.
   const beat = await heartbeat(db.sql, 'cap-c', 'pool-1', 60_000);
-  expect(beat).toEqual({ held: c, others: 0, elsewhere: 0, peers: [], followedElsewhere: [] });
+  expect(beat).toEqual({ held: c, others: 0, elsewhere: 0, peers: [], followedElsewhere: [], takersElsewhere: 0 });
   expect(await heartbeat(db.sql, 'cap-d', 'pool-2', 60_000)).toEqual({
     held: d,
     others: 0,
     elsewhere: 0,
     peers: [],
     followedElsewhere: [],
+    takersElsewhere: 0,
   });
   await db.sql`UPDATE controller_members SET joined_at = now() - interval '61 seconds' WHERE owner LIKE 'cap-%'`;
   expect(await heartbeat(db.sql, 'cap-d', 'pool-2', 60_000)).toMatchObject({ held: d, others: 1, elsewhere: 1, peers: [] });
@@ -104,12 +105,39 @@ test('a capped take renews every lease the owner holds and takes at most the lim
     elsewhere: 0,
     peers: ['cap-d'],
     followedElsewhere: [],
+    takersElsewhere: 0,
   });
   // A stopping gateway's leases and membership go together.
   await releaseLeases(db.sql, 'cap-d');
-  expect(await countMembers(db.sql, 'cap-c', 'pool-2', 60_000)).toEqual({ others: 0, elsewhere: 0, peers: [], followedElsewhere: [] });
+  expect(await countMembers(db.sql, 'cap-c', 'pool-2', 60_000)).toEqual({
+    others: 0,
+    elsewhere: 0,
+    peers: [],
+    followedElsewhere: [],
+    takersElsewhere: 0,
+  });
   expect(await db.sql`SELECT 1 FROM endpoint_leases WHERE owner = 'cap-d'`).toEqual([]);
   await db.sql`DELETE FROM endpoint_leases WHERE owner LIKE 'cap-%'`;
+  await db.sql`DELETE FROM controller_members WHERE owner LIKE 'cap-%'`;
+
+  // Which replicas' pools the members of other sharded pools follow, and which other members might take what is
+  // handed back: every member of another pool but those of sharded pools that follow another node.
+  const member = (owner: string, pool: string, node: string | null) => db.sql`
+    INSERT INTO controller_members (owner, pool, node, joined_at, expires_at)
+    VALUES (${owner}, ${pool}, ${node}, now() - interval '1 hour', now() + interval '1 minute')`;
+  await member('cap-other-ns', 'kubernetes:x/ns-a#shards', 'kubernetes/ns-a');
+  await member('cap-other-ns-2', 'kubernetes:x/ns-a#shards', 'kubernetes/ns-a');
+  await member('cap-earlier', 'kubernetes:x/ns-c#shards', null);
+  await member('cap-by-count', 'kubernetes:x/ns-d', 'kubernetes/ns-d');
+  await member('cap-same-pool', 'kubernetes:x/ns-b#shards', 'kubernetes/ns-b');
+  await member('cap-same-ns', 'kubernetes:y/ns-b#shards', 'kubernetes/ns-b');
+  expect(await countMembers(db.sql, 'cap-me', 'kubernetes:x/ns-b#shards', 60_000, 'kubernetes/ns-b')).toEqual({
+    others: 6,
+    elsewhere: 5,
+    peers: ['cap-same-pool'],
+    followedElsewhere: ['kubernetes/ns-a', 'kubernetes/ns-b'],
+    takersElsewhere: 3,
+  });
   await db.sql`DELETE FROM controller_members WHERE owner LIKE 'cap-%'`;
 });
 
@@ -399,6 +427,41 @@ test("two installations (pools dividing shards, each following its namespace's r
   gateway('gw-b2', 'ns-b');
   await until('B holds its namespace’s endpoints again', async () => (await held('gw-b2')).join() === sorted(inB).join(), 20_000);
   expect(await held('gw-a')).toEqual(sorted([...inA, ...none]));
+  // A second gateway of B joins: its pool's own hand-back still runs beside the other installation (which takes none
+  // of B's namespace's endpoints): the two divide them by their shards.
+  gateway('gw-b3', 'ns-b');
+  const ofB3 = assignShards(['gw-b2'], 'gw-b3');
+  await until(
+    'B’s two gateways hold their shards’ endpoints',
+    async () =>
+      (await held('gw-b3')).join() === sorted(inB.filter((id) => ofB3.has(shardOf(id)))).join() &&
+      (await held('gw-b2')).join() === sorted(inB.filter((id) => !ofB3.has(shardOf(id)))).join(),
+    20_000,
+  );
+  expect(await held('gw-a')).toEqual(sorted([...inA, ...none]));
   await a.stop();
+  expect(overlaps).toEqual([]);
+}, 60_000);
+
+test('two pools dividing shards that follow the same namespace (an API server reached at another address, in a rolling update): neither takes the other’s namespace for another installation’s, and every endpoint stays held', async () => {
+  await db.sql`DELETE FROM endpoint_leases`;
+  await db.sql`DELETE FROM controller_members`;
+  await db.sql`UPDATE endpoints SET cleaned_at = now()`;
+  const ids = await createEndpoints(6, 'same-ns');
+  for (const id of ids)
+    await db.sql`
+      INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state)
+      VALUES (${`rep_${id}`}, ${id}, 1, 'kubernetes', 'kubernetes/ns', 'H100', 1, 'READY')`;
+  const { loop, overlaps, logged } = loops();
+  const all = async () => [...(await holders(ids)).values()].flat().length;
+  loop('gw-x', 'kubernetes:x/ns#shards', { node: 'kubernetes/ns', watchShards: () => {} });
+  await until('x holds all 6', async () => (await all()) === 6);
+  loop('gw-y', 'kubernetes:y/ns#shards', { node: 'kubernetes/ns', watchShards: () => {} });
+  // Both count each other, and renew a few times: nothing is handed back, nothing is dropped.
+  for (let i = 0; i < 8; i++) {
+    await sleep(LEASE_TTL_MS / 4);
+    expect(await all()).toBe(6);
+  }
+  expect(logged.some((line) => /another pool that follow/.test(line))).toBe(false);
   expect(overlaps).toEqual([]);
 }, 60_000);

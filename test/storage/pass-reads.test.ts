@@ -218,6 +218,14 @@ test("the interval's listing does work linear in the endpoints and replicas on t
     expect(await away(['kubernetes/default'])).toEqual({ ep_plan_8: true, ep_plan_9: false });
     expect(await away(['kubernetes/default', 'kubernetes/other'])).toEqual({ ep_plan_8: true, ep_plan_9: true });
     expect(await away([])).toEqual({ ep_plan_8: false, ep_plan_9: false });
+    // When one serves, the serving ones tell (a replica starting where the holder runs does not keep the endpoint);
+    // replicas that ended are none.
+    await fresh.sql`UPDATE replicas SET node = 'kubernetes/other' WHERE endpoint_id = 'ep_plan_7' AND state = 'READY'`;
+    await fresh.sql`UPDATE replicas SET node = 'kubernetes/other', state = 'STOPPED' WHERE endpoint_id = 'ep_plan_10'`;
+    const others = (await endpointsToReconcile(fresh.sql, 3000, everyShard, ['kubernetes/other'])).filter((e) =>
+      ['ep_plan_7', 'ep_plan_10'].includes(e.id),
+    );
+    expect(Object.fromEntries(others.map((e) => [e.id, e.away]))).toEqual({ ep_plan_7: true, ep_plan_10: false });
   } finally {
     await fresh.close();
   }
