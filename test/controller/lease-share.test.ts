@@ -4,50 +4,17 @@
  * take in SQL, then real reconcile loops on a real database (their passes recorded: the loop is what is tested here).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import { leaseShare } from '../../src/controller/lease-share.js';
 import { assignShards, SHARD_COUNT, shardOf } from '../../src/domain/shards.js';
-import { ReconcileLoop, type ReconcileLoopOptions } from '../../src/controller/reconcile-loop.js';
-import { createServices, type Services } from '../../src/services/index.js';
-import type { Principal } from '../../src/services/principal.js';
+import { ReconcileLoop } from '../../src/controller/reconcile-loop.js';
 import { acquireLeases, countMembers, heartbeat, releaseLeases } from '../../src/storage/leases-repository.js';
 import { readPassState } from '../../src/storage/pass-reads.js';
 import { QUEUE_DEPTH_STALE_MS } from '../../src/storage/queue-depth-repository.js';
 import { onCleanup } from '../support/cleanup.js';
-import { createTestDatabase, type TestDatabase } from '../support/database.js';
-import { createBody, seedPrincipal } from '../support/gateway.js';
+import { LEASE_TTL_MS, useLeaseLoops } from '../support/lease-loops.js';
 
-/**
- * The loops' lease TTL: short, so that membership and hand-overs come quickly, yet long enough that a loop's renewal is
- * not late on a loaded machine (at 1.5 s, a full run's load let leases lapse and another gateway take them).
- */
-const LEASE_TTL_MS = 3000;
-
-let db: TestDatabase;
-let services: Services;
-let principal: Principal;
-let projectId: string;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  services = createServices(db.sql);
-  ({ principal, projectId } = await seedPrincipal(db.sql, services, 'share'));
-});
-
-afterAll(() => db?.close());
-
-async function createEndpoints(n: number, prefix: string): Promise<string[]> {
-  const ids: string[] = [];
-  for (let i = 0; i < n; i++) {
-    const created = await services.endpoints.create(
-      principal,
-      createBody(projectId, { name: `${prefix}-${i}`, hfModelRepo: 'test-org/none' }),
-    );
-    if (created.type === 'error') throw new Error(created.error.message);
-    ids.push(created.value.id);
-  }
-  return ids;
-}
+const { db, createEndpoints, holders, until, loops } = useLeaseLoops('share');
 
 test('the rule: alone, a gateway takes every endpoint; with others, its share; the excess goes back only within one pool', () => {
   expect(leaseShare({ endpoints: 10, others: 0, elsewhere: 0, held: 3 })).toEqual({ share: 10, take: null, release: 0 });
@@ -140,66 +107,6 @@ test('a capped take renews every lease the owner holds and takes at most the lim
   });
   await db.sql`DELETE FROM controller_members WHERE owner LIKE 'cap-%'`;
 });
-
-/** Each endpoint's holder (a live lease), by owner. */
-async function holders(ids: readonly string[]): Promise<Map<string, string[]>> {
-  const rows = await db.sql<{ endpoint_id: string; owner: string }[]>`
-    SELECT endpoint_id, owner FROM endpoint_leases WHERE endpoint_id = ANY(${ids as string[]}) AND expires_at > now()`;
-  const by = new Map<string, string[]>();
-  for (const r of rows) by.set(r.owner, [...(by.get(r.owner) ?? []), r.endpoint_id]);
-  return by;
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const ends = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > ends) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-/**
- * Real reconcile loops on the test database, their passes recorded: which owner passed which endpoint, and any two
- * passes at once on one endpoint (two controllers acting on it); what each logged and was told to forget.
- */
-function loops() {
-  /** Passes running now, by endpoint: two at once on one endpoint would be two controllers acting on it. */
-  const inPass = new Map<string, string>();
-  const overlaps: string[] = [];
-  const passesBy = new Map<string, Set<string>>();
-  const logged: string[] = [];
-  /** The endpoints each loop told its controller to forget (it no longer holds them). */
-  const forgotten = new Map<string, string[]>();
-  const loop = (owner: string, pool: string, more: Partial<ReconcileLoopOptions> = {}) => {
-    const l = new ReconcileLoop({
-      sql: db.sql,
-      owner,
-      pool,
-      intervalMs: 50,
-      // At rest after its first pass: the endpoint is passed again only when handed over, or after 10 minutes.
-      restIntervalMs: 600_000,
-      leaseTtlMs: LEASE_TTL_MS,
-      reconcile: async (id) => {
-        if (inPass.has(id)) overlaps.push(`${id}: ${inPass.get(id)} and ${owner}`);
-        inPass.set(id, owner);
-        passesBy.set(owner, (passesBy.get(owner) ?? new Set()).add(id));
-        try {
-          await sleep(5);
-          return (await readPassState(db.sql, id, QUEUE_DEPTH_STALE_MS))?.stamp;
-        } finally {
-          inPass.delete(id);
-        }
-      },
-      log: (message) => logged.push(`${owner}: ${message}`),
-      forget: (ids) => forgotten.set(owner, [...(forgotten.get(owner) ?? []), ...ids]),
-      ...more,
-    });
-    l.start();
-    onCleanup(() => l.stop());
-    return l;
-  };
-  return { loop, overlaps, passesBy, logged, forgotten };
-}
 
 test('gateways share the endpoints: one alone takes all, one that joins gets half handed over, one in another pool gets only new ones, one that stops hands its own back', async () => {
   await db.sql`DELETE FROM endpoint_leases`;
@@ -378,90 +285,5 @@ test('a gateway sharing by count (an earlier version, in a rolling update) besid
   await until('gw-new holds its shards', mine('gw-new', ofNew));
   await until('gw-new2 holds its shards', mine('gw-new2', assignShards(['gw-new'], 'gw-new2')));
   await Promise.all([fresh.stop(), second.stop()]);
-  expect(overlaps).toEqual([]);
-}, 60_000);
-
-test("two installations (pools dividing shards, each following its namespace's replicas): neither takes an endpoint whose replicas all run in the other's namespace while one of its gateways lives, and hands back those it took while none did", async () => {
-  await db.sql`DELETE FROM endpoint_leases`;
-  await db.sql`DELETE FROM controller_members`;
-  await db.sql`UPDATE endpoints SET cleaned_at = now()`;
-  const ids = await createEndpoints(12, 'install');
-  // Four run in A's namespace, four in B's, four have no replica (asleep, or new): live rows, one or two each.
-  const replicaIn = async (id: string, node: string, n: number) => {
-    for (let i = 0; i < n; i++)
-      await db.sql`
-        INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state)
-        VALUES (${`rep_${id}_${i}`}, ${id}, 1, 'kubernetes', ${node}, 'H100', 1, 'READY')`;
-  };
-  const [inA, inB, none] = [ids.slice(0, 4), ids.slice(4, 8), ids.slice(8)];
-  for (const [i, id] of inA.entries()) await replicaIn(id, 'kubernetes/ns-a', 1 + (i % 2));
-  for (const [i, id] of inB.entries()) await replicaIn(id, 'kubernetes/ns-b', 1 + (i % 2));
-  const { loop, overlaps, logged } = loops();
-  const held = async (owner: string) => ((await holders(ids)).get(owner) ?? []).sort();
-  const sorted = (list: string[]) => [...list].sort();
-  const gateway = (owner: string, ns: string) =>
-    loop(owner, `kubernetes:cluster/${ns}#shards`, { node: `kubernetes/${ns}`, watchShards: () => {} });
-
-  // B's gateway alone (A's all stopped): it holds everything, A's endpoints too (as a takeover does).
-  const b = gateway('gw-b', 'ns-b');
-  await until('B holds all 12', async () => (await held('gw-b')).length === 12);
-  // A's gateway starts: once each counts the other, B hands A's endpoints back, and A takes them; B keeps its own and
-  // those without replicas (neither hands those to the other).
-  const a = gateway('gw-a', 'ns-a');
-  await until('A holds its namespace’s endpoints', async () => (await held('gw-a')).join() === sorted(inA).join());
-  expect(await held('gw-b')).toEqual(sorted([...inB, ...none]));
-  expect(logged.some((line) => /^gw-b: handed 4 endpoint\(s\) back to the gateway\(s\) of another pool/.test(line))).toBe(true);
-  // B's leases lapse while its gateway lives (a late renewal): A, every shard of its pool its own, takes none of B's
-  // namespace's endpoints (an earlier version took them within its next interval), and B's renewal keeps them.
-  for (let round = 0; round < 4; round++) {
-    await db.sql`UPDATE endpoint_leases SET expires_at = now() - interval '1 second' WHERE endpoint_id = ANY(${inB}) AND owner = 'gw-b'`;
-    await sleep(200);
-    const byA = await held('gw-a');
-    for (const id of inB) expect(byA).not.toContain(id);
-  }
-  await until('B holds its own again', async () => (await held('gw-b')).join() === sorted([...inB, ...none]).join());
-  // B's gateway stops (its membership goes with it): A takes everything, as a takeover does; B starts again, and A
-  // hands B's namespace's endpoints back to it.
-  await b.stop();
-  await until('A holds all 12', async () => (await held('gw-a')).length === 12);
-  gateway('gw-b2', 'ns-b');
-  await until('B holds its namespace’s endpoints again', async () => (await held('gw-b2')).join() === sorted(inB).join(), 20_000);
-  expect(await held('gw-a')).toEqual(sorted([...inA, ...none]));
-  // A second gateway of B joins: its pool's own hand-back still runs beside the other installation (which takes none
-  // of B's namespace's endpoints): the two divide them by their shards.
-  gateway('gw-b3', 'ns-b');
-  const ofB3 = assignShards(['gw-b2'], 'gw-b3');
-  await until(
-    'B’s two gateways hold their shards’ endpoints',
-    async () =>
-      (await held('gw-b3')).join() === sorted(inB.filter((id) => ofB3.has(shardOf(id)))).join() &&
-      (await held('gw-b2')).join() === sorted(inB.filter((id) => !ofB3.has(shardOf(id)))).join(),
-    20_000,
-  );
-  expect(await held('gw-a')).toEqual(sorted([...inA, ...none]));
-  await a.stop();
-  expect(overlaps).toEqual([]);
-}, 60_000);
-
-test('two pools dividing shards that follow the same namespace (an API server reached at another address, in a rolling update): neither takes the other’s namespace for another installation’s, and every endpoint stays held', async () => {
-  await db.sql`DELETE FROM endpoint_leases`;
-  await db.sql`DELETE FROM controller_members`;
-  await db.sql`UPDATE endpoints SET cleaned_at = now()`;
-  const ids = await createEndpoints(6, 'same-ns');
-  for (const id of ids)
-    await db.sql`
-      INSERT INTO replicas (id, endpoint_id, version_index, runtime, node, gpu_type, num_gpu, state)
-      VALUES (${`rep_${id}`}, ${id}, 1, 'kubernetes', 'kubernetes/ns', 'H100', 1, 'READY')`;
-  const { loop, overlaps, logged } = loops();
-  const all = async () => [...(await holders(ids)).values()].flat().length;
-  loop('gw-x', 'kubernetes:x/ns#shards', { node: 'kubernetes/ns', watchShards: () => {} });
-  await until('x holds all 6', async () => (await all()) === 6);
-  loop('gw-y', 'kubernetes:y/ns#shards', { node: 'kubernetes/ns', watchShards: () => {} });
-  // Both count each other, and renew a few times: nothing is handed back, nothing is dropped.
-  for (let i = 0; i < 8; i++) {
-    await sleep(LEASE_TTL_MS / 4);
-    expect(await all()).toBe(6);
-  }
-  expect(logged.some((line) => /another pool that follow/.test(line))).toBe(false);
   expect(overlaps).toEqual([]);
 }, 60_000);
