@@ -26,7 +26,7 @@ import { DEFAULTS } from '../defaults.js';
 import type { Sql } from '../storage/database.js';
 import { endpointsToReconcile, settled } from '../storage/pass-reads.js';
 import { QUEUE_DEPTH_STALE_MS } from '../storage/queue-depth-repository.js';
-import { acquireLeases, countMembers, heartbeat, releaseLeases, releaseSomeLeases } from '../storage/leases-repository.js';
+import { acquireLeases, countMembers, heartbeat, releaseLeases, releaseSomeLeases, type Members } from '../storage/leases-repository.js';
 import { Nudge } from '../util/nudge.js';
 import { assignShards, SHARD_COUNT, shardOf } from '../domain/shards.js';
 import { leaseShare } from './lease-share.js';
@@ -198,6 +198,7 @@ export class ReconcileLoop {
       // The other gateways are counted each interval: one that stops or dies no longer bounds this one's share.
       const pool = this.options.pool ?? 'default';
       const renewing = at - this.renewedAt >= leaseTtlMs / 3;
+      let members: Members;
       if (renewing) {
         const beat = await heartbeat(sql, owner, pool, leaseTtlMs, this.options.node);
         // Leases lost meanwhile (expired, taken by another gateway) are forgotten (those with a pass running, after it).
@@ -205,23 +206,17 @@ export class ReconcileLoop {
         // Taken again later, such an endpoint's first pass is a first look again.
         for (const id of lost) this.lastPassAt.delete(id);
         this.forget(lost);
-        ({
-          held: this.held,
-          others: this.others,
-          elsewhere: this.elsewhere,
-          peers: this.peers,
-          followedElsewhere: this.followedElsewhere,
-          takersElsewhere: this.takersElsewhere,
-        } = beat);
+        this.held = beat.held;
         this.renewedAt = at;
-      } else
-        ({
-          others: this.others,
-          elsewhere: this.elsewhere,
-          peers: this.peers,
-          followedElsewhere: this.followedElsewhere,
-          takersElsewhere: this.takersElsewhere,
-        } = await countMembers(sql, owner, pool, leaseTtlMs, this.options.node));
+        members = beat;
+      } else members = await countMembers(sql, owner, pool, leaseTtlMs, this.options.node);
+      ({
+        others: this.others,
+        elsewhere: this.elsewhere,
+        peers: this.peers,
+        followedElsewhere: this.followedElsewhere,
+        takersElsewhere: this.takersElsewhere,
+      } = members);
       if (this.options.watchShards) this.owned = assignShards(this.peers, owner);
       // With shards, the endpoints of the shards it follows alone: the others' are theirs to list.
       const following = this.shardsToFollow();
@@ -240,13 +235,7 @@ export class ReconcileLoop {
       // Endpoints whose replicas all run where a live gateway of another pool follows them (`away`): handed back to it.
       const leaving = [...this.held].filter((id) => this.away.has(id) && !this.running.has(id) && !this.options.busy?.(id));
       if (leaving.length > 0) {
-        for (const id of leaving) {
-          this.held.delete(id);
-          this.atRest.delete(id);
-          this.lastPassAt.delete(id);
-        }
-        this.forget(leaving);
-        await releaseSomeLeases(sql, owner, leaving);
+        await this.letGo(leaving);
         this.options.log(`handed ${leaving.length} endpoint(s) back to the gateway(s) of another pool that follow their replicas`);
       }
       const idle = new Set(listed.filter((e) => e.queued === 0).map((e) => e.id));
@@ -361,6 +350,16 @@ export class ReconcileLoop {
     candidates.sort((a, b) => Number(resting(b)) - Number(resting(a)));
     const ids = candidates.slice(0, release);
     if (ids.length === 0) return;
+    await this.letGo(ids);
+    this.options.log(
+      owned
+        ? `handed ${ids.length} endpoint(s) over to the other gateway(s) of the pool, whose shards they are now (this one holds ${owned.size} of ${SHARD_COUNT} shards)`
+        : `handed ${ids.length} endpoint(s) over to the ${this.others} other gateway(s) (this one's share: ${this.share().share})`,
+    );
+  }
+
+  /** Hands these leases back (another gateway takes them on its next pass), and forgets what this process kept of them. */
+  private async letGo(ids: string[]): Promise<void> {
     await releaseSomeLeases(this.options.sql, this.options.owner, ids);
     for (const id of ids) {
       this.held.delete(id);
@@ -368,11 +367,6 @@ export class ReconcileLoop {
       this.lastPassAt.delete(id);
     }
     this.forget(ids);
-    this.options.log(
-      owned
-        ? `handed ${ids.length} endpoint(s) over to the other gateway(s) of the pool, whose shards they are now (this one holds ${owned.size} of ${SHARD_COUNT} shards)`
-        : `handed ${ids.length} endpoint(s) over to the ${this.others} other gateway(s) (this one's share: ${this.share().share})`,
-    );
   }
 }
 
